@@ -1,0 +1,95 @@
+"""The exceptions zarrlake raises; every one derives from ZarrLakeError."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class ZarrLakeError(Exception):
+    """Base class of every error zarrlake raises on purpose."""
+
+
+class NotFoundError(ZarrLakeError, KeyError):
+    """A repository, ref, session, object or key does not exist."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; we want it plain.
+        return str(self.args[0]) if self.args else ""
+
+
+class AlreadyExistsError(ZarrLakeError):
+    """Something that must be new (repository, branch, tag) already exists."""
+
+
+class CorruptionError(ZarrLakeError):
+    """Stored bytes failed their checksum or do not decode; never silently returned."""
+
+
+class InvalidInputError(ZarrLakeError, ValueError):
+    """A name, ref, URL, option or document given by the caller is malformed."""
+
+
+class ConfigurationError(ZarrLakeError):
+    """A backend could not be reached or configured (bad URL, server down, credentials)."""
+
+
+class StorageError(ZarrLakeError):
+    """Object storage failed in a way a retry will not fix."""
+
+
+class TransientError(ZarrLakeError):
+    """A failure that may succeed when retried (timeouts, 5xx, busy databases)."""
+
+
+class CASFailedError(ZarrLakeError):
+    """A compare-and-swap found a different version than expected."""
+
+
+class ReadOnlyError(ZarrLakeError, ValueError):
+    """A write was attempted on a read-only session or store."""
+
+
+class SessionError(ZarrLakeError):
+    """Base class for session state errors."""
+
+
+class SessionExpiredError(SessionError):
+    """The session passed its expiry time; it can no longer write or commit."""
+
+
+class SessionClosedError(SessionError):
+    """The session was committed or abandoned (or is being committed right now)."""
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """One conflict between a session's changes and a commit that landed after its base.
+
+    `path` is the node (array or group) path without a leading slash; `kind` is one of
+    "chunk", "metadata", "resized", "deleted", "created", "read", "writers"; `chunks` lists the
+    chunk coordinates involved, or is None for node-level conflicts.
+    """
+
+    path: str
+    kind: str
+    chunks: list[tuple[int, ...]] | None = None
+    detail: str = ""
+
+    def __str__(self) -> str:
+        where = self.path or "/"
+        text = f"{self.kind} conflict at {where!r}"
+        if self.chunks:
+            shown = ", ".join(str(c) for c in self.chunks[:10])
+            more = f" (+{len(self.chunks) - 10} more)" if len(self.chunks) > 10 else ""
+            text += f" chunks {shown}{more}"
+        if self.detail:
+            text += f": {self.detail}"
+        return text
+
+
+class ConflictError(ZarrLakeError):
+    """The commit conflicts with commits that landed after the session's base."""
+
+    def __init__(self, conflicts: list[Conflict], message: str | None = None) -> None:
+        self.conflicts = list(conflicts)
+        lines = "; ".join(str(c) for c in self.conflicts)
+        super().__init__(message or f"commit conflicts with concurrent changes: {lines}")
