@@ -24,3 +24,17 @@ __all__ = [
     "ZarrLakeError",
 ]
 __version__ = "0.1.0"
+
+from zarrlake.diff import Diff
+from zarrlake.repo import Commit, Repo
+from zarrlake.session import Session
+
+__all__ += ["Commit", "Diff", "Repo", "Session"]
+
+
+def __getattr__(name: str):  # the Spark integration imports pyspark; load it on first use
+    if name == "spark":
+        import importlib
+
+        return importlib.import_module("zarrlake.spark")
+    raise AttributeError(f"module 'zarrlake' has no attribute {name!r}")

@@ -1,0 +1,1 @@
+"""Immutable, versioned, checksummed encodings of everything a commit makes durable."""

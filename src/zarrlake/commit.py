@@ -1,0 +1,266 @@
+"""The commit protocol: build the new snapshot from staged changes, write every immutable
+object, then compare-and-swap the branch; on a moved branch, check conflicts against the
+change sets of the commits in between and rebase.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from zarrlake.conflicts import find_conflicts, merge_changes
+from zarrlake.errors import CASFailedError, Conflict, ConflictError, ZarrLakeError
+from zarrlake.format import columns
+from zarrlake.format.changes import (
+    ATTRS,
+    CREATED,
+    DELETE,
+    DELETED,
+    REDEFINED,
+    RESIZED,
+    WRITE,
+    ChangeSet,
+    NodeChange,
+)
+from zarrlake.format.commit import CommitRecord
+from zarrlake.format.manifest import ManifestRange
+from zarrlake.format.refs import ChunkRef, RefKind
+from zarrlake.format.snapshot import RangeIndex, SnapshotRoot, is_meta_key, node_path
+from zarrlake.keys import KeyNamer, is_array_doc, load_doc
+from zarrlake.objects import MANIFEST_INLINE_MAX, Objects
+from zarrlake.refs import BRANCH, Refs
+
+Change = tuple[str, ChunkRef | None]
+"""A key and its new reference (None: deleted), as staged by a session."""
+
+
+class CommitTimeoutError(ZarrLakeError):
+    """The branch kept moving and the commit could not land before its timeout."""
+
+
+# building snapshots ------------------------------------------------------------------
+
+
+def pack_small_chunks(objects: Objects, changes: Sequence[Change]) -> list[Change]:
+    """Move staged inline chunks too big for a manifest into one pack object."""
+    small = [
+        (i, r)
+        for i, (k, r) in enumerate(changes)
+        if r is not None
+        and r.kind == RefKind.INLINE
+        and r.length > MANIFEST_INLINE_MAX
+        and not is_meta_key(k)
+    ]
+    if not small:
+        return list(changes)
+    blob = b"".join(r.data or b"" for _, r in small)
+    location = f"packs/{hashlib.sha256(blob).hexdigest()[:40]}"
+    objects.store.put_if_absent(location, blob)
+    out = list(changes)
+    pos = 0
+    for i, r in small:
+        out[i] = (out[i][0], ChunkRef(RefKind.LOCATION, r.digest, r.length, pos, location))
+        pos += r.length
+    return out
+
+
+def apply_changes(
+    objects: Objects, parent: SnapshotRoot, changes: Sequence[Change]
+) -> SnapshotRoot:
+    """`parent` with `changes` applied; rewrites only the manifest ranges they touch."""
+    meta = dict(parent.meta)
+    data: list[tuple[bytes, ChunkRef | None]] = []
+    for key, ref in changes:
+        if is_meta_key(key):
+            if ref is None:
+                meta.pop(key, None)
+            else:
+                assert ref.data is not None, "metadata documents are staged inline"
+                meta[key] = ref.data
+        else:
+            data.append((key.encode(), ref))
+    if not data:
+        return SnapshotRoot(meta, parent.ranges)
+    data.sort(key=lambda kv: kv[0])
+    idx = parent.ranges
+    groups: dict[int, list[tuple[bytes, ChunkRef | None]]] = defaultdict(list)
+    if len(idx):
+        keys = columns.keys_array([k for k, _ in data])
+        where = np.maximum(np.searchsorted(idx.first_keys, keys, side="right") - 1, 0)
+        for (k, r), i in zip(data, where.tolist(), strict=True):
+            groups[i].append((k, r))
+    else:
+        groups[-1] = data
+
+    def rebuild(i: int) -> list[ManifestRange]:
+        base = objects.read(ManifestRange, idx.ids[i]) if i >= 0 else ManifestRange.empty()
+        return base.merge(groups[i])
+
+    touched = sorted(groups)
+    rebuilt = dict(zip(touched, objects.map(rebuild, touched), strict=True))
+    new_ranges = [r for pieces in rebuilt.values() for r in pieces]
+    ids = dict(zip(map(id, new_ranges), objects.write_all(new_ranges), strict=True))
+
+    first: list[bytes] = []
+    oids: list[str] = []
+    counts: list[int] = []
+    for i in range(-1, len(idx)):
+        if i in rebuilt:
+            for r in rebuilt[i]:
+                first.append(r.first_key)
+                oids.append(ids[id(r)])
+                counts.append(len(r))
+        elif i >= 0:
+            first.append(bytes(idx.first_keys[i]))
+            oids.append(idx.ids[i])
+            counts.append(int(idx.counts[i]))
+    ranges = RangeIndex(columns.keys_array(first), tuple(oids), np.array(counts, np.uint64))
+    return SnapshotRoot(meta, ranges)
+
+
+def classify(old: bytes | None, new: bytes | None) -> NodeChange | None:
+    """How one node's metadata document changed, or None if it did not."""
+    if old == new:
+        return None
+    is_array = is_array_doc(old) or is_array_doc(new)
+    if old is None:
+        return NodeChange(CREATED, is_array)
+    if new is None:
+        return NodeChange(DELETED, is_array)
+    a, b = load_doc(old), load_doc(new)
+    a.pop("attributes", None)
+    b.pop("attributes", None)
+    if a == b:
+        return NodeChange(ATTRS, is_array)
+    a.pop("shape", None)
+    b.pop("shape", None)
+    return NodeChange(RESIZED if a == b else REDEFINED, is_array)
+
+
+def change_set(changes: Sequence[Change], old_meta: dict[str, bytes]) -> ChangeSet:
+    """The change set of `changes` made against a snapshot with metadata `old_meta`."""
+    ordered = sorted(changes, key=lambda kv: kv[0].encode())
+    nodes = {}
+    for key, ref in ordered:
+        if is_meta_key(key):
+            change = classify(old_meta.get(key), ref.data if ref is not None else None)
+            if change is not None:
+                nodes[node_path(key)] = change
+    return ChangeSet(
+        columns.keys_array([k.encode() for k, _ in ordered]),
+        np.array([WRITE if r is not None else DELETE for _, r in ordered], np.uint8),
+        nodes,
+    )
+
+
+# the protocol -------------------------------------------------------------------------
+
+
+@dataclass
+class CommitRequest:
+    branch: str
+    base: str
+    changes: list[Change]
+    message: str
+    author: str | None
+    session_id: str | None
+    on_conflict: str = "fail"
+    reads: tuple[list[str], list[str]] | None = None  # serializable sessions only
+    timeout: float = 60.0
+
+
+class CommitProtocol:
+    """Runs one commit against a branch. `before_cas(commit_id)` is called right before each
+    branch compare-and-swap (sessions record the pending commit id there)."""
+
+    def __init__(self, objects: Objects, refs: Refs) -> None:
+        self.objects = objects
+        self.refs = refs
+
+    def ancestry(self, head: str, base: str, limit: int = 1_000_000) -> list[CommitRecord]:
+        """Commits after `base` up to `head`, newest first; ConflictError if `base` is not
+        an ancestor (the branch was reset past it)."""
+        out = []
+        cid = head
+        while cid != base:
+            rec = self.objects.commit(cid)
+            out.append(rec)
+            if not rec.parents or len(out) > limit:
+                raise ConflictError(
+                    [Conflict("", "reset", None, f"branch no longer descends from {base}")]
+                )
+            cid = rec.parents[0]
+        return out
+
+    def run(self, req: CommitRequest, before_cas: Callable[[str], None]) -> str:
+        base_rec = self.objects.commit(req.base)
+        base_root = self.objects.read(SnapshotRoot, base_rec.snapshot)
+        ours = change_set(req.changes, base_root.meta)
+        deadline = time.monotonic() + req.timeout
+        attempt = 0
+        while True:
+            head, version = self.refs.require(BRANCH, req.branch)
+            changes = req.changes
+            parent_id, parent_root = req.base, base_root
+            if head != req.base:
+                between = self.ancestry(head, req.base)
+                theirs = merge_changes(
+                    [self.objects.read(ChangeSet, c.changes) for c in reversed(between)]
+                )
+                head_root = self.objects.read(SnapshotRoot, between[0].snapshot)
+                namer = KeyNamer(
+                    base_root.meta,
+                    head_root.meta,
+                    {k: r.data for k, r in req.changes if is_meta_key(k) and r and r.data},
+                )
+                conflicts = find_conflicts(ours, theirs, namer, req.reads)
+                if conflicts:
+                    policy_ok = req.on_conflict in ("ours", "theirs") and all(
+                        c.kind == "chunk" for c in conflicts
+                    )
+                    if not policy_ok:
+                        raise ConflictError(conflicts)
+                    if req.on_conflict == "theirs":
+                        taken = {bytes(k).decode() for k in theirs.keys}
+                        changes = [(k, r) for k, r in changes if k not in taken]
+                parent_id, parent_root = head, head_root
+            commit_id = self._write(req, changes, parent_id, parent_root)
+            before_cas(commit_id)
+            try:
+                self.refs.move(req.branch, commit_id, version)
+                return commit_id
+            except CASFailedError:
+                now = self.refs.get(BRANCH, req.branch)
+                if now is not None and now[0] == commit_id:  # our CAS landed; its reply was lost
+                    return commit_id
+            attempt += 1
+            if time.monotonic() > deadline:
+                raise CommitTimeoutError(
+                    f"branch {req.branch!r} kept moving; gave up after {attempt} attempts "
+                    f"and {req.timeout:.0f}s"
+                )
+            time.sleep(random.uniform(0, min(0.5, 0.002 * 2**attempt)))
+
+    def _write(
+        self, req: CommitRequest, changes: list[Change], parent_id: str, parent_root: SnapshotRoot
+    ) -> str:
+        changes = pack_small_chunks(self.objects, changes)
+        root = apply_changes(self.objects, parent_root, changes)
+        snapshot_id = self.objects.write(root)
+        changes_id = self.objects.write(change_set(changes, parent_root.meta))
+        record = CommitRecord(
+            parents=(parent_id,),
+            snapshot=snapshot_id,
+            changes=changes_id,
+            message=req.message,
+            author=req.author,
+            timestamp=time.time(),
+            session_id=req.session_id,
+        )
+        return self.objects.write(record)

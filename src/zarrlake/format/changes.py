@@ -1,0 +1,59 @@
+"""Change sets: which keys a commit wrote or deleted, and how it changed each node.
+
+Conflict checks and diffs read change sets instead of comparing whole snapshots, so they
+cost O(changes), not O(repository).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from zarrlake.format import columns, envelope
+
+WRITE = 1
+DELETE = 2
+
+# How a commit changed one node's metadata document (zarr.json).
+CREATED = "created"
+DELETED = "deleted"
+RESIZED = "resized"  # only the array's shape changed
+REDEFINED = "redefined"  # chunk grid, dtype, codecs or other structure changed
+ATTRS = "attributes"  # only attributes (or other harmless fields) changed
+
+
+@dataclass(frozen=True)
+class NodeChange:
+    kind: str
+    is_array: bool
+
+    def to_json(self) -> list:
+        return [self.kind, self.is_array]
+
+
+@dataclass(frozen=True)
+class ChangeSet:
+    keys: np.ndarray = field(default_factory=lambda: columns.keys_array([]))  # sorted
+    ops: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))  # WRITE / DELETE
+    nodes: dict[str, NodeChange] = field(default_factory=dict)  # node path -> change
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def key_list(self) -> list[str]:
+        return [bytes(k).decode() for k in self.keys]
+
+    def encode(self) -> tuple[str, bytes]:
+        payload = columns.pack(
+            {"nodes": {p: n.to_json() for p, n in self.nodes.items()}},
+            {"keys": self.keys, "ops": self.ops},
+        )
+        return envelope.encode(envelope.KIND_CHANGES, payload)
+
+    @classmethod
+    def decode(cls, oid: str, data: bytes) -> ChangeSet:
+        payload = envelope.decode(envelope.KIND_CHANGES, oid, data)
+        meta, c = columns.unpack(payload, f"changes object {oid}")
+        nodes = {p: NodeChange(k, bool(a)) for p, (k, a) in meta["nodes"].items()}
+        return cls(c["keys"], c["ops"], nodes)

@@ -1,0 +1,216 @@
+"""Manifest ranges: sorted, immutable runs of (key -> chunk reference), stored columnar.
+
+A snapshot's keys are split into ranges of a few thousand entries; a commit rewrites only
+the ranges its changes fall into, so its cost does not grow with the number of chunks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from zarrlake.format import columns, envelope
+from zarrlake.format.refs import ChunkRef, RefKind
+
+TARGET_ENTRIES = 4096
+"""Ranges are split into pieces of this many entries once they exceed twice as many."""
+
+
+@dataclass(frozen=True)
+class ManifestRange:
+    keys: np.ndarray  # S<n>, sorted, unique
+    kind: np.ndarray  # uint8
+    digest: np.ndarray  # (n, 32) uint8
+    offset: np.ndarray  # uint64
+    length: np.ndarray  # uint64
+    loc: np.ndarray  # int32 index into locations, -1 for none
+    locations: tuple[str, ...]
+    inline: np.ndarray  # uint8 buffer holding INLINE data at offset/length
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    @classmethod
+    def empty(cls) -> ManifestRange:
+        return _from_refs([], [])
+
+    @property
+    def first_key(self) -> bytes:
+        return bytes(self.keys[0])
+
+    def index(self, key: bytes) -> int:
+        """Position of `key`, or -1."""
+        i = int(np.searchsorted(self.keys, key))
+        return i if i < len(self.keys) and self.keys[i] == key else -1
+
+    def ref_at(self, i: int) -> ChunkRef:
+        kind = RefKind(int(self.kind[i]))
+        off, length = int(self.offset[i]), int(self.length[i])
+        loc = int(self.loc[i])
+        return ChunkRef(
+            kind=kind,
+            digest=self.digest[i].tobytes(),
+            length=length,
+            offset=off if kind != RefKind.INLINE else 0,
+            location=self.locations[loc] if loc >= 0 else None,
+            data=self.inline[off : off + length].tobytes() if kind == RefKind.INLINE else None,
+        )
+
+    def get(self, key: bytes) -> ChunkRef | None:
+        i = self.index(key)
+        return self.ref_at(i) if i >= 0 else None
+
+    def key_slice(self, start: bytes, stop: bytes | None) -> slice:
+        """Positions of keys in [start, stop)."""
+        lo = int(np.searchsorted(self.keys, start))
+        hi = len(self.keys) if stop is None else int(np.searchsorted(self.keys, stop))
+        return slice(lo, hi)
+
+    def iter_keys(self, start: bytes = b"", stop: bytes | None = None) -> Iterator[bytes]:
+        yield from (bytes(k) for k in self.keys[self.key_slice(start, stop)])
+
+    def merge(self, changes: Sequence[tuple[bytes, ChunkRef | None]]) -> list[ManifestRange]:
+        """This range with `changes` (sorted by key; None deletes) applied, split into
+        pieces of at most 2 * TARGET_ENTRIES entries. An empty result means the range is gone."""
+        change_keys = columns.keys_array([k for k, _ in changes])
+        keep = ~np.isin(self.keys, change_keys) if len(self) else np.zeros(0, bool)
+        added = _from_refs(
+            [k for k, r in changes if r is not None], [r for _, r in changes if r is not None]
+        )
+        merged = _concat(self._take(np.flatnonzero(keep)), added)
+        return merged._split()
+
+    def _take(self, idx: np.ndarray) -> ManifestRange:
+        return ManifestRange(
+            keys=self.keys[idx],
+            kind=self.kind[idx],
+            digest=self.digest[idx],
+            offset=self.offset[idx],
+            length=self.length[idx],
+            loc=self.loc[idx],
+            locations=self.locations,
+            inline=self.inline,
+        )
+
+    def _split(self) -> list[ManifestRange]:
+        n = len(self)
+        if n == 0:
+            return []
+        if n <= 2 * TARGET_ENTRIES:
+            return [self._compact()]
+        return [
+            self._take(np.arange(i, min(i + TARGET_ENTRIES, n)))._compact()
+            for i in range(0, n, TARGET_ENTRIES)
+        ]
+
+    def _compact(self) -> ManifestRange:
+        """Drop inline bytes and location strings no entry refers to any more."""
+        inline_idx = np.flatnonzero(self.kind == RefKind.INLINE)
+        offset = self.offset.copy()
+        parts, pos = [], 0
+        for i in inline_idx:
+            o, n = int(self.offset[i]), int(self.length[i])
+            parts.append(self.inline[o : o + n])
+            offset[i] = pos
+            pos += n
+        inline = np.concatenate(parts) if parts else np.zeros(0, np.uint8)
+        used = np.unique(self.loc[self.loc >= 0])
+        remap = np.full(len(self.locations) + 1, -1, np.int32)
+        remap[used] = np.arange(len(used), dtype=np.int32)
+        return ManifestRange(
+            keys=self.keys,
+            kind=self.kind,
+            digest=self.digest,
+            offset=offset,
+            length=self.length,
+            loc=remap[self.loc],
+            locations=tuple(self.locations[i] for i in used),
+            inline=inline,
+        )
+
+    def encode(self) -> tuple[str, bytes]:
+        payload = columns.pack(
+            {"locations": list(self.locations)},
+            {
+                "keys": self.keys,
+                "kind": self.kind,
+                "digest": self.digest,
+                "offset": self.offset,
+                "length": self.length,
+                "loc": self.loc,
+                "inline": self.inline,
+            },
+        )
+        return envelope.encode(envelope.KIND_MANIFEST, payload)
+
+    @classmethod
+    def decode(cls, oid: str, data: bytes) -> ManifestRange:
+        payload = envelope.decode(envelope.KIND_MANIFEST, oid, data)
+        meta, c = columns.unpack(payload, f"manifest object {oid}")
+        return cls(
+            keys=c["keys"],
+            kind=c["kind"],
+            digest=c["digest"],
+            offset=c["offset"],
+            length=c["length"],
+            loc=c["loc"],
+            locations=tuple(meta["locations"]),
+            inline=c["inline"],
+        )
+
+
+def _from_refs(keys: list[bytes], refs: list[ChunkRef]) -> ManifestRange:
+    n = len(refs)
+    locations: dict[str, int] = {}
+    kind = np.empty(n, np.uint8)
+    digest = np.empty((n, 32), np.uint8)
+    offset = np.zeros(n, np.uint64)
+    length = np.empty(n, np.uint64)
+    loc = np.full(n, -1, np.int32)
+    inline_parts: list[bytes] = []
+    pos = 0
+    for i, r in enumerate(refs):
+        kind[i] = r.kind
+        digest[i] = np.frombuffer(r.digest, np.uint8)
+        length[i] = r.length
+        if r.kind == RefKind.INLINE:
+            assert r.data is not None
+            offset[i] = pos
+            inline_parts.append(r.data)
+            pos += len(r.data)
+        else:
+            offset[i] = r.offset
+        if r.location is not None:
+            loc[i] = locations.setdefault(r.location, len(locations))
+    return ManifestRange(
+        keys=columns.keys_array(keys),
+        kind=kind,
+        digest=digest,
+        offset=offset,
+        length=length,
+        loc=loc,
+        locations=tuple(locations),
+        inline=np.frombuffer(b"".join(inline_parts), np.uint8),
+    )
+
+
+def _concat(a: ManifestRange, b: ManifestRange) -> ManifestRange:
+    """Entries of both (keys disjoint), sorted by key."""
+    if len(b) == 0:
+        return a
+    b_loc = np.where(b.loc >= 0, b.loc + len(a.locations), -1).astype(np.int32)
+    b_off = np.where(b.kind == RefKind.INLINE, b.offset + np.uint64(len(a.inline)), b.offset)
+    keys = np.concatenate([a.keys, b.keys])
+    order = np.argsort(keys, kind="stable")
+    return ManifestRange(
+        keys=keys[order],
+        kind=np.concatenate([a.kind, b.kind])[order],
+        digest=np.concatenate([a.digest, b.digest])[order],
+        offset=np.concatenate([a.offset, b_off.astype(np.uint64)])[order],
+        length=np.concatenate([a.length, b.length])[order],
+        loc=np.concatenate([a.loc, b_loc])[order],
+        locations=a.locations + b.locations,
+        inline=np.concatenate([a.inline, b.inline]),
+    )

@@ -1,0 +1,46 @@
+"""Staged records: one session write (or delete) of one key, as held in the metastore."""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from zarrlake.errors import CorruptionError
+from zarrlake.format.refs import ChunkRef, RefKind
+
+_HEAD = struct.Struct("<BB8s32sQ")  # op, ref kind, writer, digest, length
+OP_WRITE = 1
+OP_DELETE = 2
+
+
+@dataclass(frozen=True, slots=True)
+class StagedRecord:
+    op: int
+    writer: bytes  # 8 bytes naming the session handle that staged it
+    ref: ChunkRef | None  # None for deletes
+
+    def encode(self) -> bytes:
+        if self.ref is None:
+            return _HEAD.pack(self.op, 0, self.writer, b"\0" * 32, 0)
+        head = _HEAD.pack(self.op, self.ref.kind, self.writer, self.ref.digest, self.ref.length)
+        return head + (self.ref.data or b"")
+
+    @classmethod
+    def decode(cls, data: bytes, key: str) -> StagedRecord:
+        try:
+            op, kind, writer, digest, length = _HEAD.unpack_from(data)
+        except struct.error as e:
+            raise CorruptionError(f"staged record for {key!r}: cannot decode ({e})") from e
+        if op == OP_DELETE:
+            return cls(op, writer, None)
+        body = data[_HEAD.size :]
+        if RefKind(kind) == RefKind.INLINE:
+            if len(body) != length:
+                raise CorruptionError(f"staged record for {key!r}: truncated")
+            return cls(op, writer, ChunkRef(RefKind.INLINE, digest, length, data=body))
+        return cls(op, writer, ChunkRef(RefKind(kind), digest, length))
+
+    def same_content(self, other: StagedRecord) -> bool:
+        if self.ref is None or other.ref is None:
+            return self.ref is None and other.ref is None
+        return self.ref.digest == other.ref.digest

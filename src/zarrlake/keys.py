@@ -1,0 +1,69 @@
+"""Mapping store keys to the node (array or group) they belong to and to chunk coordinates."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from zarrlake.format.snapshot import is_meta_key, node_path
+
+
+def load_doc(doc: bytes | None) -> dict:
+    if not doc:
+        return {}
+    try:
+        value = json.loads(doc)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def is_array_doc(doc: bytes | None) -> bool:
+    return load_doc(doc).get("node_type") == "array"
+
+
+class KeyNamer:
+    """Names keys by node path and chunk coordinates, given metadata documents
+    (metadata key -> zarr.json bytes) of one or more snapshots."""
+
+    def __init__(self, *docs: Mapping[str, bytes]) -> None:
+        self.docs: dict[str, bytes] = {}
+        for d in docs:
+            self.docs.update(d)
+
+    def node_of(self, key: str) -> str:
+        """The deepest node whose metadata exists and whose path prefixes the key."""
+        if is_meta_key(key):
+            return node_path(key)
+        parts = key.split("/")
+        for n in range(len(parts) - 1, 0, -1):
+            path = "/".join(parts[:n])
+            if f"{path}/zarr.json" in self.docs:
+                return path
+        return "/".join(parts[:-1])
+
+    def coords(self, node: str, key: str) -> tuple[int, ...] | None:
+        """Chunk coordinates of `key` in array `node`, per its chunk key encoding."""
+        suffix = key[len(node) + 1 :] if node else key
+        enc = load_doc(self.docs.get(f"{node}/zarr.json" if node else "zarr.json")).get(
+            "chunk_key_encoding", {}
+        )
+        name = enc.get("name", "default") if isinstance(enc, dict) else "default"
+        sep = (enc.get("configuration") or {}).get("separator") if isinstance(enc, dict) else None
+        if name == "default":
+            sep = sep or "/"
+            if suffix == "c":
+                return ()
+            if not suffix.startswith("c" + sep):
+                return None
+            suffix = suffix[2:]
+        else:
+            sep = sep or "."
+        try:
+            return tuple(int(p) for p in suffix.split(sep))
+        except ValueError:
+            return None
+
+    def name(self, key: str) -> tuple[str, tuple[int, ...] | None]:
+        node = self.node_of(key)
+        return node, self.coords(node, key)

@@ -1,0 +1,146 @@
+"""Typed access to the immutable objects of a repository, verified on read and cached.
+
+Format objects (manifests, snapshots, change sets, commits) are written once under their
+content hash and never change, so every decoded object can be cached for the life of the
+process. Chunk bytes are checked against the SHA-256 in their reference before they are
+returned.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from zarrlake.errors import CorruptionError, NotFoundError
+from zarrlake.format.changes import ChangeSet
+from zarrlake.format.commit import CommitRecord
+from zarrlake.format.manifest import ManifestRange
+from zarrlake.format.refs import ChunkRef, RefKind, chunk_object_key
+from zarrlake.format.snapshot import SnapshotRoot
+from zarrlake.storage.base import ObjectStore
+
+MANIFEST_INLINE_MAX = 64
+"""Chunks at most this large are kept inside manifests rather than as objects."""
+
+PREFIXES = {
+    ManifestRange: "manifests",
+    SnapshotRoot: "snapshots",
+    ChangeSet: "changes",
+    CommitRecord: "commits",
+}
+
+
+class _LRU:
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.items: OrderedDict[str, object] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: str) -> object | None:
+        with self.lock:
+            value = self.items.get(key)
+            if value is not None:
+                self.items.move_to_end(key)
+            return value
+
+    def put(self, key: str, value: object) -> None:
+        with self.lock:
+            self.items[key] = value
+            self.items.move_to_end(key)
+            while len(self.items) > self.capacity:
+                self.items.popitem(last=False)
+
+
+class Objects:
+    """Reads and writes a repository's immutable objects through one ObjectStore."""
+
+    def __init__(self, store: ObjectStore, cache_entries: int = 512) -> None:
+        self.store = store
+        self._cache = _LRU(cache_entries)
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_pid = 0
+
+    # format objects --------------------------------------------------------------------
+
+    def write[T: (ManifestRange, SnapshotRoot, ChangeSet, CommitRecord)](self, obj: T) -> str:
+        oid, data = obj.encode()
+        self.store.put_if_absent(f"{PREFIXES[type(obj)]}/{oid}", data)
+        self._cache.put(oid, obj)
+        return oid
+
+    def write_all(self, objs: list) -> list[str]:
+        """Write many objects in parallel (they are independent and content-addressed)."""
+        if len(objs) <= 1:
+            return [self.write(o) for o in objs]
+        return list(self.pool.map(self.write, objs))
+
+    def read[T: (ManifestRange, SnapshotRoot, ChangeSet, CommitRecord)](
+        self, cls: type[T], oid: str
+    ) -> T:
+        cached = self._cache.get(oid)
+        if isinstance(cached, cls):
+            return cached
+        key = f"{PREFIXES[cls]}/{oid}"
+        try:
+            data = self.store.get(key)
+        except NotFoundError:
+            raise NotFoundError(f"{PREFIXES[cls][:-1]} object {oid} is missing ({key})") from None
+        obj = cls.decode(oid, data)
+        self._cache.put(oid, obj)
+        return obj
+
+    def commit(self, oid: str) -> CommitRecord:
+        return self.read(CommitRecord, oid)
+
+    def has_commit(self, oid: str) -> bool:
+        return self._cache.get(oid) is not None or self.store.exists(f"commits/{oid}")
+
+    # chunk data ------------------------------------------------------------------------
+
+    def put_chunk(self, data: bytes) -> ChunkRef:
+        """Store chunk bytes under their SHA-256 (deduplicated) and return the reference."""
+        digest = hashlib.sha256(data).digest()
+        if len(data) <= MANIFEST_INLINE_MAX:
+            return ChunkRef.inline(data, digest)
+        self.store.put_if_absent(chunk_object_key(digest), data)
+        return ChunkRef.object(digest, len(data))
+
+    def read_ref(self, ref: ChunkRef, what: str) -> bytes:
+        """The referenced bytes, verified against the reference's checksum."""
+        if ref.kind == RefKind.INLINE:
+            data = ref.data or b""
+        else:
+            key = ref.location if ref.kind == RefKind.LOCATION else chunk_object_key(ref.digest)
+            assert key is not None
+            span = (ref.offset, ref.offset + ref.length) if ref.kind == RefKind.LOCATION else None
+            try:
+                data = self.store.get(key, span)
+            except NotFoundError:
+                raise NotFoundError(f"{what}: its data object {key} is missing") from None
+        if len(data) != ref.length or hashlib.sha256(data).digest() != ref.digest:
+            raise CorruptionError(f"{what}: checksum mismatch in its data ({describe(ref)})")
+        return data
+
+    @property
+    def pool(self) -> ThreadPoolExecutor:
+        if self._pool is None or self._pool_pid != os.getpid():
+            self._pool_pid = os.getpid()
+            self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="zarrlake-io")
+        return self._pool
+
+    def map[A, R](self, fn: Callable[[A], R], items: list[A]) -> list[R]:
+        if len(items) <= 1:
+            return [fn(i) for i in items]
+        return list(self.pool.map(fn, items))
+
+
+def describe(ref: ChunkRef) -> str:
+    if ref.kind == RefKind.INLINE:
+        return "inline"
+    if ref.kind == RefKind.OBJECT:
+        return chunk_object_key(ref.digest)
+    return f"{ref.location}[{ref.offset}:{ref.offset + ref.length}]"
