@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from zarrlake import faultpoints
 from zarrlake.conflicts import find_conflicts, merge_changes
 from zarrlake.errors import CASFailedError, Conflict, ConflictError, ZarrLakeError
 from zarrlake.format import columns
@@ -254,6 +255,7 @@ class CommitProtocol:
         root = apply_changes(self.objects, parent_root, changes)
         snapshot_id = self.objects.write(root)
         changes_id = self.objects.write(change_set(changes, parent_root.meta))
+        faultpoints.reached("after_snapshot_write")
         record = CommitRecord(
             parents=(parent_id,),
             snapshot=snapshot_id,
@@ -263,4 +265,6 @@ class CommitProtocol:
             timestamp=time.time(),
             session_id=req.session_id,
         )
-        return self.objects.write(record)
+        commit_id = self.objects.write(record)
+        faultpoints.reached("after_commit_record")
+        return commit_id

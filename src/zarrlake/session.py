@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from zarrlake import faultpoints
 from zarrlake.commit import Change, CommitProtocol, CommitRequest
 from zarrlake.diff import Diff, diff_staged
 from zarrlake.errors import (
@@ -287,6 +288,7 @@ class Session:
             ref = ChunkRef.inline(bytes(data))
         else:
             ref = self.repo.objects.put_chunk(bytes(data))
+            faultpoints.reached("after_chunk_upload")
         self._stage(staging, [(key, ref)])
 
     def write_many(self, items: list[tuple[str, bytes]]) -> None:
@@ -317,6 +319,7 @@ class Session:
         if self._record.status != OPEN:
             self._check_writable(*self._load())
         staging.stage_many(items)
+        faultpoints.reached("after_staging")
         self._check_writable(*self._load())
 
     # transaction ------------------------------------------------------------------------
@@ -379,6 +382,7 @@ class Session:
         except CASFailedError:
             self._check_writable(*self._load())
             raise SessionClosedError(f"session {rec.id} is being committed elsewhere") from None
+        faultpoints.reached("after_seal")
         try:
             changes = self.staged_changes()
             reads = staging.reads() if rec.isolation == "serializable" else None
@@ -397,14 +401,17 @@ class Session:
             def before_cas(commit_id: str) -> None:
                 nonlocal rec, version
                 rec, version = self._swap(replace(rec, pending=commit_id), version)
+                faultpoints.reached("before_branch_cas")
 
             commit_id = CommitProtocol(self.repo.objects, self.repo.refs).run(request, before_cas)
+            faultpoints.reached("after_branch_cas")
         except BaseException:
             self._swap(replace(rec, status=OPEN, pending=None, lease=None), version)
             raise
         self._swap(
             replace(rec, status=COMMITTED, commit=commit_id, pending=None, lease=None), version
         )
+        faultpoints.reached("after_session_committed")
         staging.clear()
         return commit_id
 
