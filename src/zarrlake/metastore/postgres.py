@@ -1,0 +1,354 @@
+"""PostgreSQL metastore (psycopg 3): for repositories shared by many machines.
+
+Every operation is one autocommit statement (``set_many`` one transaction) on a pooled
+connection; compare-and-swap is a single conditional UPDATE or INSERT, so it is atomic
+without explicit locks. Versions come from a sequence, which never repeats (even on
+rollback). The pool is opened lazily and recreated after fork: a connection's socket must
+never be used, or even closed, by two processes.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from zarrlake.errors import (
+    CASFailedError,
+    ConfigurationError,
+    InvalidInputError,
+    TransientError,
+)
+from zarrlake.metastore import (
+    PAGE_SIZE,
+    check_expected,
+    check_items,
+    check_key,
+    check_limit,
+    check_partition,
+    check_value,
+    scan_range,
+)
+from zarrlake.metastore.base import Item, MetaStore
+
+try:
+    import psycopg
+    import psycopg.conninfo
+    import psycopg_pool
+except ImportError as _e:  # pragma: no cover - depends on the installed extras
+    raise ConfigurationError(
+        "the PostgreSQL metastore needs psycopg: pip install 'zarrlake[postgres]'"
+    ) from _e
+
+TABLE = "zarrlake_kv"
+SEQUENCE = "zarrlake_kv_version"
+CONNECT_TIMEOUT = 10
+"""Seconds to wait for a connection unless the URL sets ``connect_timeout``."""
+POOL_MAX = 4
+POOL_TIMEOUT = 15.0
+"""Seconds an operation waits for a pooled connection before raising TransientError."""
+_SCHEMA_LOCK = 0x7A61_726C_616B_6501  # pg_advisory_xact_lock key serialising schema creation
+
+_SCHEMA = (
+    f'CREATE TABLE IF NOT EXISTS {TABLE} (partition text COLLATE "C" NOT NULL, '
+    "key bytea NOT NULL, value bytea NOT NULL, version bigint NOT NULL, "
+    "PRIMARY KEY (partition, key))",
+    f"CREATE SEQUENCE IF NOT EXISTS {SEQUENCE}",
+)
+_UPSERT_TAIL = (
+    "ON CONFLICT (partition, key) DO UPDATE SET value = EXCLUDED.value, "
+    "version = EXCLUDED.version RETURNING version"
+)
+
+# Pools inherited across fork(): kept referenced so the child never closes the parent's
+# sockets (closing sends a Terminate message on the parent's session).
+_ABANDONED: list[Any] = []
+_STORES: weakref.WeakSet[PostgresMetaStore] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for store in list(_STORES):
+        store._lock = threading.Lock()
+        if store._pool is not None:
+            _ABANDONED.append(store._pool)
+            store._pool = None
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def parse_postgres_url(url: str) -> tuple[dict[str, str], str]:
+    """(libpq connection parameters, "host:port/db" for messages) of a postgresql:// URL."""
+    if not isinstance(url, str) or not url.lower().startswith(("postgresql://", "postgres://")):
+        raise InvalidInputError(f"not a PostgreSQL metastore URL: {_redact(url)!r}")
+    try:
+        params = psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.Error as e:
+        raise InvalidInputError(f"invalid PostgreSQL URL {_redact(url)!r}: {e}") from None
+    params = {k: str(v) for k, v in params.items()}
+    where = f"{params.get('host') or 'localhost'}:{params.get('port') or 5432}"
+    if not params.get("dbname"):
+        raise InvalidInputError(
+            f"PostgreSQL metastore URL {_redact(url)!r} names no database: "
+            "postgresql://USER@HOST:PORT/DB"
+        )
+    if not all(p.isdigit() for p in params.get("port", "5432").split(",")):
+        raise InvalidInputError(f"PostgreSQL metastore URL {_redact(url)!r}: bad port")
+    params.setdefault("connect_timeout", str(CONNECT_TIMEOUT))
+    params.setdefault("application_name", "zarrlake")
+    return params, f"{where}/{params['dbname']}"
+
+
+def _redact(url: Any) -> Any:
+    """The URL with its password replaced by ***."""
+    if not isinstance(url, str) or "@" not in url:
+        return url
+    head, _, tail = url.rpartition("@")
+    scheme, sep, userinfo = head.partition("://")
+    user, colon, _ = userinfo.partition(":")
+    return f"{scheme}{sep}{user}{':***' if colon else ''}@{tail}"
+
+
+def _connect_problem(e: BaseException, params: dict[str, str]) -> str:
+    """One line saying why a connection failed, never containing the password."""
+    state = getattr(e, "sqlstate", None)
+    text = str(e)
+    if state in ("28P01", "28000") or "authentication failed" in text:
+        return f"authentication failed for user {params.get('user', '')!r}"
+    if state == "3D000" or ("database" in text and "does not exist" in text):
+        return "database does not exist"
+    if "Connection refused" in text:
+        return "connection refused (is the server running on that host and port?)"
+    if "timeout expired" in text:
+        return f"no answer within {params.get('connect_timeout')} s (connect_timeout)"
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    line = lines[-1] if lines else type(e).__name__
+    password = params.get("password")
+    return line.replace(password, "***") if password else line
+
+
+class PostgresMetaStore(MetaStore):
+    """A metastore in one PostgreSQL table, shared by every process that opens the URL."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._params, self.where = parse_postgres_url(url)
+        self._lock = threading.Lock()
+        self._pool: psycopg_pool.ConnectionPool | None = None
+        self._pool_pid = 0
+        self._closed = False
+        self._ensure_schema()
+        _STORES.add(self)
+
+    def __repr__(self) -> str:
+        return f"PostgresMetaStore({_redact(self.url)!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (PostgresMetaStore, (self.url,))
+
+    # connections -------------------------------------------------------------------------
+
+    def _ensure_schema(self) -> None:
+        """Connect once (failing fast and clearly) and create the table if missing."""
+        try:
+            conn = psycopg.connect(**self._params, autocommit=True)
+        except psycopg.Error as e:
+            raise ConfigurationError(
+                f"cannot connect to PostgreSQL at {self.where}: {_connect_problem(e, self._params)}"
+            ) from None
+        try:
+            with conn, self._errors(opening=True):
+                found = conn.execute(
+                    "SELECT to_regclass(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL",
+                    (TABLE, SEQUENCE),
+                ).fetchone()
+                if found and found[0]:
+                    return
+                # Concurrent CREATE ... IF NOT EXISTS can still collide on the catalog's
+                # unique indexes; an advisory lock makes creators take turns.
+                with conn.transaction():
+                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+                    for statement in _SCHEMA:
+                        conn.execute(statement)
+        finally:
+            conn.close()
+
+    def _get_pool(self) -> psycopg_pool.ConnectionPool:
+        pid = os.getpid()
+        pool = self._pool
+        if pool is not None and self._pool_pid == pid:
+            return pool
+        with self._lock:
+            if self._closed:
+                raise ConfigurationError(f"metastore {self!r} is closed")
+            if self._pool is not None and self._pool_pid != pid:
+                _ABANDONED.append(self._pool)  # forked: never touch the parent's pool
+                self._pool = None
+            if self._pool is None:
+                pool = psycopg_pool.ConnectionPool(
+                    conninfo="",
+                    kwargs={**self._params, "autocommit": True},
+                    min_size=1,
+                    max_size=POOL_MAX,
+                    timeout=POOL_TIMEOUT,
+                    num_workers=1,
+                    name=f"zarrlake-{self.where}",
+                    open=False,
+                )
+                pool.open(wait=False)
+                self._pool, self._pool_pid = pool, pid
+            return self._pool
+
+    @contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection]:
+        pool = self._get_pool()
+        with self._errors(), pool.connection() as conn:
+            yield conn
+
+    @contextmanager
+    def _errors(self, opening: bool = False) -> Iterator[None]:
+        """Translate psycopg errors: lost connections, serialization failures and deadlocks
+        are transient; everything else (privileges, missing table, ...) is configuration."""
+        try:
+            yield
+        except psycopg.OperationalError as e:
+            problem = _connect_problem(e, self._params)
+            if opening:
+                raise ConfigurationError(f"PostgreSQL at {self.where}: {problem}") from None
+            raise TransientError(f"PostgreSQL at {self.where}: {problem}") from None
+        except psycopg.InterfaceError as e:
+            raise TransientError(f"PostgreSQL at {self.where}: {e}") from None
+        except psycopg.Error as e:
+            raise ConfigurationError(
+                f"PostgreSQL at {self.where}: {_connect_problem(e, self._params)}"
+            ) from None
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            if self._pool_pid == os.getpid():
+                pool.close()
+            else:
+                _ABANDONED.append(pool)
+        _STORES.discard(self)
+
+    # operations --------------------------------------------------------------------------
+
+    def get(self, partition: str, key: bytes) -> tuple[bytes, int] | None:
+        check_partition(partition)
+        check_key(key)
+        with self._connection() as conn:
+            row = conn.execute(
+                f"SELECT value, version FROM {TABLE} WHERE partition = %s AND key = %s",
+                (partition, key),
+            ).fetchone()
+        return None if row is None else (bytes(row[0]), row[1])
+
+    def scan(
+        self,
+        partition: str,
+        start: bytes = b"",
+        prefix: bytes | None = None,
+        limit: int | None = None,
+    ) -> Iterator[Item]:
+        check_partition(partition)
+        low, high = scan_range(start, prefix)
+        limit = check_limit(limit)
+        return self._scan(partition, low, high, limit)
+
+    def _scan(
+        self, partition: str, low: bytes, high: bytes | None, limit: int | None
+    ) -> Iterator[Item]:
+        # Keyset pagination: each page is its own statement, and the connection goes back
+        # to the pool before the caller sees a row.
+        sql = f"SELECT key, value, version FROM {TABLE} WHERE partition = %s AND key >= %s"
+        if high is not None:
+            sql += " AND key < %s"
+        sql += " ORDER BY key LIMIT %s"
+        remaining = limit
+        while remaining is None or remaining > 0:
+            size = PAGE_SIZE if remaining is None else min(PAGE_SIZE, remaining)
+            args: tuple[Any, ...] = (partition, low) + ((high,) if high is not None else ())
+            with self._connection() as conn:
+                rows = conn.execute(sql, (*args, size)).fetchall()
+            page = [(bytes(k), bytes(v), ver) for k, v, ver in rows]
+            yield from page
+            if len(page) < size:
+                return
+            if remaining is not None:
+                remaining -= len(page)
+            low = page[-1][0] + b"\x00"
+
+    def set(self, partition: str, key: bytes, value: bytes) -> int:
+        check_partition(partition)
+        check_key(key)
+        value = check_value(value)
+        with self._connection() as conn:
+            row = conn.execute(
+                f"INSERT INTO {TABLE} (partition, key, value, version) "
+                f"VALUES (%s, %s, %s, nextval('{SEQUENCE}')) {_UPSERT_TAIL}",
+                (partition, key, value),
+            ).fetchone()
+        assert row is not None
+        return row[0]
+
+    def set_many(self, partition: str, items: Iterable[tuple[bytes, bytes | None]]) -> None:
+        check_partition(partition)
+        changes = check_items(items)
+        writes = sorted((k, v) for k, v in changes.items() if v is not None)
+        deletes = sorted(k for k, v in changes.items() if v is None)
+        if not changes:
+            return
+        with self._connection() as conn, conn.transaction():
+            if deletes:
+                conn.execute(
+                    f"DELETE FROM {TABLE} WHERE partition = %s AND key = ANY(%s)",
+                    (partition, deletes),
+                )
+            if writes:
+                conn.execute(
+                    f"INSERT INTO {TABLE} (partition, key, value, version) "
+                    f"SELECT %s, k, v, nextval('{SEQUENCE}') "
+                    "FROM unnest(%s::bytea[], %s::bytea[]) AS t(k, v) ORDER BY k "
+                    f"{_UPSERT_TAIL}",
+                    (partition, [k for k, _ in writes], [v for _, v in writes]),
+                )
+
+    def delete(self, partition: str, key: bytes) -> None:
+        check_partition(partition)
+        check_key(key)
+        with self._connection() as conn:
+            conn.execute(f"DELETE FROM {TABLE} WHERE partition = %s AND key = %s", (partition, key))
+
+    def set_if(self, partition: str, key: bytes, value: bytes, expected: int | None) -> int:
+        check_partition(partition)
+        check_key(key)
+        value = check_value(value)
+        expected = check_expected(expected)
+        with self._connection() as conn:
+            if expected is None:
+                row = conn.execute(
+                    f"INSERT INTO {TABLE} (partition, key, value, version) "
+                    f"VALUES (%s, %s, %s, nextval('{SEQUENCE}')) "
+                    "ON CONFLICT (partition, key) DO NOTHING RETURNING version",
+                    (partition, key, value),
+                ).fetchone()
+            else:
+                row = conn.execute(
+                    f"UPDATE {TABLE} SET value = %s, version = nextval('{SEQUENCE}') "
+                    "WHERE partition = %s AND key = %s AND version = %s RETURNING version",
+                    (value, partition, key, expected),
+                ).fetchone()
+        if row is None:
+            raise CASFailedError(f"{partition}/{key!r}: version is not {expected}")
+        return row[0]
+
+    def drop_partition(self, partition: str) -> None:
+        check_partition(partition)
+        with self._connection() as conn:
+            conn.execute(f"DELETE FROM {TABLE} WHERE partition = %s", (partition,))
