@@ -13,7 +13,7 @@ from zarr.abc.store import (
     Store,
     SuffixByteRequest,
 )
-from zarr.core.buffer import Buffer, BufferPrototype
+from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 
 from zarrlake.errors import ReadOnlyError
 from zarrlake.session import Session
@@ -89,6 +89,18 @@ class SessionStore(Store):
         assert span is not None
         return data[span[0] : span[1]]
 
+    def get_sync(
+        self,
+        key: str,
+        *,
+        prototype: BufferPrototype | None = None,
+        byte_range: ByteRequest | None = None,
+    ) -> Buffer | None:
+        data = self._get(key, byte_range)
+        if data is None:
+            return None
+        return (prototype or default_buffer_prototype()).buffer.from_bytes(data)
+
     async def get(
         self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None
     ) -> Buffer | None:
@@ -110,6 +122,14 @@ class SessionStore(Store):
         return ref.length
 
     # writes -----------------------------------------------------------------------------
+
+    def set_sync(self, key: str, value: Buffer) -> None:
+        self._check_writable()
+        self.session.write(key, value.to_bytes())
+
+    def delete_sync(self, key: str) -> None:
+        self._check_writable()
+        self.session.delete(key)
 
     async def set(self, key: str, value: Buffer) -> None:
         self._check_writable()
