@@ -120,16 +120,43 @@ class Repo:
 
     @staticmethod
     def _connect(spec: RepoSpec) -> tuple[ObjectStore, MetaStore]:
+        """Open the object store and metastore, each behind a retrying wrapper.
+
+        Testing facility: when the environment variable ZARRLAKE_FAULTS is set, e.g.
+        ZARRLAKE_FAULTS="seed=1,error_rate=0.05,lost_response_rate=0.05,latency=0", both raw
+        backends are wrapped in the fault-injecting wrappers inside the retrying ones
+        (Retrying(Faulty(raw))), so a repository opened in another process sees transient
+        errors, lost write responses and latency. The metastore's wrapper gets seed + 1.
+        """
         if spec.location.startswith("/"):
             Path(spec.location).mkdir(parents=True, exist_ok=True)
         from zarrlake.metastore.retrying import RetryingMetaStore
         from zarrlake.storage.retrying import RetryingObjectStore
 
-        store = RetryingObjectStore(
-            storages.open_storage(spec.location, **dict(spec.storage_options))
+        raw_store = storages.open_storage(
+            spec.location, retry_policy=None, **dict(spec.storage_options)
         )
-        meta = RetryingMetaStore(metastores.open_metastore(spec.metastore))
-        return store, meta
+        raw_meta = metastores.open_metastore(spec.metastore)
+        faults = os.environ.get("ZARRLAKE_FAULTS")
+        if faults:
+            from zarrlake.metastore.faults import FaultyMetaStore
+            from zarrlake.storage.faults import FaultyObjectStore
+
+            kinds = {"seed": int, "error_rate": float, "lost_response_rate": float}
+            kinds["latency"] = float
+            opts: dict[str, Any] = {"seed": 0}
+            for part in filter(None, (p.strip() for p in faults.split(","))):
+                name, _, value = (x.strip() for x in part.partition("="))
+                try:
+                    opts[name] = kinds[name](value)
+                except (KeyError, ValueError):
+                    raise InvalidInputError(
+                        f"ZARRLAKE_FAULTS item {part!r}: use seed=N,error_rate=F,"
+                        "lost_response_rate=F,latency=SECONDS"
+                    ) from None
+            raw_store = FaultyObjectStore(raw_store, **opts)
+            raw_meta = FaultyMetaStore(raw_meta, **{**opts, "seed": opts["seed"] + 1})
+        return RetryingObjectStore(raw_store), RetryingMetaStore(raw_meta)
 
     @classmethod
     def _read_config(cls, store: ObjectStore) -> dict | None:
