@@ -34,7 +34,7 @@ from zarrlake.format.manifest import ManifestRange
 from zarrlake.format.refs import ChunkRef, RefKind
 from zarrlake.format.snapshot import RangeIndex, SnapshotRoot, is_meta_key, node_path
 from zarrlake.keys import KeyNamer, is_array_doc, load_doc
-from zarrlake.objects import MANIFEST_INLINE_MAX, Objects
+from zarrlake.objects import MANIFEST_INLINE_MAX, Blob, Objects
 from zarrlake.refs import BRANCH, Refs
 
 Change = tuple[str, ChunkRef | None]
@@ -48,8 +48,9 @@ class CommitTimeoutError(ZarrLakeError):
 # building snapshots ------------------------------------------------------------------
 
 
-def pack_small_chunks(objects: Objects, changes: Sequence[Change]) -> list[Change]:
-    """Move staged inline chunks too big for a manifest into one pack object."""
+def pack_small_chunks(changes: Sequence[Change]) -> tuple[list[Change], list[Blob]]:
+    """Move staged inline chunks too big for a manifest into one pack object; returns the
+    changes referring to the pack, and the pack to write."""
     small = [
         (i, r)
         for i, (k, r) in enumerate(changes)
@@ -59,22 +60,22 @@ def pack_small_chunks(objects: Objects, changes: Sequence[Change]) -> list[Chang
         and not is_meta_key(k)
     ]
     if not small:
-        return list(changes)
+        return list(changes), []
     blob = b"".join(r.data or b"" for _, r in small)
     location = f"packs/{hashlib.sha256(blob).hexdigest()[:40]}"
-    objects.store.put_if_absent(location, blob)
     out = list(changes)
     pos = 0
     for i, r in small:
         out[i] = (out[i][0], ChunkRef(RefKind.LOCATION, r.digest, r.length, pos, location))
         pos += r.length
-    return out
+    return out, [(location, blob)]
 
 
 def apply_changes(
     objects: Objects, parent: SnapshotRoot, changes: Sequence[Change]
-) -> SnapshotRoot:
-    """`parent` with `changes` applied; rewrites only the manifest ranges they touch."""
+) -> tuple[SnapshotRoot, list[Blob]]:
+    """`parent` with `changes` applied, and the new manifest ranges to write: only the
+    ranges the changes fall into are rewritten."""
     meta = dict(parent.meta)
     data: list[tuple[bytes, ChunkRef | None]] = []
     for key, ref in changes:
@@ -87,7 +88,7 @@ def apply_changes(
         else:
             data.append((key.encode(), ref))
     if not data:
-        return SnapshotRoot(meta, parent.ranges)
+        return SnapshotRoot(meta, parent.ranges), []
     data.sort(key=lambda kv: kv[0])
     idx = parent.ranges
     groups: dict[int, list[tuple[bytes, ChunkRef | None]]] = defaultdict(list)
@@ -106,7 +107,8 @@ def apply_changes(
     touched = sorted(groups)
     rebuilt = dict(zip(touched, objects.map(rebuild, touched), strict=True))
     new_ranges = [r for pieces in rebuilt.values() for r in pieces]
-    ids = dict(zip(map(id, new_ranges), objects.write_all(new_ranges), strict=True))
+    encoded = objects.map(objects.encode, new_ranges)
+    ids = {id(r): oid for r, (oid, _) in zip(new_ranges, encoded, strict=True)}
 
     first: list[bytes] = []
     oids: list[str] = []
@@ -122,7 +124,7 @@ def apply_changes(
             oids.append(idx.ids[i])
             counts.append(int(idx.counts[i]))
     ranges = RangeIndex(columns.keys_array(first), tuple(oids), np.array(counts, np.uint64))
-    return SnapshotRoot(meta, ranges)
+    return SnapshotRoot(meta, ranges), [blob for _, blob in encoded]
 
 
 def classify(old: bytes | None, new: bytes | None) -> NodeChange | None:
@@ -251,11 +253,12 @@ class CommitProtocol:
     def _write(
         self, req: CommitRequest, changes: list[Change], parent_id: str, parent_root: SnapshotRoot
     ) -> str:
-        changes = pack_small_chunks(self.objects, changes)
-        root = apply_changes(self.objects, parent_root, changes)
-        snapshot_id = self.objects.write(root)
-        changes_id = self.objects.write(change_set(changes, parent_root.meta))
-        faultpoints.reached("after_snapshot_write")
+        """Write every object of the new commit (in parallel: all ids are content hashes known
+        before any write); the branch is moved only after all of them are durable."""
+        changes, blobs = pack_small_chunks(changes)
+        root, range_blobs = apply_changes(self.objects, parent_root, changes)
+        snapshot_id, root_blob = self.objects.encode(root)
+        changes_id, changes_blob = self.objects.encode(change_set(changes, parent_root.meta))
         record = CommitRecord(
             parents=(parent_id,),
             snapshot=snapshot_id,
@@ -265,6 +268,9 @@ class CommitProtocol:
             timestamp=time.time(),
             session_id=req.session_id,
         )
-        commit_id = self.objects.write(record)
+        commit_id, record_blob = self.objects.encode(record)
+        self.objects.put_all([*blobs, *range_blobs, root_blob, changes_blob])
+        faultpoints.reached("after_snapshot_write")
+        self.objects.put_all([record_blob])
         faultpoints.reached("after_commit_record")
         return commit_id

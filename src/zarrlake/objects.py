@@ -26,6 +26,9 @@ from zarrlake.storage.base import ObjectStore
 MANIFEST_INLINE_MAX = 64
 """Chunks at most this large are kept inside manifests rather than as objects."""
 
+Blob = tuple[str, bytes]
+"""An object key and the bytes to store under it."""
+
 PREFIXES = {
     ManifestRange: "manifests",
     SnapshotRoot: "snapshots",
@@ -66,17 +69,22 @@ class Objects:
 
     # format objects --------------------------------------------------------------------
 
-    def write[T: (ManifestRange, SnapshotRoot, ChangeSet, CommitRecord)](self, obj: T) -> str:
+    def encode[T: (ManifestRange, SnapshotRoot, ChangeSet, CommitRecord)](
+        self, obj: T
+    ) -> tuple[str, Blob]:
+        """(object id, blob to write) for `obj`; the decoded object is cached under its id."""
         oid, data = obj.encode()
-        self.store.put_if_absent(f"{PREFIXES[type(obj)]}/{oid}", data)
         self._cache.put(oid, obj)
+        return oid, (f"{PREFIXES[type(obj)]}/{oid}", data)
+
+    def write[T: (ManifestRange, SnapshotRoot, ChangeSet, CommitRecord)](self, obj: T) -> str:
+        oid, (key, data) = self.encode(obj)
+        self.store.put_if_absent(key, data)
         return oid
 
-    def write_all(self, objs: list) -> list[str]:
-        """Write many objects in parallel (they are independent and content-addressed)."""
-        if len(objs) <= 1:
-            return [self.write(o) for o in objs]
-        return list(self.pool.map(self.write, objs))
+    def put_all(self, blobs: list[Blob]) -> None:
+        """Write immutable blobs in parallel; they are independent and content-addressed."""
+        self.map(lambda blob: self.store.put_if_absent(*blob), blobs)
 
     def read[T: (ManifestRange, SnapshotRoot, ChangeSet, CommitRecord)](
         self, cls: type[T], oid: str

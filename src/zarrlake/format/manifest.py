@@ -108,14 +108,15 @@ class ManifestRange:
     def _compact(self) -> ManifestRange:
         """Drop inline bytes and location strings no entry refers to any more."""
         inline_idx = np.flatnonzero(self.kind == RefKind.INLINE)
-        offset = self.offset.copy()
-        parts, pos = [], 0
-        for i in inline_idx:
-            o, n = int(self.offset[i]), int(self.length[i])
-            parts.append(self.inline[o : o + n])
-            offset[i] = pos
-            pos += n
-        inline = np.concatenate(parts) if parts else np.zeros(0, np.uint8)
+        lengths = self.length[inline_idx].astype(np.int64)
+        offset, inline = self.offset, self.inline
+        if lengths.sum() != len(self.inline):  # some inline bytes are no longer referenced
+            starts = self.offset[inline_idx].astype(np.int64)
+            new_starts = np.cumsum(lengths) - lengths
+            gather = np.repeat(starts - new_starts, lengths) + np.arange(lengths.sum())
+            inline = self.inline[gather]
+            offset = self.offset.copy()
+            offset[inline_idx] = new_starts.astype(np.uint64)
         used = np.unique(self.loc[self.loc >= 0])
         remap = np.full(len(self.locations) + 1, -1, np.int32)
         remap[used] = np.arange(len(used), dtype=np.int32)
