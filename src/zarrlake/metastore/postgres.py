@@ -124,8 +124,9 @@ def _connect_problem(e: BaseException, params: dict[str, str]) -> str:
         return "connection refused (is the server running on that host and port?)"
     if "timeout expired" in text:
         return f"no answer within {params.get('connect_timeout')} s (connect_timeout)"
+    diag = getattr(e, "diag", None)
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    line = lines[-1] if lines else type(e).__name__
+    line = (diag and diag.message_primary) or (lines[0] if lines else type(e).__name__)
     password = params.get("password")
     return line.replace(password, "***") if password else line
 
