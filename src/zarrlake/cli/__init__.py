@@ -1,0 +1,168 @@
+"""The `zarrlake` command: git-like verbs on a repository.
+
+Global options (-r/--repo, --metastore, storage options, --debug) may be given before or
+after the command name. Errors print one line on stderr and exit non-zero; --debug (or
+ZARRLAKE_DEBUG=1) shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from zarrlake.cli import admin, data, history, refs, sessions
+from zarrlake.cli.context import Options, env_flag, parse_storage_option
+from zarrlake.errors import ZarrLakeError
+
+app = typer.Typer(
+    name="zarrlake",
+    help=(
+        "zarrlake: a transactional, version-controlled database for Zarr v3 arrays.\n\n"
+        "Example: zarrlake -r ./myrepo log --limit 5"
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+@app.callback()
+def _global(
+    ctx: typer.Context,
+    repo: Annotated[
+        str,
+        typer.Option(
+            "-r", "--repo", envvar="ZARRLAKE_REPO", help="Repository: a path or s3://bucket/prefix."
+        ),
+    ] = ".",
+    metastore: Annotated[
+        str | None,
+        typer.Option(
+            envvar="ZARRLAKE_METASTORE",
+            help="Metastore URL (postgresql://..., sqlite:///path); default: SQLite in the repo.",
+        ),
+    ] = None,
+    endpoint_url: Annotated[
+        str | None, typer.Option(envvar="ZARRLAKE_ENDPOINT_URL", help="S3 endpoint URL.")
+    ] = None,
+    region: Annotated[str | None, typer.Option(envvar="ZARRLAKE_REGION", help="S3 region.")] = None,
+    access_key_id: Annotated[
+        str | None, typer.Option(envvar="ZARRLAKE_ACCESS_KEY_ID", help="S3 access key id.")
+    ] = None,
+    secret_access_key: Annotated[
+        str | None,
+        typer.Option(envvar="ZARRLAKE_SECRET_ACCESS_KEY", help="S3 secret access key."),
+    ] = None,
+    allow_http: Annotated[
+        bool,
+        typer.Option(
+            "--allow-http", envvar="ZARRLAKE_ALLOW_HTTP", help="Allow plain-HTTP S3 endpoints."
+        ),
+    ] = False,
+    storage_option: Annotated[
+        list[str] | None,
+        typer.Option(help="Any other storage option as KEY=VALUE (repeatable)."),
+    ] = None,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
+) -> None:
+    opts: dict = {}
+    for key, value in (
+        ("endpoint_url", endpoint_url),
+        ("region", region),
+        ("access_key_id", access_key_id),
+        ("secret_access_key", secret_access_key),
+    ):
+        if value:
+            opts[key] = value
+    if allow_http:
+        opts["allow_http"] = True
+    opts.update(parse_storage_option(o) for o in storage_option or [])
+    ctx.obj = Options(repo=repo, metastore=metastore, storage_options=opts, debug=debug)
+
+
+admin.register(app)
+history.register(app)
+refs.register(app)
+data.register(app)
+sessions.register(app)
+
+_GLOBAL_VALUED = {
+    "-r",
+    "--repo",
+    "--metastore",
+    "--endpoint-url",
+    "--region",
+    "--access-key-id",
+    "--secret-access-key",
+    "--storage-option",
+}
+_GLOBAL_FLAGS = {"--debug", "--allow-http"}
+
+
+def hoist_global_options(argv: list[str]) -> list[str]:
+    """Move global options found after the command name to the front, so that
+    `zarrlake log -r repo` works like `zarrlake -r repo log`."""
+    front: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            rest.extend(argv[i:])
+            break
+        name = arg.split("=", 1)[0]
+        if name in _GLOBAL_FLAGS:
+            front.append(arg)
+        elif name in _GLOBAL_VALUED:
+            front.append(arg)
+            if "=" not in arg and i + 1 < len(argv):
+                i += 1
+                front.append(argv[i])
+        else:
+            rest.append(arg)
+        i += 1
+    return front + rest
+
+
+def _fail(message: str, code: int = 1) -> None:
+    sys.stderr.write(f"zarrlake: error: {message}\n")
+    sys.stderr.flush()
+    sys.exit(code)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point: runs the command and turns errors into one line."""
+    args = hoist_global_options(list(sys.argv[1:] if argv is None else argv))
+    debug = "--debug" in args or env_flag("ZARRLAKE_DEBUG")
+    command = typer.main.get_command(app)
+    try:
+        code = command.main(args, prog_name="zarrlake", standalone_mode=False)
+    except typer.Exit as e:
+        code = e.exit_code
+    except typer.TyperException as e:  # usage errors: unknown option, missing argument
+        if debug:
+            raise
+        ctx = getattr(e, "ctx", None)
+        where = ctx.command_path if ctx is not None else "zarrlake"
+        _fail(f"{e.format_message()} (see '{where} --help')", e.exit_code)
+    except typer.Abort:
+        _fail("aborted", 1)
+    except KeyboardInterrupt:
+        _fail("interrupted", 130)
+    except (ZarrLakeError, ValueError, KeyError, IndexError, OSError) as e:
+        if debug:
+            raise
+        text = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
+        _fail(text.splitlines()[0] if text else type(e).__name__)
+    except Exception as e:
+        if debug:
+            raise
+        _fail(f"internal error: {type(e).__name__}: {e} (run with --debug for the traceback)")
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+__all__ = ["app", "main"]

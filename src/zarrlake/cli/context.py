@@ -1,0 +1,102 @@
+"""What every command shares: the repository options, opening the repository, output."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import typer
+from rich.console import Console
+
+from zarrlake.errors import InvalidInputError
+
+console = Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 120)
+
+
+@dataclass
+class Options:
+    """The repository location and how to reach it, from the global flags or environment."""
+
+    repo: str = "."
+    metastore: str | None = None
+    storage_options: dict[str, Any] = field(default_factory=dict)
+    debug: bool = False
+
+    def open(self):
+        """The repository; NotFoundError (one clear line) when there is none."""
+        from zarrlake.repo import Repo
+
+        return Repo.open(
+            self.repo, metastore=self.metastore, storage_options=self.storage_options or None
+        )
+
+
+def options(ctx: typer.Context) -> Options:
+    root = ctx.find_root()
+    if not isinstance(root.obj, Options):
+        root.obj = Options()
+    return root.obj
+
+
+def print_json(value: Any) -> None:
+    """Machine-readable output: plain JSON on stdout, never wrapped or coloured."""
+    sys.stdout.write(json.dumps(value, indent=2, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def short(commit_id: str | None) -> str:
+    return commit_id[:12] if commit_id else "-"
+
+
+def when(value: datetime | float | None) -> str:
+    if value is None:
+        return "-"
+    if not isinstance(value, datetime):
+        value = datetime.fromtimestamp(value, UTC)
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def iso(value: datetime | float | None) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        value = datetime.fromtimestamp(value, UTC)
+    return value.astimezone(UTC).isoformat()
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)([dhms])")
+_UNITS = {"d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
+
+
+def parse_duration(text: str) -> timedelta:
+    """'2d', '12h', '30m', '45s' or combinations such as '1d12h'."""
+    compact = text.strip().lower().replace(" ", "")
+    parts = _DURATION_PART.findall(compact)
+    if not compact or "".join(n + u for n, u in parts) != compact:
+        raise InvalidInputError(
+            f"bad duration {text!r}: use a number and a unit d, h, m or s, e.g. 2d, 12h, 30m"
+        )
+    total = timedelta()
+    for number, unit in parts:
+        total += timedelta(**{_UNITS[unit]: float(number)})
+    return total
+
+
+def parse_storage_option(text: str) -> tuple[str, Any]:
+    key, sep, raw = text.partition("=")
+    if not sep or not key:
+        raise InvalidInputError(f"bad storage option {text!r}: use KEY=VALUE")
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = raw
+    return key.strip(), value
+
+
+def env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")

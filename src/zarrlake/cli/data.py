@@ -1,0 +1,209 @@
+"""Looking at data: ls (the group/array tree) and cat (a small slice of an array)."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.tree import Tree
+
+from zarrlake.cli.context import console, options, print_json
+from zarrlake.errors import InvalidInputError, NotFoundError
+from zarrlake.format.snapshot import is_meta_key, node_path
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print as JSON.")]
+MAX_CAT_VALUES = 100_000
+
+
+def node_info(path: str, doc: bytes) -> dict:
+    """What ls shows of one node, from its zarr.json document."""
+    meta = json.loads(doc)
+    info: dict = {"path": path, "node_type": meta.get("node_type", "?")}
+    if info["node_type"] == "array":
+        grid = (meta.get("chunk_grid") or {}).get("configuration") or {}
+        dtype = meta.get("data_type")
+        info["shape"] = meta.get("shape")
+        info["chunks"] = grid.get("chunk_shape")
+        info["dtype"] = dtype if isinstance(dtype, str) else json.dumps(dtype)
+        info["dimension_names"] = meta.get("dimension_names")
+    return info
+
+
+def _under(path: str, root: str) -> bool:
+    return not root or path == root or path.startswith(root + "/")
+
+
+def ls(
+    ctx: typer.Context,
+    ref: Annotated[str, typer.Argument(help="Branch, tag or commit id.")] = "main",
+    path: Annotated[str, typer.Argument(help="Group or array to list (default: root).")] = "",
+    json_out: JsonOpt = False,
+) -> None:
+    """Show the group/array tree at REF with each array's shape, chunk shape, dtype and
+    number of stored chunks.
+
+    Example: zarrlake -r ./myrepo ls main weather
+    """
+    session = options(ctx).open().readonly_session(ref)
+    root = path.strip("/")
+    docs = {node_path(k): v for k, v in session.view.root.meta.items() if is_meta_key(k)}
+    nodes = [node_info(p, d) for p, d in sorted(docs.items()) if _under(p, root)]
+    if not nodes:
+        raise NotFoundError(f"no group or array {root!r} at {ref!r}")
+    for n in nodes:
+        if n["node_type"] == "array":
+            prefix = n["path"] + "/" if n["path"] else ""
+            n["stored_chunks"] = sum(1 for k in session.view.keys(prefix) if not is_meta_key(k))
+    if json_out:
+        print_json(nodes)
+        return
+    tree_nodes: dict[str, Tree] = {}
+    top = Tree(f"[bold]{escape(root or '/')}[/] [dim]at {escape(ref)}[/]")
+    for n in nodes:
+        p = n["path"]
+        if p == root:
+            tree_nodes[p] = top
+            if n["node_type"] == "array":
+                top.label = f"{top.label}  {_describe(n)}"
+            continue
+        parent = p.rsplit("/", 1)[0] if "/" in p else ""
+        branch = tree_nodes.get(parent, top)
+        name = escape(p.rsplit("/", 1)[-1])
+        label = f"[bold blue]{name}/[/]" if n["node_type"] == "group" else f"{name}  {_describe(n)}"
+        tree_nodes[p] = branch.add(label)
+    console.print(top)
+
+
+def _describe(n: dict) -> str:
+    dims = n.get("dimension_names")
+    shape = n["shape"]
+    shown = (
+        "(" + ", ".join(f"{d}={s}" for d, s in zip(dims, shape, strict=False)) + ")"
+        if dims and all(dims)
+        else str(tuple(shape))
+    )
+    return escape(
+        f"{n['dtype']} {shown} chunks {tuple(n['chunks'] or ())} stored {n['stored_chunks']}"
+    )
+
+
+def parse_slice(text: str, ndim: int) -> tuple:
+    """'0:10,5' -> (slice(0, 10), 5); '...' and ':' allowed; at most one item per dimension."""
+
+    def integer(s: str) -> int | None:
+        s = s.strip()
+        if not s:
+            return None
+        try:
+            return int(s)
+        except ValueError:
+            raise InvalidInputError(
+                f"bad slice {text!r}: {s!r} is not an integer (use e.g. '0:10,5')"
+            ) from None
+
+    items: list = []
+    for part in text.split(","):
+        part = part.strip()
+        if part == "...":
+            items.append(Ellipsis)
+        elif ":" in part:
+            bits = part.split(":")
+            if len(bits) > 3:
+                raise InvalidInputError(f"bad slice {text!r}: {part!r} has too many ':'")
+            step = integer(bits[2]) if len(bits) == 3 else None
+            if step is not None and step <= 0:
+                raise InvalidInputError(f"bad slice {text!r}: step must be positive")
+            items.append(slice(integer(bits[0]), integer(bits[1]), step))
+        else:
+            value = integer(part)
+            if value is None:
+                raise InvalidInputError(f"bad slice {text!r}: empty item (use ':' for all)")
+            items.append(value)
+    if items.count(Ellipsis) > 1:
+        raise InvalidInputError(f"bad slice {text!r}: more than one '...'")
+    if len([i for i in items if i is not Ellipsis]) > ndim:
+        raise InvalidInputError(
+            f"bad slice {text!r}: {len(items)} items for an array with {ndim} dimension(s)"
+        )
+    return tuple(items)
+
+
+def cat(
+    ctx: typer.Context,
+    ref: Annotated[str, typer.Argument(help="Branch, tag or commit id.")],
+    array: Annotated[str, typer.Argument(help="Array path, e.g. weather/t2m.")],
+    slice_text: Annotated[
+        str | None,
+        typer.Option("--slice", help="numpy-style selection, e.g. '0:10,5' (default: a corner)."),
+    ] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Print a small slice of ARRAY as it is at REF.
+
+    Example: zarrlake -r ./myrepo cat v1.0 weather/t2m --slice "0:2,0:3,5"
+    """
+    import numpy as np
+    import zarr
+
+    session = options(ctx).open().readonly_session(ref)
+    path = array.strip("/")
+    doc = session.view.root.meta.get(f"{path}/zarr.json" if path else "zarr.json")
+    if doc is None or json.loads(doc).get("node_type") != "array":
+        raise NotFoundError(f"no array {path!r} at {ref!r}")
+    arr = zarr.open_array(session.store, path=path, mode="r")
+    if slice_text is None:
+        selection = tuple(slice(0, min(n, 10)) for n in arr.shape)
+        shown = ",".join(f"0:{min(n, 10)}" for n in arr.shape)
+    else:
+        selection = parse_slice(slice_text, arr.ndim)
+        shown = slice_text
+    try:
+        count = math.prod(
+            len(range(*s.indices(n))) if isinstance(s, slice) else 1
+            for s, n in zip(_expand(selection, arr.ndim), arr.shape, strict=True)
+        )
+    except (TypeError, ValueError) as e:
+        raise InvalidInputError(f"bad slice {shown!r}: {e}") from None
+    if count > MAX_CAT_VALUES:
+        raise InvalidInputError(
+            f"slice {shown!r} selects {count} values; cat prints at most {MAX_CAT_VALUES}"
+        )
+    try:
+        values = np.asarray(arr[selection])
+    except IndexError as e:
+        raise InvalidInputError(f"bad slice {shown!r} for shape {arr.shape}: {e}") from None
+    if json_out:
+        print_json(
+            {
+                "array": path,
+                "ref": ref,
+                "slice": shown,
+                "shape": list(values.shape),
+                "dtype": str(values.dtype),
+                "values": values.tolist(),
+            }
+        )
+        return
+    console.print(
+        f"[bold]{escape(path)}[{escape(shown)}][/] {values.dtype} {values.shape} "
+        f"[dim](array shape {arr.shape})[/]"
+    )
+    with np.printoptions(threshold=1000, linewidth=console.width or 100, precision=4):
+        console.print(repr(values) if values.ndim == 0 else str(values), markup=False)
+
+
+def _expand(selection: tuple, ndim: int) -> tuple:
+    """The selection with '...' expanded and missing trailing dimensions filled with ':'."""
+    if Ellipsis in selection:
+        i = selection.index(Ellipsis)
+        fill = (slice(None),) * (ndim - len(selection) + 1)
+        selection = selection[:i] + fill + selection[i + 1 :]
+    return selection + (slice(None),) * (ndim - len(selection))
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(ls)
+    app.command()(cat)

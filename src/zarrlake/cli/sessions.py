@@ -1,0 +1,155 @@
+"""Sessions (open transactions): list, show, abandon, extend."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from zarrlake.cli.context import console, iso, options, parse_duration, print_json, short, when
+from zarrlake.cli.history import diff_json, print_diff
+from zarrlake.errors import InvalidInputError, NotFoundError
+from zarrlake.session import OPEN, SessionRecord
+
+sessions_app = typer.Typer(
+    help="List, inspect, abandon or extend open sessions (default: list).\n\n"
+    "Example: zarrlake -r ./myrepo sessions extend 3f2a9c 2d",
+    invoke_without_command=True,
+    no_args_is_help=False,
+)
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print as JSON.")]
+IdArg = Annotated[str, typer.Argument(metavar="ID", help="Session id (from 'sessions list').")]
+
+
+def record_json(rec: SessionRecord) -> dict:
+    return {
+        "id": rec.id,
+        "branch": rec.branch,
+        "base": rec.base,
+        "status": status_of(rec),
+        "created": iso(rec.created),
+        "expires_at": iso(rec.expires_at),
+        "message": rec.message,
+        "author": rec.author,
+        "isolation": rec.isolation,
+        "commit": rec.commit,
+    }
+
+
+def status_of(rec: SessionRecord) -> str:
+    return "expired" if rec.status == OPEN and rec.expires_at < time.time() else rec.status
+
+
+def _record(repo, session_id: str) -> SessionRecord:
+    if not session_id or len(session_id) > 64:
+        raise InvalidInputError(f"invalid session id {session_id!r}")
+    got = repo.meta.get(repo.sessions_partition, session_id.encode())
+    if got is None:
+        raise NotFoundError(f"no session {session_id!r}")
+    return SessionRecord.decode(got[0])
+
+
+def _list(ctx: typer.Context, branch: str | None, json_out: bool) -> None:
+    records = options(ctx).open().list_sessions(branch)
+    if json_out:
+        print_json([record_json(r) for r in records])
+        return
+    if not records:
+        console.print("(no open sessions)")
+        return
+    table = Table(box=None, header_style="bold")
+    for col in ("session", "branch", "base", "expires", "author", "message"):
+        table.add_column(col)
+    for r in records:
+        table.add_row(
+            r.id,
+            escape(r.branch),
+            short(r.base),
+            when(r.expires_at),
+            escape(r.author or "-"),
+            escape(r.message or ""),
+        )
+    console.print(table)
+
+
+@sessions_app.callback()
+def _default(
+    ctx: typer.Context,
+    branch: Annotated[str | None, typer.Option(help="Only sessions on this branch.")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    if ctx.invoked_subcommand is None:
+        _list(ctx, branch, json_out)
+
+
+@sessions_app.command("list")
+def list_(
+    ctx: typer.Context,
+    branch: Annotated[str | None, typer.Option(help="Only sessions on this branch.")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """List open, unexpired sessions.
+
+    Example: zarrlake -r ./myrepo sessions list --branch main --json
+    """
+    _list(ctx, branch, json_out)
+
+
+@sessions_app.command("show")
+def show(ctx: typer.Context, session_id: IdArg, json_out: JsonOpt = False) -> None:
+    """Show one session and, while it is open, its uncommitted changes.
+
+    Example: zarrlake -r ./myrepo sessions show 3f2a9c0d1e2f3a4b5c6d
+    """
+    repo = options(ctx).open()
+    rec = _record(repo, session_id)
+    changes = repo.join_session(rec.id).changes() if status_of(rec) == OPEN else None
+    if json_out:
+        out = record_json(rec)
+        out["changes"] = diff_json(changes) if changes is not None else None
+        print_json(out)
+        return
+    for key, value in record_json(rec).items():
+        console.print(f"{key + ':':12} {escape(str(value if value is not None else '-'))}")
+    if changes is not None:
+        console.print("\nuncommitted changes:")
+        print_diff(changes)
+
+
+@sessions_app.command("abandon")
+def abandon(ctx: typer.Context, session_id: IdArg) -> None:
+    """Abandon an open session: its staged writes are discarded, no branch changes.
+
+    Example: zarrlake -r ./myrepo sessions abandon 3f2a9c0d1e2f3a4b5c6d
+    """
+    options(ctx).open().join_session(session_id).abandon()
+    console.print(f"Abandoned session {session_id}")
+
+
+@sessions_app.command("extend")
+def extend(
+    ctx: typer.Context,
+    session_id: IdArg,
+    duration: Annotated[
+        str, typer.Argument(help="New expiry, counted from now: 2d, 12h, 30m (at most 7d).")
+    ],
+    json_out: JsonOpt = False,
+) -> None:
+    """Make an open session expire DURATION from now.
+
+    Example: zarrlake -r ./myrepo sessions extend 3f2a9c0d1e2f3a4b5c6d 2d
+    """
+    delta = parse_duration(duration)
+    session = options(ctx).open().join_session(session_id)
+    session.update_expiration(delta)
+    if json_out:
+        print_json({"id": session_id, "expires_at": iso(session.expires_at)})
+    else:
+        console.print(f"Session {session_id} now expires at {when(session.expires_at)}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(sessions_app, name="sessions")
