@@ -1,0 +1,52 @@
+"""Suite 4: the multi-process workload with fault injection (ZARRLAKE_FAULTS) around both
+object storage and the metastore: transient errors, lost responses to writes (conditional
+ones included) and latency. No acknowledged write may be lost, no failed one may land, and
+no ConflictError may come from a lost response to a write that did land."""
+
+from __future__ import annotations
+
+from tests.reliability.conftest import size
+from tests.reliability.workers import check_history, run_workers, setup_repo
+
+FAULTS = "error_rate=0.07,lost_response_rate=0.07,latency=0.002"
+
+
+def _faults(results: list[dict]) -> int:
+    return sum(sum(r["faults"].values()) for r in results)
+
+
+def test_concurrent_writers_on_flaky_storage(tmp_path, figures):
+    procs, txns = size(4, 16), size(10, 40)
+    location = str(tmp_path / "repo")
+    repo = setup_repo(location)
+    head = repo.resolve("main")
+
+    results = run_workers(location, None, procs, txns, tmp_path, faults=FAULTS)
+
+    found = check_history(repo, results, head)
+    assert found["commits acknowledged"] == procs * txns
+    injected = _faults(results)
+    assert all(r["faults"]["storage_lost"] and r["faults"]["meta_lost"] for r in results)
+    figures["flaky: processes"] += procs
+    figures["flaky: transactions run"] += procs * txns + found["attempts failed by conflict"]
+    figures["flaky: faults injected"] += injected
+    figures["lost commits"] += found["lost"]
+    figures["phantom commits"] += found["phantom"]
+
+
+def test_lone_writer_on_flaky_storage_never_sees_a_false_conflict(tmp_path, figures):
+    """With no other writer every ConflictError would be false, caused by a fault."""
+    txns = size(25, 150)
+    location = str(tmp_path / "repo")
+    repo = setup_repo(location)
+    head = repo.resolve("main")
+
+    results = run_workers(location, None, 1, txns, tmp_path, faults=FAULTS)
+
+    assert results[0]["fails"] == []
+    found = check_history(repo, results, head)
+    assert found["commits acknowledged"] == txns
+    assert results[0]["faults"]["meta_lost"] > 0 and results[0]["faults"]["storage_errors"] > 0
+    figures["flaky: processes"] += 1
+    figures["flaky: transactions run"] += txns
+    figures["flaky: faults injected"] += _faults(results)
