@@ -31,7 +31,7 @@ def _span(byte_range: ByteRequest | None, size: int) -> tuple[int, int] | None:
             return offset, size
         case SuffixByteRequest(suffix):
             return max(size - suffix, 0), size
-    raise TypeError(f"unexpected byte range {byte_range!r}")
+    raise TypeError(f"Unexpected byte_range, got {byte_range!r}")
 
 
 class SessionStore(Store):
@@ -82,6 +82,7 @@ class SessionStore(Store):
     def _get(self, key: str, byte_range: ByteRequest | None) -> bytes | None:
         if byte_range is None:
             return self.session.read(key)
+        _span(byte_range, 0)  # a malformed request fails whether or not the key exists
         data = self.session.read(key)
         if data is None:
             return None
