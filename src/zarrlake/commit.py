@@ -207,6 +207,7 @@ class CommitProtocol:
         ours = change_set(req.changes, base_root.meta)
         deadline = time.monotonic() + req.timeout
         attempt = 0
+        tried: set[str] = set()
         while True:
             head, version = self.refs.require(BRANCH, req.branch)
             changes = req.changes
@@ -234,14 +235,15 @@ class CommitProtocol:
                         changes = [(k, r) for k, r in changes if k not in taken]
                 parent_id, parent_root = head, head_root
             commit_id = self._write(req, changes, parent_id, parent_root)
+            tried.add(commit_id)
             before_cas(commit_id)
             try:
                 self.refs.move(req.branch, commit_id, version)
                 return commit_id
             except CASFailedError:
-                now = self.refs.get(BRANCH, req.branch)
-                if now is not None and now[0] == commit_id:  # our CAS landed; its reply was lost
-                    return commit_id
+                landed = self._landed(tried, req.branch, req.base)
+                if landed is not None:  # our CAS landed, its reply was lost
+                    return landed
             attempt += 1
             if time.monotonic() > deadline:
                 raise CommitTimeoutError(
@@ -249,6 +251,18 @@ class CommitProtocol:
                     f"and {req.timeout:.0f}s"
                 )
             time.sleep(random.uniform(0, min(0.5, 0.002 * 2**attempt)))
+
+    def _landed(self, tried: set[str], branch: str, base: str) -> str | None:
+        """The attempt of ours that the branch holds, if any. A lost CAS reply may be noticed
+        only after other commits landed on top of ours, so look below the head too."""
+        now = self.refs.get(BRANCH, branch)
+        cid = now[0] if now is not None else None
+        while cid is not None and cid != base:
+            if cid in tried:
+                return cid
+            parents = self.objects.commit(cid).parents
+            cid = parents[0] if parents else None
+        return None
 
     def _write(
         self, req: CommitRequest, changes: list[Change], parent_id: str, parent_root: SnapshotRoot
