@@ -5,8 +5,11 @@ no ConflictError may come from a lost response to a write that did land."""
 
 from __future__ import annotations
 
+import zarrlake as zl
 from tests.reliability.conftest import size
 from tests.reliability.workers import check_history, run_workers, setup_repo
+from zarrlake.errors import TransientError
+from zarrlake.metastore.base import MetaStore
 
 FAULTS = "error_rate=0.07,lost_response_rate=0.07,latency=0.002"
 
@@ -50,3 +53,64 @@ def test_lone_writer_on_flaky_storage_never_sees_a_false_conflict(tmp_path, figu
     figures["flaky: processes"] += 1
     figures["flaky: transactions run"] += txns
     figures["flaky: faults injected"] += _faults(results)
+
+
+class _LoseCasThenInterleave(MetaStore):
+    """Lets the first branch compare-and-swap land, lets another writer commit on top of it,
+    then reports the swap's response as lost: the worst case for the retrying committer."""
+
+    def __init__(self, inner: MetaStore, interloper) -> None:
+        self.inner = inner
+        self.url = inner.url
+        self.interloper = interloper
+        self.armed = True
+
+    def set_if(self, partition, key, value, expected):
+        version = self.inner.set_if(partition, key, value, expected)
+        if self.armed and key == b"branch/main":
+            self.armed = False
+            self.interloper()
+            raise TransientError("injected fault: branch CAS response lost")
+        return version
+
+    def get(self, partition, key):
+        return self.inner.get(partition, key)
+
+    def scan(self, partition, start=b"", prefix=None, limit=None):
+        return self.inner.scan(partition, start, prefix, limit)
+
+    def set(self, partition, key, value):
+        return self.inner.set(partition, key, value)
+
+    def set_many(self, partition, items):
+        return self.inner.set_many(partition, items)
+
+    def delete(self, partition, key):
+        return self.inner.delete(partition, key)
+
+    def drop_partition(self, partition):
+        return self.inner.drop_partition(partition)
+
+
+def test_lost_branch_cas_response_then_concurrent_commit(tmp_path, figures):
+    """Our commit landed, its response was lost and another commit landed on top before the
+    retry looked: the commit must be reported as made (not a ConflictError with itself)."""
+    location = str(tmp_path / "repo")
+    repo = setup_repo(location)
+    other = zl.Repo.open(location)
+
+    def interloper() -> None:
+        s = other.create_session()
+        s.write("counters/c/7", (5).to_bytes(8, "little"))
+        s.commit("interloper")
+
+    repo.meta.inner = _LoseCasThenInterleave(repo.meta.inner, interloper)
+    s = repo.create_session()
+    s.write("counters/c/0", (1).to_bytes(8, "little"))
+    cid = s.commit("ours")
+
+    log = [c.id for c in repo.log("main")]
+    assert cid in log and log.index(cid) == 1, "our commit, then the interloper's on top"
+    assert s.status == "committed"
+    assert repo.readonly_session("main").read("counters/c/0") == (1).to_bytes(8, "little")
+    figures["flaky: faults injected"] += 1
