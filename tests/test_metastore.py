@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
 import pickle
 import random
 import threading
 import uuid
+import warnings
 from collections.abc import Iterator
 
 import pytest
@@ -409,3 +411,33 @@ def test_cas_race_processes(store_url: str, store: MetaStore):
     assert rounds_won == list(range(RACE_PROCESS_ROUNDS)), "each round needs exactly one winner"
     successes = sum(len(won) for _, won, _ in reports)
     assert int(store.get(P, b"counter")[0]) == successes == RACE_PROCESS_ROUNDS
+
+
+# fork safety -----------------------------------------------------------------------------
+
+
+def _use_after_fork(meta: MetaStore) -> None:
+    """Child of a fork: write with the inherited store, then close it."""
+    meta.set(P, b"child", str(os.getpid()).encode())
+    assert meta.get(P, b"child")[0] == str(os.getpid()).encode()
+    meta.close()  # must leave the parent's connections alone
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
+def test_store_survives_fork(store: MetaStore):
+    store.set(P, b"parent", b"before")  # the parent now holds open connections
+    ctx = multiprocessing.get_context("fork")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # "multi-threaded fork" notice
+        child = ctx.Process(target=_use_after_fork, args=(store,))
+        child.start()
+    child.join(timeout=60)
+    if child.is_alive():
+        child.kill()
+        child.join()
+    assert child.exitcode == 0
+    assert store.get(P, b"child")[0] == str(child.pid).encode()
+    # The parent's own connections still work after the child used and closed the store.
+    for i in range(10):
+        store.set(P, b"parent", str(i).encode())
+    assert store.get(P, b"parent")[0] == b"9"

@@ -10,8 +10,9 @@ import psycopg
 import pytest
 
 from tests.fixtures.postgres import create_database, drop_database
-from zarrlake.errors import ConfigurationError, InvalidInputError, ZarrLakeError
+from zarrlake.errors import ConfigurationError, InvalidInputError, TransientError, ZarrLakeError
 from zarrlake.metastore import MetaStore, open_metastore
+from zarrlake.metastore.retrying import RetryingMetaStore
 
 
 @pytest.mark.parametrize(
@@ -185,3 +186,29 @@ def test_closed_store_says_so(store: MetaStore):
     store.close()
     with pytest.raises(ConfigurationError, match="closed"):
         store.get("p", b"k")
+
+
+def test_dropped_postgres_connection_is_transient(postgres_url: str, pg_metastore_url: str):
+    meta = open_metastore(pg_metastore_url)
+    try:
+        meta.set("p", b"k", b"v")  # the pool now holds an open connection
+        db = pg_metastore_url.rsplit("/", 1)[1]
+
+        def kill_sessions() -> int:
+            with psycopg.connect(postgres_url, autocommit=True) as conn:
+                return len(
+                    conn.execute(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE datname = %s AND pid <> pg_backend_pid()",
+                        (db,),
+                    ).fetchall()
+                )
+
+        assert kill_sessions() >= 1
+        with pytest.raises(TransientError) as info:
+            meta.get("p", b"k")
+        assert db in str(info.value) and info.value.__cause__ is None
+        kill_sessions()
+        assert RetryingMetaStore(meta).get("p", b"k")[0] == b"v"
+    finally:
+        meta.close()

@@ -346,7 +346,9 @@ class PostgresMetaStore(MetaStore):
                     (value, partition, key, expected),
                 ).fetchone()
         if row is None:
-            raise CASFailedError(f"{partition}/{key!r}: version is not {expected}")
+            if expected is None:
+                raise CASFailedError(f"{partition}/{key!r} already exists")
+            raise CASFailedError(f"{partition}/{key!r}: version is no longer {expected}")
         return row[0]
 
     def drop_partition(self, partition: str) -> None:
