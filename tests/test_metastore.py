@@ -441,3 +441,52 @@ def test_store_survives_fork(store: MetaStore):
     for i in range(10):
         store.set(P, b"parent", str(i).encode())
     assert store.get(P, b"parent")[0] == b"9"
+
+
+# SQLite specifics ------------------------------------------------------------------------
+
+
+def _pragma(meta: MetaStore, name: str):
+    return meta._conn().execute(f"PRAGMA {name}").fetchone()[0]  # type: ignore[attr-defined]
+
+
+def test_sqlite_pragmas(tmp_path):
+    normal = open_metastore(f"sqlite:///{tmp_path}/a.db")
+    full = open_metastore(f"sqlite:///{tmp_path}/b.db?synchronous=full")
+    try:
+        assert _pragma(normal, "journal_mode") == "wal"
+        assert _pragma(normal, "synchronous") == 1  # NORMAL
+        assert _pragma(full, "synchronous") == 2  # FULL
+        assert _pragma(normal, "busy_timeout") == 30000
+    finally:
+        normal.close()
+        full.close()
+
+
+def test_sqlite_relative_and_absolute_urls(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rel = open_metastore("sqlite:///rel.db")
+    try:
+        version = rel.set(P, b"k", b"v")
+        assert (tmp_path / "rel.db").exists()
+        absolute = open_metastore(f"sqlite:///{tmp_path}/rel.db")  # four slashes
+        assert absolute.get(P, b"k") == (b"v", version)
+        absolute.close()
+        monkeypatch.chdir("/")
+        clone = pickle.loads(pickle.dumps(rel))  # reopens by absolute path
+        assert clone.get(P, b"k") == (b"v", version)
+        clone.close()
+    finally:
+        rel.close()
+
+
+def test_sqlite_connection_per_thread(tmp_path):
+    meta = open_metastore(f"sqlite:///{tmp_path}/t.db")
+    try:
+        conns = []
+        t = threading.Thread(target=lambda: conns.append(meta._conn()))
+        t.start()
+        t.join()
+        assert conns[0] is not meta._conn()
+    finally:
+        meta.close()

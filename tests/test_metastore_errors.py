@@ -212,3 +212,25 @@ def test_dropped_postgres_connection_is_transient(postgres_url: str, pg_metastor
         assert RetryingMetaStore(meta).get("p", b"k")[0] == b"v"
     finally:
         meta.close()
+
+
+def test_sqlite_locked_past_the_timeout_is_transient(tmp_path, monkeypatch):
+    import sqlite3
+
+    import zarrlake.metastore.sqlite as sqlite_backend
+
+    monkeypatch.setattr(sqlite_backend, "BUSY_TIMEOUT", 0.2)
+    path = tmp_path / "meta.db"
+    meta = open_metastore(f"sqlite:///{path}")
+    holder = sqlite3.connect(path, isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")  # another writer holds the lock
+        with pytest.raises(TransientError, match="locked") as info:
+            meta.set("p", b"k", b"v")
+        assert str(path) in str(info.value)
+        assert meta.get("p", b"k") is None  # WAL: readers are not blocked
+        holder.execute("ROLLBACK")
+        assert meta.set("p", b"k", b"v") > 0
+    finally:
+        holder.close()
+        meta.close()
