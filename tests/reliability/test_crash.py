@@ -1,0 +1,159 @@
+"""Suite 3: crash safety. A real writer process SIGKILLs itself at each fault point of the
+write and commit paths (ZARRLAKE_CRASH_AT); a fresh repository handle then verifies that the
+repository opens, every reachable object is intact (check_repo), committed data reads back,
+and the interrupted session committed fully or not at all, its record recovering from
+"committing" once its lease is past (the lease is rewritten into the past, not waited for).
+
+Run as a module, this file is the writer: python -m tests.reliability.test_crash DIR SESSION_ID
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+
+import zarrlake as zl
+from tests.reliability.conftest import size
+from zarrlake.check import check_repo
+from zarrlake.faultpoints import POINTS
+from zarrlake.session import SessionRecord
+
+ROOT = Path(__file__).resolve().parents[2]
+# big: 16 KiB chunk objects; mid: 800-byte chunks packed per commit; tiny: inline in manifests
+ARRAYS = {"big": (4096, 2048), "mid": (400, 100), "tiny": (8, 4), "other": (4, 4)}
+OLD = {name: np.arange(n, dtype="<i8") for name, (n, _) in ARRAYS.items()}
+NEW = {
+    name: np.arange(n, dtype="<i8") * 7 + 1 for name, (n, _) in ARRAYS.items() if name != "other"
+}
+INTERLOPER = np.full(4, 99, dtype="<i8")
+
+# Where each point leaves the branch, and the session's status after lease recovery.
+OUTCOME = {
+    "after_chunk_upload": (False, "open"),
+    "after_staging": (False, "open"),
+    "after_seal": (False, "open"),
+    "after_snapshot_write": (False, "open"),
+    "after_commit_record": (False, "open"),
+    "before_branch_cas": (False, "open"),
+    "after_branch_cas": (True, "committed"),
+    "after_session_committed": (True, "committed"),
+}
+
+
+def write_arrays(store, values: dict[str, np.ndarray], attrs: dict | None = None) -> None:
+    root = zarr.open_group(store, mode="a")
+    for name, data in values.items():
+        n, c = ARRAYS[name]
+        arr = root.require_array(name, shape=(n,), chunks=(c,), dtype="<i8", compressors=None)
+        arr[:] = data
+        if attrs:
+            arr.attrs.update(attrs)
+
+
+def read_arrays(repo: zl.Repo, ref: str) -> dict[str, np.ndarray]:
+    root = zarr.open_group(repo.readonly_session(ref).store, mode="r")
+    return {name: root[name][:] for name in ARRAYS}
+
+
+def writer(location: str, sid: str) -> None:
+    """The process that is killed: joins the session, writes every array, commits."""
+    s = zl.Repo.open(location).join_session(sid)
+    write_arrays(s.store, NEW, attrs={"run": "crash"})
+    s.commit()
+
+
+def _recover(repo: zl.Repo, sid: str) -> SessionRecord:
+    """Rewrite a "committing" record's lease into the past, then let a reader recover it."""
+    part, key = repo.sessions_partition, sid.encode()
+    value, version = repo.meta.get(part, key)
+    rec = SessionRecord.decode(value)
+    if rec.status == "committing":
+        repo.meta.set_if(part, key, replace(rec, lease=time.time() - 1).encode(), version)
+        with contextlib.suppress(zl.SessionClosedError):
+            repo.join_session(sid)
+    return SessionRecord.decode(repo.meta.get(part, key)[0])
+
+
+CASES = [(p, r, k) for k in range(size(1, 3)) for p in POINTS for r in (False, True)]
+
+
+@pytest.mark.parametrize(("point", "rebase", "round_"), CASES)
+def test_crash_at_every_point(point, rebase, round_, tmp_path, figures):
+    location = str(tmp_path / "repo")
+    repo = zl.Repo.create(location)
+    s = repo.create_session()
+    write_arrays(s.store, OLD)
+    base = s.commit("base")
+    sid = repo.create_session(message="interrupted").id
+    if rebase:  # the branch moves after the session began: its commit must rebase
+        other = repo.create_session()
+        write_arrays(other.store, {"other": INTERLOPER})
+        other.commit("interloper")
+
+    env = {**os.environ, "ZARRLAKE_CRASH_AT": point}
+    env.pop("ZARRLAKE_FAULTS", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.reliability.test_crash", location, sid],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        timeout=300,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
+    figures["crash: kills performed"] += 1
+
+    fresh = zl.Repo.open(location)
+    assert check_repo(fresh) == []
+    moved, status = OUTCOME[point]
+    head = fresh.resolve("main")
+    log = fresh.log("main")
+    assert (log[0].session_id == sid) is moved
+    earlier = log[1:] if moved else log
+    if rebase:
+        assert earlier[0].message == "interloper" and earlier[1].id == base
+    else:
+        assert earlier[0].id == base
+
+    rec = _recover(fresh, sid)
+    assert rec.status == status
+    old = {**OLD, "other": INTERLOPER} if rebase else OLD
+    got = read_arrays(fresh, "main")
+    if moved:
+        assert rec.commit == head
+        for name in NEW:
+            np.testing.assert_array_equal(got[name], NEW[name])
+        np.testing.assert_array_equal(got["other"], old["other"])
+        assert fresh.log("main")[0].message == "interrupted"
+        return
+    for name in ARRAYS:
+        np.testing.assert_array_equal(got[name], old[name])
+
+    # Not committed: the session is open again and a fresh process can finish it.
+    resumed = fresh.join_session(sid)
+    staged = dict(resumed.staged_changes())
+    cid = resumed.commit("resumed")
+    assert fresh.resolve("main") == cid
+    assert check_repo(fresh) == []
+    after = read_arrays(fresh, "main")
+    if point not in ("after_chunk_upload", "after_staging"):  # every write was staged
+        for name in NEW:
+            np.testing.assert_array_equal(after[name], NEW[name])
+    else:
+        for key, ref in staged.items():
+            assert fresh.readonly_session("main").read(key) == (
+                None if ref is None else fresh.objects.read_ref(ref, key)
+            )
+
+
+if __name__ == "__main__":
+    writer(sys.argv[1], sys.argv[2])
