@@ -1,0 +1,155 @@
+"""zarrlake on Spark: the "zarrlake" data source (batch read and write, one commit per job),
+`write_array` (rows repartitioned by chunk, then written), and `map_regions` (cooperative
+sessions for RDD pipelines)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from zarrlake.errors import InvalidInputError, NotFoundError, SessionClosedError
+from zarrlake.spark.source import ZarrLakeSource
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from zarrlake.session import Session
+
+__all__ = ["ZarrLakeSource", "map_regions", "register", "write_array"]
+
+CHUNK_COLUMN = "__zarrlake_chunk"
+
+
+def register(spark: SparkSession) -> None:
+    """Register the "zarrlake" format with `spark` and enable filter push-down to Python
+    data sources (needed for reading slabs without reading whole arrays)."""
+    spark.dataSource.register(ZarrLakeSource)
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+
+
+def _string_options(options: Mapping[str, Any]) -> dict[str, str]:
+    out = {}
+    for key, value in options.items():
+        if value is None:
+            continue
+        if isinstance(value, list | tuple):
+            value = ",".join(str(v) for v in value)
+        elif isinstance(value, bool):
+            value = "true" if value else "false"
+        out[key] = str(value)
+    return out
+
+
+def _chunking(options: dict[str, str], paths: tuple[str, ...], branch: str):
+    """(dims, chunks, shape) of the first target array: stored, or from creation options."""
+    from zarrlake.spark import options as opts
+    from zarrlake.spark.arrays import ArrayInfo, creation_options, open_array
+
+    create = creation_options(options)
+    if create is not None and options.get("mode") == "overwrite":
+        return tuple(create["dimension_names"]), create["chunks"], create["shape"]
+    repo = opts.RepoOptions.parse(options).open()
+    try:
+        session = repo.readonly_session(branch)
+        info = ArrayInfo.of(open_array(session, paths[0], ref=branch), paths[0])
+        return info.dims, info.chunks, info.shape
+    except NotFoundError:
+        if create is None:
+            raise NotFoundError(
+                f"no array {paths[0]!r} on branch {branch!r}; to create it give shape, "
+                "chunks, dtype and dims"
+            ) from None
+        return tuple(create["dimension_names"]), create["chunks"], create["shape"]
+    finally:
+        repo.close()
+
+
+def write_array(
+    df: DataFrame,
+    *,
+    repo: str,
+    array: str | None = None,
+    arrays: str | Iterable[str] | None = None,
+    branch: str = "main",
+    message: str | None = None,
+    mode: str = "append",
+    partitions: int | None = None,
+    **options: Any,
+) -> None:
+    """Write `df` (dimension columns + value column(s)) into array(s) of the repository at
+    `repo` on `branch` as one commit. Rows are first repartitioned by chunk, so every chunk
+    has exactly one writer. Other keyword options are data source options (metastore,
+    storage options, author, shape/chunks/dtype/dims to create the array)."""
+    from pyspark.sql import functions as F
+
+    from zarrlake.spark import options as opts
+
+    if mode not in ("append", "overwrite"):
+        raise InvalidInputError(f"mode must be 'append' or 'overwrite', not {mode!r}")
+    if arrays is not None and not isinstance(arrays, str):
+        arrays = ",".join(arrays)
+    given = _string_options(
+        {**options, "repo": repo, "array": array, "arrays": arrays, "branch": branch}
+    )
+    given["message"] = message if message is not None else ""
+    if message is None:
+        del given["message"]
+    paths = opts.array_paths(given)
+    dims, chunks, shape = _chunking({**given, "mode": mode}, paths, branch)
+    missing = [d for d in dims if d not in df.columns]
+    if missing:
+        raise InvalidInputError(
+            f"the DataFrame has no column(s) {missing} for dimension(s) {list(dims)} of array "
+            f"{paths[0]!r} (columns {df.columns})"
+        )
+    grid = [max(1, math.ceil(s / c)) for s, c in zip(shape, chunks, strict=True)]
+    chunk_id = F.lit(0).cast("long")
+    for d, c, stride in zip(dims, chunks, _strides(grid), strict=True):
+        chunk_id = chunk_id + (F.col(f"`{d}`").cast("long") / F.lit(c)).cast("long") * stride
+    n = partitions or max(
+        1, min(math.prod(grid), 4 * df.sparkSession.sparkContext.defaultParallelism)
+    )
+    register(df.sparkSession)
+    (
+        df.withColumn(CHUNK_COLUMN, chunk_id)
+        .repartition(n, CHUNK_COLUMN)
+        .drop(CHUNK_COLUMN)
+        .write.format("zarrlake")
+        .mode(mode)
+        .options(**given)
+        .save()
+    )
+
+
+def _strides(grid: list[int]) -> list[int]:
+    strides, acc = [], 1
+    for g in reversed(grid):
+        strides.append(acc)
+        acc *= g
+    return list(reversed(strides))
+
+
+def map_regions[R, T](
+    spark: SparkSession,
+    session: Session,
+    regions: Iterable[R],
+    fn: Callable[[Session, R], T],
+    *,
+    num_slices: int | None = None,
+) -> list[T]:
+    """Run fn(session, region) for every region as Spark tasks, each task on the same
+    session re-joined on its executor; returns the results in region order. Commit the
+    session on the driver afterwards: the whole run becomes one commit."""
+    if not session.read_only and session.status != "open":
+        raise SessionClosedError(f"session {session.id} is {session.status}; start a new session")
+    items = list(regions)
+    if not items:
+        return []
+    n = num_slices or min(len(items), 2 * spark.sparkContext.defaultParallelism)
+
+    def run(part: Iterator[R]) -> Iterator[T]:
+        for region in part:
+            yield fn(session, region)
+
+    return spark.sparkContext.parallelize(items, n).mapPartitions(run).collect()

@@ -1,0 +1,82 @@
+"""Rows to chunks, vectorised: group row indices by the chunk they fall in, and write each
+chunk once (read-modify-write when the rows cover it only partly)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import zarr
+
+from zarrlake.errors import InvalidInputError
+from zarrlake.spark.arrays import ArrayInfo
+
+
+def check_bounds(info: ArrayInfo, index: Sequence[np.ndarray]) -> None:
+    """InvalidInputError naming the column and a value outside the array's shape."""
+    for dim, size, values in zip(info.dims, info.shape, index, strict=True):
+        if len(values) == 0:
+            continue
+        low, high = int(values.min()), int(values.max())
+        if low < 0 or high >= size:
+            bad = low if low < 0 else high
+            raise InvalidInputError(
+                f"column {dim!r} has index {bad}, outside array {info.path!r} of shape "
+                f"{info.shape} (valid: 0..{size - 1})"
+            )
+
+
+def group_by_chunk(
+    info: ArrayInfo, index: Sequence[np.ndarray]
+) -> Iterator[tuple[tuple[int, ...], np.ndarray]]:
+    """(chunk coordinates, row numbers) for every chunk the rows touch, in chunk order."""
+    if len(index[0]) == 0:
+        return
+    chunk_index = tuple(v // c for v, c in zip(index, info.chunks, strict=True))
+    linear = np.ravel_multi_index(chunk_index, info.grid)
+    order = np.argsort(linear, kind="stable")
+    ordered = linear[order]
+    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    ends = np.append(starts[1:], len(ordered))
+    coords = np.unravel_index(ordered[starts], info.grid)
+    for i, (s, e) in enumerate(zip(starts, ends, strict=True)):
+        yield tuple(int(c[i]) for c in coords), order[s:e]
+
+
+def chunk_box(info: ArrayInfo, coords: tuple[int, ...]) -> tuple[slice, ...]:
+    return tuple(
+        slice(c * n, min((c + 1) * n, s))
+        for c, n, s in zip(coords, info.chunks, info.shape, strict=True)
+    )
+
+
+def write_chunks(
+    array: zarr.Array,
+    info: ArrayInfo,
+    index: Sequence[np.ndarray],
+    values: np.ndarray,
+    *,
+    replace: bool,
+) -> list[str]:
+    """Write `values` at `index` (one array per dimension) chunk by chunk; returns the chunk
+    keys written. A chunk the rows do not fully cover keeps its other stored values, or with
+    `replace` gets the fill value there."""
+    keys = []
+    fill = array.fill_value
+    for coords, rows in group_by_chunk(info, index):
+        box = chunk_box(info, coords)
+        shape = tuple(s.stop - s.start for s in box)
+        local = tuple(v[rows] - s.start for v, s in zip(index, box, strict=True))
+        flat = np.ravel_multi_index(local, shape)
+        size = int(np.prod(shape))
+        covered = len(rows) >= size and bool(np.bincount(flat, minlength=size).all())
+        if covered:
+            block = np.empty(shape, dtype=array.dtype)
+        elif replace:
+            block = np.full(shape, fill, dtype=array.dtype)
+        else:
+            block = np.asarray(array[box])
+        block.reshape(-1)[flat] = values[rows]
+        array[box] = block
+        keys.append(info.chunk_key(array, coords))
+    return keys

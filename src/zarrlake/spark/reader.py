@@ -1,0 +1,185 @@
+"""Batch read: one input partition per run of chunks; each task decodes its chunks with zarr
+and yields Arrow record batches built with numpy. Range and equality filters on dimension
+columns narrow the chunks read."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+import zarr
+from pyspark.sql.datasource import (
+    DataSourceReader,
+    EqualTo,
+    Filter,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    InputPartition,
+    LessThan,
+    LessThanOrEqual,
+)
+
+from zarrlake.session import Session
+from zarrlake.spark.arrays import ArrayInfo, open_array
+
+DEFAULT_PARTITION_BYTES = 16 << 20
+BATCH_ROWS = 1 << 18
+
+
+class ChunkRun(InputPartition):
+    """Chunks number `start` to `stop` (exclusive) of the filtered chunk grid, in C order."""
+
+    def __init__(self, start: int, stop: int) -> None:
+        self.start = start
+        self.stop = stop
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+class ZarrLakeReader(DataSourceReader):
+    """Reads one array at one commit (the ref is resolved once, when the read is planned)."""
+
+    def __init__(
+        self,
+        session: Session,
+        info: ArrayInfo,
+        *,
+        partition_rows: int | None = None,
+        partition_bytes: int | None = None,
+    ) -> None:
+        self.session = session
+        self.info = info
+        row_bytes = 8 * len(info.dims) + np.dtype(info.dtype).itemsize
+        self.partition_rows = partition_rows or max(
+            1, (partition_bytes or DEFAULT_PARTITION_BYTES) // row_bytes
+        )
+        self.bounds = [(0, s) for s in info.shape]  # [low, high) per dimension
+
+    # planning ---------------------------------------------------------------------------
+
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
+        """Narrow `bounds` by range/equality filters on dimensions; give back the rest (and
+        In, which only narrows to its min..max) for Spark to apply."""
+        for f in filters:
+            if not self._narrow(f) or isinstance(f, In):
+                yield f
+
+    def _narrow(self, f: Filter) -> bool:
+        attribute = getattr(f, "attribute", None)
+        if attribute is None or len(attribute) != 1 or attribute[0] not in self.info.dims:
+            return False
+        d = self.info.dims.index(attribute[0])
+        if isinstance(f, In):
+            values = [_int(v) for v in f.value]
+            if not values or any(v is None for v in values):
+                return False
+            low, high = min(values), max(values) + 1  # type: ignore[type-var]
+        else:
+            v = _int(getattr(f, "value", None))
+            if v is None:
+                return False
+            match f:
+                case EqualTo():
+                    low, high = v, v + 1
+                case GreaterThan():
+                    low, high = v + 1, None
+                case GreaterThanOrEqual():
+                    low, high = v, None
+                case LessThan():
+                    low, high = None, v
+                case LessThanOrEqual():
+                    low, high = None, v + 1
+                case _:
+                    return False
+        lo, hi = self.bounds[d]
+        lo = max(lo, low) if low is not None else lo
+        hi = min(hi, high) if high is not None else hi
+        self.bounds[d] = (lo, max(lo, hi))
+        return True
+
+    def _chunk_ranges(self) -> list[range]:
+        """Per dimension, the chunk indices that intersect the bounds."""
+        return [
+            range(lo // c, -(-hi // c)) if hi > lo else range(0)
+            for (lo, hi), c in zip(self.bounds, self.info.chunks, strict=True)
+        ]
+
+    def _rows_per_chunk(self, ranges: list[range]) -> np.ndarray:
+        rows = np.ones((), dtype=np.int64)
+        for (lo, hi), c, r in zip(self.bounds, self.info.chunks, ranges, strict=True):
+            k = np.arange(r.start, r.stop, dtype=np.int64)
+            n = np.minimum((k + 1) * c, hi) - np.maximum(k * c, lo)
+            rows = np.multiply.outer(rows, n)
+        return rows.reshape(-1)
+
+    def partitions(self) -> list[ChunkRun]:
+        ranges = self._chunk_ranges()
+        rows = self._rows_per_chunk(ranges)
+        if rows.size == 0:
+            return [ChunkRun(0, 0)]
+        ends = np.cumsum(rows)
+        runs, start = [], 0
+        while start < rows.size:
+            base = ends[start - 1] if start else 0
+            stop = int(np.searchsorted(ends, base + self.partition_rows, side="right"))
+            stop = max(stop, start + 1)
+            runs.append(ChunkRun(start, stop))
+            start = stop
+        return runs
+
+    # tasks ------------------------------------------------------------------------------
+
+    def read(self, partition: ChunkRun) -> Iterator[pa.RecordBatch]:
+        info = self.info
+        if partition.stop <= partition.start:
+            return
+        array = open_array(self.session, info.path, ref=self.session.base_commit)
+        ranges = self._chunk_ranges()
+        grid = tuple(len(r) for r in ranges)
+        coords = np.unravel_index(np.arange(partition.start, partition.stop), grid)
+        parts: list[list[np.ndarray]] = []
+        buffered = 0
+        for i in range(partition.stop - partition.start):
+            chunk = tuple(int(r.start + c[i]) for r, c in zip(ranges, coords, strict=True))
+            box = tuple(
+                slice(max(k * n, lo), min((k + 1) * n, hi))
+                for k, n, (lo, hi) in zip(chunk, info.chunks, self.bounds, strict=True)
+            )
+            block = self.read_block(array, chunk, box)
+            parts.append(_columns(block, box))
+            buffered += block.size
+            if buffered >= BATCH_ROWS:
+                yield self._batch(parts)
+                parts, buffered = [], 0
+        if parts:
+            yield self._batch(parts)
+
+    def read_block(
+        self, array: zarr.Array, chunk: tuple[int, ...], box: tuple[slice, ...]
+    ) -> np.ndarray:
+        """The values of `box`, which lies inside chunk `chunk`."""
+        return np.asarray(array[box])
+
+    def _batch(self, parts: list[list[np.ndarray]]) -> pa.RecordBatch:
+        names = [*self.info.dims, self.info.column]
+        types = [pa.int64()] * len(self.info.dims) + [pa.from_numpy_dtype(self.info.spark_dtype)]
+        schema = pa.schema([pa.field(n, t, nullable=False) for n, t in zip(names, types)])
+        columns = [np.concatenate([p[i] for p in parts]) for i in range(len(names))]
+        columns[-1] = columns[-1].astype(self.info.spark_dtype, copy=False)
+        return pa.RecordBatch.from_arrays([pa.array(c) for c in columns], schema=schema)
+
+
+def _columns(block: np.ndarray, box: tuple[slice, ...]) -> list[np.ndarray]:
+    """One index column per dimension plus the values, in C order of the block."""
+    out = []
+    for d, s in enumerate(box):
+        shape = [1] * block.ndim
+        shape[d] = -1
+        axis = np.arange(s.start, s.stop, dtype=np.int64).reshape(shape)
+        out.append(np.broadcast_to(axis, block.shape).reshape(-1))
+    out.append(block.reshape(-1))
+    return out

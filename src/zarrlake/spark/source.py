@@ -1,0 +1,163 @@
+"""The "zarrlake" Spark data source: option parsing, schema, and the reader and writer it
+hands to Spark. reader()/writer() run on the driver side; what they return is pickled to
+the tasks."""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWriter
+from pyspark.sql.types import BooleanType, StructType
+
+from zarrlake.errors import InvalidInputError, NotFoundError, SessionClosedError
+from zarrlake.spark import options as opts
+from zarrlake.spark.arrays import (
+    INTEGER_TYPES,
+    ArrayInfo,
+    creation_options,
+    create_array,
+    open_array,
+)
+
+_NUMPY_OF_SPARK = {
+    "boolean": "bool",
+    "tinyint": "int8",
+    "smallint": "int16",
+    "int": "int32",
+    "bigint": "int64",
+    "float": "float32",
+    "double": "float64",
+}
+
+
+class ZarrLakeSource(DataSource):
+    """spark.read/df.write .format("zarrlake"): zarr arrays in a zarrlake repository as rows
+    of dimension indices plus a value."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "zarrlake"
+
+    def _read_target(self):  # -> (readonly Session, ArrayInfo, ref)
+        repo = opts.RepoOptions.parse(self.options).open()
+        paths = opts.array_paths(self.options)
+        if len(paths) != 1:
+            raise InvalidInputError(f"reading takes one array (option 'array'), not {paths}")
+        ref = dict(self.options).get("ref") or "main"
+        session = repo.readonly_session(ref)
+        info = ArrayInfo.of(open_array(session, paths[0], ref=ref), paths[0])
+        return session, info, ref
+
+    def schema(self) -> StructType:
+        _, info, _ = self._read_target()
+        return info.schema()
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        from zarrlake.spark.reader import ZarrLakeReader
+
+        session, info, ref = self._read_target()
+        if schema.fieldNames() != info.schema().fieldNames():
+            raise InvalidInputError(
+                f"array {info.path!r} at {ref!r} reads as columns {info.schema().fieldNames()}, "
+                f"not {schema.fieldNames()}"
+            )
+        return ZarrLakeReader(
+            session,
+            info,
+            partition_rows=opts.get_int(self.options, "partition_rows", None),
+            partition_bytes=opts.get_int(self.options, "partition_bytes", None),
+        )
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from zarrlake.spark.writer import ZarrLakeWriter
+
+        repo_options = opts.RepoOptions.parse(self.options)
+        paths = opts.array_paths(self.options)
+        given = {k.lower(): v for k, v in dict(self.options).items()}
+        branch = given.get("branch") or "main"
+        create = creation_options(self.options)
+        repo = repo_options.open()
+        session = repo.create_session(
+            branch, message=given.get("message"), author=given.get("author")
+        )
+        try:
+            infos = [self._target_array(session, p, branch, create, overwrite) for p in paths]
+            check_write_schema(schema, infos)
+        except BaseException:
+            with contextlib.suppress(SessionClosedError):
+                session.abandon()
+            raise
+        return ZarrLakeWriter(session, infos, replace=overwrite)
+
+    @staticmethod
+    def _target_array(session, path: str, branch: str, create: dict | None, overwrite: bool):
+        try:
+            array = open_array(session, path, ref=branch)
+        except NotFoundError:
+            if create is None:
+                raise NotFoundError(
+                    f"no array {path!r} on branch {branch!r}; to create it give options shape, "
+                    "chunks, dtype and dims"
+                ) from None
+            array = create_array(session, path, create, replace=False)
+        else:
+            if overwrite and create is not None:
+                array = create_array(session, path, create, replace=True)
+            elif create is not None:
+                _check_matches(array, path, create)
+        return ArrayInfo.of(array, path)
+
+
+def _check_matches(array, path: str, create: dict) -> None:
+    """Creation options given for an existing array must describe it (or use overwrite)."""
+    have = (tuple(array.shape), tuple(array.chunks), list(array.metadata.dimension_names or []))
+    want = (tuple(create["shape"]), tuple(create["chunks"]), create["dimension_names"])
+    if have != want:
+        raise InvalidInputError(
+            f"array {path!r} already exists with shape {have[0]}, chunks {have[1]}, dims "
+            f"{have[2]}, not {want[0]}, {want[1]}, {want[2]}; use mode('overwrite') to "
+            "replace it"
+        )
+
+
+def check_write_schema(schema: StructType, infos: list[ArrayInfo]) -> None:
+    """The DataFrame must have an integer column per dimension and a value column per array
+    whose type casts to the array's dtype without changing kind."""
+    dims = infos[0].dims
+    for info in infos[1:]:
+        if info.dims != dims:
+            raise InvalidInputError(
+                f"arrays written together must share dimensions: {infos[0].path!r} has "
+                f"{dims}, {info.path!r} has {info.dims}"
+            )
+    fields = {f.name: f.dataType for f in schema.fields}
+    missing = [d for d in dims if d not in fields]
+    if missing:
+        raise InvalidInputError(
+            f"the DataFrame has no column(s) {missing} for dimension(s) of array "
+            f"{infos[0].path!r} (dims {list(dims)}; columns {list(fields)})"
+        )
+    for d in dims:
+        if not isinstance(fields[d], INTEGER_TYPES):
+            raise InvalidInputError(
+                f"dimension column {d!r} must have an integer type, not {fields[d].simpleString()}"
+            )
+    for info in infos:
+        col = info.column
+        if col not in fields:
+            raise InvalidInputError(
+                f"the DataFrame has no value column {col!r} for array {info.path!r} "
+                f"(columns {list(fields)})"
+            )
+        source = _NUMPY_OF_SPARK.get(fields[col].simpleString())
+        target = np.dtype(info.dtype)
+        ok = source is not None and (
+            np.can_cast(source, target, casting="same_kind")
+            and not (isinstance(fields[col], BooleanType) and target.kind != "b")
+        )
+        if not ok:
+            raise InvalidInputError(
+                f"value column {col!r} has type {fields[col].simpleString()}, which does not "
+                f"fit array {info.path!r} of dtype {info.dtype}"
+            )
