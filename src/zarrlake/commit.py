@@ -16,7 +16,13 @@ import numpy as np
 
 from zarrlake import faultpoints
 from zarrlake.conflicts import find_conflicts, merge_changes
-from zarrlake.errors import CASFailedError, Conflict, ConflictError, ZarrLakeError
+from zarrlake.errors import (
+    CASFailedError,
+    Conflict,
+    ConflictError,
+    TransientError,
+    ZarrLakeError,
+)
 from zarrlake.format import columns
 from zarrlake.format.changes import (
     ATTRS,
@@ -244,6 +250,11 @@ class CommitProtocol:
                 landed = self._landed(tried, req.branch, req.base)
                 if landed is not None:  # our CAS landed, its reply was lost
                     return landed
+            except TransientError:  # the CAS may have landed before the error reached us
+                landed = self._landed(tried, req.branch, req.base)
+                if landed is not None:
+                    return landed
+                raise
             attempt += 1
             if time.monotonic() > deadline:
                 raise CommitTimeoutError(
