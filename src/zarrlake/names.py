@@ -8,6 +8,7 @@ from zarrlake.errors import InvalidInputError
 
 MAX_NAME_BYTES = 255
 _BAD_REF_CHARS = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]")
+_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def check_ref_name(name: object, what: str = "branch") -> str:
@@ -46,7 +47,7 @@ def check_key(key: object) -> str:
         problem = "starts or ends with '/'"
     elif any(seg in ("", ".", "..") for seg in key.split("/")):
         problem = "has an empty, '.' or '..' segment"
-    elif any(ord(c) < 0x20 or ord(c) == 0x7F for c in key):
+    elif _CONTROL_CHARS.search(key):  # a regex: this runs once per chunk written
         problem = "contains a control character"
     elif len(key.encode()) > 4096:
         problem = "is longer than 4096 bytes"
