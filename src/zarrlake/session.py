@@ -65,6 +65,27 @@ def check_expiry(expires_in: object) -> timedelta:
     return expires_in
 
 
+def check_data(key: str, data: object) -> bytes:
+    """Values written to a key must be bytes-like."""
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise InvalidInputError(f"data written to {key!r} must be bytes, not {type(data).__name__}")
+    return bytes(data)
+
+
+def check_byte_range(byte_range: object) -> tuple[int, int | None]:
+    """A (start, end) byte range: 0 <= start, end None or >= start."""
+    ok = isinstance(byte_range, tuple) and len(byte_range) == 2
+    start, end = byte_range if ok else (None, None)  # type: ignore[misc]
+    ok = ok and isinstance(start, int) and not isinstance(start, bool) and start >= 0
+    ok = ok and (end is None or (isinstance(end, int) and not isinstance(end, bool)))
+    if not ok or (end is not None and end < start):
+        raise InvalidInputError(
+            f"byte range must be (start, end) with 0 <= start <= end (or end None), "
+            f"not {byte_range!r}"
+        )
+    return start, end  # type: ignore[return-value]
+
+
 @dataclass(frozen=True)
 class SessionRecord:
     id: str
@@ -243,15 +264,13 @@ class Session:
         return self.view.get(key)
 
     def read(self, key: str, byte_range: tuple[int, int | None] | None = None) -> bytes | None:
+        span = check_byte_range(byte_range) if byte_range is not None else None
         ref = self.lookup(key)
         self._track_read(key)
         if ref is None:
             return None
         data = self.repo.objects.read_ref(ref, f"key {key!r}")
-        if byte_range is not None:
-            start, end = byte_range
-            data = data[start:end]
-        return data
+        return data if span is None else data[span[0] : span[1]]
 
     def _track_read(self, key: str) -> None:
         if self.isolation == "serializable" and key not in self._reads_recorded:
@@ -284,6 +303,7 @@ class Session:
     def write(self, key: str, data: bytes) -> None:
         staging = self._require_writable()
         check_key(key)
+        data = check_data(key, data)
         if is_meta_key(key) or len(data) <= STAGE_INLINE_MAX:
             ref = ChunkRef.inline(bytes(data))
         else:
@@ -296,6 +316,7 @@ class Session:
         refs = []
         for key, data in items:
             check_key(key)
+            data = check_data(key, data)
             if is_meta_key(key) or len(data) <= STAGE_INLINE_MAX:
                 refs.append((key, ChunkRef.inline(bytes(data))))
             else:
