@@ -413,6 +413,38 @@ def test_cas_race_processes(store_url: str, store: MetaStore):
     assert int(store.get(P, b"counter")[0]) == successes == RACE_PROCESS_ROUNDS
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
+def test_concurrent_first_opens_create_the_schema_once(store_url: str):
+    """Many clients opening a brand-new database at once must not trip over each other."""
+    n = 12
+    barrier = threading.Barrier(n, timeout=60)
+    opened: list[MetaStore] = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def opener(i: int) -> None:
+        try:
+            barrier.wait()
+            meta = open_metastore(store_url)
+            with lock:
+                opened.append(meta)
+            meta.set(P, f"{i:02d}".encode(), b"v")
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=opener, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    try:
+        assert errors == []
+        assert len(keys(opened[0].scan(P))) == n
+    finally:
+        for meta in opened:
+            meta.close()
+
+
 # fork safety -----------------------------------------------------------------------------
 
 
