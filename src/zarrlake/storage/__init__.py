@@ -93,9 +93,7 @@ def _open_local(location: str, scheme: str, options: dict[str, Any]) -> ObjectSt
     except Exception as exc:  # obstore raises its own types, and OSError
         from zarrlake.storage.obstore import summarise
 
-        raise ConfigurationError(
-            f"cannot open directory {str(path)!r}: {summarise(exc)}"
-        ) from exc
+        raise ConfigurationError(f"cannot open directory {str(path)!r}: {summarise(exc)}") from exc
     return ObstoreObjectStore(store, path.as_uri())
 
 
@@ -165,7 +163,11 @@ def _open_s3(location: str, options: dict[str, Any]) -> ObjectStore:
             bucket, prefix=prefix or None, config=config, client_options=client, retry_config=retry
         )
         create_store = S3Store(
-            bucket, prefix=prefix or None, config=config, client_options=client, retry_config=no_retry
+            bucket,
+            prefix=prefix or None,
+            config=config,
+            client_options=client,
+            retry_config=no_retry,
         )
     except Exception as exc:  # obstore raises its own types and ValueError
         raise ConfigurationError(f"cannot configure {url}: {summarise(exc)}") from exc

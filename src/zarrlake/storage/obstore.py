@@ -41,6 +41,7 @@ _XML_CODE = re.compile(r"<Code>([^<]*)</Code>")
 _XML_MESSAGE = re.compile(r"<Message>([^<]*)</Message>")
 _TRANSIENT_WORDS = ("http error", "error sending request", "timed out", "timeout", "connection")
 _TRANSIENT_KIND = re.compile(r"kind: (Connect|Timeout|Request|Body|Decode|Interrupted)\b")
+_PATH_CLASH = re.compile(r"\(os error (20|21)\)")  # ENOTDIR / EISDIR on a local directory
 _AUTH_CODES = ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken")
 
 
@@ -111,6 +112,12 @@ def summarise(exc: BaseException) -> str:
     return line if len(line) <= 400 else line[:397] + "..."
 
 
+def _is_path_clash(exc: BaseException) -> bool:
+    """Whether a local-directory error comes from 'a' being a file where 'a/b' is wanted,
+    or a directory where an object 'a' is wanted (object stores allow both, filesystems not)."""
+    return _PATH_CLASH.search(str(exc)) is not None
+
+
 def _status(text: str) -> int | None:
     match = _STATUS.search(text)
     return int(match.group(1)) if match else None
@@ -131,6 +138,7 @@ class ObstoreObjectStore(ObjectStore):
         self._create_store = store if create_store is None else create_store
         self._bucket = url[5:].split("/", 1)[0] if url.startswith("s3://") else None
         self._bucket_ok = self._bucket is None
+        self._local = url.startswith("file://")
 
     # -- errors ---------------------------------------------------------------------------
 
@@ -141,8 +149,17 @@ class ObstoreObjectStore(ObjectStore):
         status = _status(text)
         if "NoSuchBucket" in text:
             return ConfigurationError(f"bucket {self._bucket!r} does not exist ({self.url})")
-        if isinstance(exc, FileNotFoundError) or type(exc).__name__ == "NotFoundError":
+        if (
+            isinstance(exc, FileNotFoundError)
+            or type(exc).__name__ == "NotFoundError"
+            or (op in ("GET", "HEAD") and _is_path_clash(exc))
+        ):
             return NotFoundError(f"object {key!r} not found in {self.url}")
+        if _is_path_clash(exc):
+            return StorageError(
+                f"{where} failed: a local directory cannot hold both an object and objects "
+                "below it under the same name"
+            )
         if (
             isinstance(exc, PermissionDeniedError | UnauthenticatedError | PermissionError)
             or status in (401, 403)
@@ -225,7 +242,9 @@ class ObstoreObjectStore(ObjectStore):
         check_key(key)
         try:
             obs.put(self._create_store, key, data, mode="create", use_multipart=False)
-        except (AlreadyExistsError, PreconditionError):
+        except (AlreadyExistsError, PreconditionError) as exc:
+            if self._local and not self.exists(key):  # a directory of other objects
+                self._raise(OSError(f"(os error 21) {exc}"), "PUT", key)
             return False
         except (BaseError, OSError, ValueError) as exc:
             if _status(str(exc)) == 412 or "PreconditionFailed" in str(exc):
@@ -241,7 +260,8 @@ class ObstoreObjectStore(ObjectStore):
             if "NoSuchBucket" in str(exc):
                 self._raise(exc, "DELETE", key)
         except (BaseError, OSError, ValueError) as exc:
-            self._raise(exc, "DELETE", key)
+            if not _is_path_clash(exc):  # no object can exist there: nothing to delete
+                self._raise(exc, "DELETE", key)
 
     def list(self, prefix: str = "") -> Iterator[str]:
         """Keys starting with `prefix` (plain string prefix, not only whole path segments)."""
@@ -309,7 +329,9 @@ class ObstoreObjectStore(ObjectStore):
         check_key(key)
         try:
             await obs.put_async(self._create_store, key, data, mode="create", use_multipart=False)
-        except (AlreadyExistsError, PreconditionError):
+        except (AlreadyExistsError, PreconditionError) as exc:
+            if self._local and not await self.exists_async(key):
+                self._raise(OSError(f"(os error 21) {exc}"), "PUT", key)
             return False
         except (BaseError, OSError, ValueError) as exc:
             if _status(str(exc)) == 412 or "PreconditionFailed" in str(exc):
@@ -325,7 +347,8 @@ class ObstoreObjectStore(ObjectStore):
             if "NoSuchBucket" in str(exc):
                 self._raise(exc, "DELETE", key)
         except (BaseError, OSError, ValueError) as exc:
-            self._raise(exc, "DELETE", key)
+            if not _is_path_clash(exc):  # no object can exist there: nothing to delete
+                self._raise(exc, "DELETE", key)
 
     async def exists_async(self, key: str) -> bool:
         check_key(key)
