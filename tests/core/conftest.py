@@ -29,19 +29,6 @@ def local_repo(tmp_path) -> zl.Repo:
     return zl.Repo.create(tmp_path / "repo")
 
 
-@pytest.fixture(params=["local-sqlite", "memory", "s3-postgres"])
-def backend_repo(request, tmp_path) -> zl.Repo:
-    """A new repository on each backend combination: local directory + SQLite, memory, and
-    S3 (the moto server) + PostgreSQL."""
-    if request.param == "local-sqlite":
-        return zl.Repo.create(tmp_path / "repo")
-    if request.param == "memory":
-        return zl.Repo.create(f"memory://{secrets.token_hex(6)}")
-    location, options = request.getfixturevalue("s3_location")
-    metastore = request.getfixturevalue("pg_metastore_url")
-    return zl.Repo.create(location, metastore=metastore, storage_options=options)
-
-
 @pytest.fixture(scope="class", params=["local-sqlite", "memory", "s3-postgres"])
 def shared_repo(request, tmp_path_factory) -> Iterator[zl.Repo]:
     """One repository per test class and backend combination, for suites of many small tests
