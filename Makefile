@@ -27,8 +27,22 @@ demo: $(STAMP) java
 test: $(STAMP) java
 	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
-bench: $(STAMP) java
-	$(PY) benchmarks/run.py $(if $(QUICK),--quick,)
+# Benchmarks run in their own venv: the peers (Icechunk, plain zarr) are installed only there.
+BENCH_VENV := .venv-bench
+BENCH_PY := $(BENCH_VENV)/bin/python
+BENCH_STAMP := $(BENCH_VENV)/.installed
+BENCH_PEERS := icechunk==2.3.0 zarr numpy pyinstrument
+
+$(BENCH_STAMP): pyproject.toml
+	@interp=$$(PYTHON="$(PYTHON)" scripts/find-python.sh) || exit 1; \
+	  echo "using $$interp for $(BENCH_VENV)"; \
+	  [ -x $(BENCH_PY) ] || "$$interp" -m venv $(BENCH_VENV); \
+	  $(BENCH_PY) -m pip install --quiet --upgrade pip && \
+	  $(BENCH_PY) -m pip install --quiet -e '.[spark]' $(BENCH_PEERS) && touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP) java
+	PYSPARK_PYTHON=$(abspath $(BENCH_PY)) PYSPARK_DRIVER_PYTHON=$(abspath $(BENCH_PY)) \
+	  $(BENCH_PY) benchmarks/run.py $(if $(QUICK),--quick,) $(BENCH_ARGS)
 
 soak: $(STAMP) java
 	ZARRLAKE_SOAK=1 $(PY) -m pytest -q -p no:cacheprovider -m "soak or not soak" tests/reliability

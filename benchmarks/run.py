@@ -54,7 +54,7 @@ QUICK: dict[str, Any] = {
     "w5_readers": 1,
     "w6_commits": 5,
     "w7_chunks": 20_000,
-    "w8_shape": [32, 512, 512],
+    "w8_shape": [8, 512, 512],
 }
 
 
