@@ -1,0 +1,425 @@
+"""Suite 1: model-based testing. A hypothesis state machine drives sessions (create, join,
+write chunks and metadata, resize, delete arrays, commit with and without concurrent commits,
+abandon, expire), branches, tags and checkouts of old commits, and checks the repository
+after every step against a pure-Python model: a key -> bytes dict per commit, a head per
+branch, and per session its base and every worker's staged writes. The model predicts
+each commit's outcome from DESIGN.md's conflict rules, independently of conflicts.py.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import secrets
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field, replace
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+import zarrlake as zl
+from tests.reliability.conftest import FIGURES, size
+from zarrlake.session import SessionRecord
+
+ARRAYS = ("a", "b")
+CHUNKS = 3
+SIZES = (8, 100, 9000)  # inline in manifests, packed, chunk objects
+NAMES = ("x", "y", "rel/1")
+State = dict[str, bytes]
+
+
+def doc(shape: int, version: int) -> bytes:
+    return json.dumps(
+        {
+            "zarr_format": 3,
+            "node_type": "array",
+            "shape": [shape],
+            "data_type": "int64",
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [1]}},
+            "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+            "fill_value": 0,
+            "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+            "attributes": {"v": version},
+        }
+    ).encode()
+
+
+def node_change(old: bytes | None, new: bytes | None) -> str | None:
+    """How a metadata write changes its node: created/deleted/resized/attributes."""
+    if old == new:
+        return None
+    if old is None or new is None:
+        return "created" if old is None else "deleted"
+    a, b = json.loads(old), json.loads(new)
+    return "attributes" if a["shape"] == b["shape"] else "resized"
+
+
+@dataclass
+class MCommit:
+    state: State
+    parent: str | None
+    data_keys: set[str] = field(default_factory=set)
+    nodes: dict[str, str] = field(default_factory=dict)  # node -> change kind
+
+
+@dataclass
+class Txn:
+    id: str
+    branch: str
+    base: str
+    staged: dict[str, dict[bytes, bytes | None]] = field(default_factory=dict)  # key->writer->
+    latest: dict[str, bytes] = field(default_factory=dict)  # key -> writer that wrote last
+    status: str = "open"
+
+    def view(self, base: State) -> State:
+        out = dict(base)
+        for key, writer in self.latest.items():
+            value = self.staged[key][writer]
+            if value is None:
+                out.pop(key, None)
+            else:
+                out[key] = value
+        return out
+
+
+def changes_of(parent: State, ours: dict[str, bytes | None]) -> tuple[set[str], dict[str, str]]:
+    data = {k for k in ours if not k.endswith("zarr.json")}
+    nodes = {}
+    for k, v in ours.items():
+        if k.endswith("zarr.json"):
+            kind = node_change(parent.get(k), v)
+            if kind:
+                nodes[k[: -len("/zarr.json")]] = kind
+    return data, nodes
+
+
+def predict_conflict(
+    ours_data: set[str], ours_nodes: dict[str, str], between: list[MCommit]
+) -> bool:
+    their_data = set().union(*(c.data_keys for c in between))
+    their_nodes: dict[str, set[str]] = {}
+    for c in between:
+        for path, kind in c.nodes.items():
+            their_nodes.setdefault(path, set()).add(kind)
+    if ours_data & their_data or set(ours_nodes) & set(their_nodes):
+        return True
+    for path, kinds in their_nodes.items():
+        if kinds - {"attributes"} and any(k.startswith(path + "/") for k in ours_data):
+            return True
+    for path, kind in ours_nodes.items():
+        if kind != "attributes" and any(k.startswith(path + "/") for k in their_data):
+            return True
+    return False
+
+
+class RepoMachine(RuleBasedStateMachine):
+    backend = "local"
+
+    def __init__(self) -> None:
+        super().__init__()
+        if self.backend == "local":
+            self.tmp = tempfile.mkdtemp(prefix="zl-model-")
+            self.repo = zl.Repo.create(f"{self.tmp}/repo")
+        else:
+            self.tmp = None
+            self.repo = zl.Repo.create(f"memory://model-{secrets.token_hex(6)}")
+        root = self.repo.resolve("main")
+        self.commits: dict[str, MCommit] = {root: MCommit({}, None)}
+        self.branches = {"main": root}
+        self.tags: dict[str, str] = {}
+        self.txns: list[Txn] = []
+        self.handles: list[tuple[zl.Session, Txn]] = []
+        self.version = 0
+        FIGURES["model: state machine runs"] += 1
+
+    def teardown(self) -> None:
+        self.repo.close()
+        if self.tmp:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    # helpers ----------------------------------------------------------------------------
+
+    def step(self) -> None:
+        FIGURES["model: steps checked"] += 1
+
+    def open_handles(self) -> list[tuple[zl.Session, Txn]]:
+        return [(s, t) for s, t in self.handles if t.status == "open"]
+
+    def pick(self, items: list, i: int):
+        return items[i % len(items)]
+
+    def view(self, txn: Txn) -> State:
+        return txn.view(self.commits[txn.base].state)
+
+    def read_state(self, session: zl.Session) -> State:
+        return {k: session.read(k) for k in session.list_prefix("")}
+
+    def stage(self, session: zl.Session, txn: Txn, key: str, value: bytes | None) -> None:
+        txn.staged.setdefault(key, {})[session.writer] = value
+        txn.latest[key] = session.writer
+
+    # rules ------------------------------------------------------------------------------
+
+    @rule(i=st.integers(0, 99))
+    def create_session(self, i):
+        branch = self.pick(sorted(self.branches), i)
+        s = self.repo.create_session(branch)
+        txn = Txn(s.id, branch, self.branches[branch])
+        assert s.base_commit == txn.base
+        self.txns.append(txn)
+        self.handles.append((s, txn))
+        self.step()
+
+    @precondition(lambda self: self.open_handles())
+    @rule(i=st.integers(0, 99))
+    def join(self, i):
+        _, txn = self.pick(self.open_handles(), i)
+        self.handles.append((self.repo.join_session(txn.id), txn))
+        self.step()
+
+    @precondition(lambda self: self.open_handles())
+    @rule(i=st.integers(0, 99), chunk=st.integers(0, CHUNKS - 1), size=st.sampled_from(SIZES))
+    def write_chunk(self, i, chunk, size):
+        s, txn = self.pick(self.open_handles(), i)
+        arrays = [a for a in ARRAYS if f"{a}/zarr.json" in self.view(txn)]
+        if not arrays:
+            return
+        key = f"{self.pick(arrays, i)}/c/{chunk}"
+        data = random.Random(self.version).randbytes(size)
+        self.version += 1
+        s.write(key, data)
+        self.stage(s, txn, key, data)
+        self.step()
+
+    @precondition(lambda self: self.open_handles())
+    @rule(i=st.integers(0, 99), array=st.sampled_from(ARRAYS), shape=st.integers(1, 5))
+    def write_metadata(self, i, array, shape):
+        """Create the array, or change its attributes only (same shape)."""
+        s, txn = self.pick(self.open_handles(), i)
+        old = self.view(txn).get(f"{array}/zarr.json")
+        if old is not None:
+            shape = json.loads(old)["shape"][0]
+        self.version += 1
+        data = doc(shape, self.version)
+        s.write(f"{array}/zarr.json", data)
+        self.stage(s, txn, f"{array}/zarr.json", data)
+        self.step()
+
+    @precondition(lambda self: self.open_handles())
+    @rule(i=st.integers(0, 99), array=st.sampled_from(ARRAYS), shape=st.integers(1, 5))
+    def resize(self, i, array, shape):
+        s, txn = self.pick(self.open_handles(), i)
+        old = self.view(txn).get(f"{array}/zarr.json")
+        if old is None or json.loads(old)["shape"][0] == shape:
+            return
+        self.version += 1
+        data = doc(shape, self.version)
+        s.write(f"{array}/zarr.json", data)
+        self.stage(s, txn, f"{array}/zarr.json", data)
+        self.step()
+
+    @precondition(lambda self: self.open_handles())
+    @rule(i=st.integers(0, 99), array=st.sampled_from(ARRAYS))
+    def delete_array(self, i, array):
+        s, txn = self.pick(self.open_handles(), i)
+        keys = sorted(k for k in self.view(txn) if k.startswith(f"{array}/"))
+        assert s.list_prefix(f"{array}/") == keys
+        s.delete_many(keys)
+        for k in keys:
+            self.stage(s, txn, k, None)
+        self.step()
+
+    def _commit(self, s: zl.Session, txn: Txn) -> None:
+        head = self.branches[txn.branch]
+        contents: dict[str, bytes | None] = {}
+        clash = False
+        for key, by_writer in txn.staged.items():
+            values = set(by_writer.values())
+            clash |= len(values) > 1
+            contents[key] = by_writer[txn.latest[key]]
+        base = self.commits[txn.base].state
+        ours_data, ours_nodes = changes_of(base, contents)
+        between = []
+        cid = head
+        while cid != txn.base:
+            between.append(self.commits[cid])
+            cid = self.commits[cid].parent
+        conflict = clash or predict_conflict(ours_data, ours_nodes, between)
+        FIGURES["model: transactions run"] += 1
+        if conflict:
+            try:
+                s.commit("model")
+            except zl.ConflictError:
+                FIGURES["model: conflicts predicted and raised"] += 1
+                assert s.status == "open"
+                return
+            raise AssertionError(f"commit should conflict: ours {contents}, between {between}")
+        new_id = s.commit("model")
+        if between:
+            FIGURES["model: commits rebased over concurrent ones"] += 1
+        parent = self.commits[head].state
+        state = dict(parent)
+        for k, v in contents.items():
+            if v is None:
+                state.pop(k, None)
+            else:
+                state[k] = v
+        data, nodes = changes_of(parent, contents)
+        self.commits[new_id] = MCommit(state, head, data, nodes)
+        self.branches[txn.branch] = new_id
+        txn.status = "committed"
+        assert self.read_state(self.repo.readonly_session(new_id)) == state
+        assert self.repo.log(txn.branch, limit=2)[1].id == head
+
+    @precondition(lambda self: self.open_handles())
+    @rule(i=st.integers(0, 99))
+    def commit(self, i):
+        self._commit(*self.pick(self.open_handles(), i))
+        self.step()
+
+    @precondition(lambda self: self.open_handles())
+    @rule(i=st.integers(0, 99), chunk=st.integers(0, CHUNKS - 1), meta=st.booleans())
+    def commit_after_concurrent_commit(self, i, chunk, meta):
+        """Another session commits to the same branch first, then ours commits (rebase or
+        conflict)."""
+        s, txn = self.pick(self.open_handles(), i)
+        head = self.branches[txn.branch]
+        arrays = [a for a in ARRAYS if f"{a}/zarr.json" in self.commits[head].state]
+        if arrays:
+            other = self.repo.create_session(txn.branch)
+            otxn = Txn(other.id, txn.branch, head)
+            array = self.pick(arrays, i + chunk)
+            self.version += 1
+            if meta:
+                shape = json.loads(self.commits[head].state[f"{array}/zarr.json"])["shape"][0]
+                key, data = f"{array}/zarr.json", doc(shape, self.version)
+            else:
+                key, data = f"{array}/c/{chunk}", random.Random(self.version).randbytes(100)
+            other.write(key, data)
+            self.stage(other, otxn, key, data)
+            self.txns.append(otxn)
+            self._commit(other, otxn)
+            assert otxn.status == "committed"
+        self._commit(s, txn)
+        self.step()
+
+    @precondition(lambda self: self.open_handles())
+    @rule(i=st.integers(0, 99))
+    def abandon(self, i):
+        s, txn = self.pick(self.open_handles(), i)
+        s.abandon()
+        txn.status = "abandoned"
+        assert s.status == "abandoned"
+        with_error = zl.SessionClosedError
+        try:
+            s.write("a/zarr.json", doc(1, 0))
+        except with_error:
+            pass
+        else:
+            raise AssertionError("wrote into an abandoned session")
+        self.step()
+
+    @precondition(lambda self: self.open_handles())
+    @rule(i=st.integers(0, 99))
+    def expire(self, i):
+        """Rewrite the session record's expiry into the past instead of waiting."""
+        s, txn = self.pick(self.open_handles(), i)
+        part, key = self.repo.sessions_partition, txn.id.encode()
+        value, version = self.repo.meta.get(part, key)
+        rec = replace(SessionRecord.decode(value), expires_at=time.time() - 1)
+        self.repo.meta.set_if(part, key, rec.encode(), version)
+        txn.status = "expired"
+        for fn in (lambda: s.commit("late"), lambda: s.write("a/zarr.json", doc(1, 0))):
+            try:
+                fn()
+            except zl.SessionExpiredError:
+                continue
+            raise AssertionError("an expired session accepted a write or commit")
+        assert s.status == "expired"
+        assert txn.id not in {r.id for r in self.repo.list_sessions()}
+        self.step()
+
+    @rule(name=st.sampled_from(NAMES), i=st.integers(0, 999))
+    def create_branch(self, name, i):
+        at = self.pick(sorted(self.commits), i)
+        if name in self.branches:
+            try:
+                self.repo.create_branch(name, at)
+            except zl.AlreadyExistsError:
+                return
+            raise AssertionError(f"branch {name} created twice")
+        self.repo.create_branch(name, at)
+        self.branches[name] = at
+        self.step()
+
+    @rule(name=st.sampled_from(NAMES), i=st.integers(0, 999))
+    def tag(self, name, i):
+        at = self.pick(sorted(self.commits), i)
+        if name in self.tags:
+            try:
+                self.repo.create_tag(name, at)
+            except zl.AlreadyExistsError:
+                return
+            raise AssertionError(f"tag {name} created twice")
+        self.repo.create_tag(name, at)
+        self.tags[name] = at
+        self.step()
+
+    @rule(i=st.integers(0, 999), by_tag=st.booleans())
+    def checkout_old_commit(self, i, by_tag):
+        tags = sorted(set(self.tags) - set(self.branches))  # a branch's name wins over a tag's
+        if by_tag and tags:
+            name = self.pick(tags, i)
+            s, cid = self.repo.checkout(name), self.tags[name]
+            assert s.read_only
+        else:
+            cid = self.pick(sorted(self.commits), i)
+            s = self.repo.readonly_session(cid)
+        assert s.base_commit == cid
+        assert self.read_state(s) == self.commits[cid].state
+        self.step()
+
+    # invariants -------------------------------------------------------------------------
+
+    @invariant()
+    def refs_match(self):
+        assert self.repo.list_branches() == self.branches
+        assert self.repo.list_tags() == self.tags
+
+    @invariant()
+    def open_sessions_see_base_plus_staged(self):
+        seen = set()
+        for s, txn in self.open_handles():
+            if txn.id in seen:
+                continue
+            seen.add(txn.id)
+            assert self.read_state(s) == self.view(txn)
+        assert {r.id for r in self.repo.list_sessions()} == {
+            t.id for t in self.txns if t.status == "open"
+        }
+
+
+SETTINGS = settings(
+    max_examples=size(25, 300),
+    stateful_step_count=size(40, 80),
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+
+
+class LocalMachine(RepoMachine):
+    backend = "local"
+
+
+class MemoryMachine(RepoMachine):
+    backend = "memory"
+
+
+TestModelLocalSqlite = LocalMachine.TestCase
+TestModelLocalSqlite.settings = SETTINGS
+TestModelMemory = MemoryMachine.TestCase
+TestModelMemory.settings = SETTINGS
