@@ -167,7 +167,8 @@ class ZarrLakeReader(DataSourceReader):
     def _batch(self, parts: list[list[np.ndarray]]) -> pa.RecordBatch:
         names = [*self.info.dims, self.info.column]
         types = [pa.int64()] * len(self.info.dims) + [pa.from_numpy_dtype(self.info.spark_dtype)]
-        schema = pa.schema([pa.field(n, t, nullable=False) for n, t in zip(names, types)])
+        fields = [pa.field(n, t, nullable=False) for n, t in zip(names, types, strict=True)]
+        schema = pa.schema(fields)
         columns = [np.concatenate([p[i] for p in parts]) for i in range(len(names))]
         columns[-1] = columns[-1].astype(self.info.spark_dtype, copy=False)
         return pa.RecordBatch.from_arrays([pa.array(c) for c in columns], schema=schema)

@@ -15,8 +15,8 @@ from zarrlake.spark import options as opts
 from zarrlake.spark.arrays import (
     INTEGER_TYPES,
     ArrayInfo,
-    creation_options,
     create_array,
+    creation_options,
     open_array,
 )
 
