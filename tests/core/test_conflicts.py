@@ -346,3 +346,28 @@ def test_lost_reply_on_a_rebased_commit_is_a_success(base):
     assert base.log("main")[0].id == cid
     assert base.log("main")[0].parent_ids == (other,)
     np.testing.assert_array_equal(head(base), [5] * 10 + [0] * 20 + [6] * 10)
+
+
+def test_lost_replies_throughout_the_metastore_never_make_a_false_conflict(base):
+    """Seeded faults below the retries: operations fail, or run and lose their reply. Every
+    commit (half of them rebased over the other half) reports success and lands once."""
+    from zarrlake.metastore.faults import FaultyMetaStore
+
+    start = base.resolve("main")
+    faulty = FaultyMetaStore(base.meta.inner, seed=7, error_rate=0.05, lost_response_rate=0.2)
+    base.meta.inner = faulty
+    landed = []
+    for round_ in range(8):
+        first, second = base.create_session(), base.create_session()
+        arr(first)[round_ % 4 * 10] = round_ + 1  # chunk round_ % 4
+        arr(second)[(round_ + 2) % 4 * 10 + 5] = round_ + 1  # another chunk
+        landed += [first.commit(f"first {round_}"), second.commit(f"second {round_}")]
+    assert faulty.responses_lost > 0 and faulty.errors_injected > 0
+    base.meta.inner = faulty.inner
+    log = base.log("main")
+    assert [c.id for c in log[:16]] == landed[::-1]
+    assert log[16].id == start
+    expected = np.zeros(40)
+    for round_ in range(8):
+        expected[[round_ % 4 * 10, (round_ + 2) % 4 * 10 + 5]] = round_ + 1
+    np.testing.assert_array_equal(head(base), expected)
