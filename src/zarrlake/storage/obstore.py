@@ -34,6 +34,9 @@ MULTIPART_THRESHOLD = 64 * 1024 * 1024
 """Objects larger than this are uploaded in parts; smaller ones in one request (no orphaned
 parts can be left behind by an aborted upload)."""
 
+LIST_CHUNK = 1000
+"""How many listed keys obstore hands over per batch."""
+
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _LOCAL_TEMP_SUFFIX = re.compile(r"#\d+$")
 _STATUS = re.compile(r"status(?: code)?: (\d{3})")
@@ -269,7 +272,7 @@ class ObstoreObjectStore(ObjectStore):
         # obstore matches whole segments only, so list the enclosing "directory" and filter.
         parent = prefix.rstrip("/") if prefix.endswith("/") else prefix.rpartition("/")[0]
         try:
-            for chunk in obs.list(self.store, parent or None, chunk_size=1000):
+            for chunk in obs.list(self.store, parent or None, chunk_size=LIST_CHUNK):
                 for meta in chunk:
                     path = meta["path"]
                     if path.startswith(prefix):
