@@ -35,6 +35,9 @@ def merge_changes(sets: list[ChangeSet]) -> ChangeSet:
             # created-then-changed stays "created"; anything-then-deleted is "deleted"
             if prev is not None and prev.kind == CREATED and change.kind != DELETED:
                 continue
+            # a structural change (resize, redefinition) is not hidden by later attributes
+            if prev is not None and prev.kind != ATTRS and change.kind == ATTRS:
+                continue
             nodes[path] = change
     return ChangeSet(uniq, ops[::-1][idx], nodes)
 
