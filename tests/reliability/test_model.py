@@ -423,3 +423,27 @@ TestModelLocalSqlite = LocalMachine.TestCase
 TestModelLocalSqlite.settings = SETTINGS
 TestModelMemory = MemoryMachine.TestCase
 TestModelMemory.settings = SETTINGS
+
+
+def test_resize_then_attributes_still_conflicts_with_chunk_writes():
+    """Found by the model: two concurrent commits, a resize and then an attributes change,
+    must still make a chunk write into that array conflict."""
+    repo = zl.Repo.create(f"memory://model-{secrets.token_hex(6)}")
+    s = repo.create_session()
+    s.write("a/zarr.json", doc(4, 1))
+    s.commit("base")
+    ours = repo.create_session()
+    ours.write("a/c/3", b"x" * 8)
+    for shape, version in ((2, 2), (2, 3)):
+        other = repo.create_session()
+        other.write("a/zarr.json", doc(shape, version))
+        other.commit(f"v{version}")
+    assert predict_conflict(
+        {"a/c/3"}, {}, [MCommit({}, None, set(), {"a": k}) for k in ("resized", "attributes")]
+    )
+    try:
+        ours.commit("ours")
+    except zl.ConflictError as e:
+        assert [c.kind for c in e.conflicts] == ["resized"]
+    else:
+        raise AssertionError("chunk written into a concurrently resized array was committed")
