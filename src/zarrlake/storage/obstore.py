@@ -178,7 +178,8 @@ class ObstoreObjectStore(ObjectStore):
             status is None
             and (any(w in first_line for w in _TRANSIENT_WORDS) or _TRANSIENT_KIND.search(text))
         ):
-            return TransientError(f"{where} failed (may succeed if retried): {summarise(exc)}")
+            problem = "cannot reach the server" if status is None else f"HTTP {status}"
+            return TransientError(f"{where} failed ({problem}): {summarise(exc)}")
         return StorageError(f"{where} failed: {summarise(exc)}")
 
     def _raise(self, exc: BaseException, op: str, key: str | None) -> NoReturn:
