@@ -58,10 +58,10 @@ class DemoConfig:
 
     directory: Path
     days: int = 30
-    lat: int = 160
-    lon: int = 200
-    lat_chunk: int = 40
-    lon_chunk: int = 50
+    lat: int = 144
+    lon: int = 180
+    lat_chunk: int = 36
+    lon_chunk: int = 45
     master: str = "local[*]"
 
     @classmethod
