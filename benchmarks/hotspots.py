@@ -1,8 +1,8 @@
 """Profile one benchmark worker with py-spy (all threads, idle time excluded) and print its
 hot spots: functions by inclusive and by self share of the samples.
 
-    python benchmarks/profile.py W2 zarrlake            # full sizes
-    python benchmarks/profile.py W7commit zarrlake --quick --top 30
+    python benchmarks/hotspots.py W2 zarrlake            # full sizes
+    python benchmarks/hotspots.py W7commit zarrlake --quick --top 30
 
 Workers that read what another wrote (W3, W4 read W1's array; W7commit reads W7's) get
 that predecessor run first, unprofiled. Needs `pip install py-spy` in the benchmark venv.
@@ -85,6 +85,9 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--rate", type=int, default=250, help="samples per second")
     ap.add_argument("--index", type=int, help="row to commit/read (W4, W7commit)")
+    ap.add_argument("--lines", action="store_true", help="by current line, not by function")
+    ap.add_argument("--after", help="predecessor worker to run first (default: by workload)")
+    ap.add_argument("--repo", help="work on this repository path; kept; built if missing")
     ap.add_argument("--keep", help="also save the collapsed stacks to this file")
     args = ap.parse_args()
     params = dict(QUICK if args.quick else FULL)
@@ -95,13 +98,15 @@ def main() -> None:
     pyspy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     work = Path(tempfile.mkdtemp(prefix="zarrlake-profile-"))
     try:
-        path = str(work / "repo")
-        before = PREDECESSOR.get(args.workload)
-        if before:
+        path = args.repo or str(work / "repo")
+        before = args.after or PREDECESSOR.get(args.workload)
+        if before and not (args.repo and Path(args.repo).exists()):
             run_worker(before, args.engine, path, params)
         stacks = work / "stacks.txt"
         worker = command(args.workload, args.engine, path, params)
-        spy = [pyspy, "record", "-r", str(args.rate), "-F", "-f", "raw", "-o", str(stacks)]
+        spy = [pyspy, "record", "-r", str(args.rate), "-f", "raw", "-o", str(stacks)]
+        if not args.lines:
+            spy.append("-F")  # aggregate by function (its first line)
         proc = subprocess.run(
             [*spy, "--", *worker],
             capture_output=True,

@@ -48,8 +48,10 @@ def zero_always(_: Medians, v: Values) -> bool:
 
 
 def _peak_rss(rec: dict[str, Any]) -> float | None:
-    got = [rec[k] for k in ("build.rss_mb", "commit.rss_mb", "read.rss_mb") if k in rec]
-    return max(got) if got else None
+    """Largest of W7's three processes, in repetitions that built the array."""
+    if "build.rss_mb" not in rec:
+        return None
+    return max(rec.get(k, 0.0) for k in ("build.rss_mb", "commit.rss_mb", "read.rss_mb"))
 
 
 def rows(cfg: dict[str, Any]) -> list[Row]:
@@ -192,8 +194,8 @@ def notes(doc: dict[str, Any]) -> list[str]:
     ]
     if doc["mode"] == "quick":
         out.append(
-            "**QUICK run**: smaller sizes and one repetition; not comparable with the issue's "
-            "full-size figures."
+            f"**QUICK run**: smaller sizes, {cfg['reps']} repetition(s); not comparable with "
+            "the issue's full-size figures."
         )
     out += [
         "Engines: zarrlake = local directory + SQLite (Repo.create(path)); Icechunk = "
