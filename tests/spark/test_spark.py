@@ -181,13 +181,18 @@ def test_read_at_tag_and_branch_with_filter_pushdown(spark, tmp_path):
     log = tmp_path / "chunks.log"
     log.touch()
     slab = load("zarrlake_counting", chunk_log=str(log)).filter(
-        (F.col("x") >= 12) & (F.col("x") < 18) & (F.col("y") == 5) & (F.col("v") > 0.5)
+        (F.col("x") >= 12)
+        & (F.col("x") < 18)
+        & (F.col("y") == 5)
+        & F.col("z").isin(3, 4, 15)
+        & (F.col("v") > 0.5)
     )
     rows = slab.toArrow()
     assert sorted(logged_chunks(log)) == [(1, 0, 0), (1, 0, 1)]
     expected = {
-        (x, 5, z): v2[x, 5, z] for x in range(12, 18) for z in range(20) if v2[x, 5, z] > 0.5
+        (x, 5, z): v2[x, 5, z] for x in range(12, 18) for z in (3, 4, 15) if v2[x, 5, z] > 0.5
     }
+    assert len(expected) > 5
     got = {
         (x, y, z): v
         for x, y, z, v in zip(*(rows.column(c).to_pylist() for c in "xyzv"), strict=True)
@@ -285,6 +290,23 @@ def test_overwrite_replaces_contents_in_one_commit(spark, tmp_path):
     np.testing.assert_array_equal(got[5:], np.zeros((15, 10)))
     keys = repo.readonly_session("main").list_prefix("w/")
     assert keys == ["w/c/0/0", "w/zarr.json"]
+
+
+def test_several_arrays_in_one_commit(spark, tmp_path):
+    loc = str(tmp_path / "repo")
+    repo = zl.Repo.create(loc)
+    df = _grid_df(spark, 60, (6, 10), parts=2, names=("lat", "lon")).select(
+        "lat", "lon", F.col("v").alias("t2m"), (F.col("lat") * 10 + F.col("lon")).alias("u10")
+    )
+    df.write.format("zarrlake").options(
+        repo=loc, arrays="era/t2m,era/u10", shape="6,10", chunks="3,5", dims="lat,lon"
+    ).mode("append").save()
+    assert len(repo.log()) == 2
+    np.testing.assert_array_equal(
+        _read_array(repo, "era/t2m"), (np.arange(60) * 0.5).reshape(6, 10)
+    )
+    np.testing.assert_array_equal(_read_array(repo, "era/u10"), np.arange(60.0).reshape(6, 10))
+    assert zarr.open_array(repo.readonly_session().store, path="era/u10").dtype == np.float64
 
 
 def test_bad_input_gives_clear_errors(spark, tmp_path):

@@ -96,7 +96,7 @@ class ArrayInfo:
             raise InvalidInputError(
                 f"array {path!r}'s value column would be named like one of its dimensions {dims}"
             )
-        chunks = array.chunks
+        chunks = array.shards or array.chunks  # the stored object is the shard
         return cls(path, tuple(array.shape), tuple(chunks), tuple(dims), str(array.dtype))
 
 

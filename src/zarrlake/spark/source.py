@@ -44,7 +44,8 @@ class ZarrLakeSource(DataSource):
         paths = opts.array_paths(self.options)
         if len(paths) != 1:
             raise InvalidInputError(f"reading takes one array (option 'array'), not {paths}")
-        ref = dict(self.options).get("ref") or "main"
+        given = {k.lower(): v for k, v in dict(self.options).items()}
+        ref = given.get("ref") or given.get("branch") or "main"
         session = repo.readonly_session(ref)
         info = ArrayInfo.of(open_array(session, paths[0], ref=ref), paths[0])
         return session, info, ref
