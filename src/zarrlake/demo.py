@@ -477,8 +477,9 @@ def step_concurrency(repo: Repo, cfg: DemoConfig) -> None:
         ],
         ordered=False,
     )
-    for name, (status, value) in sorted(results.items()):
-        console.print(f"  {name}: lat rows of a different chunk row -> {status} {value[:12]}")
+    for name, rows in (("north-station-team", f"0:{lc}"), ("south-station-team", f"{lc}:{2 * lc}")):
+        status, value = results[name]
+        console.print(f"  {name}: t2m[0:24, {rows}, :] -> {status} {value[:12]}")
     if any(s != "landed" for s, _ in results.values()):
         raise RuntimeError("non-overlapping writers should both land")
     console.print(

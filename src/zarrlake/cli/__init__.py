@@ -161,7 +161,8 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as e:
         if debug:
             raise
-        _fail(f"internal error: {type(e).__name__}: {e} (run with --debug for the traceback)")
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        _fail(f"internal error: {type(e).__name__}: {first} (run with --debug for the traceback)")
     sys.exit(code if isinstance(code, int) else 0)
 
 
