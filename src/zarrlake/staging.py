@@ -73,14 +73,15 @@ class Staging:
         return changes, clashes
 
     def keys(self, prefix: str) -> Iterator[tuple[str, bool]]:
-        """(key, deleted?) for staged keys starting with prefix, in key order."""
+        """(key, deleted?) for staged keys starting with prefix, in key order. Like `lookup`,
+        the latest record of any worker decides, so listings agree with reads."""
         for key, group in groupby(
             self.meta.scan(self.partition, prefix=WRITE_PREFIX + prefix.encode()),
             key=lambda item: item[0][1:-9],  # strip "w" and "\\0" + 8-byte writer
         ):
             k = key.decode()
-            records = [StagedRecord.decode(v, k) for _, v, _ in group]
-            yield k, all(r.op == OP_DELETE for r in records)
+            _, value, _ = max(group, key=lambda item: item[2])
+            yield k, StagedRecord.decode(value, k).op == OP_DELETE
 
     # serializable read tracking --------------------------------------------------------
 
