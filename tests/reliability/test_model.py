@@ -447,3 +447,23 @@ def test_resize_then_attributes_still_conflicts_with_chunk_writes():
         assert [c.kind for c in e.conflicts] == ["resized"]
     else:
         raise AssertionError("chunk written into a concurrently resized array was committed")
+
+
+def test_listing_agrees_with_reads_when_workers_disagree():
+    """Found by the model: one worker writes a key, another then deletes it; listing and
+    reading must both show the latest record (the commit then refuses the clash)."""
+    repo = zl.Repo.create(f"memory://model-{secrets.token_hex(6)}")
+    x = repo.create_session()
+    y = repo.join_session(x.id)
+    x.write("a/zarr.json", doc(2, 1))
+    y.delete("a/zarr.json")
+    assert x.read("a/zarr.json") is None
+    assert x.list_prefix("") == y.list_prefix("") == []
+    y.write("a/zarr.json", doc(2, 2))
+    assert x.list_prefix("") == ["a/zarr.json"] and x.read("a/zarr.json") == doc(2, 2)
+    try:
+        x.commit("clash")
+    except zl.ConflictError as e:
+        assert [c.kind for c in e.conflicts] == ["writers"]
+    else:
+        raise AssertionError("two workers staged different bytes and the commit went through")
