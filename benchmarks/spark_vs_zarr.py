@@ -69,7 +69,9 @@ def _timed(fn) -> float:
     return time.perf_counter() - t0
 
 
-def _one_rep(spark, work: Path, rep: int, side: int, out: dict[str, list[float]]) -> None:
+def _one_rep(
+    spark, work: Path, rep: int, side: int, out: dict[str, list[float]], raw_path: bool = True
+) -> None:
     import zarrlake as zl
 
     shape = (side, side, side)
@@ -86,12 +88,8 @@ def _one_rep(spark, work: Path, rep: int, side: int, out: dict[str, list[float]]
     got = zarr.open_array(zl.Repo.open(loc).readonly_session().store, path="v")[:]
     assert np.array_equal(got, expected), "spark write_array read back wrong"
 
-    raw_loc = str(work / f"raw-{rep}")
-    zl.Repo.create(raw_loc).close()
-    # 4 partitions of side/4 x-planes each: whole chunks per partition when side=100.
-    raw = df.write.format("zarrlake").options(repo=raw_loc, array="v", **flat).mode("append")
-    out["spark_write_raw"].append(_timed(raw.save))
-
+    if raw_path:
+        _raw_write(df, work / f"raw-{rep}", flat, out)
     read = spark.read.format("zarrlake").options(repo=loc, array="v").load()
     out["spark_read"].append(_timed(read.write.format("noop").mode("overwrite").save))
 
@@ -134,13 +132,25 @@ def _one_rep(spark, work: Path, rep: int, side: int, out: dict[str, list[float]]
     out["zl_driver_write"].append(_timed(zl_write))
 
 
+def _raw_write(df, loc: Path, flat: dict, out: dict[str, list[float]]) -> None:
+    """The data source without write_array's repartition: 4 partitions of side/4 x-planes
+    each hold whole chunks when side=100, so no chunk has two writers."""
+    import zarrlake as zl
+
+    zl.Repo.create(loc).close()
+    raw = df.write.format("zarrlake").options(repo=str(loc), array="v", **flat).mode("append")
+    out["spark_write_raw"].append(_timed(raw.save))
+
+
 def run(side: int, reps: int) -> dict:
     spark = _spark()
     names = ("spark_write_array", "spark_write_raw", "spark_read", "zarr_write", "zarr_read")
     out: dict[str, list[float]] = {k: [] for k in (*names, "zl_driver_write")}
     work = Path(tempfile.mkdtemp(prefix="zl-spark-bench-"))
     try:
-        _one_rep(spark, work, -1, 8, {k: [] for k in out})  # warm-up: JVM, Python workers
+        _one_rep(
+            spark, work, -1, 8, {k: [] for k in out}, raw_path=False
+        )  # warm-up: JVM, Python workers
         for rep in range(reps):
             _one_rep(spark, work, rep, side, out)
     finally:

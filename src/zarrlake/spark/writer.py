@@ -11,7 +11,13 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
-from zarrlake.errors import Conflict, ConflictError, InvalidInputError, SessionClosedError
+from zarrlake.errors import (
+    Conflict,
+    ConflictError,
+    InvalidInputError,
+    NotFoundError,
+    SessionClosedError,
+)
 from zarrlake.session import Session
 from zarrlake.spark.arrays import ArrayInfo, open_array
 from zarrlake.spark.chunks import check_bounds, write_chunks
@@ -45,12 +51,25 @@ def _column(table: pa.Table, name: str, what: str) -> np.ndarray:
 
 
 class ZarrLakeWriter(DataSourceArrowWriter):
-    """Pickled to every task; its session re-joins the job's session there."""
+    """Pickled to every task and to the driver's commit/abort step; each re-joins the job's
+    session there on first use (so abort works even when the session is already closed)."""
 
     def __init__(self, session: Session, arrays: list[ArrayInfo], replace: bool) -> None:
-        self.session = session
+        self.handle = (session.repo.spec, session.id, session.base_commit)
+        self._session: Session | None = session
         self.arrays = arrays
         self.replace = replace
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_session": None}
+
+    @property
+    def session(self) -> Session:
+        if self._session is None:
+            from zarrlake.repo import _rejoin
+
+            self._session = _rejoin(*self.handle)
+        return self._session
 
     # executors --------------------------------------------------------------------------
 
@@ -101,7 +120,7 @@ class ZarrLakeWriter(DataSourceArrowWriter):
     def abort(self, messages: list[WrittenChunks | None]) -> None:
         """A task failed or the job was cancelled: abandon the session; the branch is
         untouched."""
-        with contextlib.suppress(SessionClosedError):
+        with contextlib.suppress(SessionClosedError, NotFoundError):
             self.session.abandon()
 
     def _check_single_writers(self, messages: list[WrittenChunks | None]) -> dict[str, set[str]]:
