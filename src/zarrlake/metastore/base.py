@@ -46,9 +46,7 @@ class MetaStore(ABC):
         """Remove the key; removing a missing key is not an error."""
 
     @abstractmethod
-    def set_if(
-        self, partition: str, key: bytes, value: bytes, expected: int | None
-    ) -> int:
+    def set_if(self, partition: str, key: bytes, value: bytes, expected: int | None) -> int:
         """Compare-and-swap: write only if the key's version is `expected` (None: the key
         must not exist). Returns the new version; raises CASFailedError otherwise."""
 
