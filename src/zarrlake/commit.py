@@ -186,7 +186,7 @@ class CommitRequest:
 
 class CommitProtocol:
     """Runs one commit against a branch. `before_cas(commit_id)` is called right before each
-    branch compare-and-swap (sessions record the pending commit id there)."""
+    branch compare-and-swap."""
 
     def __init__(self, objects: Objects, refs: Refs) -> None:
         self.objects = objects

@@ -15,7 +15,7 @@ POINTS = (
     "after_seal",  # session status is "committing"
     "after_snapshot_write",  # manifests + snapshot root written
     "after_commit_record",  # commit record written, branch not moved
-    "before_branch_cas",  # pending commit id recorded in the session
+    "before_branch_cas",  # every object written, branch about to move
     "after_branch_cas",  # branch moved, session record not yet "committed"
     "after_session_committed",  # session committed, staged records not yet cleared
 )

@@ -6,12 +6,14 @@ from __future__ import annotations
 import contextlib
 import json
 import secrets
+import sys
 import time
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from zarrlake import faultpoints
+from zarrlake.batching import GroupCommit
 from zarrlake.commit import Change, CommitProtocol, CommitRequest
 from zarrlake.diff import Diff, diff_staged
 from zarrlake.errors import (
@@ -98,7 +100,6 @@ class SessionRecord:
     isolation: str
     status: str = OPEN
     commit: str | None = None  # the commit it became
-    pending: str | None = None  # commit id being compare-and-swapped onto the branch
     lease: float | None = None  # a committer that has not finished by then has died
     nonce: str = ""  # makes every stored version unique (lost-response detection)
 
@@ -107,7 +108,8 @@ class SessionRecord:
 
     @classmethod
     def decode(cls, data: bytes) -> SessionRecord:
-        return cls(**json.loads(data))
+        doc = json.loads(data)
+        return cls(**{k: v for k, v in doc.items() if k in cls.__dataclass_fields__})
 
 
 class Session:
@@ -128,6 +130,7 @@ class Session:
             Staging(repo.meta, repo.stage_partition(record.id), self.writer) if record else None
         )
         self._reads_recorded: set[str] = set()
+        self._group: GroupCommit[Change] | None = None
 
     # identity -------------------------------------------------------------------------
 
@@ -209,23 +212,23 @@ class Session:
 
     def _recover(self, rec: SessionRecord, version: int) -> tuple[SessionRecord, int]:
         """A committer died mid-commit: finish the record by whether its commit landed."""
-        landed = False
-        if rec.pending:
-            head = self.repo.refs.get("branch", rec.branch)
-            try:
-                landed = head is not None and any(
-                    c == rec.pending for c in self.repo._ancestor_ids(head[0], rec.base)
-                )
-            except ZarrLakeError:
-                landed = False
-        new = replace(
-            rec,
-            status=COMMITTED if landed else OPEN,
-            commit=rec.pending if landed else None,
-            pending=None,
-            lease=None,
-        )
+        landed = self._landed(rec)
+        new = replace(rec, status=COMMITTED if landed else OPEN, commit=landed, lease=None)
         return self._swap(new, version)
+
+    def _landed(self, rec: SessionRecord) -> str | None:
+        """The commit this session made on its branch, if one landed (commits name their
+        session, so no intent needs recording before the branch compare-and-swap)."""
+        head = self.repo.refs.get("branch", rec.branch)
+        if head is None:
+            return None
+        try:
+            for cid in self.repo._ancestor_ids(head[0], rec.base):
+                if self.repo.objects.commit(cid).session_id == rec.id:
+                    return cid
+        except ZarrLakeError:
+            return None
+        return None
 
     def _swap(self, new: SessionRecord, version: int) -> tuple[SessionRecord, int]:
         v = self.repo.meta.set_if(
@@ -334,12 +337,20 @@ class Session:
             self._stage(staging, [(k, None) for k in present])
 
     def _stage(self, staging: Staging, items: list[Change]) -> None:
-        """Stage, then re-check the status: a write racing the commit's seal either is seen
-        by the committer (sealed after our record) or raises here — never acknowledged and lost."""
+        """Stage (concurrent writers of this handle share one metastore transaction)."""
         assert self._record is not None
         if self._record.status != OPEN:
             self._check_writable(*self._load())
-        staging.stage_many(items)
+        if self._group is None:
+            self._group = GroupCommit(self._stage_batch)
+        self._group.submit(items)
+
+    def _stage_batch(self, items: list[Change]) -> None:
+        """Stage, then re-check the status: a write racing the commit's seal either is seen
+        by the committer (sealed after our record) or raises here — never acknowledged and
+        lost."""
+        assert self.staging is not None
+        self.staging.stage_many(items)
         faultpoints.reached("after_staging")
         self._check_writable(*self._load())
 
@@ -419,19 +430,17 @@ class Session:
                 timeout=timeout,
             )
 
-            def before_cas(commit_id: str) -> None:
-                nonlocal rec, version
-                rec, version = self._swap(replace(rec, pending=commit_id), version)
-                faultpoints.reached("before_branch_cas")
-
-            commit_id = CommitProtocol(self.repo.objects, self.repo.refs).run(request, before_cas)
+            commit_id = CommitProtocol(self.repo.objects, self.repo.refs).run(
+                request, lambda _: faultpoints.reached("before_branch_cas")
+            )
             faultpoints.reached("after_branch_cas")
         except BaseException:
-            self._swap(replace(rec, status=OPEN, pending=None, lease=None), version)
-            raise
-        self._swap(
-            replace(rec, status=COMMITTED, commit=commit_id, pending=None, lease=None), version
-        )
+            landed = None if isinstance(sys.exc_info()[1], ConflictError) else self._landed(rec)
+            if landed is None:
+                self._swap(replace(rec, status=OPEN, lease=None), version)
+                raise
+            commit_id = landed  # the branch holds our commit; the error came after it landed
+        self._swap(replace(rec, status=COMMITTED, commit=commit_id, lease=None), version)
         faultpoints.reached("after_session_committed")
         staging.clear()
         return commit_id

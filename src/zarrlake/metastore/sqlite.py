@@ -54,8 +54,22 @@ _SYNCHRONOUS = {"normal": "NORMAL", "full": "FULL"}
 _INHERITED: list[Any] = []
 _STORES: weakref.WeakSet[SqliteMetaStore] = weakref.WeakSet()
 
+# Threads of one process take turns on a database through a Python lock: waiting in
+# SQLite's busy handler instead sleeps in growing steps (up to 100 ms) and serialises
+# badly. Processes still meet at SQLite's own lock.
+_WRITE_LOCKS: dict[str, threading.Lock] = {}
+_WRITE_LOCKS_GUARD = threading.Lock()
+
+
+def _write_lock(path: str) -> threading.Lock:
+    with _WRITE_LOCKS_GUARD:
+        return _WRITE_LOCKS.setdefault(path, threading.Lock())
+
 
 def _after_fork_in_child() -> None:
+    global _WRITE_LOCKS_GUARD
+    _WRITE_LOCKS_GUARD = threading.Lock()
+    _WRITE_LOCKS.clear()
     for store in list(_STORES):
         store._lock = threading.Lock()  # another thread may have held it at the fork
         store._forget_connections()
@@ -227,7 +241,7 @@ class SqliteMetaStore(MetaStore):
     def _write(self) -> Iterator[sqlite3.Connection]:
         """A write transaction holding the database's write lock from the start."""
         conn = self._conn()
-        with self._errors():
+        with _write_lock(self.path), self._errors():
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn
