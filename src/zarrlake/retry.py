@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from zarrlake.errors import TransientError
@@ -18,13 +18,30 @@ class RetryPolicy:
     base_delay: float = 0.005
     max_delay: float = 0.5
 
-    def delays(self) -> list[float]:
+    def delays(self) -> Delays:
         """Sleep before each retry: full jitter over a doubling cap ("exponential backoff
         and jitter"), so many clients retrying at once spread out."""
-        return [
-            random.uniform(0, min(self.max_delay, self.base_delay * 2**i))
-            for i in range(self.attempts - 1)
-        ]
+        return Delays(self)
+
+
+class Delays(Sequence[float]):
+    """The retry delays of one call, drawn only when a retry happens (the common case of
+    no failure costs nothing)."""
+
+    def __init__(self, policy: RetryPolicy) -> None:
+        self.policy = policy
+
+    def __len__(self) -> int:
+        return self.policy.attempts - 1
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if not -len(self) <= i < len(self):
+            raise IndexError(i)
+        i %= len(self)
+        p = self.policy
+        return random.uniform(0, min(p.max_delay, p.base_delay * 2**i))
 
 
 DEFAULT_POLICY = RetryPolicy()

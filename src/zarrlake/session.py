@@ -305,26 +305,22 @@ class Session:
 
     def write(self, key: str, data: bytes) -> None:
         staging = self._require_writable()
-        check_key(key)
-        data = check_data(key, data)
-        if is_meta_key(key) or len(data) <= STAGE_INLINE_MAX:
-            ref = ChunkRef.inline(bytes(data))
-        else:
-            ref = self.repo.objects.put_chunk(bytes(data))
-            faultpoints.reached("after_chunk_upload")
-        self._stage(staging, [(key, ref)])
+        self._stage(staging, [self._ref_for((check_key(key), check_data(key, data)))])
 
     def write_many(self, items: list[tuple[str, bytes]]) -> None:
+        """Write several keys: big chunks are uploaded in parallel, then everything is staged
+        in one metastore transaction."""
         staging = self._require_writable()
-        refs = []
-        for key, data in items:
-            check_key(key)
-            data = check_data(key, data)
-            if is_meta_key(key) or len(data) <= STAGE_INLINE_MAX:
-                refs.append((key, ChunkRef.inline(bytes(data))))
-            else:
-                refs.append((key, self.repo.objects.put_chunk(bytes(data))))
-        self._stage(staging, refs)
+        checked = [(check_key(key), check_data(key, data)) for key, data in items]
+        self._stage(staging, self.repo.objects.map(self._ref_for, checked))
+
+    def _ref_for(self, item: tuple[str, bytes]) -> Change:
+        key, data = item
+        if is_meta_key(key) or len(data) <= STAGE_INLINE_MAX:
+            return key, ChunkRef.inline(bytes(data))
+        ref = self.repo.objects.put_chunk(bytes(data))
+        faultpoints.reached("after_chunk_upload")
+        return key, ref
 
     def delete(self, key: str) -> None:
         self.delete_many([key])

@@ -16,6 +16,7 @@ from zarr.abc.store import (
 from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 
 from zarrlake.errors import ReadOnlyError
+from zarrlake.names import check_key
 from zarrlake.session import Session
 
 _READ_ONLY = "store was opened in read-only mode and does not support writing"
@@ -34,6 +35,39 @@ def _span(byte_range: ByteRequest | None, size: int) -> tuple[int, int] | None:
     raise TypeError(f"Unexpected byte_range, got {byte_range!r}")
 
 
+class _WriteBatcher:
+    """Gathers the writes zarr issues concurrently on one event loop into one thread hop and
+    one staged transaction; each `set` returns only after its batch is staged."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.pending: list[tuple[str, bytes, asyncio.Future[None]]] = []
+        self.flushing = False
+
+    async def write(self, key: str, data: bytes) -> None:
+        future = asyncio.get_running_loop().create_future()
+        self.pending.append((key, data, future))
+        if not self.flushing:
+            self.flushing = True
+            asyncio.get_running_loop().create_task(self._flush())
+        await future
+
+    async def _flush(self) -> None:
+        try:
+            while self.pending:
+                batch, self.pending = self.pending, []
+                try:
+                    await asyncio.to_thread(self.session.write_many, [(k, d) for k, d, _ in batch])
+                except Exception as e:
+                    for _, _, f in batch:
+                        f.set_exception(e)
+                else:
+                    for _, _, f in batch:
+                        f.set_result(None)
+        finally:
+            self.flushing = False
+
+
 class SessionStore(Store):
     """A zarr store over one zarrlake session. Blocking work runs in threads, so zarr's
     concurrent requests overlap."""
@@ -46,6 +80,7 @@ class SessionStore(Store):
     def __init__(self, session: Session, read_only: bool = False) -> None:
         super().__init__(read_only=read_only or session.read_only)
         self.session = session
+        self._batchers: dict[asyncio.AbstractEventLoop, _WriteBatcher] = {}
 
     def __eq__(self, other: object) -> bool:
         return (
@@ -134,7 +169,14 @@ class SessionStore(Store):
 
     async def set(self, key: str, value: Buffer) -> None:
         self._check_writable()
-        await asyncio.to_thread(self.session.write, key, value.to_bytes())
+        if not isinstance(value, Buffer):
+            raise TypeError(f"SessionStore.set(): expected a zarr Buffer, not {type(value)}")
+        check_key(key)  # a bad key must fail alone, not the batch it would join
+        loop = asyncio.get_running_loop()
+        batcher = self._batchers.get(loop)
+        if batcher is None:
+            batcher = self._batchers[loop] = _WriteBatcher(self.session)
+        await batcher.write(key, value.to_bytes())
 
     async def set_if_not_exists(self, key: str, value: Buffer) -> None:
         self._check_writable()
