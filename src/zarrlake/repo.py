@@ -13,6 +13,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import zarrlake.metastore.sqlite  # noqa: F401 - the embedded default loads with the package
+import zarrlake.storage.obstore  # noqa: F401
 from zarrlake import metastore as metastores
 from zarrlake import storage as storages
 from zarrlake.diff import Diff, diff_snapshots
@@ -27,6 +29,7 @@ from zarrlake.format.commit import CommitRecord
 from zarrlake.format.envelope import ID_LENGTH
 from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.metastore.base import MetaStore
+from zarrlake.metastore.retrying import RetryingMetaStore
 from zarrlake.names import check_ref_name
 from zarrlake.objects import Objects
 from zarrlake.refs import BRANCH, TAG, Refs
@@ -38,6 +41,7 @@ from zarrlake.session import (
     new_record,
 )
 from zarrlake.storage.base import ObjectStore
+from zarrlake.storage.retrying import RetryingObjectStore
 
 if TYPE_CHECKING:
     import zarr
@@ -130,9 +134,6 @@ class Repo:
         """
         if spec.location.startswith("/"):
             Path(spec.location).mkdir(parents=True, exist_ok=True)
-        from zarrlake.metastore.retrying import RetryingMetaStore
-        from zarrlake.storage.retrying import RetryingObjectStore
-
         raw_store = storages.open_storage(
             spec.location, retry_policy=None, **dict(spec.storage_options)
         )
