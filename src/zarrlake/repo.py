@@ -13,7 +13,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import zarrlake.metastore.sqlite  # noqa: F401 - the embedded default loads with the package
+# The embedded default's backends load with the package, not inside the first open.
+import zarrlake.metastore.sqlite
 import zarrlake.storage.obstore  # noqa: F401
 from zarrlake import metastore as metastores
 from zarrlake import storage as storages
