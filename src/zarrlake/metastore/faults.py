@@ -4,19 +4,18 @@ operations fail before running, or run and then lose their response, at seeded r
 
 from __future__ import annotations
 
-import random
-import threading
 import time
 from collections.abc import Iterable, Iterator
 
-from zarrlake.errors import CASFailedError, InvalidInputError, TransientError
+from zarrlake.errors import CASFailedError
+from zarrlake.faults import CountsFaults, FaultDice
 from zarrlake.metastore.base import Item, MetaStore
 
 SCAN_FAULT_EVERY = 100
 """A scan may also fail after every this many items, as if a page fetch failed."""
 
 
-class FaultyMetaStore(MetaStore):
+class FaultyMetaStore(CountsFaults, MetaStore):
     """Wraps `inner`; counts the faults it injects in `errors_injected` and `responses_lost`."""
 
     def __init__(
@@ -28,39 +27,25 @@ class FaultyMetaStore(MetaStore):
         lost_response_rate: float = 0.0,
         latency: float = 0.0,
     ) -> None:
-        for name, rate in (("error_rate", error_rate), ("lost_response_rate", lost_response_rate)):
-            if not 0.0 <= rate <= 1.0:
-                raise InvalidInputError(f"{name} must be within [0, 1], not {rate!r}")
-        if latency < 0:
-            raise InvalidInputError(f"latency must be >= 0 seconds, not {latency!r}")
+        self.dice = FaultDice(
+            seed=seed,
+            error_rate=error_rate,
+            lost_response_rate=lost_response_rate,
+            latency=latency,
+        )
         self.inner = inner
         self.url = inner.url
-        self.error_rate = error_rate
-        self.lost_response_rate = lost_response_rate
-        self.latency = latency
-        self.errors_injected = 0
-        self.responses_lost = 0
-        self._rng = random.Random(seed)
-        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"FaultyMetaStore({self.inner!r})"
 
     def _before(self, op: str) -> None:
-        """Maybe fail without running the operation (and add the configured latency)."""
-        if self.latency:
-            time.sleep(self.latency)  # the injected fault itself, not synchronisation
-        with self._lock:
-            if self.error_rate and self._rng.random() < self.error_rate:
-                self.errors_injected += 1
-                raise TransientError(f"injected fault: {op} failed before it ran")
+        delay = self.dice.before(op)
+        if delay:
+            time.sleep(delay)  # the injected fault itself, not synchronisation
 
     def _lose_response(self, op: str) -> None:
-        """Maybe pretend the response of an operation that ran was lost."""
-        with self._lock:
-            if self.lost_response_rate and self._rng.random() < self.lost_response_rate:
-                self.responses_lost += 1
-                raise TransientError(f"injected fault: {op} ran but its response was lost")
+        self.dice.after_write(op)
 
     def get(self, partition: str, key: bytes) -> tuple[bytes, int] | None:
         self._before("get")

@@ -8,16 +8,14 @@ retrying a conditional write subtle; and each operation may be delayed (latency)
 from __future__ import annotations
 
 import asyncio
-import random
-import threading
 import time
 from collections.abc import Iterator
 
-from zarrlake.errors import InvalidInputError, TransientError
+from zarrlake.faults import CountsFaults, FaultDice
 from zarrlake.storage.base import ByteRange, ObjectStore
 
 
-class FaultyObjectStore(ObjectStore):
+class FaultyObjectStore(CountsFaults, ObjectStore):
     """Wraps a store and injects seeded, reproducible-per-sequence faults (thread-safe).
 
     `latency` delays each operation by a random time in [0, latency) seconds; here the sleep
@@ -34,38 +32,20 @@ class FaultyObjectStore(ObjectStore):
         lost_response_rate: float = 0.0,
         latency: float = 0.0,
     ) -> None:
-        for name, rate in (("error_rate", error_rate), ("lost_response_rate", lost_response_rate)):
-            if not 0.0 <= rate <= 1.0:
-                raise InvalidInputError(f"{name} must be within [0, 1], got {rate!r}")
-        if latency < 0:
-            raise InvalidInputError(f"latency must be >= 0 seconds, got {latency!r}")
+        self.dice = FaultDice(
+            seed=seed,
+            error_rate=error_rate,
+            lost_response_rate=lost_response_rate,
+            latency=latency,
+        )
         self.inner = inner
         self.url = inner.url
-        self.error_rate = error_rate
-        self.lost_response_rate = lost_response_rate
-        self.latency = latency
-        self.errors_injected = 0
-        self.responses_lost = 0
-        self._random = random.Random(seed)
-        self._lock = threading.Lock()
-
-    # -- the dice ---------------------------------------------------------------------------
 
     def _before(self, op: str, key: str) -> float:
-        """Maybe raise an injected error; return the delay to apply before the operation."""
-        with self._lock:
-            delay = self._random.uniform(0, self.latency) if self.latency else 0.0
-            if self._random.random() < self.error_rate:
-                self.errors_injected += 1
-                raise TransientError(f"injected fault: {op} {key!r} on {self.url}")
-        return delay
+        return self.dice.before(f"{op} {key!r} on {self.url}")
 
     def _after_write(self, op: str, key: str) -> None:
-        """Maybe pretend the response of a completed write was lost."""
-        with self._lock:
-            if self._random.random() < self.lost_response_rate:
-                self.responses_lost += 1
-                raise TransientError(f"injected fault: response lost: {op} {key!r} on {self.url}")
+        self.dice.after_write(f"{op} {key!r} on {self.url}")
 
     def _enter(self, op: str, key: str) -> None:
         delay = self._before(op, key)
