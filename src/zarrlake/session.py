@@ -30,6 +30,7 @@ from zarrlake.errors import (
 from zarrlake.format.refs import ChunkRef
 from zarrlake.format.snapshot import SnapshotRoot, is_meta_key
 from zarrlake.keys import KeyNamer
+from zarrlake.metadoc import check_metadata
 from zarrlake.names import check_key, check_prefix
 from zarrlake.staging import Staging
 from zarrlake.view import SnapshotView
@@ -316,7 +317,10 @@ class Session:
 
     def _ref_for(self, item: tuple[str, bytes]) -> Change:
         key, data = item
-        if is_meta_key(key) or len(data) <= STAGE_INLINE_MAX:
+        if is_meta_key(key):
+            check_metadata(key, data)
+            return key, ChunkRef.inline(bytes(data))
+        if len(data) <= STAGE_INLINE_MAX:
             return key, ChunkRef.inline(bytes(data))
         ref = self.repo.objects.put_chunk(bytes(data))
         faultpoints.reached("after_chunk_upload")

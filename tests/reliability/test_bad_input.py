@@ -229,6 +229,7 @@ def test_malformed_metadata_documents(fx, figures, doc):
     except zl.ZarrLakeError as e:
         assert "bad/zarr.json" in str(e)
     else:
+        assert not doc.startswith(b'{"zarr_format": 3'), "a malformed v3 document was accepted"
         with pytest.raises(Exception) as info:
             zarr.open_array(s.store, path="bad", mode="r")
         if not _clear(info.value):
