@@ -28,8 +28,9 @@ __version__ = "0.1.0"
 from zarrlake.diff import Diff
 from zarrlake.repo import Commit, Repo
 from zarrlake.session import Session
+from zarrlake.store import SessionStore
 
-__all__ += ["Commit", "Diff", "Repo", "Session"]
+__all__ += ["Commit", "Diff", "Repo", "Session", "SessionStore"]
 
 
 def __getattr__(name: str):  # the Spark integration imports pyspark; load it on first use
