@@ -278,8 +278,9 @@ class CommitProtocol:
     def _write(
         self, req: CommitRequest, changes: list[Change], parent_id: str, parent_root: SnapshotRoot
     ) -> str:
-        """Write every object of the new commit (in parallel: all ids are content hashes known
-        before any write); the branch is moved only after all of them are durable."""
+        """Write every object of the new commit in one parallel round (all ids are content
+        hashes known before any write); the branch moves only after all of them are durable,
+        so until then even the commit record is unreachable."""
         changes, blobs = pack_small_chunks(changes)
         root, range_blobs = apply_changes(self.objects, parent_root, changes)
         snapshot_id, root_blob = self.objects.encode(root)
@@ -294,8 +295,6 @@ class CommitProtocol:
             session_id=req.session_id,
         )
         commit_id, record_blob = self.objects.encode(record)
-        self.objects.put_all([*blobs, *range_blobs, root_blob, changes_blob])
-        faultpoints.reached("after_snapshot_write")
-        self.objects.put_all([record_blob])
-        faultpoints.reached("after_commit_record")
+        self.objects.put_all([*blobs, *range_blobs, root_blob, changes_blob, record_blob])
+        faultpoints.reached("after_objects_written")
         return commit_id

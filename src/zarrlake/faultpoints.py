@@ -13,8 +13,7 @@ POINTS = (
     "after_chunk_upload",  # chunk object written, nothing staged
     "after_staging",  # staged record written in the metastore
     "after_seal",  # session status is "committing"
-    "after_snapshot_write",  # manifests + snapshot root written
-    "after_commit_record",  # commit record written, branch not moved
+    "after_objects_written",  # packs, manifests, snapshot, change set, commit record
     "before_branch_cas",  # every object written, branch about to move
     "after_branch_cas",  # branch moved, session record not yet "committed"
     "after_session_committed",  # session committed, staged records not yet cleared
