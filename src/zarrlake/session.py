@@ -305,15 +305,29 @@ class Session:
     # writes -----------------------------------------------------------------------------
 
     def write(self, key: str, data: bytes) -> None:
-        staging = self._require_writable()
-        self._stage(staging, [self._ref_for((check_key(key), check_data(key, data)))])
+        self.stage([self.prepare(key, data)])
+
+    def prepare(self, key: str, data: bytes) -> Change:
+        """Check one write and upload its bytes if they are too big to stage inline; it takes
+        effect once staged (`stage`)."""
+        self._require_writable()
+        return self._ref_for((check_key(key), check_data(key, data)))
+
+    def stage(self, changes: list[Change]) -> None:
+        """Stage prepared writes (durably, in one metastore transaction)."""
+        self._stage(self._require_writable(), changes)
 
     def write_many(self, items: list[tuple[str, bytes]]) -> None:
         """Write several keys: big chunks are uploaded in parallel, then everything is staged
         in one metastore transaction."""
         staging = self._require_writable()
         checked = [(check_key(key), check_data(key, data)) for key, data in items]
-        self._stage(staging, self.repo.objects.map(self._ref_for, checked))
+        big = [i for i, (_, data) in enumerate(checked) if len(data) > STAGE_INLINE_MAX]
+        uploaded = dict(
+            zip(big, self.repo.objects.map(self._ref_for, [checked[i] for i in big]), strict=True)
+        )
+        refs = [uploaded[i] if i in uploaded else self._ref_for(c) for i, c in enumerate(checked)]
+        self._stage(staging, refs)
 
     def _ref_for(self, item: tuple[str, bytes]) -> Change:
         key, data = item

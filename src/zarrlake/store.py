@@ -15,9 +15,9 @@ from zarr.abc.store import (
 )
 from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 
+from zarrlake.commit import Change
 from zarrlake.errors import ReadOnlyError
-from zarrlake.names import check_key
-from zarrlake.session import Session
+from zarrlake.session import STAGE_INLINE_MAX, Session
 
 _READ_ONLY = "store was opened in read-only mode and does not support writing"
 
@@ -35,37 +35,35 @@ def _span(byte_range: ByteRequest | None, size: int) -> tuple[int, int] | None:
     raise TypeError(f"Unexpected byte_range, got {byte_range!r}")
 
 
-class _WriteBatcher:
-    """Gathers the writes zarr issues concurrently on one event loop into one thread hop and
-    one staged transaction; each `set` returns only after its batch is staged."""
+class _StageBatcher:
+    """Stages the writes zarr issues concurrently on one event loop in one metastore
+    transaction; each `set` returns only once its batch is staged."""
 
     def __init__(self, session: Session) -> None:
         self.session = session
-        self.pending: list[tuple[str, bytes, asyncio.Future[None]]] = []
+        self.pending: list[tuple[Change, asyncio.Future[None]]] = []
         self.flushing = False
 
-    async def write(self, key: str, data: bytes) -> None:
-        future = asyncio.get_running_loop().create_future()
-        self.pending.append((key, data, future))
+    async def stage(self, change: Change) -> None:
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self.pending.append((change, future))
         if not self.flushing:
             self.flushing = True
-            asyncio.get_running_loop().create_task(self._flush())
+            loop.call_soon(self._flush)
         await future
 
-    async def _flush(self) -> None:
+    def _flush(self) -> None:
+        """Runs on the loop: one short metastore transaction costs less than a thread hop."""
+        batch, self.pending, self.flushing = self.pending, [], False
         try:
-            while self.pending:
-                batch, self.pending = self.pending, []
-                try:
-                    await asyncio.to_thread(self.session.write_many, [(k, d) for k, d, _ in batch])
-                except Exception as e:
-                    for _, _, f in batch:
-                        f.set_exception(e)
-                else:
-                    for _, _, f in batch:
-                        f.set_result(None)
-        finally:
-            self.flushing = False
+            self.session.stage([change for change, _ in batch])
+        except Exception as e:
+            for _, f in batch:
+                f.set_exception(e)
+        else:
+            for _, f in batch:
+                f.set_result(None)
 
 
 class SessionStore(Store):
@@ -80,7 +78,7 @@ class SessionStore(Store):
     def __init__(self, session: Session, read_only: bool = False) -> None:
         super().__init__(read_only=read_only or session.read_only)
         self.session = session
-        self._batchers: dict[asyncio.AbstractEventLoop, _WriteBatcher] = {}
+        self._batchers: dict[asyncio.AbstractEventLoop, _StageBatcher] = {}
 
     def __eq__(self, other: object) -> bool:
         return (
@@ -171,12 +169,16 @@ class SessionStore(Store):
         self._check_writable()
         if not isinstance(value, Buffer):
             raise TypeError(f"SessionStore.set(): expected a zarr Buffer, not {type(value)}")
-        check_key(key)  # a bad key must fail alone, not the batch it would join
+        data = value.to_bytes()
+        if len(data) > STAGE_INLINE_MAX:  # hashing and uploading release the GIL: use a thread
+            change = await asyncio.to_thread(self.session.prepare, key, data)
+        else:
+            change = self.session.prepare(key, data)
         loop = asyncio.get_running_loop()
         batcher = self._batchers.get(loop)
         if batcher is None:
-            batcher = self._batchers[loop] = _WriteBatcher(self.session)
-        await batcher.write(key, value.to_bytes())
+            batcher = self._batchers[loop] = _StageBatcher(self.session)
+        await batcher.stage(change)
 
     async def set_if_not_exists(self, key: str, value: Buffer) -> None:
         self._check_writable()
