@@ -169,11 +169,10 @@ class SessionStore(Store):
         self._check_writable()
         if not isinstance(value, Buffer):
             raise TypeError(f"SessionStore.set(): expected a zarr Buffer, not {type(value)}")
-        data = value.to_bytes()
-        if len(data) > STAGE_INLINE_MAX:  # hashing and uploading release the GIL: use a thread
-            change = await asyncio.to_thread(self.session.prepare, key, data)
+        if len(value) > STAGE_INLINE_MAX:  # copying, hashing, uploading: off the event loop
+            change = await asyncio.to_thread(lambda: self.session.prepare(key, value.to_bytes()))
         else:
-            change = self.session.prepare(key, data)
+            change = self.session.prepare(key, value.to_bytes())
         loop = asyncio.get_running_loop()
         batcher = self._batchers.get(loop)
         if batcher is None:
