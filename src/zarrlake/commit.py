@@ -240,7 +240,8 @@ class CommitProtocol:
                         taken = {bytes(k).decode() for k in theirs.keys}
                         changes = [(k, r) for k, r in changes if k not in taken]
                 parent_id, parent_root = head, head_root
-            commit_id = self._write(req, changes, parent_id, parent_root)
+            reuse = ours if parent_id == req.base and changes is req.changes else None
+            commit_id = self._write(req, changes, parent_id, parent_root, reuse)
             tried.add(commit_id)
             before_cas(commit_id)
             try:
@@ -276,7 +277,12 @@ class CommitProtocol:
         return None
 
     def _write(
-        self, req: CommitRequest, changes: list[Change], parent_id: str, parent_root: SnapshotRoot
+        self,
+        req: CommitRequest,
+        changes: list[Change],
+        parent_id: str,
+        parent_root: SnapshotRoot,
+        change_set_: ChangeSet | None = None,
     ) -> str:
         """Write every object of the new commit in one parallel round (all ids are content
         hashes known before any write); the branch moves only after all of them are durable,
@@ -284,7 +290,9 @@ class CommitProtocol:
         changes, blobs = pack_small_chunks(changes)
         root, range_blobs = apply_changes(self.objects, parent_root, changes)
         snapshot_id, root_blob = self.objects.encode(root)
-        changes_id, changes_blob = self.objects.encode(change_set(changes, parent_root.meta))
+        if change_set_ is None:  # rebased: the change set is against the new parent
+            change_set_ = change_set(changes, parent_root.meta)
+        changes_id, changes_blob = self.objects.encode(change_set_)
         record = CommitRecord(
             parents=(parent_id,),
             snapshot=snapshot_id,

@@ -60,16 +60,17 @@ class Staging:
     def all(self) -> tuple[list[tuple[str, ChunkRef | None]], list[str]]:
         """Every staged key with its new reference (None: deleted), in key order, and the
         keys that two workers staged with different bytes."""
-        changes, clashes = [], []
-        for key, group in groupby(
-            self.meta.scan(self.partition, prefix=WRITE_PREFIX),
-            key=lambda item: item[0][1:-9],  # strip "w" and "\\0" + 8-byte writer
-        ):
-            k = key.decode()
-            records = [StagedRecord.decode(v, k) for _, v, _ in group]
-            if not all(records[0].same_content(r) for r in records[1:]):
-                clashes.append(k)
-            changes.append((k, records[0].ref))
+        changes: list[tuple[str, ChunkRef | None]] = []
+        clashes: list[str] = []
+        prev, name, content = None, "", b""
+        for k, v, _ in self.meta.scan(self.partition, prefix=WRITE_PREFIX):
+            key = k[1:-9]  # strip "w" and "\0" + 8-byte writer: one record per worker
+            if key == prev:
+                if StagedRecord.content(v) != content and clashes[-1:] != [name]:
+                    clashes.append(name)
+                continue
+            prev, name, content = key, key.decode(), StagedRecord.content(v)
+            changes.append((name, StagedRecord.decode(v, name).ref))
         return changes, clashes
 
     def keys(self, prefix: str) -> Iterator[tuple[str, bool]]:

@@ -11,6 +11,7 @@ from zarrlake.format.refs import ChunkRef, RefKind
 _HEAD = struct.Struct("<BB8s32sQ")  # op, ref kind, writer, digest, length
 OP_WRITE = 1
 OP_DELETE = 2
+_KINDS = {k.value: k for k in RefKind}
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,11 +35,17 @@ class StagedRecord:
         if op == OP_DELETE:
             return cls(op, writer, None)
         body = data[_HEAD.size :]
-        if RefKind(kind) == RefKind.INLINE:
+        if kind == RefKind.INLINE:
             if len(body) != length:
                 raise CorruptionError(f"staged record for {key!r}: truncated")
             return cls(op, writer, ChunkRef(RefKind.INLINE, digest, length, data=body))
-        return cls(op, writer, ChunkRef(RefKind(kind), digest, length))
+        return cls(op, writer, ChunkRef(_KINDS[kind], digest, length))
+
+    @staticmethod
+    def content(data: bytes) -> bytes:
+        """The part of an encoded record that says what was written (op and digest), without
+        who wrote it: two workers' records with equal content staged the same bytes."""
+        return data[:1] + data[10:42]
 
     def same_content(self, other: StagedRecord) -> bool:
         if self.ref is None or other.ref is None:
