@@ -8,6 +8,7 @@ third slash; ``?synchronous=full`` for FULL durability), ``postgresql://user:pw@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from zarrlake.errors import CASFailedError, InvalidInputError
@@ -21,6 +22,24 @@ MAX_PARTITION_BYTES = 256
 """Longest partition name (UTF-8) accepted by every backend."""
 PAGE_SIZE = 1000
 """Rows fetched per round trip while a scan streams."""
+
+
+def paged_scan(
+    fetch: Callable[[bytes, int], list[Item]], low: bytes, limit: int | None
+) -> Iterator[Item]:
+    """Stream a scan page by page (keyset pagination): `fetch(low, n)` returns up to n items
+    with key >= low, in order. Each page is fetched whole before it is yielded, so no read
+    transaction or lock is held while the caller works; a scan is therefore not one snapshot."""
+    remaining = limit
+    while remaining is None or remaining > 0:
+        size = PAGE_SIZE if remaining is None else min(PAGE_SIZE, remaining)
+        page = fetch(low, size)
+        yield from page
+        if len(page) < size:
+            return
+        if remaining is not None:
+            remaining -= len(page)
+        low = page[-1][0] + b"\x00"
 
 
 def open_metastore(url: str) -> MetaStore:

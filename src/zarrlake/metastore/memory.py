@@ -16,13 +16,13 @@ from typing import Any
 
 from zarrlake.errors import CASFailedError, ConfigurationError, InvalidInputError
 from zarrlake.metastore import (
-    PAGE_SIZE,
     check_expected,
     check_items,
     check_key,
     check_limit,
     check_partition,
     check_value,
+    paged_scan,
     scan_range,
 )
 from zarrlake.metastore.base import Item, MetaStore
@@ -125,26 +125,18 @@ class MemoryMetaStore(MetaStore):
     def _scan(
         self, data: _Data, partition: str, low: bytes, high: bytes | None, limit: int | None
     ) -> Iterator[Item]:
-        # Pages are copied under the lock and yielded outside it, so a slow consumer never
-        # blocks writers; like the database backends, a scan is not one snapshot.
-        remaining = limit
-        while remaining is None or remaining > 0:
-            size = PAGE_SIZE if remaining is None else min(PAGE_SIZE, remaining)
-            with data.lock:
+        def fetch(start: bytes, size: int) -> list[Item]:
+            with data.lock:  # copied under the lock, yielded outside it
                 part = data.partitions.get(partition)
                 if part is None:
-                    return
-                i = bisect.bisect_left(part.keys, low)
+                    return []
+                i = bisect.bisect_left(part.keys, start)
                 page_keys = part.keys[i : i + size]
                 if high is not None:
                     page_keys = page_keys[: bisect.bisect_left(page_keys, high)]
-                page = [(k, *part.values[k]) for k in page_keys]
-            yield from page
-            if len(page) < size:
-                return
-            if remaining is not None:
-                remaining -= len(page)
-            low = page[-1][0] + b"\x00"
+                return [(k, *part.values[k]) for k in page_keys]
+
+        return paged_scan(fetch, low, limit)
 
     def set(self, partition: str, key: bytes, value: bytes) -> int:
         check_partition(partition)

@@ -23,13 +23,13 @@ from zarrlake.errors import (
     TransientError,
 )
 from zarrlake.metastore import (
-    PAGE_SIZE,
     check_expected,
     check_items,
     check_key,
     check_limit,
     check_partition,
     check_value,
+    paged_scan,
     scan_range,
 )
 from zarrlake.metastore.base import Item, MetaStore
@@ -265,25 +265,18 @@ class PostgresMetaStore(MetaStore):
     def _scan(
         self, partition: str, low: bytes, high: bytes | None, limit: int | None
     ) -> Iterator[Item]:
-        # Keyset pagination: each page is its own statement, and the connection goes back
-        # to the pool before the caller sees a row.
         sql = f"SELECT key, value, version FROM {TABLE} WHERE partition = %s AND key >= %s"
         if high is not None:
             sql += " AND key < %s"
         sql += " ORDER BY key LIMIT %s"
-        remaining = limit
-        while remaining is None or remaining > 0:
-            size = PAGE_SIZE if remaining is None else min(PAGE_SIZE, remaining)
-            args: tuple[Any, ...] = (partition, low) + ((high,) if high is not None else ())
-            with self._connection() as conn:
-                rows = conn.execute(sql, (*args, size)).fetchall()
-            page = [(bytes(k), bytes(v), ver) for k, v, ver in rows]
-            yield from page
-            if len(page) < size:
-                return
-            if remaining is not None:
-                remaining -= len(page)
-            low = page[-1][0] + b"\x00"
+
+        def fetch(start: bytes, size: int) -> list[Item]:
+            args = (partition, start) + ((high,) if high is not None else ()) + (size,)
+            with self._connection() as conn:  # back to the pool before the caller sees a row
+                rows = conn.execute(sql, args).fetchall()
+            return [(bytes(k), bytes(v), ver) for k, v, ver in rows]
+
+        return paged_scan(fetch, low, limit)
 
     def set(self, partition: str, key: bytes, value: bytes) -> int:
         check_partition(partition)

@@ -25,13 +25,13 @@ from zarrlake.errors import (
     TransientError,
 )
 from zarrlake.metastore import (
-    PAGE_SIZE,
     check_expected,
     check_items,
     check_key,
     check_limit,
     check_partition,
     check_value,
+    paged_scan,
     scan_range,
 )
 from zarrlake.metastore.base import Item, MetaStore
@@ -285,25 +285,17 @@ class SqliteMetaStore(MetaStore):
     def _scan(
         self, partition: str, low: bytes, high: bytes | None, limit: int | None
     ) -> Iterator[Item]:
-        # One query per page, fully fetched before yielding: no read transaction stays open
-        # while the caller works, so writers and checkpoints are never held up.
         sql = "SELECT key, value, version FROM kv WHERE partition = ? AND key >= ?"
         if high is not None:
             sql += " AND key < ?"
         sql += " ORDER BY key LIMIT ?"
-        remaining = limit
-        while remaining is None or remaining > 0:
-            size = PAGE_SIZE if remaining is None else min(PAGE_SIZE, remaining)
-            args: tuple[Any, ...] = (partition, low) + ((high,) if high is not None else ())
-            conn = self._conn()
+
+        def fetch(start: bytes, size: int) -> list[Item]:
+            args = (partition, start) + ((high,) if high is not None else ()) + (size,)
             with self._errors():
-                page = conn.execute(sql, (*args, size)).fetchall()
-            yield from page
-            if len(page) < size:
-                return
-            if remaining is not None:
-                remaining -= len(page)
-            low = page[-1][0] + b"\x00"
+                return self._conn().execute(sql, args).fetchall()
+
+        return paged_scan(fetch, low, limit)
 
     def set(self, partition: str, key: bytes, value: bytes) -> int:
         check_partition(partition)
