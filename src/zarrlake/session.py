@@ -456,7 +456,9 @@ class Session:
             commit_id = landed  # the branch holds our commit; the error came after it landed
         self._swap(replace(rec, status=COMMITTED, commit=commit_id, lease=None), version)
         faultpoints.reached("after_session_committed")
-        staging.clear()
+        # The staged records are dead now (the session is committed and refuses writes);
+        # dropping them need not delay the caller.
+        self.repo.objects.pool.submit(staging.clear)
         return commit_id
 
     def abandon(self) -> None:
