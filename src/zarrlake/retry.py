@@ -49,9 +49,12 @@ DEFAULT_POLICY = RetryPolicy()
 
 def retry[T](fn: Callable[[], T], policy: RetryPolicy = DEFAULT_POLICY) -> T:
     """Call `fn` until it does not raise TransientError, at most `policy.attempts` times."""
-    for delay in policy.delays():
+    delays = policy.delays()
+    for attempt in range(len(delays) + 1):
         try:
             return fn()
         except TransientError:
-            time.sleep(delay)
-    return fn()
+            if attempt == len(delays):
+                raise
+            time.sleep(delays[attempt])  # drawn only now: the common path draws nothing
+    raise AssertionError("unreachable")

@@ -30,12 +30,15 @@ class RetryingObjectStore(ObjectStore):
 
     async def _retry_async[T](self, fn: Callable[[], Awaitable[T]]) -> T:
         """Like zarrlake.retry.retry, sleeping with asyncio so the event loop keeps running."""
-        for delay in self.policy.delays():
+        delays = self.policy.delays()
+        for attempt in range(len(delays) + 1):
             try:
                 return await fn()
             except TransientError:
-                await asyncio.sleep(delay)
-        return await fn()
+                if attempt == len(delays):
+                    raise
+                await asyncio.sleep(delays[attempt])
+        raise AssertionError("unreachable")
 
     def _holds(self, key: str, data: bytes) -> bool:
         try:
