@@ -192,20 +192,15 @@ class CommitProtocol:
         self.objects = objects
         self.refs = refs
 
-    def ancestry(self, head: str, base: str, limit: int = 1_000_000) -> list[CommitRecord]:
+    def ancestry(self, head: str, base: str) -> list[CommitRecord]:
         """Commits after `base` up to `head`, newest first; ConflictError if `base` is not
         an ancestor (the branch was reset past it)."""
         out = []
-        cid = head
-        while cid != base:
-            rec = self.objects.commit(cid)
+        for cid, rec in self.objects.history(head):
+            if cid == base:
+                return out
             out.append(rec)
-            if not rec.parents or len(out) > limit:
-                raise ConflictError(
-                    [Conflict("", "reset", None, f"branch no longer descends from {base}")]
-                )
-            cid = rec.parents[0]
-        return out
+        raise ConflictError([Conflict("", "reset", None, f"branch no longer descends from {base}")])
 
     def run(self, req: CommitRequest, before_cas: Callable[[str], None]) -> str:
         base_rec = self.objects.commit(req.base)
@@ -268,12 +263,11 @@ class CommitProtocol:
         """The attempt of ours that the branch holds, if any. A lost CAS reply may be noticed
         only after other commits landed on top of ours, so look below the head too."""
         now = self.refs.get(BRANCH, branch)
-        cid = now[0] if now is not None else None
-        while cid is not None and cid != base:
+        for cid, _ in self.objects.history(now[0]) if now is not None else ():
+            if cid == base:
+                break
             if cid in tried:
                 return cid
-            parents = self.objects.commit(cid).parents
-            cid = parents[0] if parents else None
         return None
 
     def _write(

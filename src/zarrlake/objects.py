@@ -12,7 +12,7 @@ import hashlib
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 from zarrlake.errors import CorruptionError, NotFoundError
@@ -113,6 +113,14 @@ class Objects:
 
     def commit(self, oid: str) -> CommitRecord:
         return self.read(CommitRecord, oid)
+
+    def history(self, head: str) -> Iterator[tuple[str, CommitRecord]]:
+        """(id, record) of `head` and its first-parent ancestors, newest first."""
+        cid: str | None = head
+        while cid is not None:
+            rec = self.commit(cid)
+            yield cid, rec
+            cid = rec.parents[0] if rec.parents else None
 
     def has_commit(self, oid: str) -> bool:
         return self._cache.get(oid) is not None or self.store.exists(f"commits/{oid}")

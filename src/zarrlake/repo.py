@@ -7,7 +7,6 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -271,25 +270,12 @@ class Repo:
         shown = ref if len(ref) <= 60 else ref[:57] + "..."
         raise NotFoundError(f"no branch, tag or commit named {shown!r}")
 
-    def _history(self, commit_id: str) -> Iterator[tuple[str, CommitRecord]]:
-        cid: str | None = commit_id
-        while cid is not None:
-            rec = self.objects.commit(cid)
-            yield cid, rec
-            cid = rec.parents[0] if rec.parents else None
-
-    def _ancestor_ids(self, head: str, stop: str) -> Iterator[str]:
-        for cid, _ in self._history(head):
-            yield cid
-            if cid == stop:
-                return
-
     def log(self, ref: str = "main", limit: int | None = None) -> list[Commit]:
         """Commits reachable from `ref`, newest first."""
         if limit is not None and (not isinstance(limit, int) or limit < 0):
             raise InvalidInputError(f"limit must be a non-negative integer, not {limit!r}")
         out = []
-        for cid, rec in self._history(self.resolve(ref)):
+        for cid, rec in self.objects.history(self.resolve(ref)):
             if limit is not None and len(out) >= limit:
                 break
             out.append(Commit.from_record(cid, rec))
@@ -373,7 +359,7 @@ class Repo:
             if not isinstance(as_of, datetime):
                 raise InvalidInputError(f"as_of must be a datetime, not {as_of!r}")
             ts = (as_of if as_of.tzinfo else as_of.replace(tzinfo=UTC)).timestamp()
-            for cid, rec in self._history(commit_id):
+            for cid, rec in self.objects.history(commit_id):
                 if rec.timestamp <= ts:
                     commit_id = cid
                     break

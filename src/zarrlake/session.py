@@ -224,8 +224,10 @@ class Session:
         if head is None:
             return None
         try:
-            for cid in self.repo._ancestor_ids(head[0], rec.base):
-                if self.repo.objects.commit(cid).session_id == rec.id:
+            for cid, commit in self.repo.objects.history(head[0]):
+                if cid == rec.base:
+                    break
+                if commit.session_id == rec.id:
                     return cid
         except ZarrLakeError:
             return None

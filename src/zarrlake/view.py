@@ -73,6 +73,3 @@ class SnapshotView:
                 else:
                     pos += 1
         return out
-
-    def count(self) -> int:
-        return len(self.root.meta) + self.root.ranges.total()

@@ -41,9 +41,6 @@ class ChangeSet:
     def __len__(self) -> int:
         return len(self.keys)
 
-    def key_list(self) -> list[str]:
-        return [bytes(k).decode() for k in self.keys]
-
     def encode(self) -> tuple[str, bytes]:
         payload = columns.pack(
             {"nodes": {p: n.to_json() for p, n in self.nodes.items()}},

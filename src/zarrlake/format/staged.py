@@ -9,6 +9,7 @@ from zarrlake.errors import CorruptionError
 from zarrlake.format.refs import ChunkRef, RefKind
 
 _HEAD = struct.Struct("<BB8s32sQ")  # op, ref kind, writer, digest, length
+_DIGEST_AT = struct.calcsize("<BB8s")
 OP_WRITE = 1
 OP_DELETE = 2
 _KINDS = {k.value: k for k in RefKind}
@@ -45,9 +46,4 @@ class StagedRecord:
     def content(data: bytes) -> bytes:
         """The part of an encoded record that says what was written (op and digest), without
         who wrote it: two workers' records with equal content staged the same bytes."""
-        return data[:1] + data[10:42]
-
-    def same_content(self, other: StagedRecord) -> bool:
-        if self.ref is None or other.ref is None:
-            return self.ref is None and other.ref is None
-        return self.ref.digest == other.ref.digest
+        return data[:1] + data[_DIGEST_AT : _DIGEST_AT + 32]
