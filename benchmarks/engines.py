@@ -86,7 +86,7 @@ class ZarrlakeEngine(Engine):
         return [c.id for c in self.repo.log("main")]
 
     def retryable(self) -> tuple[type[BaseException], ...]:
-        from zarrlake.commit import CommitTimeoutError
+        from zarrlake.vc.commit_protocol import CommitTimeoutError
 
         return (self.zl.ConflictError, CommitTimeoutError)
 

@@ -172,8 +172,63 @@ def markdown_table(doc: dict[str, Any]) -> str:
             f"| {row.table} | {row.label} | " + " | ".join(cells) + " | "
             f"{' | '.join(ratios)} | {row.target} | {met} |"
         )
+    if not any(results.get(row.table) for row in rows(cfg)):
+        del lines[-4:]  # only the Spark section ran: no issue-5 table
+    lines += spark_table(doc)
     lines += ["", *notes(doc)]
     return "\n".join(lines) + "\n"
+
+
+SPARK_ROWS = [
+    # (label, metric, target text, check of the median)
+    ("plain zarr, one process, a[t] = plane (MB/s)", "zarr_mb_s", "reference", None),
+    ("map_regions, one task per chunk, one commit (MB/s)", "map_regions_mb_s", "", None),
+    ("map_regions / plain zarr", "map_regions_vs_zarr", ">= 1.3", lambda v: v >= 1.3),
+    ('layout "chunks" write, one commit (MB/s)', "chunks_write_mb_s", "", None),
+    ('layout "chunks" write / plain zarr', "chunks_write_vs_zarr", ">= 1.3", lambda v: v >= 1.3),
+    ('layout "chunks" read, all values (MB/s)', "chunks_read_mb_s", "", None),
+    ('layout "chunks", values "binary": write (MB/s)', "chunks_bin_write_mb_s", "", None),
+    (
+        'layout "chunks", values "binary": write / plain zarr',
+        "chunks_bin_write_vs_zarr",
+        ">= 1.3",
+        lambda v: v >= 1.3,
+    ),
+    ('layout "chunks", values "binary": read (MB/s)', "chunks_bin_read_mb_s", "", None),
+    (
+        "Spark alone: cell rows JVM -> Python Arrow (M rows/s)",
+        "cells_transfer_mrows_s",
+        "ceiling",
+        None,
+    ),
+    ("cell-row write, df.write (M rows/s)", "cells_write_mrows_s", ">= 5", lambda v: v >= 5),
+    ("cell-row read + sum (M rows/s)", "cells_read_sum_mrows_s", ">= 10", lambda v: v >= 10),
+    ("join the job's session, warm worker (ms)", "join_ms", "<= 5", lambda v: v <= 5),
+]
+
+
+def spark_table(doc: dict[str, Any]) -> list[str]:
+    """Issue 10: Spark local[2] at real sizes against plain zarr in the same process."""
+    records = doc["results"].get("SPARK", {}).get(SPARK, [])
+    if not records:
+        return []
+    cfg = doc["config"]
+    lines = [
+        "",
+        f"#### Spark, local[2]: {cfg['spark_t']}x1024x1024 float32 "
+        f"({cfg['spark_t'] * 4} MiB), chunks (1, 1024, 1024); "
+        f"{cfg['spark_cells_t'] * 1024 * 1024:,} cell rows",
+        "",
+        "| Metric | Median (min-max) | Target (issue 10) | Met |",
+        "|---|---:|---|---|",
+    ]
+    for label, metric, target, check in SPARK_ROWS:
+        values = collect(records, metric)
+        met = "-"
+        if check is not None and values:
+            met = "yes" if check(statistics.median(values)) else "**no**"
+        lines.append(f"| {label} | {_cell(values, records)} | {target} | {met} |")
+    return lines
 
 
 def _load(load: Any) -> str:

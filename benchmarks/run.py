@@ -43,6 +43,8 @@ FULL: dict[str, Any] = {
     "w6_commits": 20,
     "w7_chunks": 200_000,
     "w8_shape": [256, 512, 512],
+    "spark_t": 64,
+    "spark_cells_t": 8,
 }
 QUICK: dict[str, Any] = {
     **FULL,
@@ -55,6 +57,8 @@ QUICK: dict[str, Any] = {
     "w6_commits": 5,
     "w7_chunks": 20_000,
     "w8_shape": [8, 512, 512],
+    "spark_t": 8,
+    "spark_cells_t": 2,
 }
 
 
@@ -101,6 +105,8 @@ def plan(cfg: dict[str, Any]) -> list[Group]:
             builds=cfg["w7_builds"],
         ),
         Group("W8", [SPARK, ZR], [Step("W8", "W8", params={"w1_shape": cfg["w8_shape"]})]),
+        # issue 10: one local[2] application, plain zarr from the same process as reference
+        Group("SPARK", [SPARK], [Step("SPARK", "SPARK")]),
     ]
 
 

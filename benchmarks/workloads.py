@@ -345,6 +345,14 @@ def _w8(engine: Engine | None, path: str, p: dict) -> dict:
     return w8_spark_ingest(engine, path, p)
 
 
+def _spark_arrays(engine: Engine | None, path: str, p: dict) -> dict:
+    """Issue 10's Spark figures at real sizes (spark_arrays.py), in one process."""
+    import spark_arrays
+
+    Path(path).mkdir(parents=True, exist_ok=True)
+    return spark_arrays.run(p["spark_t"], Path(path), cells_t=p["spark_cells_t"])
+
+
 WORKLOADS: dict[str, Callable[[Engine | None, str, dict], dict]] = {
     "W1": w1_ingest_large,
     "W2": w2_ingest_small,
@@ -357,4 +365,5 @@ WORKLOADS: dict[str, Callable[[Engine | None, str, dict], dict]] = {
     "W7": w7_build,
     "W7commit": w7_commit,
     "W8": _w8,
+    "SPARK": _spark_arrays,
 }

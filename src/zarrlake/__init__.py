@@ -25,12 +25,12 @@ __all__ = [
 ]
 __version__ = "0.1.0"
 
-from zarrlake.diff import Diff
-from zarrlake.repo import Commit, Repo
+from zarrlake.repo import Commit, Repo, RepoStats, SessionInfo
 from zarrlake.session import Session
-from zarrlake.store import SessionStore
+from zarrlake.vc.diff import Diff
+from zarrlake.zarr_store import SessionStore
 
-__all__ += ["Commit", "Diff", "Repo", "Session", "SessionStore"]
+__all__ += ["Commit", "Diff", "Repo", "RepoStats", "Session", "SessionInfo", "SessionStore"]
 
 
 def __getattr__(name: str):  # the Spark integration imports pyspark; load it on first use

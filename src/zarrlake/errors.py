@@ -32,7 +32,13 @@ class ConfigurationError(ZarrLakeError):
     """A backend could not be reached or configured (bad URL, server down, credentials)."""
 
 
-class StorageError(ZarrLakeError):
+class BackendError(ZarrLakeError):
+    """A backend failed in a way a retry will not fix (disk full, I/O error, a damaged
+    database file, an unexpected server error), as opposed to ConfigurationError's
+    "cannot reach or open it" and TransientError's "try again"."""
+
+
+class StorageError(BackendError):
     """Object storage failed in a way a retry will not fix."""
 
 

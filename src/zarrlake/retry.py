@@ -1,60 +1,79 @@
-"""Retrying with capped, jittered exponential backoff, shared by the storage layers."""
+"""Retrying with capped, jittered exponential backoff, on stamina (which runs on tenacity).
+
+`retry(fn, policy)` is the one helper; the lost-reply rules (a conditional write that landed
+but whose answer was lost) stay with the wrappers that know them, on top of it.
+
+The first attempt runs outside the library, so a call that succeeds costs one function call:
+stamina's machinery costs tens of microseconds per call, as much as a metastore read. Only
+after a failure does stamina take over; it re-raises that first failure as its own first
+attempt, so the attempt count and the waits are entirely stamina's.
+"""
 
 from __future__ import annotations
 
-import random
-import time
-from collections.abc import Callable, Sequence
+import datetime as dt
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from zarrlake.errors import TransientError
+
+if TYPE_CHECKING:
+    import stamina
 
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How often and how patiently to retry a transient failure."""
+    """How often and how patiently to retry a failure.
 
-    attempts: int = 8
+    `attempts` counts every call including the first (None: no limit; then set `timeout`);
+    the wait before retry n is about ``min(max_delay, base_delay * 2**(n-1))`` plus up to
+    `base_delay` of random jitter, so many clients retrying at once spread out. `timeout`
+    (seconds, None: none) bounds the whole call.
+    """
+
+    attempts: int | None = 8
     base_delay: float = 0.005
     max_delay: float = 0.5
-
-    def delays(self) -> Delays:
-        """Sleep before each retry: full jitter over a doubling cap ("exponential backoff
-        and jitter"), so many clients retrying at once spread out."""
-        return Delays(self)
-
-
-class Delays(Sequence[float]):
-    """The retry delays of one call, drawn only when a retry happens (the common case of
-    no failure costs nothing)."""
-
-    def __init__(self, policy: RetryPolicy) -> None:
-        self.policy = policy
-
-    def __len__(self) -> int:
-        return self.policy.attempts - 1
-
-    def __getitem__(self, i):  # type: ignore[override]
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        if not -len(self) <= i < len(self):
-            raise IndexError(i)
-        i %= len(self)
-        p = self.policy
-        return random.uniform(0, min(p.max_delay, p.base_delay * 2**i))
+    timeout: float | None = None
 
 
 DEFAULT_POLICY = RetryPolicy()
 
 
-def retry[T](fn: Callable[[], T], policy: RetryPolicy = DEFAULT_POLICY) -> T:
-    """Call `fn` until it does not raise TransientError, at most `policy.attempts` times."""
-    delays = policy.delays()
-    for attempt in range(len(delays) + 1):
-        try:
+def attempts(
+    policy: RetryPolicy = DEFAULT_POLICY, on: type[BaseException] | tuple = TransientError
+) -> Iterator[stamina.Attempt]:
+    """stamina's attempt context managers for `policy`: ``for a in attempts(p): with a: ...``
+    (use `retry` unless the loop keeps state between attempts)."""
+    import stamina  # imported on the first failure: a process that never retries skips it
+
+    return iter(
+        stamina.retry_context(
+            on=on,
+            attempts=policy.attempts,
+            timeout=None if policy.timeout is None else dt.timedelta(seconds=policy.timeout),
+            wait_initial=policy.base_delay,
+            wait_max=policy.max_delay,
+            wait_jitter=policy.base_delay,
+        )
+    )
+
+
+def retry[T](
+    fn: Callable[[], T],
+    policy: RetryPolicy = DEFAULT_POLICY,
+    on: type[BaseException] | tuple = TransientError,
+) -> T:
+    """Call `fn` until it does not raise `on`, within `policy`; then re-raise the last error."""
+    try:
+        return fn()
+    except on as error:
+        failed: BaseException | None = error
+    for attempt in attempts(policy, on):
+        with attempt:
+            if failed is not None:  # the first attempt, already made: hand its error over
+                error, failed = failed, None
+                raise error
             return fn()
-        except TransientError:
-            if attempt == len(delays):
-                raise
-            time.sleep(delays[attempt])  # drawn only now: the common path draws nothing
-    raise AssertionError("unreachable")
+    raise AssertionError("unreachable: stamina re-raises the last error")

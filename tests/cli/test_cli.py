@@ -17,7 +17,6 @@ import pytest
 import zarr
 
 import zarrlake as zl
-from zarrlake.session import SessionRecord
 
 ZARRLAKE = str(Path(sys.executable).with_name("zarrlake"))
 
@@ -240,10 +239,7 @@ def test_sessions(repo_dir):
 def test_expired_session_is_refused(repo_dir):
     repo = zl.Repo.open(repo_dir)
     s = repo.create_session(message="will expire")
-    key = s.id.encode()
-    value, _ = repo.meta.get(repo.sessions_partition, key)
-    rec = SessionRecord.decode(value)
-    repo.meta.set(repo.sessions_partition, key, replace(rec, expires_at=time.time() - 60).encode())
+    repo.context.records.update(s.id, lambda r: replace(r, expires_at=time.time() - 60))
     r = str(repo_dir)
     assert "expired" in fails("-r", r, "sessions", "extend", s.id, "1d")
     assert "expired" in fails("-r", r, "sessions", "abandon", s.id)

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Iterator
 import zarrlake as zl
 from zarrlake.metastore.base import Item, MetaStore
 from zarrlake.storage.base import ByteRange, ObjectStore
+from zarrlake.txn.context import RepoContext
 
 
 class CountingObjectStore(ObjectStore):
@@ -92,6 +93,6 @@ class CountingMetaStore(MetaStore):
 
 def counted(repo: zl.Repo) -> tuple[zl.Repo, CountingObjectStore, CountingMetaStore]:
     """The same repository through counting wrappers, with cold caches (a fresh Repo)."""
-    blobs = CountingObjectStore(repo.blobs)
-    meta = CountingMetaStore(repo.meta)
-    return zl.Repo(repo.spec, blobs, meta, repo.repo_id), blobs, meta
+    blobs = CountingObjectStore(repo.context.object_store)
+    meta = CountingMetaStore(repo.context.meta)
+    return zl.Repo(RepoContext(repo.spec, repo.repo_id, blobs, meta)), blobs, meta

@@ -50,7 +50,7 @@ def rewrite_doc(session: zl.Session, path: str, **fields) -> None:
 
 def conflict_of(session: zl.Session, **kwargs) -> list[tuple[str, str, list | None]]:
     """Commit, expecting a ConflictError; check what it leaves behind; return the conflicts."""
-    repo = session.repo
+    repo = zl.Repo.of(session)
     before = repo.resolve("main")
     staged = session.changes()
     with pytest.raises(zl.ConflictError) as e:
@@ -313,11 +313,11 @@ def _commit_with_lost_cas_reply(repo: zl.Repo, wrapper_above_retries: bool) -> N
     arr(s)[0:10] = 5
     start = repo.resolve("main")
     if wrapper_above_retries:  # the commit itself sees the error
-        faulty = LoseBranchCasResponse(repo.refs.meta)
-        repo.refs.meta = faulty
+        faulty = LoseBranchCasResponse(repo.context.refs.meta)
+        repo.context.refs.meta = faulty
     else:  # the retrying metastore sees it and retries
-        faulty = LoseBranchCasResponse(repo.meta.inner)
-        repo.meta.inner = faulty
+        faulty = LoseBranchCasResponse(repo.context.meta.inner)
+        repo.context.meta.inner = faulty
     cid = s.commit("reply lost")
     assert faulty.lost == 1
     assert repo.resolve("main") == cid
@@ -339,8 +339,8 @@ def test_lost_reply_on_a_rebased_commit_is_a_success(base):
     s = base.create_session()
     arr(s)[0:10] = 5
     other = land_other_side(base, lambda o: arr(o).__setitem__(slice(30, 40), 6))
-    faulty = LoseBranchCasResponse(base.refs.meta)
-    base.refs.meta = faulty
+    faulty = LoseBranchCasResponse(base.context.refs.meta)
+    base.context.refs.meta = faulty
     cid = s.commit("rebased, reply lost")
     assert faulty.lost == 1
     assert base.log("main")[0].id == cid
@@ -351,11 +351,13 @@ def test_lost_reply_on_a_rebased_commit_is_a_success(base):
 def test_lost_replies_throughout_the_metastore_never_make_a_false_conflict(base):
     """Seeded faults below the retries: operations fail, or run and lose their reply. Every
     commit (half of them rebased over the other half) reports success and lands once."""
-    from zarrlake.metastore.faults import FaultyMetaStore
+    from zarrlake.testing.faults import FaultyMetaStore
 
     start = base.resolve("main")
-    faulty = FaultyMetaStore(base.meta.inner, seed=7, error_rate=0.05, lost_response_rate=0.2)
-    base.meta.inner = faulty
+    faulty = FaultyMetaStore(
+        base.context.meta.inner, seed=7, error_rate=0.05, lost_response_rate=0.2
+    )
+    base.context.meta.inner = faulty
     landed = []
     for round_ in range(8):
         first, second = base.create_session(), base.create_session()
@@ -363,7 +365,7 @@ def test_lost_replies_throughout_the_metastore_never_make_a_false_conflict(base)
         arr(second)[(round_ + 2) % 4 * 10 + 5] = round_ + 1  # another chunk
         landed += [first.commit(f"first {round_}"), second.commit(f"second {round_}")]
     assert faulty.responses_lost > 0 and faulty.errors_injected > 0
-    base.meta.inner = faulty.inner
+    base.context.meta.inner = faulty.inner
     log = base.log("main")
     assert [c.id for c in log[:16]] == landed[::-1]
     assert log[16].id == start

@@ -46,7 +46,9 @@ def one_chunk_commit(repo: zl.Repo, key: str) -> tuple[Counter, Counter, float]:
     s = fresh.create_session()
     s.write(key, b"\x7f")
     s.commit("one chunk")
-    return blobs.calls, meta.calls, time.perf_counter() - start
+    elapsed = time.perf_counter() - start
+    s._txn.cleanup.result()  # staged records are dropped in the background: count it too
+    return blobs.calls, meta.calls, elapsed
 
 
 def test_one_chunk_commit_cost_is_independent_of_array_size(large_and_small):
@@ -65,7 +67,7 @@ def test_one_chunk_commit_cost_is_independent_of_array_size(large_and_small):
         assert ro.read(key) == b"\x7f"
         assert ro.read("big/c/1233") == bytes([1233 % 100 + 1])
         assert ro.read(f"big/c/{n - 1}") == bytes([(n - 1) % 100 + 1])
-        assert ro.view.root.ranges.total() == n  # every chunk is still referenced
+        assert repo.stats().chunks == n  # every chunk is still referenced
 
 
 def open_and_read(repo: zl.Repo, key: str) -> tuple[Counter, Counter, bytes | None, float]:

@@ -19,7 +19,13 @@ from zarr.core.sync import _collect_aiterator, sync
 from zarr.testing.store import StoreTests
 
 import zarrlake as zl
-from zarrlake.store import SessionStore
+from zarrlake.zarr_store import SessionStore
+
+
+def repo_of(store: SessionStore) -> zl.Repo:
+    """The repository of the store's session, through the per-process connection."""
+    return zl.Repo.of(store.session)
+
 
 READ_ONLY_MESSAGE = "store was opened in read-only mode and does not support writing"
 
@@ -63,7 +69,7 @@ class TestWritableSessionStore(StoreTests[SessionStore, cpu.Buffer]):
     async def test_writes_are_invisible_until_commit(self, store: SessionStore) -> None:
         """Not in the suite: the store writes into a transaction, seen by others only once
         committed."""
-        repo, branch = store.session.repo, store.session.branch
+        repo, branch = repo_of(store), store.session.branch
         assert branch is not None
         await store.set("a/zarr.json", self.buffer_cls.from_bytes(b"{}"))
         assert repo.readonly_session(branch).read("a/zarr.json") is None
@@ -79,7 +85,7 @@ class TestReadOnlySessionStore(StoreTests[SessionStore, cpu.Buffer]):
     buffer_cls = cpu.Buffer
 
     async def set(self, store: SessionStore, key: str, value: Buffer) -> None:
-        repo = store.session.repo
+        repo = repo_of(store)
         writer = repo.create_session(self.branch)
         writer.write(key, value.to_bytes())
         commit = writer.commit(f"set {key}")
@@ -91,7 +97,7 @@ class TestReadOnlySessionStore(StoreTests[SessionStore, cpu.Buffer]):
         return self.buffer_cls.from_bytes(data)
 
     async def set_many(self, store: SessionStore, items: dict[str, Buffer]) -> None:
-        repo = store.session.repo
+        repo = repo_of(store)
         writer = repo.create_session(self.branch)
         writer.write_many([(k, v.to_bytes()) for k, v in items.items()])
         store.session = repo.readonly_session(writer.commit("set many"))
@@ -319,8 +325,8 @@ class TestReadOnlySessionStore(StoreTests[SessionStore, cpu.Buffer]):
         opened, whatever lands on the branch afterwards."""
         await self.set(store, "k", self.buffer_cls.from_bytes(b"old"))
         pinned = store.session
-        writer = pinned.repo.create_session(self.branch)
+        writer = zl.Repo.of(pinned).create_session(self.branch)
         writer.write("k", b"new")
         writer.commit("overwrite")
         assert pinned.read("k") == b"old"
-        assert pinned.repo.readonly_session(self.branch).read("k") == b"new"
+        assert zl.Repo.of(pinned).readonly_session(self.branch).read("k") == b"new"

@@ -14,8 +14,7 @@ import pytest
 import zarr
 
 import zarrlake as zl
-from zarrlake.check import check_repo
-from zarrlake.format.refs import RefKind, chunk_object_key
+from zarrlake.format.chunk_ref import RefKind, chunk_object_key
 
 ARRAYS = {"big": (4096, 2048), "mid": (400, 100), "tiny": (8, 4)}
 
@@ -41,7 +40,7 @@ def template(tmp_path_factory) -> tuple[Path, dict[str, bytes], dict[str, str]]:
     big, mid = s.lookup("big/c/0"), s.lookup("mid/c/1")
     assert big.kind == RefKind.OBJECT and mid.kind == RefKind.LOCATION
     assert s.lookup("tiny/c/0").kind == RefKind.INLINE
-    rec = repo.objects.commit(head)
+    rec = repo.context.objects.commit(head)
     targets = {
         "chunk": chunk_object_key(big.digest),
         "pack": mid.location,
@@ -125,7 +124,7 @@ def test_corruption_is_detected_and_named(template, target, mutation, tmp_path, 
         else:
             assert any(isinstance(e, zl.CorruptionError) for e in errors)
 
-    problems = check_repo(repo)
+    problems = repo.fsck()
     assert problems, f"check_repo missed the {mutation} of {obj}"
     assert all(oid in p.object for p in problems), problems
     assert {p.kind for p in problems} == {"missing" if mutation == "delete" else "corrupt"}

@@ -24,9 +24,8 @@ import zarr
 
 import zarrlake as zl
 from tests.reliability.conftest import size
-from zarrlake.check import check_repo
-from zarrlake.faultpoints import POINTS
-from zarrlake.session import SessionRecord
+from zarrlake.hooks import POINTS
+from zarrlake.txn.records import SessionRecord
 
 ROOT = Path(__file__).resolve().parents[2]
 # big: 16 KiB chunk objects; mid: 800-byte chunks packed per commit; tiny: inline in manifests
@@ -73,14 +72,13 @@ def writer(location: str, sid: str) -> None:
 
 def _recover(repo: zl.Repo, sid: str) -> SessionRecord:
     """Rewrite a "committing" record's lease into the past, then let a reader recover it."""
-    part, key = repo.sessions_partition, sid.encode()
-    value, version = repo.meta.get(part, key)
-    rec = SessionRecord.decode(value)
+    records = repo.context.records
+    rec, _ = records.get(sid)
     if rec.status == "committing":
-        repo.meta.set_if(part, key, replace(rec, lease=time.time() - 1).encode(), version)
+        records.update(sid, lambda r: replace(r, lease=time.time() - 1))
         with contextlib.suppress(zl.SessionClosedError):
             repo.join_session(sid)
-    return SessionRecord.decode(repo.meta.get(part, key)[0])
+    return records.get(sid)[0]
 
 
 CASES = [(p, r, k) for k in range(size(1, 3)) for p in POINTS for r in (False, True)]
@@ -112,7 +110,7 @@ def test_crash_at_every_point(point, rebase, round_, tmp_path, figures):
     figures["crash: kills performed"] += 1
 
     fresh = zl.Repo.open(location)
-    assert check_repo(fresh) == []
+    assert fresh.fsck() == []
     moved, status = OUTCOME[point]
     head = fresh.resolve("main")
     log = fresh.log("main")
@@ -142,7 +140,7 @@ def test_crash_at_every_point(point, rebase, round_, tmp_path, figures):
     staged = dict(resumed.staged_changes())
     cid = resumed.commit("resumed")
     assert fresh.resolve("main") == cid
-    assert check_repo(fresh) == []
+    assert fresh.fsck() == []
     after = read_arrays(fresh, "main")
     if point not in ("after_chunk_upload", "after_staging"):  # every write was staged
         for name in NEW:
@@ -150,7 +148,7 @@ def test_crash_at_every_point(point, rebase, round_, tmp_path, figures):
     else:
         for key, ref in staged.items():
             assert fresh.readonly_session("main").read(key) == (
-                None if ref is None else fresh.objects.read_ref(ref, key)
+                None if ref is None else fresh.context.objects.read_ref(ref, key)
             )
 
 

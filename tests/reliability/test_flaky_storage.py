@@ -9,7 +9,7 @@ import zarrlake as zl
 from tests.reliability.conftest import size
 from tests.reliability.workers import check_history, run_workers, setup_repo
 from zarrlake.errors import TransientError
-from zarrlake.metastore.base import MetaStore
+from zarrlake.metastore.base import MetaStore, WrapperMetaStore
 
 FAULTS = "error_rate=0.07,lost_response_rate=0.07,latency=0.002"
 
@@ -55,13 +55,12 @@ def test_lone_writer_on_flaky_storage_never_sees_a_false_conflict(tmp_path, figu
     figures["flaky: faults injected"] += _faults(results)
 
 
-class _LoseCasThenInterleave(MetaStore):
+class _LoseCasThenInterleave(WrapperMetaStore):
     """Lets the first branch compare-and-swap land, lets another writer commit on top of it,
     then reports the swap's response as lost: the worst case for the retrying committer."""
 
     def __init__(self, inner: MetaStore, interloper) -> None:
-        self.inner = inner
-        self.url = inner.url
+        super().__init__(inner)
         self.interloper = interloper
         self.armed = True
 
@@ -72,24 +71,6 @@ class _LoseCasThenInterleave(MetaStore):
             self.interloper()
             raise TransientError("injected fault: branch CAS response lost")
         return version
-
-    def get(self, partition, key):
-        return self.inner.get(partition, key)
-
-    def scan(self, partition, start=b"", prefix=None, limit=None):
-        return self.inner.scan(partition, start, prefix, limit)
-
-    def set(self, partition, key, value):
-        return self.inner.set(partition, key, value)
-
-    def set_many(self, partition, items):
-        return self.inner.set_many(partition, items)
-
-    def delete(self, partition, key):
-        return self.inner.delete(partition, key)
-
-    def drop_partition(self, partition):
-        return self.inner.drop_partition(partition)
 
 
 def test_lost_branch_cas_response_then_concurrent_commit(tmp_path, figures):
@@ -104,7 +85,7 @@ def test_lost_branch_cas_response_then_concurrent_commit(tmp_path, figures):
         s.write("counters/c/7", (5).to_bytes(8, "little"))
         s.commit("interloper")
 
-    repo.meta.inner = _LoseCasThenInterleave(repo.meta.inner, interloper)
+    repo.context.meta.inner = _LoseCasThenInterleave(repo.context.meta.inner, interloper)
     s = repo.create_session()
     s.write("counters/c/0", (1).to_bytes(8, "little"))
     cid = s.commit("ours")

@@ -22,7 +22,6 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 import zarrlake as zl
 from tests.reliability.conftest import FIGURES, size
-from zarrlake.session import SessionRecord
 
 ARRAYS = ("a", "b")
 CHUNKS = 3
@@ -63,6 +62,7 @@ class MCommit:
     parent: str | None
     data_keys: set[str] = field(default_factory=set)
     nodes: dict[str, str] = field(default_factory=dict)  # node -> change kind
+    second: str | None = None  # a merge commit's second parent
 
 
 @dataclass
@@ -113,6 +113,33 @@ def predict_conflict(
         if kind != "attributes" and any(k.startswith(path + "/") for k in their_data):
             return True
     return False
+
+
+def predict_merge(base: State, ours: State, theirs: State) -> State | None:
+    """The three-way merge of `theirs` into `ours` by the rules of DESIGN.md (None: it
+    conflicts): keys changed on one side are taken, on both sides to the same value taken
+    once, to different values conflict; a structural change of a node conflicts with data
+    changes under it on the other side."""
+    keys = base.keys() | ours.keys() | theirs.keys()
+    oc = {k for k in keys if ours.get(k) != base.get(k)}
+    tc = {k for k in keys if theirs.get(k) != base.get(k)}
+    same = {k for k in oc & tc if ours.get(k) == theirs.get(k)}
+    oc, tc = oc - same, tc - same
+    if oc & tc:
+        return None
+    o_data, o_nodes = changes_of(base, {k: ours.get(k) for k in oc})
+    t_data, t_nodes = changes_of(base, {k: theirs.get(k) for k in tc})
+    for nodes, data in ((t_nodes, o_data), (o_nodes, t_data)):
+        for path, kind in nodes.items():
+            if kind != "attributes" and any(k.startswith(path + "/") for k in data):
+                return None
+    out = dict(ours)
+    for k in tc:
+        if k in theirs:
+            out[k] = theirs[k]
+        else:
+            out.pop(k, None)
+    return out
 
 
 class RepoMachine(RuleBasedStateMachine):
@@ -244,10 +271,10 @@ class RepoMachine(RuleBasedStateMachine):
         ours_data, ours_nodes = changes_of(base, contents)
         between = []
         cid = head
-        while cid != txn.base:
+        while cid != txn.base and cid is not None:  # None: the branch was reset away
             between.append(self.commits[cid])
             cid = self.commits[cid].parent
-        conflict = clash or predict_conflict(ours_data, ours_nodes, between)
+        conflict = clash or cid is None or predict_conflict(ours_data, ours_nodes, between)
         FIGURES["model: transactions run"] += 1
         if conflict:
             try:
@@ -327,10 +354,7 @@ class RepoMachine(RuleBasedStateMachine):
     def expire(self, i):
         """Rewrite the session record's expiry into the past instead of waiting."""
         s, txn = self.pick(self.open_handles(), i)
-        part, key = self.repo.sessions_partition, txn.id.encode()
-        value, version = self.repo.meta.get(part, key)
-        rec = replace(SessionRecord.decode(value), expires_at=time.time() - 1)
-        self.repo.meta.set_if(part, key, rec.encode(), version)
+        self.repo.context.records.update(txn.id, lambda r: replace(r, expires_at=time.time() - 1))
         txn.status = "expired"
         for fn in (lambda: s.commit("late"), lambda: s.write("a/zarr.json", doc(1, 0))):
             try:
@@ -345,7 +369,7 @@ class RepoMachine(RuleBasedStateMachine):
     @rule(name=st.sampled_from(NAMES), i=st.integers(0, 999))
     def create_branch(self, name, i):
         at = self.pick(sorted(self.commits), i)
-        if name in self.branches:
+        if name in self.branches or name in self.tags:  # names are a branch's or a tag's
             try:
                 self.repo.create_branch(name, at)
             except zl.AlreadyExistsError:
@@ -358,7 +382,7 @@ class RepoMachine(RuleBasedStateMachine):
     @rule(name=st.sampled_from(NAMES), i=st.integers(0, 999))
     def tag(self, name, i):
         at = self.pick(sorted(self.commits), i)
-        if name in self.tags:
+        if name in self.tags or name in self.branches:
             try:
                 self.repo.create_tag(name, at)
             except zl.AlreadyExistsError:
@@ -380,6 +404,86 @@ class RepoMachine(RuleBasedStateMachine):
             s = self.repo.readonly_session(cid)
         assert s.base_commit == cid
         assert self.read_state(s) == self.commits[cid].state
+        self.step()
+
+    # merge and reset ----------------------------------------------------------------------
+
+    def model_ancestors(self, cid: str) -> set[str]:
+        seen, todo = {cid}, [cid]
+        while todo:
+            c = self.commits[todo.pop()]
+            for p in (c.parent, c.second):
+                if p is not None and p not in seen:
+                    seen.add(p)
+                    todo.append(p)
+        return seen
+
+    def model_merge_bases(self, a: str, b: str) -> set[str]:
+        """Common ancestors of a and b that are no ancestor of another common ancestor."""
+        common = self.model_ancestors(a) & self.model_ancestors(b)
+        below = set()
+        for c in common:
+            below |= self.model_ancestors(c) - {c}
+        return common - below
+
+    @rule(a=st.integers(0, 99), b=st.integers(0, 99), never=st.booleans())
+    def merge(self, a, b, never):
+        """Merge one branch into another (or itself): fast-forward, nothing, a merge commit
+        or a conflict, as the model predicts."""
+        into = self.pick(sorted(self.branches), a)
+        source = self.pick(sorted(set(self.branches) - {into}) or [into], b)
+        head, src = self.branches[into], self.branches[source]
+        base = self.repo.merge_base(into, source)
+        assert base in self.model_merge_bases(head, src)
+        ff = "never" if never else "allow"
+        FIGURES["model: merges run"] += 1
+        if base == src:
+            assert self.repo.merge(source, into, fast_forward=ff) == head
+            return
+        if base == head and not never:
+            assert self.repo.merge(source, into) == src
+            self.branches[into] = src
+            return
+        result = predict_merge(
+            self.commits[base].state, self.commits[head].state, self.commits[src].state
+        )
+        if result is None:
+            try:
+                self.repo.merge(source, into, fast_forward=ff)
+            except zl.ConflictError:
+                FIGURES["model: merge conflicts predicted and raised"] += 1
+                assert self.repo.resolve(into) == head
+                return
+            raise AssertionError(f"merge of {source} into {into} should conflict")
+        cid = self.repo.merge(source, into, fast_forward=ff)
+        parent = self.commits[head].state
+        changed = {k: result.get(k) for k in parent.keys() | result.keys()}
+        changed = {k: v for k, v in changed.items() if v != parent.get(k)}
+        data, nodes = changes_of(parent, changed)
+        self.commits[cid] = MCommit(result, head, data, nodes, second=src)
+        self.branches[into] = cid
+        assert self.repo.log(into, limit=1)[0].parent_ids == (head, src)
+        assert self.read_state(self.repo.readonly_session(cid)) == result
+        self.step()
+
+    @rule(b=st.integers(0, 99), i=st.integers(0, 999), stale=st.booleans())
+    def reset(self, b, i, stale):
+        """Move a branch to any commit, compare-and-swap against its head (or a stale one,
+        which must fail and move nothing)."""
+        branch = self.pick(sorted(self.branches), b)
+        target = self.pick(list(self.commits), i)  # creation order: ids vary between runs
+        head = self.branches[branch]
+        others = [c for c in self.commits if c != head]
+        if stale and others:
+            try:
+                self.repo.reset_branch(branch, target, expected=self.pick(others, i))
+            except zl.ConflictError:
+                assert self.repo.resolve(branch) == head
+                return
+            raise AssertionError("reset_branch with a stale expected head moved the branch")
+        assert self.repo.reset_branch(branch, target, expected=head) == target
+        self.branches[branch] = target
+        FIGURES["model: resets"] += 1
         self.step()
 
     # invariants -------------------------------------------------------------------------

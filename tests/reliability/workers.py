@@ -22,6 +22,7 @@ from typing import Any
 import zarr
 
 import zarrlake as zl
+from zarrlake.testing.faults import enable_from_env
 
 COUNTERS = 8
 COUNTER_KEY = "counters/c/{}"
@@ -63,6 +64,7 @@ def worker(
     """Run `n_txns` transactions (each retried until it commits) and record every attempt."""
     if faults:
         os.environ["ZARRLAKE_FAULTS"] = faults
+        enable_from_env()
     repo = zl.Repo.open(location, metastore=metastore)
     rng = random.Random(seed)
     acks: list[dict] = []
@@ -96,7 +98,10 @@ def worker(
             break
     injected = {"storage_errors": 0, "storage_lost": 0, "meta_errors": 0, "meta_lost": 0}
     if faults:
-        blobs, meta = repo.blobs.inner, repo.meta.inner  # Retrying(Faulty(raw))
+        blobs, meta = (
+            repo.context.object_store.inner,
+            repo.context.meta.inner,
+        )  # Retrying(Faulty(raw))
         injected = {
             "storage_errors": blobs.errors_injected,
             "storage_lost": blobs.responses_lost,

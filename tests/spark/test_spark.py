@@ -14,7 +14,6 @@ from pyspark.sql import functions as F
 
 import zarrlake as zl
 from tests.spark.counting import logged_chunks, register_counting
-from zarrlake.session import SessionRecord
 
 
 def _head(repo: zl.Repo, branch: str = "main") -> str:
@@ -22,9 +21,7 @@ def _head(repo: zl.Repo, branch: str = "main") -> str:
 
 
 def _session_status(repo: zl.Repo, session_id: str) -> str:
-    got = repo.meta.get(repo.sessions_partition, session_id.encode())
-    assert got is not None
-    return SessionRecord.decode(got[0]).status
+    return repo.session_info(session_id).status
 
 
 def _grid_df(spark, n: int, shape: tuple[int, ...], parts: int, names=("x", "y", "z")):

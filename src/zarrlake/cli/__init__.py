@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from zarrlake.cli import admin, data, history, refs, sessions
+from zarrlake.cli import admin, branches, data, history, lifecycle, sessions, ui
 from zarrlake.cli.context import Options, env_flag, parse_storage_option
 from zarrlake.errors import ZarrLakeError
 
@@ -86,9 +86,11 @@ def _global(
 
 admin.register(app)
 history.register(app)
-refs.register(app)
+branches.register(app)
 data.register(app)
 sessions.register(app)
+lifecycle.register(app)
+ui.register(app)
 
 _GLOBAL_VALUED = {
     "-r",

@@ -45,10 +45,8 @@ def fsck(
 
     Example: zarrlake -r ./myrepo fsck main
     """
-    from zarrlake.check import check_repo
-
     repo = options(ctx).open()
-    problems = [str(p) for p in check_repo(repo, ref)]
+    problems = [str(p) for p in repo.fsck(ref)]
     if json_out:
         print_json({"ref": ref, "ok": not problems, "problems": problems})
     elif problems:
@@ -64,21 +62,35 @@ def fsck(
 
 def demo(
     directory: Annotated[
-        Path, typer.Option("--dir", help="Where to build the demo repository (wiped first).")
+        Path,
+        typer.Option(
+            "--dir",
+            help="Where to build the demo repository: a new or empty directory, or one an "
+            "earlier demo made (replaced).",
+        ),
     ] = Path("demo-repo"),
     days: Annotated[int, typer.Option(min=3, max=366, help="Days of hourly data.")] = 30,
     small: Annotated[
         bool, typer.Option("--small", help="A small grid (for tests and slow machines).")
     ] = False,
+    json_out: Annotated[
+        bool,
+        typer.Option("--json", help="Print what happened as JSON (the story goes to stderr)."),
+    ] = False,
 ) -> None:
     """Run the product tour: Spark ingestion (one commit per day), tags and time travel,
-    concurrent writers and conflicts, a failed job that leaves no trace, and a summary.
+    concurrent writers and conflicts, a failed job that leaves no trace, a merge, and a
+    summary. Refuses a directory that holds anything but an earlier demo.
 
     Example: zarrlake demo --dir /tmp/demo --days 10 --small
     """
-    from zarrlake.demo import DemoConfig, run
+    from zarrlake.demo import DemoConfig, Narrator, run
 
-    run(DemoConfig.sized(directory=directory, days=days, small=small))
+    result = run(
+        DemoConfig.sized(directory=directory, days=days, small=small), Narrator(stderr=json_out)
+    )
+    if json_out:
+        print_json(result.to_json())
 
 
 def register(app: typer.Typer) -> None:

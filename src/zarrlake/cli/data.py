@@ -49,14 +49,14 @@ def ls(
     """
     session = options(ctx).open().readonly_session(ref)
     root = path.strip("/")
-    docs = {node_path(k): v for k, v in session.view.root.meta.items() if is_meta_key(k)}
+    docs = {node_path(k): v for k, v in session.metadata_documents().items()}
     nodes = [node_info(p, d) for p, d in sorted(docs.items()) if _under(p, root)]
     if not nodes:
         raise NotFoundError(f"no group or array {root!r} at {ref!r}")
     for n in nodes:
         if n["node_type"] == "array":
             prefix = n["path"] + "/" if n["path"] else ""
-            n["stored_chunks"] = sum(1 for k in session.view.keys(prefix) if not is_meta_key(k))
+            n["stored_chunks"] = sum(1 for k in session.list_prefix(prefix) if not is_meta_key(k))
     if json_out:
         print_json(nodes)
         return
@@ -150,7 +150,7 @@ def cat(
 
     session = options(ctx).open().readonly_session(ref)
     path = array.strip("/")
-    doc = session.view.root.meta.get(f"{path}/zarr.json" if path else "zarr.json")
+    doc = session.metadata_documents().get(f"{path}/zarr.json" if path else "zarr.json")
     if doc is None or json.loads(doc).get("node_type") != "array":
         raise NotFoundError(f"no array {path!r} at {ref!r}")
     arr = zarr.open_array(session.store, path=path, mode="r")

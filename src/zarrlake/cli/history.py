@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from zarrlake.cli.context import console, iso, options, print_json, short, when
-from zarrlake.diff import Diff
+from zarrlake.vc.diff import Diff
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print as JSON.")]
 
@@ -75,26 +75,94 @@ def print_diff(d: Diff) -> None:
     console.print(table)
 
 
+def graph_order(repo, head: str, limit: int | None) -> list:
+    """Commits reachable from `head` through every parent, children before parents and
+    otherwise newest first (git's --topo-order), at most `limit` of them."""
+    seen = {head: repo.commit_info(head)}
+    children: dict[str, int] = {}
+    todo = [head]
+    while todo and (limit is None or len(seen) < limit * 4 + 50):
+        for p in seen[todo.pop()].parent_ids:
+            children[p] = children.get(p, 0) + 1
+            if p not in seen:
+                seen[p] = repo.commit_info(p)
+                todo.append(p)
+    ready = [(-seen[head].timestamp.timestamp(), head)]
+    out = []
+    while ready and (limit is None or len(out) < limit):
+        ready.sort()
+        _, cid = ready.pop(0)
+        out.append(seen[cid])
+        for p in seen[cid].parent_ids:
+            children[p] -= 1
+            if children[p] == 0 and p in seen:
+                ready.append((-seen[p].timestamp.timestamp(), p))
+    return out
+
+
+def graph_lines(commits: list) -> list[tuple[str, object | None]]:
+    """(graph prefix, commit or None for a connector line): a small `git log --graph`."""
+    columns: list[str] = []
+    lines: list[tuple[str, object | None]] = []
+    for c in commits:
+        if c.id not in columns:
+            columns.append(c.id)
+        at = columns.index(c.id)
+        lines.append((" ".join("*" if j == at else "|" for j in range(len(columns))), c))
+        joined = [j for j, x in enumerate(columns) if x == c.id and j != at]
+        for j in reversed(joined):  # other lines waiting for this commit end here
+            del columns[j]
+        if joined:
+            lines.append((" ".join("|" for _ in columns) + "/" if columns else "/", None))
+        parents = list(c.parent_ids)
+        if not parents:
+            del columns[at]
+            continue
+        columns[at] = parents[0]
+        for extra, p in enumerate(parents[1:], start=1):
+            columns.insert(at + extra, p)
+            lines.append((" ".join("|" for _ in range(at + extra)) + "\\", None))
+    return lines
+
+
 def log(
     ctx: typer.Context,
-    ref: Annotated[str, typer.Argument(help="Branch, tag or commit id.")] = "main",
+    ref: Annotated[str, typer.Argument(help="Branch, tag, commit id or ref expression.")] = "main",
     limit: Annotated[int | None, typer.Option(min=0, help="Show at most N commits.")] = None,
+    graph: Annotated[
+        bool, typer.Option("--graph", help="Follow every parent and draw merges.")
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Show the commits reachable from REF, newest first.
+    """Show the commits reachable from REF along first parents, newest first (--graph: all
+    parents, drawn as a graph).
 
     Example: zarrlake -r ./myrepo log main --limit 5 --json
     """
-    commits = options(ctx).open().log(ref, limit=limit)
+    repo = options(ctx).open()
+    head = repo.resolve(ref)
+    commits = graph_order(repo, head, limit) if graph else repo.log(head, limit=limit)
     if json_out:
         print_json([commit_json(c) for c in commits])
+        return
+    if graph:
+        for prefix, c in graph_lines(commits):
+            if c is None:
+                console.print(escape(prefix), highlight=False)
+            else:
+                merge = " [magenta](merge)[/]" if len(c.parent_ids) > 1 else ""
+                console.print(
+                    f"{escape(prefix)} [yellow]{short(c.id)}[/]{merge} {escape(c.message)}",
+                    highlight=False,
+                )
         return
     table = Table(box=None, header_style="bold")
     for col in ("commit", "time", "author", "message"):
         table.add_column(col)
     for c in commits:
+        merge = " [magenta](merge)[/]" if len(c.parent_ids) > 1 else ""
         table.add_row(
-            f"[yellow]{short(c.id)}[/]",
+            f"[yellow]{short(c.id)}[/]{merge}",
             when(c.timestamp),
             escape(c.author or "-"),
             escape(c.message),
@@ -145,7 +213,128 @@ def diff(
     print_diff(d)
 
 
+def merge(
+    ctx: typer.Context,
+    source: Annotated[str, typer.Argument(help="Branch, tag or commit to merge in.")],
+    into: Annotated[str, typer.Option(help="The branch that receives the merge.")] = "main",
+    message: Annotated[str | None, typer.Option("-m", "--message", help="Merge message.")] = None,
+    author: Annotated[str | None, typer.Option(help="Author of the merge commit.")] = None,
+    on_conflict: Annotated[
+        str, typer.Option(help="fail | ours (into wins) | theirs (source wins), per chunk.")
+    ] = "fail",
+    ff: Annotated[
+        str, typer.Option("--ff", help="allow | never (always a merge commit) | only.")
+    ] = "allow",
+    json_out: JsonOpt = False,
+) -> None:
+    """Merge SOURCE into a branch: three-way, per chunk, against their merge base.
+
+    Example: zarrlake -r ./myrepo merge dev --into main -m "bring dev in"
+    """
+    repo = options(ctx).open()
+    before = repo.resolve(into)
+    cid = repo.merge(
+        source, into, message=message, author=author, on_conflict=on_conflict, fast_forward=ff
+    )
+    commit = repo.commit_info(cid)
+    kind = (
+        "up to date" if cid == before else "merge" if len(commit.parent_ids) > 1 else "fast-forward"
+    )
+    if json_out:
+        print_json({"branch": into, "commit": cid, "kind": kind, "previous": before})
+        return
+    console.print(f"{escape(into)}: {kind} {short(before)} -> [yellow]{short(cid)}[/]")
+
+
+def revert(
+    ctx: typer.Context,
+    commit: Annotated[str, typer.Argument(help="The commit to undo.")],
+    branch: Annotated[str, typer.Option(help="Branch to commit the revert on.")] = "main",
+    message: Annotated[str | None, typer.Option("-m", "--message", help="Message.")] = None,
+    author: Annotated[str | None, typer.Option(help="Author of the revert commit.")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Make a new commit on a branch undoing COMMIT's changes (later commits stay).
+
+    Example: zarrlake -r ./myrepo revert main~2 --branch main
+    """
+    repo = options(ctx).open()
+    target = repo.resolve(commit)
+    cid = repo.revert(target, branch, message=message, author=author)
+    if json_out:
+        print_json({"branch": branch, "commit": cid, "reverted": target})
+        return
+    console.print(f"{escape(branch)}: reverted {short(target)} in [yellow]{short(cid)}[/]")
+
+
+def reset(
+    ctx: typer.Context,
+    branch: Annotated[str, typer.Argument(help="The branch to move.")],
+    to: Annotated[str, typer.Argument(help="Branch, tag, commit id or ref expression.")],
+    expected: Annotated[
+        str | None, typer.Option(help="Move only if the branch is at this commit now.")
+    ] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Move BRANCH to any commit (compare-and-swap against --expected).
+
+    Example: zarrlake -r ./myrepo reset main main~1 --expected 3f2a9c1b
+    """
+    repo = options(ctx).open()
+    before = repo.resolve(branch)
+    cid = repo.reset_branch(branch, to, expected=expected)
+    if json_out:
+        print_json({"branch": branch, "commit": cid, "previous": before})
+        return
+    console.print(f"{escape(branch)}: {short(before)} -> [yellow]{short(cid)}[/]")
+
+
+def blame(
+    ctx: typer.Context,
+    array: Annotated[str, typer.Argument(help="Array path, e.g. weather/t2m.")],
+    coords: Annotated[list[int], typer.Argument(help="Chunk coordinates, e.g. 1 0.")],
+    ref: Annotated[str, typer.Option(help="Branch, tag or commit to look from.")] = "main",
+    json_out: JsonOpt = False,
+) -> None:
+    """Show the commit that last wrote one chunk of an array.
+
+    Example: zarrlake -r ./myrepo blame weather/t2m 1 0 --ref main
+    """
+    c = options(ctx).open().blame(array, tuple(coords), ref=ref)
+    if json_out:
+        print_json({"array": array, "chunk": list(coords), "commit": commit_json(c)})
+        return
+    where = ",".join(map(str, coords))
+    console.print(
+        f"{escape(array)} chunk ({where}): [yellow]{short(c.id)}[/] {when(c.timestamp)} "
+        f"{escape(c.author or '-')}  {escape(c.message)}",
+        highlight=False,
+    )
+
+
+def merge_base(
+    ctx: typer.Context,
+    a: Annotated[str, typer.Argument(metavar="A", help="A ref.")],
+    b: Annotated[str, typer.Argument(metavar="B", help="Another ref.")],
+    json_out: JsonOpt = False,
+) -> None:
+    """Print the best common ancestor of A and B.
+
+    Example: zarrlake -r ./myrepo merge-base main dev
+    """
+    cid = options(ctx).open().merge_base(a, b)
+    if json_out:
+        print_json({"merge_base": cid})
+        return
+    console.print(cid, highlight=False)
+
+
 def register(app: typer.Typer) -> None:
     app.command()(log)
     app.command()(show)
     app.command()(diff)
+    app.command()(merge)
+    app.command("merge-base")(merge_base)
+    app.command()(revert)
+    app.command()(reset)
+    app.command()(blame)

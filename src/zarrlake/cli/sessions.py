@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Annotated
 
 import typer
@@ -11,8 +10,7 @@ from rich.table import Table
 
 from zarrlake.cli.context import console, iso, options, parse_duration, print_json, short, when
 from zarrlake.cli.history import diff_json, print_diff
-from zarrlake.errors import InvalidInputError, NotFoundError
-from zarrlake.session import OPEN, SessionRecord
+from zarrlake.repo import SessionInfo
 
 sessions_app = typer.Typer(
     help="List, inspect, abandon or extend open sessions (default: list).\n\n"
@@ -24,12 +22,12 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print as JSON.")]
 IdArg = Annotated[str, typer.Argument(metavar="ID", help="Session id (from 'sessions list').")]
 
 
-def record_json(rec: SessionRecord) -> dict:
+def record_json(rec: SessionInfo) -> dict:
     return {
         "id": rec.id,
         "branch": rec.branch,
         "base": rec.base,
-        "status": status_of(rec),
+        "status": rec.status,
         "created": iso(rec.created),
         "expires_at": iso(rec.expires_at),
         "message": rec.message,
@@ -37,19 +35,6 @@ def record_json(rec: SessionRecord) -> dict:
         "isolation": rec.isolation,
         "commit": rec.commit,
     }
-
-
-def status_of(rec: SessionRecord) -> str:
-    return "expired" if rec.status == OPEN and rec.expires_at < time.time() else rec.status
-
-
-def _record(repo, session_id: str) -> SessionRecord:
-    if not session_id or len(session_id) > 64:
-        raise InvalidInputError(f"invalid session id {session_id!r}")
-    got = repo.meta.get(repo.sessions_partition, session_id.encode())
-    if got is None:
-        raise NotFoundError(f"no session {session_id!r}")
-    return SessionRecord.decode(got[0])
 
 
 def _list(ctx: typer.Context, branch: str | None, json_out: bool) -> None:
@@ -105,8 +90,8 @@ def show(ctx: typer.Context, session_id: IdArg, json_out: JsonOpt = False) -> No
     Example: zarrlake -r ./myrepo sessions show 3f2a9c0d1e2f3a4b5c6d
     """
     repo = options(ctx).open()
-    rec = _record(repo, session_id)
-    changes = repo.join_session(rec.id).changes() if status_of(rec) == OPEN else None
+    rec = repo.session_info(session_id)
+    changes = repo.join_session(rec.id).changes() if rec.status == "open" else None
     if json_out:
         out = record_json(rec)
         out["changes"] = diff_json(changes) if changes is not None else None

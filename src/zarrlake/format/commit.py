@@ -1,9 +1,9 @@
-"""Commit records: parents, snapshot, change set, message, author, time, session."""
+"""Commit records: parents, snapshot, change set, message, author, time, session, metadata."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 
 from zarrlake.errors import CorruptionError
@@ -19,6 +19,9 @@ class CommitRecord:
     author: str | None
     timestamp: float  # seconds since the epoch, UTC
     session_id: str | None
+    metadata: dict[str, str] = field(default_factory=dict)
+    """Caller-defined properties (e.g. a streaming query's id and batch), kept with the
+    commit; records without any encode as they always did."""
 
     @property
     def time(self) -> datetime:
@@ -27,6 +30,8 @@ class CommitRecord:
     def encode(self) -> tuple[str, bytes]:
         doc = asdict(self)
         doc["parents"] = list(self.parents)
+        if not self.metadata:
+            del doc["metadata"]
         return envelope.encode(envelope.KIND_COMMIT, json.dumps(doc, sort_keys=True).encode())
 
     @classmethod

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from zarrlake.format import columns, envelope
-from zarrlake.format.refs import ChunkRef, RefKind
+from zarrlake.format.chunk_ref import ChunkRef, RefKind
 
 TARGET_ENTRIES = 4096
 """Ranges are split into pieces of this many entries once they exceed twice as many."""

@@ -6,7 +6,7 @@ import struct
 from dataclasses import dataclass
 
 from zarrlake.errors import CorruptionError
-from zarrlake.format.refs import ChunkRef, RefKind
+from zarrlake.format.chunk_ref import ChunkRef, RefKind
 
 _HEAD = struct.Struct("<BB8s32sQ")  # op, ref kind, writer, digest, length
 _DIGEST_AT = struct.calcsize("<BB8s")

@@ -3,15 +3,33 @@
 Modelled on lakeFS's "metadata on KV" design. Keys and values are bytes; keys order by
 byte value. Every write gives the key a new version token (an int that is never reused
 for that store), which `set_if` compares against.
+
+Three classes: `MetaStore` is the interface callers and wrappers type against;
+`MetaStoreBackend` checks every argument once and calls the few primitives a backend
+writes (`_get`, `_scan`, `_write`, `_set_if`, `_drop_partition`); `WrapperMetaStore`
+passes every call to an inner store, so a wrapper overrides only what it changes.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+
+from zarrlake.metastore.checks import (
+    check_expected,
+    check_items,
+    check_key,
+    check_limit,
+    check_partition,
+    check_value,
+    scan_range,
+)
 
 Item = tuple[bytes, bytes, int]
 """(key, value, version) as returned by `scan`."""
+
+PAGE_SIZE = 1000
+"""Rows fetched per round trip while a scan streams."""
 
 
 class MetaStore(ABC):
@@ -35,7 +53,8 @@ class MetaStore(ABC):
 
     @abstractmethod
     def set(self, partition: str, key: bytes, value: bytes) -> int:
-        """Write unconditionally; returns the new version."""
+        """Write unconditionally; returns the new version (library code writes through
+        set_many and set_if; this one sets up states in tests and tools)."""
 
     @abstractmethod
     def set_many(self, partition: str, items: Iterable[tuple[bytes, bytes | None]]) -> None:
@@ -59,3 +78,126 @@ class MetaStore(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.url!r})"
+
+
+def paged_scan(
+    fetch: Callable[[bytes, int], list[Item]], low: bytes, limit: int | None
+) -> Iterator[Item]:
+    """Stream a scan page by page (keyset pagination): `fetch(low, n)` returns up to n items
+    with key >= low, in order. Each page is fetched whole before it is yielded, so no read
+    transaction or lock is held while the caller works; a scan is therefore not one snapshot."""
+    remaining = limit
+    while remaining is None or remaining > 0:
+        size = PAGE_SIZE if remaining is None else min(PAGE_SIZE, remaining)
+        page = fetch(low, size)
+        yield from page
+        if len(page) < size:
+            return
+        if remaining is not None:
+            remaining -= len(page)
+        low = page[-1][0] + b"\x00"
+
+
+class MetaStoreBackend(MetaStore):
+    """A metastore backend: the public methods check their arguments (InvalidInputError for
+    bad ones) and call the primitives below with clean values."""
+
+    @abstractmethod
+    def _get(self, partition: str, key: bytes) -> tuple[bytes, int] | None:
+        """(value, version) of the key, or None."""
+
+    @abstractmethod
+    def _scan(self, partition: str, low: bytes, high: bytes | None, size: int) -> list[Item]:
+        """One page: up to `size` items with low <= key (< high, unless None), in order."""
+
+    @abstractmethod
+    def _write(
+        self, partition: str, writes: list[tuple[bytes, bytes]], deletes: list[bytes]
+    ) -> list[int]:
+        """In one transaction, delete `deletes` and write `writes` (both sorted by key, no key
+        twice); returns the new version of each write, in order."""
+
+    @abstractmethod
+    def _set_if(self, partition: str, key: bytes, value: bytes, expected: int | None) -> int:
+        """Compare-and-swap as `set_if`."""
+
+    @abstractmethod
+    def _drop_partition(self, partition: str) -> None:
+        """Delete every key of the partition."""
+
+    def get(self, partition: str, key: bytes) -> tuple[bytes, int] | None:
+        return self._get(check_partition(partition), check_key(key))
+
+    def scan(
+        self,
+        partition: str,
+        start: bytes = b"",
+        prefix: bytes | None = None,
+        limit: int | None = None,
+    ) -> Iterator[Item]:
+        check_partition(partition)
+        low, high = scan_range(start, prefix)
+        limit = check_limit(limit)
+        return paged_scan(lambda at, size: self._scan(partition, at, high, size), low, limit)
+
+    def set(self, partition: str, key: bytes, value: bytes) -> int:
+        check_partition(partition)
+        return self._write(partition, [(check_key(key), check_value(value))], [])[0]
+
+    def set_many(self, partition: str, items: Iterable[tuple[bytes, bytes | None]]) -> None:
+        check_partition(partition)
+        changes = check_items(items)
+        if changes:
+            writes = sorted((k, v) for k, v in changes.items() if v is not None)
+            self._write(partition, writes, sorted(k for k, v in changes.items() if v is None))
+
+    def delete(self, partition: str, key: bytes) -> None:
+        self._write(check_partition(partition), [], [check_key(key)])
+
+    def set_if(self, partition: str, key: bytes, value: bytes, expected: int | None) -> int:
+        check_partition(partition)
+        return self._set_if(partition, check_key(key), check_value(value), check_expected(expected))
+
+    def drop_partition(self, partition: str) -> None:
+        self._drop_partition(check_partition(partition))
+
+
+class WrapperMetaStore(MetaStore):
+    """Passes every call to `inner` (after zarr's WrapperStore); `inner` may be swapped."""
+
+    def __init__(self, inner: MetaStore) -> None:
+        self.inner = inner
+        self.url = inner.url
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.inner!r})"
+
+    def get(self, partition: str, key: bytes) -> tuple[bytes, int] | None:
+        return self.inner.get(partition, key)
+
+    def scan(
+        self,
+        partition: str,
+        start: bytes = b"",
+        prefix: bytes | None = None,
+        limit: int | None = None,
+    ) -> Iterator[Item]:
+        return self.inner.scan(partition, start, prefix, limit)
+
+    def set(self, partition: str, key: bytes, value: bytes) -> int:
+        return self.inner.set(partition, key, value)
+
+    def set_many(self, partition: str, items: Iterable[tuple[bytes, bytes | None]]) -> None:
+        self.inner.set_many(partition, items)
+
+    def delete(self, partition: str, key: bytes) -> None:
+        self.inner.delete(partition, key)
+
+    def set_if(self, partition: str, key: bytes, value: bytes, expected: int | None) -> int:
+        return self.inner.set_if(partition, key, value, expected)
+
+    def drop_partition(self, partition: str) -> None:
+        self.inner.drop_partition(partition)
+
+    def close(self) -> None:
+        self.inner.close()

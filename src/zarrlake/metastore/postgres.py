@@ -9,30 +9,20 @@ never be used, or even closed, by two processes.
 
 from __future__ import annotations
 
-import os
-import threading
-import weakref
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 from zarrlake.errors import (
+    BackendError,
     CASFailedError,
     ConfigurationError,
     InvalidInputError,
     TransientError,
 )
-from zarrlake.metastore import (
-    check_expected,
-    check_items,
-    check_key,
-    check_limit,
-    check_partition,
-    check_value,
-    paged_scan,
-    scan_range,
-)
-from zarrlake.metastore.base import Item, MetaStore
+from zarrlake.forksafe import PerProcess
+from zarrlake.metastore import register
+from zarrlake.metastore.base import Item, MetaStoreBackend
 
 try:
     import psycopg
@@ -63,21 +53,9 @@ _UPSERT_TAIL = (
     "version = EXCLUDED.version RETURNING version"
 )
 
-# Pools inherited across fork(): kept referenced so the child never closes the parent's
-# sockets (closing sends a Terminate message on the parent's session).
-_ABANDONED: list[Any] = []
-_STORES: weakref.WeakSet[PostgresMetaStore] = weakref.WeakSet()
-
-
-def _after_fork_in_child() -> None:
-    for store in list(_STORES):
-        store._lock = threading.Lock()
-        if store._pool is not None:
-            _ABANDONED.append(store._pool)
-            store._pool = None
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
+_SETUP_STATES = ("28", "3D", "42")
+"""SQLSTATE classes that mean the backend is set up wrongly: authorization, missing
+database, missing table or privilege."""
 
 
 def parse_postgres_url(url: str) -> tuple[dict[str, str], str]:
@@ -131,18 +109,15 @@ def _connect_problem(e: BaseException, params: dict[str, str]) -> str:
     return line.replace(password, "***") if password else line
 
 
-class PostgresMetaStore(MetaStore):
+class PostgresMetaStore(MetaStoreBackend):
     """A metastore in one PostgreSQL table, shared by every process that opens the URL."""
 
     def __init__(self, url: str) -> None:
         self.url = url
         self._params, self.where = parse_postgres_url(url)
-        self._lock = threading.Lock()
-        self._pool: psycopg_pool.ConnectionPool | None = None
-        self._pool_pid = 0
         self._closed = False
         self._ensure_schema()
-        _STORES.add(self)
+        self._pool = PerProcess(self._new_pool)  # opened on first use, again after fork
 
     def __repr__(self) -> str:
         return f"PostgresMetaStore({_redact(self.url)!r})"
@@ -177,42 +152,33 @@ class PostgresMetaStore(MetaStore):
         finally:
             conn.close()
 
-    def _get_pool(self) -> psycopg_pool.ConnectionPool:
-        pid = os.getpid()
-        pool = self._pool
-        if pool is not None and self._pool_pid == pid:
-            return pool
-        with self._lock:
-            if self._closed:
-                raise ConfigurationError(f"metastore {self!r} is closed")
-            if self._pool is not None and self._pool_pid != pid:
-                _ABANDONED.append(self._pool)  # forked: never touch the parent's pool
-                self._pool = None
-            if self._pool is None:
-                pool = psycopg_pool.ConnectionPool(
-                    conninfo="",
-                    kwargs={**self._params, "autocommit": True},
-                    min_size=1,
-                    max_size=POOL_MAX,
-                    timeout=POOL_TIMEOUT,
-                    num_workers=1,
-                    name=f"zarrlake-{self.where}",
-                    open=False,
-                )
-                pool.open(wait=False)
-                self._pool, self._pool_pid = pool, pid
-            return self._pool
+    def _new_pool(self) -> psycopg_pool.ConnectionPool:
+        if self._closed:
+            raise ConfigurationError(f"metastore {self!r} is closed")
+        pool = psycopg_pool.ConnectionPool(
+            conninfo="",
+            kwargs={**self._params, "autocommit": True},
+            min_size=1,
+            max_size=POOL_MAX,
+            timeout=POOL_TIMEOUT,
+            num_workers=1,
+            name=f"zarrlake-{self.where}",
+            open=False,
+        )
+        pool.open(wait=False)
+        return pool
 
     @contextmanager
     def _connection(self) -> Iterator[psycopg.Connection]:
-        pool = self._get_pool()
+        pool = self._pool.get()
         with self._errors(), pool.connection() as conn:
             yield conn
 
     @contextmanager
     def _errors(self, opening: bool = False) -> Iterator[None]:
         """Translate psycopg errors: lost connections, serialization failures and deadlocks
-        are transient; everything else (privileges, missing table, ...) is configuration."""
+        are transient; authorization, missing objects and privileges are configuration; the
+        rest (disk full, internal errors, ...) is a BackendError."""
         try:
             yield
         except psycopg.OperationalError as e:
@@ -223,26 +189,20 @@ class PostgresMetaStore(MetaStore):
         except psycopg.InterfaceError as e:
             raise TransientError(f"PostgreSQL at {self.where}: {e}") from None
         except psycopg.Error as e:
-            raise ConfigurationError(
-                f"PostgreSQL at {self.where}: {_connect_problem(e, self._params)}"
-            ) from None
+            problem = _connect_problem(e, self._params)
+            if opening or (e.sqlstate or "")[:2] in _SETUP_STATES:
+                raise ConfigurationError(f"PostgreSQL at {self.where}: {problem}") from None
+            raise BackendError(f"PostgreSQL at {self.where}: {problem}") from None
 
     def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            pool, self._pool = self._pool, None
+        self._closed = True
+        pool = self._pool.take()
         if pool is not None:
-            if self._pool_pid == os.getpid():
-                pool.close()
-            else:
-                _ABANDONED.append(pool)
-        _STORES.discard(self)
+            pool.close()
 
-    # operations --------------------------------------------------------------------------
+    # primitives --------------------------------------------------------------------------
 
-    def get(self, partition: str, key: bytes) -> tuple[bytes, int] | None:
-        check_partition(partition)
-        check_key(key)
+    def _get(self, partition: str, key: bytes) -> tuple[bytes, int] | None:
         with self._connection() as conn:
             row = conn.execute(
                 f"SELECT value, version FROM {TABLE} WHERE partition = %s AND key = %s",
@@ -250,80 +210,40 @@ class PostgresMetaStore(MetaStore):
             ).fetchone()
         return None if row is None else (bytes(row[0]), row[1])
 
-    def scan(
-        self,
-        partition: str,
-        start: bytes = b"",
-        prefix: bytes | None = None,
-        limit: int | None = None,
-    ) -> Iterator[Item]:
-        check_partition(partition)
-        low, high = scan_range(start, prefix)
-        limit = check_limit(limit)
-        return self._scan(partition, low, high, limit)
-
-    def _scan(
-        self, partition: str, low: bytes, high: bytes | None, limit: int | None
-    ) -> Iterator[Item]:
+    def _scan(self, partition: str, low: bytes, high: bytes | None, size: int) -> list[Item]:
         sql = f"SELECT key, value, version FROM {TABLE} WHERE partition = %s AND key >= %s"
         if high is not None:
             sql += " AND key < %s"
-        sql += " ORDER BY key LIMIT %s"
+        args = (partition, low) + ((high,) if high is not None else ()) + (size,)
+        with self._connection() as conn:  # back to the pool before the caller sees a row
+            rows = conn.execute(sql + " ORDER BY key LIMIT %s", args).fetchall()
+        return [(bytes(k), bytes(v), ver) for k, v, ver in rows]
 
-        def fetch(start: bytes, size: int) -> list[Item]:
-            args = (partition, start) + ((high,) if high is not None else ()) + (size,)
-            with self._connection() as conn:  # back to the pool before the caller sees a row
-                rows = conn.execute(sql, args).fetchall()
-            return [(bytes(k), bytes(v), ver) for k, v, ver in rows]
-
-        return paged_scan(fetch, low, limit)
-
-    def set(self, partition: str, key: bytes, value: bytes) -> int:
-        check_partition(partition)
-        check_key(key)
-        value = check_value(value)
+    def _write(
+        self, partition: str, writes: list[tuple[bytes, bytes]], deletes: list[bytes]
+    ) -> list[int]:
         with self._connection() as conn:
-            row = conn.execute(
-                f"INSERT INTO {TABLE} (partition, key, value, version) "
-                f"VALUES (%s, %s, %s, nextval('{SEQUENCE}')) {_UPSERT_TAIL}",
-                (partition, key, value),
-            ).fetchone()
-        assert row is not None
-        return row[0]
-
-    def set_many(self, partition: str, items: Iterable[tuple[bytes, bytes | None]]) -> None:
-        check_partition(partition)
-        changes = check_items(items)
-        writes = sorted((k, v) for k, v in changes.items() if v is not None)
-        deletes = sorted(k for k, v in changes.items() if v is None)
-        if not changes:
-            return
-        with self._connection() as conn, conn.transaction():
-            if deletes:
-                conn.execute(
-                    f"DELETE FROM {TABLE} WHERE partition = %s AND key = ANY(%s)",
-                    (partition, deletes),
-                )
-            if writes:
-                conn.execute(
+            # One statement commits on its own (autocommit); two need a transaction.
+            both = conn.transaction() if writes and deletes else nullcontext()
+            with both:
+                if deletes:
+                    conn.execute(
+                        f"DELETE FROM {TABLE} WHERE partition = %s AND key = ANY(%s)",
+                        (partition, deletes),
+                    )
+                if not writes:
+                    return []
+                rows = conn.execute(
                     f"INSERT INTO {TABLE} (partition, key, value, version) "
                     f"SELECT %s, k, v, nextval('{SEQUENCE}') "
                     "FROM unnest(%s::bytea[], %s::bytea[]) AS t(k, v) ORDER BY k "
-                    f"{_UPSERT_TAIL}",
+                    f"{_UPSERT_TAIL}, key",
                     (partition, [k for k, _ in writes], [v for _, v in writes]),
-                )
+                ).fetchall()
+        versions = {bytes(k): version for version, k in rows}
+        return [versions[k] for k, _ in writes]
 
-    def delete(self, partition: str, key: bytes) -> None:
-        check_partition(partition)
-        check_key(key)
-        with self._connection() as conn:
-            conn.execute(f"DELETE FROM {TABLE} WHERE partition = %s AND key = %s", (partition, key))
-
-    def set_if(self, partition: str, key: bytes, value: bytes, expected: int | None) -> int:
-        check_partition(partition)
-        check_key(key)
-        value = check_value(value)
-        expected = check_expected(expected)
+    def _set_if(self, partition: str, key: bytes, value: bytes, expected: int | None) -> int:
         with self._connection() as conn:
             if expected is None:
                 row = conn.execute(
@@ -344,7 +264,10 @@ class PostgresMetaStore(MetaStore):
             raise CASFailedError(f"{partition}/{key!r}: version is no longer {expected}")
         return row[0]
 
-    def drop_partition(self, partition: str) -> None:
-        check_partition(partition)
+    def _drop_partition(self, partition: str) -> None:
         with self._connection() as conn:
             conn.execute(f"DELETE FROM {TABLE} WHERE partition = %s", (partition,))
+
+
+register("postgresql", PostgresMetaStore)
+register("postgres", PostgresMetaStore)

@@ -12,29 +12,21 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import parse_qsl
 
 from zarrlake.errors import (
+    BackendError,
     CASFailedError,
     ConfigurationError,
     InvalidInputError,
     TransientError,
 )
-from zarrlake.metastore import (
-    check_expected,
-    check_items,
-    check_key,
-    check_limit,
-    check_partition,
-    check_value,
-    paged_scan,
-    scan_range,
-)
-from zarrlake.metastore.base import Item, MetaStore
+from zarrlake.forksafe import PerProcess
+from zarrlake.metastore import register
+from zarrlake.metastore.base import Item, MetaStoreBackend
 
 BUSY_TIMEOUT = 30.0
 """Seconds a write waits for another writer's lock before raising TransientError."""
@@ -46,36 +38,61 @@ _SCHEMA = (
     "version INTEGER NOT NULL)",
     "INSERT OR IGNORE INTO counter (id, version) VALUES (0, 0)",
 )
+_UPSERT = "INSERT OR REPLACE INTO kv (partition, key, value, version) VALUES (?, ?, ?, ?)"
 
 _SYNCHRONOUS = {"normal": "NORMAL", "full": "FULL"}
 
-# Connections inherited across fork(): kept referenced forever so that the child never
-# closes them (closing would touch the parent's locks and files).
-_INHERITED: list[Any] = []
-_STORES: weakref.WeakSet[SqliteMetaStore] = weakref.WeakSet()
-
-# Threads of one process take turns on a database through a Python lock: waiting in
-# SQLite's busy handler instead sleeps in growing steps (up to 100 ms) and serialises
-# badly. Processes still meet at SQLite's own lock.
-_WRITE_LOCKS: dict[str, threading.Lock] = {}
-_WRITE_LOCKS_GUARD = threading.Lock()
+_BUSY = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
+_SETUP = {
+    sqlite3.SQLITE_CANTOPEN,
+    sqlite3.SQLITE_PERM,
+    sqlite3.SQLITE_READONLY,
+    sqlite3.SQLITE_AUTH,
+}
 
 
-def _write_lock(path: str) -> threading.Lock:
-    with _WRITE_LOCKS_GUARD:
-        return _WRITE_LOCKS.setdefault(path, threading.Lock())
+class _WriteLocks:
+    """Threads of one process take turns on a database through a Python lock: waiting in
+    SQLite's busy handler instead sleeps in growing steps (up to 100 ms) and serialises
+    badly. Processes still meet at SQLite's own lock."""
+
+    def __init__(self) -> None:
+        self.guard = threading.Lock()
+        self.locks: dict[str, threading.Lock] = {}
+
+    def of(self, path: str) -> threading.Lock:
+        with self.guard:
+            return self.locks.setdefault(path, threading.Lock())
 
 
-def _after_fork_in_child() -> None:
-    global _WRITE_LOCKS_GUARD
-    _WRITE_LOCKS_GUARD = threading.Lock()
-    _WRITE_LOCKS.clear()
-    for store in list(_STORES):
-        store._lock = threading.Lock()  # another thread may have held it at the fork
-        store._forget_connections()
+_WRITE_LOCKS = PerProcess(_WriteLocks)
 
 
-os.register_at_fork(after_in_child=_after_fork_in_child)
+class _Connections:
+    """One process's connections to one database: one per thread, closed when their thread
+    has ended or the store closes. A forked child gets a new set (see zarrlake.forksafe)."""
+
+    def __init__(self) -> None:
+        self.local = threading.local()
+        self.lock = threading.Lock()
+        self.all: list[tuple[threading.Thread, sqlite3.Connection]] = []
+
+    def add(self, conn: sqlite3.Connection) -> None:
+        with self.lock:  # close the connections of threads that have ended
+            alive = []
+            for thread, other in self.all:
+                if thread.is_alive():
+                    alive.append((thread, other))
+                else:
+                    other.close()
+            self.all = [*alive, (threading.current_thread(), conn)]
+        self.local.conn = conn
+
+    def close(self) -> None:
+        with self.lock:
+            for _, conn in self.all:
+                conn.close()
+            self.all = []
 
 
 def parse_sqlite_url(url: str) -> tuple[str, str]:
@@ -111,17 +128,14 @@ def parse_sqlite_url(url: str) -> tuple[str, str]:
     return os.path.abspath(path), sync
 
 
-class SqliteMetaStore(MetaStore):
+class SqliteMetaStore(MetaStoreBackend):
     """A metastore in one SQLite file; one connection per thread and process."""
 
     def __init__(self, url: str) -> None:
         self.url = url
         self.path, self.synchronous = parse_sqlite_url(url)
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        self._conns: list[tuple[int, threading.Thread, sqlite3.Connection]] = []
         self._closed = False
-        _STORES.add(self)
+        self._conns = PerProcess(_Connections)
         self._conn()  # fail now, naming the path, if the file cannot be opened
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -132,19 +146,14 @@ class SqliteMetaStore(MetaStore):
     # connections -------------------------------------------------------------------------
 
     def _conn(self) -> sqlite3.Connection:
-        pid = os.getpid()
-        local = self._local
-        if getattr(local, "pid", None) == pid:
-            return local.conn
+        conns = self._conns.get()
+        conn = getattr(conns.local, "conn", None)
+        if conn is not None:
+            return conn
         if self._closed:
             raise ConfigurationError(f"metastore {self.url} is closed")
-        if getattr(local, "pid", None) is not None:  # forked: leave the parent's alone
-            self._forget_connections()
         conn = self._connect()
-        with self._lock:
-            self._reap_dead_threads(pid)
-            self._conns.append((pid, threading.current_thread(), conn))
-        local.pid, local.conn = pid, conn
+        conns.add(conn)
         return conn
 
     def _connect(self) -> sqlite3.Connection:
@@ -160,7 +169,7 @@ class SqliteMetaStore(MetaStore):
         except sqlite3.Error as e:
             raise ConfigurationError(f"cannot open SQLite metastore {self.path}: {e}") from None
         try:
-            with self._errors():
+            with self._errors(opening=True):
                 conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
                 mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                 if mode.lower() != "wal":
@@ -189,59 +198,51 @@ class SqliteMetaStore(MetaStore):
                 conn.execute("ROLLBACK")
             raise
 
-    def _reap_dead_threads(self, pid: int) -> None:
-        """Close connections of threads that have ended (called with the lock held)."""
-        alive = []
-        for entry in self._conns:
-            if entry[0] == pid and not entry[1].is_alive():
-                entry[2].close()
-            else:
-                alive.append(entry)
-        self._conns = alive
-
-    def _forget_connections(self) -> None:
-        """After fork: park every inherited connection where nothing will close it."""
-        pid = os.getpid()
-        with self._lock:
-            _INHERITED.extend(c for p, _, c in self._conns if p != pid)
-            self._conns = [e for e in self._conns if e[0] == pid]
-        self._local = threading.local()
-
     def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            pid = os.getpid()
-            for p, _, conn in self._conns:
-                if p == pid:
-                    conn.close()
-                else:
-                    _INHERITED.append(conn)
-            self._conns = []
-        self._local = threading.local()
-        _STORES.discard(self)
+        self._closed = True
+        conns = self._conns.take()
+        if conns is not None:
+            conns.close()
+
+    def vacuum(self, min_free: int = 1 << 20) -> int:
+        """Give pages freed by deleted rows (dropped staged records) back to the file system
+        when at least `min_free` bytes are free; returns the bytes the file shrank by."""
+        conn = self._conn()
+        with _WRITE_LOCKS.get().of(self.path), self._errors():
+            page = conn.execute("PRAGMA page_size").fetchone()[0]
+            free = conn.execute("PRAGMA freelist_count").fetchone()[0] * page
+            if free < min_free:
+                return 0
+            before = os.path.getsize(self.path)
+            conn.execute("VACUUM")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            return max(0, before - os.path.getsize(self.path))
 
     # errors and transactions -------------------------------------------------------------
 
     @contextmanager
-    def _errors(self) -> Iterator[None]:
-        """Translate sqlite3 errors: a busy database is transient, the rest configuration."""
+    def _errors(self, opening: bool = False) -> Iterator[None]:
+        """Translate sqlite3 errors: a busy database is transient; a file that cannot be
+        opened or used as a database is configuration; the rest (disk full, I/O error, a
+        damaged file) is a BackendError."""
         try:
             yield
-        except sqlite3.OperationalError as e:
+        except sqlite3.Error as e:
+            code = (getattr(e, "sqlite_errorcode", None) or 0) & 0xFF
             text = str(e)
-            if "locked" in text or "busy" in text:
+            if code in _BUSY or "locked" in text or "busy" in text:
                 raise TransientError(
                     f"SQLite metastore {self.path} stayed locked for {BUSY_TIMEOUT:.0f} s: {text}"
                 ) from None
-            raise ConfigurationError(f"SQLite metastore {self.path}: {text}") from None
-        except sqlite3.Error as e:
-            raise ConfigurationError(f"SQLite metastore {self.path}: {e}") from None
+            if opening or code in _SETUP:
+                raise ConfigurationError(f"SQLite metastore {self.path}: {text}") from None
+            raise BackendError(f"SQLite metastore {self.path}: {text}") from None
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
         """A write transaction holding the database's write lock from the start."""
         conn = self._conn()
-        with _write_lock(self.path), self._errors():
+        with _WRITE_LOCKS.get().of(self.path), self._errors():
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn
@@ -258,11 +259,9 @@ class SqliteMetaStore(MetaStore):
             "UPDATE counter SET version = version + ? WHERE id = 0 RETURNING version", (n,)
         ).fetchone()[0]
 
-    # operations --------------------------------------------------------------------------
+    # primitives --------------------------------------------------------------------------
 
-    def get(self, partition: str, key: bytes) -> tuple[bytes, int] | None:
-        check_partition(partition)
-        check_key(key)
+    def _get(self, partition: str, key: bytes) -> tuple[bytes, int] | None:
         conn = self._conn()
         with self._errors():
             row = conn.execute(
@@ -270,79 +269,35 @@ class SqliteMetaStore(MetaStore):
             ).fetchone()
         return None if row is None else (row[0], row[1])
 
-    def scan(
-        self,
-        partition: str,
-        start: bytes = b"",
-        prefix: bytes | None = None,
-        limit: int | None = None,
-    ) -> Iterator[Item]:
-        check_partition(partition)
-        low, high = scan_range(start, prefix)
-        limit = check_limit(limit)
-        return self._scan(partition, low, high, limit)
-
-    def _scan(
-        self, partition: str, low: bytes, high: bytes | None, limit: int | None
-    ) -> Iterator[Item]:
+    def _scan(self, partition: str, low: bytes, high: bytes | None, size: int) -> list[Item]:
         sql = "SELECT key, value, version FROM kv WHERE partition = ? AND key >= ?"
         if high is not None:
             sql += " AND key < ?"
-        sql += " ORDER BY key LIMIT ?"
+        args = (partition, low) + ((high,) if high is not None else ()) + (size,)
+        conn = self._conn()
+        with self._errors():
+            return conn.execute(sql + " ORDER BY key LIMIT ?", args).fetchall()
 
-        def fetch(start: bytes, size: int) -> list[Item]:
-            args = (partition, start) + ((high,) if high is not None else ()) + (size,)
-            with self._errors():
-                return self._conn().execute(sql, args).fetchall()
-
-        return paged_scan(fetch, low, limit)
-
-    def set(self, partition: str, key: bytes, value: bytes) -> int:
-        check_partition(partition)
-        check_key(key)
-        value = check_value(value)
-        with self._write() as conn:
-            version = self._next_versions(conn, 1)
-            conn.execute(
-                "INSERT OR REPLACE INTO kv (partition, key, value, version) VALUES (?, ?, ?, ?)",
-                (partition, key, value, version),
-            )
-        return version
-
-    def set_many(self, partition: str, items: Iterable[tuple[bytes, bytes | None]]) -> None:
-        check_partition(partition)
-        changes = check_items(items)
-        writes = sorted((k, v) for k, v in changes.items() if v is not None)
-        deletes = sorted(k for k, v in changes.items() if v is None)
-        if not changes:
-            return
-        with self._write() as conn:
+    def _write(
+        self, partition: str, writes: list[tuple[bytes, bytes]], deletes: list[bytes]
+    ) -> list[int]:
+        with self._transaction() as conn:
             if deletes:
                 conn.executemany(
                     "DELETE FROM kv WHERE partition = ? AND key = ?",
                     [(partition, k) for k in deletes],
                 )
-            if writes:
-                last = self._next_versions(conn, len(writes))
-                first = last - len(writes) + 1
-                conn.executemany(
-                    "INSERT OR REPLACE INTO kv (partition, key, value, version) "
-                    "VALUES (?, ?, ?, ?)",
-                    [(partition, k, v, first + i) for i, (k, v) in enumerate(writes)],
-                )
+            if not writes:
+                return []
+            first = self._next_versions(conn, len(writes)) - len(writes) + 1
+            versions = list(range(first, first + len(writes)))
+            conn.executemany(
+                _UPSERT, [(partition, k, v, n) for (k, v), n in zip(writes, versions, strict=True)]
+            )
+        return versions
 
-    def delete(self, partition: str, key: bytes) -> None:
-        check_partition(partition)
-        check_key(key)
-        with self._write() as conn:
-            conn.execute("DELETE FROM kv WHERE partition = ? AND key = ?", (partition, key))
-
-    def set_if(self, partition: str, key: bytes, value: bytes, expected: int | None) -> int:
-        check_partition(partition)
-        check_key(key)
-        value = check_value(value)
-        expected = check_expected(expected)
-        with self._write() as conn:
+    def _set_if(self, partition: str, key: bytes, value: bytes, expected: int | None) -> int:
+        with self._transaction() as conn:
             row = conn.execute(
                 "SELECT version FROM kv WHERE partition = ? AND key = ?", (partition, key)
             ).fetchone()
@@ -352,13 +307,12 @@ class SqliteMetaStore(MetaStore):
                     f"{partition}/{key!r}: expected version {expected}, found {found}"
                 )
             version = self._next_versions(conn, 1)
-            conn.execute(
-                "INSERT OR REPLACE INTO kv (partition, key, value, version) VALUES (?, ?, ?, ?)",
-                (partition, key, value, version),
-            )
+            conn.execute(_UPSERT, (partition, key, value, version))
         return version
 
-    def drop_partition(self, partition: str) -> None:
-        check_partition(partition)
-        with self._write() as conn:
+    def _drop_partition(self, partition: str) -> None:
+        with self._transaction() as conn:
             conn.execute("DELETE FROM kv WHERE partition = ?", (partition,))
+
+
+register("sqlite", SqliteMetaStore)

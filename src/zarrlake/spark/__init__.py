@@ -9,6 +9,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from zarrlake.errors import InvalidInputError, NotFoundError, SessionClosedError
+from zarrlake.spark.errors import zarrlake_errors
+from zarrlake.spark.gc import gc
+from zarrlake.spark.handles import SessionHandle
+from zarrlake.spark.layout import CHUNKS, layout_of
 from zarrlake.spark.source import ZarrLakeSource
 
 if TYPE_CHECKING:
@@ -16,7 +20,7 @@ if TYPE_CHECKING:
 
     from zarrlake.session import Session
 
-__all__ = ["ZarrLakeSource", "map_regions", "register", "write_array"]
+__all__ = ["ZarrLakeSource", "gc", "map_regions", "register", "write_array", "zarrlake_errors"]
 
 CHUNK_COLUMN = "__zarrlake_chunk"
 
@@ -80,7 +84,8 @@ def write_array(
     """Write `df` (dimension columns + value column(s)) into array(s) of the repository at
     `repo` on `branch` as one commit. Rows are first repartitioned by chunk, so every chunk
     has exactly one writer. Other keyword options are data source options (metastore,
-    storage options, author, shape/chunks/dtype/dims to create the array)."""
+    storage options, author, layout, shape/chunks/dtype/dims to create the array).
+    zarrlake errors (ConflictError, InvalidInputError, ...) arrive as themselves."""
     from pyspark.sql import functions as F
 
     from zarrlake.spark import options as opts
@@ -104,22 +109,24 @@ def write_array(
             f"{paths[0]!r} (columns {df.columns})"
         )
     grid = [max(1, math.ceil(s / c)) for s, c in zip(shape, chunks, strict=True)]
+    per_row = [1] * len(chunks) if layout_of(given) == CHUNKS else chunks
     chunk_id = F.lit(0).cast("long")
-    for d, c, stride in zip(dims, chunks, _strides(grid), strict=True):
+    for d, c, stride in zip(dims, per_row, _strides(grid), strict=True):
         chunk_id = chunk_id + (F.col(f"`{d}`").cast("long") / F.lit(c)).cast("long") * stride
     n = partitions or max(
         1, min(math.prod(grid), 4 * df.sparkSession.sparkContext.defaultParallelism)
     )
     register(df.sparkSession)
-    (
-        df.withColumn(CHUNK_COLUMN, chunk_id)
-        .repartition(n, CHUNK_COLUMN)
-        .drop(CHUNK_COLUMN)
-        .write.format("zarrlake")
-        .mode(mode)
-        .options(**given)
-        .save()
-    )
+    with zarrlake_errors():
+        (
+            df.withColumn(CHUNK_COLUMN, chunk_id)
+            .repartition(n, CHUNK_COLUMN)
+            .drop(CHUNK_COLUMN)
+            .write.format("zarrlake")
+            .mode(mode)
+            .options(**given)
+            .save()
+        )
 
 
 def _strides(grid: list[int]) -> list[int]:
@@ -148,8 +155,12 @@ def map_regions[R, T](
         return []
     n = num_slices or min(len(items), 2 * spark.sparkContext.defaultParallelism)
 
-    def run(part: Iterator[R]) -> Iterator[T]:
-        for region in part:
-            yield fn(session, region)
+    handle = SessionHandle(session)
 
-    return spark.sparkContext.parallelize(items, n).mapPartitions(run).collect()
+    def run(part: Iterator[R]) -> Iterator[T]:
+        joined = handle.session  # once per Python worker and session, not per task
+        for region in part:
+            yield fn(joined, region)
+
+    with zarrlake_errors():
+        return spark.sparkContext.parallelize(items, n).mapPartitions(run).collect()

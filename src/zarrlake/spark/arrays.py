@@ -41,6 +41,33 @@ _WIDENED = {"uint8": "int16", "uint16": "int32", "uint32": "int64"}
 """Unsigned dtypes are read as the next wider signed Spark type."""
 INTEGER_TYPES = (ByteType, ShortType, IntegerType, LongType)
 
+_NUMPY_OF_SPARK = {
+    "boolean": "bool",
+    "tinyint": "int8",
+    "smallint": "int16",
+    "int": "int32",
+    "bigint": "int64",
+    "float": "float32",
+    "double": "float64",
+}
+
+
+def check_value_type(column: str, data_type: DataType, info: ArrayInfo) -> None:
+    """InvalidInputError unless Spark values of `data_type` cast to the array's dtype
+    without changing kind."""
+    source = _NUMPY_OF_SPARK.get(data_type.simpleString())
+    target = np.dtype(info.dtype)
+    widened = target.kind == "u" and source == _WIDENED.get(str(target))  # as read back
+    ok = source is not None and (
+        (np.can_cast(source, target, casting="same_kind") or widened)
+        and not (isinstance(data_type, BooleanType) and target.kind != "b")
+    )
+    if not ok:
+        raise InvalidInputError(
+            f"value column {column!r} has type {data_type.simpleString()}, which does not "
+            f"fit array {info.path!r} of dtype {info.dtype}"
+        )
+
 
 @dataclass(frozen=True)
 class ArrayInfo:
@@ -109,6 +136,20 @@ def open_array(session: Session, path: str, *, ref: str) -> zarr.Array:
     if not isinstance(node, zarr.Array):
         raise InvalidInputError(f"{path!r} at {ref!r} is a group, not an array")
     return node
+
+
+def cast_values(values: np.ndarray, dtype: str, what: str) -> np.ndarray:
+    """`values` as `dtype`; InvalidInputError naming `what` if an integer does not fit."""
+    target = np.dtype(dtype)
+    if values.dtype == target:
+        return values
+    if target.kind in "iu" and values.dtype.kind in "iu" and values.size:
+        info = np.iinfo(target)
+        low, high = values.min(), values.max()
+        if low < info.min or high > info.max:
+            bad = low if low < info.min else high
+            raise InvalidInputError(f"{what} holds {bad}, outside the range of {dtype}")
+    return values.astype(target)
 
 
 def creation_options(options: Mapping[str, str]) -> dict | None:

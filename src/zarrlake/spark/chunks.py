@@ -57,11 +57,12 @@ def write_chunks(
     values: np.ndarray,
     *,
     replace: bool,
-) -> list[str]:
+    done: set[tuple[int, ...]] = frozenset(),  # type: ignore[assignment]
+) -> list[tuple[int, ...]]:
     """Write `values` at `index` (one array per dimension) chunk by chunk; returns the chunk
-    keys written. A chunk the rows do not fully cover keeps its other stored values, or with
-    `replace` gets the fill value there."""
-    keys = []
+    coordinates written. A chunk the rows do not fully cover keeps its other stored values,
+    or with `replace` gets the fill value there (unless this task already wrote it: `done`)."""
+    written = []
     fill = array.fill_value
     for coords, rows in group_by_chunk(info, index):
         box = chunk_box(info, coords)
@@ -72,11 +73,11 @@ def write_chunks(
         covered = len(rows) >= size and bool(np.bincount(flat, minlength=size).all())
         if covered:
             block = np.empty(shape, dtype=array.dtype)
-        elif replace:
+        elif replace and coords not in done:
             block = np.full(shape, fill, dtype=array.dtype)
         else:
             block = np.asarray(array[box])
         block.reshape(-1)[flat] = values[rows]
         array[box] = block
-        keys.append(info.chunk_key(array, coords))
-    return keys
+        written.append(coords)
+    return written

@@ -23,6 +23,7 @@ from pyspark.sql.datasource import (
 
 from zarrlake.session import Session
 from zarrlake.spark.arrays import ArrayInfo, open_array
+from zarrlake.spark.handles import SessionHandle
 
 DEFAULT_PARTITION_BYTES = 16 << 20
 BATCH_ROWS = 1 << 18
@@ -51,19 +52,25 @@ class ZarrLakeReader(DataSourceReader):
         partition_rows: int | None = None,
         partition_bytes: int | None = None,
     ) -> None:
-        self.session = session
+        self.handle = SessionHandle(session)
         self.info = info
-        row_bytes = 8 * len(info.dims) + np.dtype(info.dtype).itemsize
+        row_bytes = self.row_bytes(info)
         self.partition_rows = partition_rows or max(
             1, (partition_bytes or DEFAULT_PARTITION_BYTES) // row_bytes
         )
         self.bounds = [(0, s) for s in info.shape]  # [low, high) per dimension
+
+    @staticmethod
+    def row_bytes(info: ArrayInfo) -> int:
+        """Bytes per array element in this layout (sizes the partitions)."""
+        return 8 * len(info.dims) + np.dtype(info.dtype).itemsize
 
     # planning ---------------------------------------------------------------------------
 
     def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
         """Narrow `bounds` by range/equality filters on dimensions; give back the rest (and
         In, which only narrows to its min..max) for Spark to apply."""
+        self.bounds = [(0, s) for s in self.info.shape]  # each query pushes its own filters
         for f in filters:
             if not self._narrow(f) or isinstance(f, In):
                 yield f
@@ -95,11 +102,16 @@ class ZarrLakeReader(DataSourceReader):
                     low, high = None, v + 1
                 case _:
                     return False
+        low, high = self.to_elements(d, low, high)
         lo, hi = self.bounds[d]
         lo = max(lo, low) if low is not None else lo
         hi = min(hi, high) if high is not None else hi
         self.bounds[d] = (lo, max(lo, hi))
         return True
+
+    def to_elements(self, d: int, low: int | None, high: int | None):
+        """Filter bounds [low, high) on dimension column `d` as element indices."""
+        return low, high
 
     def _chunk_ranges(self) -> list[range]:
         """Per dimension, the chunk indices that intersect the bounds."""
@@ -133,22 +145,32 @@ class ZarrLakeReader(DataSourceReader):
 
     # tasks ------------------------------------------------------------------------------
 
-    def read(self, partition: ChunkRun) -> Iterator[pa.RecordBatch]:
+    def array(self) -> zarr.Array:
         info = self.info
-        if partition.stop <= partition.start:
-            return
-        array = open_array(self.session, info.path, ref=self.session.base_commit)
+        return self.handle.array(
+            info.path, lambda s: open_array(s, info.path, ref=self.handle.session.base_commit)
+        )
+
+    def boxes(self, partition: ChunkRun) -> Iterator[tuple[tuple[int, ...], tuple[slice, ...]]]:
+        """(chunk coordinates, the part of it inside the bounds) for the partition's chunks."""
         ranges = self._chunk_ranges()
         grid = tuple(len(r) for r in ranges)
         coords = np.unravel_index(np.arange(partition.start, partition.stop), grid)
-        parts: list[list[np.ndarray]] = []
-        buffered = 0
         for i in range(partition.stop - partition.start):
             chunk = tuple(int(r.start + c[i]) for r, c in zip(ranges, coords, strict=True))
             box = tuple(
                 slice(max(k * n, lo), min((k + 1) * n, hi))
-                for k, n, (lo, hi) in zip(chunk, info.chunks, self.bounds, strict=True)
+                for k, n, (lo, hi) in zip(chunk, self.info.chunks, self.bounds, strict=True)
             )
+            yield chunk, box
+
+    def read(self, partition: ChunkRun) -> Iterator[pa.RecordBatch]:
+        if partition.stop <= partition.start:
+            return
+        array = self.array()
+        parts: list[list[np.ndarray]] = []
+        buffered = 0
+        for chunk, box in self.boxes(partition):
             block = self.read_block(array, chunk, box)
             parts.append(_columns(block, box))
             buffered += block.size
@@ -169,7 +191,10 @@ class ZarrLakeReader(DataSourceReader):
         types = [pa.int64()] * len(self.info.dims) + [pa.from_numpy_dtype(self.info.spark_dtype)]
         fields = [pa.field(n, t, nullable=False) for n, t in zip(names, types, strict=True)]
         schema = pa.schema(fields)
-        columns = [np.concatenate([p[i] for p in parts]) for i in range(len(names))]
+        columns = [
+            np.concatenate([p[i] for p in parts]) if len(parts) > 1 else parts[0][i]
+            for i in range(len(names))
+        ]
         columns[-1] = columns[-1].astype(self.info.spark_dtype, copy=False)
         return pa.RecordBatch.from_arrays([pa.array(c) for c in columns], schema=schema)
 

@@ -6,29 +6,27 @@ from __future__ import annotations
 
 import contextlib
 
-import numpy as np
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWriter
-from pyspark.sql.types import BooleanType, StructType
+from pyspark.sql.types import StructType
 
 from zarrlake.errors import InvalidInputError, NotFoundError, SessionClosedError
 from zarrlake.spark import options as opts
 from zarrlake.spark.arrays import (
     INTEGER_TYPES,
     ArrayInfo,
+    check_value_type,
     create_array,
     creation_options,
     open_array,
 )
-
-_NUMPY_OF_SPARK = {
-    "boolean": "bool",
-    "tinyint": "int8",
-    "smallint": "int16",
-    "int": "int32",
-    "bigint": "int64",
-    "float": "float32",
-    "double": "float64",
-}
+from zarrlake.spark.layout import (
+    CHUNKS,
+    ChunkReader,
+    binary_values,
+    check_chunk_schema,
+    chunk_schema,
+    layout_of,
+)
 
 
 class ZarrLakeSource(DataSource):
@@ -41,34 +39,66 @@ class ZarrLakeSource(DataSource):
 
     def _read_target(self):  # -> (readonly Session, ArrayInfo, ref)
         repo = opts.RepoOptions.parse(self.options).open()
+        path = self._read_path()
+        ref = self._given().get("ref") or self._given().get("branch") or "main"
+        session = repo.readonly_session(ref)
+        info = ArrayInfo.of(open_array(session, path, ref=ref), path)
+        return session, info, ref
+
+    def _given(self) -> dict[str, str]:
+        return {k.lower(): v for k, v in dict(self.options).items()}
+
+    def _read_path(self) -> str:
         paths = opts.array_paths(self.options)
         if len(paths) != 1:
             raise InvalidInputError(f"reading takes one array (option 'array'), not {paths}")
-        given = {k.lower(): v for k, v in dict(self.options).items()}
-        ref = given.get("ref") or given.get("branch") or "main"
-        session = repo.readonly_session(ref)
-        info = ArrayInfo.of(open_array(session, paths[0], ref=ref), paths[0])
-        return session, info, ref
+        return paths[0]
+
+    def _schema_of(self, info: ArrayInfo) -> StructType:
+        if self._given().get("changes"):
+            from zarrlake.spark.changes import change_schema
+
+            return change_schema(info, layout_of(self.options))
+        if layout_of(self.options) == CHUNKS:
+            return chunk_schema(info, binary_values(self.options))
+        return info.schema()
 
     def schema(self) -> StructType:
+        if self._given().get("changes"):
+            from zarrlake.spark.changes import ChangeFeed
+
+            return self._schema_of(ChangeFeed.plan(self.options, self._read_path()).info)
         _, info, _ = self._read_target()
-        return info.schema()
+        return self._schema_of(info)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         from zarrlake.spark.reader import ZarrLakeReader
 
+        if self._given().get("changes"):
+            from zarrlake.spark.changes import ChangeFeed, ChangeReader
+
+            feed = ChangeFeed.plan(self.options, self._read_path())
+            self._check_columns(schema, feed.info, feed.name)
+            return ChangeReader(feed, layout_of(self.options))
         session, info, ref = self._read_target()
-        if schema.fieldNames() != info.schema().fieldNames():
-            raise InvalidInputError(
-                f"array {info.path!r} at {ref!r} reads as columns {info.schema().fieldNames()}, "
-                f"not {schema.fieldNames()}"
-            )
-        return ZarrLakeReader(
+        self._check_columns(schema, info, ref)
+        cls = ChunkReader if layout_of(self.options) == CHUNKS else ZarrLakeReader
+        reader = cls(
             session,
             info,
             partition_rows=opts.get_int(self.options, "partition_rows", None),
             partition_bytes=opts.get_int(self.options, "partition_bytes", None),
         )
+        if isinstance(reader, ChunkReader):
+            reader.binary = binary_values(self.options)
+        return reader
+
+    def _check_columns(self, schema: StructType, info: ArrayInfo, ref: str) -> None:
+        want = self._schema_of(info).fieldNames()
+        if schema.fieldNames() != want:
+            raise InvalidInputError(
+                f"array {info.path!r} at {ref!r} reads as columns {want}, not {schema.fieldNames()}"
+            )
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from zarrlake.spark.writer import ZarrLakeWriter
@@ -84,12 +114,37 @@ class ZarrLakeSource(DataSource):
         )
         try:
             infos = [self._target_array(session, p, branch, create, overwrite) for p in paths]
-            check_write_schema(schema, infos)
+            layout = layout_of(self.options)
+            if layout == CHUNKS:
+                check_chunk_schema(schema, infos)
+            else:
+                check_write_schema(schema, infos)
         except BaseException:
             with contextlib.suppress(SessionClosedError):
                 session.abandon()
             raise
-        return ZarrLakeWriter(session, infos, replace=overwrite)
+        return ZarrLakeWriter(session, infos, replace=overwrite, layout=layout)
+
+    def streamWriter(self, schema: StructType, overwrite: bool):
+        """df.writeStream.format("zarrlake"): one commit per micro-batch, exactly once; the
+        array must exist (create it with a batch write or zarr first)."""
+        from zarrlake.spark.stream import ZarrLakeStreamWriter, stream_id
+
+        if overwrite:
+            raise InvalidInputError("the zarrlake streaming sink appends; use outputMode append")
+        repo_options = opts.RepoOptions.parse(self.options)
+        branch = self._given().get("branch") or "main"
+        session = repo_options.open().readonly_session(branch)
+        infos = [
+            ArrayInfo.of(open_array(session, p, ref=branch), p)
+            for p in opts.array_paths(self.options)
+        ]
+        layout = layout_of(self.options)
+        if layout == CHUNKS:
+            check_chunk_schema(schema, infos)
+        else:
+            check_write_schema(schema, infos)
+        return ZarrLakeStreamWriter(repo_options, branch, infos, stream_id(self.options), layout)
 
     @staticmethod
     def _target_array(session, path: str, branch: str, create: dict | None, overwrite: bool):
@@ -151,14 +206,4 @@ def check_write_schema(schema: StructType, infos: list[ArrayInfo]) -> None:
                 f"the DataFrame has no value column {col!r} for array {info.path!r} "
                 f"(columns {list(fields)})"
             )
-        source = _NUMPY_OF_SPARK.get(fields[col].simpleString())
-        target = np.dtype(info.dtype)
-        ok = source is not None and (
-            np.can_cast(source, target, casting="same_kind")
-            and not (isinstance(fields[col], BooleanType) and target.kind != "b")
-        )
-        if not ok:
-            raise InvalidInputError(
-                f"value column {col!r} has type {fields[col].simpleString()}, which does not "
-                f"fit array {info.path!r} of dtype {info.dtype}"
-            )
+        check_value_type(col, fields[col], info)

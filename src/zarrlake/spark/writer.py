@@ -7,8 +7,8 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-import numpy as np
 import pyarrow as pa
+import zarr
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from zarrlake.errors import (
@@ -20,11 +20,9 @@ from zarrlake.errors import (
 )
 from zarrlake.session import Session
 from zarrlake.spark.arrays import ArrayInfo, open_array
-from zarrlake.spark.chunks import check_bounds, write_chunks
-
-FLUSH_ROWS = 4_000_000
-"""Rows a task buffers before writing their chunks. A chunk whose rows straddle two flushes
-is written twice by the same task (the second read-modify-write sees the first)."""
+from zarrlake.spark.handles import SessionHandle
+from zarrlake.spark.layout import CELLS, CHUNKS, ChunkSink
+from zarrlake.spark.rowsink import RowSink
 
 
 @dataclass
@@ -36,72 +34,55 @@ class WrittenChunks(WriterCommitMessage):
     rows: int = 0
 
 
-def _partition_id() -> int:
+def partition_id() -> int:
     from pyspark import TaskContext
 
     ctx = TaskContext.get()
     return ctx.partitionId() if ctx is not None else -1
 
 
-def _column(table: pa.Table, name: str, what: str) -> np.ndarray:
-    col = table.column(name)
-    if col.null_count:
-        raise InvalidInputError(f"{what} column {name!r} has {col.null_count} null value(s)")
-    return col.to_numpy()
-
-
 class ZarrLakeWriter(DataSourceArrowWriter):
     """Pickled to every task and to the driver's commit/abort step; each re-joins the job's
     session there on first use (so abort works even when the session is already closed)."""
 
-    def __init__(self, session: Session, arrays: list[ArrayInfo], replace: bool) -> None:
-        self.handle = (session.repo.spec, session.id, session.base_commit)
-        self._session: Session | None = session
+    def __init__(
+        self, session: Session, arrays: list[ArrayInfo], replace: bool, layout: str = CELLS
+    ) -> None:
+        self.handle = SessionHandle(session)
         self.arrays = arrays
         self.replace = replace
-
-    def __getstate__(self) -> dict:
-        return {**self.__dict__, "_session": None}
+        self.layout = layout
 
     @property
     def session(self) -> Session:
-        if self._session is None:
-            from zarrlake.repo import _rejoin
+        return self.handle.session
 
-            self._session = _rejoin(*self.handle)
-        return self._session
+    def opened(self) -> dict[str, zarr.Array]:
+        """The target arrays, opened once per Python worker and job."""
+        ref = self.session.branch or ""
+        return {
+            a.path: self.handle.array(a.path, lambda s, p=a.path: open_array(s, p, ref=ref))
+            for a in self.arrays
+        }
 
     # executors --------------------------------------------------------------------------
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WrittenChunks:
-        message = WrittenChunks(_partition_id(), {a.path: [] for a in self.arrays})
-        opened = {
-            a.path: open_array(self.session, a.path, ref=self.session.branch or "")
-            for a in self.arrays
-        }
-        pending: list[pa.RecordBatch] = []
-        buffered = 0
-        for batch in iterator:
-            pending.append(batch)
-            buffered += batch.num_rows
-            if buffered >= FLUSH_ROWS:
-                self._flush(pa.Table.from_batches(pending), opened, message)
-                pending, buffered = [], 0
-        if pending:
-            self._flush(pa.Table.from_batches(pending), opened, message)
-        for path, keys in message.keys.items():
-            message.keys[path] = sorted(set(keys))
-        return message
-
-    def _flush(self, table: pa.Table, opened: dict, message: WrittenChunks) -> None:
-        message.rows += table.num_rows
-        dims = self.arrays[0].dims
-        index = [_column(table, d, "dimension").astype(np.int64, copy=False) for d in dims]
-        for info in self.arrays:
-            check_bounds(info, index)
-            values = _column(table, info.column, "value").astype(info.dtype, copy=False)
-            keys = write_chunks(opened[info.path], info, index, values, replace=self.replace)
-            message.keys[info.path].extend(keys)
+        opened = self.opened()
+        sink: RowSink | ChunkSink
+        if self.layout == CHUNKS:
+            sink = ChunkSink(opened[self.arrays[0].path], self.arrays[0])
+        else:
+            sink = RowSink(opened, self.arrays, replace=self.replace)
+        try:
+            for batch in iterator:
+                sink.add(batch)
+            sink.close()
+        finally:
+            if isinstance(sink, ChunkSink):
+                sink.stop()
+        keys = {path: sorted(k) for path, k in sink.written.items()}
+        return WrittenChunks(partition_id(), keys, sink.rows)
 
     # driver -----------------------------------------------------------------------------
 

@@ -1,35 +1,41 @@
-"""Object storage: open a local directory, a named in-memory store or an S3 bucket by URL."""
+"""Object storage, chosen by location with `open_storage`: a directory path or
+file:///abs/path, memory://NAME or s3://bucket/prefix (the drivers are in `locations`).
+Another backend registers itself with ``register(scheme, factory)``, or through the
+``zarrlake.storages`` entry point group."""
 
 from __future__ import annotations
 
-import threading
-from datetime import timedelta
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
-from zarrlake.errors import ConfigurationError, InvalidInputError
+from zarrlake.errors import InvalidInputError
+from zarrlake.registry import Registry
 from zarrlake.retry import DEFAULT_POLICY, RetryPolicy
-from zarrlake.storage.base import ByteRange, ObjectStore
+from zarrlake.storage.base import ByteRange, ObjectStore, ObjectStoreBackend, WrapperObjectStore
 
-__all__ = ["ByteRange", "ObjectStore", "open_storage"]
+__all__ = [
+    "ByteRange",
+    "ObjectStore",
+    "ObjectStoreBackend",
+    "WrapperObjectStore",
+    "open_storage",
+    "register",
+    "registry",
+]
 
-S3_OPTIONS = {
-    "endpoint_url": str,
-    "region": str,
-    "access_key_id": str,
-    "secret_access_key": str,
-    "allow_http": bool,
-    "connect_timeout": (int, float),
-    "request_timeout": (int, float),
-    "max_retries": int,
-    "retry_timeout": (int, float),
-}
-"""Options accepted for s3:// locations. Timeouts are in seconds; max_retries and
-retry_timeout bound obstore's own HTTP-level retries of idempotent requests."""
+StorageFactory = Callable[[str, dict[str, Any]], ObjectStore]
+"""Opens object storage from its location and its storage options."""
 
-_memory_stores: dict[str, Any] = {}
-_memory_lock = threading.Lock()
+registry: Registry[StorageFactory, ObjectStore] = Registry(
+    "storage",
+    {scheme: "zarrlake.storage.locations" for scheme in ("file", "memory", "s3")},
+    entry_point_group="zarrlake.storages",
+)
+
+
+def register(scheme: str, factory: StorageFactory) -> None:
+    """Open locations `scheme://...` with `factory(location, storage_options)`."""
+    registry.register(scheme, factory)
 
 
 def open_storage(
@@ -43,132 +49,10 @@ def open_storage(
     """
     if not isinstance(location, str) or not location:
         raise InvalidInputError(f"invalid storage location {location!r}: need a path or URL")
-    scheme = location.split("://", 1)[0].lower() if "://" in location else ""
-    if scheme in ("", "file"):
-        store = _open_local(location, scheme, storage_options)
-    elif scheme == "memory":
-        store = _open_memory(location, storage_options)
-    elif scheme == "s3":
-        store = _open_s3(location, storage_options)
-    else:
-        raise InvalidInputError(
-            f"unknown storage scheme {scheme!r} in {location!r}: use a path, file://, "
-            "memory:// or s3://"
-        )
+    scheme = location.split("://", 1)[0] if "://" in location else "file"
+    store = registry.opened(registry.factory(scheme, location)(location, storage_options))
     if retry_policy is None:
         return store
     from zarrlake.storage.retrying import RetryingObjectStore
 
     return RetryingObjectStore(store, retry_policy)
-
-
-def _no_options(kind: str, options: dict[str, Any]) -> None:
-    if options:
-        names = ", ".join(sorted(options))
-        raise InvalidInputError(f"unknown storage option(s) for {kind}: {names}")
-
-
-def _open_local(location: str, scheme: str, options: dict[str, Any]) -> ObjectStore:
-    from obstore.store import LocalStore
-
-    from zarrlake.storage.obstore import ObstoreObjectStore
-
-    _no_options("a local directory", options)
-    if scheme == "file":
-        parts = urlsplit(location)
-        if parts.netloc not in ("", "localhost") or parts.query or parts.fragment:
-            raise InvalidInputError(
-                f"invalid file URL {location!r}: use file:///absolute/path (no host or query)"
-            )
-        path = Path(unquote(parts.path))
-        if not path.is_absolute() or not parts.path:
-            raise InvalidInputError(f"invalid file URL {location!r}: path must be absolute")
-    else:
-        path = Path(location).expanduser()
-    path = path.resolve()
-    if path.exists() and not path.is_dir():
-        raise ConfigurationError(f"storage location {str(path)!r} exists and is not a directory")
-    try:
-        store = LocalStore(path, mkdir=True)
-    except Exception as exc:  # obstore raises its own types, and OSError
-        from zarrlake.storage.obstore import summarise
-
-        raise ConfigurationError(f"cannot open directory {str(path)!r}: {summarise(exc)}") from exc
-    return ObstoreObjectStore(store, path.as_uri())
-
-
-def _open_memory(location: str, options: dict[str, Any]) -> ObjectStore:
-    from obstore.store import MemoryStore
-
-    from zarrlake.storage.obstore import ObstoreObjectStore
-
-    _no_options("memory://", options)
-    name = location.split("://", 1)[1]
-    if not name:
-        raise InvalidInputError(f"invalid memory location {location!r}: use memory://NAME")
-    with _memory_lock:
-        store = _memory_stores.get(name)
-        if store is None:
-            store = _memory_stores[name] = MemoryStore()
-    return ObstoreObjectStore(store, f"memory://{name}")
-
-
-def _open_s3(location: str, options: dict[str, Any]) -> ObjectStore:
-    from obstore.store import S3Store
-
-    from zarrlake.storage.obstore import ObstoreObjectStore, check_prefix, summarise
-
-    unknown = sorted(set(options) - set(S3_OPTIONS))
-    if unknown:
-        raise InvalidInputError(
-            f"unknown storage option(s) for s3://: {', '.join(unknown)} "
-            f"(known: {', '.join(sorted(S3_OPTIONS))})"
-        )
-    for name, value in options.items():
-        kind = S3_OPTIONS[name]
-        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-            raise InvalidInputError(f"storage option {name}={value!r} has the wrong type")
-    parts = urlsplit(location)
-    bucket = parts.netloc
-    if not bucket:
-        raise InvalidInputError(f"invalid S3 location {location!r}: no bucket (s3://BUCKET/...)")
-    if parts.query or parts.fragment:
-        raise InvalidInputError(f"invalid S3 location {location!r}: no query or fragment allowed")
-    prefix = parts.path.strip("/")
-    if prefix:
-        check_prefix(prefix)
-
-    config: dict[str, Any] = {"region": options.get("region", "us-east-1")}
-    for name in ("access_key_id", "secret_access_key"):
-        if name in options:
-            config[name] = options[name]
-    if "endpoint_url" in options:
-        config["endpoint"] = options["endpoint_url"]
-        config["virtual_hosted_style_request"] = False
-    client: dict[str, Any] = {}
-    if "allow_http" in options:
-        client["allow_http"] = options["allow_http"]
-    if "connect_timeout" in options:
-        client["connect_timeout"] = timedelta(seconds=options["connect_timeout"])
-    if "request_timeout" in options:
-        client["timeout"] = timedelta(seconds=options["request_timeout"])
-    retry: dict[str, Any] = {"max_retries": options.get("max_retries", 3)}
-    retry["retry_timeout"] = timedelta(seconds=options.get("retry_timeout", 30))
-    # Conditional creates go through a client that never retries at the HTTP level: a lost
-    # response must surface as TransientError, not be retried into a false "already exists".
-    no_retry = {"max_retries": 0, "retry_timeout": retry["retry_timeout"]}
-    url = f"s3://{bucket}/{prefix}" if prefix else f"s3://{bucket}"
-    try:
-        store = S3Store(
-            bucket, prefix=prefix or None, config=config, client_options=client, retry_config=retry
-        )
-        create_store = S3Store(
-            bucket,
-            prefix=prefix or None,
-            config=config,
-            client_options=client,
-            retry_config=no_retry,
-        )
-    except Exception as exc:  # obstore raises its own types and ValueError
-        raise ConfigurationError(f"cannot configure {url}: {summarise(exc)}") from exc
-    return ObstoreObjectStore(store, url, create_store=create_store)

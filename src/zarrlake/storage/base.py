@@ -1,28 +1,32 @@
-"""The object-storage interface: immutable and mutable blobs addressed by string keys."""
+"""The object-storage interface: immutable and mutable blobs addressed by string keys.
+
+Three classes, as for the metastore: `ObjectStore` is the interface callers and wrappers type
+against; `ObjectStoreBackend` checks every argument once and calls the primitives a backend
+writes (`_get`, `_put`, `_put_if_absent`, `_delete`, `_list`, `_exists`); `WrapperObjectStore`
+passes every call to an inner store, so a wrapper overrides only what it changes.
+"""
 
 from __future__ import annotations
 
-import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
+
+from zarrlake.errors import NotFoundError
+from zarrlake.storage.keys import check_key, check_prefix, check_range
 
 ByteRange = tuple[int, int]
 """A half-open byte range (start, end) within one object."""
 
 
 class ObjectStore(ABC):
-    """A flat namespace of blobs. Keys are '/'-separated relative paths.
-
-    Sync methods are the primitive; the async variants run them off the event loop so
-    zarr's async store API can overlap many requests. Backends with native async I/O
-    override the async variants.
-    """
+    """A flat namespace of blobs. Keys are '/'-separated relative paths."""
 
     url: str
 
     @abstractmethod
     def get(self, key: str, byte_range: ByteRange | None = None) -> bytes:
-        """The object's bytes (or the given range of them); NotFoundError if absent."""
+        """The object's bytes (or the given half-open range of them, clamped to the object's
+        end); NotFoundError if absent."""
 
     @abstractmethod
     def put(self, key: str, data: bytes) -> None:
@@ -38,12 +42,10 @@ class ObjectStore(ABC):
 
     @abstractmethod
     def list(self, prefix: str = "") -> Iterator[str]:
-        """Keys that start with `prefix`, in no particular order."""
+        """Keys that start with `prefix` (as a string, not only whole segments), any order."""
 
     def exists(self, key: str) -> bool:
-        """Whether the object exists."""
-        from zarrlake.errors import NotFoundError
-
+        """Whether the object exists (default: a zero-length read)."""
         try:
             self.get(key, (0, 0))
         except NotFoundError:
@@ -53,20 +55,86 @@ class ObjectStore(ABC):
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections; the store is unusable afterwards."""
 
-    async def get_async(self, key: str, byte_range: ByteRange | None = None) -> bytes:
-        return await asyncio.to_thread(self.get, key, byte_range)
-
-    async def put_async(self, key: str, data: bytes) -> None:
-        await asyncio.to_thread(self.put, key, data)
-
-    async def put_if_absent_async(self, key: str, data: bytes) -> bool:
-        return await asyncio.to_thread(self.put_if_absent, key, data)
-
-    async def delete_async(self, key: str) -> None:
-        await asyncio.to_thread(self.delete, key)
-
-    async def exists_async(self, key: str) -> bool:
-        return await asyncio.to_thread(self.exists, key)
-
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.url!r})"
+
+
+class ObjectStoreBackend(ObjectStore):
+    """An object-storage backend: the public methods check keys, ranges and prefixes
+    (InvalidInputError naming the key) and call the primitives below with clean values."""
+
+    @abstractmethod
+    def _get(self, key: str, byte_range: ByteRange | None) -> bytes:
+        """The object's bytes or a checked range of them (start <= end)."""
+
+    @abstractmethod
+    def _put(self, key: str, data: bytes) -> None:
+        """Write atomically."""
+
+    @abstractmethod
+    def _put_if_absent(self, key: str, data: bytes) -> bool:
+        """Create unless it exists; True if this call wrote it."""
+
+    @abstractmethod
+    def _delete(self, key: str) -> None:
+        """Remove; a missing key is not an error."""
+
+    @abstractmethod
+    def _list(self, prefix: str) -> Iterator[str]:
+        """Keys starting with `prefix`."""
+
+    @abstractmethod
+    def _exists(self, key: str) -> bool:
+        """Whether the object exists."""
+
+    def get(self, key: str, byte_range: ByteRange | None = None) -> bytes:
+        check_key(key)
+        return self._get(key, None if byte_range is None else check_range(key, byte_range))
+
+    def put(self, key: str, data: bytes) -> None:
+        self._put(check_key(key), data)
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        return self._put_if_absent(check_key(key), data)
+
+    def delete(self, key: str) -> None:
+        self._delete(check_key(key))
+
+    def list(self, prefix: str = "") -> Iterator[str]:
+        check_prefix(prefix)
+        return self._list(prefix)
+
+    def exists(self, key: str) -> bool:
+        return self._exists(check_key(key))
+
+
+class WrapperObjectStore(ObjectStore):
+    """Passes every call to `inner` (after zarr's WrapperStore); `inner` may be swapped."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        self.inner = inner
+        self.url = inner.url
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.inner!r})"
+
+    def get(self, key: str, byte_range: ByteRange | None = None) -> bytes:
+        return self.inner.get(key, byte_range)
+
+    def put(self, key: str, data: bytes) -> None:
+        self.inner.put(key, data)
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        return self.inner.put_if_absent(key, data)
+
+    def delete(self, key: str) -> None:
+        self.inner.delete(key)
+
+    def list(self, prefix: str = "") -> Iterator[str]:
+        return self.inner.list(prefix)
+
+    def exists(self, key: str) -> bool:
+        return self.inner.exists(key)
+
+    def close(self) -> None:
+        self.inner.close()

@@ -28,7 +28,7 @@ from zarrlake.errors import (
     TransientError,
     ZarrLakeError,
 )
-from zarrlake.storage.base import ByteRange, ObjectStore
+from zarrlake.storage.base import ByteRange, ObjectStoreBackend
 
 MULTIPART_THRESHOLD = 64 * 1024 * 1024
 """Objects larger than this are uploaded in parts; smaller ones in one request (no orphaned
@@ -37,8 +37,6 @@ parts can be left behind by an aborted upload)."""
 LIST_CHUNK = 1000
 """How many listed keys obstore hands over per batch."""
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_LOCAL_TEMP_SUFFIX = re.compile(r"#\d+$")
 _STATUS = re.compile(r"status(?: code)?: (\d{3})")
 _XML_CODE = re.compile(r"<Code>([^<]*)</Code>")
 _XML_MESSAGE = re.compile(r"<Message>([^<]*)</Message>")
@@ -46,57 +44,6 @@ _TRANSIENT_WORDS = ("http error", "error sending request", "timed out", "timeout
 _TRANSIENT_KIND = re.compile(r"kind: (Connect|Timeout|Request|Body|Decode|Interrupted)\b")
 _PATH_CLASH = re.compile(r"\(os error (20|21)\)")  # ENOTDIR / EISDIR on a local directory
 _AUTH_CODES = ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken")
-
-
-def check_key(key: str) -> str:
-    """Validate an object key; InvalidInputError naming the key if it is not portable.
-
-    Keys are '/'-separated relative paths: non-empty, no leading '/', no empty, '.' or '..'
-    segments, no control characters, and no final '#<digits>' (reserved by local directories
-    for in-flight temporary files), so one repository can move between backends unchanged.
-    """
-    if not isinstance(key, str) or not key:
-        raise InvalidInputError(f"invalid object key {key!r}: must be a non-empty string")
-    _check_segments(key, key.split("/"), what="object key")
-    if _LOCAL_TEMP_SUFFIX.search(key):
-        raise InvalidInputError(f"invalid object key {key!r}: must not end with '#<digits>'")
-    return key
-
-
-def check_prefix(prefix: str) -> str:
-    """Validate a listing prefix: like a key, but may be empty or end with '/' (or mid-name)."""
-    if not isinstance(prefix, str):
-        raise InvalidInputError(f"invalid list prefix {prefix!r}: must be a string")
-    if prefix:
-        segments = prefix.split("/")
-        if segments[-1] == "":
-            segments.pop()
-        _check_segments(prefix, segments, what="list prefix")
-    return prefix
-
-
-def _check_segments(text: str, segments: list[str], *, what: str) -> None:
-    if text.startswith("/"):
-        raise InvalidInputError(f"invalid {what} {text!r}: must not start with '/'")
-    if _CONTROL.search(text):
-        raise InvalidInputError(f"invalid {what} {text!r}: contains a control character")
-    for segment in segments:
-        if segment == "":
-            raise InvalidInputError(f"invalid {what} {text!r}: contains an empty path segment")
-        if segment in (".", ".."):
-            raise InvalidInputError(f"invalid {what} {text!r}: contains a {segment!r} segment")
-
-
-def _check_range(key: str, byte_range: ByteRange) -> tuple[int, int]:
-    try:
-        start, end = byte_range
-    except (TypeError, ValueError):
-        raise InvalidInputError(f"invalid byte range {byte_range!r} for {key!r}") from None
-    if not (isinstance(start, int) and isinstance(end, int)) or start < 0 or end < start:
-        raise InvalidInputError(
-            f"invalid byte range {byte_range!r} for {key!r}: need 0 <= start <= end"
-        )
-    return start, end
 
 
 def summarise(exc: BaseException) -> str:
@@ -126,7 +73,7 @@ def _status(text: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-class ObstoreObjectStore(ObjectStore):
+class ObstoreObjectStore(ObjectStoreBackend):
     """An ObjectStore backed by an obstore store (LocalStore, MemoryStore, S3Store, ...).
 
     `create_store`, if given, serves put_if_absent instead of `store`; open_storage passes an
@@ -199,16 +146,7 @@ class ObstoreObjectStore(ObjectStore):
             self._bucket_ok = True
         self._raise(exc, op, key)
 
-    async def _missing_async(self, exc: BaseException, op: str, key: str) -> NoReturn:
-        if not self._bucket_ok:
-            try:
-                await obs.list_with_delimiter_async(self.store)
-            except (BaseError, OSError, ValueError) as list_exc:
-                self._raise(list_exc, "LIST", None)
-            self._bucket_ok = True
-        self._raise(exc, op, key)
-
-    # -- sync -----------------------------------------------------------------------------
+    # -- primitives -----------------------------------------------------------------------
 
     def _head(self, key: str) -> dict[str, Any]:
         try:
@@ -218,12 +156,10 @@ class ObstoreObjectStore(ObjectStore):
         except (BaseError, OSError, ValueError) as exc:
             self._raise(exc, "HEAD", key)
 
-    def get(self, key: str, byte_range: ByteRange | None = None) -> bytes:
-        """The object's bytes; a range is half-open and clamped to the object's end."""
-        check_key(key)
+    def _get(self, key: str, byte_range: ByteRange | None) -> bytes:
         if byte_range is None:
             return bytes(self._call("GET", key, lambda: obs.get(self.store, key).bytes()))
-        start, end = _check_range(key, byte_range)
+        start, end = byte_range
         if start == end:
             self._head(key)
             return b""
@@ -237,17 +173,15 @@ class ObstoreObjectStore(ObjectStore):
                 return b""
             self._raise(exc, "GET", key)
 
-    def put(self, key: str, data: bytes) -> None:
-        check_key(key)
+    def _put(self, key: str, data: bytes) -> None:
         multipart = len(data) > MULTIPART_THRESHOLD
         self._call("PUT", key, lambda: obs.put(self.store, key, data, use_multipart=multipart))
 
-    def put_if_absent(self, key: str, data: bytes) -> bool:
-        check_key(key)
+    def _put_if_absent(self, key: str, data: bytes) -> bool:
         try:
             obs.put(self._create_store, key, data, mode="create", use_multipart=False)
         except (AlreadyExistsError, PreconditionError) as exc:
-            if self._local and not self.exists(key):  # a directory of other objects
+            if self._local and not self._exists(key):  # a directory of other objects
                 self._raise(OSError(f"(os error 21) {exc}"), "PUT", key)
             return False
         except (BaseError, OSError, ValueError) as exc:
@@ -256,8 +190,7 @@ class ObstoreObjectStore(ObjectStore):
             self._raise(exc, "PUT", key)
         return True
 
-    def delete(self, key: str) -> None:
-        check_key(key)
+    def _delete(self, key: str) -> None:
         try:
             obs.delete(self.store, key)
         except FileNotFoundError as exc:
@@ -267,9 +200,7 @@ class ObstoreObjectStore(ObjectStore):
             if not _is_path_clash(exc):  # no object can exist there: nothing to delete
                 self._raise(exc, "DELETE", key)
 
-    def list(self, prefix: str = "") -> Iterator[str]:
-        """Keys starting with `prefix` (plain string prefix, not only whole path segments)."""
-        check_prefix(prefix)
+    def _list(self, prefix: str) -> Iterator[str]:
         # obstore matches whole segments only, so list the enclosing "directory" and filter.
         parent = prefix.rstrip("/") if prefix.endswith("/") else prefix.rpartition("/")[0]
         try:
@@ -281,83 +212,9 @@ class ObstoreObjectStore(ObjectStore):
         except (BaseError, OSError, ValueError) as exc:
             self._raise(exc, "LIST", prefix)
 
-    def exists(self, key: str) -> bool:
-        check_key(key)
+    def _exists(self, key: str) -> bool:
         try:
             self._head(key)
-        except NotFoundError:
-            return False
-        return True
-
-    # -- async (native: obstore's own event-loop-friendly futures) -------------------------
-
-    async def _head_async(self, key: str) -> dict[str, Any]:
-        try:
-            return dict(await obs.head_async(self.store, key))
-        except FileNotFoundError as exc:
-            await self._missing_async(exc, "HEAD", key)
-        except (BaseError, OSError, ValueError) as exc:
-            self._raise(exc, "HEAD", key)
-
-    async def get_async(self, key: str, byte_range: ByteRange | None = None) -> bytes:
-        check_key(key)
-        if byte_range is None:
-            try:
-                result = await obs.get_async(self.store, key)
-                return bytes(await result.bytes_async())
-            except (BaseError, OSError, ValueError) as exc:
-                self._raise(exc, "GET", key)
-        start, end = _check_range(key, byte_range)
-        if start == end:
-            await self._head_async(key)
-            return b""
-        try:
-            return bytes(await obs.get_range_async(self.store, key, start=start, end=end))
-        except FileNotFoundError as exc:
-            self._raise(exc, "GET", key)
-        except (BaseError, OSError, ValueError) as exc:
-            if start >= (await self._head_async(key))["size"]:
-                return b""
-            self._raise(exc, "GET", key)
-
-    async def put_async(self, key: str, data: bytes) -> None:
-        check_key(key)
-        try:
-            await obs.put_async(
-                self.store, key, data, use_multipart=len(data) > MULTIPART_THRESHOLD
-            )
-        except (BaseError, OSError, ValueError) as exc:
-            self._raise(exc, "PUT", key)
-
-    async def put_if_absent_async(self, key: str, data: bytes) -> bool:
-        check_key(key)
-        try:
-            await obs.put_async(self._create_store, key, data, mode="create", use_multipart=False)
-        except (AlreadyExistsError, PreconditionError) as exc:
-            if self._local and not await self.exists_async(key):
-                self._raise(OSError(f"(os error 21) {exc}"), "PUT", key)
-            return False
-        except (BaseError, OSError, ValueError) as exc:
-            if _status(str(exc)) == 412 or "PreconditionFailed" in str(exc):
-                return False
-            self._raise(exc, "PUT", key)
-        return True
-
-    async def delete_async(self, key: str) -> None:
-        check_key(key)
-        try:
-            await obs.delete_async(self.store, key)
-        except FileNotFoundError as exc:
-            if "NoSuchBucket" in str(exc):
-                self._raise(exc, "DELETE", key)
-        except (BaseError, OSError, ValueError) as exc:
-            if not _is_path_clash(exc):  # no object can exist there: nothing to delete
-                self._raise(exc, "DELETE", key)
-
-    async def exists_async(self, key: str) -> bool:
-        check_key(key)
-        try:
-            await self._head_async(key)
         except NotFoundError:
             return False
         return True

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from zarrlake.errors import NotFoundError, TransientError
 from zarrlake.retry import DEFAULT_POLICY, RetryPolicy, retry
-from zarrlake.storage.base import ByteRange, ObjectStore
+from zarrlake.storage.base import ByteRange, ObjectStore, WrapperObjectStore
 
 
-class RetryingObjectStore(ObjectStore):
-    """Retries every operation that raises TransientError, with the policy's jittered backoff.
+class RetryingObjectStore(WrapperObjectStore):
+    """Retries every operation that raises TransientError (zarrlake.retry).
 
     put, delete and get are idempotent, so retrying them is always safe. put_if_absent is
     not: an attempt may write the object and then lose its response (timeout, dropped
@@ -24,32 +24,16 @@ class RetryingObjectStore(ObjectStore):
     """
 
     def __init__(self, inner: ObjectStore, policy: RetryPolicy = DEFAULT_POLICY) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.policy = policy
-        self.url = inner.url
 
-    async def _retry_async[T](self, fn: Callable[[], Awaitable[T]]) -> T:
-        """Like zarrlake.retry.retry, sleeping with asyncio so the event loop keeps running."""
-        delays = self.policy.delays()
-        for attempt in range(len(delays) + 1):
-            try:
-                return await fn()
-            except TransientError:
-                if attempt == len(delays):
-                    raise
-                await asyncio.sleep(delays[attempt])
-        raise AssertionError("unreachable")
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (RetryingObjectStore, (self.inner, self.policy))
 
     def _holds(self, key: str, data: bytes) -> bool:
         try:
             return self.inner.get(key) == bytes(data)
         except NotFoundError:  # deleted again in between: somebody else's business
-            return False
-
-    async def _holds_async(self, key: str, data: bytes) -> bool:
-        try:
-            return await self.inner.get_async(key) == bytes(data)
-        except NotFoundError:
             return False
 
     def get(self, key: str, byte_range: ByteRange | None = None) -> bytes:
@@ -82,33 +66,3 @@ class RetryingObjectStore(ObjectStore):
 
     def exists(self, key: str) -> bool:
         return retry(lambda: self.inner.exists(key), self.policy)
-
-    def close(self) -> None:
-        self.inner.close()
-
-    async def get_async(self, key: str, byte_range: ByteRange | None = None) -> bytes:
-        return await self._retry_async(lambda: self.inner.get_async(key, byte_range))
-
-    async def put_async(self, key: str, data: bytes) -> None:
-        await self._retry_async(lambda: self.inner.put_async(key, data))
-
-    async def put_if_absent_async(self, key: str, data: bytes) -> bool:
-        failed_before = False
-
-        async def attempt() -> bool:
-            nonlocal failed_before
-            try:
-                if await self.inner.put_if_absent_async(key, data):
-                    return True
-                return failed_before and await self._holds_async(key, data)
-            except TransientError:
-                failed_before = True
-                raise
-
-        return await self._retry_async(attempt)
-
-    async def delete_async(self, key: str) -> None:
-        await self._retry_async(lambda: self.inner.delete_async(key))
-
-    async def exists_async(self, key: str) -> bool:
-        return await self._retry_async(lambda: self.inner.exists_async(key))

@@ -1,0 +1,204 @@
+"""Branches and tags: list, create, delete."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from zarrlake.cli.context import console, options, print_json, short
+
+branch_app = typer.Typer(
+    help="List, create or delete branches (default: list).\n\n"
+    "Example: zarrlake -r ./myrepo branch create dev --at main",
+    invoke_without_command=True,
+    no_args_is_help=False,
+)
+tag_app = typer.Typer(
+    help="List, create or delete tags; tags never move (default: list).\n\n"
+    "Example: zarrlake -r ./myrepo tag create v1.0 --at main",
+    invoke_without_command=True,
+    no_args_is_help=False,
+)
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print as JSON.")]
+
+
+def _list(ctx: typer.Context, kind: str, json_out: bool) -> None:
+    repo = options(ctx).open()
+    refs = repo.list_branches() if kind == "branch" else repo.list_tags()
+    if json_out:
+        print_json(dict(sorted(refs.items())))
+        return
+    if not refs:
+        console.print(f"(no {kind}es)" if kind == "branch" else "(no tags)")
+        return
+    table = Table(box=None, show_header=True, header_style="bold")
+    table.add_column(kind)
+    table.add_column("commit")
+    table.add_column("message")
+    for name, cid in sorted(refs.items()):
+        message = repo.log(cid, limit=1)[0].message
+        table.add_row(name, short(cid), escape(message))
+    console.print(table)
+
+
+@branch_app.callback()
+def _branch_default(ctx: typer.Context, json_out: JsonOpt = False) -> None:
+    if ctx.invoked_subcommand is None:
+        _list(ctx, "branch", json_out)
+
+
+@branch_app.command("list")
+def branch_list(ctx: typer.Context, json_out: JsonOpt = False) -> None:
+    """List branches and the commits they point at.
+
+    Example: zarrlake -r ./myrepo branch list --json
+    """
+    _list(ctx, "branch", json_out)
+
+
+@branch_app.command("create")
+def branch_create(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="The new branch's name.")],
+    at: Annotated[str, typer.Option(help="Branch, tag or commit id to start from.")] = "main",
+    json_out: JsonOpt = False,
+) -> None:
+    """Create branch NAME at a ref (default main).
+
+    Example: zarrlake -r ./myrepo branch create experiment --at v1.0
+    """
+    cid = options(ctx).open().create_branch(name, at=at)
+    if json_out:
+        print_json({"branch": name, "commit": cid})
+    else:
+        console.print(f"Created branch [bold]{name}[/] at {short(cid)}")
+
+
+@branch_app.command("delete")
+def branch_delete(
+    ctx: typer.Context, name: Annotated[str, typer.Argument(help="Branch to delete.")]
+) -> None:
+    """Delete branch NAME (its commits stay reachable by id and by tags).
+
+    Example: zarrlake -r ./myrepo branch delete experiment
+    """
+    repo = options(ctx).open()
+    was = repo.list_branches().get(name)
+    repo.delete_branch(name)
+    console.print(f"Deleted branch [bold]{name}[/] (was {short(was)})")
+
+
+@branch_app.command("protect")
+def branch_protect(
+    ctx: typer.Context,
+    pattern: Annotated[
+        str | None, typer.Argument(help="Branch name or glob (release/*); none: list rules.")
+    ] = None,
+    allow_direct_commits: Annotated[
+        bool, typer.Option(help="Let sessions commit to it directly (not only merges).")
+    ] = False,
+    allow_delete: Annotated[bool, typer.Option(help="Let the branch be deleted.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Protect branches matching PATTERN: sessions cannot commit to them directly (merge,
+    revert or reset instead) and they cannot be deleted, unless allowed. Without PATTERN,
+    list the rules.
+
+    Example: zarrlake -r ./myrepo branch protect main
+    """
+    repo = options(ctx).open()
+    if pattern is not None:
+        repo.protect_branch(
+            pattern, allow_direct_commits=allow_direct_commits, allow_delete=allow_delete
+        )
+    rules = repo.protected_branches()
+    if json_out:
+        print_json(rules if pattern is None else {pattern: rules[pattern]})
+        return
+    if pattern is not None:
+        console.print(f"Protected [bold]{escape(pattern)}[/]")
+        return
+    if not rules:
+        console.print("(no protected branches)")
+        return
+    table = Table(box=None, show_header=True, header_style="bold")
+    for col in ("pattern", "direct commits", "delete"):
+        table.add_column(col)
+    for name, rule in rules.items():
+        yes = {True: "allowed", False: "refused"}
+        table.add_row(escape(name), yes[rule["allow_direct_commits"]], yes[rule["allow_delete"]])
+    console.print(table)
+
+
+@branch_app.command("unprotect")
+def branch_unprotect(
+    ctx: typer.Context,
+    pattern: Annotated[str, typer.Argument(help="The rule's branch name or glob.")],
+    json_out: JsonOpt = False,
+) -> None:
+    """Remove the protection rule for PATTERN.
+
+    Example: zarrlake -r ./myrepo branch unprotect main
+    """
+    repo = options(ctx).open()
+    repo.unprotect_branch(pattern)
+    if json_out:
+        print_json({"unprotected": pattern})
+    else:
+        console.print(f"Removed protection of [bold]{escape(pattern)}[/]")
+
+
+@tag_app.callback()
+def _tag_default(ctx: typer.Context, json_out: JsonOpt = False) -> None:
+    if ctx.invoked_subcommand is None:
+        _list(ctx, "tag", json_out)
+
+
+@tag_app.command("list")
+def tag_list(ctx: typer.Context, json_out: JsonOpt = False) -> None:
+    """List tags and the commits they point at.
+
+    Example: zarrlake -r ./myrepo tag list --json
+    """
+    _list(ctx, "tag", json_out)
+
+
+@tag_app.command("create")
+def tag_create(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="The new tag's name.")],
+    at: Annotated[str, typer.Option(help="Branch, tag or commit id to tag.")],
+    json_out: JsonOpt = False,
+) -> None:
+    """Create tag NAME pointing at a ref; it never moves.
+
+    Example: zarrlake -r ./myrepo tag create v1.0 --at main
+    """
+    cid = options(ctx).open().create_tag(name, at=at)
+    if json_out:
+        print_json({"tag": name, "commit": cid})
+    else:
+        console.print(f"Created tag [bold]{name}[/] at {short(cid)}")
+
+
+@tag_app.command("delete")
+def tag_delete(
+    ctx: typer.Context, name: Annotated[str, typer.Argument(help="Tag to delete.")]
+) -> None:
+    """Delete tag NAME.
+
+    Example: zarrlake -r ./myrepo tag delete v1.0
+    """
+    repo = options(ctx).open()
+    was = repo.list_tags().get(name)
+    repo.delete_tag(name)
+    console.print(f"Deleted tag [bold]{name}[/] (was {short(was)})")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(branch_app, name="branch")
+    app.add_typer(tag_app, name="tag")

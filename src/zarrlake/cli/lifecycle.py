@@ -1,0 +1,137 @@
+"""Storage lifecycle commands: gc (reclaim unreachable objects) and expire (drop old history)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from zarrlake.cli.context import console, options, parse_duration, print_json, short
+
+PHASES = {
+    "sessions": "settling sessions",
+    "marking": "marking live objects",
+    "listing": "listing objects",
+    "deleting": "deleting",
+}
+
+
+def human(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+class Bars:
+    """Progress bars on stderr (so --json output on stdout stays clean), one per phase."""
+
+    def __init__(self, enabled: bool) -> None:
+        err = Console(stderr=True)
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
+            disable=not enabled or not err.is_terminal,
+        )
+        self.tasks: dict[str, int] = {}
+
+    def __call__(self, phase: str, done: int, total: int | None) -> None:
+        if phase not in self.tasks:
+            self.tasks[phase] = self.progress.add_task(PHASES.get(phase, phase), total=total)
+        self.progress.update(self.tasks[phase], completed=done, total=total)
+
+    def __enter__(self) -> Bars:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.__exit__(None, None, None)
+
+
+def gc(
+    ctx: typer.Context,
+    older_than: Annotated[
+        str,
+        typer.Option(
+            "--older-than", help="Grace period: only garbage known for this long (e.g. 1h, 0s)."
+        ),
+    ] = "1h",
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Report what would be deleted; delete nothing.")
+    ] = False,
+    full: Annotated[
+        bool, typer.Option("--full", help="Also list every object (finds crash leftovers).")
+    ] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Delete objects that nothing can reach (no branch, tag, retained commit or open
+    session), once known to be garbage for at least --older-than.
+
+    Example: zarrlake -r ./myrepo gc --older-than 1h --dry-run
+    """
+    grace = parse_duration(older_than)
+    repo = options(ctx).open()
+    with Bars(not json_out) as bars:
+        report = repo.gc(grace, dry_run=dry_run, full=full, progress=bars)
+    if json_out:
+        print_json(report.to_dict())
+        return
+    verb = "would delete" if dry_run else "deleted"
+    table = Table(title=None, show_edge=False)
+    table.add_column("kind")
+    table.add_column("objects", justify="right")
+    table.add_column("bytes", justify="right")
+    for kind, (n, b) in sorted(report.by_kind.items()):
+        table.add_row(kind, str(n), human(b))
+    if report.by_kind:
+        console.print(table)
+    console.print(
+        f"gc {verb} {report.objects_deleted} object(s), {human(report.bytes_deleted)} "
+        f"({report.bytes_deleted} bytes) in {report.seconds:.2f}s"
+    )
+    console.print(
+        f"  sessions expired: {report.sessions_expired}, staged records deleted: "
+        f"{report.staged_records_deleted}, garbage younger than {older_than}: "
+        f"{report.candidates_pending}, deferred (commit in progress): {report.deferred}"
+    )
+
+
+def expire(
+    ctx: typer.Context,
+    older_than: Annotated[
+        str, typer.Option("--older-than", help="Expire commits older than this (e.g. 30d).")
+    ],
+    branch: Annotated[
+        list[str] | None,
+        typer.Option("--branch", help="Only this branch's history (repeatable; default all)."),
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Drop commits older than --older-than from the history (branch heads and tags stay);
+    run gc afterwards to reclaim what only they used.
+
+    Example: zarrlake -r ./myrepo expire --older-than 30d --branch main
+    """
+    cutoff = parse_duration(older_than)
+    repo = options(ctx).open()
+    report = repo.expire(cutoff, branches=branch or None)
+    if json_out:
+        print_json(report.to_dict())
+        return
+    console.print(f"expired {report.commits_expired} commit(s) older than {report.cutoff}")
+    for name, cid in sorted(report.oldest_retained.items()):
+        console.print(f"  {name}: history now ends at {short(cid)}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("gc")(gc)
+    app.command("expire")(expire)

@@ -1,0 +1,68 @@
+"""Fork safety in one place: a forked child must never use, or even close, its parent's locks,
+connections or pools (a lock may be held by a thread that does not exist in the child; closing
+a socket would end the parent's session)."""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+_PARKED: list[Any] = []
+"""Resources inherited across fork(): referenced forever so the child never finalises them."""
+
+_LIVE: weakref.WeakSet[PerProcess[Any]] = weakref.WeakSet()
+
+
+def park(resource: Any) -> None:
+    """Keep an inherited resource alive and untouched for the rest of this process."""
+    _PARKED.append(resource)
+
+
+class PerProcess[T]:
+    """A value owned by the process that made it (a lock, a pool, a set of connections).
+
+    `get()` returns this process's value, making it with `factory` on first use and again in
+    a forked child, where the parent's value is parked instead of used or closed.
+    """
+
+    __slots__ = ("__weakref__", "_factory", "_lock", "_pid", "_value")
+
+    def __init__(self, factory: Callable[[], T]) -> None:
+        self._factory = factory
+        self._value: T | None = None
+        self._pid = 0
+        self._lock = threading.Lock()
+        _LIVE.add(self)
+
+    def get(self) -> T:
+        value = self._value
+        if value is not None and self._pid == os.getpid():
+            return value
+        with self._lock:
+            pid = os.getpid()
+            if self._value is None or self._pid != pid:
+                if self._value is not None:
+                    park(self._value)
+                self._value, self._pid = self._factory(), pid
+            return self._value
+
+    def take(self) -> T | None:
+        """Remove and return this process's value (None if there is none), e.g. to close it;
+        a value inherited from the parent is parked, not returned."""
+        with self._lock:
+            value, self._value = self._value, None
+            if value is not None and self._pid != os.getpid():
+                park(value)
+                return None
+            return value
+
+
+def _after_fork_in_child() -> None:
+    for holder in list(_LIVE):
+        holder._lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -1,0 +1,75 @@
+"""Garbage collection as a Spark job, for repositories too big for one machine's listing:
+the full mark-and-sweep with the listing spread over tasks by key prefix (each task keeps
+only keys the broadcast live set lacks) and deletes spread over tasks. Marking, candidate
+bookkeeping and the sweep protocol run on the driver, as in `Repo.gc`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from zarrlake.repo import Repo
+    from zarrlake.txn.context import RepoContext, RepoSpec
+    from zarrlake.vc.gc import GcReport
+
+HEX = "0123456789abcdef"
+SPARK_DELETE_BATCH = 20_000
+
+
+def _context(spec: RepoSpec) -> RepoContext:
+    """The repository on an executor (one per process and spec)."""
+    from zarrlake.txn.context import connect
+
+    return connect(spec)
+
+
+def gc(
+    spark: SparkSession,
+    repo: Repo,
+    older_than: timedelta = timedelta(hours=1),
+    *,
+    dry_run: bool = False,
+    partitions: int | None = None,
+) -> GcReport:
+    """Run `repo.gc(older_than, full=True, dry_run=dry_run)` with the listing and the
+    deletes as Spark jobs (`partitions` tasks; default: Spark's default parallelism)."""
+    from zarrlake.vc.gc import collect
+
+    sc = spark.sparkContext
+    spec = repo.spec
+    tasks = partitions or sc.defaultParallelism
+
+    def lister(prefixes: list[str], live: set[str]) -> Iterator[str]:
+        shards = [p + a + b for p in prefixes for a in HEX for b in HEX]
+        known = sc.broadcast(live)
+
+        def list_shard(prefix: str) -> Iterator[str]:
+            store = _context(spec).object_store
+            return (k for k in store.list(prefix) if k not in known.value)
+
+        try:
+            yield from sc.parallelize(shards, tasks).flatMap(list_shard).toLocalIterator()
+        finally:
+            known.unpersist()
+
+    def deleter(keys: list[str]) -> None:
+        def delete_all(part: Iterator[str]) -> None:
+            store = _context(spec).object_store
+            for key in part:
+                store.delete(key)
+
+        sc.parallelize(keys, max(1, min(tasks, len(keys)))).foreachPartition(delete_all)
+
+    return collect(
+        repo.context,
+        older_than,
+        dry_run=dry_run,
+        full=True,
+        lister=lister,
+        deleter=deleter,
+        delete_batch=SPARK_DELETE_BATCH,
+    )

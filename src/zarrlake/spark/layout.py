@@ -1,0 +1,245 @@
+"""`option("layout", "chunks")`: one row per chunk. Columns: one long per dimension with the
+chunk's grid coordinates, `shape` (array<long>: the chunk's actual extent, smaller than the
+array's chunk shape at the upper edges), and the values as array<dtype> in C order of that
+extent. Writes of whole chunks need no read-modify-write."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pyarrow as pa
+import zarr
+from pyspark.sql.types import ArrayType, BinaryType, LongType, StructField, StructType
+
+from zarrlake.errors import InvalidInputError
+from zarrlake.spark import options as opts
+from zarrlake.spark.arrays import INTEGER_TYPES, ArrayInfo, cast_values, check_value_type
+from zarrlake.spark.reader import ChunkRun, ZarrLakeReader
+from zarrlake.spark.rowsink import column
+
+CELLS, CHUNKS = "cells", "chunks"
+SHAPE = "shape"
+WRITE_THREADS = 4
+"""Chunks a write task encodes and stores at once."""
+BATCH_BYTES = 16 << 20
+"""A read task yields a record batch once its chunks hold this many bytes."""
+
+
+def layout_of(options) -> str:
+    layout = (opts.get_names(options, "layout") or (CELLS,))[0].lower()
+    if layout not in (CELLS, CHUNKS):
+        raise InvalidInputError(f"option 'layout' must be 'cells' or 'chunks', not {layout!r}")
+    return layout
+
+
+def binary_values(options) -> bool:
+    """option("values", "binary"): chunk values as raw bytes of the array's dtype in C order
+    (Spark moves a binary value as one block; an array<...> value element by element)."""
+    values = (opts.get_names(options, "values") or ("array",))[0].lower()
+    if values not in ("array", "binary"):
+        raise InvalidInputError(f"option 'values' must be 'array' or 'binary', not {values!r}")
+    return values == "binary"
+
+
+def chunk_schema(info: ArrayInfo, binary: bool = False) -> StructType:
+    if SHAPE in info.dims or info.column == SHAPE:
+        raise InvalidInputError(
+            f"array {info.path!r}: the chunk layout has a column {SHAPE!r}, which its "
+            f"dimension or value column would repeat"
+        )
+    return StructType(
+        [
+            *(StructField(d, LongType(), False) for d in info.dims),
+            StructField(SHAPE, ArrayType(LongType(), False), False),
+            StructField(
+                info.column, BinaryType() if binary else ArrayType(info.spark_type, False), False
+            ),
+        ]
+    )
+
+
+def chunk_extent(info: ArrayInfo, coords: tuple[int, ...]) -> tuple[slice, ...]:
+    return tuple(
+        slice(k * c, min((k + 1) * c, s))
+        for k, c, s in zip(coords, info.chunks, info.shape, strict=True)
+    )
+
+
+def chunk_batch(
+    info: ArrayInfo, rows: list[tuple[tuple[int, ...], np.ndarray]], binary: bool = False
+) -> pa.RecordBatch:
+    """Rows (chunk coordinates, block) as one record batch of the chunk schema."""
+    dims = [pa.array([c[d] for c, _ in rows], pa.int64()) for d in range(len(info.dims))]
+    shapes = pa.array([list(b.shape) for _, b in rows], pa.list_(pa.int64()))
+    sizes = np.array([0] + [b.size for _, b in rows], dtype=np.int64)
+    dtype = np.dtype(info.dtype).newbyteorder("<") if binary else info.spark_dtype
+    flat = np.concatenate([b.reshape(-1) for _, b in rows]).astype(dtype, copy=False)
+    offsets = np.cumsum(sizes)
+    if binary:
+        offsets = offsets * flat.itemsize
+        kind = pa.binary() if offsets[-1] < 2**31 else pa.large_binary()
+        width = np.int32 if kind == pa.binary() else np.int64
+        buffers = [None, pa.py_buffer(offsets.astype(width)), pa.py_buffer(flat.view(np.uint8))]
+        values = pa.Array.from_buffers(kind, len(rows), buffers)
+    elif offsets[-1] < 2**31:
+        values = pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(flat))
+    else:
+        values = pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(flat))
+    batch = pa.RecordBatch.from_arrays([*dims, shapes, values], names=chunk_names(info))
+    return batch.cast(arrow_schema(chunk_schema(info, binary)))
+
+
+def arrow_schema(schema: StructType) -> pa.Schema:
+    """The Arrow schema Spark expects of a reader's batches (nullability, list fields)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(schema)
+
+
+def chunk_names(info: ArrayInfo) -> list[str]:
+    return [*info.dims, SHAPE, info.column]
+
+
+class ChunkReader(ZarrLakeReader):
+    """Whole chunks; filters on dimension columns are on chunk coordinates."""
+
+    binary = False
+
+    @staticmethod
+    def row_bytes(info: ArrayInfo) -> int:
+        return np.dtype(info.dtype).itemsize
+
+    def to_elements(self, d: int, low: int | None, high: int | None):
+        c = self.info.chunks[d]
+        return (None if low is None else low * c), (None if high is None else high * c)
+
+    def read(self, partition: ChunkRun) -> Iterator[pa.RecordBatch]:
+        if partition.stop <= partition.start:
+            return
+        array = self.array()
+        rows: list[tuple[tuple[int, ...], np.ndarray]] = []
+        buffered = 0
+        for chunk, _ in self.boxes(partition):
+            block = self.read_block(array, chunk, chunk_extent(self.info, chunk))
+            rows.append((chunk, block))
+            buffered += block.nbytes
+            if buffered >= BATCH_BYTES:
+                yield chunk_batch(self.info, rows, self.binary)
+                rows, buffered = [], 0
+        if rows:
+            yield chunk_batch(self.info, rows, self.binary)
+
+
+def check_chunk_schema(schema: StructType, infos: list[ArrayInfo]) -> None:
+    """Chunk-layout writes: one array, an integer column per dimension, an array column of
+    values (and optionally `shape`)."""
+    if len(infos) != 1:
+        raise InvalidInputError(
+            f"the chunk layout writes one array at a time, not {[i.path for i in infos]}"
+        )
+    info = infos[0]
+    fields = {f.name: f.dataType for f in schema.fields}
+    for d in info.dims:
+        if d not in fields or not isinstance(fields[d], INTEGER_TYPES):
+            raise InvalidInputError(
+                f"the chunk layout needs an integer column {d!r} (chunk coordinate of dimension "
+                f"{d!r} of array {info.path!r}); columns: {list(fields)}"
+            )
+    value = fields.get(info.column)
+    if isinstance(value, BinaryType):
+        return
+    if not isinstance(value, ArrayType):
+        raise InvalidInputError(
+            f"the chunk layout needs an array or binary column {info.column!r} of values for array "
+            f"{info.path!r}, not {value.simpleString() if value else 'none'}"
+        )
+    check_value_type(info.column, value.elementType, info)
+
+
+class ChunkSink:
+    """Writes one task's chunk rows: each row is one whole chunk, assigned without reading."""
+
+    def __init__(self, array: zarr.Array, info: ArrayInfo) -> None:
+        self.array = array
+        self.info = info
+        self.written: dict[str, set[str]] = {info.path: set()}
+        self.rows = 0
+        self._pool = ThreadPoolExecutor(WRITE_THREADS, thread_name_prefix="zarrlake-chunks")
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        info = self.info
+        n = batch.num_rows
+        if n == 0:
+            return
+        self.rows += n
+        coords = [
+            column(batch, d, "chunk coordinate").astype(np.int64, copy=False) for d in info.dims
+        ]
+        values = batch.column(info.column)
+        if values.null_count:
+            raise InvalidInputError(f"value column {info.column!r} has null chunk(s)")
+        if pa.types.is_binary(values.type) or pa.types.is_large_binary(values.type):
+            offsets, flat = _binary_values(values, np.dtype(info.dtype))
+        else:
+            offsets = values.offsets.to_numpy()
+            flat = values.flatten().to_numpy(zero_copy_only=False)
+            offsets = offsets - int(offsets[0])
+            flat = cast_values(flat, info.dtype, f"value column {info.column!r}")
+        shapes = batch.column(SHAPE) if SHAPE in batch.schema.names else None
+        grid = info.grid
+        writes: list[tuple[tuple[slice, ...], np.ndarray]] = []
+        for i in range(n):
+            at = tuple(int(c[i]) for c in coords)
+            if any(not 0 <= k < g for k, g in zip(at, grid, strict=True)):
+                raise InvalidInputError(
+                    f"chunk {at} is outside the chunk grid {grid} of array {info.path!r}"
+                )
+            box = chunk_extent(info, at)
+            extent = tuple(s.stop - s.start for s in box)
+            if shapes is not None and shapes[i].is_valid and tuple(shapes[i].as_py()) != extent:
+                raise InvalidInputError(
+                    f"chunk {at} of array {info.path!r} has shape {extent}, not "
+                    f"{tuple(shapes[i].as_py())}"
+                )
+            block = flat[offsets[i] : offsets[i + 1]]
+            if block.size != math.prod(extent):
+                raise InvalidInputError(
+                    f"chunk {at} of array {info.path!r} needs {math.prod(extent)} values "
+                    f"(shape {extent}), got {block.size}"
+                )
+            writes.append((box, block.reshape(extent)))
+            self.written[info.path].add(info.chunk_key(self.array, at))
+        # chunks are encoded, hashed and stored in threads (zstd, hashing and I/O release the GIL)
+        for _ in self._pool.map(self._assign, writes):
+            pass
+
+    def _assign(self, item: tuple[tuple[slice, ...], np.ndarray]) -> None:
+        box, block = item
+        self.array[box] = block
+
+    def close(self) -> None:
+        """Every chunk is written when add() returns; nothing is buffered."""
+
+    def stop(self) -> None:
+        self._pool.shutdown()
+
+
+def _binary_values(values: pa.Array, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets in items, all items) of a binary column of raw little-endian C-order bytes."""
+    offsets_buf, data_buf = values.buffers()[1:3]
+    width = np.int64 if pa.types.is_large_binary(values.type) else np.int32
+    offsets = np.frombuffer(offsets_buf, dtype=width)[
+        values.offset : values.offset + len(values) + 1
+    ]
+    offsets = offsets.astype(np.int64) - int(offsets[0])
+    start = int(np.frombuffer(offsets_buf, dtype=width)[values.offset])
+    data = np.frombuffer(data_buf, dtype=np.uint8)[start : start + int(offsets[-1])]
+    item = dtype.itemsize
+    if np.any(offsets % item):
+        raise InvalidInputError(
+            f"binary chunk values must be whole {dtype} items ({item} bytes each)"
+        )
+    return offsets // item, data.view(dtype.newbyteorder("<")).astype(dtype, copy=False)

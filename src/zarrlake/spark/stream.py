@@ -1,0 +1,129 @@
+"""Structured Streaming sink: `df.writeStream.format("zarrlake")`, one commit per micro-batch,
+exactly once.
+
+Spark runs a stream's tasks on a writer it planned once, so the driver keeps one open session
+per stream, tagged by its message, for the next micro-batch: tasks find it and write into it;
+commit(batch) commits it with the stream id and batch id in the commit's metadata and opens
+the next one. A batch Spark replays after a crash (committed here, not yet in Spark's
+checkpoint) finds its batch id already on the branch and is abandoned: no second commit."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamArrowWriter
+
+from zarrlake.errors import InvalidInputError, NotFoundError, SessionClosedError
+from zarrlake.spark import options as opts
+from zarrlake.spark.arrays import ArrayInfo, open_array
+from zarrlake.spark.layout import CHUNKS, ChunkSink
+from zarrlake.spark.rowsink import RowSink
+from zarrlake.spark.writer import WrittenChunks, partition_id
+
+STREAM, BATCH = "zarrlake.stream", "zarrlake.batch"
+SCAN_COMMITS = 10_000
+"""How far back a commit looks for the stream's last batch (micro-batches commit in order)."""
+
+
+def stream_id(options) -> str:
+    given = {k.lower(): v for k, v in dict(options).items()}
+    value = given.get("stream_id") or given.get("checkpointlocation") or given.get("path")
+    if not value:
+        raise InvalidInputError(
+            "the zarrlake streaming sink needs option 'checkpointLocation' (or 'stream_id') to "
+            "recognise batches it already committed"
+        )
+    return str(value)
+
+
+class ZarrLakeStreamWriter(DataSourceStreamArrowWriter):
+    """Created by Spark on the driver when the query starts and again for each commit."""
+
+    def __init__(
+        self, repo: opts.RepoOptions, branch: str, infos: list[ArrayInfo], sid: str, layout: str
+    ) -> None:
+        self.repo_options = repo
+        self.branch = branch
+        self.infos = infos
+        self.sid = sid
+        self.layout = layout
+        self.tag = f"zarrlake stream {sid}"
+        self.open_session()
+
+    def _repo(self):  # -> zarrlake.Repo
+        return self.repo_options.open()
+
+    def _pending(self, repo):  # -> SessionInfo | None
+        mine = [s for s in repo.list_sessions(self.branch) if s.message == self.tag]
+        return mine[-1] if mine else None
+
+    def open_session(self) -> None:
+        """Make sure the next micro-batch has a session to write into (driver only)."""
+        repo = self._repo()
+        if self._pending(repo) is None:
+            repo.create_session(self.branch, message=self.tag)
+
+    # executors --------------------------------------------------------------------------
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WrittenChunks:
+        repo = self._repo()
+        pending = self._pending(repo)
+        if pending is None:
+            raise NotFoundError(f"no open session for stream {self.sid!r}")
+        session = repo.join_session(pending.id)
+        arrays = {i.path: open_array(session, i.path, ref=self.branch) for i in self.infos}
+        if self.layout == CHUNKS:
+            sink = ChunkSink(arrays[self.infos[0].path], self.infos[0])
+        else:
+            sink = RowSink(arrays, self.infos, replace=False)
+        try:
+            for batch in iterator:
+                sink.add(batch)
+            sink.close()
+        finally:
+            if isinstance(sink, ChunkSink):
+                sink.stop()
+        keys = {p: sorted(k) for p, k in sink.written.items()}
+        return WrittenChunks(partition_id(), keys, sink.rows)
+
+    # driver -----------------------------------------------------------------------------
+
+    def last_batch(self, repo) -> int | None:
+        """The newest batch id of this stream committed on the branch, if any."""
+        for commit in repo.log(self.branch, limit=SCAN_COMMITS):
+            meta = commit.metadata or {}
+            if meta.get(STREAM) == self.sid:
+                return int(meta[BATCH])
+        return None
+
+    def commit(self, messages: list[WrittenChunks | None], batchId: int) -> None:
+        repo = self._repo()
+        pending = self._pending(repo)
+        if pending is None:
+            raise NotFoundError(f"no open session for stream {self.sid!r} batch {batchId}")
+        session = repo.join_session(pending.id)
+        done = self.last_batch(repo)
+        try:
+            if done is not None and done >= batchId:
+                session.abandon()  # a replay of a batch already committed
+            else:
+                session.commit(
+                    f"stream {self.sid} batch {batchId}",
+                    metadata={STREAM: self.sid, BATCH: str(batchId)},
+                )
+        except BaseException:
+            with contextlib.suppress(SessionClosedError):
+                session.abandon()
+            raise
+        finally:
+            self.open_session()
+
+    def abort(self, messages: list[WrittenChunks | None], batchId: int) -> None:
+        repo = self._repo()
+        pending = self._pending(repo)
+        if pending is not None:
+            with contextlib.suppress(SessionClosedError, NotFoundError):
+                repo.join_session(pending.id).abandon()
+        self.open_session()

@@ -1,0 +1,63 @@
+"""Argument checks of the object-storage interface, applied once by ObjectStoreBackend so
+every backend accepts the same keys: one repository can move between backends unchanged."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from zarrlake.errors import InvalidInputError
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_LOCAL_TEMP_SUFFIX = re.compile(r"#\d+$")
+
+
+def check_key(key: str) -> str:
+    """Validate an object key; InvalidInputError naming the key if it is not portable.
+
+    Keys are '/'-separated relative paths: non-empty, no leading '/', no empty, '.' or '..'
+    segments, no control characters, and no final '#<digits>' (reserved by local directories
+    for in-flight temporary files), so one repository can move between backends unchanged.
+    """
+    if not isinstance(key, str) or not key:
+        raise InvalidInputError(f"invalid object key {key!r}: must be a non-empty string")
+    _check_segments(key, key.split("/"), what="object key")
+    if _LOCAL_TEMP_SUFFIX.search(key):
+        raise InvalidInputError(f"invalid object key {key!r}: must not end with '#<digits>'")
+    return key
+
+
+def check_prefix(prefix: str) -> str:
+    """Validate a listing prefix: like a key, but may be empty or end with '/' (or mid-name)."""
+    if not isinstance(prefix, str):
+        raise InvalidInputError(f"invalid list prefix {prefix!r}: must be a string")
+    if prefix:
+        segments = prefix.split("/")
+        if segments[-1] == "":
+            segments.pop()
+        _check_segments(prefix, segments, what="list prefix")
+    return prefix
+
+
+def _check_segments(text: str, segments: list[str], *, what: str) -> None:
+    if text.startswith("/"):
+        raise InvalidInputError(f"invalid {what} {text!r}: must not start with '/'")
+    if _CONTROL.search(text):
+        raise InvalidInputError(f"invalid {what} {text!r}: contains a control character")
+    for segment in segments:
+        if segment == "":
+            raise InvalidInputError(f"invalid {what} {text!r}: contains an empty path segment")
+        if segment in (".", ".."):
+            raise InvalidInputError(f"invalid {what} {text!r}: contains a {segment!r} segment")
+
+
+def check_range(key: str, byte_range: Any) -> tuple[int, int]:
+    try:
+        start, end = byte_range
+    except (TypeError, ValueError):
+        raise InvalidInputError(f"invalid byte range {byte_range!r} for {key!r}") from None
+    if not (isinstance(start, int) and isinstance(end, int)) or start < 0 or end < start:
+        raise InvalidInputError(
+            f"invalid byte range {byte_range!r} for {key!r}: need 0 <= start <= end"
+        )
+    return start, end

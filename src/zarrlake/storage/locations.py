@@ -1,0 +1,141 @@
+"""The built-in storage drivers, all on obstore: a local directory (a path or file://),
+memory://NAME and s3://BUCKET/PREFIX. Importing this module registers them."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from obstore.store import LocalStore, MemoryStore, S3Store
+
+from zarrlake.errors import ConfigurationError, InvalidInputError
+from zarrlake.storage import register
+from zarrlake.storage.base import ObjectStore
+from zarrlake.storage.keys import check_prefix
+from zarrlake.storage.obstore import ObstoreObjectStore, summarise
+
+S3_OPTIONS = {
+    "endpoint_url": str,
+    "region": str,
+    "access_key_id": str,
+    "secret_access_key": str,
+    "allow_http": bool,
+    "connect_timeout": (int, float),
+    "request_timeout": (int, float),
+    "max_retries": int,
+    "retry_timeout": (int, float),
+}
+"""Options accepted for s3:// locations. Timeouts are in seconds; max_retries and
+retry_timeout bound obstore's own HTTP-level retries of idempotent requests."""
+
+_memory_stores: dict[str, Any] = {}
+_memory_lock = threading.Lock()
+
+
+def _no_options(kind: str, options: dict[str, Any]) -> None:
+    if options:
+        names = ", ".join(sorted(options))
+        raise InvalidInputError(f"unknown storage option(s) for {kind}: {names}")
+
+
+def open_local(location: str, options: dict[str, Any]) -> ObjectStore:
+    """A local directory (created if missing): a path, or file:///absolute/path."""
+    _no_options("a local directory", options)
+    if location.lower().startswith("file://"):
+        parts = urlsplit(location)
+        if parts.netloc not in ("", "localhost") or parts.query or parts.fragment:
+            raise InvalidInputError(
+                f"invalid file URL {location!r}: use file:///absolute/path (no host or query)"
+            )
+        path = Path(unquote(parts.path))
+        if not path.is_absolute() or not parts.path:
+            raise InvalidInputError(f"invalid file URL {location!r}: path must be absolute")
+    else:
+        path = Path(location).expanduser()
+    path = path.resolve()
+    if path.exists() and not path.is_dir():
+        raise ConfigurationError(f"storage location {str(path)!r} exists and is not a directory")
+    try:
+        store = LocalStore(path, mkdir=True)
+    except Exception as exc:  # obstore raises its own types, and OSError
+        raise ConfigurationError(f"cannot open directory {str(path)!r}: {summarise(exc)}") from exc
+    return ObstoreObjectStore(store, path.as_uri())
+
+
+def open_memory(location: str, options: dict[str, Any]) -> ObjectStore:
+    """memory://NAME: one obstore MemoryStore per name, shared within this process."""
+    _no_options("memory://", options)
+    name = location.split("://", 1)[1]
+    if not name:
+        raise InvalidInputError(f"invalid memory location {location!r}: use memory://NAME")
+    with _memory_lock:
+        store = _memory_stores.get(name)
+        if store is None:
+            store = _memory_stores[name] = MemoryStore()
+    return ObstoreObjectStore(store, f"memory://{name}")
+
+
+def open_s3(location: str, options: dict[str, Any]) -> ObjectStore:
+    """s3://BUCKET/PREFIX with the options of S3_OPTIONS."""
+    unknown = sorted(set(options) - set(S3_OPTIONS))
+    if unknown:
+        raise InvalidInputError(
+            f"unknown storage option(s) for s3://: {', '.join(unknown)} "
+            f"(known: {', '.join(sorted(S3_OPTIONS))})"
+        )
+    for name, value in options.items():
+        kind = S3_OPTIONS[name]
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise InvalidInputError(f"storage option {name}={value!r} has the wrong type")
+    parts = urlsplit(location)
+    bucket = parts.netloc
+    if not bucket:
+        raise InvalidInputError(f"invalid S3 location {location!r}: no bucket (s3://BUCKET/...)")
+    if parts.query or parts.fragment:
+        raise InvalidInputError(f"invalid S3 location {location!r}: no query or fragment allowed")
+    prefix = parts.path.strip("/")
+    if prefix:
+        check_prefix(prefix)
+
+    config: dict[str, Any] = {"region": options.get("region", "us-east-1")}
+    for name in ("access_key_id", "secret_access_key"):
+        if name in options:
+            config[name] = options[name]
+    if "endpoint_url" in options:
+        config["endpoint"] = options["endpoint_url"]
+        config["virtual_hosted_style_request"] = False
+    client: dict[str, Any] = {}
+    if "allow_http" in options:
+        client["allow_http"] = options["allow_http"]
+    if "connect_timeout" in options:
+        client["connect_timeout"] = timedelta(seconds=options["connect_timeout"])
+    if "request_timeout" in options:
+        client["timeout"] = timedelta(seconds=options["request_timeout"])
+    retry: dict[str, Any] = {"max_retries": options.get("max_retries", 3)}
+    retry["retry_timeout"] = timedelta(seconds=options.get("retry_timeout", 30))
+    # Conditional creates go through a client that never retries at the HTTP level: a lost
+    # response must surface as TransientError, not be retried into a false "already exists".
+    no_retry = {"max_retries": 0, "retry_timeout": retry["retry_timeout"]}
+    url = f"s3://{bucket}/{prefix}" if prefix else f"s3://{bucket}"
+    try:
+        store = S3Store(
+            bucket, prefix=prefix or None, config=config, client_options=client, retry_config=retry
+        )
+        create_store = S3Store(
+            bucket,
+            prefix=prefix or None,
+            config=config,
+            client_options=client,
+            retry_config=no_retry,
+        )
+    except Exception as exc:  # obstore raises its own types and ValueError
+        raise ConfigurationError(f"cannot configure {url}: {summarise(exc)}") from exc
+    return ObstoreObjectStore(store, url, create_store=create_store)
+
+
+register("file", open_local)
+register("memory", open_memory)
+register("s3", open_s3)

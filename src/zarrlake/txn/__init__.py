@@ -1,0 +1,1 @@
+"""The transaction engine behind Session: session records, staging, reads, writes, commit."""

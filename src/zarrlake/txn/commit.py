@@ -1,0 +1,152 @@
+"""Committing a session: seal its record with a lease, run the commit protocol, finish the
+record; and recovery of a committer that died mid-way (from its lease)."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from typing import Protocol
+
+from zarrlake import hooks
+from zarrlake.errors import (
+    CASFailedError,
+    ConflictError,
+    InvalidInputError,
+    SessionClosedError,
+    ZarrLakeError,
+)
+from zarrlake.txn.context import RepoContext
+from zarrlake.txn.records import SessionRecord, Status
+from zarrlake.txn.staging import Staging
+from zarrlake.vc.commit_protocol import Change, CommitProtocol, CommitRequest
+from zarrlake.vc.gc_protocol import WriteGuard, register_staged
+from zarrlake.vc.protection import check_direct_commit
+from zarrlake.vc.refs import BRANCH
+
+
+class Transaction(Protocol):
+    """What committing needs of a transaction handle (txn.transaction.Transaction)."""
+
+    ctx: RepoContext
+    record: SessionRecord | None
+    staging: Staging | None
+
+    def load(self) -> tuple[SessionRecord, int]: ...
+    def check_writable(self, rec: SessionRecord, version: int) -> None: ...
+    def staged_changes(self) -> list[Change]: ...
+
+
+CONFLICT_POLICIES = ("fail", "ours", "theirs")
+LEASE_MARGIN = 60.0
+"""Seconds a committer's lease outlasts the commit timeout before others recover it."""
+
+
+def check_metadata_dict(metadata: object) -> dict[str, str]:
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
+    ):
+        raise InvalidInputError(f"commit metadata must be a dict of str to str, not {metadata!r}")
+    return dict(metadata)
+
+
+def landed(ctx: RepoContext, rec: SessionRecord) -> str | None:
+    """The commit this session made on its branch, if one landed (commits name their
+    session, so no intent needs recording before the branch compare-and-swap)."""
+    head = ctx.refs.get(BRANCH, rec.branch)
+    if head is None:
+        return None
+    try:
+        for cid, commit in ctx.objects.history(head[0]):
+            if cid == rec.base:
+                break
+            if commit.session_id == rec.id:
+                return cid
+    except ZarrLakeError:
+        return None
+    return None
+
+
+def load(ctx: RepoContext, session_id: str) -> tuple[SessionRecord, int]:
+    """The session's record; a committer whose lease ran out is recovered first: the record
+    is finished by whether its commit landed."""
+    rec, version = ctx.records.get(session_id)
+    if rec.status == Status.COMMITTING and rec.lease is not None and ctx.clock() > rec.lease:
+        cid = landed(ctx, rec)
+        status = Status.COMMITTED if cid else Status.OPEN
+        new = replace(rec, status=status, commit=cid, lease=None)
+        return new, ctx.records.swap(new, version)
+    return rec, version
+
+
+def commit(
+    txn: Transaction,
+    message: str | None,
+    on_conflict: str,
+    metadata: dict[str, str] | None = None,
+) -> str:
+    """Make the session's staged changes one commit on its branch; returns the commit id."""
+    ctx = txn.ctx
+    if on_conflict not in CONFLICT_POLICIES:
+        raise InvalidInputError(
+            f"on_conflict must be one of {', '.join(CONFLICT_POLICIES)}, not {on_conflict!r}"
+        )
+    props = check_metadata_dict(metadata)
+    rec, version = txn.load()
+    txn.check_writable(rec, version)
+    check_direct_commit(ctx.meta, ctx.refs.partition, rec.branch)  # protected branches
+    timeout = ctx.settings.commit_timeout
+    sealed = replace(rec, status=Status.COMMITTING, lease=ctx.clock() + timeout + LEASE_MARGIN)
+    try:
+        version = ctx.records.swap(sealed, version)
+    except CASFailedError:
+        txn.check_writable(*txn.load())
+        raise SessionClosedError(f"session {rec.id} is being committed elsewhere") from None
+    txn.record = rec = sealed
+    hooks.reached("after_seal")
+    WriteGuard(ctx).wait_idle()  # a sweep that is deleting finishes before we reuse objects
+    try:
+        request = CommitRequest(
+            branch=rec.branch,
+            base=rec.base,
+            changes=txn.staged_changes(),
+            message=message if message is not None else (rec.message or ""),
+            author=rec.author,
+            session_id=rec.id,
+            on_conflict=on_conflict,
+            reads=txn.staging.reads() if rec.isolation == "serializable" else None,
+            timeout=timeout,
+            metadata=props,
+        )
+        commit_id = CommitProtocol(ctx.objects, ctx.refs).run(
+            request, lambda _: hooks.reached("before_branch_cas")
+        )
+        hooks.reached("after_branch_cas")
+    except BaseException:
+        cid = None if isinstance(sys.exc_info()[1], ConflictError) else landed(ctx, rec)
+        if cid is None:
+            txn.record = replace(rec, status=Status.OPEN, lease=None)
+            ctx.records.swap(txn.record, version)
+            raise
+        commit_id = cid  # the branch holds our commit; the error came after it landed
+    txn.record = replace(rec, status=Status.COMMITTED, commit=commit_id, lease=None)
+    ctx.records.swap(txn.record, version)
+    hooks.reached("after_session_committed")
+    return commit_id
+
+
+def abandon(txn: Transaction) -> None:
+    """Mark the session abandoned (idempotent) and drop its staged records."""
+
+    def change(rec: SessionRecord) -> SessionRecord | None:
+        if rec.status == Status.ABANDONED:
+            return None
+        if rec.status in (Status.COMMITTED, Status.COMMITTING):
+            raise SessionClosedError(f"session {rec.id} is {rec.status}; cannot abandon it")
+        return replace(rec, status=Status.ABANDONED)
+
+    assert txn.record is not None and txn.staging is not None
+    txn.record, _ = txn.ctx.records.update(txn.record.id, change)
+    register_staged(txn.ctx, txn.record.id)  # its uploads become gc candidates
+    txn.staging.clear()

@@ -1,0 +1,185 @@
+"""The connection to one repository: its backends, typed object access, refs and session
+records, shared by Repo and every Session. `connect(spec)` keeps one per process and spec,
+so a session unpickled on a worker re-opens nothing it already has."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# The embedded default's backends load with the package, not inside the first open.
+import zarrlake.metastore.sqlite
+import zarrlake.storage.locations  # noqa: F401
+from zarrlake import metastore as metastores
+from zarrlake import storage as storages
+from zarrlake.errors import AlreadyExistsError, InvalidInputError, NotFoundError, ZarrLakeError
+from zarrlake.format.changes import ChangeSet
+from zarrlake.format.commit import CommitRecord
+from zarrlake.format.snapshot import SnapshotRoot
+from zarrlake.metastore.base import MetaStore
+from zarrlake.metastore.retrying import RetryingMetaStore
+from zarrlake.storage.base import ObjectStore
+from zarrlake.storage.retrying import RetryingObjectStore
+from zarrlake.txn.records import Clock, SessionRecords
+from zarrlake.vc.objects import Objects
+from zarrlake.vc.refs import BRANCH, Refs
+
+CONFIG_KEY = "zarrlake.json"
+FORMAT = 1
+INITIAL_MESSAGE = "Repository initialized"
+
+
+@dataclass(frozen=True)
+class RepoSpec:
+    """Everything needed to open the same repository from another process or machine."""
+
+    location: str
+    metastore: str
+    storage_options: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def is_local(self) -> bool:
+        return self.location.startswith("/")
+
+
+def resolve_spec(
+    location: str | os.PathLike, metastore: str | None, storage_options: dict | None
+) -> RepoSpec:
+    """A spec from what users pass: a path or URL, an optional metastore URL and options."""
+    if not isinstance(location, str | os.PathLike) or not str(location):
+        raise InvalidInputError(f"repository location must be a path or URL, not {location!r}")
+    loc = str(location)
+    opts = tuple(sorted((storage_options or {}).items()))
+    if loc.startswith("memory://"):
+        return RepoSpec(loc, metastore or loc, opts)
+    if "://" in loc and not loc.startswith("file://"):
+        if metastore is None:
+            raise InvalidInputError(
+                f"a repository at {loc} needs a metastore URL (metastore='postgresql://...' "
+                "or 'sqlite:///path')"
+            )
+        return RepoSpec(loc, metastore, opts)
+    path = Path(loc.removeprefix("file://")).expanduser().absolute()
+    return RepoSpec(str(path), metastore or f"sqlite:///{path}/metastore.sqlite", opts)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Tuning that every layer above the backends reads from one place."""
+
+    commit_timeout: float = 60.0
+    stage_inline_max: int = 8192
+    """Chunks up to this size are staged inside the metastore and packed into one object per
+    commit, instead of one object per chunk."""
+
+
+@dataclass
+class RepoContext:
+    """An open repository: backends, objects, refs and session records."""
+
+    spec: RepoSpec
+    repo_id: str
+    object_store: ObjectStore
+    meta: MetaStore
+    clock: Clock = time.time
+    settings: Settings = field(default_factory=Settings)
+
+    def __post_init__(self) -> None:
+        self.objects = Objects(self.object_store)
+        self.refs = Refs(self.meta, self.partition("refs"))
+        self.records = SessionRecords(self.meta, self.partition("sessions"), lambda: self.clock())
+
+    def partition(self, name: str) -> str:
+        """The metastore partition `name` of this repository (refs, sessions, stage/<id>...)."""
+        return f"{self.repo_id}/{name}"
+
+    def stage_partition(self, session_id: str) -> str:
+        return self.partition(f"stage/{session_id}")
+
+    def close(self) -> None:
+        self.objects.close()
+        self.object_store.close()
+        self.meta.close()
+
+
+def open_backends(spec: RepoSpec) -> tuple[ObjectStore, MetaStore]:
+    """The object store and metastore of `spec`, each behind a retrying wrapper."""
+    if spec.is_local:
+        Path(spec.location).mkdir(parents=True, exist_ok=True)
+    raw_store = storages.open_storage(
+        spec.location, retry_policy=None, **dict(spec.storage_options)
+    )
+    raw_meta = metastores.open_metastore(spec.metastore)
+    return RetryingObjectStore(raw_store), RetryingMetaStore(raw_meta)
+
+
+def _read_config(store: ObjectStore) -> dict | None:
+    try:
+        return json.loads(store.get(CONFIG_KEY))
+    except NotFoundError:
+        return None
+    except ValueError as e:
+        raise ZarrLakeError(f"{store.url}/{CONFIG_KEY} is not a zarrlake config: {e}") from e
+
+
+def create_context(spec: RepoSpec) -> RepoContext:
+    """Create a new repository at `spec`; AlreadyExistsError if one is there."""
+    if spec.is_local and Path(spec.location).is_file():
+        raise InvalidInputError(f"{spec.location} is a file, not a directory")
+    store, meta = open_backends(spec)
+    if _read_config(store) is not None:
+        raise AlreadyExistsError(f"a zarrlake repository already exists at {spec.location}")
+    ctx = RepoContext(spec, secrets.token_hex(8), store, meta)
+    # Publish the config last: its presence means the repository is complete.
+    objects = ctx.objects
+    snapshot = objects.write(SnapshotRoot())
+    changes = objects.write(ChangeSet())
+    now = ctx.clock()
+    initial = objects.write(CommitRecord((), snapshot, changes, INITIAL_MESSAGE, None, now, None))
+    ctx.refs.create(BRANCH, "main", initial)
+    config = {"format": FORMAT, "repo_id": ctx.repo_id, "created": now}
+    if not store.put_if_absent(CONFIG_KEY, json.dumps(config).encode()):
+        meta.drop_partition(ctx.refs.partition)
+        raise AlreadyExistsError(f"a zarrlake repository already exists at {spec.location}")
+    return ctx
+
+
+def open_context(spec: RepoSpec) -> RepoContext:
+    """Open the existing repository at `spec`; NotFoundError if there is none."""
+    if spec.is_local and not Path(spec.location, CONFIG_KEY).exists():
+        raise NotFoundError(f"no zarrlake repository at {spec.location}")
+    store, meta = open_backends(spec)
+    config = _read_config(store)
+    if config is None:
+        raise NotFoundError(f"no zarrlake repository at {spec.location}")
+    if config.get("format", 0) > FORMAT:
+        raise ZarrLakeError(
+            f"repository format {config['format']} is newer than this zarrlake ({FORMAT})"
+        )
+    ctx = RepoContext(spec, config["repo_id"], store, meta)
+    if ctx.refs.get(BRANCH, "main") is None and not ctx.refs.list(BRANCH):
+        raise NotFoundError(
+            f"the metastore {spec.metastore} holds no refs for the repository at "
+            f"{spec.location} (wrong metastore?)"
+        )
+    return ctx
+
+
+_CONNECTED: dict[tuple[int, RepoSpec], RepoContext] = {}
+_CONNECT_LOCK = threading.Lock()
+
+
+def connect(spec: RepoSpec) -> RepoContext:
+    """One open context per process and spec (for sessions re-joined from pickles)."""
+    key = (os.getpid(), spec)
+    with _CONNECT_LOCK:
+        ctx = _CONNECTED.get(key)
+        if ctx is None:
+            ctx = _CONNECTED[key] = open_context(spec)
+        return ctx

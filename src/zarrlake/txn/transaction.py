@@ -1,0 +1,186 @@
+"""The transaction engine behind a Session: its record, reads over staging, writes, commit.
+
+A transaction pickles as a small handle (spec, session id, base commit) that re-opens
+through the per-process `connect(spec)`: no data and no connections travel."""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+from concurrent.futures import Future
+from dataclasses import replace
+from datetime import timedelta
+
+from zarrlake.errors import CASFailedError, ReadOnlyError
+from zarrlake.format.snapshot import SnapshotRoot
+from zarrlake.txn import commit as committing
+from zarrlake.txn.context import RepoContext, RepoSpec, connect
+from zarrlake.txn.overlay import Overlay
+from zarrlake.txn.records import SessionRecord, Status, check_expiry
+from zarrlake.txn.staging import Staging
+from zarrlake.txn.writes import Writes
+from zarrlake.vc.commit_protocol import Change
+from zarrlake.vc.diff import Diff, diff_staged
+from zarrlake.vc.gc_protocol import WriteGuard, register_staged
+from zarrlake.vc.refs import BRANCH
+from zarrlake.vc.snapshot_view import SnapshotView
+
+
+class Transaction:
+    """One handle on a session (writable) or on one commit (read-only, `record` None)."""
+
+    def __init__(self, ctx: RepoContext, record: SessionRecord | None, base: str) -> None:
+        self.ctx = ctx
+        self.record = record
+        self.base = base
+        self.committed: str | None = None
+        self.cleanup: Future[None] | None = None  # dropping the staged records after commit
+        self.writer = secrets.token_bytes(8)
+        self.staging = (
+            Staging(ctx.meta, ctx.stage_partition(record.id), self.writer) if record else None
+        )
+        self.view = self._view_of(base)
+        serializable = record is not None and record.isolation == "serializable"
+        self.overlay = Overlay(ctx.objects, self.view, self.staging, serializable)
+        self.writes = (
+            Writes(
+                ctx.objects,
+                WriteGuard(ctx),
+                self.staging,
+                self.overlay,
+                self.check_open,
+                self.inline_max,
+            )
+            if self.staging is not None
+            else None
+        )
+
+    def _view_of(self, commit_id: str) -> SnapshotView:
+        rec = self.ctx.objects.commit(commit_id)
+        return SnapshotView(
+            self.ctx.objects, self.ctx.objects.read(SnapshotRoot, rec.snapshot), rec.snapshot
+        )
+
+    # opening ----------------------------------------------------------------------------
+
+    @classmethod
+    def begin(
+        cls,
+        ctx: RepoContext,
+        branch: str,
+        *,
+        message: str | None,
+        author: str | None,
+        expires_in: timedelta,
+        isolation: str,
+    ) -> Transaction:
+        """A new session on `branch`, based on its current head."""
+        head, _ = ctx.refs.require(BRANCH, branch)
+        rec, _ = ctx.records.new(branch, head, message, author, expires_in, isolation)
+        return cls(ctx, rec, head)
+
+    @classmethod
+    def join(cls, ctx: RepoContext, session_id: str) -> Transaction:
+        """The same session from another handle or process: staged writes are shared."""
+        rec = ctx.records.find(session_id)
+        txn = cls(ctx, rec, rec.base)
+        txn.check_writable(*txn.load())
+        return txn
+
+    @classmethod
+    def reopen(cls, spec: RepoSpec, session_id: str | None, base: str) -> Transaction:
+        """Unpickling: the session `session_id` (or the read-only view of `base`)."""
+        ctx = connect(spec)
+        return cls(ctx, None, base) if session_id is None else cls.join(ctx, session_id)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (Transaction.reopen, (self.ctx.spec, self.id, self.base))
+
+    # state ------------------------------------------------------------------------------
+
+    @property
+    def id(self) -> str | None:
+        return self.record.id if self.record else None
+
+    @property
+    def inline_max(self) -> int:
+        return self.ctx.settings.stage_inline_max
+
+    def load(self) -> tuple[SessionRecord, int]:
+        assert self.record is not None
+        self.record, version = committing.load(self.ctx, self.record.id)
+        return self.record, version
+
+    def check_writable(self, rec: SessionRecord, version: int) -> None:
+        """Raise unless the session accepts writes; an open session past its expiry is
+        marked expired on the way."""
+        if rec.status == Status.OPEN and self.ctx.clock() > rec.expires_at:
+            with contextlib.suppress(CASFailedError):
+                self.record = replace(rec, status=Status.EXPIRED)
+                self.ctx.records.swap(self.record, version)
+        rec.check_writable(self.ctx.clock())
+
+    def check_open(self) -> None:
+        self.check_writable(*self.load())
+
+    def require_session(self) -> Writes:
+        """The write path; ReadOnlyError for a read-only handle."""
+        if self.writes is None:
+            raise ReadOnlyError(
+                "store was opened in read-only mode and does not support writing "
+                f"(session at commit {self.base[:12]} is read-only)"
+            )
+        return self.writes
+
+    def require_writes(self) -> Writes:
+        """The write path of a session still open for writes."""
+        writes = self.require_session()
+        assert self.record is not None
+        if self.record.status != Status.OPEN:
+            self.check_open()
+        return writes
+
+    # writes and commit ------------------------------------------------------------------
+
+    def stage(self, changes: list[Change]) -> None:
+        self.require_writes().stage(changes)
+
+    def staged_changes(self) -> list[Change]:
+        return self.require_session().staged_changes(self.view.root.meta)
+
+    def changes(self) -> Diff:
+        """The uncommitted changes of this session (of all its workers)."""
+        return diff_staged(self.view.root.meta, self.view.get, self.staged_changes())
+
+    def commit(self, message: str | None, on_conflict: str, metadata: dict[str, str] | None) -> str:
+        self.require_session()
+        commit_id = committing.commit(self, message, on_conflict, metadata)
+        # From now on this handle reads the commit it made; its staged records are dead
+        # (the session refuses writes), so dropping them need not delay the caller.
+        self.committed = commit_id
+        self.view = self._view_of(commit_id)
+        self.overlay = Overlay(self.ctx.objects, self.view, None)
+        assert self.staging is not None
+        self.cleanup = self.ctx.objects.pool.submit(self._drop_staged, self.staging)
+        return commit_id
+
+    def _drop_staged(self, staging: Staging) -> None:
+        """Tell gc which chunk objects the session named, then drop its staged records."""
+        assert self.record is not None
+        register_staged(self.ctx, self.record.id)
+        staging.clear()
+
+    def abandon(self) -> None:
+        self.require_session()
+        committing.abandon(self)
+
+    def update_expiration(self, expires_in: timedelta) -> None:
+        self.require_session()
+        check_expiry(expires_in)
+
+        def change(rec: SessionRecord) -> SessionRecord:
+            rec.check_writable(self.ctx.clock())
+            return replace(rec, expires_at=self.ctx.clock() + expires_in.total_seconds())
+
+        assert self.record is not None
+        self.record, _ = self.ctx.records.update(self.record.id, change)

@@ -1,0 +1,127 @@
+"""Chunk maps: an array's chunk grid, as a 2-D slice, with the chunks a change wrote or
+deleted marked. Large grids are shown in blocks of chunks, so a map never has more than
+MAX_SIDE x MAX_SIDE cells whatever the array's size."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from zarrlake.errors import InvalidInputError
+
+MAX_SIDE = 64
+
+
+@dataclass(frozen=True)
+class MapSlice:
+    """Which two grid dimensions are drawn (rows, cols; None for a missing one) and the chunk
+    index of every other dimension."""
+
+    rows: int | None
+    cols: int | None
+    index: dict[int, int]
+
+
+def default_slice(grid: tuple[int, ...], changed: Iterable[tuple[int, ...]]) -> MapSlice:
+    """The two dimensions with the most chunks; the others at the first changed chunk."""
+    nd = len(grid)
+    if nd == 0:
+        return MapSlice(None, None, {})
+    if nd == 1:
+        return MapSlice(None, 0, {})
+    by_size = sorted(range(nd), key=lambda d: (grid[d], d), reverse=True)[:2]
+    rows, cols = sorted(by_size)
+    first = min(changed, default=None)
+    index = {d: (first[d] if first is not None else 0) for d in range(nd) if d not in (rows, cols)}
+    return MapSlice(rows, cols, index)
+
+
+def parse_slice(text: str, grid: tuple[int, ...]) -> MapSlice:
+    """A map slice from text such as '3,:,:' (one item per dimension: a chunk index, or ':'
+    for the two drawn dimensions)."""
+    nd = len(grid)
+    items = [t.strip() for t in text.split(",")] if text.strip() else []
+    want = min(nd, 2)
+    if len(items) != nd:
+        raise InvalidInputError(
+            f"chunk map slice {text!r} has {len(items)} items; the grid has {nd} dimensions"
+        )
+    drawn = [d for d, t in enumerate(items) if t == ":"]
+    if len(drawn) != want:
+        raise InvalidInputError(f"chunk map slice {text!r} must have exactly {want} ':' items")
+    index = {}
+    for d, t in enumerate(items):
+        if t == ":":
+            continue
+        if not t.isdigit() or len(t) > 18 or int(t) >= grid[d]:
+            raise InvalidInputError(
+                f"chunk index {t!r} for dimension {d} must be an integer in 0..{grid[d] - 1}"
+            )
+        index[d] = int(t)
+    if nd == 1:
+        return MapSlice(None, 0, {})
+    return MapSlice(drawn[0], drawn[1], index) if drawn else MapSlice(None, None, {})
+
+
+def slice_text(s: MapSlice, nd: int) -> str:
+    return ",".join(":" if d in (s.rows, s.cols) else str(s.index.get(d, 0)) for d in range(nd))
+
+
+def build_map(
+    grid: tuple[int, ...],
+    written: Iterable,
+    deleted: Iterable,
+    where: MapSlice | None = None,
+) -> dict:
+    """The cells of one slice of the grid, as JSON-able data for a template or a script."""
+    written_c = [c for c in written if isinstance(c, tuple)]
+    deleted_c = [c for c in deleted if isinstance(c, tuple)]
+    nd = len(grid)
+    # Chunks beyond the current grid (the array shrank) still get drawn.
+    ext = list(grid)
+    for c in written_c + deleted_c:
+        if len(c) == nd:
+            ext = [max(e, x + 1) for e, x in zip(ext, c, strict=True)]
+    where = where or default_slice(tuple(ext), written_c + deleted_c)
+    n_rows = ext[where.rows] if where.rows is not None else 1
+    n_cols = ext[where.cols] if where.cols is not None else 1
+    br, bc = math.ceil(n_rows / MAX_SIDE), math.ceil(n_cols / MAX_SIDE)
+
+    def cells_of(coords: list[tuple[int, ...]]) -> Counter:
+        out: Counter = Counter()
+        for c in coords:
+            if len(c) != nd or any(c[d] != i for d, i in where.index.items()):
+                continue
+            r = c[where.rows] if where.rows is not None else 0
+            k = c[where.cols] if where.cols is not None else 0
+            out[(r // br, k // bc)] += 1
+        return out
+
+    w, x = cells_of(written_c), cells_of(deleted_c)
+    cells = []
+    for rc in sorted(w.keys() | x.keys()):
+        kind = "written" if rc in w else "deleted"
+        if rc in w and rc in x:
+            kind = "both"
+        cells.append({"row": rc[0], "col": rc[1], "kind": kind, "written": w[rc], "deleted": x[rc]})
+    others: dict[int, list[int]] = {}
+    for d in where.index:
+        others[d] = sorted({c[d] for c in written_c + deleted_c if len(c) == nd})[:100]
+    return {
+        "grid": ext,
+        "rows_dim": where.rows,
+        "cols_dim": where.cols,
+        "index": {str(d): i for d, i in sorted(where.index.items())},
+        "slice": slice_text(where, nd),
+        "block": [br, bc],
+        "map_rows": math.ceil(n_rows / br),
+        "map_cols": math.ceil(n_cols / bc),
+        "cells": cells,
+        "written_in_slice": sum(w.values()),
+        "deleted_in_slice": sum(x.values()),
+        "written_total": len(written_c),
+        "deleted_total": len(deleted_c),
+        "changed_indices_of_other_dims": {str(d): v for d, v in others.items()},
+    }

@@ -1,0 +1,286 @@
+"""What the pages show, gathered from the public API as plain JSON-able dicts.
+
+Every page's template and its `?format=json` twin render the same dict, so the two never
+disagree. Results that depend only on commit ids (immutable) are cached.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import zarr
+
+from zarrlake import Commit, Diff, NotFoundError, Repo
+from zarrlake.errors import InvalidInputError
+from zarrlake.validate import check_key
+
+LOG_PAGE = 50
+
+
+def iso(value: datetime | float | None) -> str | None:
+    """ISO-8601 UTC text for a datetime or a POSIX timestamp."""
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        value = datetime.fromtimestamp(value, UTC)
+    return value.astimezone(UTC).isoformat()
+
+
+def epoch(value: datetime | float) -> float:
+    """POSIX seconds of a datetime or a number."""
+    return value.timestamp() if isinstance(value, datetime) else float(value)
+
+
+class LRU:
+    """A small thread-safe cache for results keyed by immutable commit ids."""
+
+    def __init__(self, size: int = 64) -> None:
+        self.size = size
+        self.items: OrderedDict[Any, Any] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: Any, make: Callable[[], Any]) -> Any:
+        with self.lock:
+            if key in self.items:
+                self.items.move_to_end(key)
+                return self.items[key]
+        value = make()
+        with self.lock:
+            self.items[key] = value
+            while len(self.items) > self.size:
+                self.items.popitem(last=False)
+        return value
+
+
+def commit_json(c: Commit) -> dict:
+    return {
+        "id": c.id,
+        "parents": list(c.parent_ids),
+        "message": c.message,
+        "author": c.author,
+        "timestamp": iso(c.timestamp),
+        "session_id": c.session_id,
+    }
+
+
+def check_path(path: str) -> str:
+    """A node path from a URL: '' (the root) or a store key as the API validates it."""
+    path = path.strip("/")
+    if path:
+        check_key(path)
+    return path
+
+
+def repo_stats(repo: Repo, commit_id: str) -> dict:
+    """Commits, arrays, stored chunks and their bytes at one commit: `Repo.stats` where the
+    core has it, else counted here through the public session API."""
+    if hasattr(repo, "stats"):
+        s = repo.stats(commit_id)
+        return {"commits": s.commits, "arrays": s.arrays, "chunks": s.chunks, "bytes": s.bytes}
+    session = repo.readonly_session(commit_id)
+    every = session.list_prefix("")
+    keys = [k for k in every if not (k == "zarr.json" or k.endswith("/zarr.json"))]
+    size = 0
+    for k in keys:
+        ref = session.lookup(k)
+        size += ref.length if ref is not None else 0
+    arrays = sum(1 for k in every if _is_array_doc(session, k))
+    return {
+        "commits": len(repo.log(commit_id)),
+        "arrays": arrays,
+        "chunks": len(keys),
+        "bytes": size,
+    }
+
+
+def _is_array_doc(session: Any, key: str) -> bool:
+    if not (key == "zarr.json" or key.endswith("/zarr.json")):
+        return False
+    data = session.read(key)
+    return data is not None and json.loads(data).get("node_type") == "array"
+
+
+class Model:
+    """Read-only views of one repository for the pages."""
+
+    def __init__(self, repo: Repo) -> None:
+        self.repo = repo
+        self.cache = LRU()
+
+    # refs ---------------------------------------------------------------------------------
+
+    def resolve(self, ref: str) -> str:
+        if not isinstance(ref, str) or not ref or len(ref) > 1024:
+            raise InvalidInputError("a ref must be a non-empty string of at most 1024 characters")
+        return self.repo.resolve(ref)
+
+    def commit(self, commit_id: str) -> Commit:
+        return self.cache.get(("commit", commit_id), lambda: self.repo.log(commit_id, limit=1)[0])
+
+    def group(self, commit_id: str) -> zarr.Group:
+        session = self.repo.readonly_session(commit_id)
+        return zarr.open_group(session.store, mode="r")
+
+    # pages --------------------------------------------------------------------------------
+
+    def home(self) -> dict:
+        branches = []
+        for name, head in sorted(self.repo.list_branches().items()):
+            c = self.commit(head)
+            branches.append(
+                {"name": name, "head": head, "message": c.message, "time": iso(c.timestamp)}
+            )
+        tags = []
+        for name, target in sorted(self.repo.list_tags().items()):
+            tags.append(
+                {"name": name, "commit": target, "time": iso(self.commit(target).timestamp)}
+            )
+        now = time.time()
+        sessions = [
+            {
+                "id": s.id,
+                "branch": s.branch,
+                "base": s.base,
+                "author": s.author,
+                "message": s.message,
+                "created": iso(s.created),
+                "expires_at": iso(s.expires_at),
+                "expires_in_s": round(epoch(s.expires_at) - now),
+            }
+            for s in self.repo.list_sessions()
+        ]
+        default = "main" if any(b["name"] == "main" for b in branches) else None
+        if default is None and branches:
+            default = branches[0]["name"]
+        stats = None
+        if default is not None:
+            head = self.resolve(default)
+            stats = {"ref": default, "commit": head}
+            stats.update(self.cache.get(("stats", head), lambda: repo_stats(self.repo, head)))
+        return {
+            "location": self.repo.spec.location,
+            "branches": branches,
+            "tags": tags,
+            "sessions": sessions,
+            "stats": stats,
+        }
+
+    def log(self, ref: str, page: int) -> dict:
+        head = self.resolve(ref)
+        commits = self.repo.log(head, limit=(page + 1) * LOG_PAGE + 1)
+        shown = commits[page * LOG_PAGE : (page + 1) * LOG_PAGE]
+        if page and not shown:
+            raise NotFoundError(f"{ref!r} has no page {page} of its log")
+        return {
+            "ref": ref,
+            "head": head,
+            "page": page,
+            "per_page": LOG_PAGE,
+            "has_next": len(commits) > (page + 1) * LOG_PAGE,
+            "commits": [commit_json(c) for c in shown],
+        }
+
+    def diff(self, a: str, b: str) -> Diff:
+        return self.cache.get(("diff", a, b), lambda: self.repo.diff(a, b))
+
+    def changes(self, a: str | None, b: str) -> dict:
+        """What changed from commit `a` (None: nothing) to commit `b`, per node."""
+        d = self.diff(a, b) if a else Diff()
+        paths = (
+            d.nodes_added
+            | d.nodes_deleted
+            | d.metadata_changed
+            | d.chunks_written.keys()
+            | d.chunks_deleted.keys()
+        )
+        nodes = []
+        for p in sorted(paths):
+            if p in d.nodes_added:
+                change = "added"
+            elif p in d.nodes_deleted:
+                change = "deleted"
+            elif p in d.metadata_changed:
+                change = "metadata changed"
+            else:
+                change = "data"
+            nodes.append(
+                {
+                    "path": p,
+                    "change": change,
+                    "chunks_written": len(d.chunks_written.get(p, ())),
+                    "chunks_deleted": len(d.chunks_deleted.get(p, ())),
+                }
+            )
+        return {"from": a, "to": b, "nodes": nodes, "diff": d.to_json()}
+
+    # tree and arrays ----------------------------------------------------------------------
+
+    def node(self, commit_id: str, path: str) -> zarr.Group | zarr.Array:
+        path = check_path(path)
+        group = self.group(commit_id)
+        if not path:
+            return group
+        try:
+            return group[path]
+        except KeyError:
+            raise NotFoundError(f"no group or array {path!r} at commit {commit_id[:12]}") from None
+
+    def array(self, commit_id: str, path: str) -> zarr.Array:
+        node = self.node(commit_id, path)
+        if not isinstance(node, zarr.Array):
+            raise InvalidInputError(f"{path!r} is a group, not an array")
+        return node
+
+    def tree(self, commit_id: str, path: str) -> dict:
+        node = self.node(commit_id, path)
+        if isinstance(node, zarr.Array):
+            raise InvalidInputError(f"{path!r} is an array, not a group")
+        prefix = node.path
+        groups, arrays = [], []
+        for name, child in sorted(node.members(max_depth=None)):
+            full = f"{prefix}/{name}" if prefix else name
+            if isinstance(child, zarr.Array):
+                arrays.append(array_info(child, full))
+            else:
+                groups.append({"path": full, "attributes": dict(child.attrs)})
+        return {
+            "path": prefix,
+            "attributes": dict(node.attrs),
+            "groups": groups,
+            "arrays": arrays,
+        }
+
+
+def storage_chunks(arr: zarr.Array) -> tuple[int, ...]:
+    """The shape of one stored object: the shard if the array is sharded, else the chunk."""
+    shards = getattr(arr, "shards", None)
+    return tuple(shards or arr.chunks)
+
+
+def chunk_grid(arr: zarr.Array) -> tuple[int, ...]:
+    """Number of stored objects along each dimension."""
+    return tuple(math.ceil(n / c) for n, c in zip(arr.shape, storage_chunks(arr), strict=True))
+
+
+def array_info(arr: zarr.Array, path: str) -> dict:
+    meta = arr.metadata.to_dict()
+    fill = arr.fill_value
+    return {
+        "path": path,
+        "shape": list(arr.shape),
+        "chunks": list(arr.chunks),
+        "shards": list(arr.shards) if getattr(arr, "shards", None) else None,
+        "chunk_grid": list(chunk_grid(arr)),
+        "dtype": str(arr.dtype),
+        "fill_value": fill.item() if hasattr(fill, "item") else fill,
+        "dimension_names": list(meta.get("dimension_names") or [None] * arr.ndim),
+        "codecs": meta.get("codecs", []),
+        "attributes": dict(arr.attrs),
+    }

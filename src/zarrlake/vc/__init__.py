@@ -1,0 +1,1 @@
+"""Version control: immutable objects, refs, the commit protocol, conflicts, diff, fsck."""

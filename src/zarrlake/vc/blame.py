@@ -1,0 +1,74 @@
+"""Blame: which commit last wrote one chunk, following merges into the side it came from."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from zarrlake.errors import InvalidInputError, NotFoundError
+from zarrlake.format.changes import ChangeSet
+from zarrlake.format.snapshot import SnapshotRoot
+from zarrlake.vc.chunk_keys import is_array_doc, load_doc
+from zarrlake.vc.objects import Objects
+from zarrlake.vc.snapshot_view import SnapshotView
+
+
+def chunk_key(array_path: str, doc: bytes, coords: tuple[int, ...]) -> str:
+    """The store key of chunk `coords` of the array whose zarr.json is `doc`."""
+    meta = load_doc(doc)
+    enc = meta.get("chunk_key_encoding") or {}
+    name = enc.get("name", "default") if isinstance(enc, dict) else "default"
+    sep = (enc.get("configuration") or {}).get("separator") if isinstance(enc, dict) else None
+    shape = meta.get("shape") or []
+    if len(coords) != len(shape):
+        raise InvalidInputError(
+            f"array {array_path!r} has {len(shape)} dimensions; got chunk coordinates {coords}"
+        )
+    if name == "default":
+        suffix = (sep or "/").join(["c", *map(str, coords)])
+    else:
+        suffix = (sep or ".").join(map(str, coords)) or "0"
+    return f"{array_path}/{suffix}" if array_path else suffix
+
+
+class Blame:
+    def __init__(self, objects: Objects) -> None:
+        self.objects = objects
+
+    def _digest(self, commit_id: str, key: str) -> bytes | None:
+        rec = self.objects.commit(commit_id)
+        root = self.objects.read(SnapshotRoot, rec.snapshot)
+        ref = SnapshotView(self.objects, root, rec.snapshot).get(key)
+        return ref.digest if ref is not None else None
+
+    def _changed(self, commit_id: str, key: bytes) -> bool:
+        cs = self.objects.read(ChangeSet, self.objects.commit(commit_id).changes)
+        i = int(np.searchsorted(cs.keys, key))
+        return i < len(cs.keys) and cs.keys[i] == key
+
+    def blame(self, head: str, array_path: str, coords: tuple[int, ...]) -> str:
+        """The id of the commit that last wrote chunk `coords` of `array_path` as seen at
+        `head`. At a merge commit that brought the chunk in, follow the parent that already
+        had the same bytes."""
+        path = array_path.strip("/")
+        root = self.objects.read(SnapshotRoot, self.objects.commit(head).snapshot)
+        doc = root.meta.get(f"{path}/zarr.json" if path else "zarr.json")
+        if not is_array_doc(doc):
+            raise NotFoundError(f"no array {array_path!r} at {head[:12]}")
+        assert doc is not None
+        key = chunk_key(path, doc, tuple(int(c) for c in coords))
+        target = self._digest(head, key)
+        if target is None:
+            raise NotFoundError(f"chunk {tuple(coords)} of {array_path!r} was never written")
+        kb = key.encode()
+        cid = head
+        while True:
+            rec = self.objects.commit(cid)
+            if not rec.parents:
+                return cid
+            if self._changed(cid, kb):
+                same = [p for p in rec.parents[1:] if self._digest(p, key) == target]
+                if not same:
+                    return cid
+                cid = same[0]
+            else:
+                cid = rec.parents[0]

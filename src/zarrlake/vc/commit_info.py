@@ -1,0 +1,27 @@
+"""Commits as users see them (the public view of a commit record)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from zarrlake.format.commit import CommitRecord
+
+
+@dataclass(frozen=True)
+class Commit:
+    """One commit of the history, as users see it."""
+
+    id: str
+    parent_ids: tuple[str, ...]
+    message: str
+    author: str | None
+    timestamp: datetime
+    session_id: str | None
+    metadata: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_record(cls, cid: str, rec: CommitRecord) -> Commit:
+        return cls(
+            cid, rec.parents, rec.message, rec.author, rec.time, rec.session_id, rec.metadata
+        )

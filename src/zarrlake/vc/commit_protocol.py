@@ -1,0 +1,308 @@
+"""The commit protocol: build the new snapshot from staged changes, write every immutable
+object, then compare-and-swap the branch; on a moved branch, check conflicts against the
+change sets of the commits in between and rebase.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from zarrlake import hooks
+from zarrlake.errors import (
+    CASFailedError,
+    Conflict,
+    ConflictError,
+    TransientError,
+    ZarrLakeError,
+)
+from zarrlake.format import columns
+from zarrlake.format.changes import (
+    ATTRS,
+    CREATED,
+    DELETE,
+    DELETED,
+    REDEFINED,
+    RESIZED,
+    WRITE,
+    ChangeSet,
+    NodeChange,
+)
+from zarrlake.format.chunk_ref import ChunkRef, RefKind
+from zarrlake.format.commit import CommitRecord
+from zarrlake.format.manifest import ManifestRange
+from zarrlake.format.snapshot import RangeIndex, SnapshotRoot, is_meta_key, node_path
+from zarrlake.vc.chunk_keys import KeyNamer, is_array_doc, load_doc
+from zarrlake.vc.conflicts import find_conflicts, merge_changes
+from zarrlake.vc.objects import MANIFEST_INLINE_MAX, Blob, Objects
+from zarrlake.vc.refs import BRANCH, Refs
+
+Change = tuple[str, ChunkRef | None]
+"""A key and its new reference (None: deleted), as staged by a session."""
+
+
+class CommitTimeoutError(ZarrLakeError):
+    """The branch kept moving and the commit could not land before its timeout."""
+
+
+# building snapshots ------------------------------------------------------------------
+
+
+def pack_small_chunks(changes: Sequence[Change]) -> tuple[list[Change], list[Blob]]:
+    """Move staged inline chunks too big for a manifest into one pack object; returns the
+    changes referring to the pack, and the pack to write."""
+    small = [
+        (i, r)
+        for i, (k, r) in enumerate(changes)
+        if r is not None
+        and r.kind == RefKind.INLINE
+        and r.length > MANIFEST_INLINE_MAX
+        and not is_meta_key(k)
+    ]
+    if not small:
+        return list(changes), []
+    blob = b"".join(r.data or b"" for _, r in small)
+    location = f"packs/{hashlib.sha256(blob).hexdigest()[:40]}"
+    out = list(changes)
+    pos = 0
+    for i, r in small:
+        out[i] = (out[i][0], ChunkRef(RefKind.LOCATION, r.digest, r.length, pos, location))
+        pos += r.length
+    return out, [(location, blob)]
+
+
+def apply_changes(
+    objects: Objects, parent: SnapshotRoot, changes: Sequence[Change]
+) -> tuple[SnapshotRoot, list[Blob]]:
+    """`parent` with `changes` applied, and the new manifest ranges to write: only the
+    ranges the changes fall into are rewritten."""
+    meta = dict(parent.meta)
+    data: list[tuple[bytes, ChunkRef | None]] = []
+    for key, ref in changes:
+        if is_meta_key(key):
+            if ref is None:
+                meta.pop(key, None)
+            else:
+                assert ref.data is not None, "metadata documents are staged inline"
+                meta[key] = ref.data
+        else:
+            data.append((key.encode(), ref))
+    if not data:
+        return SnapshotRoot(meta, parent.ranges), []
+    data.sort(key=lambda kv: kv[0])
+    idx = parent.ranges
+    groups: dict[int, list[tuple[bytes, ChunkRef | None]]] = defaultdict(list)
+    if len(idx):
+        keys = columns.keys_array([k for k, _ in data])
+        where = np.maximum(np.searchsorted(idx.first_keys, keys, side="right") - 1, 0)
+        for (k, r), i in zip(data, where.tolist(), strict=True):
+            groups[i].append((k, r))
+    else:
+        groups[-1] = data
+
+    def rebuild(i: int) -> list[ManifestRange]:
+        base = objects.read(ManifestRange, idx.ids[i]) if i >= 0 else ManifestRange.empty()
+        return base.merge(groups[i])
+
+    touched = sorted(groups)
+    rebuilt = dict(zip(touched, objects.map(rebuild, touched), strict=True))
+    new_ranges = [r for pieces in rebuilt.values() for r in pieces]
+    encoded = objects.map(objects.encode, new_ranges)
+    ids = {id(r): oid for r, (oid, _) in zip(new_ranges, encoded, strict=True)}
+
+    first: list[bytes] = []
+    oids: list[str] = []
+    counts: list[int] = []
+    for i in range(-1, len(idx)):
+        if i in rebuilt:
+            for r in rebuilt[i]:
+                first.append(r.first_key)
+                oids.append(ids[id(r)])
+                counts.append(len(r))
+        elif i >= 0:
+            first.append(bytes(idx.first_keys[i]))
+            oids.append(idx.ids[i])
+            counts.append(int(idx.counts[i]))
+    ranges = RangeIndex(columns.keys_array(first), tuple(oids), np.array(counts, np.uint64))
+    return SnapshotRoot(meta, ranges), [blob for _, blob in encoded]
+
+
+def classify(old: bytes | None, new: bytes | None) -> NodeChange | None:
+    """How one node's metadata document changed, or None if it did not."""
+    if old == new:
+        return None
+    is_array = is_array_doc(old) or is_array_doc(new)
+    if old is None:
+        return NodeChange(CREATED, is_array)
+    if new is None:
+        return NodeChange(DELETED, is_array)
+    a, b = load_doc(old), load_doc(new)
+    a.pop("attributes", None)
+    b.pop("attributes", None)
+    if a == b:
+        return NodeChange(ATTRS, is_array)
+    a.pop("shape", None)
+    b.pop("shape", None)
+    return NodeChange(RESIZED if a == b else REDEFINED, is_array)
+
+
+def change_set(changes: Sequence[Change], old_meta: dict[str, bytes]) -> ChangeSet:
+    """The change set of `changes` made against a snapshot with metadata `old_meta`."""
+    ordered = sorted(changes, key=lambda kv: kv[0].encode())
+    nodes = {}
+    for key, ref in ordered:
+        if is_meta_key(key):
+            change = classify(old_meta.get(key), ref.data if ref is not None else None)
+            if change is not None:
+                nodes[node_path(key)] = change
+    return ChangeSet(
+        columns.keys_array([k.encode() for k, _ in ordered]),
+        np.array([WRITE if r is not None else DELETE for _, r in ordered], np.uint8),
+        nodes,
+    )
+
+
+# the protocol -------------------------------------------------------------------------
+
+
+@dataclass
+class CommitRequest:
+    branch: str
+    base: str
+    changes: list[Change]
+    message: str
+    author: str | None
+    session_id: str | None
+    on_conflict: str = "fail"
+    reads: tuple[list[str], list[str]] | None = None  # serializable sessions only
+    timeout: float = 60.0
+    metadata: dict[str, str] | None = None
+
+
+class CommitProtocol:
+    """Runs one commit against a branch. `before_cas(commit_id)` is called right before each
+    branch compare-and-swap."""
+
+    def __init__(self, objects: Objects, refs: Refs) -> None:
+        self.objects = objects
+        self.refs = refs
+
+    def ancestry(self, head: str, base: str) -> list[CommitRecord]:
+        """Commits after `base` up to `head`, newest first; ConflictError if `base` is not
+        an ancestor (the branch was reset past it)."""
+        out = []
+        for cid, rec in self.objects.history(head):
+            if cid == base:
+                return out
+            out.append(rec)
+        raise ConflictError([Conflict("", "reset", None, f"branch no longer descends from {base}")])
+
+    def run(self, req: CommitRequest, before_cas: Callable[[str], None]) -> str:
+        base_rec = self.objects.commit(req.base)
+        base_root = self.objects.read(SnapshotRoot, base_rec.snapshot)
+        ours = change_set(req.changes, base_root.meta)
+        deadline = time.monotonic() + req.timeout
+        attempt = 0
+        tried: set[str] = set()
+        while True:
+            head, version = self.refs.require(BRANCH, req.branch)
+            changes = req.changes
+            parent_id, parent_root = req.base, base_root
+            if head != req.base:
+                between = self.ancestry(head, req.base)
+                theirs = merge_changes(
+                    [self.objects.read(ChangeSet, c.changes) for c in reversed(between)]
+                )
+                head_root = self.objects.read(SnapshotRoot, between[0].snapshot)
+                namer = KeyNamer(
+                    base_root.meta,
+                    head_root.meta,
+                    {k: r.data for k, r in req.changes if is_meta_key(k) and r and r.data},
+                )
+                conflicts = find_conflicts(ours, theirs, namer, req.reads)
+                if conflicts:
+                    policy_ok = req.on_conflict in ("ours", "theirs") and all(
+                        c.kind == "chunk" for c in conflicts
+                    )
+                    if not policy_ok:
+                        raise ConflictError(conflicts)
+                    if req.on_conflict == "theirs":
+                        taken = {bytes(k).decode() for k in theirs.keys}
+                        changes = [(k, r) for k, r in changes if k not in taken]
+                parent_id, parent_root = head, head_root
+            reuse = ours if parent_id == req.base and changes is req.changes else None
+            commit_id = self._write(req, changes, parent_id, parent_root, reuse)
+            tried.add(commit_id)
+            before_cas(commit_id)
+            try:
+                self.refs.move(req.branch, commit_id, version)
+                return commit_id
+            except CASFailedError:
+                landed = self._landed(tried, req.branch, req.base)
+                if landed is not None:  # our CAS landed, its reply was lost
+                    return landed
+            except TransientError:  # the CAS may have landed before the error reached us
+                landed = self._landed(tried, req.branch, req.base)
+                if landed is not None:
+                    return landed
+                raise
+            attempt += 1
+            if time.monotonic() > deadline:
+                raise CommitTimeoutError(
+                    f"branch {req.branch!r} kept moving; gave up after {attempt} attempts "
+                    f"and {req.timeout:.0f}s"
+                )
+            time.sleep(random.uniform(0, min(0.5, 0.002 * 2**attempt)))
+
+    def landed(self, tried: set[str], branch: str, base: str) -> str | None:
+        """`_landed`, for merges and reverts (vc.merge), which land by the same CAS loop."""
+        return self._landed(tried, branch, base)
+
+    def _landed(self, tried: set[str], branch: str, base: str) -> str | None:
+        """The attempt of ours that the branch holds, if any. A lost CAS reply may be noticed
+        only after other commits landed on top of ours, so look below the head too."""
+        now = self.refs.get(BRANCH, branch)
+        for cid, _ in self.objects.history(now[0]) if now is not None else ():
+            if cid == base:
+                break
+            if cid in tried:
+                return cid
+        return None
+
+    def _write(
+        self,
+        req: CommitRequest,
+        changes: list[Change],
+        parent_id: str,
+        parent_root: SnapshotRoot,
+        change_set_: ChangeSet | None = None,
+    ) -> str:
+        """Write every object of the new commit in one parallel round (all ids are content
+        hashes known before any write); the branch moves only after all of them are durable,
+        so until then even the commit record is unreachable."""
+        changes, blobs = pack_small_chunks(changes)
+        root, range_blobs = apply_changes(self.objects, parent_root, changes)
+        snapshot_id, root_blob = self.objects.encode(root)
+        if change_set_ is None:  # rebased: the change set is against the new parent
+            change_set_ = change_set(changes, parent_root.meta)
+        changes_id, changes_blob = self.objects.encode(change_set_)
+        record = CommitRecord(
+            parents=(parent_id,),
+            snapshot=snapshot_id,
+            changes=changes_id,
+            message=req.message,
+            author=req.author,
+            timestamp=time.time(),
+            session_id=req.session_id,
+            metadata=dict(req.metadata or {}),
+        )
+        commit_id, record_blob = self.objects.encode(record)
+        self.objects.put_all([*blobs, *range_blobs, root_blob, changes_blob, record_blob])
+        hooks.reached("after_objects_written")
+        return commit_id

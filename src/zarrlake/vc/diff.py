@@ -1,0 +1,121 @@
+"""Differences between two snapshots, or between a snapshot and a session's staged writes."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from zarrlake.format.chunk_ref import ChunkRef
+from zarrlake.format.manifest import ManifestRange
+from zarrlake.format.snapshot import SnapshotRoot, is_meta_key, node_path
+from zarrlake.vc.chunk_keys import KeyNamer
+from zarrlake.vc.objects import Objects
+
+
+@dataclass
+class Diff:
+    """What changed from one state to another. Paths have no leading slash; chunk sets hold
+    coordinate tuples (or, for keys that are not chunks of an array, the key itself)."""
+
+    nodes_added: set[str] = field(default_factory=set)
+    nodes_deleted: set[str] = field(default_factory=set)
+    metadata_changed: set[str] = field(default_factory=set)
+    chunks_written: dict[str, set] = field(default_factory=dict)
+    chunks_deleted: dict[str, set] = field(default_factory=dict)
+
+    def is_empty(self) -> bool:
+        return not (
+            self.nodes_added
+            or self.nodes_deleted
+            or self.metadata_changed
+            or self.chunks_written
+            or self.chunks_deleted
+        )
+
+    def to_json(self) -> dict:
+        def chunks(d: dict[str, set]) -> dict[str, list]:
+            return {
+                p: sorted(list(c) if isinstance(c, tuple) else [c] for c in s)
+                for p, s in sorted(d.items())
+            }
+
+        return {
+            "nodes_added": sorted(self.nodes_added),
+            "nodes_deleted": sorted(self.nodes_deleted),
+            "metadata_changed": sorted(self.metadata_changed),
+            "chunks_written": chunks(self.chunks_written),
+            "chunks_deleted": chunks(self.chunks_deleted),
+        }
+
+
+def build_diff(
+    old_meta: dict[str, bytes],
+    new_meta: dict[str, bytes],
+    written: Iterable[str],
+    deleted: Iterable[str],
+) -> Diff:
+    """A Diff from metadata documents before and after, and the data keys written/deleted."""
+    d = Diff()
+    for key in old_meta.keys() | new_meta.keys():
+        a, b = old_meta.get(key), new_meta.get(key)
+        if a == b:
+            continue
+        path = node_path(key)
+        if a is None:
+            d.nodes_added.add(path)
+        elif b is None:
+            d.nodes_deleted.add(path)
+        else:
+            d.metadata_changed.add(path)
+    namer = KeyNamer(old_meta, new_meta)
+    for keys, target in ((written, d.chunks_written), (deleted, d.chunks_deleted)):
+        groups: dict[str, set] = defaultdict(set)
+        for k in keys:
+            node, coords = namer.name(k)
+            groups[node].add(coords if coords is not None else k)
+        target.update(groups)
+    return d
+
+
+def diff_snapshots(objects: Objects, a: SnapshotRoot, b: SnapshotRoot) -> Diff:
+    """Compare two snapshots, reading only the manifest ranges they do not share."""
+    shared = set(a.ranges.ids) & set(b.ranges.ids)
+
+    def entries(root: SnapshotRoot) -> dict[bytes, bytes]:
+        out: dict[bytes, bytes] = {}
+        for oid in root.ranges.ids:
+            if oid in shared:
+                continue
+            r = objects.read(ManifestRange, oid)
+            out.update(zip(r.keys.tolist(), (d.tobytes() for d in r.digest), strict=True))
+        return out
+
+    ea, eb = entries(a), entries(b)
+    written = [k.decode() for k, dig in eb.items() if ea.get(k) != dig]
+    deleted = [k.decode() for k in ea.keys() - eb.keys()]
+    return build_diff(a.meta, b.meta, written, deleted)
+
+
+def diff_staged(
+    base_meta: dict[str, bytes],
+    base_get: Callable[[str], ChunkRef | None],
+    staged: Iterable[tuple[str, ChunkRef | None]],
+) -> Diff:
+    """The Diff a session's staged writes make against its base snapshot."""
+    new_meta = dict(base_meta)
+    written, deleted = [], []
+    for key, ref in staged:
+        if is_meta_key(key):
+            if ref is None:
+                new_meta.pop(key, None)
+            else:
+                new_meta[key] = ref.data or b""
+            continue
+        old = base_get(key)
+        if ref is None:
+            if old is not None:
+                deleted.append(key)
+        elif old is None or old.digest != ref.digest:
+            written.append(key)
+    return build_diff(base_meta, new_meta, written, deleted)

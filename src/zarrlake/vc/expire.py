@@ -1,0 +1,139 @@
+"""History expiry: commits older than a cutoff stop being part of the history.
+
+A commit is expired when it is older than the cutoff, on the first-parent history of a
+selected branch, and nothing still needs it: not a branch head or a tag, not in the history
+of a branch that was not selected, not between an open session's base and its branch head.
+Expiry writes a marker `expired/<commit id>` first, registers the commit's objects as
+garbage candidates, then deletes the commit record; a history walk that meets a missing
+commit with a marker ends there. Everything only the expired commits reached is left for
+`gc`. Each step can be repeated, so an interrupted expiry finishes when run again.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+from zarrlake import hooks
+from zarrlake.errors import InvalidInputError, NotFoundError
+from zarrlake.vc.gc import check_older_than
+from zarrlake.vc.gc_protocol import GcState
+from zarrlake.vc.reach import EXPIRED_PREFIX, expired_commits
+from zarrlake.vc.refs import BRANCH, TAG
+
+if TYPE_CHECKING:
+    from zarrlake.txn.context import RepoContext
+
+
+@dataclass
+class ExpireReport:
+    """What an expiry did: how many commits left the history, and where each branch's
+    history now ends."""
+
+    commits_expired: int = 0
+    oldest_retained: dict[str, str] = field(default_factory=dict)
+    cutoff: str = ""
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def cutoff_of(older_than: object, now: float) -> float:
+    """The cutoff timestamp for `older_than`: a datetime, or a timedelta before now."""
+    if isinstance(older_than, datetime):
+        when = older_than if older_than.tzinfo else older_than.replace(tzinfo=UTC)
+        if when.timestamp() > now:
+            raise InvalidInputError(f"older_than must not be in the future, not {when}")
+        return when.timestamp()
+    if isinstance(older_than, timedelta):
+        return now - check_older_than(older_than).total_seconds()
+    raise InvalidInputError(
+        f"older_than must be a datetime.datetime or datetime.timedelta, not {older_than!r}"
+    )
+
+
+def check_branches(ctx: RepoContext, branches: object) -> dict[str, str]:
+    """The selected branches and their heads (every branch for None)."""
+    heads = ctx.refs.list(BRANCH)
+    if branches is None:
+        return heads
+    if isinstance(branches, str) or not all(isinstance(b, str) for b in branches):  # type: ignore[union-attr]
+        raise InvalidInputError(f"branches must be a list of branch names, not {branches!r}")
+    tags = ctx.refs.list(TAG)
+    for name in branches:  # type: ignore[union-attr]
+        if name in tags and name not in heads:
+            raise InvalidInputError(f"{name!r} is a tag; tags never expire (give a branch)")
+        if name not in heads:
+            raise NotFoundError(f"branch {name!r} does not exist")
+    return {b: heads[b] for b in branches}  # type: ignore[union-attr]
+
+
+def protected(ctx: RepoContext, selected: dict[str, str]) -> set[str]:
+    """Commits that must stay: every head and tag, the whole history of branches not
+    selected, and each open session's commits from its branch head down to its base."""
+    objects = ctx.objects
+    heads = ctx.refs.list(BRANCH)
+    keep = set(heads.values()) | set(ctx.refs.list(TAG).values())
+    gone = expired_commits(objects)
+    seen: set[str] = set()
+    stack = [cid for name, cid in heads.items() if name not in selected]
+    while stack:
+        cid = stack.pop()
+        if cid in seen or cid in gone:
+            continue
+        seen.add(cid)
+        stack.extend(objects.commit(cid).parents)
+    keep |= seen
+    now = ctx.clock()
+    for rec in ctx.records.scan():
+        live = rec.status == "committing" or (rec.status == "open" and rec.expires_at > now)
+        if live and rec.branch in heads:
+            keep.add(rec.base)
+            for cid, _ in objects.history(heads[rec.branch]):
+                keep.add(cid)
+                if cid == rec.base:
+                    break
+    return keep
+
+
+def expire(
+    ctx: RepoContext, older_than: datetime | timedelta, branches: list[str] | None = None
+) -> ExpireReport:
+    """Expire the history older than `older_than` on `branches` (None: every branch)."""
+    start = time.monotonic()
+    now = ctx.clock()
+    cutoff = cutoff_of(older_than, now)
+    selected = check_branches(ctx, branches)
+    keep = protected(ctx, selected)
+    objects = ctx.objects
+    report = ExpireReport(cutoff=datetime.fromtimestamp(cutoff, UTC).isoformat())
+    doomed: dict[str, tuple[str, str]] = {}
+    for name, head in selected.items():
+        for cid, rec in objects.history(head):
+            if rec.timestamp < cutoff and cid not in keep:
+                doomed[cid] = (rec.snapshot, rec.changes)
+            elif cid not in doomed:
+                report.oldest_retained[name] = cid
+    if not doomed:
+        report.seconds = time.monotonic() - start
+        return report
+    state = GcState(ctx)
+    known = state.candidates()
+    found: list[tuple[str, int | None]] = []
+    for cid, (snapshot, changes) in doomed.items():
+        found += [(f"commits/{cid}", None), (f"snapshots/{snapshot}", None)]
+        found.append((f"changes/{changes}", None))
+    state.add(known, found)
+    marker = json.dumps({"expired_at": now, "cutoff": cutoff}).encode()
+    objects.put_all([(f"{EXPIRED_PREFIX}{cid}", marker) for cid in doomed])
+    hooks.reached("expire_after_markers")
+    objects.map(lambda cid: ctx.object_store.delete(f"commits/{cid}"), list(doomed))
+    for cid in doomed:
+        objects.forget(cid)
+    report.commits_expired = len(doomed)
+    report.seconds = time.monotonic() - start
+    return report

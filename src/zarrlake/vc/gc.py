@@ -1,0 +1,352 @@
+"""Garbage collection: delete the objects nothing can reach, safely next to live writers.
+
+A run (1) settles sessions: committers whose lease ran out are recovered first, open
+sessions past their expiry become expired, and the staged records of finished sessions are
+dropped after their chunk objects are registered as candidates; (2) gathers candidates:
+normally from what the metastore knows (those staged records, expired history, candidates
+left by earlier runs), with `full=True` also by listing every object; (3) marks what is
+live; (4) reads dead manifests, snapshots and commits to register what they refer to; (5)
+enters a sweep epoch, marks again what changed meanwhile, and deletes dead candidates older
+than the grace period. The sweep protocol is in `gc_protocol`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from zarrlake import hooks
+from zarrlake.errors import InvalidInputError, NotFoundError, ZarrLakeError
+from zarrlake.format.commit import CommitRecord
+from zarrlake.format.manifest import ManifestRange
+from zarrlake.format.snapshot import SnapshotRoot
+from zarrlake.format.staged import StagedRecord
+from zarrlake.vc.gc_protocol import GcState
+from zarrlake.vc.reach import (
+    KINDS,
+    WRITTEN_BY_COMMITS,
+    Reach,
+    expired_commits,
+    kind_of,
+    manifest_refs,
+    ref_key,
+)
+from zarrlake.vc.refs import BRANCH, TAG
+
+if TYPE_CHECKING:
+    from zarrlake.txn.context import RepoContext
+
+MAX_GRACE = timedelta(days=3650)
+DELETE_BATCH = 256
+LIVE_STATUSES = ("open", "committing")
+
+Progress = Callable[[str, int, int | None], None]
+"""progress(phase, done, total): called as long phases advance (total None if unknown)."""
+Lister = Callable[[list[str], set[str]], Iterable[str]]
+"""lister(prefixes, live): the keys under the prefixes that are not in `live` (a Spark job
+lists in parallel, filtering against a broadcast of `live`)."""
+Deleter = Callable[[list[str]], None]
+"""Deletes the given object keys."""
+
+
+@dataclass
+class GcReport:
+    """What a garbage collection deleted (or, with dry_run, would delete)."""
+
+    dry_run: bool = False
+    full: bool = False
+    objects_deleted: int = 0
+    bytes_deleted: int = 0
+    by_kind: dict[str, tuple[int, int]] = field(default_factory=dict)
+    sessions_expired: int = 0
+    staged_records_deleted: int = 0
+    candidates_pending: int = 0  # dead, but younger than the grace period (a later run)
+    candidates_live: int = 0  # found live again (dropped from the candidates)
+    deferred: int = 0  # kept this run because a commit was in progress
+    metastore_bytes_freed: int = 0  # the metastore file shrank by (SQLite VACUUM)
+    seconds: float = 0.0
+
+    def count(self, key: str, size: int) -> None:
+        kind = kind_of(key)
+        n, b = self.by_kind.get(kind, (0, 0))
+        self.by_kind[kind] = (n + 1, b + size)
+        self.objects_deleted += 1
+        self.bytes_deleted += size
+
+    def to_dict(self) -> dict:
+        doc = dict(self.__dict__)
+        doc["by_kind"] = {k: {"objects": n, "bytes": b} for k, (n, b) in self.by_kind.items()}
+        return doc
+
+
+def check_older_than(older_than: object) -> timedelta:
+    if not isinstance(older_than, timedelta):
+        raise InvalidInputError(f"older_than must be a datetime.timedelta, not {older_than!r}")
+    if older_than < timedelta(0):
+        raise InvalidInputError(f"older_than must not be negative, not {older_than}")
+    if older_than > MAX_GRACE:
+        raise InvalidInputError(
+            f"older_than must be at most {MAX_GRACE.days} days, not {older_than}"
+        )
+    return older_than
+
+
+def _noop(phase: str, done: int, total: int | None) -> None:
+    pass
+
+
+class Collector:
+    """One garbage-collection run over a repository context."""
+
+    def __init__(
+        self,
+        ctx: RepoContext,
+        progress: Progress | None = None,
+        lister: Lister | None = None,
+        deleter: Deleter | None = None,
+        delete_batch: int = DELETE_BATCH,
+    ) -> None:
+        self.delete_batch = delete_batch
+        self.ctx = ctx
+        self.objects = ctx.objects
+        self.store = ctx.object_store
+        self.state = GcState(ctx)
+        self.progress = progress or _noop
+        self.lister = lister or self._list
+        self.deleter = deleter or self._delete
+        self.report = GcReport()
+        self.sizes: dict[str, int] = {}
+
+    def _list(self, prefixes: list[str], live: set[str]) -> Iterator[str]:
+        for prefix in prefixes:
+            yield from (k for k in self.store.list(prefix) if k not in live)
+
+    def _delete(self, keys: list[str]) -> None:
+        self.objects.map(self.store.delete, keys)
+
+    # sessions -----------------------------------------------------------------------------
+
+    def settle_sessions(self, dry_run: bool) -> tuple[list[tuple[str, int]], set[str]]:
+        """(chunk objects of finished sessions' staged records, live chunk objects and
+        session bases). Committers whose lease ran out are recovered first."""
+        from zarrlake.txn.commit import load
+
+        dead: list[tuple[str, int]] = []
+        live: set[str] = set()
+        now = self.ctx.clock()
+        for rec in list(self.ctx.records.scan()):
+            if rec.status == "committing" and rec.lease is not None and now > rec.lease:
+                rec, _ = load(self.ctx, rec.id)
+            if rec.status == "open" and now > rec.expires_at and not dry_run:
+                rec = self._expire_session(rec.id) or rec
+                self.report.sessions_expired += rec.status == "expired"
+            partition = self.ctx.stage_partition(rec.id)
+            refs, rows = self._staged(partition)
+            if rec.status in LIVE_STATUSES and not (rec.status == "open" and now > rec.expires_at):
+                live.update(k for k, _ in refs)
+                live.add(f"commits/{rec.base}")
+                continue
+            dead.extend(refs)
+            if rows and not dry_run:
+                self.state.add(self.candidates, refs)
+                hooks.reached("gc_after_register")
+                self.ctx.meta.drop_partition(partition)
+            self.report.staged_records_deleted += rows
+        return dead, live
+
+    def _expire_session(self, session_id: str):  # -> SessionRecord | None
+        from dataclasses import replace
+
+        def change(rec):  # a SessionRecord
+            if rec.status != "open" or self.ctx.clock() <= rec.expires_at:
+                return None
+            return replace(rec, status="expired")
+
+        try:
+            rec, _ = self.ctx.records.update(session_id, change)
+            return rec
+        except ZarrLakeError:
+            return None
+
+    def _staged(self, partition: str) -> tuple[list[tuple[str, int]], int]:
+        refs, rows = [], 0
+        for k, v, _ in self.ctx.meta.scan(partition):
+            rows += 1
+            if not k.startswith(b"w"):
+                continue
+            ref = StagedRecord.decode(v, k.decode(errors="replace")).ref
+            key = ref_key(ref) if ref is not None else None
+            if key is not None:
+                refs.append((key, ref.length))
+        return refs, rows
+
+    def live_sessions(self) -> tuple[set[str], bool]:
+        """Chunk objects staged by open or committing sessions (and their bases), and
+        whether a commit is in progress."""
+        live: set[str] = set()
+        committing = False
+        for rec in self.ctx.records.scan():
+            if rec.status in LIVE_STATUSES:
+                committing |= rec.status == "committing"
+                live.update(k for k, _ in self._staged(self.ctx.stage_partition(rec.id))[0])
+                live.add(f"commits/{rec.base}")
+        return live, committing
+
+    # marking ------------------------------------------------------------------------------
+
+    def roots(self, reach: Reach, extra: set[str]) -> None:
+        """Mark from branch heads, tags and session bases (after reading the sessions)."""
+        bases = {k.split("/", 1)[1] for k in extra if k.startswith("commits/")}
+        reach.add_keys(k for k in extra if not k.startswith("commits/"))
+        heads = set(self.ctx.refs.list(BRANCH).values()) | set(self.ctx.refs.list(TAG).values())
+        reach.add_commits(sorted(heads | bases))
+
+    def expand(self, dead: Iterable[str]) -> list[tuple[str, int | None]]:
+        """What dead commits, snapshots and manifest ranges refer to (read before they are
+        deleted, so their contents become candidates too)."""
+        found: list[tuple[str, int | None]] = []
+        for key in dead:
+            kind, _, oid = key.partition("/")
+            try:
+                if kind == "commits":
+                    rec = CommitRecord.decode(oid, self._get(key))
+                    found += [(f"snapshots/{rec.snapshot}", None), (f"changes/{rec.changes}", None)]
+                elif kind == "snapshots":
+                    root = SnapshotRoot.decode(oid, self._get(key))
+                    found += [(f"manifests/{m}", None) for m in root.ranges.ids]
+                elif kind == "manifests":
+                    found += list(manifest_refs(ManifestRange.decode(oid, self._get(key))).items())
+            except NotFoundError:
+                continue
+            except ZarrLakeError:
+                continue  # a damaged dead object: what it referred to is left for --full
+        return found
+
+    def _get(self, key: str) -> bytes:
+        data = self.store.get(key)
+        self.sizes[key] = len(data)
+        return data
+
+    def size(self, key: str, known: int | None) -> int:
+        if key in self.sizes:
+            return self.sizes[key]
+        if known is not None and kind_of(key) == "chunks":
+            return known
+        try:
+            return len(self.store.get(key))
+        except NotFoundError:
+            return -1  # already gone (e.g. an expired commit record): not counted
+
+    # the run ------------------------------------------------------------------------------
+
+    def run(self, older_than: timedelta, dry_run: bool, full: bool) -> GcReport:
+        start = time.monotonic()
+        grace = check_older_than(older_than).total_seconds()
+        self.report = GcReport(dry_run=dry_run, full=full)
+        if not dry_run:
+            self.state.acquire()
+        try:
+            self._run(grace, dry_run, full)
+        finally:
+            if not dry_run:
+                self.state.release()
+        if not dry_run:
+            self.report.metastore_bytes_freed = vacuum(self.ctx.meta)
+        self.report.seconds = time.monotonic() - start
+        return self.report
+
+    def _run(self, grace: float, dry_run: bool, full: bool) -> None:
+        self.candidates = self.state.candidates()
+        fresh: dict[str, int | None] = {}
+        self.progress("sessions", 0, None)
+        dead_staged, live_staged = self.settle_sessions(dry_run)
+        fresh.update(dead_staged)
+        expired = expired_commits(self.objects)
+        reach = Reach(self.objects, expired)
+        self.progress("marking", 0, None)
+        self.roots(reach, live_staged)
+        if full:
+            for listed, key in enumerate(self.lister([f"{k}/" for k in KINDS], reach.live), 1):
+                fresh.setdefault(key, None)
+                if listed % 1000 == 0:
+                    self.progress("listing", listed, None)
+        pool = {k: c.size for k, c in self.candidates.items()} | fresh
+        frontier = [k for k in pool if k not in reach.live]
+        while frontier:  # dead containers: what they refer to may be dead too
+            found = [(k, s) for k, s in self.expand(frontier) if k not in pool]
+            pool.update(found)
+            frontier = [k for k, _ in found if k not in reach.live]
+        new = [(k, s) for k, s in pool.items() if k not in self.candidates]
+        if not dry_run:
+            self.state.add(self.candidates, new)
+            hooks.reached("gc_after_register")
+            alive = [k for k in self.candidates if k in reach.live]
+            self.state.drop(alive)
+            self.report.candidates_live = len(alive)
+        now = self.ctx.clock()
+        first_seen = {k: c.first_seen for k, c in self.candidates.items()}
+        dead = [k for k in pool if k not in reach.live]
+        due = [k for k in dead if now - first_seen.get(k, now) >= grace]
+        self.report.candidates_pending = len(dead) - len(due)
+        if dry_run:
+            for key in due:
+                if (size := self.size(key, pool.get(key))) >= 0:
+                    self.report.count(key, size)
+            return
+        self.sweep(reach, due, pool)
+
+    def sweep(self, reach: Reach, due: list[str], pool: dict[str, int | None]) -> None:
+        phase = self.state.begin_sweep()
+        hooks.reached("gc_after_sweep_begins")
+        try:
+            live, committing = self.live_sessions()
+            self.roots(reach, live)  # only what changed since the first mark is read
+            due = [k for k in due if k not in reach.live]
+            if committing:  # a commit may be about to reuse a metadata object: next run
+                kept = [k for k in due if kind_of(k) in WRITTEN_BY_COMMITS]
+                self.report.deferred = len(kept)
+                due = [k for k in due if kind_of(k) not in WRITTEN_BY_COMMITS]
+            order = {kind: i for i, kind in enumerate(KINDS)}
+            due.sort(key=lambda k: order.get(kind_of(k), len(order)))
+            sizes = {k: self.size(k, pool.get(k)) for k in due}
+            hooks.reached("gc_before_delete")
+            for i in range(0, len(due), self.delete_batch):
+                if not self.state.may_delete(phase):
+                    break  # past the sweep's deadline: writers no longer wait for it
+                batch = due[i : i + self.delete_batch]
+                self.deleter(batch)
+                hooks.reached("gc_after_delete")
+                self.state.drop(batch)
+                for key in batch:
+                    if sizes[key] >= 0:
+                        self.report.count(key, sizes[key])
+                self.progress("deleting", min(i + self.delete_batch, len(due)), len(due))
+        finally:
+            self.state.end_sweep(phase)
+        hooks.reached("gc_after_sweep_ends")
+
+
+def vacuum(meta: object) -> int:
+    """Let the metastore give freed space back, if its backend can (SQLite)."""
+    while hasattr(meta, "inner"):  # through the retrying and fault wrappers
+        meta = meta.inner
+    compact = getattr(meta, "vacuum", None)
+    return compact() if callable(compact) else 0
+
+
+def collect(
+    ctx: RepoContext,
+    older_than: timedelta = timedelta(hours=1),
+    dry_run: bool = False,
+    full: bool = False,
+    progress: Progress | None = None,
+    lister: Lister | None = None,
+    deleter: Deleter | None = None,
+    delete_batch: int = DELETE_BATCH,
+) -> GcReport:
+    """Delete every object nothing can reach that the collector has known to be garbage
+    for at least `older_than` (see the module docstring)."""
+    return Collector(ctx, progress, lister, deleter, delete_batch).run(older_than, dry_run, full)

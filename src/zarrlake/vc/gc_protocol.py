@@ -1,0 +1,237 @@
+"""The records that make garbage collection safe alongside deduplicating writers.
+
+All of them live in the metastore partition `<repo_id>/gc` and change only by
+compare-and-swap:
+
+- `lock`: one collector at a time (its owner, host and pid, so a dead one is taken over).
+- `phase`: the sweep epoch. A collector moves it to *sweeping* (epoch + 1, with a deadline)
+  before it re-checks what is live and deletes, and back to *idle* after. It never deletes
+  past the deadline, so a crashed sweep cannot delete anything later.
+- `c/<object key>`: candidates, objects the collector has learned may be garbage, with the
+  time it first learned so (the grace period counts from then) and the size if known.
+
+A writer reads the phase before uploading (`WriteGuard.begin`) and again after its
+references are staged (`WriteGuard.settle`). If the two reads are the same idle phase, no
+sweep overlapped the upload: a sweep starting later re-checks staged records after its
+phase change and sees the writer's. Otherwise the writer waits out the sweep, then puts
+back any object of its batch that the sweep deleted. Dedup hits (`put_if_absent` finding an
+old object) are therefore safe: the object is either kept or rewritten before the write is
+acknowledged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import socket
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
+
+from zarrlake import hooks
+from zarrlake.errors import CASFailedError, ZarrLakeError
+
+if TYPE_CHECKING:
+    from zarrlake.txn.context import RepoContext
+
+PHASE = b"phase"
+LOCK = b"lock"
+CANDIDATE = b"c/"
+SWEEP_TTL = 600.0
+"""Seconds a sweep may delete for; after its deadline writers stop waiting for it."""
+DELETE_MARGIN = 30.0
+"""A sweep stops deleting this many seconds before its deadline (clock skew, pauses)."""
+LOCK_TTL = 3600.0
+"""A lock held this long by a process on another host is taken over."""
+
+
+class GcBusyError(ZarrLakeError):
+    """Another garbage collection is running on this repository."""
+
+
+@dataclass(frozen=True)
+class Phase:
+    epoch: int = 0
+    sweeping: bool = False
+    deadline: float = 0.0
+
+    def encode(self) -> bytes:
+        return json.dumps(asdict(self)).encode()
+
+    @classmethod
+    def decode(cls, data: bytes | None) -> Phase:
+        return cls(**json.loads(data)) if data else cls()
+
+
+@dataclass(frozen=True)
+class Candidate:
+    key: str
+    first_seen: float
+    size: int | None = None
+
+
+def partition(ctx: RepoContext) -> str:
+    return ctx.partition("gc")
+
+
+class GcState:
+    """The collector's side of the records."""
+
+    def __init__(self, ctx: RepoContext) -> None:
+        self.meta = ctx.meta
+        self.partition = partition(ctx)
+        self.clock: Callable[[], float] = ctx.clock
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{random.getrandbits(32):08x}"
+
+    # lock ---------------------------------------------------------------------------------
+
+    def acquire(self) -> None:
+        """Take the collector lock; GcBusyError if a live collector holds it."""
+        got = self.meta.get(self.partition, LOCK)
+        if got is not None and not self._stale(json.loads(got[0])):
+            holder = json.loads(got[0])["owner"]
+            raise GcBusyError(f"another garbage collection is running ({holder})")
+        value = json.dumps({"owner": self.owner, "since": self.clock()}).encode()
+        try:
+            self.meta.set_if(self.partition, LOCK, value, got[1] if got else None)
+        except CASFailedError:
+            raise GcBusyError("another garbage collection started at the same time") from None
+        phase, _ = self.phase()
+        if got is not None and phase.sweeping:  # its collector died: it deletes no more
+            self.end_sweep(phase)
+
+    def _stale(self, lock: dict) -> bool:
+        host, pid, _ = lock["owner"].split(":")
+        if host == socket.gethostname():
+            try:
+                os.kill(int(pid), 0)
+            except ProcessLookupError:
+                return True
+            except PermissionError:
+                return False
+            return False
+        return self.clock() - lock["since"] > LOCK_TTL
+
+    def release(self) -> None:
+        got = self.meta.get(self.partition, LOCK)
+        if got is not None and json.loads(got[0])["owner"] == self.owner:
+            self.meta.set_many(self.partition, [(LOCK, None)])
+
+    # phase --------------------------------------------------------------------------------
+
+    def phase(self) -> tuple[Phase, int | None]:
+        got = self.meta.get(self.partition, PHASE)
+        return (Phase.decode(got[0]), got[1]) if got else (Phase(), None)
+
+    def begin_sweep(self) -> Phase:
+        """Enter a new sweep epoch: from here on, writers that staged before it are seen by
+        the re-check that follows, and writers that stage after it wait for its end."""
+        current, version = self.phase()
+        new = Phase(current.epoch + 1, True, self.clock() + SWEEP_TTL)
+        self.meta.set_if(self.partition, PHASE, new.encode(), version)
+        return new
+
+    def may_delete(self, phase: Phase) -> bool:
+        return self.clock() < phase.deadline - DELETE_MARGIN
+
+    def end_sweep(self, phase: Phase) -> None:
+        current, version = self.phase()
+        if current == phase:
+            self.meta.set_if(self.partition, PHASE, Phase(phase.epoch).encode(), version)
+
+    # candidates -----------------------------------------------------------------------------
+
+    def candidates(self) -> dict[str, Candidate]:
+        out = {}
+        for k, v, _ in self.meta.scan(self.partition, prefix=CANDIDATE):
+            key = k[len(CANDIDATE) :].decode()
+            doc = json.loads(v)
+            out[key] = Candidate(key, doc["t"], doc.get("size"))
+        return out
+
+    def add(self, known: dict[str, Candidate], found: Iterable[tuple[str, int | None]]) -> int:
+        """Register newly found candidates (those not in `known`), first seen now."""
+        now = self.clock()
+        items = []
+        for key, size in found:
+            if key not in known:
+                known[key] = Candidate(key, now, size)
+                items.append((CANDIDATE + key.encode(), json.dumps({"t": now, "size": size})))
+        for i in range(0, len(items), 1000):
+            self.meta.set_many(self.partition, [(k, v.encode()) for k, v in items[i : i + 1000]])
+        return len(items)
+
+    def drop(self, keys: Sequence[str]) -> None:
+        for i in range(0, len(keys), 1000):
+            batch = keys[i : i + 1000]
+            self.meta.set_many(self.partition, [(CANDIDATE + k.encode(), None) for k in batch])
+
+
+class WriteGuard:
+    """The writer's side: `token = guard.begin()` before uploading chunk objects, then
+    `guard.settle(token, uploads)` once the references to them are staged."""
+
+    def __init__(
+        self, ctx: RepoContext, poll: float = 0.05, sleep: Callable[[float], None] = time.sleep
+    ) -> None:
+        self.sleep = sleep
+        self.meta = ctx.meta
+        self.store = ctx.object_store
+        self.partition = partition(ctx)
+        self.clock: Callable[[], float] = ctx.clock
+        self.poll = poll
+
+    def _phase(self) -> Phase:
+        got = self.meta.get(self.partition, PHASE)
+        return Phase.decode(got[0] if got else None)
+
+    def begin(self) -> Phase:
+        return self._phase()
+
+    def settle(self, before: Phase, uploads: Sequence[tuple[str, bytes]]) -> int:
+        """Make sure every uploaded object still exists now that its reference is staged;
+        returns how many had to be written again (a sweep deleted them meanwhile)."""
+        after = self._phase()
+        if after == before and not after.sweeping:
+            return 0
+        while after.sweeping and self.clock() < after.deadline:
+            hooks.reached("writer_waits_for_sweep")
+            self.sleep(self.poll)  # a sweep is deleting: let it finish before checking
+            after = self._phase()
+        rewritten = 0
+        for key, data in uploads:
+            if not self.store.exists(key):
+                self.store.put_if_absent(key, data)
+                rewritten += 1
+        return rewritten
+
+    def wait_idle(self) -> None:
+        """Block while a sweep is deleting (commits call this after sealing, before they
+        write their metadata objects, so a sweep never deletes an object a commit reuses)."""
+        phase = self._phase()
+        while phase.sweeping and self.clock() < phase.deadline:
+            hooks.reached("writer_waits_for_sweep")
+            self.sleep(self.poll)
+            phase = self._phase()
+
+
+def register_staged(ctx: RepoContext, session_id: str) -> int:
+    """Remember the chunk objects a session's staged records name as garbage candidates,
+    before the records are dropped (abandon, commit cleanup), so an incremental gc finds
+    them without listing; the mark keeps whichever are still referenced. Returns how many
+    were new."""
+    from zarrlake.format.staged import StagedRecord
+    from zarrlake.vc.reach import ref_key
+
+    found: list[tuple[str, int | None]] = []
+    for k, v, _ in ctx.meta.scan(ctx.stage_partition(session_id), prefix=b"w"):
+        ref = StagedRecord.decode(v, k.decode(errors="replace")).ref
+        key = ref_key(ref) if ref is not None else None
+        if key is not None:
+            found.append((key, ref.length if ref is not None else None))
+    if not found:
+        return 0
+    state = GcState(ctx)
+    return state.add(state.candidates(), found)

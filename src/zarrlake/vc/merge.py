@@ -1,0 +1,204 @@
+"""Merge, revert and reset: history operations that move a branch without a session.
+
+Each lands like a commit: read the branch head, build the new commit on it (writing every
+object first), compare-and-swap the branch; if it moved meanwhile, build again on the new
+head, with the same lost-reply check and backoff as commit_protocol.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+
+from zarrlake.errors import (
+    CASFailedError,
+    Conflict,
+    ConflictError,
+    InvalidInputError,
+    NotFoundError,
+    TransientError,
+)
+from zarrlake.format.commit import CommitRecord
+from zarrlake.format.snapshot import SnapshotRoot
+from zarrlake.vc.commit_protocol import (
+    Change,
+    CommitProtocol,
+    CommitTimeoutError,
+    apply_changes,
+    change_set,
+    pack_small_chunks,
+)
+from zarrlake.vc.objects import Objects
+from zarrlake.vc.refexpr import merge_base
+from zarrlake.vc.refs import BRANCH, Refs
+from zarrlake.vc.threeway import three_way
+
+CONFLICT_POLICIES = ("fail", "ours", "theirs")
+FAST_FORWARD = ("allow", "never", "only")
+
+
+class History:
+    """Merges, reverts and resets on one repository's objects and refs."""
+
+    def __init__(self, objects: Objects, refs: Refs, timeout: float = 60.0) -> None:
+        self.objects = objects
+        self.refs = refs
+        self.timeout = timeout
+
+    def root(self, commit_id: str) -> SnapshotRoot:
+        return self.objects.read(SnapshotRoot, self.objects.commit(commit_id).snapshot)
+
+    # landing ----------------------------------------------------------------------------
+
+    def land(self, branch: str, build: Callable[[str], str]) -> str:
+        """Move `branch` to `build(head)` by compare-and-swap, rebuilding on a moved head
+        until it lands or the timeout passes; `build` returning the head means no move."""
+        deadline = time.monotonic() + self.timeout
+        protocol = CommitProtocol(self.objects, self.refs)
+        tried: set[str] = set()
+        first: str | None = None
+        attempt = 0
+        while True:
+            head, version = self.refs.require(BRANCH, branch)
+            first = first or head
+            new = build(head)
+            if new == head:
+                return head
+            tried.add(new)
+            try:
+                self.refs.move(branch, new, version)
+                return new
+            except CASFailedError:
+                landed = protocol.landed(tried, branch, first)
+                if landed is not None:
+                    return landed
+            except TransientError:
+                landed = protocol.landed(tried, branch, first)
+                if landed is not None:
+                    return landed
+                raise
+            attempt += 1
+            if time.monotonic() > deadline:
+                raise CommitTimeoutError(
+                    f"branch {branch!r} kept moving; gave up after {attempt} attempts"
+                )
+            time.sleep(random.uniform(0, min(0.5, 0.002 * 2**attempt)))
+
+    def write_commit(
+        self,
+        parent_root: SnapshotRoot,
+        changes: list[Change],
+        parents: tuple[str, ...],
+        message: str,
+        author: str | None,
+    ) -> str:
+        """Write the snapshot, change set (against the first parent) and record."""
+        changes, blobs = pack_small_chunks(changes)
+        root, range_blobs = apply_changes(self.objects, parent_root, changes)
+        snapshot_id, root_blob = self.objects.encode(root)
+        changes_id, changes_blob = self.objects.encode(change_set(changes, parent_root.meta))
+        record = CommitRecord(parents, snapshot_id, changes_id, message, author, time.time(), None)
+        commit_id, record_blob = self.objects.encode(record)
+        self.objects.put_all([*blobs, *range_blobs, root_blob, changes_blob, record_blob])
+        return commit_id
+
+    def _combine(
+        self, base: str, head: str, other: str, on_conflict: str, what: str
+    ) -> tuple[SnapshotRoot, list[Change]]:
+        """The changes taking `other`'s side (against `base`) onto `head`."""
+        head_root = self.root(head)
+        result = three_way(self.objects, self.root(base), head_root, self.root(other))
+        changes = result.changes
+        if result.conflicts:
+            if on_conflict == "fail" or any(c.kind != "chunk" for c in result.conflicts):
+                shown = "; ".join(str(c) for c in result.conflicts)
+                raise ConflictError(result.conflicts, f"{what} conflicts: {shown}")
+            if on_conflict == "theirs":
+                changes = changes + list(result.chunk_keys.items())
+        return head_root, changes
+
+    # operations -------------------------------------------------------------------------
+
+    def merge(
+        self,
+        source: str,
+        into: str,
+        *,
+        message: str,
+        author: str | None,
+        on_conflict: str = "fail",
+        fast_forward: str = "allow",
+    ) -> str:
+        """Merge commit `source` into branch `into`; returns into's new head."""
+        if on_conflict not in CONFLICT_POLICIES:
+            raise InvalidInputError(
+                f"on_conflict must be one of {', '.join(CONFLICT_POLICIES)}, not {on_conflict!r}"
+            )
+        if fast_forward not in FAST_FORWARD:
+            raise InvalidInputError(
+                f"fast_forward must be one of {', '.join(FAST_FORWARD)}, not {fast_forward!r}"
+            )
+
+        def build(head: str) -> str:
+            base = merge_base(self.objects, head, source)
+            if base is None:
+                raise ConflictError(
+                    [Conflict("", "unrelated", None, "the two histories share no commit")],
+                    f"cannot merge {source[:12]} into {into!r}: no common history",
+                )
+            if base == source:
+                return head  # already merged
+            if base == head and fast_forward != "never":
+                return source
+            if fast_forward == "only":
+                raise ConflictError(
+                    [Conflict("", "diverged", None, f"{into!r} has commits {source[:12]} lacks")],
+                    f"cannot fast-forward {into!r} to {source[:12]}: the branches diverged",
+                )
+            root, changes = self._combine(
+                base, head, source, on_conflict, f"merge of {source[:12]} into {into!r}"
+            )
+            return self.write_commit(root, changes, (head, source), message, author)
+
+        return self.land(into, build)
+
+    def revert(
+        self, commit: str, branch: str, *, message: str | None, author: str | None = None
+    ) -> str:
+        """A new commit on `branch` undoing `commit`'s changes (against its first parent)."""
+        rec = self.objects.commit(commit)
+        if not rec.parents:
+            raise InvalidInputError(f"commit {commit[:12]} has no parent: nothing to revert to")
+        text = (
+            message if message is not None else f'Revert "{rec.message}"\n\nThis reverts {commit}.'
+        )
+
+        def build(head: str) -> str:
+            root, changes = self._combine(
+                commit, head, rec.parents[0], "fail", f"revert of {commit[:12]} on {branch!r}"
+            )
+            return self.write_commit(root, changes, (head,), text, author)
+
+        return self.land(branch, build)
+
+    def reset(self, branch: str, to: str, expected: str | None) -> str:
+        """Move `branch` to commit `to`; with `expected`, only if the branch is there now."""
+        if not self.objects.has_commit(to):
+            raise NotFoundError(f"no commit {to!r}")
+        while True:
+            head, version = self.refs.require(BRANCH, branch)
+            if expected is not None and head != expected:
+                raise ConflictError(
+                    [Conflict("", "moved", None, f"{branch!r} is at {head}, not {expected}")],
+                    f"branch {branch!r} is at {head[:12]}, not the expected {expected[:12]}; "
+                    "nothing was moved",
+                )
+            if head == to:
+                return to
+            try:
+                self.refs.move(branch, to, version)
+                return to
+            except CASFailedError:
+                if self.refs.require(BRANCH, branch)[0] == to:
+                    return to

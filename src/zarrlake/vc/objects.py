@@ -1,0 +1,197 @@
+"""Typed access to the immutable objects of a repository, verified on read and cached.
+
+Format objects (manifests, snapshots, change sets, commits) are written once under their
+content hash and never change, so every decoded object can be cached for the life of the
+process. Chunk bytes are checked against the SHA-256 in their reference before they are
+returned.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+from zarrlake.errors import CorruptionError, NotFoundError
+from zarrlake.format.changes import ChangeSet
+from zarrlake.format.chunk_ref import ChunkRef, RefKind, chunk_object_key
+from zarrlake.format.commit import CommitRecord
+from zarrlake.format.manifest import ManifestRange
+from zarrlake.format.snapshot import SnapshotRoot
+from zarrlake.storage.base import ObjectStore
+
+MANIFEST_INLINE_MAX = 64
+"""Chunks at most this large are kept inside manifests rather than as objects."""
+
+PARALLEL_WRITE_BYTES = 4 << 20
+"""Local writes totalling more than this are spread over threads."""
+
+Blob = tuple[str, bytes]
+"""An object key and the bytes to store under it."""
+
+PREFIXES = {
+    ManifestRange: "manifests",
+    SnapshotRoot: "snapshots",
+    ChangeSet: "changes",
+    CommitRecord: "commits",
+}
+
+
+class _LRU:
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.items: OrderedDict[str, object] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: str) -> object | None:
+        with self.lock:
+            value = self.items.get(key)
+            if value is not None:
+                self.items.move_to_end(key)
+            return value
+
+    def put(self, key: str, value: object) -> None:
+        with self.lock:
+            self.items[key] = value
+            self.items.move_to_end(key)
+            while len(self.items) > self.capacity:
+                self.items.popitem(last=False)
+
+
+class Objects:
+    """Reads and writes a repository's immutable objects through one ObjectStore."""
+
+    def __init__(self, store: ObjectStore, cache_entries: int = 512) -> None:
+        self.store = store
+        self._cache = _LRU(cache_entries)
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_pid = 0
+
+    # format objects --------------------------------------------------------------------
+
+    def encode[T: (ManifestRange, SnapshotRoot, ChangeSet, CommitRecord)](
+        self, obj: T
+    ) -> tuple[str, Blob]:
+        """(object id, blob to write) for `obj`; the decoded object is cached under its id."""
+        oid, data = obj.encode()
+        self._cache.put(oid, obj)
+        return oid, (f"{PREFIXES[type(obj)]}/{oid}", data)
+
+    def write[T: (ManifestRange, SnapshotRoot, ChangeSet, CommitRecord)](self, obj: T) -> str:
+        oid, (key, data) = self.encode(obj)
+        self.store.put_if_absent(key, data)
+        return oid
+
+    def put_all(self, blobs: list[Blob]) -> None:
+        """Write independent, content-addressed blobs: in parallel on a remote store, where
+        each request waits on the network; in turn on a local one, where small writes take
+        less time than handing them to threads."""
+        remote = not self.store.url.startswith(("file://", "memory://"))
+        if remote or sum(len(data) for _, data in blobs) > PARALLEL_WRITE_BYTES:
+            self.map(lambda blob: self.store.put_if_absent(*blob), blobs)
+        else:
+            for key, data in blobs:
+                self.store.put_if_absent(key, data)
+
+    def read[T: (ManifestRange, SnapshotRoot, ChangeSet, CommitRecord)](
+        self, cls: type[T], oid: str
+    ) -> T:
+        cached = self._cache.get(oid)
+        if isinstance(cached, cls):
+            return cached
+        key = f"{PREFIXES[cls]}/{oid}"
+        try:
+            data = self.store.get(key)
+        except NotFoundError:
+            raise NotFoundError(f"{PREFIXES[cls][:-1]} object {oid} is missing ({key})") from None
+        obj = cls.decode(oid, data)
+        self._cache.put(oid, obj)
+        return obj
+
+    def commit(self, oid: str) -> CommitRecord:
+        return self.read(CommitRecord, oid)
+
+    def history(self, head: str) -> Iterator[tuple[str, CommitRecord]]:
+        """(id, record) of `head` and its first-parent ancestors, newest first."""
+        cid: str | None = head
+        while cid is not None:
+            try:
+                rec = self.commit(cid)
+            except NotFoundError:
+                if cid != head and self.is_expired(cid):
+                    return  # the history before this point was expired
+                raise
+            yield cid, rec
+            cid = rec.parents[0] if rec.parents else None
+
+    def is_expired(self, oid: str) -> bool:
+        """Whether `oid` names a commit whose history was expired (`zarrlake expire`)."""
+        return self.store.exists(f"expired/{oid}")
+
+    def forget(self, oid: str) -> None:
+        """Drop `oid` from the decoded-object cache (its object was expired)."""
+        with self._cache.lock:
+            self._cache.items.pop(oid, None)
+
+    def commit_ids(self, prefix: str) -> list[str]:
+        """The ids of the commits whose id starts with `prefix`."""
+        return [k.rsplit("/", 1)[1] for k in self.store.list(f"commits/{prefix}")]
+
+    def has_commit(self, oid: str) -> bool:
+        return self._cache.get(oid) is not None or self.store.exists(f"commits/{oid}")
+
+    # chunk data ------------------------------------------------------------------------
+
+    def put_chunk(self, data: bytes) -> ChunkRef:
+        """Store chunk bytes under their SHA-256 (deduplicated) and return the reference."""
+        digest = hashlib.sha256(data).digest()
+        if len(data) <= MANIFEST_INLINE_MAX:
+            return ChunkRef.inline(data, digest)
+        self.store.put_if_absent(chunk_object_key(digest), data)
+        return ChunkRef.object(digest, len(data))
+
+    def read_ref(self, ref: ChunkRef, what: str) -> bytes:
+        """The referenced bytes, verified against the reference's checksum."""
+        if ref.kind == RefKind.INLINE:
+            data = ref.data or b""
+        else:
+            key = ref.location if ref.kind == RefKind.LOCATION else chunk_object_key(ref.digest)
+            assert key is not None
+            span = (ref.offset, ref.offset + ref.length) if ref.kind == RefKind.LOCATION else None
+            try:
+                data = self.store.get(key, span)
+            except NotFoundError:
+                raise NotFoundError(f"{what}: its data object {key} is missing") from None
+        if len(data) != ref.length or hashlib.sha256(data).digest() != ref.digest:
+            raise CorruptionError(f"{what}: checksum mismatch in its data ({describe(ref)})")
+        return data
+
+    @property
+    def pool(self) -> ThreadPoolExecutor:
+        if self._pool is None or self._pool_pid != os.getpid():
+            self._pool_pid = os.getpid()
+            self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="zarrlake-io")
+        return self._pool
+
+    def close(self) -> None:
+        """Wait for background work (a committed session's staged-record cleanup) to end, so
+        the backends are never closed under a thread still using them."""
+        pool, self._pool = self._pool, None
+        if pool is not None and self._pool_pid == os.getpid():
+            pool.shutdown(wait=True)
+
+    def map[A, R](self, fn: Callable[[A], R], items: list[A]) -> list[R]:
+        if len(items) <= 1:
+            return [fn(i) for i in items]
+        return list(self.pool.map(fn, items))
+
+
+def describe(ref: ChunkRef) -> str:
+    if ref.kind == RefKind.INLINE:
+        return "inline"
+    if ref.kind == RefKind.OBJECT:
+        return chunk_object_key(ref.digest)
+    return f"{ref.location}[{ref.offset}:{ref.offset + ref.length}]"

@@ -1,0 +1,100 @@
+"""Reachability: which objects the repository still needs (the mark of mark-and-sweep).
+
+Live are the objects reachable from branch heads, tags and session bases, following every
+parent of every commit but stopping at commits whose history was expired, plus the chunk
+objects that staged records of open or committing sessions refer to. Each commit, snapshot
+and manifest range is read once per collector, so marking again after new commits costs
+only the new objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from zarrlake.format.changes import ChangeSet
+from zarrlake.format.chunk_ref import ChunkRef, RefKind, chunk_object_key
+from zarrlake.format.commit import CommitRecord
+from zarrlake.format.manifest import ManifestRange
+from zarrlake.format.snapshot import SnapshotRoot
+from zarrlake.vc.objects import PREFIXES, Objects
+
+KINDS = ("chunks", "packs", "manifests", "snapshots", "changes", "commits")
+"""Object kinds by key prefix, data first."""
+WRITTEN_BY_COMMITS = frozenset({"packs", "manifests", "snapshots", "changes", "commits"})
+EXPIRED_PREFIX = "expired/"
+"""Markers `expired/<commit id>` name commits whose history was expired."""
+
+
+def kind_of(key: str) -> str:
+    return key.split("/", 1)[0]
+
+
+def ref_key(ref: ChunkRef) -> str | None:
+    """The object key a chunk reference reads from (None for inline bytes)."""
+    if ref.kind == RefKind.OBJECT:
+        return chunk_object_key(ref.digest)
+    if ref.kind == RefKind.LOCATION:
+        return ref.location
+    return None
+
+
+def manifest_refs(rng: ManifestRange) -> dict[str, int]:
+    """Object keys a manifest range refers to, with the bytes each must hold at least."""
+    kinds = np.asarray(rng.kind)
+    objs = np.flatnonzero(kinds == RefKind.OBJECT)
+    hexes = np.ascontiguousarray(rng.digest[objs]).tobytes().hex()
+    lengths = np.asarray(rng.length)[objs].tolist()
+    out = {f"chunks/{hexes[64 * i : 64 * i + 64]}": n for i, n in enumerate(lengths)}
+    located = np.flatnonzero(kinds == RefKind.LOCATION)
+    if len(located):
+        locs = np.asarray(rng.loc)[located]
+        ends = np.asarray(rng.offset)[located] + np.asarray(rng.length)[located]
+        for loc in np.unique(locs).tolist():
+            out[rng.locations[loc]] = int(ends[locs == loc].max())
+    return out
+
+
+class Reach:
+    """Accumulates the set of live object keys."""
+
+    def __init__(self, objects: Objects, expired: set[str]) -> None:
+        self.objects = objects
+        self.expired = expired
+        self.live: set[str] = set()
+
+    def add_keys(self, keys: Iterable[str]) -> None:
+        self.live.update(keys)
+
+    def add_commits(self, starts: Iterable[str]) -> None:
+        """Mark `starts` and their ancestry (all parents), stopping at expired commits."""
+        stack = [c for c in starts if c not in self.expired]
+        while stack:
+            cid = stack.pop()
+            key = f"{PREFIXES[CommitRecord]}/{cid}"
+            if key in self.live:
+                continue
+            rec = self.objects.commit(cid)
+            self.live.add(key)
+            self.live.add(f"{PREFIXES[ChangeSet]}/{rec.changes}")
+            self.add_snapshot(rec.snapshot)
+            stack.extend(p for p in rec.parents if p not in self.expired)
+
+    def add_snapshot(self, sid: str) -> None:
+        key = f"{PREFIXES[SnapshotRoot]}/{sid}"
+        if key in self.live:
+            return
+        root = self.objects.read(SnapshotRoot, sid)
+        self.live.add(key)
+        todo = [m for m in root.ranges.ids if f"{PREFIXES[ManifestRange]}/{m}" not in self.live]
+        for rng_id, rng in zip(
+            todo, self.objects.map(lambda m: self.objects.read(ManifestRange, m), todo), strict=True
+        ):
+            self.live.add(f"{PREFIXES[ManifestRange]}/{rng_id}")
+            self.live.update(manifest_refs(rng))
+
+
+def expired_commits(objects: Objects) -> set[str]:
+    """Ids of the commits whose history was expired."""
+    return {k[len(EXPIRED_PREFIX) :] for k in objects.store.list(EXPIRED_PREFIX)}

@@ -1,0 +1,96 @@
+"""Ref expressions as git has them: `main~3` (third first-parent ancestor), `main^` (first
+parent), `main^2` (second parent of a merge), chained (`v1^2~1`); and merge bases.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from zarrlake.errors import InvalidInputError, NotFoundError
+from zarrlake.vc.objects import Objects
+
+_STEP = re.compile(r"([~^])(\d*)")
+
+
+def parse(expr: str) -> tuple[str, list[tuple[str, int]]]:
+    """Split `expr` into its base name and its steps, e.g. 'main~2^2' -> ('main', [('~', 2),
+    ('^', 2)]); a bare `~` or `^` counts 1."""
+    cut = min((i for i in (expr.find("~"), expr.find("^")) if i >= 0), default=len(expr))
+    base, rest = expr[:cut], expr[cut:]
+    if not base:
+        raise InvalidInputError(f"ref expression {expr!r} has no branch, tag or commit before ~/^")
+    steps, pos = [], 0
+    while pos < len(rest):
+        m = _STEP.match(rest, pos)
+        if m is None:
+            raise InvalidInputError(
+                f"invalid ref expression {expr!r}: expected ~N or ^N at {rest[pos:]!r}"
+            )
+        digits = m.group(2)
+        if len(digits) > 9:
+            raise InvalidInputError(f"invalid ref expression {expr!r}: step {m.group(0)} too big")
+        steps.append((m.group(1), int(digits) if digits else 1))
+        pos = m.end()
+    return base, steps
+
+
+def resolve_expr(expr: str, resolve_name: Callable[[str], str], objects: Objects) -> str:
+    """The commit id `expr` names; `resolve_name` resolves the plain name before the steps."""
+    base, steps = parse(expr)
+    cid = resolve_name(base)
+    for op, n in steps:
+        if op == "^":
+            if n == 0:
+                continue
+            parents = objects.commit(cid).parents
+            if n > len(parents):
+                raise NotFoundError(f"{expr!r}: commit {cid[:12]} has no parent number {n}")
+            cid = parents[n - 1]
+        else:
+            for _ in range(n):
+                parents = objects.commit(cid).parents
+                if not parents:
+                    raise NotFoundError(f"{expr!r}: the history before {cid[:12]} is too short")
+                cid = parents[0]
+    return cid
+
+
+def ancestors(objects: Objects, head: str) -> set[str]:
+    """Every commit reachable from `head` through any parent, `head` included."""
+    seen = {head}
+    todo = [head]
+    while todo:
+        for p in objects.commit(todo.pop()).parents:
+            if p not in seen:
+                seen.add(p)
+                todo.append(p)
+    return seen
+
+
+def merge_base(objects: Objects, a: str, b: str) -> str | None:
+    """The best common ancestor of commits `a` and `b`: a common ancestor that is not an
+    ancestor of another common ancestor (the newest one on a criss-cross); None if the
+    histories are unrelated."""
+    of_a = ancestors(objects, a)
+    candidates: set[str] = set()
+    seen = {b}
+    todo = [b]
+    while todo:
+        cid = todo.pop()
+        if cid in of_a:
+            candidates.add(cid)
+            continue  # its ancestors are common too, but never better
+        for p in objects.commit(cid).parents:
+            if p not in seen:
+                seen.add(p)
+                todo.append(p)
+    if len(candidates) > 1:
+        below: set[str] = set()
+        for c in candidates:
+            for p in objects.commit(c).parents:
+                below |= ancestors(objects, p)
+        candidates -= below
+    if not candidates:
+        return None
+    return max(candidates, key=lambda c: (objects.commit(c).timestamp, c))

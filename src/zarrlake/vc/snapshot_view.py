@@ -1,0 +1,75 @@
+"""Reading one snapshot: key lookups and listings over its root and manifest ranges."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+
+from zarrlake.format.chunk_ref import ChunkRef
+from zarrlake.format.manifest import ManifestRange
+from zarrlake.format.snapshot import SnapshotRoot, is_meta_key
+from zarrlake.vc.objects import Objects
+
+_AFTER_SEGMENT = (
+    b"/\xff"  # sorts after every key below a '/'-terminated segment (UTF-8 has no 0xff)
+)
+
+
+def prefix_end(prefix: bytes) -> bytes | None:
+    """The smallest key greater than every key starting with `prefix` (None: no bound)."""
+    p = prefix.rstrip(b"\xff")
+    return p[:-1] + bytes([p[-1] + 1]) if p else None
+
+
+class SnapshotView:
+    def __init__(self, objects: Objects, root: SnapshotRoot, snapshot_id: str) -> None:
+        self.objects = objects
+        self.root = root
+        self.snapshot_id = snapshot_id
+
+    def range(self, i: int) -> ManifestRange:
+        return self.objects.read(ManifestRange, self.root.ranges.ids[i])
+
+    def get(self, key: str) -> ChunkRef | None:
+        if is_meta_key(key):
+            doc = self.root.meta.get(key)
+            return ChunkRef.inline(doc) if doc is not None else None
+        kb = key.encode()
+        i = self.root.ranges.locate(kb)
+        return self.range(i).get(kb) if i >= 0 else None
+
+    def _ranges_between(self, start: bytes, stop: bytes | None) -> range:
+        idx = self.root.ranges
+        if not len(idx):
+            return range(0)
+        lo = idx.locate(start)
+        hi = len(idx) if stop is None else int(np.searchsorted(idx.first_keys, stop, side="left"))
+        return range(lo, max(hi, lo + 1))
+
+    def keys(self, prefix: str = "") -> Iterator[str]:
+        """Every key starting with `prefix`, metadata keys first, then in byte order."""
+        yield from (k for k in sorted(self.root.meta) if k.startswith(prefix))
+        p = prefix.encode()
+        stop = prefix_end(p)
+        for i in self._ranges_between(p, stop):
+            for k in self.range(i).iter_keys(p, stop):
+                yield k.decode()
+
+    def children(self, prefix: str) -> set[str]:
+        """Names directly below `prefix` ('' or ending in '/'), skipping over subtrees."""
+        out = {k[len(prefix) :].split("/", 1)[0] for k in self.root.meta if k.startswith(prefix)}
+        p = prefix.encode()
+        stop = prefix_end(p)
+        for i in self._ranges_between(p, stop):
+            r = self.range(i)
+            pos, end = r.key_slice(p, stop).start, r.key_slice(p, stop).stop
+            while pos < end:
+                rest = bytes(r.keys[pos])[len(p) :]
+                name, sep, _ = rest.partition(b"/")
+                out.add(name.decode())
+                if sep:
+                    pos = int(np.searchsorted(r.keys, p + name + _AFTER_SEGMENT))
+                else:
+                    pos += 1
+        return out

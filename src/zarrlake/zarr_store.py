@@ -1,0 +1,247 @@
+"""The zarr v3 store of a session: zarr, xarray and friends read and write through it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterable
+from typing import Any, Protocol
+
+from zarr.abc.store import (
+    ByteRequest,
+    OffsetByteRequest,
+    RangeByteRequest,
+    Store,
+    SuffixByteRequest,
+)
+from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
+
+from zarrlake.errors import ReadOnlyError
+from zarrlake.format.chunk_ref import ChunkRef
+from zarrlake.vc.commit_protocol import Change
+
+_READ_ONLY = "store was opened in read-only mode and does not support writing"
+
+
+def _span(byte_range: ByteRequest | None, size: int) -> tuple[int, int] | None:
+    match byte_range:
+        case None:
+            return None
+        case RangeByteRequest(start, end):
+            return start, end
+        case OffsetByteRequest(offset):
+            return offset, size
+        case SuffixByteRequest(suffix):
+            return max(size - suffix, 0), size
+    raise TypeError(f"Unexpected byte_range, got {byte_range!r}")
+
+
+class Session(Protocol):
+    """What the store needs of a session (zarrlake.Session provides it)."""
+
+    @property
+    def id(self) -> str | None: ...
+    @property
+    def base_commit(self) -> str: ...
+    @property
+    def read_only(self) -> bool: ...
+    @property
+    def spec(self) -> object: ...
+    @property
+    def inline_max(self) -> int: ...
+    def lookup(self, key: str) -> ChunkRef | None: ...
+    def read(self, key: str) -> bytes | None: ...
+    def exists(self, key: str) -> bool: ...
+    def list_prefix(self, prefix: str) -> list[str]: ...
+    def list_dir(self, prefix: str) -> list[str]: ...
+    def write(self, key: str, data: bytes) -> None: ...
+    def prepare(self, key: str, data: bytes) -> Change: ...
+    def stage(self, changes: list[Change]) -> None: ...
+    def write_many(self, items: list[tuple[str, bytes]]) -> None: ...
+    def delete(self, key: str) -> None: ...
+    def delete_many(self, keys: list[str]) -> None: ...
+
+
+class _StageBatcher:
+    """Stages the writes zarr issues concurrently on one event loop in one metastore
+    transaction; each `set` returns only once its batch is staged."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.pending: list[tuple[Change, asyncio.Future[None]]] = []
+        self.flushing = False
+
+    async def stage(self, change: Change) -> None:
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self.pending.append((change, future))
+        if not self.flushing:
+            self.flushing = True
+            loop.call_soon(self._flush)
+        await future
+
+    def _flush(self) -> None:
+        """Runs on the loop: one short metastore transaction costs less than a thread hop."""
+        batch, self.pending, self.flushing = self.pending, [], False
+        try:
+            self.session.stage([change for change, _ in batch])
+        except Exception as e:
+            for _, f in batch:
+                f.set_exception(e)
+        else:
+            for _, f in batch:
+                f.set_result(None)
+
+
+class SessionStore(Store):
+    """A zarr store over one zarrlake session. Blocking work runs in threads, so zarr's
+    concurrent requests overlap."""
+
+    supports_writes = True
+    supports_deletes = True
+    supports_listing = True
+    supports_partial_writes = False
+
+    @property
+    def supports_consolidated_metadata(self) -> bool:
+        """False: listings of a session are consistent by themselves, so zarr and xarray
+        neither write consolidated metadata (a hot spot every writer would conflict on) nor
+        trust one written earlier (it would hide arrays added later)."""
+        return False
+
+    def __init__(self, session: Session, read_only: bool = False) -> None:
+        super().__init__(read_only=read_only or session.read_only)
+        self.session = session
+        self._batchers: dict[asyncio.AbstractEventLoop, _StageBatcher] = {}
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, SessionStore)
+            and self.session.spec == other.session.spec
+            and self.session.id == other.session.id
+            and self.session.base_commit == other.session.base_commit
+            and self.read_only == other.read_only
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.session.id, self.session.base_commit, self.read_only))
+
+    def __repr__(self) -> str:
+        return f"SessionStore({self.session!r}, read_only={self.read_only})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"session": self.session, "read_only": self.read_only}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["session"], read_only=state["read_only"])  # type: ignore[misc]
+
+    def with_read_only(self, read_only: bool = False) -> SessionStore:
+        if not read_only and self.session.read_only:
+            raise ReadOnlyError(f"{_READ_ONLY}: the session is pinned to a commit")
+        return SessionStore(self.session, read_only=read_only)
+
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise ReadOnlyError(_READ_ONLY)
+
+    # reads ------------------------------------------------------------------------------
+
+    def _get(self, key: str, byte_range: ByteRequest | None) -> bytes | None:
+        if byte_range is None:
+            return self.session.read(key)
+        _span(byte_range, 0)  # a malformed request fails whether or not the key exists
+        data = self.session.read(key)
+        if data is None:
+            return None
+        span = _span(byte_range, len(data))
+        assert span is not None
+        return data[span[0] : span[1]]
+
+    def get_sync(
+        self,
+        key: str,
+        *,
+        prototype: BufferPrototype | None = None,
+        byte_range: ByteRequest | None = None,
+    ) -> Buffer | None:
+        data = self._get(key, byte_range)
+        if data is None:
+            return None
+        return (prototype or default_buffer_prototype()).buffer.from_bytes(data)
+
+    async def get(
+        self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None
+    ) -> Buffer | None:
+        data = await asyncio.to_thread(self._get, key, byte_range)
+        return None if data is None else prototype.buffer.from_bytes(data)
+
+    async def get_partial_values(
+        self, prototype: BufferPrototype, key_ranges: Iterable[tuple[str, ByteRequest | None]]
+    ) -> list[Buffer | None]:
+        return await asyncio.gather(*(self.get(k, prototype, r) for k, r in key_ranges))
+
+    async def exists(self, key: str) -> bool:
+        return await asyncio.to_thread(self.session.exists, key)
+
+    async def getsize(self, key: str) -> int:
+        ref = await asyncio.to_thread(self.session.lookup, key)
+        if ref is None:
+            raise FileNotFoundError(key)
+        return ref.length
+
+    # writes -----------------------------------------------------------------------------
+
+    def set_sync(self, key: str, value: Buffer) -> None:
+        self._check_writable()
+        self.session.write(key, value.to_bytes())
+
+    def delete_sync(self, key: str) -> None:
+        self._check_writable()
+        self.session.delete(key)
+
+    async def set(self, key: str, value: Buffer) -> None:
+        self._check_writable()
+        if not isinstance(value, Buffer):
+            raise TypeError(f"SessionStore.set(): expected a zarr Buffer, not {type(value)}")
+        if len(value) > self.session.inline_max:  # copying, hashing, uploading: off the event loop
+            change = await asyncio.to_thread(lambda: self.session.prepare(key, value.to_bytes()))
+        else:
+            change = self.session.prepare(key, value.to_bytes())
+        loop = asyncio.get_running_loop()
+        batcher = self._batchers.get(loop)
+        if batcher is None:
+            batcher = self._batchers[loop] = _StageBatcher(self.session)
+        await batcher.stage(change)
+
+    async def set_if_not_exists(self, key: str, value: Buffer) -> None:
+        self._check_writable()
+        if not await self.exists(key):
+            await self.set(key, value)
+
+    async def _set_many(self, values: Iterable[tuple[str, Buffer]]) -> None:
+        self._check_writable()
+        items = [(k, v.to_bytes()) for k, v in values]
+        await asyncio.to_thread(self.session.write_many, items)
+
+    async def delete(self, key: str) -> None:
+        self._check_writable()
+        await asyncio.to_thread(self.session.delete, key)
+
+    async def delete_dir(self, prefix: str) -> None:
+        self._check_writable()
+        prefix = prefix.rstrip("/")
+        keys = await asyncio.to_thread(self.session.list_prefix, prefix + "/" if prefix else "")
+        await asyncio.to_thread(self.session.delete_many, keys)
+
+    # listing ----------------------------------------------------------------------------
+
+    async def list(self) -> AsyncIterator[str]:
+        for key in await asyncio.to_thread(self.session.list_prefix, ""):
+            yield key
+
+    async def list_prefix(self, prefix: str) -> AsyncIterator[str]:
+        for key in await asyncio.to_thread(self.session.list_prefix, prefix):
+            yield key
+
+    async def list_dir(self, prefix: str) -> AsyncIterator[str]:
+        for key in await asyncio.to_thread(self.session.list_dir, prefix):
+            yield key

@@ -1,0 +1,110 @@
+"""The SQLite metastore passes the conformance suites; its own URL, pragma, file and lock
+behaviour."""
+
+from __future__ import annotations
+
+import pickle
+import threading
+
+import pytest
+
+from zarrlake.errors import ConfigurationError, TransientError
+from zarrlake.metastore import MetaStore, open_metastore
+from zarrlake.testing.metastore import MetaStoreTests, P
+from zarrlake.testing.metastore_shared import SharedMetaStoreTests
+
+
+class TestSqliteMetaStore(MetaStoreTests, SharedMetaStoreTests):
+    @pytest.fixture
+    def store_url(self, tmp_path) -> str:
+        return f"sqlite:///{tmp_path}/meta.db"
+
+
+def _pragma(meta: MetaStore, name: str):
+    return meta._conn().execute(f"PRAGMA {name}").fetchone()[0]  # type: ignore[attr-defined]
+
+
+def test_sqlite_pragmas(tmp_path):
+    normal = open_metastore(f"sqlite:///{tmp_path}/a.db")
+    full = open_metastore(f"sqlite:///{tmp_path}/b.db?synchronous=full")
+    try:
+        assert _pragma(normal, "journal_mode") == "wal"
+        assert _pragma(normal, "synchronous") == 1  # NORMAL
+        assert _pragma(full, "synchronous") == 2  # FULL
+        assert _pragma(normal, "busy_timeout") == 30000
+    finally:
+        normal.close()
+        full.close()
+
+
+def test_sqlite_relative_and_absolute_urls(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rel = open_metastore("sqlite:///rel.db")
+    try:
+        version = rel.set(P, b"k", b"v")
+        assert (tmp_path / "rel.db").exists()
+        absolute = open_metastore(f"sqlite:///{tmp_path}/rel.db")  # four slashes
+        assert absolute.get(P, b"k") == (b"v", version)
+        absolute.close()
+        monkeypatch.chdir("/")
+        clone = pickle.loads(pickle.dumps(rel))  # reopens by absolute path
+        assert clone.get(P, b"k") == (b"v", version)
+        clone.close()
+    finally:
+        rel.close()
+
+
+def test_sqlite_connection_per_thread(tmp_path):
+    meta = open_metastore(f"sqlite:///{tmp_path}/t.db")
+    try:
+        conns = []
+        t = threading.Thread(target=lambda: conns.append(meta._conn()))
+        t.start()
+        t.join()
+        assert conns[0] is not meta._conn()
+    finally:
+        meta.close()
+
+
+def test_sqlite_in_a_missing_directory(tmp_path):
+    path = tmp_path / "no" / "such" / "dir" / "meta.db"
+    with pytest.raises(ConfigurationError, match="does not exist") as info:
+        open_metastore(f"sqlite:///{path}")
+    assert str(path.parent) in str(info.value)
+
+
+def test_sqlite_path_is_a_directory(tmp_path):
+    (tmp_path / "adir").mkdir()
+    with pytest.raises(ConfigurationError) as info:
+        open_metastore(f"sqlite:///{tmp_path}/adir")
+    assert str(tmp_path / "adir") in str(info.value)
+
+
+def test_sqlite_file_that_is_not_a_database(tmp_path):
+    path = tmp_path / "junk.db"
+    path.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(ConfigurationError, match="not a database") as info:
+        open_metastore(f"sqlite:///{path}")
+    assert str(path) in str(info.value)
+
+
+def test_sqlite_locked_past_the_timeout_is_transient(tmp_path, monkeypatch):
+    import sqlite3
+
+    import zarrlake.metastore.sqlite as sqlite_backend
+
+    monkeypatch.setattr(sqlite_backend, "BUSY_TIMEOUT", 0.2)
+    path = tmp_path / "meta.db"
+    meta = open_metastore(f"sqlite:///{path}")
+    holder = sqlite3.connect(path, isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")  # another writer holds the lock
+        with pytest.raises(TransientError, match="locked") as info:
+            meta.set("p", b"k", b"v")
+        assert str(path) in str(info.value)
+        assert meta.get("p", b"k") is None  # WAL: readers are not blocked
+        holder.execute("ROLLBACK")
+        assert meta.set("p", b"k", b"v") > 0
+    finally:
+        holder.close()
+        meta.close()

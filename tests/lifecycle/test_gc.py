@@ -1,0 +1,194 @@
+"""gc and expire on a real repository (SQLite metastore, local object store): what is
+reclaimed is exactly what an independent mark-and-sweep finds unreachable; live data,
+grace periods and bad input are respected."""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+import zarrlake as zl
+from tests.lifecycle.conftest import all_objects, chunk, fsck, reachable, unreachable
+from zarrlake.errors import InvalidInputError
+from zarrlake.format.chunk_ref import chunk_object_key
+
+ZERO = timedelta(0)
+
+
+def commit(repo: zl.Repo, items: dict[str, bytes], message: str = "c") -> str:
+    s = repo.create_session()
+    s.write_many(list(items.items()))
+    return s.commit(message)
+
+
+def test_reclaims_exactly_the_unreachable_objects(repo: zl.Repo) -> None:
+    commit(repo, {"a/c/0": chunk(0), "a/c/1": chunk(1), "a/c/2": b"x" * 900})
+    commit(repo, {"a/c/0": chunk(2), "a/c/3": b"y" * 900})
+    # an aborted job: chunks uploaded by a session that then died (never staged, never known
+    # to the metastore): only the full listing finds them
+    repo.context.objects.put_chunk(chunk(50))
+    # an abandoned session with big chunks
+    s = repo.create_session()
+    s.write_many([(f"a/c/{i}", chunk(100 + i, 200_000)) for i in range(5)])
+    s.abandon()
+    # an expired session
+    s = repo.create_session(expires_in=timedelta(seconds=1))
+    s.write("a/c/9", chunk(9, 100_000))
+    repo.context.records.update(s.id, lambda r: r.__class__(**{**r.__dict__, "expires_at": 0}))
+    # expired history
+    repo.create_tag("v1", "main")
+    commit(repo, {"a/c/1": chunk(3)})
+    head = commit(repo, {"a/c/1": chunk(4)})
+    report = repo.expire(ZERO)
+    assert report.commits_expired >= 2
+    assert [c.id for c in repo.log()] == [head]
+
+    expected = unreachable(repo)
+    live_before = reachable(repo)
+    assert chunk_object_key(__import__("hashlib").sha256(chunk(50)).digest()) in expected
+    result = repo.gc(ZERO, full=True)
+    assert all_objects(repo) == live_before  # exactly the unreachable set went
+    assert result.objects_deleted == len(expected)
+    assert result.by_kind["chunks"][1] >= 5 * 200_000 + 100_000 + 20_000
+    assert result.sessions_expired == 1
+    assert fsck(repo) == []
+    assert repo.readonly_session("v1").read("a/c/1") == chunk(1)  # the tag stays readable
+    assert repo.readonly_session("main").read("a/c/1") == chunk(4)
+    assert repo.readonly_session("main").read("a/c/0") == chunk(2)
+    again = repo.gc(ZERO, full=True)
+    assert again.objects_deleted == 0
+
+
+def test_incremental_run_reclaims_what_the_metastore_knows(repo: zl.Repo) -> None:
+    commit(repo, {"a/c/0": chunk(0)})
+    s = repo.create_session()
+    s.write_many([(f"b/c/{i}", chunk(10 + i)) for i in range(4)])
+    repo.context.records.update(s.id, lambda r: r.__class__(**{**r.__dict__, "expires_at": 0}))
+    commit(repo, {"a/c/0": chunk(1)})
+    repo.expire(ZERO)
+    expected = unreachable(repo)
+    report = repo.gc(ZERO)  # no listing
+    assert report.staged_records_deleted == 4
+    assert report.by_kind["chunks"] == (5, 5 * 20_000)  # 4 staged + the expired a/c/0
+    assert unreachable(repo) == set()
+    assert report.objects_deleted == len(expected)
+    assert fsck(repo) == []
+    assert repo.readonly_session().read("a/c/0") == chunk(1)
+
+
+def test_grace_period_and_dry_run_delete_nothing(repo: zl.Repo) -> None:
+    commit(repo, {"a/c/0": chunk(0)})
+    commit(repo, {"a/c/0": chunk(1)})
+    repo.expire(ZERO)
+    before = all_objects(repo)
+    dry = repo.gc(ZERO, dry_run=True)
+    assert dry.objects_deleted > 0 and all_objects(repo) == before
+    first = repo.gc(timedelta(hours=1))  # learned now: younger than the grace period
+    assert first.objects_deleted == 0 and first.candidates_pending > 0
+    assert all_objects(repo) == before
+    second = repo.gc(ZERO)
+    assert second.objects_deleted == dry.objects_deleted
+    assert second.bytes_deleted == dry.bytes_deleted
+
+
+def test_open_session_data_is_never_collected(repo: zl.Repo) -> None:
+    commit(repo, {"a/c/0": chunk(0)})
+    s = repo.create_session()
+    s.write("a/c/0", chunk(7))  # staged, not committed
+    commit(repo, {"a/c/5": chunk(5)})
+    repo.gc(ZERO, full=True)
+    assert s.read("a/c/0") == chunk(7)
+    s.commit("late", on_conflict="ours")
+    assert repo.readonly_session().read("a/c/0") == chunk(7)
+    assert fsck(repo) == []
+
+
+@pytest.mark.parametrize(
+    "older_than",
+    [timedelta(seconds=-1), timedelta(days=100_000), -5, "1h", None],
+)
+def test_bad_older_than(repo: zl.Repo, older_than: object) -> None:
+    commit(repo, {"a/c/0": chunk(0)})
+    commit(repo, {"a/c/0": chunk(1)})
+    before = all_objects(repo)
+    with pytest.raises(InvalidInputError, match="older_than"):
+        repo.gc(older_than)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="older_than"):
+        repo.expire(older_than)  # type: ignore[arg-type]
+    assert all_objects(repo) == before
+    assert len(repo.log()) == 3
+
+
+def test_expire_rules(repo: zl.Repo) -> None:
+    first = commit(repo, {"a/c/0": chunk(0)}, "first")
+    repo.create_tag("keep", first)
+    commit(repo, {"a/c/0": chunk(1)}, "second")
+    head = commit(repo, {"a/c/0": chunk(2)}, "third")
+    before = all_objects(repo)
+    with pytest.raises(InvalidInputError, match="tag"):
+        repo.expire(ZERO, branches=["keep"])
+    with pytest.raises(zl.NotFoundError, match="nope"):
+        repo.expire(ZERO, branches=["nope"])
+    with pytest.raises(InvalidInputError, match="future"):
+        repo.expire(datetime.now(UTC) + timedelta(days=1))
+    assert all_objects(repo) == before and len(repo.log()) == 4
+
+    repo.create_branch("dev", "main")
+    s = repo.create_session("dev")  # an open session pins dev's history down to its base
+    report = repo.expire(datetime.now(UTC), branches=["main"])
+    assert report.commits_expired == 0  # everything main has is also dev's history
+    s.abandon()
+    repo.delete_branch("dev")
+    report = repo.expire(datetime.now(UTC))
+    assert report.commits_expired == 2  # the initial commit and "second"; "first" is tagged
+    assert [c.id for c in repo.log()] == [head]
+    expired = [c for c in before if c.startswith("commits/")]
+    gone = [c.split("/")[1] for c in expired if c.split("/")[1] not in (head, first)]
+    for cid in gone:
+        with pytest.raises(zl.NotFoundError):
+            repo.readonly_session(cid)
+    assert repo.readonly_session("keep").read("a/c/0") == chunk(0)
+    assert [c.message for c in repo.log("keep")] == ["first"]
+    repo.gc(ZERO)
+    assert fsck(repo) == []
+    assert unreachable(repo) == set()
+
+
+def test_gc_gives_freed_metastore_pages_back(repo: zl.Repo) -> None:
+    """Small chunks are staged in SQLite, then packed at commit and their rows dropped: the
+    file keeps the freed pages until gc vacuums it."""
+    s = repo.create_session()
+    s.write_many([(f"a/c/{i}", chunk(i, 2000)) for i in range(3000)])
+    s.commit("small chunks")
+    path = repo.spec.metastore.removeprefix("sqlite:///")
+    repo.context.meta.drop_partition(repo.context.stage_partition(s.id))  # as the commit does
+    before = os.path.getsize(path)
+    report = repo.gc(ZERO)
+    assert report.metastore_bytes_freed > 3000 * 2000 // 2
+    assert os.path.getsize(path) < before - 3000 * 2000 // 2
+    assert repo.readonly_session().read("a/c/2999") == chunk(2999, 2000)
+
+
+def test_abandoned_session_registered_before_its_records_go(repo: zl.Repo) -> None:
+    """register_staged (for abandon to call before dropping staged records) lets an
+    incremental run reclaim an abandoned session's uploads without listing."""
+    from hashlib import sha256
+
+    from zarrlake.format.chunk_ref import chunk_object_key
+    from zarrlake.vc.gc_protocol import GcState, register_staged
+
+    commit(repo, {"a/c/0": chunk(0)})
+    s = repo.create_session()
+    s.write_many([("a/c/0", chunk(0)), ("a/c/1", chunk(1, 300_000))])  # one dedup hit
+    register_staged(repo.context, s.id)  # a/c/0 may be a candidate already (commit cleanup)
+    assert {chunk_object_key(sha256(c).digest()) for c in (chunk(0), chunk(1, 300_000))} <= set(
+        GcState(repo.context).candidates()
+    )
+    s.abandon()
+    report = repo.gc(ZERO)
+    assert report.by_kind["chunks"] == (1, 300_000)  # the live a/c/0 chunk stays
+    assert report.candidates_live == 1
+    assert unreachable(repo) == set()
+    assert repo.readonly_session().read("a/c/0") == chunk(0)

@@ -1,0 +1,69 @@
+"""`zarrlake ui` as a real process: the token it is given is checked on every request, and
+addresses other than loopback are recognised as needing one."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from zarrlake.cli.ui import is_loopback
+
+from .conftest import Built
+
+TOKEN = "a-token-of-at-least-16-chars"
+
+
+@pytest.fixture(scope="module")
+def served(built: Built) -> Iterator[str]:
+    script = Path(sys.executable).parent / "zarrlake"
+    cmd = [str(script), "-r", str(built.path), "ui", "--port", "0", "--token", TOKEN]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        assert " at http://127.0.0.1:" in line and f"?token={TOKEN}" in line, line
+        yield line.rsplit(" at ", 1)[1].split("?", 1)[0]
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_every_request_needs_the_token(served: str) -> None:
+    for path in ("", "log", "api/home", "tree?ref=main", "preview.png?ref=main&path=grid2d"):
+        assert httpx.get(served + path).status_code == 401, path
+    assert httpx.get(served, headers={"Authorization": "Bearer nope"}).status_code == 401
+    ok = httpx.get(served + "api/home", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert ok.status_code == 200 and ok.json()["branches"]
+    assert httpx.get(served, params={"token": TOKEN}).status_code == 200
+
+
+def test_short_token_is_refused(built: Built) -> None:
+    script = Path(sys.executable).parent / "zarrlake"
+    cmd = [str(script), "-r", str(built.path), "ui", "--port", "0", "--token", "short"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "at least 16 characters" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("127.0.0.1", True),
+        ("127.0.0.2", True),
+        ("localhost", True),
+        ("::1", True),
+        ("0.0.0.0", False),
+        ("::", False),
+        ("192.168.1.10", False),
+        ("example.org", False),
+    ],
+)
+def test_which_hosts_need_a_token(host: str, loopback: bool) -> None:
+    assert is_loopback(host) is loopback
