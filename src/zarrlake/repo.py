@@ -23,9 +23,9 @@ from zarrlake.validate import check_ref_name
 from zarrlake.vc.blame import Blame
 from zarrlake.vc.commit_info import Commit
 from zarrlake.vc.diff import Diff, diff_snapshots
-from zarrlake.vc.expire import expire
+from zarrlake.lifecycle.expire import expire
 from zarrlake.vc.fsck import Problem, check_objects
-from zarrlake.vc.gc import collect
+from zarrlake.lifecycle.gc import collect
 from zarrlake.vc.merge import History
 from zarrlake.vc.protection import Protection
 from zarrlake.vc.refexpr import merge_base, resolve_expr
@@ -385,14 +385,14 @@ class Repo:
         dry_run: bool = False,
         full: bool = False,
         progress=None,  # progress(phase, done, total | None), called as phases advance
-    ):  # -> zarrlake.vc.gc.GcReport
+    ):  # -> zarrlake.lifecycle.gc.GcReport
         """Delete objects nothing can reach, known garbage for at least `older_than`; with
-        `full`, also find leftovers by listing every object (see zarrlake.vc.gc)."""
+        `full`, also find leftovers by listing every object (see zarrlake.lifecycle.gc)."""
         return collect(self._ctx, older_than, dry_run=dry_run, full=full, progress=progress)
 
     def expire(
         self, older_than: datetime | timedelta, branches: list[str] | None = None
-    ):  # -> zarrlake.vc.expire.ExpireReport
+    ):  # -> zarrlake.lifecycle.expire.ExpireReport
         """Drop commits older than `older_than` from the history of `branches` (None: all),
         except branch heads and tags; `gc` then reclaims what only they reached."""
         return expire(self._ctx, older_than, branches)

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
     from zarrlake.repo import Repo
     from zarrlake.txn.context import RepoContext, RepoSpec
-    from zarrlake.vc.gc import GcReport
+    from zarrlake.lifecycle.gc import GcReport
 
 HEX = "0123456789abcdef"
 SPARK_DELETE_BATCH = 20_000
@@ -37,7 +37,7 @@ def gc(
 ) -> GcReport:
     """Run `repo.gc(older_than, full=True, dry_run=dry_run)` with the listing and the
     deletes as Spark jobs (`partitions` tasks; default: Spark's default parallelism)."""
-    from zarrlake.vc.gc import collect
+    from zarrlake.lifecycle.gc import collect
 
     sc = spark.sparkContext
     spec = repo.spec

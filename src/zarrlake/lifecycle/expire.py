@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from zarrlake import hooks
 from zarrlake.errors import InvalidInputError, NotFoundError
-from zarrlake.vc.gc import check_older_than
+from zarrlake.lifecycle.gc import check_older_than
 from zarrlake.vc.gc_protocol import GcState
 from zarrlake.vc.reach import EXPIRED_PREFIX, expired_commits
 from zarrlake.vc.refs import BRANCH, TAG
