@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 from zarrlake.errors import AlreadyExistsError, InvalidInputError, NotFoundError
 from zarrlake.format.envelope import ID_LENGTH
 from zarrlake.format.snapshot import SnapshotRoot
+from zarrlake.lifecycle.expire import expire
+from zarrlake.lifecycle.gc import collect
 from zarrlake.session import Session
 from zarrlake.txn.context import (
     RepoContext,
@@ -23,9 +25,7 @@ from zarrlake.validate import check_ref_name
 from zarrlake.vc.blame import Blame
 from zarrlake.vc.commit_info import Commit
 from zarrlake.vc.diff import Diff, diff_snapshots
-from zarrlake.lifecycle.expire import expire
 from zarrlake.vc.fsck import Problem, check_objects
-from zarrlake.lifecycle.gc import collect
 from zarrlake.vc.merge import History
 from zarrlake.vc.protection import Protection
 from zarrlake.vc.refexpr import merge_base, resolve_expr

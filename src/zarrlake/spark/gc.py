@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from zarrlake.lifecycle.gc import GcReport
     from zarrlake.repo import Repo
     from zarrlake.txn.context import RepoContext, RepoSpec
-    from zarrlake.lifecycle.gc import GcReport
 
 HEX = "0123456789abcdef"
 SPARK_DELETE_BATCH = 20_000
