@@ -39,26 +39,7 @@ def mb(n: int) -> str:
 
 def diff_rows(d: zl.Diff) -> list[tuple[str, str, int, int]]:
     """(path, what happened to the node, chunks written, chunks deleted), by path."""
-    paths = (
-        d.nodes_added
-        | d.nodes_deleted
-        | d.metadata_changed
-        | d.chunks_written.keys()
-        | d.chunks_deleted.keys()
-    )
-    rows = []
-    for p in sorted(paths):
-        if p in d.nodes_added:
-            status = "added"
-        elif p in d.nodes_deleted:
-            status = "deleted"
-        elif p in d.metadata_changed:
-            status = "metadata changed"
-        else:
-            status = "data"
-        written, deleted = len(d.chunks_written.get(p, ())), len(d.chunks_deleted.get(p, ()))
-        rows.append((p or "/", status, written, deleted))
-    return rows
+    return [(p or "/", c, w, x) for p, c, w, x in d.summary()]
 
 
 class Narrator:

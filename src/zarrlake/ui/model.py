@@ -193,31 +193,10 @@ class Model:
     def changes(self, a: str | None, b: str) -> dict:
         """What changed from commit `a` (None: nothing) to commit `b`, per node."""
         d = self.diff(a, b) if a else Diff()
-        paths = (
-            d.nodes_added
-            | d.nodes_deleted
-            | d.metadata_changed
-            | d.chunks_written.keys()
-            | d.chunks_deleted.keys()
-        )
-        nodes = []
-        for p in sorted(paths):
-            if p in d.nodes_added:
-                change = "added"
-            elif p in d.nodes_deleted:
-                change = "deleted"
-            elif p in d.metadata_changed:
-                change = "metadata changed"
-            else:
-                change = "data"
-            nodes.append(
-                {
-                    "path": p,
-                    "change": change,
-                    "chunks_written": len(d.chunks_written.get(p, ())),
-                    "chunks_deleted": len(d.chunks_deleted.get(p, ())),
-                }
-            )
+        nodes = [
+            {"path": p, "change": c, "chunks_written": w, "chunks_deleted": x}
+            for p, c, w, x in d.summary()
+        ]
         return {"from": a, "to": b, "nodes": nodes, "diff": d.to_json()}
 
     # tree and arrays ----------------------------------------------------------------------

@@ -33,6 +33,30 @@ class Diff:
             or self.chunks_deleted
         )
 
+    def summary(self) -> list[tuple[str, str, int, int]]:
+        """(path, what happened to the node, chunks written, chunks deleted) per changed node,
+        by path; the node's change is "added", "deleted", "metadata changed" or "data"."""
+        paths = (
+            self.nodes_added
+            | self.nodes_deleted
+            | self.metadata_changed
+            | self.chunks_written.keys()
+            | self.chunks_deleted.keys()
+        )
+        rows = []
+        for p in sorted(paths):
+            if p in self.nodes_added:
+                change = "added"
+            elif p in self.nodes_deleted:
+                change = "deleted"
+            elif p in self.metadata_changed:
+                change = "metadata changed"
+            else:
+                change = "data"
+            written = len(self.chunks_written.get(p, ()))
+            rows.append((p, change, written, len(self.chunks_deleted.get(p, ()))))
+        return rows
+
     def to_json(self) -> dict:
         def chunks(d: dict[str, set]) -> dict[str, list]:
             return {
