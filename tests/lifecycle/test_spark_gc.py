@@ -3,37 +3,10 @@ exactly what an independent mark-and-sweep finds unreachable."""
 
 from __future__ import annotations
 
-import os
-import sys
-from collections.abc import Iterator
 from datetime import timedelta
-
-import pytest
 
 import zarrlake as zl
 from tests.lifecycle.conftest import all_objects, chunk, fsck, reachable, unreachable
-
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator:
-    """The run's one local SparkSession (getOrCreate: shared with tests/spark)."""
-    from pyspark.sql import SparkSession
-
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("zarrlake-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.default.parallelism", "2")
-        .config("spark.driver.memory", "1g")
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
 
 
 def test_spark_gc_deletes_exactly_the_unreachable(tmp_path, spark) -> None:
