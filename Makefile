@@ -45,7 +45,7 @@ bench: $(BENCH_STAMP) java
 	  $(BENCH_PY) benchmarks/run.py $(if $(QUICK),--quick,) $(BENCH_ARGS)
 
 soak: $(STAMP) java
-	ZARRLAKE_SOAK=1 $(PY) -m pytest -q -p no:cacheprovider tests/reliability
+	ZARRLAKE_SOAK=1 $(PY) -m pytest -q -p no:cacheprovider tests/reliability tests/lifecycle/test_gc_soak.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
