@@ -5,6 +5,9 @@ the same amount, and the repository's bytes on disk before and after the first g
 vacuums SQLite: W7's chunks were staged there before the commit packed them).
 
     python benchmarks/gc_bench.py [--chunks 200000] [--garbage 1000] [--json OUT]
+
+`gc_step` is the same measurement as a step of `make bench` (group GC in run.py): it runs
+in its own process on the repository W7's build step made, for zarrlake and Icechunk.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -46,7 +50,7 @@ def build(location: Path, n: int) -> zl.Repo:
     return repo
 
 
-def make_garbage(repo: zl.Repo, count: int, seed: int, known: bool) -> None:
+def make_garbage(repo: zl.Repo, count: int, seed: int | None, known: bool) -> None:
     """`count` 16 KiB chunk objects: uploaded by a session that then expired (`known` to
     the metastore), or by a job that died before staging anything (found only by listing)."""
     rng = np.random.default_rng(seed)
@@ -108,6 +112,73 @@ def main() -> None:
     print(text)
     if args.json:
         Path(args.json).write_text(text)
+
+
+def gc_step(engine: Any, path: str, p: dict) -> dict:
+    """Bench step (run.py group GC) on the W7 build at `path`. zarrlake: the first gc after
+    the build (vacuums the metastore), then an incremental gc deleting `gc_garbage` known
+    garbage chunks, then a full gc deleting as many unknown ones. Icechunk: its only gc
+    (which lists every chunk) deleting `gc_garbage` chunks a discarded session uploaded.
+    Bytes on disk before and after, for both."""
+    count = p["gc_garbage"]
+    location = Path(path)
+    before = disk_bytes(location)
+    if engine.name == "icechunk":
+        return {"bytes_before_gc": before, **_icechunk_gc(engine, path, count)}
+    repo = zl.Repo.open(location)
+    first = repo.gc(ZERO)
+    after_first = disk_bytes(location)
+    make_garbage(repo, count, None, known=True)
+    repo.close()
+    repo = zl.Repo.open(location)  # cold caches for each run
+    inc = repo.gc(ZERO)
+    make_garbage(repo, count, None, known=False)
+    repo.close()
+    repo = zl.Repo.open(location)
+    full = repo.gc(ZERO, full=True)
+    if inc.by_kind.get("chunks", (0, 0))[0] != count:
+        raise AssertionError(f"incremental gc deleted {inc.by_kind}, not {count} chunks")
+    if full.by_kind.get("chunks", (0, 0))[0] != count:
+        raise AssertionError(f"full gc deleted {full.by_kind}, not {count} chunks")
+    repo.close()
+    return {
+        "gc_incremental_s": inc.seconds,
+        "gc_full_s": full.seconds,
+        "full_over_incremental": full.seconds / inc.seconds,
+        "first_gc_s": first.seconds,
+        "bytes_before_gc": before,
+        "bytes_after_first_gc": after_first,
+        "bytes_after_gc": disk_bytes(location),
+        "metastore_bytes_freed": first.metastore_bytes_freed,
+    }
+
+
+def _icechunk_gc(engine: Any, path: str, count: int) -> dict:
+    import asyncio
+    from datetime import UTC, datetime
+
+    from zarr.core.buffer import default_buffer_prototype
+
+    engine.open(path)
+    store = engine.begin()  # a session that uploads `count` chunks and is then dropped
+    buf = default_buffer_prototype().buffer
+    rng = np.random.default_rng()
+    chunks = [
+        buf.from_bytes(rng.integers(0, 256, 16384, dtype=np.uint8).tobytes()) for _ in range(count)
+    ]
+
+    async def put() -> None:
+        await asyncio.gather(*(store.set(f"a/c/{i}/0", c) for i, c in enumerate(chunks)))
+
+    asyncio.run(put())
+    engine.session = None
+    t0 = time.perf_counter()
+    summary = engine.repo.garbage_collect(datetime.now(UTC))
+    seconds = time.perf_counter() - t0
+    if summary.chunks_deleted != count:
+        raise AssertionError(f"Icechunk gc deleted {summary.chunks_deleted}, not {count} chunks")
+    after = disk_bytes(Path(path))
+    return {"gc_incremental_s": seconds, "gc_full_s": seconds, "bytes_after_gc": after}
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
-"""zarrlake vs Icechunk vs plain zarr (issue 5): runs W1-W8, writes bench-results/results.json
-and results.md, and prints the table.
+"""zarrlake vs Icechunk vs plain zarr (issue 5): runs W1-W8 and GC (issue 12), writes
+bench-results/results.json and results.md, and prints the table.
 
 Every workload runs in a fresh process (benchmarks/worker.py) and a fresh directory; for
 each workload the engines alternate (A B C A B C ...) over the repetitions. Figures are
@@ -42,6 +42,7 @@ FULL: dict[str, Any] = {
     "w6_procs": 4,
     "w6_commits": 20,
     "w7_chunks": 200_000,
+    "gc_garbage": 1000,
     "w8_shape": [256, 512, 512],
     "spark_t": 64,
     "spark_cells_t": 8,
@@ -102,6 +103,13 @@ def plan(cfg: dict[str, Any]) -> list[Group]:
                 Step("W7commit", "W7", "commit.", {"index": n7 // 2}),
                 Step("W4", "W7", "read.", {"index": n7 // 3}),
             ],
+            builds=cfg["w7_builds"],
+        ),
+        # issue 12: gc on a W7 build, zarrlake incremental and full against Icechunk's gc
+        Group(
+            "GC",
+            [ZL, IC],
+            [Step("W7", "GC", "build."), Step("GC", "GC", "gc.")],
             builds=cfg["w7_builds"],
         ),
         Group("W8", [SPARK, ZR], [Step("W8", "W8", params={"w1_shape": cfg["w8_shape"]})]),

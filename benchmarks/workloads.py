@@ -345,6 +345,13 @@ def _w8(engine: Engine | None, path: str, p: dict) -> dict:
     return w8_spark_ingest(engine, path, p)
 
 
+def _gc(engine: Engine | None, path: str, p: dict) -> dict:
+    """Issue 12: gc on the W7 build (gc_bench.py)."""
+    from gc_bench import gc_step
+
+    return gc_step(engine, path, p)
+
+
 def _spark_arrays(engine: Engine | None, path: str, p: dict) -> dict:
     """Issue 10's Spark figures at real sizes (spark_arrays.py), in one process."""
     import spark_arrays
@@ -365,5 +372,6 @@ WORKLOADS: dict[str, Callable[[Engine | None, str, dict], dict]] = {
     "W7": w7_build,
     "W7commit": w7_commit,
     "W8": _w8,
+    "GC": _gc,
     "SPARK": _spark_arrays,
 }
