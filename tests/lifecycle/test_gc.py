@@ -192,3 +192,32 @@ def test_abandoned_session_registered_before_its_records_go(repo: zl.Repo) -> No
     assert report.candidates_live == 1
     assert unreachable(repo) == set()
     assert repo.readonly_session().read("a/c/0") == chunk(0)
+
+
+def test_a_sweep_renews_the_lock_and_a_taken_over_collector_stops(repo: zl.Repo) -> None:
+    """The lock's time is renewed when a sweep begins (another host may take a lock over
+    only LOCK_TTL after it, long after the sweep's deadline); a collector whose lock was
+    taken over starts no sweep."""
+    import json
+
+    from zarrlake.vc.gc_protocol import LOCK, SWEEP_TTL, GcBusyError, GcState
+
+    now = [1_000.0]
+    repo.context.clock = lambda: now[0]
+    state = GcState(repo.context)
+    state.acquire()
+    now[0] += 3_000.0
+    phase = state.begin_sweep()
+    lock = json.loads(repo.context.meta.get(state.partition, LOCK)[0])
+    assert (lock["owner"], lock["since"]) == (state.owner, 4_000.0)
+    assert phase.sweeping and phase.deadline == 4_000.0 + SWEEP_TTL
+    state.end_sweep(phase)
+
+    other = GcState(repo.context)
+    got = repo.context.meta.get(state.partition, LOCK)
+    repo.context.meta.set_if(
+        state.partition, LOCK, json.dumps({"owner": other.owner, "since": now[0]}).encode(), got[1]
+    )
+    with pytest.raises(GcBusyError, match="taken over"):
+        state.begin_sweep()
+    assert not state.phase()[0].sweeping

@@ -125,9 +125,23 @@ class GcState:
         got = self.meta.get(self.partition, PHASE)
         return (Phase.decode(got[0]), got[1]) if got else (Phase(), None)
 
+    def refresh(self) -> None:
+        """Renew the lock's time, so another host's takeover (LOCK_TTL after it) can never
+        meet a sweep of ours that may still delete (SWEEP_TTL < LOCK_TTL); GcBusyError if
+        the lock was taken over meanwhile."""
+        got = self.meta.get(self.partition, LOCK)
+        if got is None or json.loads(got[0])["owner"] != self.owner:
+            raise GcBusyError("this garbage collection's lock was taken over; it stops here")
+        value = json.dumps({"owner": self.owner, "since": self.clock()}).encode()
+        try:
+            self.meta.set_if(self.partition, LOCK, value, got[1])
+        except CASFailedError:
+            raise GcBusyError("this garbage collection's lock was taken over") from None
+
     def begin_sweep(self) -> Phase:
         """Enter a new sweep epoch: from here on, writers that staged before it are seen by
         the re-check that follows, and writers that stage after it wait for its end."""
+        self.refresh()
         current, version = self.phase()
         new = Phase(current.epoch + 1, True, self.clock() + SWEEP_TTL)
         self.meta.set_if(self.partition, PHASE, new.encode(), version)
