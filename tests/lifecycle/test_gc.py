@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from datetime import UTC, datetime, timedelta
+from hashlib import sha256
 
 import pytest
 
@@ -17,8 +18,8 @@ from zarrlake.format.chunk_ref import chunk_object_key
 ZERO = timedelta(0)
 
 
-def commit(repo: zl.Repo, items: dict[str, bytes], message: str = "c") -> str:
-    s = repo.create_session()
+def commit(repo: zl.Repo, items: dict[str, bytes], message: str = "c", branch: str = "main") -> str:
+    s = repo.create_session(branch)
     s.write_many(list(items.items()))
     return s.commit(message)
 
@@ -221,3 +222,24 @@ def test_a_sweep_renews_the_lock_and_a_taken_over_collector_stops(repo: zl.Repo)
     with pytest.raises(GcBusyError, match="taken over"):
         state.begin_sweep()
     assert not state.phase()[0].sweeping
+
+
+@pytest.mark.parametrize("how", ["delete", "reset"])
+def test_incremental_gc_reclaims_a_dropped_branch_history(repo: zl.Repo, how: str) -> None:
+    """A deleted (or reset) branch's commits and chunks are reclaimed without listing; what
+    main still reaches stays."""
+    commit(repo, {"a/c/0": chunk(0)})
+    repo.create_branch("dev")
+    commit(repo, {"a/c/1": chunk(1)}, branch="dev")
+    commit(repo, {"a/c/2": chunk(2), "a/c/0": chunk(0)}, branch="dev")
+    if how == "delete":
+        repo.delete_branch("dev")
+    else:
+        repo.reset_branch("dev", "main")
+    garbage = unreachable(repo)
+    assert {chunk_object_key(sha256(chunk(i)).digest()) for i in (1, 2)} <= garbage
+    report = repo.gc(ZERO)
+    assert not report.full and report.objects_deleted == len(garbage)
+    assert unreachable(repo) == set()
+    assert repo.readonly_session().read("a/c/0") == chunk(0)
+    assert fsck(repo) == []

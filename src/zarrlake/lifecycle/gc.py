@@ -214,6 +214,7 @@ class Collector:
                 if kind == "commits":
                     rec = CommitRecord.decode(oid, self._get(key))
                     found += [(f"snapshots/{rec.snapshot}", None), (f"changes/{rec.changes}", None)]
+                    found += [(f"commits/{p}", None) for p in rec.parents]
                 elif kind == "snapshots":
                     root = SnapshotRoot.decode(oid, self._get(key))
                     found += [(f"manifests/{m}", None) for m in root.ranges.ids]

@@ -27,6 +27,7 @@ from zarrlake.metastore.retrying import RetryingMetaStore
 from zarrlake.storage.base import ObjectStore
 from zarrlake.storage.retrying import RetryingObjectStore
 from zarrlake.txn.records import Clock, SessionRecords
+from zarrlake.vc.gc_protocol import register_dropped
 from zarrlake.vc.objects import Objects
 from zarrlake.vc.refs import BRANCH, Refs
 
@@ -92,7 +93,9 @@ class RepoContext:
 
     def __post_init__(self) -> None:
         self.objects = Objects(self.object_store)
-        self.refs = Refs(self.meta, self.partition("refs"))
+        self.refs = Refs(
+            self.meta, self.partition("refs"), on_drop=lambda cid: register_dropped(self, cid)
+        )
         self.records = SessionRecords(self.meta, self.partition("sessions"), lambda: self.clock())
 
     def partition(self, name: str) -> str:

@@ -231,6 +231,13 @@ class WriteGuard:
             phase = self._phase()
 
 
+def register_dropped(ctx: RepoContext, commit_id: str) -> None:
+    """Remember a commit a ref no longer points at (deleted or reset branch, deleted tag) as
+    a candidate: an incremental gc reads it and its parents and reclaims whatever of that
+    history nothing else reaches. A commit still reachable is simply dropped again."""
+    GcState(ctx).add({}, [(f"commits/{commit_id}", None)])
+
+
 def register_staged(ctx: RepoContext, session_id: str) -> int:
     """Remember the chunk objects a session's staged records name as garbage candidates,
     before the records are dropped (abandon, commit cleanup), so an incremental gc finds

@@ -198,6 +198,7 @@ class History:
                 return to
             try:
                 self.refs.move(branch, to, version)
+                self.refs.dropped(head)
                 return to
             except CASFailedError:
                 if self.refs.require(BRANCH, branch)[0] == to:

@@ -6,6 +6,8 @@ never move. A branch and a tag never share a name, so a name always means one th
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from zarrlake.errors import AlreadyExistsError, CASFailedError, NotFoundError
 from zarrlake.metastore.base import MetaStore
 from zarrlake.validate import check_ref_name
@@ -16,9 +18,18 @@ TAG = "tag"
 
 
 class Refs:
-    def __init__(self, meta: MetaStore, partition: str) -> None:
+    def __init__(
+        self, meta: MetaStore, partition: str, on_drop: Callable[[str], None] | None = None
+    ) -> None:
         self.meta = meta
         self.partition = partition
+        self.on_drop = on_drop
+
+    def dropped(self, commit_id: str) -> None:
+        """A ref stopped pointing at `commit_id` other than by moving to a descendant
+        (deleted, reset): its history may have become garbage (tell the collector)."""
+        if self.on_drop is not None:
+            self.on_drop(commit_id)
 
     def _key(self, kind: str, name: str) -> bytes:
         return f"{kind}/{name}".encode()
@@ -55,10 +66,11 @@ class Refs:
 
     def delete(self, kind: str, name: str) -> None:
         check_ref_name(name, kind)
-        self.require(kind, name)
+        head, _ = self.require(kind, name)
         if kind == BRANCH:
             Protection(self.meta, self.partition).check_delete(name)
         self.meta.delete(self.partition, self._key(kind, name))
+        self.dropped(head)
 
     def list(self, kind: str) -> dict[str, str]:
         prefix = f"{kind}/".encode()
