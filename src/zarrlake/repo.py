@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from zarrlake.errors import AlreadyExistsError, InvalidInputError, NotFoundError
 from zarrlake.format.envelope import ID_LENGTH
 from zarrlake.format.snapshot import SnapshotRoot
-from zarrlake.lifecycle.expire import expire
-from zarrlake.lifecycle.gc import collect
-from zarrlake.session import Session
 from zarrlake.txn.context import (
     RepoContext,
     RepoSpec,
@@ -35,6 +33,7 @@ from zarrlake.vc.stats import RepoStats, repo_stats
 if TYPE_CHECKING:
     import zarr
 
+    from zarrlake.session import Session
     from zarrlake.zarr_store import SessionStore
 
 __all__ = ["Commit", "Repo", "RepoSpec", "RepoStats", "SessionInfo"]
@@ -195,15 +194,21 @@ class Repo:
         a, b = self.resolve(from_ref), self.resolve(to_ref)
         return diff_snapshots(self._ctx.objects, self.snapshot_of(a), self.snapshot_of(b))
 
-    def fsck(self, ref: str | None = None) -> list[Problem]:
+    def fsck(
+        self, ref: str | None = None, *, on_read: Callable[[str, int], None] | None = None
+    ) -> list[Problem]:
         """Re-read and verify every object reachable from `ref` (default: every branch and
-        tag); returns the problems found, none if the repository is intact."""
+        tag); returns the problems found, none if the repository is intact. `on_read(key,
+        size)` is called for every object read (progress, counts)."""
         if ref is not None:
             starts = [(self.resolve(ref), f"ref {ref!r}")]
         else:
             starts = [(c, f"branch {n!r}") for n, c in sorted(self.list_branches().items())]
             starts += [(c, f"tag {n!r}") for n, c in sorted(self.list_tags().items())]
-        return check_objects(self._ctx.object_store, starts)
+        store = self._ctx.object_store
+        if on_read is not None:
+            store = _ReadReporter(store, on_read)  # type: ignore[assignment]
+        return check_objects(store, starts)
 
     def stats(self, ref: str = "main") -> RepoStats:
         """Counts at `ref`: commits in its history, arrays, chunks and their bytes."""
@@ -221,6 +226,8 @@ class Repo:
         isolation: str = "snapshot",
     ) -> Session:
         """Start a transaction on `branch`, based on its current head."""
+        from zarrlake.session import Session
+
         check_ref_name(branch, "branch")
         return Session(
             Transaction.begin(
@@ -236,6 +243,8 @@ class Repo:
     def join_session(self, session_id: str) -> Session:
         """The same transaction, from any process: staged writes are shared. A unique
         prefix of the id is enough."""
+        from zarrlake.session import Session
+
         return Session(Transaction.join(self._ctx, session_id))
 
     def session_info(self, session_id: str) -> SessionInfo:
@@ -261,6 +270,8 @@ class Repo:
                     break
             else:
                 raise NotFoundError(f"{ref!r} has no commit at or before {as_of.isoformat()}")
+        from zarrlake.session import Session
+
         return Session(Transaction(self._ctx, None, commit_id))
 
     # Arraylake-style implicit session -----------------------------------------------------
@@ -388,6 +399,8 @@ class Repo:
     ):  # -> zarrlake.lifecycle.gc.GcReport
         """Delete objects nothing can reach, known garbage for at least `older_than`; with
         `full`, also find leftovers by listing every object (see zarrlake.lifecycle.gc)."""
+        from zarrlake.lifecycle.gc import collect
+
         return collect(self._ctx, older_than, dry_run=dry_run, full=full, progress=progress)
 
     def expire(
@@ -395,4 +408,22 @@ class Repo:
     ):  # -> zarrlake.lifecycle.expire.ExpireReport
         """Drop commits older than `older_than` from the history of `branches` (None: all),
         except branch heads and tags; `gc` then reclaims what only they reached."""
+        from zarrlake.lifecycle.expire import expire
+
         return expire(self._ctx, older_than, branches)
+
+
+class _ReadReporter:
+    """An object store that reports each object read, for fsck's progress and counts."""
+
+    def __init__(self, store: Any, on_read: Callable[[str, int], None]) -> None:
+        self._store = store
+        self._on_read = on_read
+
+    def get(self, key: str, byte_range: Any = None) -> bytes:
+        data = self._store.get(key, byte_range)
+        self._on_read(key, len(data))
+        return data
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)

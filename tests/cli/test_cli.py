@@ -302,7 +302,9 @@ def test_every_command_has_help_with_an_example():
 def test_fsck(repo_dir):
     r = str(repo_dir)
     report = json.loads(ok("-r", r, "fsck", "--json").stdout)
+    checked = report.pop("checked")
     assert report == {"ref": None, "ok": True, "problems": []}
+    assert checked["commits"] == 3 and checked["objects"] > 3 and checked["bytes"] > 0
     assert "ok" in ok("-r", r, "fsck", "v1").stdout
     chunk = next((repo_dir / "chunks").rglob("*"), None) or next(
         p for p in (repo_dir / "packs").rglob("*") if p.is_file()

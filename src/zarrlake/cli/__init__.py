@@ -2,20 +2,25 @@
 
 Global options (-r/--repo, --metastore, storage options, --debug) may be given before or
 after the command name. Errors print one line on stderr and exit non-zero; --debug (or
-ZARRLAKE_DEBUG=1) shows the traceback instead.
+ZARRLAKE_DEBUG=1) shows the traceback instead. Modules here import only typer and rich at
+the top; the engine (zarr, numpy, backends) loads when a command needs it.
 """
 
 from __future__ import annotations
 
+import os
 import sys
-from typing import Annotated
+from types import SimpleNamespace
+from typing import Annotated, Any
 
 import typer
 
 from zarrlake.cli import admin, branches, data, history, lifecycle, sessions, ui
 from zarrlake.cli.context import Options, env_flag, parse_storage_option
+from zarrlake.cli.redact import install_logging, is_secret_option, redact
 from zarrlake.errors import ZarrLakeError
 
+HELP_NAMES = ["-h", "--help"]
 app = typer.Typer(
     name="zarrlake",
     help=(
@@ -26,8 +31,16 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode="markdown",
-    context_settings={"help_option_names": ["-h", "--help"]},
+    context_settings={"help_option_names": HELP_NAMES},
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from zarrlake import __version__
+
+        sys.stdout.write(f"zarrlake {__version__}\n")
+        raise typer.Exit()
 
 
 @app.callback()
@@ -68,6 +81,12 @@ def _global(
         typer.Option(help="Any other storage option as KEY=VALUE (repeatable)."),
     ] = None,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
 ) -> None:
     opts: dict = {}
     for key, value in (
@@ -81,6 +100,7 @@ def _global(
     if allow_http:
         opts["allow_http"] = True
     opts.update(parse_storage_option(o) for o in storage_option or [])
+    redact.add(v for k, v in opts.items() if is_secret_option(k))
     ctx.obj = Options(repo=repo, metastore=metastore, storage_options=opts, debug=debug)
 
 
@@ -102,7 +122,7 @@ _GLOBAL_VALUED = {
     "--secret-access-key",
     "--storage-option",
 }
-_GLOBAL_FLAGS = {"--debug", "--allow-http"}
+_GLOBAL_FLAGS = {"--debug", "--allow-http", "--version"}
 
 
 def hoist_global_options(argv: list[str]) -> list[str]:
@@ -130,17 +150,40 @@ def hoist_global_options(argv: list[str]) -> list[str]:
     return front + rest
 
 
+_SECRET_ENV = ("ZARRLAKE_SECRET_ACCESS_KEY", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+
+
 def _fail(message: str, code: int = 1) -> None:
-    sys.stderr.write(f"zarrlake: error: {message}\n")
+    sys.stderr.write(redact(f"zarrlake: error: {message}") + "\n")
     sys.stderr.flush()
     sys.exit(code)
+
+
+def _flags_as_flags(command: Any) -> None:
+    """Boolean flags show in --help as `--debug`, not `--debug <bool>`."""
+    names = SimpleNamespace(help_option_names=HELP_NAMES)
+    help_option = command.get_help_option(names)  # made once per command, then reused
+    for param in [*command.params, *([help_option] if help_option else [])]:
+        if param.param_type_name == "option" and getattr(param, "is_flag", False):
+            param.metavar = ""
+    for sub in getattr(command, "commands", {}).values():
+        _flags_as_flags(sub)
+
+
+def build_command() -> Any:
+    """The click command tree of `app`, as the console script runs it."""
+    command = typer.main.get_command(app)
+    _flags_as_flags(command)
+    return command
 
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: runs the command and turns errors into one line."""
     args = hoist_global_options(list(sys.argv[1:] if argv is None else argv))
     debug = "--debug" in args or env_flag("ZARRLAKE_DEBUG")
-    command = typer.main.get_command(app)
+    redact.add(os.environ[k] for k in _SECRET_ENV if os.environ.get(k))
+    install_logging()
+    command = build_command()
     try:
         code = command.main(args, prog_name="zarrlake", standalone_mode=False)
     except typer.Exit as e:
@@ -168,4 +211,4 @@ def main(argv: list[str] | None = None) -> None:
     sys.exit(code if isinstance(code, int) else 0)
 
 
-__all__ = ["app", "main"]
+__all__ = ["app", "build_command", "main"]

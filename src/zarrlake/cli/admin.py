@@ -6,8 +6,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
-from zarrlake.cli.context import console, options, print_json, short
+from zarrlake.cli.context import console, describe_metastore, options, print_json, short
 
 
 def init(
@@ -18,19 +19,59 @@ def init(
 
     Example: zarrlake -r ./myrepo init
     """
-    from zarrlake.repo import Repo
+    from zarrlake.cli.redact import redact
 
-    opts = options(ctx)
-    repo = Repo.create(
-        opts.repo, metastore=opts.metastore, storage_options=opts.storage_options or None
-    )
+    repo = options(ctx).create()
     head = repo.resolve("main")
+    location = redact(repo.spec.location)
     if json_out:
-        print_json({"location": repo.spec.location, "metastore": repo.spec.metastore, "main": head})
+        print_json({"location": location, "metastore": redact(repo.spec.metastore), "main": head})
         return
-    console.print(f"Initialized empty zarrlake repository at [bold]{repo.spec.location}[/]")
-    console.print(f"  metastore: {repo.spec.metastore}")
+    console.print(f"Initialized empty zarrlake repository at [bold]{escape(location)}[/]")
+    console.print(f"  metastore: {escape(describe_metastore(repo.spec.metastore))}", soft_wrap=True)
     console.print(f"  main -> {short(head)}")
+
+
+class FsckCounts:
+    """What fsck read: commits, objects and bytes; drives a progress display on stderr."""
+
+    def __init__(self, progress: bool) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        err = Console(stderr=True)
+        self.commits = self.objects = self.bytes = 0
+        self.progress = Progress(
+            TextColumn("checking"),
+            BarColumn(),
+            TextColumn("{task.fields[what]}"),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
+            disable=not progress or not err.is_terminal,
+        )
+        self.task = self.progress.add_task("fsck", total=None, what="")
+
+    def __call__(self, key: str, size: int) -> None:
+        self.objects += 1
+        self.bytes += size
+        self.commits += key.startswith("commits/")
+        self.progress.update(self.task, what=self.summary())
+
+    def summary(self) -> str:
+        return f"{self.commits} commits, {self.objects} objects, {human(self.bytes)}"
+
+    def to_json(self) -> dict[str, int]:
+        return {"commits": self.commits, "objects": self.objects, "bytes": self.bytes}
+
+
+def human(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{n} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
 
 
 def fsck(
@@ -41,21 +82,26 @@ def fsck(
     json_out: Annotated[bool, typer.Option("--json", help="Print problems as JSON.")] = False,
 ) -> None:
     """Verify every object reachable from REF (or every branch and tag): checksums,
-    missing objects, inconsistent references. Exits 1 if anything is wrong.
+    missing objects, inconsistent references. Prints what it checked (commits, objects,
+    bytes); exits 1 if anything is wrong.
 
     Example: zarrlake -r ./myrepo fsck main
     """
     repo = options(ctx).open()
-    problems = [str(p) for p in repo.fsck(ref)]
+    counts = FsckCounts(progress=not json_out)
+    with counts.progress:
+        problems = [str(p) for p in repo.fsck(ref, on_read=counts)]
     if json_out:
-        print_json({"ref": ref, "ok": not problems, "problems": problems})
+        print_json(
+            {"ref": ref, "ok": not problems, "checked": counts.to_json(), "problems": problems}
+        )
     elif problems:
-        console.print(f"[red]{len(problems)} problem(s) found:[/]")
+        console.print(f"[red]{len(problems)} problem(s) found[/] (read {counts.summary()}):")
         for p in problems:
             console.print(f"  {p}", markup=False)
     else:
         what = f"ref {ref!r}" if ref else "all branches and tags"
-        console.print(f"[green]ok[/]: every object reachable from {what} verified")
+        console.print(f"[green]ok[/]: checked {counts.summary()} reachable from {escape(what)}")
     if problems:
         raise typer.Exit(1)
 

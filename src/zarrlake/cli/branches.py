@@ -80,7 +80,9 @@ def branch_create(
 
 @branch_app.command("delete")
 def branch_delete(
-    ctx: typer.Context, name: Annotated[str, typer.Argument(help="Branch to delete.")]
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="Branch to delete.")],
+    json_out: JsonOpt = False,
 ) -> None:
     """Delete branch NAME (its commits stay reachable by id and by tags).
 
@@ -89,7 +91,10 @@ def branch_delete(
     repo = options(ctx).open()
     was = repo.list_branches().get(name)
     repo.delete_branch(name)
-    console.print(f"Deleted branch [bold]{name}[/] (was {short(was)})")
+    if json_out:
+        print_json({"deleted_branch": name, "commit": was})
+    else:
+        console.print(f"Deleted branch [bold]{escape(name)}[/] (was {short(was)})")
 
 
 @branch_app.command("protect")
@@ -187,7 +192,9 @@ def tag_create(
 
 @tag_app.command("delete")
 def tag_delete(
-    ctx: typer.Context, name: Annotated[str, typer.Argument(help="Tag to delete.")]
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="Tag to delete.")],
+    json_out: JsonOpt = False,
 ) -> None:
     """Delete tag NAME.
 
@@ -196,7 +203,10 @@ def tag_delete(
     repo = options(ctx).open()
     was = repo.list_tags().get(name)
     repo.delete_tag(name)
-    console.print(f"Deleted tag [bold]{name}[/] (was {short(was)})")
+    if json_out:
+        print_json({"deleted_tag": name, "commit": was})
+    else:
+        console.print(f"Deleted tag [bold]{escape(name)}[/] (was {short(was)})")
 
 
 def register(app: typer.Typer) -> None:

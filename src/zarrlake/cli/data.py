@@ -12,7 +12,6 @@ from rich.tree import Tree
 
 from zarrlake.cli.context import console, options, print_json
 from zarrlake.errors import InvalidInputError, NotFoundError
-from zarrlake.format.snapshot import is_meta_key, node_path
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print as JSON.")]
 MAX_CAT_VALUES = 100_000
@@ -47,11 +46,13 @@ def ls(
 
     Example: zarrlake -r ./myrepo ls main weather
     """
+    from zarrlake.format.snapshot import is_meta_key, node_path
+
     session = options(ctx).open().readonly_session(ref)
     root = path.strip("/")
     docs = {node_path(k): v for k, v in session.metadata_documents().items()}
     nodes = [node_info(p, d) for p, d in sorted(docs.items()) if _under(p, root)]
-    if not nodes:
+    if not nodes and root:
         raise NotFoundError(f"no group or array {root!r} at {ref!r}")
     for n in nodes:
         if n["node_type"] == "array":
@@ -74,6 +75,8 @@ def ls(
         name = escape(p.rsplit("/", 1)[-1])
         label = f"[bold blue]{name}/[/]" if n["node_type"] == "group" else f"{name}  {_describe(n)}"
         tree_nodes[p] = branch.add(label)
+    if not nodes:
+        top.add("[dim](empty repository: no groups or arrays yet)[/]")
     console.print(top)
 
 
@@ -192,7 +195,7 @@ def cat(
         f"[dim](array shape {arr.shape})[/]"
     )
     with np.printoptions(threshold=1000, linewidth=console.width or 100, precision=4):
-        console.print(repr(values) if values.ndim == 0 else str(values), markup=False)
+        console.print(str(values.item()) if values.ndim == 0 else str(values), markup=False)
 
 
 def _expand(selection: tuple, ndim: int) -> tuple:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from zarrlake.cli.context import console, iso, options, print_json, short, when
-from zarrlake.vc.diff import Diff
+
+if TYPE_CHECKING:
+    from zarrlake.vc.diff import Diff
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print as JSON.")]
 
@@ -182,6 +184,8 @@ def show(
     repo = options(ctx).open()
     commit = repo.log(ref, limit=1)[0]
     parent = commit.parent_ids[0] if commit.parent_ids else None
+    from zarrlake.vc.diff import Diff
+
     changes = repo.diff(parent, commit.id) if parent else Diff()
     if json_out:
         print_json({"commit": commit_json(commit), "changes": diff_json(changes)})

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -10,7 +10,9 @@ from rich.table import Table
 
 from zarrlake.cli.context import console, iso, options, parse_duration, print_json, short, when
 from zarrlake.cli.history import diff_json, print_diff
-from zarrlake.repo import SessionInfo
+
+if TYPE_CHECKING:
+    from zarrlake.repo import SessionInfo
 
 sessions_app = typer.Typer(
     help="List, inspect, abandon or extend open sessions (default: list).\n\n"
@@ -19,7 +21,12 @@ sessions_app = typer.Typer(
     no_args_is_help=False,
 )
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print as JSON.")]
-IdArg = Annotated[str, typer.Argument(metavar="ID", help="Session id (from 'sessions list').")]
+IdArg = Annotated[
+    str,
+    typer.Argument(
+        metavar="ID", help="Session id or a unique prefix of it (from 'sessions list')."
+    ),
+]
 
 
 def record_json(rec: SessionInfo) -> dict:
@@ -105,13 +112,17 @@ def show(ctx: typer.Context, session_id: IdArg, json_out: JsonOpt = False) -> No
 
 
 @sessions_app.command("abandon")
-def abandon(ctx: typer.Context, session_id: IdArg) -> None:
+def abandon(ctx: typer.Context, session_id: IdArg, json_out: JsonOpt = False) -> None:
     """Abandon an open session: its staged writes are discarded, no branch changes.
 
-    Example: zarrlake -r ./myrepo sessions abandon 3f2a9c0d1e2f3a4b5c6d
+    Example: zarrlake -r ./myrepo sessions abandon 3f2a9c
     """
-    options(ctx).open().join_session(session_id).abandon()
-    console.print(f"Abandoned session {session_id}")
+    session = options(ctx).open().join_session(session_id)
+    session.abandon()
+    if json_out:
+        print_json({"id": session.id, "status": "abandoned"})
+    else:
+        console.print(f"Abandoned session {session.id}")
 
 
 @sessions_app.command("extend")
@@ -125,15 +136,15 @@ def extend(
 ) -> None:
     """Make an open session expire DURATION from now.
 
-    Example: zarrlake -r ./myrepo sessions extend 3f2a9c0d1e2f3a4b5c6d 2d
+    Example: zarrlake -r ./myrepo sessions extend 3f2a9c 2d
     """
     delta = parse_duration(duration)
     session = options(ctx).open().join_session(session_id)
     session.update_expiration(delta)
     if json_out:
-        print_json({"id": session_id, "expires_at": iso(session.expires_at)})
+        print_json({"id": session.id, "expires_at": iso(session.expires_at)})
     else:
-        console.print(f"Session {session_id} now expires at {when(session.expires_at)}")
+        console.print(f"Session {session.id} now expires at {when(session.expires_at)}")
 
 
 def register(app: typer.Typer) -> None:

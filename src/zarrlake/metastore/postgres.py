@@ -9,8 +9,10 @@ never be used, or even closed, by two processes.
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext, suppress
 from typing import Any
 
 from zarrlake.errors import (
@@ -109,6 +111,23 @@ def _connect_problem(e: BaseException, params: dict[str, str]) -> str:
     return line.replace(password, "***") if password else line
 
 
+def _close_quietly(pool: psycopg_pool.ConnectionPool) -> None:
+    with suppress(Exception):
+        pool.close(timeout=2.0)
+
+
+def _release_pool(per_process: PerProcess[psycopg_pool.ConnectionPool]) -> None:
+    """Close this process's pool; from a thread other than the main one (a pool worker,
+    when garbage collection runs there), in a thread of its own, which can join the workers."""
+    pool = per_process.take()
+    if pool is None or pool.closed:
+        return
+    if threading.current_thread() is threading.main_thread():
+        _close_quietly(pool)
+    else:
+        threading.Thread(target=_close_quietly, args=(pool,), name="zarrlake-pool-close").start()
+
+
 class PostgresMetaStore(MetaStoreBackend):
     """A metastore in one PostgreSQL table, shared by every process that opens the URL."""
 
@@ -118,6 +137,9 @@ class PostgresMetaStore(MetaStoreBackend):
         self._closed = False
         self._ensure_schema()
         self._pool = PerProcess(self._new_pool)  # opened on first use, again after fork
+        # Close the pool when the store goes away or, at the latest, at exit: a pool left to
+        # its __del__ may be collected on its own worker thread ("cannot join current thread").
+        weakref.finalize(self, _release_pool, self._pool)
 
     def __repr__(self) -> str:
         return f"PostgresMetaStore({_redact(self.url)!r})"

@@ -99,7 +99,9 @@ def parse_sqlite_url(url: str) -> tuple[str, str]:
     """(absolute database path, synchronous mode) of a sqlite:// URL.
 
     SQLAlchemy's convention: ``sqlite:///rel.db`` is relative to the working directory,
-    ``sqlite:////abs/x.db`` is absolute.
+    ``sqlite:////abs/x.db`` is absolute. Since ``sqlite:///tmp/x.db`` usually means
+    /tmp/x.db, a relative path whose directory does not exist here but does exist from the
+    root is taken as that absolute path (see `_resolve`).
     """
     if not isinstance(url, str) or not url.lower().startswith("sqlite://"):
         raise InvalidInputError(f"not a sqlite metastore URL: {url!r}")
@@ -125,7 +127,20 @@ def parse_sqlite_url(url: str) -> tuple[str, str]:
                 "(supported: synchronous=normal|full)"
             )
         sync = _SYNCHRONOUS[value.lower()]
-    return os.path.abspath(path), sync
+    return _resolve(path), sync
+
+
+def _resolve(path: str) -> str:
+    """The absolute database path of the path in a sqlite:/// URL: relative to the working
+    directory when the file or its directory exists there, else from the root when its
+    directory exists there (sqlite:///tmp/x.db is /tmp/x.db), else relative."""
+    relative = os.path.abspath(path)
+    if os.path.isabs(path) or os.path.exists(relative):
+        return relative
+    rooted = os.path.abspath(os.sep + path)
+    if not os.path.isdir(os.path.dirname(relative)) and os.path.isdir(os.path.dirname(rooted)):
+        return rooted
+    return relative
 
 
 class SqliteMetaStore(MetaStoreBackend):

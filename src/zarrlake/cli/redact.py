@@ -1,0 +1,59 @@
+"""Keeping secrets out of what the CLI prints or logs: passwords in URLs, secret options."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable
+
+MASK = "***"
+_URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s'\"]*):[^@\s'\"]*@")
+_QUERY_SECRET = re.compile(
+    r"(?P<head>[?&;\s](?:password|passwd|secret[\w]*|[\w]*token|sslpassword)=)[^&;\s'\"]*",
+    re.IGNORECASE,
+)
+_SECRET_KEY_WORDS = ("secret", "password", "passwd", "token", "credential", "private_key")
+
+
+def is_secret_option(name: str) -> bool:
+    """Whether an option of this name holds a secret (its value is never shown)."""
+    lowered = name.lower().replace("-", "_")
+    return any(word in lowered for word in _SECRET_KEY_WORDS)
+
+
+class Redactor:
+    """Masks URL passwords, secret query parameters and every registered secret value."""
+
+    def __init__(self) -> None:
+        self.values: set[str] = set()
+
+    def add(self, values: Iterable[object]) -> None:
+        self.values.update(str(v) for v in values if v not in (None, "", True, False))
+
+    def __call__(self, text: str) -> str:
+        text = _URL_PASSWORD.sub(rf"\g<head>:{MASK}@", text)
+        text = _QUERY_SECRET.sub(rf"\g<head>{MASK}", text)
+        for value in sorted(self.values, key=len, reverse=True):
+            if len(value) >= 3:  # masking one letter everywhere would mangle the text
+                text = text.replace(value, MASK)
+        return text
+
+
+redact = Redactor()
+
+
+class RedactingFormatter(logging.Formatter):
+    """Log records pass through `redact` before they reach stderr."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
+
+
+def install_logging() -> None:
+    """Warnings and errors from libraries go to stderr, redacted, in one short line each."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(RedactingFormatter("zarrlake: %(levelname)s: %(name)s: %(message)s"))
+    root = logging.getLogger()
+    if not root.handlers:  # leave a host's logging (pytest, an application) alone
+        root.addHandler(handler)
+        root.setLevel(logging.WARNING)
