@@ -61,6 +61,10 @@ class Session(Protocol):
     def delete_many(self, keys: list[str]) -> None: ...
 
 
+def _is_metadata(key: str) -> bool:
+    return key == "zarr.json" or key.endswith("/zarr.json")
+
+
 class _StageBatcher:
     """Stages the writes zarr issues concurrently on one event loop in one metastore
     transaction; each `set` returns only once its batch is staged."""
@@ -192,7 +196,16 @@ class SessionStore(Store):
 
     def set_sync(self, key: str, value: Buffer) -> None:
         self._check_writable()
-        self.session.write(key, value.to_bytes())
+        data = value.to_bytes()
+        if _is_metadata(key) and self.session.read(key) == data:
+            return
+        self.session.write(key, data)
+
+    async def _unchanged(self, key: str, value: Buffer) -> bool:
+        """Whether `key` already holds these bytes. zarr and xarray rewrite metadata they
+        did not change (to_zarr(mode="a") rewrites the root group); staging such a rewrite
+        would make two writers adding different arrays conflict on the root."""
+        return await asyncio.to_thread(self.session.read, key) == value.to_bytes()
 
     def delete_sync(self, key: str) -> None:
         self._check_writable()
@@ -202,6 +215,8 @@ class SessionStore(Store):
         self._check_writable()
         if not isinstance(value, Buffer):
             raise TypeError(f"SessionStore.set(): expected a zarr Buffer, not {type(value)}")
+        if _is_metadata(key) and await self._unchanged(key, value):
+            return
         if len(value) > self.session.inline_max:  # copying, hashing, uploading: off the event loop
             change = await asyncio.to_thread(lambda: self.session.prepare(key, value.to_bytes()))
         else:
