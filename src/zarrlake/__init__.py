@@ -1,5 +1,7 @@
 """zarrlake: a transactional, version-controlled database for Zarr v3 arrays."""
 
+import importlib
+
 from zarrlake.errors import (
     AlreadyExistsError,
     Conflict,
@@ -12,6 +14,20 @@ from zarrlake.errors import (
     ZarrLakeError,
 )
 
+__version__ = "0.1.0"
+
+_LAZY = {
+    "Commit": "zarrlake.repo",
+    "Repo": "zarrlake.repo",
+    "RepoStats": "zarrlake.repo",
+    "SessionInfo": "zarrlake.repo",
+    "Session": "zarrlake.session",
+    "Diff": "zarrlake.vc.diff",
+    "SessionStore": "zarrlake.zarr_store",
+}
+"""Public names whose modules import zarr and numpy: loaded on first use, so a command line
+that needs none of them (`zarrlake --help`) starts fast."""
+
 __all__ = [
     "AlreadyExistsError",
     "Conflict",
@@ -22,20 +38,19 @@ __all__ = [
     "SessionClosedError",
     "SessionExpiredError",
     "ZarrLakeError",
+    *_LAZY,
 ]
-__version__ = "0.1.0"
-
-from zarrlake.repo import Commit, Repo, RepoStats, SessionInfo
-from zarrlake.session import Session
-from zarrlake.vc.diff import Diff
-from zarrlake.zarr_store import SessionStore
-
-__all__ += ["Commit", "Diff", "Repo", "RepoStats", "Session", "SessionInfo", "SessionStore"]
 
 
-def __getattr__(name: str):  # the Spark integration imports pyspark; load it on first use
-    if name == "spark":
-        import importlib
-
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    if name == "spark":  # the Spark integration imports pyspark
         return importlib.import_module("zarrlake.spark")
     raise AttributeError(f"module 'zarrlake' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY) | {"spark"})
