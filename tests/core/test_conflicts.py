@@ -162,13 +162,42 @@ def test_structure_change_after_chunks_landed_on_the_other_side(base, change, ki
 
 
 def test_node_created_on_both_sides(base):
-    def create_y(s):
-        zarr.open_group(s.store, mode="a").create_array("y", shape=(4,), chunks=(2,), dtype="u1")
+    def create_y(dtype: str):
+        return lambda s: zarr.open_group(s.store, mode="a").create_array(
+            "y", shape=(4,), chunks=(2,), dtype=dtype
+        )
 
     ours = base.create_session()
-    create_y(ours)
-    land_other_side(base, create_y)
+    create_y("u1")(ours)
+    land_other_side(base, create_y("i8"))
     assert ("y", "created", None) in conflict_of(ours)
+
+
+def test_identical_changes_on_both_sides_are_no_conflict(base):
+    """The same array created, the same attributes set and the same bytes written on both
+    sides: the session rebases and lands (and a real difference next to them still conflicts)."""
+
+    def change(s):
+        zarr.open_group(s.store, mode="a").create_array("y", shape=(4,), chunks=(2,), dtype="u1")
+        arr(s).attrs["units"] = "K"
+        arr(s)[0:10] = 7
+
+    ours = base.create_session()
+    change(ours)
+    arr(ours)[10:20] = 8  # only ours
+    land_other_side(base, change)
+    ours.commit("alike")
+    np.testing.assert_array_equal(head(base)[:20], [7] * 10 + [8] * 10)
+    assert zarr.open_array(base.readonly_session().store, path="x").attrs["units"] == "K"
+    assert [c.message for c in base.log()][:3] == ["alike", "the other side", "base"]
+
+    again = base.create_session()
+    arr(again)[0:10] = 7  # alike
+    arr(again)[10:20] = 9  # different from the other side's 3
+    land_other_side(
+        base, lambda s: (arr(s).__setitem__(slice(0, 10), 7), arr(s).__setitem__(slice(10, 20), 3))
+    )
+    assert conflict_of(again) == [("x", "chunk", [(1,)])]
 
 
 def test_delete_of_a_group_whose_child_changed(base):

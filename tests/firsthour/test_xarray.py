@@ -73,6 +73,16 @@ def test_two_processes_adding_different_variables_both_commit(repo):
     assert len(repo.log()) == before + 2
 
 
+def test_two_processes_setting_identical_attributes_both_commit(repo):
+    """Identical changes on both sides are no conflict: the second commit rebases."""
+    before = len(repo.log())
+    outcomes = in_two_processes(repo, "set_attributes", ("ERA5 subset", "ERA5 subset"))
+    assert all("commit" in o for o in outcomes), outcomes
+    attrs = xr.open_zarr(repo.readonly_session().store).attrs
+    assert (attrs["title"], attrs["source"]) == ("ERA5 subset", "reanalysis")
+    assert len(repo.log()) == before + 2
+
+
 def test_an_array_added_with_plain_zarr_shows_in_open_zarr(repo):
     s = repo.create_session()
     arr = zarr.open_group(s.store).create_array(

@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 import xarray as xr
+import zarr
 
 import zarrlake as zl
 
@@ -17,6 +18,8 @@ def stage(session: zl.Session, action: str, name: str) -> None:
         ds = xr.open_zarr(session.store)
         ds[name] = ("x", np.full(4, float(len(name))))
         ds[[name]].to_zarr(session.store, mode="a")
+    elif action == "set_attributes":  # the same attributes, set by every writer
+        zarr.open_group(session.store).attrs.update({"title": name, "source": "reanalysis"})
     else:
         raise ValueError(action)
 

@@ -42,6 +42,18 @@ def merge_changes(sets: list[ChangeSet]) -> ChangeSet:
     return ChangeSet(uniq, ops[::-1][idx], nodes)
 
 
+def without(cs: ChangeSet, keys: set[bytes], nodes: set[str]) -> ChangeSet:
+    """`cs` less some data keys and node changes (those both sides changed alike)."""
+    if not keys and not nodes:
+        return cs
+    keep = np.ones(len(cs.keys), bool)
+    if keys and len(cs.keys):
+        keep = ~np.isin(cs.keys, np.array(sorted(keys)))
+    return ChangeSet(
+        cs.keys[keep], cs.ops[keep], {p: c for p, c in cs.nodes.items() if p not in nodes}
+    )
+
+
 def _under(keys: np.ndarray, path: str) -> np.ndarray:
     """Mask of keys inside node `path` (not its own metadata key)."""
     if not len(keys):
