@@ -60,6 +60,10 @@ class ZarrlakeEngine(Engine):
         super().__init__()
         import zarrlake
 
+        # The package loads its engine modules on first use of these names: load them now,
+        # before any workload starts its clock (as for zarr and Icechunk).
+        for name in ("Repo", "Session", "SessionStore"):
+            getattr(zarrlake, name, None)
         self.zl = zarrlake
         self.repo: Any = None
         self.session: Any = None
