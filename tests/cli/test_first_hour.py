@@ -168,12 +168,24 @@ def test_json_on_delete_abandon_and_extend_with_id_prefixes(tmp_path):
     assert json.loads(ok("branch", "delete", "dev", "--json", *r).stdout) == {
         "deleted_branch": "dev",
         "commit": head,
+        "open_sessions": [],
     }
     assert json.loads(ok("tag", "delete", "v1", "--json", *r).stdout) == {
         "deleted_tag": "v1",
         "commit": head,
     }
     assert zl.Repo.open(path).list_branches().keys() == {"main"}
+
+
+def test_deleting_a_branch_names_its_open_sessions_at_once(tmp_path):
+    """Issue 14 item 5: the sessions left without a branch are named when it is deleted."""
+    path, _ = _repo_with_session(tmp_path)
+    repo = zl.Repo.open(path)
+    orphan = repo.create_session("dev", message="still writing").id
+    repo.close()
+    res = ok("branch", "delete", "dev", "-r", str(path))
+    assert "1 open session(s) of it can no longer commit" in res.stdout
+    assert orphan in res.stdout.replace("\n", "")
 
 
 def test_ls_of_a_fresh_repository_is_an_empty_tree(tmp_path):

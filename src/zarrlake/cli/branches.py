@@ -84,17 +84,24 @@ def branch_delete(
     name: Annotated[str, typer.Argument(help="Branch to delete.")],
     json_out: JsonOpt = False,
 ) -> None:
-    """Delete branch NAME (its commits stay reachable by id and by tags).
+    """Delete branch NAME. Its commits stay readable by id until a gc reclaims those that
+    no other branch or tag reaches; its open sessions can no longer commit.
 
     Example: zarrlake -r ./myrepo branch delete experiment
     """
     repo = options(ctx).open()
     was = repo.list_branches().get(name)
     repo.delete_branch(name)
+    orphaned = [s.id for s in repo.list_sessions(name)]
     if json_out:
-        print_json({"deleted_branch": name, "commit": was})
-    else:
-        console.print(f"Deleted branch [bold]{escape(name)}[/] (was {short(was)})")
+        print_json({"deleted_branch": name, "commit": was, "open_sessions": orphaned})
+        return
+    console.print(f"Deleted branch [bold]{escape(name)}[/] (was {short(was)})")
+    if orphaned:
+        console.print(
+            f"[yellow]{len(orphaned)} open session(s) of it can no longer commit[/] "
+            f"({', '.join(orphaned)}): abandon them, or create the branch again to commit there"
+        )
 
 
 @branch_app.command("protect")

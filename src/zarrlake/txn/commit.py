@@ -12,6 +12,7 @@ from zarrlake.errors import (
     CASFailedError,
     ConflictError,
     InvalidInputError,
+    NotFoundError,
     SessionClosedError,
     ZarrLakeError,
 )
@@ -128,6 +129,14 @@ def commit(
         if cid is None:
             txn.record = replace(rec, status=Status.OPEN, lease=None)
             ctx.records.swap(txn.record, version)
+            if isinstance(sys.exc_info()[1], NotFoundError) and not ctx.refs.get(
+                BRANCH, rec.branch
+            ):
+                raise NotFoundError(
+                    f"branch {rec.branch!r} was deleted after this session started at "
+                    f"{rec.base[:12]}; nothing was committed (the session stays open: create "
+                    "the branch again to commit it there, or abandon it)"
+                ) from None
             raise
         commit_id = cid  # the branch holds our commit; the error came after it landed
     txn.record = replace(rec, status=Status.COMMITTED, commit=commit_id, lease=None)
