@@ -42,11 +42,16 @@ def _spark_error(excinfo) -> str:
     return str(excinfo.value)
 
 
-def test_write_million_rows_is_one_commit(spark, tmp_path):
+def test_write_million_rows_is_one_commit(spark, tmp_path, monkeypatch):
     loc = str(tmp_path / "repo")
     repo = zl.Repo.create(loc)
     before = repo.log()
     df = _grid_df(spark, 1_000_000, (100, 100, 100), parts=3)
+    registrations = []  # registered once per Spark session (again, Spark warns of a replace)
+    monkeypatch.setattr(
+        type(spark.dataSource), "register", lambda self, cls: registrations.append(cls)
+    )
+    zl.spark.register(spark)
     zl.spark.write_array(
         df,
         repo=loc,
@@ -57,6 +62,7 @@ def test_write_million_rows_is_one_commit(spark, tmp_path):
         dims="x,y,z",
         dtype="float64",
     )
+    assert registrations == []
     log = repo.log()
     assert len(log) == len(before) + 1
     assert log[0].message == "ingest a million rows"

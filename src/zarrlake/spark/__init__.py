@@ -27,9 +27,16 @@ CHUNK_COLUMN = "__zarrlake_chunk"
 
 def register(spark: SparkSession) -> None:
     """Register the "zarrlake" format with `spark` and enable filter push-down to Python
-    data sources (needed for reading slabs without reading whole arrays)."""
+    data sources (needed for reading slabs without reading whole arrays). Once per Spark
+    session: registering again would make Spark warn that the source was replaced."""
+    if spark.conf.get(_REGISTERED, "false") == "true":
+        return
     spark.dataSource.register(ZarrLakeSource)
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    spark.conf.set(_REGISTERED, "true")
+
+
+_REGISTERED = "spark.zarrlake.registered"
 
 
 def _string_options(options: Mapping[str, Any]) -> dict[str, str]:
