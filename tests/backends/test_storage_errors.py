@@ -64,6 +64,13 @@ def test_s3_option_types_checked(option: str, value: Any) -> None:
         open_storage("s3://bucket/repo", **{option: value})
 
 
+def test_plain_http_endpoint_needs_allow_http() -> None:
+    """The library says what to add, rather than failing later with a transport error."""
+    with pytest.raises(InvalidInputError, match=r"plain HTTP; add --allow-http .* allow_http"):
+        open_storage("s3://bucket/x", endpoint_url="http://127.0.0.1:9")
+    open_storage("s3://bucket/x", endpoint_url="http://127.0.0.1:9", allow_http=True).close()
+
+
 @pytest.mark.parametrize("location", ["s3://", "s3:///repo", "s3:///"])
 def test_s3_location_without_bucket(location: str) -> None:
     with pytest.raises(InvalidInputError, match="no bucket"):

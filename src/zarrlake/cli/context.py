@@ -32,7 +32,6 @@ class Options:
         """The repository; NotFoundError (one clear line) when there is none."""
         from zarrlake.repo import Repo
 
-        check_endpoint(self.storage_options)
         return Repo.open(
             self.repo, metastore=self.metastore, storage_options=self.storage_options or None
         )
@@ -41,21 +40,8 @@ class Options:
         """A new repository here; AlreadyExistsError when there is one."""
         from zarrlake.repo import Repo
 
-        check_endpoint(self.storage_options)
         return Repo.create(
             self.repo, metastore=self.metastore, storage_options=self.storage_options or None
-        )
-
-
-def check_endpoint(storage_options: dict[str, Any]) -> None:
-    """A plain-HTTP S3 endpoint needs allow_http; say how to give it rather than fail later
-    with a transport error."""
-    url = storage_options.get("endpoint_url")
-    plain = isinstance(url, str) and url.lower().startswith("http://")
-    if plain and storage_options.get("allow_http") is not True:
-        raise InvalidInputError(
-            f"S3 endpoint {url} is plain HTTP; add --allow-http (or ZARRLAKE_ALLOW_HTTP=1, "
-            "or --storage-option allow_http=true) to use it"
         )
 
 

@@ -90,6 +90,14 @@ def open_s3(location: str, options: dict[str, Any]) -> ObjectStore:
         kind = S3_OPTIONS[name]
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             raise InvalidInputError(f"storage option {name}={value!r} has the wrong type")
+    endpoint = options.get("endpoint_url")
+    plain = isinstance(endpoint, str) and endpoint.lower().startswith("http://")
+    if plain and options.get("allow_http") is not True:
+        raise InvalidInputError(
+            f"S3 endpoint {endpoint} is plain HTTP; add --allow-http (or "
+            "ZARRLAKE_ALLOW_HTTP=1) on the command line, or storage option allow_http=True "
+            "in Python, to use it"
+        )
     parts = urlsplit(location)
     bucket = parts.netloc
     if not bucket:
