@@ -41,7 +41,8 @@ def test_merge_log_graph_and_merge_base(repo_path, repo):
     assert plain[0]["parents"] == [before, repo.resolve("dev")]
     assert {c["id"] for c in graph} == {c["id"] for c in plain} | {repo.resolve("dev")}
     drawn = ok("-r", repo_path, "log", "main", "--graph").stdout
-    assert "(merge)" in drawn and "|\\" in drawn and "merge dev" in drawn
+    assert "(merge)" in drawn and "merge dev" in drawn
+    assert "|\\" in drawn.splitlines() and "\\\\" not in drawn  # one backslash, as git draws
     assert drawn.splitlines()[0].startswith("* ")
     assert js("-r", repo_path, "log", "main^2")[0]["id"] == repo.resolve("dev")
 

@@ -29,27 +29,7 @@ def commit_json(c) -> dict:
 
 def diff_rows(d: Diff) -> list[tuple[str, str, int, int]]:
     """(path, what happened to the node, chunks written, chunks deleted), by path."""
-    paths = (
-        d.nodes_added
-        | d.nodes_deleted
-        | d.metadata_changed
-        | d.chunks_written.keys()
-        | d.chunks_deleted.keys()
-    )
-    rows = []
-    for p in sorted(paths):
-        if p in d.nodes_added:
-            status = "added"
-        elif p in d.nodes_deleted:
-            status = "deleted"
-        elif p in d.metadata_changed:
-            status = "metadata changed"
-        else:
-            status = "data"
-        rows.append(
-            (p or "/", status, len(d.chunks_written.get(p, ())), len(d.chunks_deleted.get(p, ())))
-        )
-    return rows
+    return [(p or "/", c, w, x) for p, c, w, x in d.summary()]
 
 
 def diff_json(d: Diff) -> dict:
@@ -150,7 +130,7 @@ def log(
     if graph:
         for prefix, c in graph_lines(commits):
             if c is None:
-                console.print(escape(prefix), highlight=False)
+                console.print(prefix, highlight=False, markup=False)
             else:
                 merge = " [magenta](merge)[/]" if len(c.parent_ids) > 1 else ""
                 console.print(
