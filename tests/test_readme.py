@@ -36,3 +36,16 @@ def test_readme_names_the_setup_commands_and_requirements():
     top = text[: text.index("## Concepts")]
     for needed in ("make demo", "make test", "Python >= 3.12", "Java 17"):
         assert needed in top, needed
+
+
+def test_merge_example_runs_as_written(tmp_path):
+    text = README.read_text()
+    section = text[text.index("### Merging branches") :]
+    code = first_python_block(section)
+    script = tmp_path / "merge.py"
+    script.write_text(code)
+    res = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split("\n")[:3] == ["2", "[1. 1. 2. 2.]", "Top rows on dev"]
