@@ -5,10 +5,9 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from zarrlake.errors import AlreadyExistsError, InvalidInputError, NotFoundError
-from zarrlake.format.envelope import ID_LENGTH
 from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.txn.context import (
     RepoContext,
@@ -26,7 +25,7 @@ from zarrlake.vc.diff import Diff, diff_snapshots
 from zarrlake.vc.fsck import Problem, check_objects
 from zarrlake.vc.merge import History
 from zarrlake.vc.protection import Protection
-from zarrlake.vc.refexpr import merge_base, resolve_expr
+from zarrlake.vc.refexpr import merge_base, resolve_ref
 from zarrlake.vc.refs import BRANCH, TAG
 from zarrlake.vc.stats import RepoStats, repo_stats
 
@@ -117,31 +116,9 @@ class Repo:
     # refs and history ---------------------------------------------------------------------
 
     def resolve(self, ref: str) -> str:
-        """The commit id a branch, tag or (unique prefix of a) commit id names."""
-        if not isinstance(ref, str) or not ref:
-            raise InvalidInputError(f"a ref must be a non-empty string, not {ref!r}")
-        refs, objects = self._ctx.refs, self._ctx.objects
-        if "~" in ref or "^" in ref:  # main~3, main^2: vc.refexpr
-            return resolve_expr(ref, self.resolve, objects)
-        if len(ref) <= 255:
-            for kind in (BRANCH, TAG):
-                got = refs.get(kind, ref)
-                if got is not None:
-                    return got[0]
-        if 4 <= len(ref) <= ID_LENGTH and all(c in "0123456789abcdef" for c in ref):
-            if len(ref) == ID_LENGTH:
-                if objects.has_commit(ref):
-                    return ref
-                if objects.is_expired(ref):
-                    raise NotFoundError(f"commit {ref[:12]} was expired (zarrlake expire)")
-            else:
-                found = objects.commit_ids(ref)
-                if len(found) == 1:
-                    return found[0]
-                if len(found) > 1:
-                    raise InvalidInputError(f"commit id prefix {ref!r} is ambiguous")
-        shown = ref if len(ref) <= 60 else ref[:57] + "..."
-        raise NotFoundError(f"no branch, tag or commit named {shown!r}")
+        """The commit id a branch, tag, (unique prefix of a) commit id or ref expression
+        (main~3, main^2) names."""
+        return resolve_ref(self._ctx.refs, self._ctx.objects, ref)
 
     def log(self, ref: str = "main", limit: int | None = None) -> list[Commit]:
         """Commits reachable from `ref` along first parents, newest first."""
@@ -205,10 +182,7 @@ class Repo:
         else:
             starts = [(c, f"branch {n!r}") for n, c in sorted(self.list_branches().items())]
             starts += [(c, f"tag {n!r}") for n, c in sorted(self.list_tags().items())]
-        store = self._ctx.object_store
-        if on_read is not None:
-            store = _ReadReporter(store, on_read)  # type: ignore[assignment]
-        return check_objects(store, starts)
+        return check_objects(self._ctx.object_store, starts, on_read)
 
     def stats(self, ref: str = "main") -> RepoStats:
         """Counts at `ref`: commits in its history, arrays, chunks and their bytes."""
@@ -411,19 +385,3 @@ class Repo:
         from zarrlake.lifecycle.expire import expire
 
         return expire(self._ctx, older_than, branches)
-
-
-class _ReadReporter:
-    """An object store that reports each object read, for fsck's progress and counts."""
-
-    def __init__(self, store: Any, on_read: Callable[[str, int], None]) -> None:
-        self._store = store
-        self._on_read = on_read
-
-    def get(self, key: str, byte_range: Any = None) -> bytes:
-        data = self._store.get(key, byte_range)
-        self._on_read(key, len(data))
-        return data
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from zarrlake.errors import NotFoundError, ZarrLakeError
@@ -40,12 +40,21 @@ class Problem:
 
 
 class _Checker:
-    def __init__(self, store: ObjectStore) -> None:
+    def __init__(
+        self, store: ObjectStore, on_read: Callable[[str, int], None] | None = None
+    ) -> None:
         self.store = store
+        self.on_read = on_read
         self.problems: list[Problem] = []
         self.seen: set[str] = set()  # object keys already checked (good or bad)
         self.chunks_ok: set[tuple] = set()
         self.packs: OrderedDict[str, bytes | Problem] = OrderedDict()
+
+    def get(self, key: str) -> bytes:
+        data = self.store.get(key)
+        if self.on_read is not None:
+            self.on_read(key, len(data))
+        return data
 
     def report(self, obj: str, kind: str, detail: str) -> None:
         self.problems.append(Problem(obj, kind, detail))
@@ -56,7 +65,7 @@ class _Checker:
         """The decoded object, or None after reporting why it cannot be read."""
         key = f"{PREFIXES[cls]}/{oid}"
         try:
-            return cls.decode(oid, self.store.get(key))
+            return cls.decode(oid, self.get(key))
         except NotFoundError:
             self.report(key, "missing", f"referenced by {referrer}, not in object storage")
         except ZarrLakeError as e:
@@ -139,7 +148,7 @@ class _Checker:
         elif ref.kind == RefKind.OBJECT:
             obj = chunk_object_key(ref.digest)
             try:
-                data = self.store.get(obj)
+                data = self.get(obj)
             except NotFoundError:
                 self.report(obj, "missing", f"chunk data of {what}")
                 return
@@ -167,7 +176,7 @@ class _Checker:
         got = self.packs.get(location)
         if got is None:
             try:
-                got = self.store.get(location)
+                got = self.get(location)
             except NotFoundError:
                 got = Problem(location, "missing", "object not in object storage")
             except ZarrLakeError as e:
@@ -178,10 +187,15 @@ class _Checker:
         return got
 
 
-def check_objects(store: ObjectStore, starts: list[tuple[str, str]]) -> list[Problem]:
+def check_objects(
+    store: ObjectStore,
+    starts: list[tuple[str, str]],
+    on_read: Callable[[str, int], None] | None = None,
+) -> list[Problem]:
     """Verify every object reachable from the commits in `starts` ((commit id, label) pairs)
-    and return the problems found; an empty list means the repository is intact."""
-    checker = _Checker(store)
+    and return the problems found; an empty list means the repository is intact.
+    `on_read(key, size)` is called for each object read."""
+    checker = _Checker(store, on_read)
     for cid, rec in checker.commits(starts):
         checker.check_commit(cid, rec)
     return checker.problems

@@ -28,13 +28,26 @@ import socket
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from zarrlake import hooks
 from zarrlake.errors import CASFailedError, ZarrLakeError
 
 if TYPE_CHECKING:
-    from zarrlake.txn.context import RepoContext
+    from zarrlake.metastore.base import MetaStore
+    from zarrlake.storage.base import ObjectStore
+
+
+class GcContext(Protocol):
+    """What the records need of an open repository (the transaction engine's RepoContext)."""
+
+    meta: MetaStore
+    object_store: ObjectStore
+    clock: Callable[[], float]
+
+    def partition(self, name: str) -> str: ...
+
+    def stage_partition(self, session_id: str) -> str: ...
 
 PHASE = b"phase"
 LOCK = b"lock"
@@ -72,14 +85,14 @@ class Candidate:
     size: int | None = None
 
 
-def partition(ctx: RepoContext) -> str:
+def partition(ctx: GcContext) -> str:
     return ctx.partition("gc")
 
 
 class GcState:
     """The collector's side of the records."""
 
-    def __init__(self, ctx: RepoContext) -> None:
+    def __init__(self, ctx: GcContext) -> None:
         self.meta = ctx.meta
         self.partition = partition(ctx)
         self.clock: Callable[[], float] = ctx.clock
@@ -188,7 +201,7 @@ class WriteGuard:
     `guard.settle(token, uploads)` once the references to them are staged."""
 
     def __init__(
-        self, ctx: RepoContext, poll: float = 0.05, sleep: Callable[[float], None] = time.sleep
+        self, ctx: GcContext, poll: float = 0.05, sleep: Callable[[float], None] = time.sleep
     ) -> None:
         self.sleep = sleep
         self.meta = ctx.meta
@@ -231,14 +244,14 @@ class WriteGuard:
             phase = self._phase()
 
 
-def register_dropped(ctx: RepoContext, commit_id: str) -> None:
+def register_dropped(ctx: GcContext, commit_id: str) -> None:
     """Remember a commit a ref no longer points at (deleted or reset branch, deleted tag) as
     a candidate: an incremental gc reads it and its parents and reclaims whatever of that
     history nothing else reaches. A commit still reachable is simply dropped again."""
     GcState(ctx).add({}, [(f"commits/{commit_id}", None)])
 
 
-def register_staged(ctx: RepoContext, session_id: str) -> int:
+def register_staged(ctx: GcContext, session_id: str) -> int:
     """Remember the chunk objects a session's staged records name as garbage candidates,
     before the records are dropped (abandon, commit cleanup), so an incremental gc finds
     them without listing; the mark keeps whichever are still referenced. Returns how many

@@ -8,7 +8,9 @@ import re
 from collections.abc import Callable
 
 from zarrlake.errors import InvalidInputError, NotFoundError
+from zarrlake.format.envelope import ID_LENGTH
 from zarrlake.vc.objects import Objects
+from zarrlake.vc.refs import BRANCH, TAG, Refs
 
 _STEP = re.compile(r"([~^])(\d*)")
 
@@ -94,3 +96,30 @@ def merge_base(objects: Objects, a: str, b: str) -> str | None:
     if not candidates:
         return None
     return max(candidates, key=lambda c: (objects.commit(c).timestamp, c))
+
+
+def resolve_ref(refs: Refs, objects: Objects, ref: str) -> str:
+    """The commit id a branch, tag, (unique prefix of a) commit id or ref expression names."""
+    if not isinstance(ref, str) or not ref:
+        raise InvalidInputError(f"a ref must be a non-empty string, not {ref!r}")
+    if "~" in ref or "^" in ref:  # main~3, main^2
+        return resolve_expr(ref, lambda name: resolve_ref(refs, objects, name), objects)
+    if len(ref) <= 255:
+        for kind in (BRANCH, TAG):
+            got = refs.get(kind, ref)
+            if got is not None:
+                return got[0]
+    if 4 <= len(ref) <= ID_LENGTH and all(c in "0123456789abcdef" for c in ref):
+        if len(ref) == ID_LENGTH:
+            if objects.has_commit(ref):
+                return ref
+            if objects.is_expired(ref):
+                raise NotFoundError(f"commit {ref[:12]} was expired (zarrlake expire)")
+        else:
+            found = objects.commit_ids(ref)
+            if len(found) == 1:
+                return found[0]
+            if len(found) > 1:
+                raise InvalidInputError(f"commit id prefix {ref!r} is ambiguous")
+    shown = ref if len(ref) <= 60 else ref[:57] + "..."
+    raise NotFoundError(f"no branch, tag or commit named {shown!r}")
