@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
+from zarr.core.chunk_key_encodings import ChunkKeyEncoding, parse_chunk_key_encoding
+
 from zarrlake.format.snapshot import is_meta_key, node_path
 
 
@@ -22,6 +24,9 @@ def is_array_doc(doc: bytes | None) -> bool:
     return load_doc(doc).get("node_type") == "array"
 
 
+DEFAULT_ENCODING = {"name": "default", "configuration": {"separator": "/"}}
+
+
 class KeyNamer:
     """Names keys by node path and chunk coordinates, given metadata documents
     (metadata key -> zarr.json bytes) of one or more snapshots."""
@@ -30,6 +35,7 @@ class KeyNamer:
         self.docs: dict[str, bytes] = {}
         for d in docs:
             self.docs.update(d)
+        self._encodings: dict[str, ChunkKeyEncoding] = {}
 
     def node_of(self, key: str) -> str:
         """The deepest node whose metadata exists and whose path prefixes the key."""
@@ -43,26 +49,24 @@ class KeyNamer:
         return "/".join(parts[:-1])
 
     def coords(self, node: str, key: str) -> tuple[int, ...] | None:
-        """Chunk coordinates of `key` in array `node`, per its chunk key encoding."""
+        """Chunk coordinates of `key` in array `node`, per its chunk key encoding (zarr's
+        own decoder, looked up once per node); None if `key` is not a chunk key."""
         suffix = key[len(node) + 1 :] if node else key
-        enc = load_doc(self.docs.get(f"{node}/zarr.json" if node else "zarr.json")).get(
-            "chunk_key_encoding", {}
-        )
-        name = enc.get("name", "default") if isinstance(enc, dict) else "default"
-        sep = (enc.get("configuration") or {}).get("separator") if isinstance(enc, dict) else None
-        if name == "default":
-            sep = sep or "/"
-            if suffix == "c":
-                return ()
-            if not suffix.startswith("c" + sep):
-                return None
-            suffix = suffix[2:]
-        else:
-            sep = sep or "."
         try:
-            return tuple(int(p) for p in suffix.split(sep))
+            return tuple(int(c) for c in self._encoding(node).decode_chunk_key(suffix))
         except ValueError:
             return None
+
+    def _encoding(self, node: str) -> ChunkKeyEncoding:
+        enc = self._encodings.get(node)
+        if enc is None:
+            doc = load_doc(self.docs.get(f"{node}/zarr.json" if node else "zarr.json"))
+            try:
+                enc = parse_chunk_key_encoding(doc.get("chunk_key_encoding") or DEFAULT_ENCODING)
+            except (TypeError, ValueError, KeyError):
+                enc = parse_chunk_key_encoding(DEFAULT_ENCODING)
+            self._encodings[node] = enc
+        return enc
 
     def name(self, key: str) -> tuple[str, tuple[int, ...] | None]:
         node = self.node_of(key)
