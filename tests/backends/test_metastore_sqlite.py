@@ -32,9 +32,28 @@ def test_sqlite_pragmas(tmp_path):
         assert _pragma(normal, "synchronous") == 1  # NORMAL
         assert _pragma(full, "synchronous") == 2  # FULL
         assert _pragma(normal, "busy_timeout") == 30000
+        assert _pragma(normal, "auto_vacuum") == 2  # INCREMENTAL
     finally:
         normal.close()
         full.close()
+
+
+def test_a_dropped_partition_gives_its_pages_back(tmp_path):
+    """Staged records of a committed session are dropped: the file shrinks at once, not only
+    at the next gc's VACUUM."""
+    path = tmp_path / "m.db"
+    store = open_metastore(f"sqlite:///{path}")
+    try:
+        store.set_many("stage/s1", [(b"k%06d" % i, b"x" * 2000) for i in range(5000)])
+        _pragma(store, "wal_checkpoint(TRUNCATE)")
+        grown = path.stat().st_size
+        assert grown > 10_000_000
+        store.drop_partition("stage/s1")
+        _pragma(store, "wal_checkpoint(TRUNCATE)")
+        assert path.stat().st_size < grown // 10
+        assert list(store.scan("stage/s1")) == []
+    finally:
+        store.close()
 
 
 def test_sqlite_relative_and_absolute_urls(tmp_path, monkeypatch):

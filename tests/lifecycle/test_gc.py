@@ -157,19 +157,38 @@ def test_expire_rules(repo: zl.Repo) -> None:
     assert unreachable(repo) == set()
 
 
-def test_gc_gives_freed_metastore_pages_back(repo: zl.Repo) -> None:
-    """Small chunks are staged in SQLite, then packed at commit and their rows dropped: the
-    file keeps the freed pages until gc vacuums it."""
-    s = repo.create_session()
-    s.write_many([(f"a/c/{i}", chunk(i, 2000)) for i in range(3000)])
-    s.commit("small chunks")
+def test_freed_metastore_pages_go_back_at_once_and_gc_converts_older_files(
+    repo: zl.Repo,
+) -> None:
+    """Small chunks are staged in SQLite, packed at commit, and their rows dropped: the file
+    shrinks then (incremental auto-vacuum). A file made before that setting keeps its freed
+    pages until gc vacuums it, which also switches it to incremental auto-vacuum."""
+    import sqlite3
+
     path = repo.spec.metastore.removeprefix("sqlite:///")
-    repo.context.meta.drop_partition(repo.context.stage_partition(s.id))  # as the commit does
-    before = os.path.getsize(path)
+    size = 3000 * 2000
+
+    def ingest(tag: str) -> int:
+        s = repo.create_session()
+        s.write_many([(f"{tag}/c/{i}", chunk(i, 2000)) for i in range(3000)])
+        s.commit(tag)
+        repo.context.meta.drop_partition(repo.context.stage_partition(s.id))  # as commit does
+        with sqlite3.connect(path) as db:
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return os.path.getsize(path)
+
+    assert ingest("a") < size // 2
+    with sqlite3.connect(path, isolation_level=None) as db:  # as an older file was made
+        db.execute("PRAGMA auto_vacuum = NONE")
+        db.execute("VACUUM")
+    before = ingest("b")
+    assert before > size
     report = repo.gc(ZERO)
-    assert report.metastore_bytes_freed > 3000 * 2000 // 2
-    assert os.path.getsize(path) < before - 3000 * 2000 // 2
-    assert repo.readonly_session().read("a/c/2999") == chunk(2999, 2000)
+    assert report.metastore_bytes_freed > size // 2
+    assert os.path.getsize(path) < before - size // 2
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA auto_vacuum").fetchone()[0] == 2
+    assert repo.readonly_session().read("b/c/2999") == chunk(2999, 2000)
 
 
 def test_abandoned_session_registered_before_its_records_go(repo: zl.Repo) -> None:

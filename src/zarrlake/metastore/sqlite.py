@@ -186,6 +186,9 @@ class SqliteMetaStore(MetaStoreBackend):
         try:
             with self._errors(opening=True):
                 conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
+                # Takes effect only in a new file (before WAL mode and the first table): a
+                # dropped partition's pages then go back to the file system at once.
+                conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
                 mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                 if mode.lower() != "wal":
                     raise ConfigurationError(
@@ -229,6 +232,7 @@ class SqliteMetaStore(MetaStoreBackend):
             if free < min_free:
                 return 0
             before = os.path.getsize(self.path)
+            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")  # an older file converts here
             conn.execute("VACUUM")
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             return max(0, before - os.path.getsize(self.path))
@@ -328,6 +332,7 @@ class SqliteMetaStore(MetaStoreBackend):
     def _drop_partition(self, partition: str) -> None:
         with self._transaction() as conn:
             conn.execute("DELETE FROM kv WHERE partition = ?", (partition,))
+            conn.execute("PRAGMA incremental_vacuum").fetchall()  # one page per row
 
 
 register("sqlite", SqliteMetaStore)
