@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-
-from zarr.core.chunk_key_encodings import ChunkKeyEncoding, parse_chunk_key_encoding
+from typing import TYPE_CHECKING
 
 from zarrlake.format.snapshot import is_meta_key, node_path
+
+if TYPE_CHECKING:
+    from zarr.core.chunk_key_encodings import ChunkKeyEncoding
 
 
 def load_doc(doc: bytes | None) -> dict:
@@ -60,6 +62,8 @@ class KeyNamer:
     def _encoding(self, node: str) -> ChunkKeyEncoding:
         enc = self._encodings.get(node)
         if enc is None:
+            from zarr.core.chunk_key_encodings import parse_chunk_key_encoding
+
             doc = load_doc(self.docs.get(f"{node}/zarr.json" if node else "zarr.json"))
             try:
                 enc = parse_chunk_key_encoding(doc.get("chunk_key_encoding") or DEFAULT_ENCODING)

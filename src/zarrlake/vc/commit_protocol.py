@@ -42,7 +42,6 @@ from zarrlake.vc.chunk_keys import KeyNamer, is_array_doc, load_doc
 from zarrlake.vc.conflicts import find_conflicts, merge_changes, without
 from zarrlake.vc.objects import MANIFEST_INLINE_MAX, Blob, Objects
 from zarrlake.vc.refs import BRANCH, Refs
-from zarrlake.vc.snapshot_view import SnapshotView
 
 Change = tuple[str, ChunkRef | None]
 """A key and its new reference (None: deleted), as staged by a session."""
@@ -204,27 +203,19 @@ class CommitProtocol:
             out.append(rec)
         raise ConflictError([Conflict("", "reset", None, f"branch no longer descends from {base}")])
 
-    def _alike(
-        self, changes: Sequence[Change], theirs: ChangeSet, head_root: SnapshotRoot
-    ) -> tuple[set[bytes], set[str]]:
-        """The data keys and nodes that the other side changed to exactly what we did."""
-        theirs_keys = set(theirs.keys.tolist())
-        keys: set[bytes] = set()
-        nodes: set[str] = set()
-        head = SnapshotView(self.objects, head_root, "")
-        for key, ref in changes:
-            if is_meta_key(key):
-                path = node_path(key)
-                if path in theirs.nodes and head_root.meta.get(key) == (ref and ref.data):
-                    nodes.add(path)
-            elif key.encode() in theirs_keys:
-                other = head.get(key)
-                if ref is None or other is None:
-                    if ref is other:
-                        keys.add(key.encode())
-                elif (ref.digest, ref.length) == (other.digest, other.length):
-                    keys.add(key.encode())
-        return keys, nodes
+    @staticmethod
+    def _alike(changes: Sequence[Change], theirs: ChangeSet, head_root: SnapshotRoot) -> set[str]:
+        """The nodes whose metadata document the other side changed to exactly ours (both
+        created the same array, set the same attributes). Chunks written alike still
+        conflict: two read-modify-writes that computed the same bytes would otherwise lose
+        one update."""
+        return {
+            node_path(key)
+            for key, ref in changes
+            if is_meta_key(key)
+            and node_path(key) in theirs.nodes
+            and head_root.meta.get(key) == (ref and ref.data)
+        }
 
     def run(self, req: CommitRequest, before_cas: Callable[[str], None]) -> str:
         base_rec = self.objects.commit(req.base)
@@ -249,14 +240,11 @@ class CommitProtocol:
                     {k: r.data for k, r in req.changes if is_meta_key(k) and r and r.data},
                 )
                 conflicts = find_conflicts(ours, theirs, namer, req.reads)
-                if conflicts:  # changes both sides made alike are no conflict
-                    keys, nodes = self._alike(req.changes, theirs, head_root)
-                    if keys or nodes:
+                if conflicts and req.reads is None:  # metadata changed alike: no conflict
+                    nodes = self._alike(req.changes, theirs, head_root)
+                    if nodes:
                         conflicts = find_conflicts(
-                            without(ours, keys, nodes),
-                            without(theirs, keys, nodes),
-                            namer,
-                            req.reads,
+                            without(ours, nodes), without(theirs, nodes), namer, req.reads
                         )
                 if conflicts:
                     policy_ok = req.on_conflict in ("ours", "theirs") and all(

@@ -42,16 +42,9 @@ def merge_changes(sets: list[ChangeSet]) -> ChangeSet:
     return ChangeSet(uniq, ops[::-1][idx], nodes)
 
 
-def without(cs: ChangeSet, keys: set[bytes], nodes: set[str]) -> ChangeSet:
-    """`cs` less some data keys and node changes (those both sides changed alike)."""
-    if not keys and not nodes:
-        return cs
-    keep = np.ones(len(cs.keys), bool)
-    if keys and len(cs.keys):
-        keep = ~np.isin(cs.keys, np.array(sorted(keys)))
-    return ChangeSet(
-        cs.keys[keep], cs.ops[keep], {p: c for p, c in cs.nodes.items() if p not in nodes}
-    )
+def without(cs: ChangeSet, nodes: set[str]) -> ChangeSet:
+    """`cs` less some node changes (those both sides made alike)."""
+    return ChangeSet(cs.keys, cs.ops, {p: c for p, c in cs.nodes.items() if p not in nodes})
 
 
 def _under(keys: np.ndarray, path: str) -> np.ndarray:

@@ -49,6 +49,7 @@ class GcContext(Protocol):
 
     def stage_partition(self, session_id: str) -> str: ...
 
+
 PHASE = b"phase"
 LOCK = b"lock"
 CANDIDATE = b"c/"
