@@ -18,9 +18,7 @@ from pyspark.sql.datasource import DataSourceStreamArrowWriter
 from zarrlake.errors import InvalidInputError, NotFoundError, SessionClosedError
 from zarrlake.spark import options as opts
 from zarrlake.spark.arrays import ArrayInfo, open_array
-from zarrlake.spark.layout import CHUNKS, ChunkSink
-from zarrlake.spark.rowsink import RowSink
-from zarrlake.spark.writer import WrittenChunks, partition_id
+from zarrlake.spark.writer import WrittenChunks, write_batches
 
 STREAM, BATCH = "zarrlake.stream", "zarrlake.batch"
 SCAN_COMMITS = 10_000
@@ -74,19 +72,7 @@ class ZarrLakeStreamWriter(DataSourceStreamArrowWriter):
             raise NotFoundError(f"no open session for stream {self.sid!r}")
         session = repo.join_session(pending.id)
         arrays = {i.path: open_array(session, i.path, ref=self.branch) for i in self.infos}
-        if self.layout == CHUNKS:
-            sink = ChunkSink(arrays[self.infos[0].path], self.infos[0])
-        else:
-            sink = RowSink(arrays, self.infos, replace=False)
-        try:
-            for batch in iterator:
-                sink.add(batch)
-            sink.close()
-        finally:
-            if isinstance(sink, ChunkSink):
-                sink.stop()
-        keys = {p: sorted(k) for p, k in sink.written.items()}
-        return WrittenChunks(partition_id(), keys, sink.rows)
+        return write_batches(arrays, self.infos, self.layout, False, iterator)
 
     # driver -----------------------------------------------------------------------------
 

@@ -68,21 +68,7 @@ class ZarrLakeWriter(DataSourceArrowWriter):
     # executors --------------------------------------------------------------------------
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WrittenChunks:
-        opened = self.opened()
-        sink: RowSink | ChunkSink
-        if self.layout == CHUNKS:
-            sink = ChunkSink(opened[self.arrays[0].path], self.arrays[0])
-        else:
-            sink = RowSink(opened, self.arrays, replace=self.replace)
-        try:
-            for batch in iterator:
-                sink.add(batch)
-            sink.close()
-        finally:
-            if isinstance(sink, ChunkSink):
-                sink.stop()
-        keys = {path: sorted(k) for path, k in sink.written.items()}
-        return WrittenChunks(partition_id(), keys, sink.rows)
+        return write_batches(self.opened(), self.arrays, self.layout, self.replace, iterator)
 
     # driver -----------------------------------------------------------------------------
 
@@ -152,3 +138,28 @@ def _coords_of(info: ArrayInfo, key: str) -> tuple[int, ...]:
         return tuple(int(p) for p in parts if p != "c")
     except ValueError as e:
         raise InvalidInputError(f"unexpected chunk key {key!r}") from e
+
+
+def write_batches(
+    opened: dict[str, zarr.Array],
+    infos: list[ArrayInfo],
+    layout: str,
+    replace: bool,
+    batches: Iterator[pa.RecordBatch],
+) -> WrittenChunks:
+    """Write one task's record batches (cell rows, or whole chunks) into the opened arrays;
+    what the task wrote, for the commit on the driver."""
+    sink: RowSink | ChunkSink
+    if layout == CHUNKS:
+        sink = ChunkSink(opened[infos[0].path], infos[0])
+    else:
+        sink = RowSink(opened, infos, replace=replace)
+    try:
+        for batch in batches:
+            sink.add(batch)
+        sink.close()
+    finally:
+        if isinstance(sink, ChunkSink):
+            sink.stop()
+    keys = {path: sorted(k) for path, k in sink.written.items()}
+    return WrittenChunks(partition_id(), keys, sink.rows)
