@@ -95,7 +95,11 @@ class Pages:
         return self.render(request, "diff.html", data)
 
     def _changes(self, a: str | None, b: str) -> dict:
-        data = self.model.changes(a, b)
+        """Per-node changes and chunk maps from commit `a` to `b` (ids: cached, immutable)."""
+        return self.model.cache.get(("changes", a, b), lambda: self._changes_now(a, b))
+
+    def _changes_now(self, a: str | None, b: str) -> dict:
+        data = dict(self.model.changes(a, b))
         d = self.model.diff(a, b) if a else None
         maps = []
         changed = [n["path"] for n in data["nodes"] if n["chunks_written"] or n["chunks_deleted"]]
