@@ -368,7 +368,7 @@ class RepoMachine(RuleBasedStateMachine):
 
     @rule(name=st.sampled_from(NAMES), i=st.integers(0, 999))
     def create_branch(self, name, i):
-        at = self.pick(sorted(self.commits), i)
+        at = self.pick(list(self.commits), i)  # creation order: ids vary
         if name in self.branches or name in self.tags:  # names are a branch's or a tag's
             try:
                 self.repo.create_branch(name, at)
@@ -381,7 +381,7 @@ class RepoMachine(RuleBasedStateMachine):
 
     @rule(name=st.sampled_from(NAMES), i=st.integers(0, 999))
     def tag(self, name, i):
-        at = self.pick(sorted(self.commits), i)
+        at = self.pick(list(self.commits), i)  # creation order: ids vary
         if name in self.tags or name in self.branches:
             try:
                 self.repo.create_tag(name, at)
@@ -400,7 +400,7 @@ class RepoMachine(RuleBasedStateMachine):
             s, cid = self.repo.checkout(name), self.tags[name]
             assert s.read_only
         else:
-            cid = self.pick(sorted(self.commits), i)
+            cid = self.pick(list(self.commits), i)  # creation order: ids vary
             s = self.repo.readonly_session(cid)
         assert s.base_commit == cid
         assert self.read_state(s) == self.commits[cid].state
