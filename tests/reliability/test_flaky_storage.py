@@ -29,7 +29,10 @@ def test_concurrent_writers_on_flaky_storage(tmp_path, figures):
     found = check_history(repo, results, head)
     assert found["commits acknowledged"] == procs * txns
     injected = _faults(results)
-    assert all(r["faults"]["storage_lost"] and r["faults"]["meta_lost"] for r in results)
+    # faults of both kinds were injected (per run: a process's dice are seeded, but the
+    # order of its operations varies with the other writers, so one may draw none)
+    assert sum(r["faults"]["storage_lost"] for r in results) > 0
+    assert sum(r["faults"]["meta_lost"] for r in results) > 0
     figures["flaky: processes"] += procs
     figures["flaky: transactions run"] += procs * txns + found["attempts failed by conflict"]
     figures["flaky: faults injected"] += injected
