@@ -8,23 +8,12 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from zarrlake.cli.context import console, iso, options, print_json, short, when
+from zarrlake.cli.context import console, options, print_json, short, when
 
 if TYPE_CHECKING:
     from zarrlake.vc.diff import Diff
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print as JSON.")]
-
-
-def commit_json(c) -> dict:
-    return {
-        "id": c.id,
-        "parents": list(c.parent_ids),
-        "message": c.message,
-        "author": c.author,
-        "timestamp": iso(c.timestamp),
-        "session_id": c.session_id,
-    }
 
 
 def diff_rows(d: Diff) -> list[tuple[str, str, int, int]]:
@@ -125,7 +114,7 @@ def log(
     head = repo.resolve(ref)
     commits = graph_order(repo, head, limit) if graph else repo.log(head, limit=limit)
     if json_out:
-        print_json([commit_json(c) for c in commits])
+        print_json([c.to_json() for c in commits])
         return
     if graph:
         for prefix, c in graph_lines(commits):
@@ -168,7 +157,7 @@ def show(
 
     changes = repo.diff(parent, commit.id) if parent else Diff()
     if json_out:
-        print_json({"commit": commit_json(commit), "changes": diff_json(changes)})
+        print_json({"commit": commit.to_json(), "changes": diff_json(changes)})
         return
     console.print(f"[yellow]commit {commit.id}[/]")
     console.print(f"parent:  {parent or '(none: initial commit)'}")
@@ -286,7 +275,7 @@ def blame(
     """
     c = options(ctx).open().blame(array, tuple(coords), ref=ref)
     if json_out:
-        print_json({"array": array, "chunk": list(coords), "commit": commit_json(c)})
+        print_json({"array": array, "chunk": list(coords), "commit": c.to_json()})
         return
     where = ",".join(map(str, coords))
     console.print(

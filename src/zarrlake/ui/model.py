@@ -59,17 +59,6 @@ class LRU:
         return value
 
 
-def commit_json(c: Commit) -> dict:
-    return {
-        "id": c.id,
-        "parents": list(c.parent_ids),
-        "message": c.message,
-        "author": c.author,
-        "timestamp": iso(c.timestamp),
-        "session_id": c.session_id,
-    }
-
-
 def check_path(path: str) -> str:
     """A node path from a URL: '' (the root) or a store key as the API validates it."""
     path = path.strip("/")
@@ -184,7 +173,7 @@ class Model:
             "page": page,
             "per_page": LOG_PAGE,
             "has_next": len(commits) > (page + 1) * LOG_PAGE,
-            "commits": [commit_json(c) for c in shown],
+            "commits": [c.to_json() for c in shown],
         }
 
     def diff(self, a: str, b: str) -> Diff:

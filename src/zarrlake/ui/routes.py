@@ -14,7 +14,7 @@ from starlette.responses import Response
 from zarrlake import NotFoundError
 from zarrlake.errors import InvalidInputError
 from zarrlake.ui import chunkmap, preview
-from zarrlake.ui.model import LRU, Model, array_info, chunk_grid, commit_json, storage_chunks
+from zarrlake.ui.model import LRU, Model, array_info, chunk_grid, storage_chunks
 
 MAX_MAPS = 24
 """Chunk maps drawn inline on a commit or diff page; the rest are linked."""
@@ -83,7 +83,7 @@ class Pages:
         commit_id = self.model.resolve(request.path_params["ref"])
         c = self.model.commit(commit_id)
         parent = c.parent_ids[0] if c.parent_ids else None
-        data = {"commit": commit_json(c)}
+        data = {"commit": c.to_json()}
         data.update(self._changes(parent, commit_id))
         return self.render(request, "commit.html", data)
 

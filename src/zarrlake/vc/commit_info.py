@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
 from zarrlake.format.commit import CommitRecord
 
@@ -19,6 +19,17 @@ class Commit:
     timestamp: datetime
     session_id: str | None
     metadata: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        """The commit as the CLI's and the web UI's JSON show it."""
+        return {
+            "id": self.id,
+            "parents": list(self.parent_ids),
+            "message": self.message,
+            "author": self.author,
+            "timestamp": self.timestamp.astimezone(UTC).isoformat(),
+            "session_id": self.session_id,
+        }
 
     @classmethod
     def from_record(cls, cid: str, rec: CommitRecord) -> Commit:
