@@ -221,11 +221,8 @@ class CommitProtocol:
         base_rec = self.objects.commit(req.base)
         base_root = self.objects.read(SnapshotRoot, base_rec.snapshot)
         ours = change_set(req.changes, base_root.meta)
-        deadline = time.monotonic() + req.timeout
-        attempt = 0
-        tried: set[str] = set()
-        while True:
-            head, version = self.refs.require(BRANCH, req.branch)
+
+        def build(head: str) -> str:
             changes = req.changes
             parent_id, parent_root = req.base, base_root
             if head != req.base:
@@ -257,32 +254,53 @@ class CommitProtocol:
                         changes = [(k, r) for k, r in changes if k not in taken]
                 parent_id, parent_root = head, head_root
             reuse = ours if parent_id == req.base and changes is req.changes else None
-            commit_id = self._write(req, changes, parent_id, parent_root, reuse)
-            tried.add(commit_id)
-            before_cas(commit_id)
+            return self._write(req, changes, parent_id, parent_root, reuse)
+
+        return self.land(req.branch, build, req.timeout, req.base, before_cas)
+
+    def land(
+        self,
+        branch: str,
+        build: Callable[[str], str],
+        timeout: float,
+        base: str | None = None,
+        before_cas: Callable[[str], None] | None = None,
+    ) -> str:
+        """Move `branch` to `build(head)` by compare-and-swap, rebuilding on a moved head
+        after a jittered backoff until it lands or `timeout` passes (CommitTimeoutError);
+        `build` returning the head means no move. A lost or failed CAS reply whose swap did
+        land (looked for above `base`, default the first head seen) is a success."""
+        deadline = time.monotonic() + timeout
+        tried: set[str] = set()
+        attempt = 0
+        while True:
+            head, version = self.refs.require(BRANCH, branch)
+            base = base or head
+            new = build(head)
+            if new == head:
+                return head
+            tried.add(new)
+            if before_cas is not None:
+                before_cas(new)
             try:
-                self.refs.move(req.branch, commit_id, version)
-                return commit_id
+                self.refs.move(branch, new, version)
+                return new
             except CASFailedError:
-                landed = self._landed(tried, req.branch, req.base)
+                landed = self._landed(tried, branch, base)
                 if landed is not None:  # our CAS landed, its reply was lost
                     return landed
             except TransientError:  # the CAS may have landed before the error reached us
-                landed = self._landed(tried, req.branch, req.base)
+                landed = self._landed(tried, branch, base)
                 if landed is not None:
                     return landed
                 raise
             attempt += 1
             if time.monotonic() > deadline:
                 raise CommitTimeoutError(
-                    f"branch {req.branch!r} kept moving; gave up after {attempt} attempts "
-                    f"and {req.timeout:.0f}s"
+                    f"branch {branch!r} kept moving; gave up after {attempt} attempts "
+                    f"and {timeout:.0f}s"
                 )
             time.sleep(random.uniform(0, min(0.5, 0.002 * 2**attempt)))
-
-    def landed(self, tried: set[str], branch: str, base: str) -> str | None:
-        """`_landed`, for merges and reverts (vc.merge), which land by the same CAS loop."""
-        return self._landed(tried, branch, base)
 
     def _landed(self, tried: set[str], branch: str, base: str) -> str | None:
         """The attempt of ours that the branch holds, if any. A lost CAS reply may be noticed

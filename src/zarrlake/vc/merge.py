@@ -7,7 +7,6 @@ head, with the same lost-reply check and backoff as commit_protocol.
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Callable
 
@@ -17,14 +16,12 @@ from zarrlake.errors import (
     ConflictError,
     InvalidInputError,
     NotFoundError,
-    TransientError,
 )
 from zarrlake.format.commit import CommitRecord
 from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.vc.commit_protocol import (
     Change,
     CommitProtocol,
-    CommitTimeoutError,
     apply_changes,
     change_set,
     pack_small_chunks,
@@ -52,38 +49,8 @@ class History:
     # landing ----------------------------------------------------------------------------
 
     def land(self, branch: str, build: Callable[[str], str]) -> str:
-        """Move `branch` to `build(head)` by compare-and-swap, rebuilding on a moved head
-        until it lands or the timeout passes; `build` returning the head means no move."""
-        deadline = time.monotonic() + self.timeout
-        protocol = CommitProtocol(self.objects, self.refs)
-        tried: set[str] = set()
-        first: str | None = None
-        attempt = 0
-        while True:
-            head, version = self.refs.require(BRANCH, branch)
-            first = first or head
-            new = build(head)
-            if new == head:
-                return head
-            tried.add(new)
-            try:
-                self.refs.move(branch, new, version)
-                return new
-            except CASFailedError:
-                landed = protocol.landed(tried, branch, first)
-                if landed is not None:
-                    return landed
-            except TransientError:
-                landed = protocol.landed(tried, branch, first)
-                if landed is not None:
-                    return landed
-                raise
-            attempt += 1
-            if time.monotonic() > deadline:
-                raise CommitTimeoutError(
-                    f"branch {branch!r} kept moving; gave up after {attempt} attempts"
-                )
-            time.sleep(random.uniform(0, min(0.5, 0.002 * 2**attempt)))
+        """Move `branch` to `build(head)` as a commit lands (CommitProtocol.land)."""
+        return CommitProtocol(self.objects, self.refs).land(branch, build, self.timeout)
 
     def write_commit(
         self,
