@@ -76,9 +76,12 @@ class Repo:
         *,
         metastore: str | None = None,
         storage_options: dict | None = None,
+        content_hash: str = "blake3",
     ) -> Repo:
-        """Create a new repository; AlreadyExistsError if one is there."""
-        return cls(create_context(resolve_spec(location, metastore, storage_options)))
+        """Create a new repository; AlreadyExistsError if one is there. `content_hash`
+        ("blake3" or "sha256") names its objects and checks its chunks, for good."""
+        spec = resolve_spec(location, metastore, storage_options)
+        return cls(create_context(spec, content_hash))
 
     @classmethod
     def open(
@@ -182,7 +185,7 @@ class Repo:
         else:
             starts = [(c, f"branch {n!r}") for n, c in sorted(self.list_branches().items())]
             starts += [(c, f"tag {n!r}") for n, c in sorted(self.list_tags().items())]
-        return check_objects(self._ctx.object_store, starts, on_read)
+        return check_objects(self._ctx.object_store, starts, on_read, self._ctx.objects.algo)
 
     def stats(self, ref: str = "main") -> RepoStats:
         """Counts at `ref`: commits in its history, arrays, chunks and their bytes."""

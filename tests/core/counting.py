@@ -95,4 +95,5 @@ def counted(repo: zl.Repo) -> tuple[zl.Repo, CountingObjectStore, CountingMetaSt
     """The same repository through counting wrappers, with cold caches (a fresh Repo)."""
     blobs = CountingObjectStore(repo.context.object_store)
     meta = CountingMetaStore(repo.context.meta)
-    return zl.Repo(RepoContext(repo.spec, repo.repo_id, blobs, meta)), blobs, meta
+    ctx = RepoContext(repo.spec, repo.repo_id, blobs, meta, hash=repo.context.hash)
+    return zl.Repo(ctx), blobs, meta

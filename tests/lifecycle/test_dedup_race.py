@@ -21,12 +21,13 @@ import zarrlake as zl
 from tests.lifecycle.conftest import chunk, fsck
 from zarrlake import hooks
 from zarrlake.format.chunk_ref import RefKind, chunk_object_key
+from zarrlake.format.digest import DEFAULT, digest
 from zarrlake.vc.gc_protocol import WriteGuard
 
 GC_POINTS = ("gc_after_register", "gc_after_sweep_begins", "gc_before_delete", "gc_after_delete")
 WRITER_STEPS = ("begin", "upload", "stage", "settle")
 DATA = chunk(42, 50_000)
-KEY = chunk_object_key(__import__("hashlib").sha256(DATA).digest())
+KEY = chunk_object_key(digest(DEFAULT, DATA))  # new repositories use the default hash
 
 
 class Pause:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from datetime import UTC, datetime, timedelta
-from hashlib import sha256
+from functools import partial
 
 import pytest
 
@@ -14,8 +14,11 @@ import zarrlake as zl
 from tests.lifecycle.conftest import all_objects, chunk, fsck, reachable, unreachable
 from zarrlake.errors import InvalidInputError
 from zarrlake.format.chunk_ref import chunk_object_key
+from zarrlake.format.digest import DEFAULT, digest
 
 ZERO = timedelta(0)
+
+content_hash = partial(digest, DEFAULT)  # the chunk digests of a new repository
 
 
 def commit(repo: zl.Repo, items: dict[str, bytes], message: str = "c", branch: str = "main") -> str:
@@ -48,7 +51,7 @@ def test_reclaims_exactly_the_unreachable_objects(repo: zl.Repo) -> None:
 
     expected = unreachable(repo)
     live_before = reachable(repo)
-    assert chunk_object_key(__import__("hashlib").sha256(chunk(50)).digest()) in expected
+    assert chunk_object_key(content_hash(chunk(50))) in expected
     result = repo.gc(ZERO, full=True)
     assert all_objects(repo) == live_before  # exactly the unreachable set went
     assert result.objects_deleted == len(expected)
@@ -194,8 +197,6 @@ def test_freed_metastore_pages_go_back_at_once_and_gc_converts_older_files(
 def test_abandoned_session_registered_before_its_records_go(repo: zl.Repo) -> None:
     """register_staged (for abandon to call before dropping staged records) lets an
     incremental run reclaim an abandoned session's uploads without listing."""
-    from hashlib import sha256
-
     from zarrlake.format.chunk_ref import chunk_object_key
     from zarrlake.vc.gc_protocol import GcState, register_staged
 
@@ -203,7 +204,7 @@ def test_abandoned_session_registered_before_its_records_go(repo: zl.Repo) -> No
     s = repo.create_session()
     s.write_many([("a/c/0", chunk(0)), ("a/c/1", chunk(1, 300_000))])  # one dedup hit
     register_staged(repo.context, s.id)  # a/c/0 may be a candidate already (commit cleanup)
-    assert {chunk_object_key(sha256(c).digest()) for c in (chunk(0), chunk(1, 300_000))} <= set(
+    assert {chunk_object_key(content_hash(c)) for c in (chunk(0), chunk(1, 300_000))} <= set(
         GcState(repo.context).candidates()
     )
     s.abandon()
@@ -256,7 +257,7 @@ def test_incremental_gc_reclaims_a_dropped_branch_history(repo: zl.Repo, how: st
     else:
         repo.reset_branch("dev", "main")
     garbage = unreachable(repo)
-    assert {chunk_object_key(sha256(chunk(i)).digest()) for i in (1, 2)} <= garbage
+    assert {chunk_object_key(content_hash(chunk(i))) for i in (1, 2)} <= garbage
     report = repo.gc(ZERO)
     assert not report.full and report.objects_deleted == len(garbage)
     assert unreachable(repo) == set()

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from zarrlake.format import columns, envelope
+from zarrlake.format.digest import Hash
 
 WRITE = 1
 DELETE = 2
@@ -41,12 +42,12 @@ class ChangeSet:
     def __len__(self) -> int:
         return len(self.keys)
 
-    def encode(self) -> tuple[str, bytes]:
+    def encode(self, algo: Hash = Hash.SHA256) -> tuple[str, bytes]:
         payload = columns.pack(
             {"nodes": {p: n.to_json() for p, n in self.nodes.items()}},
             {"keys": self.keys, "ops": self.ops},
         )
-        return envelope.encode(envelope.KIND_CHANGES, payload)
+        return envelope.encode(envelope.KIND_CHANGES, payload, algo)
 
     @classmethod
     def decode(cls, oid: str, data: bytes) -> ChangeSet:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from enum import IntEnum
 
 
 class RefKind(IntEnum):
-    OBJECT = 0  # a content-addressed chunk object: chunks/<sha256 hex>
+    OBJECT = 0  # a content-addressed chunk object: chunks/<digest hex>
     INLINE = 1  # the bytes are held in the manifest itself
     LOCATION = 2  # a byte range of another object (a pack, or a virtual reference)
 
@@ -16,15 +15,15 @@ class RefKind(IntEnum):
 @dataclass(frozen=True, slots=True)
 class ChunkRef:
     kind: RefKind
-    digest: bytes  # SHA-256 of the referenced bytes: verified on every read
+    digest: bytes  # content hash of the referenced bytes (the repository's): verified on read
     length: int
     offset: int = 0
     location: str | None = None
     data: bytes | None = None
 
     @classmethod
-    def inline(cls, data: bytes, digest: bytes | None = None) -> ChunkRef:
-        return cls(RefKind.INLINE, digest or hashlib.sha256(data).digest(), len(data), data=data)
+    def inline(cls, data: bytes, digest: bytes) -> ChunkRef:
+        return cls(RefKind.INLINE, digest, len(data), data=data)
 
     @classmethod
     def object(cls, digest: bytes, length: int) -> ChunkRef:

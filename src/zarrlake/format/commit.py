@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 from zarrlake.errors import CorruptionError
 from zarrlake.format import envelope
+from zarrlake.format.digest import Hash
 
 
 @dataclass(frozen=True)
@@ -27,12 +28,12 @@ class CommitRecord:
     def time(self) -> datetime:
         return datetime.fromtimestamp(self.timestamp, UTC)
 
-    def encode(self) -> tuple[str, bytes]:
+    def encode(self, algo: Hash = Hash.SHA256) -> tuple[str, bytes]:
         doc = asdict(self)
         doc["parents"] = list(self.parents)
         if not self.metadata:
             del doc["metadata"]
-        return envelope.encode(envelope.KIND_COMMIT, json.dumps(doc, sort_keys=True).encode())
+        return envelope.encode(envelope.KIND_COMMIT, json.dumps(doc, sort_keys=True).encode(), algo)
 
     @classmethod
     def decode(cls, oid: str, data: bytes) -> CommitRecord:

@@ -1,19 +1,22 @@
 """The frame every format object is stored in: magic, kind, format version, payload.
 
-Objects are named by the SHA-256 of their framed bytes, so the name is the checksum:
-`decode` recomputes it and refuses bytes that do not match.
+Objects are named by the content hash of their framed bytes, so the name is the checksum:
+`decode` recomputes it and refuses bytes that do not match. Version 1 frames are hashed with
+SHA-256; version 2 frames name their hash algorithm and digest length in the header, which
+also applies to the chunk digests the object holds.
 """
 
 from __future__ import annotations
 
-import hashlib
 import struct
 
 from zarrlake.errors import CorruptionError
+from zarrlake.format.digest import DIGEST_LENGTH, Hash, digest
 
 MAGIC = b"ZLK\x01"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 _HEADER = struct.Struct("<4sBH")  # magic, kind, version
+_HASH = struct.Struct("<BB")  # version 2: hash algorithm, digest length
 
 KIND_MANIFEST = 1
 KIND_SNAPSHOT = 2
@@ -26,33 +29,52 @@ KIND_NAMES = {
     KIND_COMMIT: "commit",
 }
 ID_LENGTH = 40
-"""Hex digits of an object id (160 bits of SHA-256, as git)."""
+"""Hex digits of an object id (160 bits of its content hash, as git)."""
 
 
-def object_id(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()[:ID_LENGTH]
+def object_id(data: bytes, algo: Hash = Hash.SHA256) -> str:
+    return digest(algo, data).hex()[:ID_LENGTH]
 
 
-def encode(kind: int, payload: bytes) -> tuple[str, bytes]:
-    """Frame `payload`; returns (object id, framed bytes)."""
-    data = _HEADER.pack(MAGIC, kind, FORMAT_VERSION) + payload
-    return object_id(data), data
+def encode(kind: int, payload: bytes, algo: Hash = Hash.SHA256) -> tuple[str, bytes]:
+    """Frame `payload`; returns (object id, framed bytes). SHA-256 objects keep the version 1
+    frame, so their bytes and ids are what older zarrlake wrote and reads."""
+    if algo is Hash.SHA256:
+        header = _HEADER.pack(MAGIC, kind, 1)
+    else:
+        header = _HEADER.pack(MAGIC, kind, 2) + _HASH.pack(algo, DIGEST_LENGTH)
+    data = header + payload
+    return object_id(data, algo), data
+
+
+def _hash_of(data: bytes) -> tuple[Hash, int]:
+    """The hash algorithm a frame names and where its payload starts (best effort: a frame
+    too damaged to say is checked as SHA-256, and fails that check)."""
+    if len(data) >= _HEADER.size + _HASH.size and _HEADER.unpack_from(data)[2] >= 2:
+        algo, length = _HASH.unpack_from(data, _HEADER.size)
+        if algo in Hash._value2member_map_ and length == DIGEST_LENGTH:
+            return Hash(algo), _HEADER.size + _HASH.size
+    return Hash.SHA256, _HEADER.size
 
 
 def decode(kind: int, oid: str, data: bytes) -> bytes:
     """Verify checksum, magic, kind and version; returns the payload."""
     what = f"{KIND_NAMES.get(kind, kind)} object {oid}"
-    if object_id(data) != oid:
+    if len(data) >= _HEADER.size and data[:4] == MAGIC:
+        version = _HEADER.unpack_from(data)[2]
+        if version > FORMAT_VERSION:
+            raise CorruptionError(
+                f"{what}: format version {version} is newer than this zarrlake "
+                f"({FORMAT_VERSION}); upgrade zarrlake to read it"
+            )
+    algo, start = _hash_of(data)
+    if object_id(data, algo) != oid:
         raise CorruptionError(f"{what}: checksum mismatch (stored bytes were altered or truncated)")
     if len(data) < _HEADER.size:
         raise CorruptionError(f"{what}: too short to be a zarrlake object")
-    magic, got_kind, version = _HEADER.unpack_from(data)
+    magic, got_kind, _ = _HEADER.unpack_from(data)
     if magic != MAGIC:
         raise CorruptionError(f"{what}: not a zarrlake object (bad magic)")
     if got_kind != kind:
         raise CorruptionError(f"{what}: is a {KIND_NAMES.get(got_kind, got_kind)} object")
-    if version > FORMAT_VERSION:
-        raise CorruptionError(
-            f"{what}: format version {version} is newer than this zarrlake ({FORMAT_VERSION})"
-        )
-    return data[_HEADER.size :]
+    return data[start:]

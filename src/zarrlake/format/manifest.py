@@ -13,6 +13,7 @@ import numpy as np
 
 from zarrlake.format import columns, envelope
 from zarrlake.format.chunk_ref import ChunkRef, RefKind
+from zarrlake.format.digest import Hash
 
 TARGET_ENTRIES = 4096
 """Ranges are split into pieces of this many entries once they exceed twice as many."""
@@ -131,7 +132,7 @@ class ManifestRange:
             inline=inline,
         )
 
-    def encode(self) -> tuple[str, bytes]:
+    def encode(self, algo: Hash = Hash.SHA256) -> tuple[str, bytes]:
         payload = columns.pack(
             {"locations": list(self.locations)},
             {
@@ -144,7 +145,7 @@ class ManifestRange:
                 "inline": self.inline,
             },
         )
-        return envelope.encode(envelope.KIND_MANIFEST, payload)
+        return envelope.encode(envelope.KIND_MANIFEST, payload, algo)
 
     @classmethod
     def decode(cls, oid: str, data: bytes) -> ManifestRange:

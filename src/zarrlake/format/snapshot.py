@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from zarrlake.format import columns, envelope
+from zarrlake.format.digest import Hash
 
 
 def is_meta_key(key: str) -> bool:
@@ -51,7 +52,7 @@ class SnapshotRoot:
     meta: dict[str, bytes] = field(default_factory=dict)  # metadata key -> document bytes
     ranges: RangeIndex = field(default_factory=RangeIndex.empty)
 
-    def encode(self) -> tuple[str, bytes]:
+    def encode(self, algo: Hash = Hash.SHA256) -> tuple[str, bytes]:
         keys = sorted(self.meta)
         docs = [self.meta[k] for k in keys]
         offsets = np.cumsum([0] + [len(d) for d in docs], dtype=np.uint64)
@@ -64,7 +65,7 @@ class SnapshotRoot:
                 "range_counts": self.ranges.counts,
             },
         )
-        return envelope.encode(envelope.KIND_SNAPSHOT, payload)
+        return envelope.encode(envelope.KIND_SNAPSHOT, payload, algo)
 
     @classmethod
     def decode(cls, oid: str, data: bytes) -> SnapshotRoot:

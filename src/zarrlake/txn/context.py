@@ -21,6 +21,7 @@ from zarrlake import storage as storages
 from zarrlake.errors import AlreadyExistsError, InvalidInputError, NotFoundError, ZarrLakeError
 from zarrlake.format.changes import ChangeSet
 from zarrlake.format.commit import CommitRecord
+from zarrlake.format.digest import DEFAULT, LEGACY, Hash, parse
 from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.metastore.base import MetaStore
 from zarrlake.metastore.retrying import RetryingMetaStore
@@ -32,7 +33,9 @@ from zarrlake.vc.objects import Objects
 from zarrlake.vc.refs import BRANCH, Refs
 
 CONFIG_KEY = "zarrlake.json"
-FORMAT = 1
+FORMAT = 2
+"""The newest repository format this zarrlake reads: 2 names its content hash in the
+config (format 1 repositories use SHA-256)."""
 INITIAL_MESSAGE = "Repository initialized"
 
 
@@ -90,9 +93,11 @@ class RepoContext:
     meta: MetaStore
     clock: Clock = time.time
     settings: Settings = field(default_factory=Settings)
+    hash: Hash = LEGACY
+    """The content hash objects and chunks are named and checked by (fixed at creation)."""
 
     def __post_init__(self) -> None:
-        self.objects = Objects(self.object_store)
+        self.objects = Objects(self.object_store, self.hash)
         self.refs = Refs(
             self.meta, self.partition("refs"), on_drop=lambda cid: register_dropped(self, cid)
         )
@@ -131,14 +136,15 @@ def _read_config(store: ObjectStore) -> dict | None:
         raise ZarrLakeError(f"{store.url}/{CONFIG_KEY} is not a zarrlake config: {e}") from e
 
 
-def create_context(spec: RepoSpec) -> RepoContext:
+def create_context(spec: RepoSpec, content_hash: str | Hash = DEFAULT) -> RepoContext:
     """Create a new repository at `spec`; AlreadyExistsError if one is there."""
+    algo = parse(content_hash)
     if spec.is_local and Path(spec.location).is_file():
         raise InvalidInputError(f"{spec.location} is a file, not a directory")
     store, meta = open_backends(spec)
     if _read_config(store) is not None:
         raise AlreadyExistsError(f"a zarrlake repository already exists at {spec.location}")
-    ctx = RepoContext(spec, secrets.token_hex(8), store, meta)
+    ctx = RepoContext(spec, secrets.token_hex(8), store, meta, hash=algo)
     # Publish the config last: its presence means the repository is complete.
     objects = ctx.objects
     snapshot = objects.write(SnapshotRoot())
@@ -146,7 +152,9 @@ def create_context(spec: RepoSpec) -> RepoContext:
     now = ctx.clock()
     initial = objects.write(CommitRecord((), snapshot, changes, INITIAL_MESSAGE, None, now, None))
     ctx.refs.create(BRANCH, "main", initial)
-    config = {"format": FORMAT, "repo_id": ctx.repo_id, "created": now}
+    config = {"format": 1, "repo_id": ctx.repo_id, "created": now}
+    if algo is not LEGACY:  # older zarrlake refuses the repository instead of misreading it
+        config.update(format=2, hash=algo.label)
     if not store.put_if_absent(CONFIG_KEY, json.dumps(config).encode()):
         meta.drop_partition(ctx.refs.partition)
         raise AlreadyExistsError(f"a zarrlake repository already exists at {spec.location}")
@@ -165,7 +173,8 @@ def open_context(spec: RepoSpec) -> RepoContext:
         raise ZarrLakeError(
             f"repository format {config['format']} is newer than this zarrlake ({FORMAT})"
         )
-    ctx = RepoContext(spec, config["repo_id"], store, meta)
+    algo = parse(config.get("hash", LEGACY))
+    ctx = RepoContext(spec, config["repo_id"], store, meta, hash=algo)
     if ctx.refs.get(BRANCH, "main") is None and not ctx.refs.list(BRANCH):
         raise NotFoundError(
             f"the metastore {spec.metastore} holds no refs for the repository at "

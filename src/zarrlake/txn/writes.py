@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from zarrlake import hooks
 from zarrlake.errors import Conflict, ConflictError, InvalidInputError
-from zarrlake.format.chunk_ref import ChunkRef, RefKind, chunk_object_key
+from zarrlake.format.chunk_ref import RefKind, chunk_object_key
 from zarrlake.format.snapshot import is_meta_key
 from zarrlake.txn.batching import GroupCommit
 from zarrlake.txn.overlay import Overlay
@@ -62,9 +62,9 @@ class Writes:
         key, data = item
         if is_meta_key(key):
             check_metadata(key, data)
-            return key, ChunkRef.inline(bytes(data))
+            return key, self.objects.inline(bytes(data))
         if len(data) <= self.inline_max:
-            return key, ChunkRef.inline(bytes(data))
+            return key, self.objects.inline(bytes(data))
         phase = self.guard.begin()
         ref = self.objects.put_chunk(bytes(data))
         object_key = chunk_object_key(ref.digest)

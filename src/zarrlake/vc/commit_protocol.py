@@ -5,7 +5,6 @@ change sets of the commits in between and rebase.
 
 from __future__ import annotations
 
-import hashlib
 import random
 import time
 from collections import defaultdict
@@ -54,7 +53,9 @@ class CommitTimeoutError(ZarrLakeError):
 # building snapshots ------------------------------------------------------------------
 
 
-def pack_small_chunks(changes: Sequence[Change]) -> tuple[list[Change], list[Blob]]:
+def pack_small_chunks(
+    objects: Objects, changes: Sequence[Change]
+) -> tuple[list[Change], list[Blob]]:
     """Move staged inline chunks too big for a manifest into one pack object; returns the
     changes referring to the pack, and the pack to write."""
     small = [
@@ -68,7 +69,7 @@ def pack_small_chunks(changes: Sequence[Change]) -> tuple[list[Change], list[Blo
     if not small:
         return list(changes), []
     blob = b"".join(r.data or b"" for _, r in small)
-    location = f"packs/{hashlib.sha256(blob).hexdigest()[:40]}"
+    location = f"packs/{objects.digest(blob).hex()[:40]}"
     out = list(changes)
     pos = 0
     for i, r in small:
@@ -324,7 +325,7 @@ class CommitProtocol:
         """Write every object of the new commit in one parallel round (all ids are content
         hashes known before any write); the branch moves only after all of them are durable,
         so until then even the commit record is unreachable."""
-        changes, blobs = pack_small_chunks(changes)
+        changes, blobs = pack_small_chunks(self.objects, changes)
         root, range_blobs = apply_changes(self.objects, parent_root, changes)
         snapshot_id, root_blob = self.objects.encode(root)
         if change_set_ is None:  # rebased: the change set is against the new parent

@@ -3,13 +3,12 @@
 Walks every commit reachable from one ref (or from all branches and tags), and for each
 reads the commit record, change set, snapshot root and manifest ranges straight from
 object storage (bypassing the decoded-object cache) and verifies every chunk reference
-against its SHA-256: chunk objects, slices of pack objects and inline bytes. Each problem
+against its content hash: chunk objects, slices of pack objects and inline bytes. Each problem
 names the object it was found in, so a damaged repository can be diagnosed and repaired.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from zarrlake.errors import NotFoundError, ZarrLakeError
 from zarrlake.format.changes import ChangeSet
 from zarrlake.format.chunk_ref import ChunkRef, RefKind, chunk_object_key
 from zarrlake.format.commit import CommitRecord
+from zarrlake.format.digest import Hash, digest
 from zarrlake.format.manifest import ManifestRange
 from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.storage.base import ObjectStore
@@ -31,7 +31,7 @@ _PACK_CACHE = 16
 class Problem:
     """One integrity problem: the object it concerns, what kind, and a readable detail."""
 
-    object: str  # e.g. "commits/<id>", "chunks/<sha256>", "packs/<id>[0:100]", "branch main"
+    object: str  # e.g. "commits/<id>", "chunks/<digest>", "packs/<id>[0:100]", "branch main"
     kind: str  # "missing", "corrupt" or "inconsistent"
     detail: str
 
@@ -41,9 +41,10 @@ class Problem:
 
 class _Checker:
     def __init__(
-        self, store: ObjectStore, on_read: Callable[[str, int], None] | None = None
+        self, store: ObjectStore, algo: Hash, on_read: Callable[[str, int], None] | None = None
     ) -> None:
         self.store = store
+        self.algo = algo
         self.on_read = on_read
         self.problems: list[Problem] = []
         self.seen: set[str] = set()  # object keys already checked (good or bad)
@@ -167,8 +168,9 @@ class _Checker:
             self.report(
                 obj, "corrupt", f"chunk data of {what} has {len(data)} bytes, expected {ref.length}"
             )
-        elif hashlib.sha256(data).digest() != ref.digest:
-            self.report(obj, "corrupt", f"chunk data of {what} fails its SHA-256 checksum")
+        elif digest(self.algo, data) != ref.digest:
+            label = self.algo.label.upper()
+            self.report(obj, "corrupt", f"chunk data of {what} fails its {label} checksum")
         elif ref.kind != RefKind.INLINE:
             self.chunks_ok.add(ident)
 
@@ -191,11 +193,12 @@ def check_objects(
     store: ObjectStore,
     starts: list[tuple[str, str]],
     on_read: Callable[[str, int], None] | None = None,
+    algo: Hash = Hash.SHA256,
 ) -> list[Problem]:
     """Verify every object reachable from the commits in `starts` ((commit id, label) pairs)
     and return the problems found; an empty list means the repository is intact.
     `on_read(key, size)` is called for each object read."""
-    checker = _Checker(store, on_read)
+    checker = _Checker(store, algo, on_read)
     for cid, rec in checker.commits(starts):
         checker.check_commit(cid, rec)
     return checker.problems

@@ -61,7 +61,7 @@ class History:
         author: str | None,
     ) -> str:
         """Write the snapshot, change set (against the first parent) and record."""
-        changes, blobs = pack_small_chunks(changes)
+        changes, blobs = pack_small_chunks(self.objects, changes)
         root, range_blobs = apply_changes(self.objects, parent_root, changes)
         snapshot_id, root_blob = self.objects.encode(root)
         changes_id, changes_blob = self.objects.encode(change_set(changes, parent_root.meta))

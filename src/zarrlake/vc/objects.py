@@ -2,13 +2,12 @@
 
 Format objects (manifests, snapshots, change sets, commits) are written once under their
 content hash and never change, so every decoded object can be cached for the life of the
-process. Chunk bytes are checked against the SHA-256 in their reference before they are
-returned.
+process. Chunk bytes are checked against the digest in their reference (the repository's
+content hash, format/digest.py) before they are returned.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 from collections import OrderedDict
@@ -19,6 +18,7 @@ from zarrlake.errors import CorruptionError, NotFoundError
 from zarrlake.format.changes import ChangeSet
 from zarrlake.format.chunk_ref import ChunkRef, RefKind, chunk_object_key
 from zarrlake.format.commit import CommitRecord
+from zarrlake.format.digest import Hash, digest
 from zarrlake.format.manifest import ManifestRange
 from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.storage.base import ObjectStore
@@ -64,8 +64,11 @@ class _LRU:
 class Objects:
     """Reads and writes a repository's immutable objects through one ObjectStore."""
 
-    def __init__(self, store: ObjectStore, cache_entries: int = 512) -> None:
+    def __init__(
+        self, store: ObjectStore, algo: Hash = Hash.SHA256, cache_entries: int = 512
+    ) -> None:
         self.store = store
+        self.algo = algo
         self._cache = _LRU(cache_entries)
         self._pool: ThreadPoolExecutor | None = None
         self._pool_pid = 0
@@ -76,7 +79,7 @@ class Objects:
         self, obj: T
     ) -> tuple[str, Blob]:
         """(object id, blob to write) for `obj`; the decoded object is cached under its id."""
-        oid, data = obj.encode()
+        oid, data = obj.encode(self.algo)
         self._cache.put(oid, obj)
         return oid, (f"{PREFIXES[type(obj)]}/{oid}", data)
 
@@ -145,13 +148,21 @@ class Objects:
 
     # chunk data ------------------------------------------------------------------------
 
+    def digest(self, data: bytes | memoryview) -> bytes:
+        """The repository's content hash of `data`."""
+        return digest(self.algo, data)
+
+    def inline(self, data: bytes) -> ChunkRef:
+        """A reference holding `data` itself."""
+        return ChunkRef.inline(data, self.digest(data))
+
     def put_chunk(self, data: bytes) -> ChunkRef:
-        """Store chunk bytes under their SHA-256 (deduplicated) and return the reference."""
-        digest = hashlib.sha256(data).digest()
+        """Store chunk bytes under their digest (deduplicated) and return the reference."""
         if len(data) <= MANIFEST_INLINE_MAX:
-            return ChunkRef.inline(data, digest)
-        self.store.put_if_absent(chunk_object_key(digest), data)
-        return ChunkRef.object(digest, len(data))
+            return self.inline(data)
+        key = self.digest(data)
+        self.store.put_if_absent(chunk_object_key(key), data)
+        return ChunkRef.object(key, len(data))
 
     def read_ref(self, ref: ChunkRef, what: str) -> bytes:
         """The referenced bytes, verified against the reference's checksum."""
@@ -165,7 +176,7 @@ class Objects:
                 data = self.store.get(key, span)
             except NotFoundError:
                 raise NotFoundError(f"{what}: its data object {key} is missing") from None
-        if len(data) != ref.length or hashlib.sha256(data).digest() != ref.digest:
+        if len(data) != ref.length or self.digest(data) != ref.digest:
             raise CorruptionError(f"{what}: checksum mismatch in its data ({describe(ref)})")
         return data
 

@@ -34,7 +34,7 @@ class SnapshotView:
     def get(self, key: str) -> ChunkRef | None:
         if is_meta_key(key):
             doc = self.root.meta.get(key)
-            return ChunkRef.inline(doc) if doc is not None else None
+            return self.objects.inline(doc) if doc is not None else None
         kb = key.encode()
         i = self.root.ranges.locate(kb)
         return self.range(i).get(kb) if i >= 0 else None

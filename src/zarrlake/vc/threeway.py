@@ -154,7 +154,7 @@ def three_way(
                 our_meta[key] = o
             continue
         if o == b:
-            changes.append((key, ChunkRef.inline(t) if t is not None else None))
+            changes.append((key, objects.inline(t) if t is not None else None))
             their_meta[key] = t
             continue
         oc, tc = classify(b, o), classify(b, t)
@@ -162,7 +162,7 @@ def three_way(
             assert o is not None and t is not None
             doc, clashes = merge_attributes(b, o, t)
             if doc is not None:
-                changes.append((key, ChunkRef.inline(doc)))
+                changes.append((key, objects.inline(doc)))
                 continue
             attr_clashes[node_path(key)] = clashes
         our_meta[key] = o
