@@ -3,13 +3,23 @@ same zarr code against zarrlake, Icechunk and plain zarr.
 
 An engine holds at most one repository and one open writable session at a time:
 `create`/`open` a location, `begin()` a session and get its zarr store, `commit()` it.
+
+With `backend="s3pg"` in its parameters (the S3PG group, issue 15), zarrlake and Icechunk
+keep their objects on an S3 server instead (moto, `params["remote"]`, see servers.py) and
+zarrlake its metastore in PostgreSQL (one database per repository); the local `path` then
+only names the repository: its S3 prefix is the path's last component plus `params["loc"]`.
+`via()` sends later opens through other endpoints (the counting relays of relay.py).
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
+import re
+from pathlib import Path
 from typing import Any, ClassVar
+from urllib.parse import urlsplit, urlunsplit
 
 import zarr
 from zarr.abc.store import Store
@@ -23,8 +33,45 @@ class Engine:
     name: ClassVar[str] = ZARR
     versioned: ClassVar[bool] = False
 
-    def __init__(self) -> None:
+    def __init__(self, params: dict[str, Any] | None = None) -> None:
         self.path = ""
+        params = params or {}
+        self.remote: dict[str, Any] | None = None
+        self.loc = params.get("loc", "")
+        if params.get("backend") == "s3pg":
+            self.remote = dict(params["remote"])
+        self.s3_endpoint = self.remote["s3_endpoint"] if self.remote else ""
+        self.pg_url = self.remote["pg_url"] if self.remote else ""
+
+    def spawn_params(self) -> dict[str, Any]:
+        """What a worker process needs to reach the same repository (see `make`)."""
+        if self.remote is None:
+            return {}
+        return {"backend": "s3pg", "remote": self.remote, "loc": self.loc}
+
+    def via(self, s3_endpoint: str | None = None, pg_url: str | None = None) -> None:
+        """Reach the S3 server at `s3_endpoint` and PostgreSQL at `pg_url` from the next
+        create/open on (relays in front of the servers); None: the servers themselves."""
+        assert self.remote is not None
+        self.s3_endpoint = s3_endpoint or self.remote["s3_endpoint"]
+        self.pg_url = pg_url or self.remote["pg_url"]
+
+    def remote_name(self, path: str) -> str:
+        """The repository's S3 prefix (and PostgreSQL database name): the last component of
+        `path` plus `loc`, in lower case letters, digits and underscores."""
+        name = Path(path).name + (f"-{self.loc}" if self.loc else "")
+        return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
+
+    def s3_options(self) -> dict[str, Any]:
+        """zarrlake's storage options for the S3 server (tests/fixtures/s3.py's s3_options)."""
+        assert self.remote is not None
+        return {
+            "endpoint_url": self.s3_endpoint,
+            "region": self.remote["region"],
+            "access_key_id": self.remote["access_key_id"],
+            "secret_access_key": self.remote["secret_access_key"],
+            "allow_http": True,
+        }
 
     def create(self, path: str) -> None:
         os.makedirs(path, exist_ok=True)
@@ -49,6 +96,12 @@ class Engine:
         """Errors after which a concurrent writer starts again from the branch head."""
         return ()
 
+    def close(self) -> None:
+        """Let go of the repository (and its connections)."""
+
+    def settle(self) -> None:
+        """Wait for work the engine left running in the background after its last call."""
+
 
 class ZarrlakeEngine(Engine):
     """zarrlake, embedded default: local directory + SQLite metastore."""
@@ -56,25 +109,60 @@ class ZarrlakeEngine(Engine):
     name = ZARRLAKE
     versioned = True
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, params: dict[str, Any] | None = None) -> None:
+        super().__init__(params)
         import zarrlake
 
         # The package loads its engine modules on first use of these names: load them now,
         # before any workload starts its clock (as for zarr and Icechunk).
         for name in ("Repo", "Session", "SessionStore"):
             getattr(zarrlake, name, None)
+        if self.remote is not None:  # the PostgreSQL metastore imports psycopg (~0.2 s)
+            importlib.import_module("zarrlake.metastore.postgres")
         self.zl = zarrlake
         self.repo: Any = None
         self.session: Any = None
 
     def create(self, path: str) -> None:
         self.path = path
-        self.repo = self.zl.Repo.create(path)
+        if self.remote is None:
+            self.repo = self.zl.Repo.create(path)
+            return
+        import psycopg
+
+        os.makedirs(path, exist_ok=True)  # for the workload's own files (W6's acks)
+        with psycopg.connect(self.remote["pg_url"], autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {self.remote_name(path)} STRATEGY FILE_COPY")
+        self.repo = self.zl.Repo.create(**self._where(path))
 
     def open(self, path: str) -> None:
         self.path = path
-        self.repo = self.zl.Repo.open(path)
+        where = {"location": path} if self.remote is None else self._where(path)
+        self.repo = self.zl.Repo.open(**where)
+
+    def _where(self, path: str) -> dict[str, Any]:
+        """Repo.create/open arguments: s3://BUCKET/NAME, postgresql://.../NAME."""
+        assert self.remote is not None
+        name = self.remote_name(path)
+        pg = urlsplit(self.pg_url)
+        return {
+            "location": f"s3://{self.remote['bucket']}/{name}",
+            "metastore": urlunsplit(pg._replace(path=f"/{name}")),
+            "storage_options": self.s3_options(),
+        }
+
+    def close(self) -> None:
+        if self.repo is not None:
+            self.repo.close()
+            self.repo = None
+
+    def settle(self) -> None:
+        # zarrlake drops a committed session's staged records in a background thread
+        # (Transaction.cleanup, internal: looked up defensively as it may change).
+        txn = getattr(self.session, "_txn", None)
+        cleanup = getattr(txn, "cleanup", None)
+        if cleanup is not None:
+            cleanup.result()
 
     def begin(self) -> Store:
         self.session = self.repo.create_session("main")
@@ -102,8 +190,8 @@ class IcechunkEngine(Engine):
     name = ICECHUNK
     versioned = True
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, params: dict[str, Any] | None = None) -> None:
+        super().__init__(params)
         import icechunk
 
         # Icechunk warns on every open that local storage is unsafe for concurrent commits;
@@ -114,10 +202,23 @@ class IcechunkEngine(Engine):
         self.session: Any = None
 
     def _storage(self, path: str) -> Any:
-        return self.ic.local_filesystem_storage(path)
+        if self.remote is None:
+            return self.ic.local_filesystem_storage(path)
+        return self.ic.s3_storage(
+            bucket=self.remote["bucket"],
+            prefix=self.remote_name(path),
+            region=self.remote["region"],
+            endpoint_url=self.s3_endpoint,
+            allow_http=True,
+            force_path_style=True,
+            access_key_id=self.remote["access_key_id"],
+            secret_access_key=self.remote["secret_access_key"],
+        )
 
     def create(self, path: str) -> None:
         self.path = path
+        if self.remote is not None:
+            os.makedirs(path, exist_ok=True)  # for the workload's own files (W6's acks)
         self.repo = self.ic.Repository.create(self._storage(path))
 
     def open(self, path: str) -> None:
@@ -136,6 +237,9 @@ class IcechunkEngine(Engine):
     def reader(self) -> Store:
         return self.repo.readonly_session(branch="main").store
 
+    def close(self) -> None:
+        self.repo = self.session = None
+
     def log_ids(self) -> list[str]:
         return [s.id for s in self.repo.ancestry(branch="main")]
 
@@ -150,5 +254,6 @@ ENGINES: dict[str, type[Engine]] = {
 }
 
 
-def make(name: str) -> Engine:
-    return ENGINES[name]()
+def make(name: str, params: dict[str, Any] | None = None) -> Engine:
+    """The engine `name`; `params` with backend="s3pg" put it on the S3 server (+ PG)."""
+    return ENGINES[name](params)

@@ -1,5 +1,6 @@
-"""zarrlake vs Icechunk vs plain zarr (issue 5): runs W1-W8 and GC (issue 12), writes
-bench-results/results.json and results.md, and prints the table.
+"""zarrlake vs Icechunk vs plain zarr (issues 5 and 15): runs W1-W8, GC (issue 12) and
+S3PG (issue 15: W5, W6 and request / round-trip counts on a local S3 server with PostgreSQL),
+writes bench-results/results.json and results.md, and prints the table.
 
 Every workload runs in a fresh process (benchmarks/worker.py) and a fresh directory; for
 each workload the engines alternate (A B C A B C ...) over the repetitions. Figures are
@@ -8,6 +9,10 @@ medians with min-max; ratios are of medians in this run.
     python benchmarks/run.py            # full sizes, 3 repetitions
     python benchmarks/run.py --quick    # small sizes, 1 repetition (under 3 minutes)
     python benchmarks/run.py --only W1,W5 --reps 2
+    python benchmarks/run.py --quick --only S3PG
+
+S3PG starts moto's S3 server and a PostgreSQL server (benchmarks/servers.py) for its own
+duration and stops them by PID afterwards.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from procs import WorkerFailed, run_worker
 from report import markdown_table
+from servers import remote_servers
 
 ZL, IC, ZR, FS, SPARK = "zarrlake", "icechunk", "zarr", "files", "spark"
 
@@ -46,6 +52,16 @@ FULL: dict[str, Any] = {
     "w8_shape": [256, 512, 512],
     "spark_t": 64,
     "spark_cells_t": 8,
+    # S3PG (issue 15): W5 and W6 on moto's S3 server + PostgreSQL, and round-trip counts
+    "s3_w5_commits": 100,
+    "s3_w5_window": 20,
+    "s3_w5_readers": 1,
+    "s3_w6_commits": 20,
+    "rt_warmup": 5,
+    "rt_commits": 10,
+    "rt_latency_commits": 5,
+    "rt_s3_ms": 20.0,
+    "rt_pg_ms": 1.0,
 }
 QUICK: dict[str, Any] = {
     **FULL,
@@ -60,6 +76,12 @@ QUICK: dict[str, Any] = {
     "w8_shape": [8, 512, 512],
     "spark_t": 8,
     "spark_cells_t": 2,
+    "s3_w5_commits": 20,
+    "s3_w5_window": 5,
+    "s3_w6_commits": 5,
+    "rt_warmup": 2,
+    "rt_commits": 3,
+    "rt_latency_commits": 3,
 }
 
 
@@ -82,6 +104,10 @@ class Group:
     engines: list[str]
     steps: list[Step]
     builds: int | None = None  # None: a fresh build per repetition
+    servers: bool = False  # runs against S3 + PostgreSQL servers started for the group
+
+
+S3PG = {"backend": "s3pg"}  # engines.py: objects on S3, zarrlake's metastore on PostgreSQL
 
 
 def plan(cfg: dict[str, Any]) -> list[Group]:
@@ -105,6 +131,30 @@ def plan(cfg: dict[str, Any]) -> list[Group]:
             ],
             builds=cfg["w7_builds"],
         ),
+        # issue 15: the many-machine deployment, zarrlake on S3 + PostgreSQL vs Icechunk on
+        # the same S3 server (each step on a repository of its own: `loc`)
+        Group(
+            "S3PG",
+            [ZL, IC],
+            [
+                Step(
+                    "W5",
+                    "S3W5",
+                    params={
+                        **S3PG,
+                        "loc": "w5",
+                        "w5_commits": cfg["s3_w5_commits"],
+                        "w5_window": cfg["s3_w5_window"],
+                        "w5_readers": cfg["s3_w5_readers"],
+                    },
+                ),
+                Step(
+                    "W6", "S3W6", params={**S3PG, "loc": "w6", "w6_commits": cfg["s3_w6_commits"]}
+                ),
+                Step("S3RT", "S3RT", params={**S3PG, "loc": "rt"}),
+            ],
+            servers=True,
+        ),
         # issue 12: gc on a W7 build, zarrlake incremental and full against Icechunk's gc
         Group(
             "GC",
@@ -121,6 +171,18 @@ def plan(cfg: dict[str, Any]) -> list[Group]:
 def run_group(group: Group, cfg: dict[str, Any], work: Path, results: dict, log: list[str]) -> None:
     """All repetitions of one workload group, engines alternating. A group with `builds`
     builds its repository that many times and repeats only the later steps on it."""
+    if group.servers:
+        with remote_servers() as remote:
+            print(f"{group.name}: S3 {remote['s3_endpoint']}, PostgreSQL port "
+                  f"{remote['pg_url'].rsplit(':', 1)[1]}", flush=True)  # fmt: skip
+            _run_reps(group, {**cfg, "remote": remote}, work, results, log)
+    else:
+        _run_reps(group, cfg, work, results, log)
+    for path in work.glob(f"{group.name}-*"):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _run_reps(group: Group, cfg: dict[str, Any], work: Path, results: dict, log: list[str]) -> None:
     reps = cfg["reps"]
     builds = group.builds or reps
     for rep in range(reps):
@@ -150,8 +212,6 @@ def run_group(group: Group, cfg: dict[str, Any], work: Path, results: dict, log:
                 results.setdefault(table, {}).setdefault(engine, []).append(record)
             if group.builds is None:
                 shutil.rmtree(path, ignore_errors=True)
-    for path in work.glob(f"{group.name}-*"):
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def _brief(out: dict[str, Any]) -> str:

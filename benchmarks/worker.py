@@ -20,7 +20,7 @@ from procs import RESULT_TAG
 def main(argv: list[str]) -> None:
     workload, engine_name, path, params = argv[1], argv[2], argv[3], json.loads(argv[4])
     fn = workloads.WORKLOADS[workload]
-    engine = None if engine_name in (engines.FILES, "spark") else engines.make(engine_name)
+    engine = None if engine_name in (engines.FILES, "spark") else engines.make(engine_name, params)
     params["engine"] = engine_name
     result = fn(engine, path, params)
     print(RESULT_TAG + json.dumps(result), flush=True)

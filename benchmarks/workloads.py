@@ -132,7 +132,7 @@ def w4_first_byte(engine: Engine | None, path: str, p: dict) -> dict:
 
 def _readers(engine: Engine, path: str, index: int, times: int, **extra: Any) -> float:
     """Median open+read-one-chunk ms over `times` fresh reader processes."""
-    params = {"index": index, **extra}
+    params = {**engine.spawn_params(), "index": index, **extra}
     return statistics.median(
         run_worker("W4", engine.name, path, params)["ms"] for _ in range(times)
     )
@@ -360,6 +360,21 @@ def _spark_arrays(engine: Engine | None, path: str, p: dict) -> dict:
     return spark_arrays.run(p["spark_t"], Path(path), cells_t=p["spark_cells_t"])
 
 
+def _s3_round_trips(engine: Engine | None, path: str, p: dict) -> dict:
+    """Issue 15: requests and round trips per one-chunk commit on S3 + PostgreSQL (s3pg.py)."""
+    from s3pg import rt_count
+
+    assert engine is not None
+    return rt_count(engine, path, p)
+
+
+def _s3_read(engine: Engine | None, path: str, p: dict) -> dict:
+    from s3pg import rt_read
+
+    assert engine is not None
+    return rt_read(engine, path, p)
+
+
 WORKLOADS: dict[str, Callable[[Engine | None, str, dict], dict]] = {
     "W1": w1_ingest_large,
     "W2": w2_ingest_small,
@@ -374,4 +389,6 @@ WORKLOADS: dict[str, Callable[[Engine | None, str, dict], dict]] = {
     "W8": _w8,
     "GC": _gc,
     "SPARK": _spark_arrays,
+    "S3RT": _s3_round_trips,
+    "S3RTread": _s3_read,
 }
