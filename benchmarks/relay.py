@@ -17,7 +17,7 @@ command tags) with its round.
 
 The relays run in a process of their own (`RelayProcess`), so the engine under test does not
 share its interpreter lock with them; the parent drives it over stdin/stdout, one JSON line
-per command. Timers are asyncio's, which round up to the millisecond.
+per command. Their event loop waits with select(2), precise to tens of microseconds.
 
     python benchmarks/relay.py HOST:PORT [--delay-ms 10] [--log]   # one relay, manual use
 """
@@ -30,6 +30,7 @@ import contextlib
 import itertools
 import json
 import re
+import selectors
 import subprocess
 import sys
 import threading
@@ -196,8 +197,8 @@ class Relay:
                 self._pipe(creader, uwriter, lambda d: self.hub.client_data(self, conn, d), None),
                 self._pipe(ureader, cwriter, None, lambda d: self.hub.server_data(self, conn, d)),
             )
-        except (OSError, asyncio.IncompleteReadError):
-            pass
+        except (OSError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            pass  # a side went away, or the relay is closing (its task ends quietly)
         finally:
             self.hub.closed(conn)
             for writer in (cwriter, uwriter):
@@ -334,11 +335,17 @@ def describe_pg_reply(data: bytes) -> str:
 # the relay process and its driver -------------------------------------------------------------
 
 
+def precise_loop() -> asyncio.AbstractEventLoop:
+    """An event loop on select(2), whose timeout has microseconds: epoll's (asyncio's
+    default) has milliseconds, rounded up, which would turn a 0.5 ms delay into 1-2 ms."""
+    return asyncio.SelectorEventLoop(selectors.SelectSelector())
+
+
 def serve(stdin: Any = sys.stdin, stdout: Any = sys.stdout) -> None:
     """The relay process: an event loop in a thread, commands on stdin, one JSON reply line
     each. Commands: add NAME HOST PORT [DELAY_S] -> port; delay NAME DELAY_S; start [log];
     window -> counts; quit. Exits at EOF on stdin (its parent has gone)."""
-    loop = asyncio.new_event_loop()
+    loop = precise_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
     hub = Hub()
@@ -491,8 +498,8 @@ def main() -> None:
                 print(line)
             print(counts)
 
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(run())
+    with contextlib.suppress(KeyboardInterrupt), asyncio.Runner(loop_factory=precise_loop) as r:
+        r.run(run())
 
 
 if __name__ == "__main__":

@@ -83,6 +83,10 @@ def _first(*keys: str) -> Callable[[dict[str, Any]], float | None]:
     return lambda rec: next((rec[k] for k in keys if k in rec), None)
 
 
+def _minus(a: str, b: str) -> Callable[[dict[str, Any]], float | None]:
+    return lambda rec: rec[a] - rec[b] if a in rec and b in rec else None
+
+
 def _relay_minus_inproc(rec: dict[str, Any]) -> float | None:
     if "inproc_store_calls" not in rec:
         return None
@@ -281,6 +285,10 @@ def rows(cfg: dict[str, Any]) -> list[Row]:
             "inproc_relay_pg_requests"),
         Row("S3RT", "check: S3 requests relayed - object-store calls in-process",
             _relay_minus_inproc, "0", zero_always),
+        Row("S3RT", "check: round-trip time the S3 relay adds, measured on a GET (ms)",
+            _minus("check_lat_s3_get_ms", "check_s3_get_ms")),
+        Row("S3RT", "check: round-trip time the PG relay adds, measured on SELECT 1 (ms)",
+            _minus("check_lat_pg_select_ms", "check_pg_select_ms")),
     ]  # fmt: skip
     out += [
         Row("GC", f"incremental gc deleting {ng} known garbage chunks (s)", "gc.gc_incremental_s"),

@@ -129,6 +129,24 @@ def check_relays(relays: RelayProcess, s3: str, pg_url: str, bucket: str) -> dic
     return out
 
 
+def measured_round_trips(s3: str, pg_url: str, bucket: str, times: int = 5) -> dict[str, float]:
+    """Median ms of one HTTP GET (a 404, on a new connection) and of one `SELECT 1` through
+    the relays as they are set: what a round trip costs with the emulated latency."""
+    import psycopg
+
+    s3_ms, pg_ms = [], []
+    for i in range(times):
+        t0 = time.perf_counter()
+        _http_get(f"{s3}/{bucket}/relay-check-{i}")
+        s3_ms.append((time.perf_counter() - t0) * 1000)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        for _ in range(times):
+            t0 = time.perf_counter()
+            conn.execute("SELECT 1").fetchall()
+            pg_ms.append((time.perf_counter() - t0) * 1000)
+    return {"s3_get_ms": statistics.median(s3_ms), "pg_select_ms": statistics.median(pg_ms)}
+
+
 # in-process counts (zarrlake) -----------------------------------------------------------------
 
 
@@ -221,8 +239,13 @@ def rt_count(engine: Engine, path: str, p: dict) -> dict:
                 inproc_relay_pg_requests=w["PG_requests"],
                 inproc_detail=f"object store {dict(store_calls)}, metastore {dict(meta_calls)}",
             )
+        bucket = engine.remote["bucket"]
+        for key, v in measured_round_trips(engine.s3_endpoint, engine.pg_url, bucket).items():
+            out[f"check_{key}"] = v
         relays.delay("S3", s3_ms / 2)
         relays.delay("PG", pg_ms / 2)
+        for key, v in measured_round_trips(engine.s3_endpoint, engine.pg_url, bucket).items():
+            out[f"check_lat_{key}"] = v
         whole, commit = [], []
         for _ in range(nlat):
             w_ms, c_ms = _one_commit(engine, k, "with latency")
