@@ -95,5 +95,7 @@ def counted(repo: zl.Repo) -> tuple[zl.Repo, CountingObjectStore, CountingMetaSt
     """The same repository through counting wrappers, with cold caches (a fresh Repo)."""
     blobs = CountingObjectStore(repo.context.object_store)
     meta = CountingMetaStore(repo.context.meta)
-    ctx = RepoContext(repo.spec, repo.repo_id, blobs, meta, hash=repo.context.hash)
+    ctx = RepoContext(
+        repo.spec, repo.repo_id, blobs, meta, hash=repo.context.hash, format=repo.context.format
+    )
     return zl.Repo(ctx), blobs, meta

@@ -14,6 +14,7 @@ import pytest
 import zarr
 
 import zarrlake as zl
+from tests.core.counting import counted
 from zarrlake.errors import CorruptionError, InvalidInputError
 from zarrlake.format import envelope
 from zarrlake.format.chunk_ref import chunk_object_key
@@ -38,24 +39,24 @@ def stored(path: Path, key: str) -> Path:
 
 
 @pytest.mark.parametrize(
-    ("name", "algo", "fmt", "hasher"),
+    ("name", "algo", "frame", "hasher"),
     [
         ("blake3", Hash.BLAKE3, 2, lambda d: blake3.blake3(d).digest()),
         ("sha256", Hash.SHA256, 1, lambda d: hashlib.sha256(d).digest()),
     ],
 )
-def test_objects_and_chunks_are_named_by_the_repository_hash(tmp_path, name, algo, fmt, hasher):
+def test_objects_and_chunks_are_named_by_the_repository_hash(tmp_path, name, algo, frame, hasher):
     repo = zl.Repo.create(tmp_path, content_hash=name)
     cid = write_chunk(repo)
     cfg = config(tmp_path)
-    assert cfg["format"] == fmt
-    assert cfg.get("hash", "sha256") == name
+    assert cfg["format"] == 2
+    assert cfg["hash"] == name
     assert stored(tmp_path, chunk_object_key(hasher(CHUNK))).read_bytes() == CHUNK
     framed = stored(tmp_path, f"commits/{cid}").read_bytes()
     assert hasher(framed).hex()[:40] == cid
     version = struct.unpack_from("<H", framed, 5)[0]
-    assert version == fmt
-    if fmt == 2:  # the frame names its hash and digest length
+    assert version == frame
+    if frame == 2:  # the frame names its hash and digest length
         assert framed[7:9] == bytes([algo, 32])
     reopened = zl.Repo.open(tmp_path)
     assert reopened.context.hash is algo
@@ -72,6 +73,40 @@ def test_sha256_repository_keeps_the_frames_older_zarrlake_wrote(tmp_path):
     assert hashlib.sha256(framed).hexdigest()[:40] == cid
     rec = CommitRecord.decode(cid, framed)
     assert rec.encode(Hash.SHA256) == (cid, framed)
+
+
+def test_format_1_repository_is_read_and_written_as_it_is(tmp_path):
+    """A repository older zarrlake made: config without a hash, SHA-256, refs that name
+    only their commit. It opens, reads and commits, and its refs keep that form."""
+    repo = zl.Repo.create(tmp_path, content_hash="sha256")
+    write_chunk(repo)
+    cfg = config(tmp_path)
+    del cfg["hash"]
+    cfg["format"] = 1
+    (tmp_path / "zarrlake.json").write_text(json.dumps(cfg))
+    old = zl.Repo.open(tmp_path)
+    assert old.context.hash is Hash.SHA256
+    assert old.readonly_session("main").read("a/c/0") == CHUNK
+    s = old.create_session()
+    s.write("a/c/1", CHUNK[::-1])
+    cid = s.commit("second")
+    value, _ = old.context.meta.get(old.context.refs.partition, b"branch/main")
+    assert value == cid.encode()  # the commit id alone, as format 1 has it
+    again = zl.Repo.open(tmp_path)
+    assert again.readonly_session("main").read("a/c/1") == CHUNK[::-1]
+    assert again.fsck() == []
+
+
+def test_format_2_refs_name_the_snapshot_so_open_reads_no_commit_record(tmp_path):
+    repo = zl.Repo.create(tmp_path)
+    cid = write_chunk(repo)
+    value, _ = repo.context.meta.get(repo.context.refs.partition, b"branch/main")
+    snapshot = repo.context.objects.commit(cid).snapshot
+    assert value == f"{cid} {snapshot}".encode()
+    fresh, blobs, _ = counted(repo)
+    assert fresh.readonly_session("main").read("a/c/0") == CHUNK
+    assert blobs.calls["get"] == 3  # snapshot, manifest, chunk: no commit record
+    assert fresh.log("main")[0].id == cid  # history still reads commit records
 
 
 def test_new_repositories_default_to_blake3(tmp_path):

@@ -9,6 +9,7 @@ connections must never cross a fork.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import sqlite3
 import threading
@@ -51,18 +52,46 @@ _SETUP = {
 }
 
 
+class _WriterLock:
+    """Writers to one database take turns here before SQLite's own lock: threads of a
+    process on a Python lock, processes on an flock of a file beside the database. Both
+    wake the next writer as soon as the lock is free, where SQLite's busy handler sleeps in
+    growing steps (up to 100 ms) and serialises badly. A writer that dies releases it."""
+
+    def __init__(self, path: str) -> None:
+        self.threads = threading.Lock()
+        self.path = path + "-writer"
+        self.fd: int | None = None
+
+    def __enter__(self) -> None:
+        self.threads.acquire()
+        try:
+            if self.fd is None:
+                self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+        except BaseException:
+            self.threads.release()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        assert self.fd is not None
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        self.threads.release()
+
+
 class _WriteLocks:
-    """Threads of one process take turns on a database through a Python lock: waiting in
-    SQLite's busy handler instead sleeps in growing steps (up to 100 ms) and serialises
-    badly. Processes still meet at SQLite's own lock."""
+    """One process's writer locks, one per database file."""
 
     def __init__(self) -> None:
         self.guard = threading.Lock()
-        self.locks: dict[str, threading.Lock] = {}
+        self.locks: dict[str, _WriterLock] = {}
 
-    def of(self, path: str) -> threading.Lock:
+    def of(self, path: str) -> _WriterLock:
         with self.guard:
-            return self.locks.setdefault(path, threading.Lock())
+            lock = self.locks.get(path)
+            if lock is None:
+                lock = self.locks[path] = _WriterLock(path)
+            return lock
 
 
 _WRITE_LOCKS = PerProcess(_WriteLocks)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import replace
-from typing import Protocol
+from typing import Protocol, cast
 
 from zarrlake import hooks
 from zarrlake.errors import (
@@ -32,7 +32,10 @@ class Transaction(Protocol):
     record: SessionRecord | None
     staging: Staging | None
 
+    version: int | None
+
     def load(self) -> tuple[SessionRecord, int]: ...
+    def current(self) -> tuple[SessionRecord, int]: ...
     def check_writable(self, rec: SessionRecord, version: int) -> None: ...
     def staged_changes(self) -> list[Change]: ...
 
@@ -94,20 +97,24 @@ def commit(
             f"on_conflict must be one of {', '.join(CONFLICT_POLICIES)}, not {on_conflict!r}"
         )
     props = check_metadata_dict(metadata)
-    rec, version = txn.load()
+    rec, version = txn.current()
     txn.check_writable(rec, version)
-    check_direct_commit(ctx.meta, ctx.refs.partition, rec.branch)  # protected branches
-    timeout = ctx.settings.commit_timeout
-    sealed = replace(rec, status=Status.COMMITTING, lease=ctx.clock() + timeout + LEASE_MARGIN)
-    try:
-        version = ctx.records.swap(sealed, version)
-    except CASFailedError:
-        txn.check_writable(*txn.load())
-        raise SessionClosedError(f"session {rec.id} is being committed elsewhere") from None
-    txn.record = rec = sealed
+    # The reads that need not wait for the seal go out with it: protection rules, the gc
+    # phase (a sweep that is deleting ends before we reuse objects), the branch head.
+    protected, idle, head, sealed = ctx.together(
+        lambda: check_direct_commit(ctx.meta, ctx.refs.partition, rec.branch),
+        WriteGuard(ctx).wait_idle,
+        lambda: ctx.refs.get(BRANCH, rec.branch),
+        lambda: seal(txn, rec, version),
+    )
+    if isinstance(sealed, Exception):
+        raise sealed
+    rec, version = cast(tuple[SessionRecord, int], sealed)
     hooks.reached("after_seal")
-    WriteGuard(ctx).wait_idle()  # a sweep that is deleting finishes before we reuse objects
     try:
+        for failed in (protected, idle, head):
+            if isinstance(failed, Exception):
+                raise failed
         request = CommitRequest(
             branch=rec.branch,
             base=rec.base,
@@ -117,18 +124,20 @@ def commit(
             session_id=rec.id,
             on_conflict=on_conflict,
             reads=txn.staging.reads() if rec.isolation == "serializable" else None,
-            timeout=timeout,
+            timeout=ctx.settings.commit_timeout,
             metadata=props,
         )
         commit_id = CommitProtocol(ctx.objects, ctx.refs).run(
-            request, lambda _: hooks.reached("before_branch_cas")
+            request,
+            lambda _: hooks.reached("before_branch_cas"),
+            head,  # type: ignore[arg-type]
         )
         hooks.reached("after_branch_cas")
     except BaseException:
         cid = None if isinstance(sys.exc_info()[1], ConflictError) else landed(ctx, rec)
         if cid is None:
             txn.record = replace(rec, status=Status.OPEN, lease=None)
-            ctx.records.swap(txn.record, version)
+            txn.version = ctx.records.swap(txn.record, version)
             if isinstance(sys.exc_info()[1], NotFoundError) and not ctx.refs.get(
                 BRANCH, rec.branch
             ):
@@ -140,9 +149,28 @@ def commit(
             raise
         commit_id = cid  # the branch holds our commit; the error came after it landed
     txn.record = replace(rec, status=Status.COMMITTED, commit=commit_id, lease=None)
-    ctx.records.swap(txn.record, version)
+    txn.version = ctx.records.swap(txn.record, version)
     hooks.reached("after_session_committed")
     return commit_id
+
+
+def seal(txn: Transaction, rec: SessionRecord, version: int) -> tuple[SessionRecord, int]:
+    """Mark the session committing, with a lease, by compare-and-swap from the record as the
+    handle last saw it (re-read once if it changed); writes staged after this fail."""
+    lease = txn.ctx.clock() + txn.ctx.settings.commit_timeout + LEASE_MARGIN
+    for fresh in (False, True):
+        if fresh:
+            rec, version = txn.load()
+            txn.check_writable(rec, version)
+        sealed = replace(rec, status=Status.COMMITTING, lease=lease)
+        try:
+            version = txn.ctx.records.swap(sealed, version)
+        except CASFailedError:
+            continue
+        txn.record, txn.version = sealed, version
+        return sealed, version
+    txn.check_writable(*txn.load())
+    raise SessionClosedError(f"session {rec.id} is being committed elsewhere")
 
 
 def abandon(txn: Transaction) -> None:

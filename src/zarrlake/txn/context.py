@@ -9,6 +9,7 @@ import os
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,8 +35,9 @@ from zarrlake.vc.refs import BRANCH, Refs
 
 CONFIG_KEY = "zarrlake.json"
 FORMAT = 2
-"""The newest repository format this zarrlake reads: 2 names its content hash in the
-config (format 1 repositories use SHA-256)."""
+"""The repository format this zarrlake writes, and the newest it reads. Format 2 names its
+content hash in the config and keeps snapshot ids in refs; format 1 (SHA-256, refs naming
+only commits) is read and written as it is."""
 INITIAL_MESSAGE = "Repository initialized"
 
 
@@ -95,13 +97,34 @@ class RepoContext:
     settings: Settings = field(default_factory=Settings)
     hash: Hash = LEGACY
     """The content hash objects and chunks are named and checked by (fixed at creation)."""
+    format: int = FORMAT
 
     def __post_init__(self) -> None:
         self.objects = Objects(self.object_store, self.hash)
         self.refs = Refs(
-            self.meta, self.partition("refs"), on_drop=lambda cid: register_dropped(self, cid)
+            self.meta,
+            self.partition("refs"),
+            on_drop=lambda cid: register_dropped(self, cid),
+            snapshots=self.objects if self.format >= 2 else None,
+            empty_hint=f"the metastore {self.spec.metastore} holds no refs for the repository "
+            f"at {self.spec.location} (wrong metastore?)",
         )
         self.records = SessionRecords(self.meta, self.partition("sessions"), lambda: self.clock())
+
+    def together(self, *calls: Callable[[], object]) -> list[object]:
+        """Run independent metastore calls and return each one's result or the exception it
+        raised: at once on a remote metastore (one round trip instead of one each), in turn
+        on an embedded one, where a handoff to threads costs more than the calls."""
+
+        def outcome(call: Callable[[], object]) -> object:
+            try:
+                return call()
+            except Exception as e:
+                return e
+
+        if self.meta.url.startswith(("sqlite:", "memory:")):
+            return [outcome(call) for call in calls]
+        return self.objects.map(outcome, list(calls))
 
     def partition(self, name: str) -> str:
         """The metastore partition `name` of this repository (refs, sessions, stage/<id>...)."""
@@ -152,9 +175,9 @@ def create_context(spec: RepoSpec, content_hash: str | Hash = DEFAULT) -> RepoCo
     now = ctx.clock()
     initial = objects.write(CommitRecord((), snapshot, changes, INITIAL_MESSAGE, None, now, None))
     ctx.refs.create(BRANCH, "main", initial)
-    config = {"format": 1, "repo_id": ctx.repo_id, "created": now}
-    if algo is not LEGACY:  # older zarrlake refuses the repository instead of misreading it
-        config.update(format=2, hash=algo.label)
+    # Format 2 (content hash named here, snapshot ids in refs): older zarrlake refuses the
+    # repository instead of misreading it.
+    config = {"format": FORMAT, "repo_id": ctx.repo_id, "created": now, "hash": algo.label}
     if not store.put_if_absent(CONFIG_KEY, json.dumps(config).encode()):
         meta.drop_partition(ctx.refs.partition)
         raise AlreadyExistsError(f"a zarrlake repository already exists at {spec.location}")
@@ -174,13 +197,9 @@ def open_context(spec: RepoSpec) -> RepoContext:
             f"repository format {config['format']} is newer than this zarrlake ({FORMAT})"
         )
     algo = parse(config.get("hash", LEGACY))
-    ctx = RepoContext(spec, config["repo_id"], store, meta, hash=algo)
-    if ctx.refs.get(BRANCH, "main") is None and not ctx.refs.list(BRANCH):
-        raise NotFoundError(
-            f"the metastore {spec.metastore} holds no refs for the repository at "
-            f"{spec.location} (wrong metastore?)"
-        )
-    return ctx
+    return RepoContext(
+        spec, config["repo_id"], store, meta, hash=algo, format=config.get("format", 1)
+    )
 
 
 _CONNECTED: dict[tuple[int, RepoSpec], RepoContext] = {}

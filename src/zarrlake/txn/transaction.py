@@ -29,9 +29,16 @@ from zarrlake.vc.snapshot_view import SnapshotView
 class Transaction:
     """One handle on a session (writable) or on one commit (read-only, `record` None)."""
 
-    def __init__(self, ctx: RepoContext, record: SessionRecord | None, base: str) -> None:
+    def __init__(
+        self,
+        ctx: RepoContext,
+        record: SessionRecord | None,
+        base: str,
+        version: int | None = None,
+    ) -> None:
         self.ctx = ctx
         self.record = record
+        self.version = version  # of `record` as last read or written here (None: unknown)
         self.base = base
         self.committed: str | None = None
         self.cleanup: Future[None] | None = None  # dropping the staged records after commit
@@ -56,10 +63,9 @@ class Transaction:
         )
 
     def _view_of(self, commit_id: str) -> SnapshotView:
-        rec = self.ctx.objects.commit(commit_id)
-        return SnapshotView(
-            self.ctx.objects, self.ctx.objects.read(SnapshotRoot, rec.snapshot), rec.snapshot
-        )
+        objects = self.ctx.objects
+        snapshot = objects.snapshot_of(commit_id)
+        return SnapshotView(objects, objects.read(SnapshotRoot, snapshot), snapshot)
 
     # opening ----------------------------------------------------------------------------
 
@@ -76,8 +82,8 @@ class Transaction:
     ) -> Transaction:
         """A new session on `branch`, based on its current head."""
         head, _ = ctx.refs.require(BRANCH, branch)
-        rec, _ = ctx.records.new(branch, head, message, author, expires_in, isolation)
-        return cls(ctx, rec, head)
+        rec, version = ctx.records.new(branch, head, message, author, expires_in, isolation)
+        return cls(ctx, rec, head, version)
 
     @classmethod
     def join(cls, ctx: RepoContext, session_id: str) -> Transaction:
@@ -108,8 +114,15 @@ class Transaction:
 
     def load(self) -> tuple[SessionRecord, int]:
         assert self.record is not None
-        self.record, version = committing.load(self.ctx, self.record.id)
-        return self.record, version
+        self.record, self.version = committing.load(self.ctx, self.record.id)
+        return self.record, self.version
+
+    def current(self) -> tuple[SessionRecord, int]:
+        """The record as this handle last saw it, read only if it never did: a
+        compare-and-swap against it fails if it changed since."""
+        if self.record is None or self.version is None:
+            return self.load()
+        return self.record, self.version
 
     def check_writable(self, rec: SessionRecord, version: int) -> None:
         """Raise unless the session accepts writes; an open session past its expiry is
@@ -117,7 +130,7 @@ class Transaction:
         if rec.status == Status.OPEN and self.ctx.clock() > rec.expires_at:
             with contextlib.suppress(CASFailedError):
                 self.record = replace(rec, status=Status.EXPIRED)
-                self.ctx.records.swap(self.record, version)
+                self.version = self.ctx.records.swap(self.record, version)
         rec.check_writable(self.ctx.clock())
 
     def check_open(self) -> None:
@@ -183,4 +196,4 @@ class Transaction:
             return replace(rec, expires_at=self.ctx.clock() + expires_in.total_seconds())
 
         assert self.record is not None
-        self.record, _ = self.ctx.records.update(self.record.id, change)
+        self.record, self.version = self.ctx.records.update(self.record.id, change)

@@ -218,9 +218,15 @@ class CommitProtocol:
             and head_root.meta.get(key) == (ref and ref.data)
         }
 
-    def run(self, req: CommitRequest, before_cas: Callable[[str], None]) -> str:
-        base_rec = self.objects.commit(req.base)
-        base_root = self.objects.read(SnapshotRoot, base_rec.snapshot)
+    def run(
+        self,
+        req: CommitRequest,
+        before_cas: Callable[[str], None],
+        head: tuple[str, int] | None = None,
+    ) -> str:
+        """The id of the commit of `req` on its branch; `head`, the branch's (commit id,
+        version) if the caller read it already, saves reading it again."""
+        base_root = self.objects.read(SnapshotRoot, self.objects.snapshot_of(req.base))
         ours = change_set(req.changes, base_root.meta)
 
         def build(head: str) -> str:
@@ -257,7 +263,7 @@ class CommitProtocol:
             reuse = ours if parent_id == req.base and changes is req.changes else None
             return self._write(req, changes, parent_id, parent_root, reuse)
 
-        return self.land(req.branch, build, req.timeout, req.base, before_cas)
+        return self.land(req.branch, build, req.timeout, req.base, before_cas, head)
 
     def land(
         self,
@@ -266,16 +272,19 @@ class CommitProtocol:
         timeout: float,
         base: str | None = None,
         before_cas: Callable[[str], None] | None = None,
+        known: tuple[str, int] | None = None,
     ) -> str:
         """Move `branch` to `build(head)` by compare-and-swap, rebuilding on a moved head
         after a jittered backoff until it lands or `timeout` passes (CommitTimeoutError);
         `build` returning the head means no move. A lost or failed CAS reply whose swap did
-        land (looked for above `base`, default the first head seen) is a success."""
+        land (looked for above `base`, default the first head seen) is a success. `known`
+        is the (head, version) to try first, if the caller read it."""
         deadline = time.monotonic() + timeout
         tried: set[str] = set()
         attempt = 0
         while True:
-            head, version = self.refs.require(BRANCH, branch)
+            head, version = known or self.refs.require(BRANCH, branch)
+            known = None
             base = base or head
             new = build(head)
             if new == head:

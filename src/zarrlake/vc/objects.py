@@ -70,6 +70,7 @@ class Objects:
         self.store = store
         self.algo = algo
         self._cache = _LRU(cache_entries)
+        self._snapshots = _LRU(4 * cache_entries)  # commit id -> its snapshot id, from refs
         self._pool: ThreadPoolExecutor | None = None
         self._pool_pid = 0
 
@@ -116,6 +117,24 @@ class Objects:
 
     def commit(self, oid: str) -> CommitRecord:
         return self.read(CommitRecord, oid)
+
+    def snapshot_of(self, commit_id: str) -> str:
+        """The snapshot id of a commit: as a ref read taught it, else from its record."""
+        known = self._snapshots.get(commit_id)
+        return known if isinstance(known, str) else self.commit(commit_id).snapshot
+
+    def known_snapshot(self, commit_id: str) -> str | None:
+        """The snapshot id of a commit if known without reading anything."""
+        known = self._snapshots.get(commit_id)
+        if isinstance(known, str):
+            return known
+        rec = self._cache.get(commit_id)
+        return rec.snapshot if isinstance(rec, CommitRecord) else None
+
+    def remember_snapshot(self, commit_id: str, snapshot_id: str) -> None:
+        """Note that `commit_id` has snapshot `snapshot_id` (an immutable fact; refs carry
+        it so opening a branch need not read the commit record first)."""
+        self._snapshots.put(commit_id, snapshot_id)
 
     def history(self, head: str) -> Iterator[tuple[str, CommitRecord]]:
         """(id, record) of `head` and its first-parent ancestors, newest first."""

@@ -122,4 +122,4 @@ def resolve_ref(refs: Refs, objects: Objects, ref: str) -> str:
             if len(found) > 1:
                 raise InvalidInputError(f"commit id prefix {ref!r} is ambiguous")
     shown = ref if len(ref) <= 60 else ref[:57] + "..."
-    raise NotFoundError(f"no branch, tag or commit named {shown!r}")
+    raise refs.missing(f"no branch, tag or commit named {shown!r}")

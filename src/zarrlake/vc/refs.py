@@ -1,7 +1,9 @@
 """Branches and tags: names pointing at commit ids, held in the metastore.
 
 Branches move only by compare-and-swap; tags are created once (must-not-exist CAS) and
-never move. A branch and a tag never share a name, so a name always means one thing.
+never move. A branch and a tag never share a name, so a name always means one thing. In
+format 2 repositories a ref's value also names its commit's snapshot ("<commit> <snapshot>"),
+so opening a branch reads the snapshot at once instead of the commit record first.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from collections.abc import Callable
 from zarrlake.errors import AlreadyExistsError, CASFailedError, NotFoundError
 from zarrlake.metastore.base import MetaStore
 from zarrlake.validate import check_ref_name
+from zarrlake.vc.objects import Objects
 from zarrlake.vc.protection import Protection
 
 BRANCH = "branch"
@@ -19,11 +22,28 @@ TAG = "tag"
 
 class Refs:
     def __init__(
-        self, meta: MetaStore, partition: str, on_drop: Callable[[str], None] | None = None
+        self,
+        meta: MetaStore,
+        partition: str,
+        on_drop: Callable[[str], None] | None = None,
+        snapshots: Objects | None = None,
+        empty_hint: str = "",
     ) -> None:
         self.meta = meta
         self.partition = partition
         self.on_drop = on_drop
+        self.snapshots = snapshots  # None: values name only the commit (format 1)
+        self.empty_hint = empty_hint  # said when a ref is missing because none exists at all
+
+    def _value(self, commit_id: str) -> bytes:
+        known = self.snapshots.known_snapshot(commit_id) if self.snapshots else None
+        return f"{commit_id} {known}".encode() if known else commit_id.encode()
+
+    def _commit(self, value: bytes) -> str:
+        commit_id, _, snapshot = value.decode().partition(" ")
+        if snapshot and self.snapshots is not None:
+            self.snapshots.remember_snapshot(commit_id, snapshot)
+        return commit_id
 
     def dropped(self, commit_id: str) -> None:
         """A ref stopped pointing at `commit_id` other than by moving to a descendant
@@ -37,13 +57,20 @@ class Refs:
     def get(self, kind: str, name: str) -> tuple[str, int] | None:
         """(commit id, version) or None."""
         got = self.meta.get(self.partition, self._key(kind, name))
-        return (got[0].decode(), got[1]) if got else None
+        return (self._commit(got[0]), got[1]) if got else None
 
     def require(self, kind: str, name: str) -> tuple[str, int]:
         got = self.get(kind, name)
         if got is None:
-            raise NotFoundError(f"{kind} {name!r} does not exist")
+            raise self.missing(f"{kind} {name!r} does not exist")
         return got
+
+    def missing(self, message: str) -> NotFoundError:
+        """The error for a ref that is not there, which names a wrong metastore if this one
+        holds no refs at all (a repository always has at least one)."""
+        if self.empty_hint and not any(self.meta.scan(self.partition, limit=1)):
+            return NotFoundError(self.empty_hint)
+        return NotFoundError(message)
 
     def create(self, kind: str, name: str, commit_id: str) -> None:
         check_ref_name(name, kind)
@@ -51,7 +78,7 @@ class Refs:
         if self.get(other, name) is not None:
             raise AlreadyExistsError(f"a {other} named {name!r} already exists")
         try:
-            self.meta.set_if(self.partition, self._key(kind, name), commit_id.encode(), None)
+            self.meta.set_if(self.partition, self._key(kind, name), self._value(commit_id), None)
         except CASFailedError:
             raise AlreadyExistsError(f"{kind} {name!r} already exists") from None
         if kind == TAG and self.get(other, name) is not None:  # both created at once:
@@ -61,7 +88,7 @@ class Refs:
     def move(self, name: str, commit_id: str, expected_version: int) -> int:
         """Compare-and-swap a branch; raises CASFailedError if it moved meanwhile."""
         return self.meta.set_if(
-            self.partition, self._key(BRANCH, name), commit_id.encode(), expected_version
+            self.partition, self._key(BRANCH, name), self._value(commit_id), expected_version
         )
 
     def delete(self, kind: str, name: str) -> None:
@@ -75,6 +102,6 @@ class Refs:
     def list(self, kind: str) -> dict[str, str]:
         prefix = f"{kind}/".encode()
         return {
-            k[len(prefix) :].decode(): v.decode()
+            k[len(prefix) :].decode(): self._commit(v)
             for k, v, _ in self.meta.scan(self.partition, prefix=prefix)
         }
