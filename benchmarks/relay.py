@@ -70,12 +70,15 @@ class Conn:
 
 
 class Hub:
-    """Relays on one event loop, with per-window counts."""
+    """Relays on one event loop, with per-window counts and events. Event times are
+    time.perf_counter() values (CLOCK_MONOTONIC, the same in every process of the machine),
+    so a caller can split a window at its own timestamps (see `split`)."""
 
     def __init__(self) -> None:
         self.relays: dict[str, Relay] = {}
         self.all_rounds = Rounds()
         self.counts: Counter[str] = Counter()
+        self.events: list[dict[str, Any]] = []
         self.log: list[dict[str, Any]] | None = None
         self.t0 = time.perf_counter()
         self._ids = itertools.count(1)
@@ -87,6 +90,7 @@ class Hub:
 
     def start_window(self, log: bool = False) -> None:
         self.counts.clear()
+        self.events = []
         self.all_rounds.rounds = 0
         for relay in self.relays.values():
             relay.rounds.rounds = 0
@@ -95,13 +99,16 @@ class Hub:
 
     def window(self) -> dict[str, Any]:
         """Counts since start_window: {NAME_requests, NAME_rounds, NAME_connections, ...,
-        all_rounds}, and the log if one was kept."""
+        all_rounds}; `events` (each request: time, relay, whether it opened a round of its
+        relay and of all relays; each connection: time, relay); `t0`; the log if kept."""
         out: dict[str, Any] = {}
         for name, relay in self.relays.items():
             for what in ("requests", "connections", "bytes_up", "bytes_down"):
                 out[f"{name}_{what}"] = self.counts[f"{name}_{what}"]
             out[f"{name}_rounds"] = relay.rounds.rounds
         out["all_rounds"] = self.all_rounds.rounds
+        out["events"] = self.events
+        out["t0"] = self.t0
         if self.log is not None:
             out["log"] = self.log
         return out
@@ -114,6 +121,7 @@ class Hub:
     def opened(self, relay: Relay) -> Conn:
         conn = Conn((relay.name, next(self._ids)))
         self.counts[f"{relay.name}_connections"] += 1
+        self.events.append({"at": time.perf_counter(), "relay": relay.name, "conn": True})
         if self.log is not None:
             self.log.append({"t": self.now_ms(), "relay": relay.name, "conn": conn.key[1],
                              "what": "(new connection)"})  # fmt: skip
@@ -125,8 +133,11 @@ class Hub:
             return  # more of the same request
         conn.last = "c"
         self.counts[f"{relay.name}_requests"] += 1
-        relay.rounds.request(conn.key)
-        new = self.all_rounds.request(conn.key)
+        new = relay.rounds.request(conn.key)
+        new_all = self.all_rounds.request(conn.key)
+        self.events.append(
+            {"at": time.perf_counter(), "relay": relay.name, "new": new, "new_all": new_all}
+        )
         what = relay.describe_request(conn, data)  # always: it learns prepared statements
         if self.log is not None:
             conn.entry = {
@@ -134,15 +145,10 @@ class Hub:
                 "relay": relay.name,
                 "conn": conn.key[1],
                 "round": self.all_rounds.rounds,
-                "new_round": new,
+                "new_round": new_all,
                 "what": what,
             }
             self.log.append(conn.entry)
-
-    def mark(self, text: str) -> None:
-        """A line of the caller's in the log (e.g. where a call returned)."""
-        if self.log is not None:
-            self.log.append({"t": self.now_ms(), "mark": text})
 
     def server_data(self, relay: Relay, conn: Conn, data: bytes) -> None:
         """Reply bytes handed to the client."""
@@ -162,6 +168,32 @@ class Hub:
     def closed(self, conn: Conn) -> None:
         for rounds in (self.all_rounds, *(r.rounds for r in self.relays.values())):
             rounds.reply(conn.key)
+
+
+def split(window: dict[str, Any], lo: float | None = None, hi: float | None = None) -> dict:
+    """The counts of `window` (RelayProcess.window) for the requests and connections that
+    started at lo <= time.perf_counter() < hi: {NAME_requests, NAME_rounds,
+    NAME_connections, all_rounds}. A request counts as a round if it opened one."""
+    names = [k.removesuffix("_requests") for k in window if k.endswith("_requests")]
+    out = {f"{n}_{what}": 0 for n in names for what in ("requests", "rounds", "connections")}
+    out["all_rounds"] = 0
+    for e in window["events"]:
+        if (lo is not None and e["at"] < lo) or (hi is not None and e["at"] >= hi):
+            continue
+        if e.get("conn"):
+            out[f"{e['relay']}_connections"] += 1
+            continue
+        out[f"{e['relay']}_requests"] += 1
+        out[f"{e['relay']}_rounds"] += e["new"]
+        out["all_rounds"] += e["new_all"]
+    return out
+
+
+def add_marks(window: dict[str, Any], marks: dict[str, float]) -> list[dict[str, Any]]:
+    """The window's log with the caller's moments (perf_counter times) put in place."""
+    log = list(window.get("log", []))
+    log += [{"t": (at - window["t0"]) * 1000, "mark": text} for text, at in marks.items()]
+    return sorted(log, key=lambda e: e["t"])
 
 
 class Relay:
@@ -314,8 +346,40 @@ def describe_pg_request(conn: Conn, data: bytes) -> str:
             stmt = body.split(b"\0", 2)[1]
             if stmt and stmt in conn.statements and "Parse" not in kinds:
                 sql.append("prepared: " + conn.statements[stmt])
+            if args := bind_args(body):
+                sql.append(f"[{args}]")
     collapsed = "/".join(k for k, _ in itertools.groupby(kinds))
     return f"{collapsed} " + " | ".join(sql) if sql else collapsed
+
+
+def _show(value: bytes | None) -> str:
+    if value is None:
+        return "NULL"
+    if len(value) <= 64 and all(32 <= b < 127 for b in value):
+        text = value.decode()
+        return re.sub(r"^[0-9a-f]{16}/", "", text)  # a zarrlake partition: drop the repo id
+    return f"<{len(value)} B>"
+
+
+def bind_args(body: bytes, most: int = 3) -> str:
+    """The first `most` parameters of a Bind message, shortened (logs: which partition and
+    key a metastore statement touches)."""
+    try:
+        i = body.index(b"\0") + 1
+        i = body.index(b"\0", i) + 1
+        nformats = int.from_bytes(body[i : i + 2], "big")
+        i += 2 + 2 * nformats
+        nparams = int.from_bytes(body[i : i + 2], "big")
+        i += 2
+        shown = []
+        for _ in range(min(nparams, most)):
+            n = int.from_bytes(body[i : i + 4], "big", signed=True)
+            i += 4
+            shown.append(_show(None if n < 0 else body[i : i + n]))
+            i += max(n, 0)
+    except ValueError:
+        return ""
+    return ", ".join(shown)
 
 
 def describe_pg_reply(data: bytes) -> str:
@@ -368,8 +432,6 @@ def serve(stdin: Any = sys.stdin, stdout: Any = sys.stdout) -> None:
                 reply = "ok"
             elif cmd == "start":
                 reply = on_loop(hub.start_window, bool(args and args[0] == "log")) or "ok"
-            elif cmd == "mark":
-                reply = on_loop(hub.mark, " ".join(args)) or "ok"
             elif cmd == "window":
                 reply = on_loop(hub.window)
             elif cmd == "quit":
@@ -424,10 +486,6 @@ class RelayProcess:
     def window(self) -> dict[str, Any]:
         """Counts since `start` (cumulative: take differences for sub-windows)."""
         return self._call("window")
-
-    def mark(self, text: str) -> None:
-        """Put `text` in the log at this point."""
-        self._call("mark", text)
 
     def close(self) -> None:
         if self.proc.poll() is None:

@@ -326,7 +326,7 @@ def _group(table: str) -> str:
 def fmt(x: float | None) -> str:
     if x is None:
         return "-"
-    if x == 0 or abs(x) >= 100:
+    if x == 0 or abs(x) >= 100 or float(x).is_integer():
         return f"{x:,.0f}"
     if abs(x) >= 10:
         return f"{x:.1f}"

@@ -215,7 +215,11 @@ def _run_reps(group: Group, cfg: dict[str, Any], work: Path, results: dict, log:
 
 
 def _brief(out: dict[str, Any]) -> str:
-    items = [f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in out.items()]
+    items = [
+        f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+        for k, v in out.items()
+        if not isinstance(v, list | dict)  # request logs
+    ]
     return " ".join(items)[:160]
 
 

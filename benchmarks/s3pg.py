@@ -7,9 +7,10 @@ costs `rt_s3_ms` and every PostgreSQL one `rt_pg_ms`.
 servers, then opens it again through the relays and makes `rt_commits` one-chunk commits,
 counting each (a) whole: begin a session, open the array, write one chunk, commit; (b) the
 commit call alone. It checks the relays against known counts first, and for zarrlake counts
-the object-store and metastore calls of one commit in-process too. Requests an engine leaves
-running after the commit returns (zarrlake drops the session's staged records in a background
-thread) are counted apart ("after_"), found by `Engine.settle`. Then the same commit with
+the object-store and metastore calls of one commit in-process too. Requests that start after
+the commit returns (zarrlake drops the session's staged records in a background thread) are
+counted apart ("after_"; `Engine.settle` waits for them), split by time: the relays stamp
+each request with time.perf_counter(), the same clock as this process's. Then the same commit with
 the relays delaying every byte (half a round trip each way), and open + read one chunk in
 fresh processes (worker "S3RTread"), with and without the delay.
 """
@@ -31,7 +32,7 @@ import numpy as np
 import zarr
 from engines import ZARRLAKE, Engine
 from procs import run_worker
-from relay import RelayProcess, format_log
+from relay import RelayProcess, add_marks, format_log, split
 from workloads import ARRAY, W5_CHUNK, chunk_value, new_array, peak_rss_mb
 
 COUNTED = ("requests", "rounds", "connections")
@@ -76,10 +77,6 @@ def _counts(window: dict[str, Any], prefix: str, pg: bool) -> dict[str, float]:
     if pg:
         out[f"{prefix}all_rounds"] = window["all_rounds"]
     return out
-
-
-def _minus(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
-    return {k: v - before[k] for k, v in after.items() if isinstance(v, int) and k in before}
 
 
 # checking the relays against known counts ---------------------------------------------------
@@ -208,22 +205,21 @@ def rt_count(engine: Engine, path: str, p: dict) -> dict:
             relays.start(log=log)
             array = zarr.open_array(engine.begin(), path=ARRAY)
             array[k] = chunk_value(k, W5_CHUNK)
-            before = relays.window()
-            relays.mark("commit called")
+            called = time.perf_counter()
             engine.commit(f"counted {k}")
-            returned = relays.window()
-            relays.mark("commit returned")
-            engine.settle()  # work it left in the background: counted apart
-            settled = relays.window()
+            returned = time.perf_counter()
+            engine.settle()  # work it left running in the background: counted apart
+            window = relays.window()
             k += 1
             for key, v in {
-                **_counts(returned, "whole_", zl),
-                **_counts(_minus(returned, before), "commit_", zl),
-                **_counts(_minus(settled, returned), "after_", zl),
+                **_counts(split(window, hi=returned), "whole_", zl),
+                **_counts(split(window, called, returned), "commit_", zl),
+                **_counts(split(window, returned), "after_", zl),
             }.items():
                 per.setdefault(key, []).append(v)
             if log:
-                out["log_commit"] = format_log(settled["log"])
+                marks = {"commit called": called, "commit returned": returned}
+                out["log_commit"] = format_log(add_marks(window, marks))
         if zl:  # the same commit counted in-process, to check what the S3 relay saw
             ctx = engine.repo.context
             store_calls, meta_calls = count_calls(ctx.object_store), count_calls(ctx.meta)
