@@ -172,10 +172,17 @@ def run_group(group: Group, cfg: dict[str, Any], work: Path, results: dict, log:
     """All repetitions of one workload group, engines alternating. A group with `builds`
     builds its repository that many times and repeats only the later steps on it."""
     if group.servers:
-        with remote_servers() as remote:
-            print(f"{group.name}: S3 {remote['s3_endpoint']}, PostgreSQL port "
-                  f"{remote['pg_url'].rsplit(':', 1)[1]}", flush=True)  # fmt: skip
-            _run_reps(group, {**cfg, "remote": remote}, work, results, log)
+        try:
+            with remote_servers() as remote:
+                port = remote["pg_url"].rsplit(":", 1)[1].split("/")[0]
+                print(f"{group.name}: S3 {remote['s3_endpoint']}, PG port {port}", flush=True)
+                _run_reps(group, {**cfg, "remote": remote}, work, results, log)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as e:  # tests/fixtures fail with pytest's Failed (a BaseException)
+            msg = f"{group.name}: FAILED, servers: {str(e).strip()[:500]}"
+            print(msg, flush=True)
+            log.append(msg)
     else:
         _run_reps(group, cfg, work, results, log)
     for path in work.glob(f"{group.name}-*"):
