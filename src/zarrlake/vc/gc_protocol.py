@@ -201,6 +201,11 @@ class WriteGuard:
     """The writer's side: `token = guard.begin()` before uploading chunk objects, then
     `guard.settle(token, uploads)` once the references to them are staged."""
 
+    REUSE = 1.0
+    """Seconds `begin` may answer with the phase this guard last read instead of reading it
+    again: a token older than the upload is still read before it, and can only make
+    `settle` check the uploads when a sweep began since (never skip a check it needs)."""
+
     def __init__(
         self, ctx: GcContext, poll: float = 0.05, sleep: Callable[[float], None] = time.sleep
     ) -> None:
@@ -210,12 +215,18 @@ class WriteGuard:
         self.partition = partition(ctx)
         self.clock: Callable[[], float] = ctx.clock
         self.poll = poll
+        self._last: tuple[float, Phase] | None = None  # (monotonic time, phase) last read
 
     def _phase(self) -> Phase:
         got = self.meta.get(self.partition, PHASE)
-        return Phase.decode(got[0] if got else None)
+        phase = Phase.decode(got[0] if got else None)
+        self._last = (time.monotonic(), phase)
+        return phase
 
     def begin(self) -> Phase:
+        last = self._last
+        if last is not None and not last[1].sweeping and time.monotonic() - last[0] < self.REUSE:
+            return last[1]
         return self._phase()
 
     def settle(self, before: Phase, uploads: Sequence[tuple[str, bytes]]) -> int:
