@@ -119,3 +119,23 @@ def test_dropped_postgres_connection_is_transient(postgres_url: str, pg_metastor
         assert RetryingMetaStore(meta).get("p", b"k")[0] == b"v"
     finally:
         meta.close()
+
+
+def test_opening_and_first_use_cost_one_connection(pg_metastore_url: str, monkeypatch):
+    """The connection that checks the schema becomes the pool's first (issue 15: a new
+    process reading one chunk paid three connection start-ups, four round trips each)."""
+    opened = []
+    connect = psycopg.Connection.connect.__func__  # type: ignore[attr-defined]
+
+    def counting(cls, *args, **kwargs):
+        opened.append(cls)
+        return connect(cls, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.Connection, "connect", classmethod(counting))
+    meta = open_metastore(pg_metastore_url)
+    try:
+        meta.set("p", b"k", b"v")
+        assert meta.get("p", b"k")[0] == b"v"
+        assert len(opened) == 1
+    finally:
+        meta.close()

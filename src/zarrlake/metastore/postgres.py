@@ -9,6 +9,7 @@ never be used, or even closed, by two processes.
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from collections.abc import Iterator
@@ -128,6 +129,20 @@ def _release_pool(per_process: PerProcess[psycopg_pool.ConnectionPool]) -> None:
         threading.Thread(target=_close_quietly, args=(pool,), name="zarrlake-pool-close").start()
 
 
+def _adopting(first: psycopg.Connection | None) -> type[psycopg.Connection]:
+    """A connection class whose first connect() returns `first`, so a pool starts with the
+    connection that checked the schema instead of opening another (four round trips)."""
+
+    class Adopting(psycopg.Connection):
+        @classmethod
+        def connect(cls, *args: Any, **kwargs: Any) -> psycopg.Connection:  # type: ignore[override]
+            nonlocal first
+            conn, first = first, None
+            return conn if conn is not None else super().connect(*args, **kwargs)
+
+    return Adopting
+
+
 class PostgresMetaStore(MetaStoreBackend):
     """A metastore in one PostgreSQL table, shared by every process that opens the URL."""
 
@@ -135,6 +150,7 @@ class PostgresMetaStore(MetaStoreBackend):
         self.url = url
         self._params, self.where = parse_postgres_url(url)
         self._closed = False
+        self._spare: tuple[int, psycopg.Connection] | None = None  # for the pool's first
         self._ensure_schema()
         self._pool = PerProcess(self._new_pool)  # opened on first use, again after fork
         # Close the pool when the store goes away or, at the latest, at exit: a pool left to
@@ -150,36 +166,45 @@ class PostgresMetaStore(MetaStoreBackend):
     # connections -------------------------------------------------------------------------
 
     def _ensure_schema(self) -> None:
-        """Connect once (failing fast and clearly) and create the table if missing."""
+        """Connect once (failing fast and clearly) and create the table if missing; the
+        connection then becomes the pool's first, so opening costs one connection."""
         try:
-            conn = psycopg.connect(**self._params, autocommit=True)
+            conn = psycopg.connect(**self._params, autocommit=True, prepare_threshold=None)
         except psycopg.Error as e:
             raise ConfigurationError(
                 f"cannot connect to PostgreSQL at {self.where}: {_connect_problem(e, self._params)}"
             ) from None
         try:
-            with conn, self._errors(opening=True):
+            with self._errors(opening=True):
                 found = conn.execute(
                     "SELECT to_regclass(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL",
                     (TABLE, SEQUENCE),
                 ).fetchone()
-                if found and found[0]:
-                    return
-                # Concurrent CREATE ... IF NOT EXISTS can still collide on the catalog's
-                # unique indexes; an advisory lock makes creators take turns.
-                with conn.transaction():
-                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-                    for statement in _SCHEMA:
-                        conn.execute(statement)
-        finally:
+                if not (found and found[0]):
+                    # Concurrent CREATE ... IF NOT EXISTS can still collide on the catalog's
+                    # unique indexes; an advisory lock makes creators take turns.
+                    with conn.transaction():
+                        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+                        for statement in _SCHEMA:
+                            conn.execute(statement)
+        except BaseException:
             conn.close()
+            raise
+        self._spare = (os.getpid(), conn)
+
+    def _take_spare(self) -> psycopg.Connection | None:
+        spare, self._spare = self._spare, None
+        if spare is None or spare[0] != os.getpid():
+            return None  # none, or a parent process's: never use a connection across fork
+        return spare[1] if not spare[1].closed else None
 
     def _new_pool(self) -> psycopg_pool.ConnectionPool:
         if self._closed:
             raise ConfigurationError(f"metastore {self!r} is closed")
         pool = psycopg_pool.ConnectionPool(
             conninfo="",
-            kwargs={**self._params, "autocommit": True},
+            kwargs={**self._params, "autocommit": True, "prepare_threshold": None},
+            connection_class=_adopting(self._take_spare()),
             min_size=1,
             max_size=POOL_MAX,
             timeout=POOL_TIMEOUT,
@@ -218,6 +243,9 @@ class PostgresMetaStore(MetaStoreBackend):
 
     def close(self) -> None:
         self._closed = True
+        spare = self._take_spare()
+        if spare is not None:
+            spare.close()
         pool = self._pool.take()
         if pool is not None:
             pool.close()

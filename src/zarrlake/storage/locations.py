@@ -15,6 +15,7 @@ from zarrlake.errors import ConfigurationError, InvalidInputError
 from zarrlake.storage import register
 from zarrlake.storage.base import ObjectStore
 from zarrlake.storage.keys import check_prefix
+from zarrlake.storage.local import LocalObjectStore
 from zarrlake.storage.obstore import ObstoreObjectStore, summarise
 
 S3_OPTIONS = {
@@ -62,7 +63,7 @@ def open_local(location: str, options: dict[str, Any]) -> ObjectStore:
         store = LocalStore(path, mkdir=True)
     except Exception as exc:  # obstore raises its own types, and OSError
         raise ConfigurationError(f"cannot open directory {str(path)!r}: {summarise(exc)}") from exc
-    return ObstoreObjectStore(store, path.as_uri())
+    return LocalObjectStore(store, path)
 
 
 def open_memory(location: str, options: dict[str, Any]) -> ObjectStore:

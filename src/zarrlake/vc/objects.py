@@ -12,7 +12,7 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from zarrlake.errors import CorruptionError, NotFoundError
 from zarrlake.format.changes import ChangeSet
@@ -71,6 +71,8 @@ class Objects:
         self.algo = algo
         self._cache = _LRU(cache_entries)
         self._snapshots = _LRU(4 * cache_entries)  # commit id -> its snapshot id, from refs
+        self._inflight: dict[str, Future[object]] = {}
+        self._inflight_lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._pool_pid = 0
 
@@ -106,6 +108,32 @@ class Objects:
         cached = self._cache.get(oid)
         if isinstance(cached, cls):
             return cached
+        with self._inflight_lock:  # one fetch per object, however many threads want it
+            cached = self._cache.get(oid)
+            if isinstance(cached, cls):
+                return cached
+            pending = self._inflight.get(oid)
+            if pending is None:
+                mine = self._inflight[oid] = Future()
+        if pending is not None:
+            got = pending.result()
+            if isinstance(got, cls):
+                return got
+            raise CorruptionError(f"object {oid} is a {type(got).__name__}, not a {cls.__name__}")
+        try:
+            obj = self._fetch(cls, oid)
+        except BaseException as e:
+            mine.set_exception(e)
+            raise
+        finally:
+            with self._inflight_lock:
+                del self._inflight[oid]
+        mine.set_result(obj)
+        return obj
+
+    def _fetch[T: (ManifestRange, SnapshotRoot, ChangeSet, CommitRecord)](
+        self, cls: type[T], oid: str
+    ) -> T:
         key = f"{PREFIXES[cls]}/{oid}"
         try:
             data = self.store.get(key)

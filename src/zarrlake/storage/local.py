@@ -1,0 +1,33 @@
+"""Local directories: obstore's LocalStore, except that whole objects are read from their
+file directly. obstore hands local reads to its async runtime, which here costs about three
+times a plain read of a 1 MiB object (benchmark W3)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from zarrlake.errors import NotFoundError
+from zarrlake.storage.base import ByteRange
+from zarrlake.storage.obstore import ObstoreObjectStore
+
+_PLAIN = re.compile(r"[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*")
+"""Keys whose file path is the key itself (obstore escapes other characters its own way)."""
+
+
+class LocalObjectStore(ObstoreObjectStore):
+    def __init__(self, store: Any, root: Path) -> None:
+        super().__init__(store, root.as_uri())
+        self.root = root
+
+    def _get(self, key: str, byte_range: ByteRange | None) -> bytes:
+        if byte_range is not None or not _PLAIN.fullmatch(key) or ".." in key.split("/"):
+            return super()._get(key, byte_range)
+        try:
+            with open(self.root / key, "rb") as f:
+                return f.read()
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            raise NotFoundError(f"object {key!r} not found in {self.url}") from None
+        except OSError as exc:
+            self._raise(exc, "GET", key)
