@@ -132,6 +132,7 @@ def test_opening_and_first_use_cost_one_connection(pg_metastore_url: str, monkey
         return connect(cls, *args, **kwargs)
 
     monkeypatch.setattr(psycopg.Connection, "connect", classmethod(counting))
+    monkeypatch.setattr(psycopg, "connect", psycopg.Connection.connect)  # bound at import
     meta = open_metastore(pg_metastore_url)
     try:
         meta.set("p", b"k", b"v")

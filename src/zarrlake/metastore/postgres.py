@@ -212,7 +212,7 @@ class PostgresMetaStore(MetaStoreBackend):
             name=f"zarrlake-{self.where}",
             open=False,
         )
-        pool.open(wait=False)
+        pool.open(wait=True, timeout=POOL_TIMEOUT)  # a waiting first query would grow it
         return pool
 
     @contextmanager
