@@ -29,7 +29,7 @@ from zarrlake.metastore.retrying import RetryingMetaStore
 from zarrlake.storage.base import ObjectStore
 from zarrlake.storage.retrying import RetryingObjectStore
 from zarrlake.txn.records import Clock, SessionRecords
-from zarrlake.vc.gc_protocol import register_dropped
+from zarrlake.vc.gc_protocol import WriteGuard, register_dropped
 from zarrlake.vc.objects import Objects
 from zarrlake.vc.refs import BRANCH, Refs
 
@@ -110,6 +110,7 @@ class RepoContext:
             f"at {self.spec.location} (wrong metastore?)",
         )
         self.records = SessionRecords(self.meta, self.partition("sessions"), lambda: self.clock())
+        self.write_guard = WriteGuard(self)  # shared, so sessions reuse its last phase read
 
     def together(self, *calls: Callable[[], object]) -> list[object]:
         """Run independent metastore calls and return each one's result or the exception it

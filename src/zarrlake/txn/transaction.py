@@ -21,7 +21,7 @@ from zarrlake.txn.staging import Staging
 from zarrlake.txn.writes import Writes
 from zarrlake.vc.commit_protocol import Change
 from zarrlake.vc.diff import Diff, diff_staged
-from zarrlake.vc.gc_protocol import WriteGuard, register_staged
+from zarrlake.vc.gc_protocol import register_staged
 from zarrlake.vc.refs import BRANCH
 from zarrlake.vc.snapshot_view import SnapshotView
 
@@ -52,7 +52,7 @@ class Transaction:
         self.writes = (
             Writes(
                 ctx.objects,
-                WriteGuard(ctx),
+                ctx.write_guard,
                 self.staging,
                 self.overlay,
                 self.check_open,

@@ -96,7 +96,7 @@ class GcState:
     def __init__(self, ctx: GcContext) -> None:
         self.meta = ctx.meta
         self.partition = partition(ctx)
-        self.clock: Callable[[], float] = ctx.clock
+        self.clock: Callable[[], float] = lambda: ctx.clock()  # tests may swap the clock
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{random.getrandbits(32):08x}"
 
     # lock ---------------------------------------------------------------------------------
@@ -213,7 +213,7 @@ class WriteGuard:
         self.meta = ctx.meta
         self.store = ctx.object_store
         self.partition = partition(ctx)
-        self.clock: Callable[[], float] = ctx.clock
+        self.clock: Callable[[], float] = lambda: ctx.clock()  # tests may swap the clock
         self.poll = poll
         self._last: tuple[float, Phase] | None = None  # (monotonic time, phase) last read
 
