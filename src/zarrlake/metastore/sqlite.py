@@ -215,14 +215,17 @@ class SqliteMetaStore(MetaStoreBackend):
         try:
             with self._errors(opening=True):
                 conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
-                # Takes effect only in a new file (before WAL mode and the first table): a
-                # dropped partition's pages then go back to the file system at once.
-                conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
-                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-                if mode.lower() != "wal":
-                    raise ConfigurationError(
-                        f"SQLite metastore {self.path} cannot use WAL mode (got {mode})"
-                    )
+                # A file already in WAL mode was set up by an earlier connection: setting the
+                # modes again costs a millisecond per connection.
+                if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                    # Takes effect only in a new file (before WAL mode and the first table):
+                    # a dropped partition's pages then go back to the file system at once.
+                    conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+                    mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                    if mode.lower() != "wal":
+                        raise ConfigurationError(
+                            f"SQLite metastore {self.path} cannot use WAL mode (got {mode})"
+                        )
                 conn.execute(f"PRAGMA synchronous = {self.synchronous}")
                 if not conn.execute(
                     "SELECT 1 FROM sqlite_master WHERE name = 'counter'"
