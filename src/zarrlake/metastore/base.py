@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 
 from zarrlake.metastore.checks import (
     check_expected,
@@ -75,6 +76,12 @@ class MetaStore(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections; the store is unusable afterwards."""
+
+    def take_turns(self, name: str) -> AbstractContextManager[bool]:
+        """Make cooperating callers naming the same `name` run one at a time. Advisory:
+        correctness never rests on it (compare-and-swap does); it saves the work a lost
+        swap wastes. Yields whether turns are really taken (by default they are not)."""
+        return nullcontext(False)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.url!r})"
@@ -201,3 +208,6 @@ class WrapperMetaStore(MetaStore):
 
     def close(self) -> None:
         self.inner.close()
+
+    def take_turns(self, name: str) -> AbstractContextManager[bool]:
+        return self.inner.take_turns(name)

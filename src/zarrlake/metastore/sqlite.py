@@ -13,6 +13,7 @@ import fcntl
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -31,6 +32,10 @@ from zarrlake.metastore.base import Item, MetaStoreBackend
 
 BUSY_TIMEOUT = 30.0
 """Seconds a write waits for another writer's lock before raising TransientError."""
+TURN_TIMEOUT = 1.0
+"""Seconds `take_turns` waits for its turn before going on without one."""
+TURN_POLL = 0.0005
+"""Seconds between looks at a turn lock held by another process."""
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS kv (partition TEXT NOT NULL, key BLOB NOT NULL, "
@@ -52,49 +57,70 @@ _SETUP = {
 }
 
 
-class _WriterLock:
-    """Writers to one database take turns here before SQLite's own lock: threads of a
-    process on a Python lock, processes on an flock of a file beside the database. Both
-    wake the next writer as soon as the lock is free, where SQLite's busy handler sleeps in
-    growing steps (up to 100 ms) and serialises badly. A writer that dies releases it."""
+class _FileLock:
+    """Turns among threads (a Python lock) and processes (an flock of a file beside the
+    database). Both wake the next in line as soon as the lock is free, where SQLite's busy
+    handler sleeps in growing steps (up to 100 ms) and serialises badly. A process that dies
+    releases it."""
 
     def __init__(self, path: str) -> None:
         self.threads = threading.Lock()
-        self.path = path + "-writer"
+        self.path = path
         self.fd: int | None = None
 
-    def __enter__(self) -> None:
-        self.threads.acquire()
+    def acquire(self, timeout: float | None = None) -> bool:
+        """Wait for the lock, at most `timeout` seconds if given (the flock is then polled,
+        every TURN_POLL seconds); whether it was taken."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if not self.threads.acquire(timeout=-1 if timeout is None else timeout):
+            return False
         try:
             if self.fd is None:
                 self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-            fcntl.flock(self.fd, fcntl.LOCK_EX)
+            if deadline is None:
+                fcntl.flock(self.fd, fcntl.LOCK_EX)
+                return True
+            while True:
+                try:
+                    fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    return True
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        self.threads.release()
+                        return False
+                    time.sleep(TURN_POLL)
         except BaseException:
             self.threads.release()
             raise
 
-    def __exit__(self, *exc: object) -> None:
+    def release(self) -> None:
         assert self.fd is not None
         fcntl.flock(self.fd, fcntl.LOCK_UN)
         self.threads.release()
 
+    def __enter__(self) -> None:
+        self.acquire()
 
-class _WriteLocks:
-    """One process's writer locks, one per database file."""
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+class _FileLocks:
+    """One process's file locks, one per lock file."""
 
     def __init__(self) -> None:
         self.guard = threading.Lock()
-        self.locks: dict[str, _WriterLock] = {}
+        self.locks: dict[str, _FileLock] = {}
 
-    def of(self, path: str) -> _WriterLock:
+    def of(self, path: str) -> _FileLock:
         with self.guard:
             lock = self.locks.get(path)
             if lock is None:
-                lock = self.locks[path] = _WriterLock(path)
+                lock = self.locks[path] = _FileLock(path)
             return lock
 
 
-_WRITE_LOCKS = PerProcess(_WriteLocks)
+_FILE_LOCKS = PerProcess(_FileLocks)
 
 
 class _Connections:
@@ -254,11 +280,25 @@ class SqliteMetaStore(MetaStoreBackend):
         if conns is not None:
             conns.close()
 
+    @contextmanager
+    def take_turns(self, name: str) -> Iterator[bool]:
+        """One turn lock per database for every name: an embedded metastore's commits take
+        milliseconds, so turns per name would only add lock files. A caller waits at most
+        TURN_TIMEOUT for its turn, then goes on without (a turn holder may be waiting for
+        it: compare-and-swap keeps that safe)."""
+        lock = _FILE_LOCKS.get().of(self.path + "-turns")
+        taken = lock.acquire(TURN_TIMEOUT)
+        try:
+            yield taken
+        finally:
+            if taken:
+                lock.release()
+
     def vacuum(self, min_free: int = 1 << 20) -> int:
         """Give pages freed by deleted rows (dropped staged records) back to the file system
         when at least `min_free` bytes are free; returns the bytes the file shrank by."""
         conn = self._conn()
-        with _WRITE_LOCKS.get().of(self.path), self._errors():
+        with _FILE_LOCKS.get().of(self.path + "-writer"), self._errors():
             page = conn.execute("PRAGMA page_size").fetchone()[0]
             free = conn.execute("PRAGMA freelist_count").fetchone()[0] * page
             if free < min_free:
@@ -293,7 +333,7 @@ class SqliteMetaStore(MetaStoreBackend):
     def _transaction(self) -> Iterator[sqlite3.Connection]:
         """A write transaction holding the database's write lock from the start."""
         conn = self._conn()
-        with _WRITE_LOCKS.get().of(self.path), self._errors():
+        with _FILE_LOCKS.get().of(self.path + "-writer"), self._errors():
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn

@@ -279,6 +279,20 @@ class CommitProtocol:
         `build` returning the head means no move. A lost or failed CAS reply whose swap did
         land (looked for above `base`, default the first head seen) is a success. `known`
         is the (head, version) to try first, if the caller read it."""
+        # Committers of one repository take turns where the metastore offers them (the
+        # embedded one): a swap then never loses, so no attempt's objects are wasted.
+        with self.refs.meta.take_turns(self.refs.partition) as turns:
+            return self._land(branch, build, timeout, base, before_cas, None if turns else known)
+
+    def _land(
+        self,
+        branch: str,
+        build: Callable[[str], str],
+        timeout: float,
+        base: str | None,
+        before_cas: Callable[[str], None] | None,
+        known: tuple[str, int] | None,
+    ) -> str:
         deadline = time.monotonic() + timeout
         tried: set[str] = set()
         attempt = 0
