@@ -37,23 +37,12 @@ def _drain(stream: IO[bytes], log: IO[bytes]) -> None:
     log.close()
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    """Terminate by PID; kill if it does not exit in time."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=STOP_TIMEOUT)
-
-
 @contextlib.contextmanager
 def running_moto(log_path: Path) -> Iterator[str]:
     """moto's S3 server on 127.0.0.1 (tests/fixtures/s3.py's launcher); yields its endpoint.
     Readiness: werkzeug prints its address after the socket listens, so reading the output
     up to that line is the wait (no polling)."""
-    from tests.fixtures.s3 import _LAUNCHER
+    from tests.fixtures.s3 import _LAUNCHER, _stop
 
     proc = subprocess.Popen(
         [sys.executable, "-c", _LAUNCHER, "-H", "127.0.0.1", "-p", "0"],
