@@ -57,6 +57,7 @@ class Transaction:
                 self.overlay,
                 self.check_open,
                 self.inline_max,
+                ctx.together,
             )
             if self.staging is not None
             else None

@@ -42,7 +42,9 @@ class Writes:
         overlay: Overlay,
         check_open: Callable[[], None],
         inline_max: int,
+        together: Callable[..., list[object]] | None = None,
     ) -> None:
+        self.together = together or (lambda *calls: [call() for call in calls])
         self.objects = objects
         self.guard = guard
         self.staging = staging
@@ -98,8 +100,10 @@ class Writes:
     def _stage_batch(self, items: list[Change]) -> None:
         self.staging.stage_many(items)
         hooks.reached("after_staging")
-        self.check_open()
-        self._settle(items)
+        # Both read the metastore after staging, and neither needs the other's answer.
+        for outcome in self.together(self.check_open, lambda: self._settle(items)):
+            if isinstance(outcome, Exception):
+                raise outcome
 
     def _settle(self, items: list[Change]) -> None:
         """Re-check the uploads these staged references name against a concurrent sweep."""
