@@ -76,7 +76,12 @@ class _FileLock:
             return False
         try:
             if self.fd is None:
-                self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+                try:
+                    self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+                except OSError as e:
+                    raise ConfigurationError(
+                        f"cannot open the SQLite metastore's lock file {self.path}: {e}"
+                    ) from None
             if deadline is None:
                 fcntl.flock(self.fd, fcntl.LOCK_EX)
                 return True
@@ -239,7 +244,10 @@ class SqliteMetaStore(MetaStoreBackend):
         except sqlite3.Error as e:
             raise ConfigurationError(f"cannot open SQLite metastore {self.path}: {e}") from None
         try:
-            with self._errors(opening=True):
+            # Under the writer lock: connections setting up a brand-new file at once (its
+            # journal mode, its schema) otherwise meet SQLite's busy errors, which its busy
+            # handler does not wait out.
+            with _FILE_LOCKS.get().of(self.path + "-writer"), self._errors(opening=True):
                 conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
                 # A file already in WAL mode was set up by an earlier connection: setting the
                 # modes again costs a millisecond per connection.
