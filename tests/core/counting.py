@@ -51,6 +51,7 @@ class CountingMetaStore(MetaStore):
     def __init__(self, inner: MetaStore) -> None:
         self.inner = inner
         self.url = inner.url
+        self.remote = inner.remote
         self.calls: Counter[str] = Counter()
 
     def get(self, partition: str, key: bytes) -> tuple[bytes, int] | None:

@@ -34,10 +34,6 @@ def config(path: Path) -> dict:
     return json.loads((path / "zarrlake.json").read_text())
 
 
-def stored(path: Path, key: str) -> Path:
-    return path / key
-
-
 @pytest.mark.parametrize(
     ("name", "algo", "frame", "hasher"),
     [
@@ -51,8 +47,8 @@ def test_objects_and_chunks_are_named_by_the_repository_hash(tmp_path, name, alg
     cfg = config(tmp_path)
     assert cfg["format"] == 2
     assert cfg["hash"] == name
-    assert stored(tmp_path, chunk_object_key(hasher(CHUNK))).read_bytes() == CHUNK
-    framed = stored(tmp_path, f"commits/{cid}").read_bytes()
+    assert (tmp_path / chunk_object_key(hasher(CHUNK))).read_bytes() == CHUNK
+    framed = (tmp_path / f"commits/{cid}").read_bytes()
     assert hasher(framed).hex()[:40] == cid
     version = struct.unpack_from("<H", framed, 5)[0]
     assert version == frame
@@ -68,7 +64,7 @@ def test_sha256_repository_keeps_the_frames_older_zarrlake_wrote(tmp_path):
     """The version 1 frame is magic, kind, version and payload, named by its SHA-256."""
     repo = zl.Repo.create(tmp_path, content_hash="sha256")
     cid = write_chunk(repo)
-    framed = stored(tmp_path, f"commits/{cid}").read_bytes()
+    framed = (tmp_path / f"commits/{cid}").read_bytes()
     assert framed[:7] == struct.pack("<4sBH", b"ZLK\x01", envelope.KIND_COMMIT, 1)
     assert hashlib.sha256(framed).hexdigest()[:40] == cid
     rec = CommitRecord.decode(cid, framed)
@@ -127,7 +123,7 @@ def test_unknown_hash_is_refused_and_nothing_is_created(tmp_path):
 def test_altered_chunk_fails_its_check_on_read_and_in_fsck(tmp_path, name):
     repo = zl.Repo.create(tmp_path, content_hash=name)
     write_chunk(repo)
-    path = stored(tmp_path, chunk_object_key(repo.context.objects.digest(CHUNK)))
+    path = tmp_path / chunk_object_key(repo.context.objects.digest(CHUNK))
     path.write_bytes(b"\xff" + CHUNK[1:])
     fresh = zl.Repo.open(tmp_path)
     with pytest.raises(CorruptionError, match="checksum mismatch"):
@@ -141,7 +137,7 @@ def test_altered_chunk_fails_its_check_on_read_and_in_fsck(tmp_path, name):
 def test_altered_format_object_fails_its_check(tmp_path, name):
     repo = zl.Repo.create(tmp_path, content_hash=name)
     cid = write_chunk(repo)
-    path = stored(tmp_path, f"commits/{cid}")
+    path = tmp_path / f"commits/{cid}"
     data = bytearray(path.read_bytes())
     data[-2] ^= 1
     with pytest.raises(CorruptionError, match=f"commit object {cid}: checksum mismatch"):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import zarrlake as zl
 from zarrlake.metastore import open_metastore
+from zarrlake.metastore.filelock import file_lock
 
 WRITER = """
 import sys
@@ -62,9 +63,7 @@ def test_a_turn_held_elsewhere_is_waited_for_then_gone_without(tmp_path: Path) -
         seen: list[bool] = []
 
         def thread_probe() -> None:
-            import zarrlake.metastore.sqlite as backend
-
-            lock = backend._FILE_LOCKS.get().of(str(tmp_path / "meta.sqlite") + "-turns")
+            lock = file_lock(str(tmp_path / "meta.sqlite") + "-turns")
             seen.append(lock.acquire(timeout=0.1))
 
         t = threading.Thread(target=thread_probe)

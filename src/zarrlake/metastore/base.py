@@ -77,6 +77,10 @@ class MetaStore(ABC):
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections; the store is unusable afterwards."""
 
+    remote = True
+    """Whether each call is a round trip to a server (False: an embedded store, where
+    handing calls to threads costs more than the calls)."""
+
     def take_turns(self, name: str) -> AbstractContextManager[bool]:
         """Make cooperating callers naming the same `name` run one at a time. Advisory:
         correctness never rests on it (compare-and-swap does); it saves the work a lost
@@ -208,6 +212,10 @@ class WrapperMetaStore(MetaStore):
 
     def close(self) -> None:
         self.inner.close()
+
+    @property  # type: ignore[override]
+    def remote(self) -> bool:
+        return self.inner.remote
 
     def take_turns(self, name: str) -> AbstractContextManager[bool]:
         return self.inner.take_turns(name)

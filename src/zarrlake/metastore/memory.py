@@ -66,6 +66,8 @@ def _parse(url: str) -> str:
 class MemoryMetaStore(MetaStoreBackend):
     """A handle on the process-wide in-memory store of one name; thread-safe."""
 
+    remote = False
+
     def __init__(self, url: str) -> None:
         self.url = url
         self.name = _parse(url)

@@ -9,11 +9,9 @@ connections must never cross a fork.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import sqlite3
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -29,13 +27,12 @@ from zarrlake.errors import (
 from zarrlake.forksafe import PerProcess
 from zarrlake.metastore import register
 from zarrlake.metastore.base import Item, MetaStoreBackend
+from zarrlake.metastore.filelock import file_lock
 
 BUSY_TIMEOUT = 30.0
 """Seconds a write waits for another writer's lock before raising TransientError."""
 TURN_TIMEOUT = 1.0
 """Seconds `take_turns` waits for its turn before going on without one."""
-TURN_POLL = 0.0005
-"""Seconds between looks at a turn lock held by another process."""
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS kv (partition TEXT NOT NULL, key BLOB NOT NULL, "
@@ -55,77 +52,6 @@ _SETUP = {
     sqlite3.SQLITE_READONLY,
     sqlite3.SQLITE_AUTH,
 }
-
-
-class _FileLock:
-    """Turns among threads (a Python lock) and processes (an flock of a file beside the
-    database). Both wake the next in line as soon as the lock is free, where SQLite's busy
-    handler sleeps in growing steps (up to 100 ms) and serialises badly. A process that dies
-    releases it."""
-
-    def __init__(self, path: str) -> None:
-        self.threads = threading.Lock()
-        self.path = path
-        self.fd: int | None = None
-
-    def acquire(self, timeout: float | None = None) -> bool:
-        """Wait for the lock, at most `timeout` seconds if given (the flock is then polled,
-        every TURN_POLL seconds); whether it was taken."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        if not self.threads.acquire(timeout=-1 if timeout is None else timeout):
-            return False
-        try:
-            if self.fd is None:
-                try:
-                    self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-                except OSError as e:
-                    raise ConfigurationError(
-                        f"cannot open the SQLite metastore's lock file {self.path}: {e}"
-                    ) from None
-            if deadline is None:
-                fcntl.flock(self.fd, fcntl.LOCK_EX)
-                return True
-            while True:
-                try:
-                    fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    return True
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        self.threads.release()
-                        return False
-                    time.sleep(TURN_POLL)
-        except BaseException:
-            self.threads.release()
-            raise
-
-    def release(self) -> None:
-        assert self.fd is not None
-        fcntl.flock(self.fd, fcntl.LOCK_UN)
-        self.threads.release()
-
-    def __enter__(self) -> None:
-        self.acquire()
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
-
-
-class _FileLocks:
-    """One process's file locks, one per lock file."""
-
-    def __init__(self) -> None:
-        self.guard = threading.Lock()
-        self.locks: dict[str, _FileLock] = {}
-
-    def of(self, path: str) -> _FileLock:
-        with self.guard:
-            lock = self.locks.get(path)
-            if lock is None:
-                lock = self.locks[path] = _FileLock(path)
-            return lock
-
-
-_FILE_LOCKS = PerProcess(_FileLocks)
 
 
 class _Connections:
@@ -206,6 +132,8 @@ def _resolve(path: str) -> str:
 class SqliteMetaStore(MetaStoreBackend):
     """A metastore in one SQLite file; one connection per thread and process."""
 
+    remote = False
+
     def __init__(self, url: str) -> None:
         self.url = url
         self.path, self.synchronous = parse_sqlite_url(url)
@@ -247,7 +175,7 @@ class SqliteMetaStore(MetaStoreBackend):
             # Under the writer lock: connections setting up a brand-new file at once (its
             # journal mode, its schema) otherwise meet SQLite's busy errors, which its busy
             # handler does not wait out.
-            with _FILE_LOCKS.get().of(self.path + "-writer"), self._errors(opening=True):
+            with file_lock(self.path + "-writer"), self._errors(opening=True):
                 conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
                 # A file already in WAL mode was set up by an earlier connection: setting the
                 # modes again costs a millisecond per connection.
@@ -294,7 +222,7 @@ class SqliteMetaStore(MetaStoreBackend):
         milliseconds, so turns per name would only add lock files. A caller waits at most
         TURN_TIMEOUT for its turn, then goes on without (a turn holder may be waiting for
         it: compare-and-swap keeps that safe)."""
-        lock = _FILE_LOCKS.get().of(self.path + "-turns")
+        lock = file_lock(self.path + "-turns")
         taken = lock.acquire(TURN_TIMEOUT)
         try:
             yield taken
@@ -306,7 +234,7 @@ class SqliteMetaStore(MetaStoreBackend):
         """Give pages freed by deleted rows (dropped staged records) back to the file system
         when at least `min_free` bytes are free; returns the bytes the file shrank by."""
         conn = self._conn()
-        with _FILE_LOCKS.get().of(self.path + "-writer"), self._errors():
+        with file_lock(self.path + "-writer"), self._errors():
             page = conn.execute("PRAGMA page_size").fetchone()[0]
             free = conn.execute("PRAGMA freelist_count").fetchone()[0] * page
             if free < min_free:
@@ -341,7 +269,7 @@ class SqliteMetaStore(MetaStoreBackend):
     def _transaction(self) -> Iterator[sqlite3.Connection]:
         """A write transaction holding the database's write lock from the start."""
         conn = self._conn()
-        with _FILE_LOCKS.get().of(self.path + "-writer"), self._errors():
+        with file_lock(self.path + "-writer"), self._errors():
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn

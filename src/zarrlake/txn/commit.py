@@ -16,11 +16,11 @@ from zarrlake.errors import (
     SessionClosedError,
     ZarrLakeError,
 )
-from zarrlake.txn.context import RepoContext
+from zarrlake.txn.context import RepoContext, raise_first
 from zarrlake.txn.records import SessionRecord, Status
 from zarrlake.txn.staging import Staging
 from zarrlake.vc.commit_protocol import Change, CommitProtocol, CommitRequest
-from zarrlake.vc.gc_protocol import WriteGuard, register_staged
+from zarrlake.vc.gc_protocol import register_staged
 from zarrlake.vc.protection import check_direct_commit
 from zarrlake.vc.refs import BRANCH
 
@@ -103,18 +103,15 @@ def commit(
     # phase (a sweep that is deleting ends before we reuse objects), the branch head.
     protected, idle, head, sealed = ctx.together(
         lambda: check_direct_commit(ctx.meta, ctx.refs.partition, rec.branch),
-        WriteGuard(ctx).wait_idle,
+        ctx.write_guard.wait_idle,
         lambda: ctx.refs.get(BRANCH, rec.branch),
         lambda: seal(txn, rec, version),
     )
-    if isinstance(sealed, Exception):
-        raise sealed
+    raise_first([sealed])  # nothing to undo
     rec, version = cast(tuple[SessionRecord, int], sealed)
     hooks.reached("after_seal")
     try:
-        for failed in (protected, idle, head):
-            if isinstance(failed, Exception):
-                raise failed
+        raise_first([protected, idle, head])  # the seal is undone below
         request = CommitRequest(
             branch=rec.branch,
             base=rec.base,
@@ -130,7 +127,7 @@ def commit(
         commit_id = CommitProtocol(ctx.objects, ctx.refs).run(
             request,
             lambda _: hooks.reached("before_branch_cas"),
-            head,  # type: ignore[arg-type]
+            cast(tuple[str, int] | None, head),
         )
         hooks.reached("after_branch_cas")
     except BaseException:

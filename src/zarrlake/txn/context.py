@@ -123,7 +123,7 @@ class RepoContext:
             except Exception as e:
                 return e
 
-        if self.meta.url.startswith(("sqlite:", "memory:")):
+        if not self.meta.remote:
             return [outcome(call) for call in calls]
         return self.objects.map(outcome, list(calls))
 
@@ -138,6 +138,13 @@ class RepoContext:
         self.objects.close()
         self.object_store.close()
         self.meta.close()
+
+
+def raise_first(outcomes: list[object]) -> None:
+    """Raise the first exception among `together`'s outcomes, if any."""
+    for outcome in outcomes:
+        if isinstance(outcome, Exception):
+            raise outcome
 
 
 def open_backends(spec: RepoSpec) -> tuple[ObjectStore, MetaStore]:

@@ -10,6 +10,7 @@ from zarrlake.errors import Conflict, ConflictError, InvalidInputError
 from zarrlake.format.chunk_ref import RefKind, chunk_object_key
 from zarrlake.format.snapshot import is_meta_key
 from zarrlake.txn.batching import GroupCommit
+from zarrlake.txn.context import raise_first
 from zarrlake.txn.overlay import Overlay
 from zarrlake.txn.staging import Staging
 from zarrlake.validate import check_key
@@ -42,9 +43,9 @@ class Writes:
         overlay: Overlay,
         check_open: Callable[[], None],
         inline_max: int,
-        together: Callable[..., list[object]] | None = None,
+        together: Callable[..., list[object]],
     ) -> None:
-        self.together = together or (lambda *calls: [call() for call in calls])
+        self.together = together
         self.objects = objects
         self.guard = guard
         self.staging = staging
@@ -101,9 +102,7 @@ class Writes:
         self.staging.stage_many(items)
         hooks.reached("after_staging")
         # Both read the metastore after staging, and neither needs the other's answer.
-        for outcome in self.together(self.check_open, lambda: self._settle(items)):
-            if isinstance(outcome, Exception):
-                raise outcome
+        raise_first(self.together(self.check_open, lambda: self._settle(items)))
 
     def _settle(self, items: list[Change]) -> None:
         """Re-check the uploads these staged references name against a concurrent sweep."""

@@ -13,6 +13,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import cast
 
 from zarrlake.errors import CorruptionError, NotFoundError
 from zarrlake.format.changes import ChangeSet
@@ -115,11 +116,8 @@ class Objects:
             pending = self._inflight.get(oid)
             if pending is None:
                 mine = self._inflight[oid] = Future()
-        if pending is not None:
-            got = pending.result()
-            if isinstance(got, cls):
-                return got
-            raise CorruptionError(f"object {oid} is a {type(got).__name__}, not a {cls.__name__}")
+        if pending is not None:  # ids name one kind of object (the frame holds the kind)
+            return cast(T, pending.result())
         try:
             obj = self._fetch(cls, oid)
         except BaseException as e:
@@ -148,8 +146,7 @@ class Objects:
 
     def snapshot_of(self, commit_id: str) -> str:
         """The snapshot id of a commit: as a ref read taught it, else from its record."""
-        known = self._snapshots.get(commit_id)
-        return known if isinstance(known, str) else self.commit(commit_id).snapshot
+        return self.known_snapshot(commit_id) or self.commit(commit_id).snapshot
 
     def known_snapshot(self, commit_id: str) -> str | None:
         """The snapshot id of a commit if known without reading anything."""
