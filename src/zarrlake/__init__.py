@@ -11,6 +11,7 @@ from zarrlake.errors import (
     ReadOnlyError,
     SessionClosedError,
     SessionExpiredError,
+    UnflushedWritesError,
     ZarrLakeError,
 )
 
@@ -37,6 +38,7 @@ __all__ = [
     "ReadOnlyError",
     "SessionClosedError",
     "SessionExpiredError",
+    "UnflushedWritesError",
     "ZarrLakeError",
     *_LAZY,
 ]

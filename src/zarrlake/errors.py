@@ -66,6 +66,16 @@ class SessionClosedError(SessionError):
     """The session was committed or abandoned (or is being committed right now)."""
 
 
+class UnflushedWritesError(SessionError):
+    """A worker of the session holds writes it has not flushed, so committing now would
+    leave them out. `workers` describes each (writer id, host, pid, since when)."""
+
+    def __init__(self, message: str, workers: list[str]) -> None:
+        super().__init__(message)
+        self.workers = workers
+        self.markers: list = []  # the staging markers behind `workers`
+
+
 @dataclass(frozen=True)
 class Conflict:
     """One conflict between a session's changes and a commit that landed after its base.

@@ -1,6 +1,13 @@
-"""Sessions: transactions on a branch. Writes are staged in the metastore; reads see the
-base commit plus the session's staged writes (those of every joined worker). A thin façade
-over the transaction engine in `zarrlake.txn`."""
+"""Sessions: transactions on a branch. Reads see the base commit plus the session's staged
+writes (those of every joined worker, once flushed). A thin façade over the transaction
+engine in `zarrlake.txn`.
+
+Durability: metadata documents are staged durably when written. Chunk writes are buffered
+by each handle and become durable when it flushes: `flush()`, a `commit()` from the same
+handle, pickling the handle (sending the session to a worker or back), the end of a Spark
+task, or on their own once the handle has been idle for a second (or its buffer is full).
+A commit waits for other workers' unflushed writes and refuses, naming the worker, rather
+than leave them out."""
 
 from __future__ import annotations
 
@@ -158,6 +165,11 @@ class Session:
         """Delete the keys that exist; deleting a missing key is not an error."""
         self._txn.require_writes().delete_many(keys)
 
+    def flush(self) -> None:
+        """Make this handle's buffered chunk writes durable: once it returns, they are part
+        of the session for every worker and its commit, whatever happens to this process."""
+        self._txn.flush()
+
     # transaction ------------------------------------------------------------------------
 
     def staged_changes(self) -> list[Change]:
@@ -175,10 +187,27 @@ class Session:
         *,
         on_conflict: str = "fail",
         metadata: dict[str, str] | None = None,
+        unflushed: str = "wait",
     ) -> str:
         """Make the session's changes one commit on its branch; returns the commit id.
-        Afterwards this session's store reads the commit it made."""
-        return self._txn.commit(message, on_conflict, metadata)
+        Afterwards this session's store reads the commit it made.
+
+        Parameters
+        ----------
+        message
+            The commit message (default: the session's).
+        on_conflict
+            "fail" (raise `ConflictError`), or resolve chunk conflicts with a concurrent
+            commit by keeping "ours" or "theirs".
+        metadata
+            Properties (str -> str) recorded on the commit.
+        unflushed
+            What to do about other workers of the session holding writes they have not
+            flushed: "wait" for them (up to `Settings.flush_wait`, then
+            `UnflushedWritesError` naming them, at once if a worker's process is gone), or
+            "discard" them.
+        """
+        return self._txn.commit(message, on_conflict, metadata, unflushed)
 
     def abandon(self) -> None:
         """Discard the session's staged changes; the branch is untouched."""

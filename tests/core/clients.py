@@ -79,13 +79,16 @@ def _array(state: dict, name: str, path: str, mode: str = "r+") -> Any:
 
 
 def _write(state: dict, name: str, path: str, start: int, stop: int, value: float) -> None:
+    """Write and flush: a worker's writes are acknowledged once durable."""
     _array(state, name, path)[start:stop] = value
+    state["sessions"][name].flush()
 
 
 def _write_regions(state: dict, name: str, path: str, regions: list[tuple[int, int, float]]) -> int:
     arr = _array(state, name, path)
     for start, stop, value in regions:
         arr[start:stop] = value
+    state["sessions"][name].flush()
     return os.getpid()
 
 
@@ -106,6 +109,7 @@ def _derive(state: dict, name: str, src: str, dst: str) -> None:
     root = zarr.open_group(store, mode="a")
     out = root.require_array(dst, shape=data.shape, chunks=(10,), dtype=data.dtype, fill_value=0)
     out[:] = data * 2
+    state["sessions"][name].flush()
 
 
 def _commit(state: dict, name: str, message: str, on_conflict: str = "fail") -> str:

@@ -133,6 +133,9 @@ def test_join_session_shares_staged_writes(repo):
     root.create_array("temp", shape=(40,), chunks=(10,), dtype="f4", fill_value=0)[0:20] = 1
     other = repo.join_session(s.id)
     zarr.open_array(other.store, path="temp")[30:40] = 99
+    assert zarr.open_array(other.store, path="temp")[35] == 99  # its own buffered writes
+    assert zarr.open_array(s.store, path="temp")[35] == 0  # not flushed yet: not shared
+    other.flush()
     assert zarr.open_array(s.store, path="temp")[35] == 99  # read uncommitted within a session
     cid = s.commit("joint")
     assert repo.log("main", limit=1)[0].id == cid

@@ -60,10 +60,12 @@ class TestWritableSessionStore(StoreTests[SessionStore, cpu.Buffer]):
 
     async def test_serializable_store(self, store: SessionStore) -> None:
         """Besides the suite's check: the unpickled store re-joins the same session, so its
-        writes are the session's writes."""
+        writes are the session's writes, once flushed."""
         await super().test_serializable_store(store)
         clone = pickle.loads(pickle.dumps(store))
         await clone.set("joined", self.buffer_cls.from_bytes(b"via pickle"))
+        assert clone.session.read("joined") == b"via pickle"
+        clone.session.flush()
         assert store.session.read("joined") == b"via pickle"
 
     async def test_writes_are_invisible_until_commit(self, store: SessionStore) -> None:

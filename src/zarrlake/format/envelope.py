@@ -22,11 +22,13 @@ KIND_MANIFEST = 1
 KIND_SNAPSHOT = 2
 KIND_CHANGES = 3
 KIND_COMMIT = 4
+KIND_FRAGMENT = 5
 KIND_NAMES = {
     KIND_MANIFEST: "manifest",
     KIND_SNAPSHOT: "snapshot",
     KIND_CHANGES: "changes",
     KIND_COMMIT: "commit",
+    KIND_FRAGMENT: "fragment",
 }
 ID_LENGTH = 40
 """Hex digits of an object id (160 bits of its content hash, as git)."""

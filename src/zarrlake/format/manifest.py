@@ -75,13 +75,20 @@ class ManifestRange:
     def merge(self, changes: Sequence[tuple[bytes, ChunkRef | None]]) -> list[ManifestRange]:
         """This range with `changes` (sorted by key; None deletes) applied, split into
         pieces of at most 2 * TARGET_ENTRIES entries. An empty result means the range is gone."""
-        change_keys = columns.keys_array([k for k, _ in changes])
-        keep = ~np.isin(self.keys, change_keys) if len(self) else np.zeros(0, bool)
-        added = _from_refs(
+        writes = _from_refs(
             [k for k, r in changes if r is not None], [r for _, r in changes if r is not None]
         )
-        merged = _concat(self._take(np.flatnonzero(keep)), added)
-        return merged._split()
+        return self.apply(writes, columns.keys_array([k for k, r in changes if r is None]))
+
+    def apply(self, writes: ManifestRange, deletes: np.ndarray) -> list[ManifestRange]:
+        """This range with the entries of `writes` set and the keys in `deletes` removed,
+        split into pieces of at most 2 * TARGET_ENTRIES entries (none: the range is gone)."""
+        if len(self):
+            gone = np.concatenate([writes.keys, deletes]) if len(deletes) else writes.keys
+            kept = self.without_keys(gone)
+        else:
+            kept = self
+        return _concat(kept, writes)._split()
 
     def _take(self, idx: np.ndarray) -> ManifestRange:
         return ManifestRange(
@@ -132,25 +139,20 @@ class ManifestRange:
             inline=inline,
         )
 
-    def encode(self, algo: Hash = Hash.SHA256) -> tuple[str, bytes]:
-        payload = columns.pack(
-            {"locations": list(self.locations)},
-            {
-                "keys": self.keys,
-                "kind": self.kind,
-                "digest": self.digest,
-                "offset": self.offset,
-                "length": self.length,
-                "loc": self.loc,
-                "inline": self.inline,
-            },
-        )
-        return envelope.encode(envelope.KIND_MANIFEST, payload, algo)
+    def columns(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """(metadata, columns) of the columnar encoding (shared with staged fragments)."""
+        return {"locations": list(self.locations)}, {
+            "keys": self.keys,
+            "kind": self.kind,
+            "digest": self.digest,
+            "offset": self.offset,
+            "length": self.length,
+            "loc": self.loc,
+            "inline": self.inline,
+        }
 
     @classmethod
-    def decode(cls, oid: str, data: bytes) -> ManifestRange:
-        payload = envelope.decode(envelope.KIND_MANIFEST, oid, data)
-        meta, c = columns.unpack(payload, f"manifest object {oid}")
+    def from_columns(cls, meta: dict, c: dict[str, np.ndarray]) -> ManifestRange:
         return cls(
             keys=c["keys"],
             kind=c["kind"],
@@ -161,6 +163,31 @@ class ManifestRange:
             locations=tuple(meta["locations"]),
             inline=c["inline"],
         )
+
+    def encode(self, algo: Hash = Hash.SHA256) -> tuple[str, bytes]:
+        meta, cols = self.columns()
+        return envelope.encode(envelope.KIND_MANIFEST, columns.pack(meta, cols), algo)
+
+    @classmethod
+    def decode(cls, oid: str, data: bytes) -> ManifestRange:
+        payload = envelope.decode(envelope.KIND_MANIFEST, oid, data)
+        meta, c = columns.unpack(payload, f"manifest object {oid}")
+        return cls.from_columns(meta, c)
+
+    @classmethod
+    def from_refs(cls, keys: list[bytes], refs: list[ChunkRef]) -> ManifestRange:
+        """A range of `refs` under `keys` (given sorted and unique)."""
+        return _from_refs(keys, refs)
+
+    def take(self, idx: np.ndarray) -> ManifestRange:
+        """The entries at positions `idx` (in that order), sharing this range's buffers."""
+        return self._take(idx)
+
+    def without_keys(self, keys: np.ndarray) -> ManifestRange:
+        """This range less the entries whose key is in `keys`."""
+        if not len(self) or not len(keys):
+            return self
+        return self._take(np.flatnonzero(~np.isin(self.keys, keys)))
 
 
 def _from_refs(keys: list[bytes], refs: list[ChunkRef]) -> ManifestRange:
@@ -199,20 +226,37 @@ def _from_refs(keys: list[bytes], refs: list[ChunkRef]) -> ManifestRange:
 
 
 def _concat(a: ManifestRange, b: ManifestRange) -> ManifestRange:
-    """Entries of both (keys disjoint), sorted by key."""
+    """Entries of both (keys disjoint, each sorted), sorted by key."""
     if len(b) == 0:
         return a
-    b_loc = np.where(b.loc >= 0, b.loc + len(a.locations), -1).astype(np.int32)
-    b_off = np.where(b.kind == RefKind.INLINE, b.offset + np.uint64(len(a.inline)), b.offset)
-    keys = np.concatenate([a.keys, b.keys])
-    order = np.argsort(keys, kind="stable")
+    if len(a) == 0:
+        return b
+    both = concat_ranges([a, b])
+    return both._take(np.argsort(both.keys, kind="stable"))
+
+
+def concat_ranges(ranges: list[ManifestRange]) -> ManifestRange:
+    """The entries of every range, in the given order (not sorted, keys not merged)."""
+    ranges = [r for r in ranges if len(r)]
+    if not ranges:
+        return ManifestRange.empty()
+    if len(ranges) == 1:
+        return ranges[0]
+    locations: list[str] = []
+    locs, offsets, inline_base = [], [], 0
+    for r in ranges:
+        locs.append(np.where(r.loc >= 0, r.loc + len(locations), -1).astype(np.int32))
+        inline = r.kind == RefKind.INLINE
+        offsets.append(np.where(inline, r.offset + np.uint64(inline_base), r.offset))
+        locations += r.locations
+        inline_base += len(r.inline)
     return ManifestRange(
-        keys=keys[order],
-        kind=np.concatenate([a.kind, b.kind])[order],
-        digest=np.concatenate([a.digest, b.digest])[order],
-        offset=np.concatenate([a.offset, b_off.astype(np.uint64)])[order],
-        length=np.concatenate([a.length, b.length])[order],
-        loc=np.concatenate([a.loc, b_loc])[order],
-        locations=a.locations + b.locations,
-        inline=np.concatenate([a.inline, b.inline]),
+        keys=np.concatenate([r.keys for r in ranges]),
+        kind=np.concatenate([r.kind for r in ranges]),
+        digest=np.concatenate([r.digest for r in ranges]),
+        offset=np.concatenate(offsets).astype(np.uint64),
+        length=np.concatenate([r.length for r in ranges]),
+        loc=np.concatenate(locs),
+        locations=tuple(locations),
+        inline=np.concatenate([r.inline for r in ranges]),
     )

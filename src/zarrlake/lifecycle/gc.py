@@ -23,16 +23,16 @@ from zarrlake.errors import InvalidInputError, NotFoundError, ZarrLakeError
 from zarrlake.format.commit import CommitRecord
 from zarrlake.format.manifest import ManifestRange
 from zarrlake.format.snapshot import SnapshotRoot
-from zarrlake.format.staged import StagedRecord
-from zarrlake.vc.gc_protocol import GcState
+from zarrlake.vc.gc_protocol import GcState, staged_candidates, staged_fragments
 from zarrlake.vc.reach import (
     KINDS,
     WRITTEN_BY_COMMITS,
     Reach,
     expired_commits,
+    fragment_refs,
     kind_of,
     manifest_refs,
-    ref_key,
+    record_refs,
 )
 from zarrlake.vc.refs import BRANCH, TAG
 
@@ -119,6 +119,8 @@ class Collector:
         self.deleter = deleter or self._delete
         self.report = GcReport()
         self.sizes: dict[str, int] = {}
+        self._fragment_refs: dict[str, set[str]] = {}
+        self.unread: dict[str, tuple[int, int, str]] = {}  # fragment objects to read
 
     def _list(self, prefixes: list[str], live: set[str]) -> Iterator[str]:
         for prefix in prefixes:
@@ -129,12 +131,14 @@ class Collector:
 
     # sessions -----------------------------------------------------------------------------
 
-    def settle_sessions(self, dry_run: bool) -> tuple[list[tuple[str, int]], set[str]]:
-        """(chunk objects of finished sessions' staged records, live chunk objects and
-        session bases). Committers whose lease ran out are recovered first."""
+    def settle_sessions(self, dry_run: bool) -> tuple[dict[str, int | None], set[str]]:
+        """(objects finished sessions staged; live objects: what open and committing
+        sessions staged, and their bases). Committers whose lease ran out are recovered
+        first; finished sessions' fragments are registered as candidates and their staging
+        records dropped (fragment objects whose index is unread go to `self.unread`)."""
         from zarrlake.txn.commit import load
 
-        dead: list[tuple[str, int]] = []
+        dead: dict[str, int | None] = {}
         live: set[str] = set()
         now = self.ctx.clock()
         for rec in list(self.ctx.records.scan()):
@@ -144,14 +148,18 @@ class Collector:
                 rec = self._expire_session(rec.id) or rec
                 self.report.sessions_expired += rec.status == "expired"
             partition = self.ctx.stage_partition(rec.id)
-            refs, rows = self._staged(partition)
             if rec.status in LIVE_STATUSES and not (rec.status == "open" and now > rec.expires_at):
-                live.update(k for k, _ in refs)
+                live.update(self._staged_refs(partition))
                 live.add(f"commits/{rec.base}")
                 continue
-            dead.extend(refs)
+            rows = sum(1 for _ in self.ctx.meta.scan(partition))
+            found, indexes = staged_candidates(
+                self.objects, staged_fragments(self.ctx.meta, partition)
+            )
+            dead.update(found)
+            self.unread.update(indexes)
             if rows and not dry_run:
-                self.state.add(self.candidates, refs)
+                self.state.add(self.candidates, found, indexes)
                 hooks.reached("gc_after_register")
                 self.ctx.meta.drop_partition(partition)
             self.report.staged_records_deleted += rows
@@ -171,29 +179,35 @@ class Collector:
         except ZarrLakeError:
             return None
 
-    def _staged(self, partition: str) -> tuple[list[tuple[str, int]], int]:
-        refs, rows = [], 0
-        for k, v, _ in self.ctx.meta.scan(partition):
-            rows += 1
-            if not k.startswith(b"w"):
-                continue
-            ref = StagedRecord.decode(v, k.decode(errors="replace")).ref
-            key = ref_key(ref) if ref is not None else None
-            if key is not None:
-                refs.append((key, ref.length))
-        return refs, rows
+    def _staged_refs(self, partition: str) -> set[str]:
+        """Objects the fragments staged in a partition refer to (the fragments included)."""
+        out: set[str] = set()
+        for r in staged_fragments(self.ctx.meta, partition):
+            if r.location not in self._fragment_refs:
+                self._fragment_refs[r.location] = set(record_refs(self.objects, r))
+            out |= self._fragment_refs[r.location]
+        return out
 
     def live_sessions(self) -> tuple[set[str], bool]:
-        """Chunk objects staged by open or committing sessions (and their bases), and
-        whether a commit is in progress."""
+        """Objects staged by open or committing sessions (and their bases), and whether a
+        commit is in progress."""
         live: set[str] = set()
         committing = False
         for rec in self.ctx.records.scan():
             if rec.status in LIVE_STATUSES:
                 committing |= rec.status == "committing"
-                live.update(k for k, _ in self._staged(self.ctx.stage_partition(rec.id))[0])
+                live.update(self._staged_refs(self.ctx.stage_partition(rec.id)))
                 live.add(f"commits/{rec.base}")
         return live, committing
+
+    def expand_fragments(self, fragments: dict[str, tuple[int, int, str]]) -> dict[str, int | None]:
+        """What staged fragment objects name (chunk objects, the fragments themselves):
+        read once, when their session is finished."""
+        found: dict[str, int | None] = {}
+        for location, index in fragments.items():
+            for key, need in fragment_refs(self.objects, location, index).items():
+                found.setdefault(key, need if kind_of(key) == "chunks" else None)
+        return found
 
     # marking ------------------------------------------------------------------------------
 
@@ -261,10 +275,10 @@ class Collector:
 
     def _run(self, grace: float, dry_run: bool, full: bool) -> None:
         self.candidates = self.state.candidates()
-        fresh: dict[str, int | None] = {}
         self.progress("sessions", 0, None)
+        self.unread = {k: c.index for k, c in self.candidates.items() if c.index}
         dead_staged, live_staged = self.settle_sessions(dry_run)
-        fresh.update(dead_staged)
+        fresh = dict(dead_staged) | self.expand_fragments(self.unread)
         expired = expired_commits(self.objects)
         reach = Reach(self.objects, expired)
         self.progress("marking", 0, None)
@@ -280,10 +294,12 @@ class Collector:
             found = [(k, s) for k, s in self.expand(frontier) if k not in pool]
             pool.update(found)
             frontier = [k for k, _ in found if k not in reach.live]
-        new = [(k, s) for k, s in pool.items() if k not in self.candidates]
+        new = [(k, s) for k, s in pool.items() if k not in self.candidates and k not in reach.live]
         if not dry_run:
             self.state.add(self.candidates, new)
             hooks.reached("gc_after_register")
+            # what the fragments name is registered: their indexes need not be read again
+            self.state.expanded([c for c in self.candidates.values() if c.index])
             alive = [k for k in self.candidates if k in reach.live]
             self.state.drop(alive)
             self.report.candidates_live = len(alive)

@@ -4,6 +4,7 @@ record; and recovery of a committer that died mid-way (from its lease)."""
 from __future__ import annotations
 
 import sys
+import time
 from dataclasses import replace
 from typing import Protocol, cast
 
@@ -14,12 +15,14 @@ from zarrlake.errors import (
     InvalidInputError,
     NotFoundError,
     SessionClosedError,
+    UnflushedWritesError,
     ZarrLakeError,
 )
 from zarrlake.txn.context import RepoContext, raise_first
 from zarrlake.txn.records import SessionRecord, Status
-from zarrlake.txn.staging import Staging
-from zarrlake.vc.commit_protocol import Change, CommitProtocol, CommitRequest
+from zarrlake.txn.staging import Staging, Unflushed
+from zarrlake.vc.change_table import Gathered
+from zarrlake.vc.commit_protocol import CommitProtocol, CommitRequest
 from zarrlake.vc.gc_protocol import register_staged
 from zarrlake.vc.protection import check_direct_commit
 from zarrlake.vc.refs import BRANCH
@@ -37,10 +40,14 @@ class Transaction(Protocol):
     def load(self) -> tuple[SessionRecord, int]: ...
     def current(self) -> tuple[SessionRecord, int]: ...
     def check_writable(self, rec: SessionRecord, version: int) -> None: ...
-    def staged_changes(self) -> list[Change]: ...
+    def flush(self, check: bool = True) -> object: ...
+    def gather(self) -> Gathered: ...
 
 
 CONFLICT_POLICIES = ("fail", "ours", "theirs")
+UNFLUSHED_POLICIES = ("wait", "discard")
+POLL = 0.05
+"""Seconds between looks at other workers' unflushed-writes markers."""
 LEASE_MARGIN = 60.0
 """Seconds a committer's lease outlasts the commit timeout before others recover it."""
 
@@ -84,19 +91,75 @@ def load(ctx: RepoContext, session_id: str) -> tuple[SessionRecord, int]:
     return rec, version
 
 
+def counted(markers: list[Unflushed], accepts: dict[str, set[str]]) -> list[Unflushed]:
+    """The markers whose writes a commit needs: untagged ones, and those of accepted
+    writers (a tagged writer not accepted is a failed or speculative Spark task attempt)."""
+    return [m for m in markers if m.tag is None or m.writer in accepts.get(m.tag, ())]
+
+
+def describe_unflushed(markers: list[Unflushed]) -> list[str]:
+    out = []
+    for m in markers:
+        state = {True: "running", False: "gone", None: "on another host"}[m.alive]
+        if m.error:
+            state = m.error
+        out.append(f"worker {m.writer} (pid {m.pid} on {m.host}, {state})")
+    return out
+
+
+def unflushed_error(session_id: str, markers: list[Unflushed]) -> UnflushedWritesError:
+    workers = describe_unflushed(markers)
+    error = UnflushedWritesError(
+        f"session {session_id}: {len(workers)} worker(s) hold writes they have not flushed: "
+        f"{'; '.join(workers)}. Call session.flush() in each worker (returning or pickling "
+        "the session flushes it), then commit again; or commit without them: "
+        "commit(..., unflushed='discard')",
+        workers,
+    )
+    error.markers = markers
+    return error
+
+
 def commit(
     txn: Transaction,
     message: str | None,
     on_conflict: str,
     metadata: dict[str, str] | None = None,
+    unflushed: str = "wait",
 ) -> str:
-    """Make the session's staged changes one commit on its branch; returns the commit id."""
-    ctx = txn.ctx
+    """Make the session's staged changes one commit on its branch; returns the commit id.
+    Other workers still holding unflushed writes are waited for (they flush on their own
+    within a second of their last write) up to Settings.flush_wait; then, or at once if a
+    worker's process is gone, UnflushedWritesError names them. `unflushed="discard"`
+    commits without them."""
     if on_conflict not in CONFLICT_POLICIES:
         raise InvalidInputError(
             f"on_conflict must be one of {', '.join(CONFLICT_POLICIES)}, not {on_conflict!r}"
         )
+    if unflushed not in UNFLUSHED_POLICIES:
+        raise InvalidInputError(
+            f"unflushed must be one of {', '.join(UNFLUSHED_POLICIES)}, not {unflushed!r}"
+        )
     props = check_metadata_dict(metadata)
+    txn.flush(check=False)  # this handle's own writes are durable first (the seal checks)
+    deadline = time.monotonic() + txn.ctx.settings.flush_wait
+    while True:
+        try:
+            return _commit(txn, message, on_conflict, props)
+        except UnflushedWritesError as e:
+            markers = e.markers
+            assert txn.staging is not None
+            if unflushed == "discard":
+                txn.staging.forget_unflushed(markers)
+            elif any(m.alive is False or m.error for m in markers) or time.monotonic() > deadline:
+                raise
+            else:
+                time.sleep(POLL)
+
+
+def _commit(txn: Transaction, message: str | None, on_conflict: str, props: dict) -> str:
+    """One attempt: seal, gather, run the protocol; the seal is undone if it fails."""
+    ctx = txn.ctx
     rec, version = txn.current()
     txn.check_writable(rec, version)
     # The reads that need not wait for the seal go out with it: protection rules, the gc
@@ -112,15 +175,17 @@ def commit(
     hooks.reached("after_seal")
     try:
         raise_first([protected, idle, head])  # the seal is undone below
+        staged = txn.gather()
         request = CommitRequest(
             branch=rec.branch,
             base=rec.base,
-            changes=txn.staged_changes(),
+            changes=staged.changes,
+            blobs=staged.blobs,
             message=message if message is not None else (rec.message or ""),
             author=rec.author,
             session_id=rec.id,
             on_conflict=on_conflict,
-            reads=txn.staging.reads() if rec.isolation == "serializable" else None,
+            reads=(staged.reads, staged.listed) if rec.isolation == "serializable" else None,
             timeout=ctx.settings.commit_timeout,
             metadata=props,
         )

@@ -28,6 +28,7 @@ from zarrlake.metastore.base import MetaStore
 from zarrlake.metastore.retrying import RetryingMetaStore
 from zarrlake.storage.base import ObjectStore
 from zarrlake.storage.retrying import RetryingObjectStore
+from zarrlake.txn.buffer import FlushPolicy
 from zarrlake.txn.records import Clock, SessionRecords
 from zarrlake.vc.gc_protocol import WriteGuard, register_dropped
 from zarrlake.vc.objects import Objects
@@ -81,8 +82,12 @@ class Settings:
 
     commit_timeout: float = 60.0
     stage_inline_max: int = 8192
-    """Chunks up to this size are staged inside the metastore and packed into one object per
-    commit, instead of one object per chunk."""
+    """Chunks up to this size are staged inside fragments (whose data sections become the
+    packs commits point into), instead of one object per chunk."""
+    flush: FlushPolicy = field(default_factory=FlushPolicy)
+    """When session handles flush buffered chunk writes by themselves."""
+    flush_wait: float = 30.0
+    """Seconds a commit waits for other workers of its session to flush their writes."""
 
 
 @dataclass

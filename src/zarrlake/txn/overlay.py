@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from zarrlake.errors import InvalidInputError
 from zarrlake.format.chunk_ref import ChunkRef
 from zarrlake.format.snapshot import is_meta_key
+from zarrlake.txn.buffer import WriteBuffer
+from zarrlake.txn.fragments import StagedFragments
 from zarrlake.txn.staging import Staging
 from zarrlake.validate import check_key, check_prefix
 from zarrlake.vc.objects import Objects
@@ -26,36 +30,49 @@ def check_byte_range(byte_range: object) -> tuple[int, int | None]:
 
 
 class Overlay:
-    """Key lookups and listings of one session; serializable sessions record what they read."""
+    """Key lookups and listings of one session: this handle's buffered writes, then what
+    every worker staged (metadata records and flushed fragments), then the base snapshot.
+    Serializable sessions record what they read."""
 
     def __init__(
         self,
         objects: Objects,
         view: SnapshotView,
         staging: Staging | None,
+        fragments: StagedFragments | None = None,
         serializable: bool = False,
     ) -> None:
         self.objects = objects
         self.view = view
         self.staging = staging
+        self.fragments = fragments
+        self.buffer = WriteBuffer()
         self.serializable = serializable and staging is not None
+        self.record_reads: Callable[[list[str], list[str]], None] | None = None
         self._reads_recorded: set[str] = set()
+
+    def staged(self, key: str) -> tuple[bool, ChunkRef | None]:
+        """(staged?, ref) of `key` in this session (ref None: deleted)."""
+        if self.staging is None:
+            return False, None
+        if is_meta_key(key):
+            return self.staging.lookup_meta(key)
+        found = self.buffer.lookup(key)
+        if found[0] or self.fragments is None:
+            return found
+        return self.fragments.lookup(self.staging.fragments(), key)
 
     def lookup(self, key: str) -> ChunkRef | None:
         """The reference `key` resolves to in this session, or None."""
         check_key(key)
-        if self.staging is not None:
-            staged, ref = self.staging.lookup(key)
-            if staged:
-                return ref
-        return self.view.get(key)
+        staged, ref = self.staged(key)
+        return ref if staged else self.view.get(key)
 
     def read(self, key: str, byte_range: tuple[int, int | None] | None = None) -> bytes | None:
         span = check_byte_range(byte_range) if byte_range is not None else None
         ref = self.lookup(key)
-        if self.serializable and key not in self._reads_recorded:
-            assert self.staging is not None
-            self.staging.record_reads([key])
+        if self.serializable and key not in self._reads_recorded and self.record_reads:
+            self.record_reads([key], [])
             self._reads_recorded.add(key)
         if ref is None:
             return None
@@ -65,21 +82,30 @@ class Overlay:
     def exists(self, key: str) -> bool:
         return self.lookup(key) is not None
 
+    def staged_keys(self, prefix: str) -> dict[str, bool]:
+        """key -> deleted? of everything staged under `prefix` (the newest change wins)."""
+        if self.staging is None:
+            return {}
+        out = dict(self.staging.meta_keys(prefix))
+        if self.fragments is not None:
+            out.update(self.fragments.keys(self.staging.fragments(), prefix))
+        out.update(self.buffer.keys(prefix))
+        return out
+
     def list_prefix(self, prefix: str = "") -> list[str]:
         check_prefix(prefix)
         keys = set(self.view.keys(prefix))
-        if self.staging is not None:
-            for k, deleted in self.staging.keys(prefix):
-                (keys.discard if deleted else keys.add)(k)
-            if self.serializable:
-                self.staging.record_reads([], [prefix])
+        for k, deleted in self.staged_keys(prefix).items():
+            (keys.discard if deleted else keys.add)(k)
+        if self.serializable and self.record_reads:
+            self.record_reads([], [prefix])
         return sorted(keys)
 
     def metadata_documents(self) -> dict[str, bytes]:
         """Every node's `zarr.json` (key -> document) as this session sees it."""
         docs = dict(self.view.root.meta)
         if self.staging is not None:
-            for k, deleted in self.staging.keys(""):
+            for k, deleted in self.staging.meta_keys(""):
                 if is_meta_key(k):
                     ref = None if deleted else self.lookup(k)
                     if ref is None:

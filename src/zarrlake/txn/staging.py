@@ -1,55 +1,104 @@
-"""A session's staged writes and reads, held in its own metastore partition.
+"""A session's staging records, held in its own metastore partition.
 
-Write records are keyed `w<key>\\0<writer>` so that every worker of a cooperative session
-keeps its own record: two workers staging different bytes for one key is detected at
-commit instead of one silently replacing the other. Read records (`r<key>`, `p<prefix>`)
-are kept only for serializable sessions.
+- `w<key>\\0<writer>`: a metadata document (`zarr.json`) staged by one handle, inline. They
+  are few, durable as soon as staged, and seen at once by every worker of the session.
+- `f<writer><seq>`: one record per staged fragment (format/fragment.py), the chunk writes,
+  deletes and reads one handle flushed together.
+- `d<writer><generation>`: a handle holds chunk writes it has not flushed yet (its host,
+  pid and since when). A commit waits for these to go, or refuses, naming the worker:
+  writes that were never made durable are never silently left out.
+- `a<tag>`: the writers whose fragments carrying `tag` count (a Spark job accepts the task
+  attempts that committed; the fragments of failed or speculative attempts do not count).
+
+Every worker of a cooperative session stages under its own writer id, so two workers
+staging different bytes for one key are detected at commit instead of one replacing the
+other.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import socket
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from itertools import groupby
 
 from zarrlake.format.chunk_ref import ChunkRef
+from zarrlake.format.fragment import FragmentRecord
 from zarrlake.format.staged import OP_DELETE, OP_WRITE, StagedRecord
 from zarrlake.metastore.base import MetaStore
 
-WRITE_PREFIX = b"w"
-READ_PREFIX = b"r"
-LIST_PREFIX = b"p"
+META = b"w"
+FRAGMENT = b"f"
+DIRTY = b"d"
+ACCEPT = b"a"
+
+
+@dataclass(frozen=True)
+class Unflushed:
+    """A marker left by a handle holding writes it has not flushed."""
+
+    writer: str
+    host: str
+    pid: int
+    since: float
+    tag: str | None = None
+    error: str | None = None  # its writes failed to settle
+
+    @property
+    def alive(self) -> bool | None:
+        """Whether its process still runs: None when it runs on another host."""
+        if self.host != socket.gethostname():
+            return None
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+
+@dataclass(frozen=True)
+class State:
+    """Everything staged in a session, read in one scan."""
+
+    meta: dict[str, bytes | None]  # metadata documents (None: deleted)
+    clashes: list[str]  # documents two workers staged with different bytes
+    fragments: list[FragmentRecord]
+    unflushed: list[Unflushed]
+    accepted: dict[str, set[str]]
 
 
 class Staging:
+    """The staging records of one session, as seen by the handle `writer` (8 bytes)."""
+
     def __init__(self, meta: MetaStore, partition: str, writer: bytes) -> None:
         self.meta = meta
         self.partition = partition
         self.writer = writer
 
-    def _wkey(self, key: str) -> bytes:
-        return WRITE_PREFIX + key.encode() + b"\0" + self.writer
+    # metadata documents -------------------------------------------------------------------
 
-    def stage(self, key: str, ref: ChunkRef | None) -> None:
-        op = OP_WRITE if ref is not None else OP_DELETE
-        self.meta.set(self.partition, self._wkey(key), StagedRecord(op, self.writer, ref).encode())
-
-    def stage_many(self, items: Iterable[tuple[str, ChunkRef | None]]) -> None:
+    def stage_meta(self, items: Iterable[tuple[str, ChunkRef | None]]) -> None:
+        """Stage metadata documents (inline references) or their deletion, durably."""
         self.meta.set_many(
             self.partition,
             [
                 (
-                    self._wkey(k),
+                    META + k.encode() + b"\0" + self.writer,
                     StagedRecord(OP_WRITE if r else OP_DELETE, self.writer, r).encode(),
                 )
                 for k, r in items
             ],
         )
 
-    def lookup(self, key: str) -> tuple[bool, ChunkRef | None]:
+    def lookup_meta(self, key: str) -> tuple[bool, ChunkRef | None]:
         """(staged?, ref) of the latest record of any worker; ref None with staged=True means
-        the key was deleted."""
+        the document was deleted."""
         latest = max(
-            self.meta.scan(self.partition, prefix=WRITE_PREFIX + key.encode() + b"\0"),
+            self.meta.scan(self.partition, prefix=META + key.encode() + b"\0"),
             key=lambda item: item[2],
             default=None,
         )
@@ -57,48 +106,122 @@ class Staging:
             return False, None
         return True, StagedRecord.decode(latest[1], key).ref
 
-    def all(self) -> tuple[list[tuple[str, ChunkRef | None]], list[str]]:
-        """Every staged key with its new reference (None: deleted), in key order, and the
-        keys that two workers staged with different bytes."""
-        changes: list[tuple[str, ChunkRef | None]] = []
-        clashes: list[str] = []
-        prev, name, content = None, "", b""
-        for k, v, _ in self.meta.scan(self.partition, prefix=WRITE_PREFIX):
-            key = k[1:-9]  # strip "w" and "\0" + 8-byte writer: one record per worker
-            if key == prev:
-                if StagedRecord.content(v) != content and clashes[-1:] != [name]:
-                    clashes.append(name)
-                continue
-            prev, name, content = key, key.decode(), StagedRecord.content(v)
-            changes.append((name, StagedRecord.decode(v, name).ref))
-        return changes, clashes
-
-    def keys(self, prefix: str) -> Iterator[tuple[str, bool]]:
-        """(key, deleted?) for staged keys starting with prefix, in key order. Like `lookup`,
-        the latest record of any worker decides, so listings agree with reads."""
+    def meta_keys(self, prefix: str = "") -> Iterator[tuple[str, bool]]:
+        """(key, deleted?) of staged documents under `prefix`, in key order (the latest
+        record of any worker decides, as in `lookup_meta`)."""
         for key, group in groupby(
-            self.meta.scan(self.partition, prefix=WRITE_PREFIX + prefix.encode()),
+            self.meta.scan(self.partition, prefix=META + prefix.encode()),
             key=lambda item: item[0][1:-9],  # strip "w" and "\\0" + 8-byte writer
         ):
             k = key.decode()
             _, value, _ = max(group, key=lambda item: item[2])
             yield k, StagedRecord.decode(value, k).op == OP_DELETE
 
-    # serializable read tracking --------------------------------------------------------
+    def state(self) -> State:
+        """Every staging record of the session, from one scan."""
+        meta: dict[str, bytes | None] = {}
+        clashes: list[str] = []
+        fragments, unflushed, accepted = [], [], {}
+        prev, name, content = None, "", b""
+        for k, v, _ in self.meta.scan(self.partition):
+            kind = k[:1]
+            if kind == META:
+                key = k[1:-9]  # strip "w" and "\0" + 8-byte writer
+                if key == prev:
+                    if StagedRecord.content(v) != content and clashes[-1:] != [name]:
+                        clashes.append(name)
+                    continue
+                prev, name, content = key, key.decode(), StagedRecord.content(v)
+                ref = StagedRecord.decode(v, name).ref
+                meta[name] = None if ref is None else (ref.data or b"")
+            elif kind == FRAGMENT:
+                fragments.append(FragmentRecord.decode(v))
+            elif kind == DIRTY:
+                unflushed.append(_unflushed(k, v))
+            elif kind == ACCEPT:
+                accepted[k[1:].decode()] = set(json.loads(v))
+        return State(meta, clashes, fragments, unflushed, accepted)
 
-    def record_reads(self, keys: Iterable[str], prefixes: Iterable[str] = ()) -> None:
-        items = [(READ_PREFIX + k.encode(), b"") for k in keys]
-        items += [(LIST_PREFIX + p.encode(), b"") for p in prefixes]
-        if items:
-            self.meta.set_many(self.partition, items)
+    # fragments ----------------------------------------------------------------------------
 
-    def reads(self) -> tuple[list[str], list[str]]:
-        """(keys read, prefixes listed) by any worker of the session."""
-        keys = [k[1:].decode() for k, _, _ in self.meta.scan(self.partition, prefix=READ_PREFIX)]
-        prefixes = [
-            k[1:].decode() for k, _, _ in self.meta.scan(self.partition, prefix=LIST_PREFIX)
+    def register(self, record: FragmentRecord, markers: Iterable[int]) -> None:
+        """Register a flushed fragment and, in the same transaction, drop the markers of the
+        writes it holds."""
+        items: list[tuple[bytes, bytes | None]] = [(_fragment_key(record), record.encode())]
+        items += [(self._marker(g), None) for g in markers]
+        self.meta.set_many(self.partition, items)
+
+    def unregister(self, record: FragmentRecord, marker: int, error: str) -> None:
+        """Withdraw a fragment whose writes could not be settled, and leave a marker that
+        says so in its place (a commit then refuses, naming this worker)."""
+        doc = self._marker_doc(0.0, None) | {"error": error}
+        self.meta.set_many(
+            self.partition,
+            [(_fragment_key(record), None), (self._marker(marker), json.dumps(doc).encode())],
+        )
+
+    def fragments(self) -> list[FragmentRecord]:
+        scan = self.meta.scan(self.partition, FRAGMENT, FRAGMENT)
+        return [FragmentRecord.decode(v) for _, v, _ in scan]
+
+    # unflushed writes -----------------------------------------------------------------------
+
+    def _marker(self, generation: int) -> bytes:
+        return DIRTY + self.writer.hex().encode() + f"{generation:08x}".encode()
+
+    @staticmethod
+    def _marker_doc(since: float, tag: str | None) -> dict:
+        return {"host": socket.gethostname(), "pid": os.getpid(), "since": since, "tag": tag}
+
+    def mark_unflushed(self, generation: int, since: float, tag: str | None) -> None:
+        doc = self._marker_doc(since, tag)
+        self.meta.set_many(self.partition, [(self._marker(generation), json.dumps(doc).encode())])
+
+    def unflushed(self) -> list[Unflushed]:
+        return [_unflushed(k, v) for k, v, _ in self.meta.scan(self.partition, DIRTY, DIRTY)]
+
+    def drop_marker(self, generation: int) -> None:
+        self.meta.set_many(self.partition, [(self._marker(generation), None)])
+
+    def forget_unflushed(self, markers: Iterable[Unflushed]) -> None:
+        """Drop markers (their writes are given up: `commit(unflushed="discard")`)."""
+        keys = {m.writer for m in markers}
+        drop = [
+            (k, None)
+            for k, _, _ in self.meta.scan(self.partition, DIRTY, DIRTY)
+            if k[1:17].decode() in keys
         ]
-        return keys, prefixes
+        if drop:
+            self.meta.set_many(self.partition, drop)
+
+    # accepted writers (Spark task commits) ------------------------------------------------
+
+    def accept(self, tag: str, writers: Iterable[str]) -> None:
+        self.meta.set_many(
+            self.partition, [(ACCEPT + tag.encode(), json.dumps(sorted(set(writers))).encode())]
+        )
+
+    def accepted(self) -> dict[str, set[str]]:
+        return {
+            k[1:].decode(): set(json.loads(v))
+            for k, v, _ in self.meta.scan(self.partition, ACCEPT, ACCEPT)
+        }
 
     def clear(self) -> None:
         self.meta.drop_partition(self.partition)
+
+
+def _unflushed(key: bytes, value: bytes) -> Unflushed:
+    doc = json.loads(value)
+    return Unflushed(
+        key[1:17].decode(),
+        doc["host"],
+        doc["pid"],
+        doc["since"],
+        doc.get("tag"),
+        doc.get("error"),
+    )
+
+
+def _fragment_key(record: FragmentRecord) -> bytes:
+    return FRAGMENT + f"{record.writer}{record.seq:08x}".encode()

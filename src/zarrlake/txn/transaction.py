@@ -11,15 +11,18 @@ from concurrent.futures import Future
 from dataclasses import replace
 from datetime import timedelta
 
-from zarrlake.errors import CASFailedError, ReadOnlyError
+from zarrlake.errors import CASFailedError, Conflict, ConflictError, ReadOnlyError
+from zarrlake.format.fragment import FragmentRecord
 from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.txn import commit as committing
 from zarrlake.txn.context import RepoContext, RepoSpec, connect
+from zarrlake.txn.fragments import StagedFragments, accepted
 from zarrlake.txn.overlay import Overlay
 from zarrlake.txn.records import SessionRecord, Status, check_expiry
 from zarrlake.txn.staging import Staging
 from zarrlake.txn.writes import Writes
-from zarrlake.vc.commit_protocol import Change
+from zarrlake.vc.change_table import Change, ChangeTable, Gathered
+from zarrlake.vc.chunk_keys import KeyNamer
 from zarrlake.vc.diff import Diff, diff_staged
 from zarrlake.vc.gc_protocol import register_staged
 from zarrlake.vc.refs import BRANCH
@@ -46,22 +49,28 @@ class Transaction:
         self.staging = (
             Staging(ctx.meta, ctx.stage_partition(record.id), self.writer) if record else None
         )
+        self.fragments = StagedFragments(ctx.objects)
         self.view = self._view_of(base)
         serializable = record is not None and record.isolation == "serializable"
-        self.overlay = Overlay(ctx.objects, self.view, self.staging, serializable)
+        self.overlay = Overlay(ctx.objects, self.view, self.staging, self.fragments, serializable)
         self.writes = (
             Writes(
                 ctx.objects,
                 ctx.write_guard,
                 self.staging,
+                self.fragments,
                 self.overlay,
                 self.check_open,
                 self.inline_max,
                 ctx.together,
+                ctx.clock,
+                ctx.settings.flush,
             )
             if self.staging is not None
             else None
         )
+        if self.writes is not None:
+            self.overlay.record_reads = self.writes.record_reads
 
     def _view_of(self, commit_id: str) -> SnapshotView:
         objects = self.ctx.objects
@@ -101,6 +110,9 @@ class Transaction:
         return cls(ctx, None, base) if session_id is None else cls.join(ctx, session_id)
 
     def __reduce__(self) -> tuple[object, ...]:
+        """A handle pickles after flushing its writes (sending a session to or back from a
+        worker makes what it wrote durable)."""
+        self.flush()
         return (Transaction.reopen, (self.ctx.spec, self.id, self.base))
 
     # state ------------------------------------------------------------------------------
@@ -159,22 +171,72 @@ class Transaction:
     def stage(self, changes: list[Change]) -> None:
         self.require_writes().stage(changes)
 
+    def flush(self, check: bool = True) -> list[FragmentRecord]:
+        """Make this handle's buffered writes durable (a no-op for read-only handles and
+        after a commit)."""
+        if self.writes is None or self.committed is not None:
+            return []
+        return self.writes.flush(check)
+
+    def gather(self, strict: bool = True) -> Gathered:
+        """Every worker's staged changes as one table, with the keys read and prefixes
+        listed (serializable sessions) and the fragments a commit writes out; ConflictError
+        if two workers staged different bytes for one key; if `strict`,
+        UnflushedWritesError if a worker holds writes it has not flushed."""
+        assert self.staging is not None and self.record is not None
+        state = self.staging.state()
+        markers = committing.counted(state.unflushed, state.accepted) if strict else []
+        if markers:
+            raise committing.unflushed_error(self.record.id, markers)
+        got = self.fragments.gather(accepted(state.fragments, state.accepted))
+        clashes = state.clashes + got.clashes
+        if clashes:
+            raise self._clash_error(state.meta, clashes)
+        return Gathered(
+            ChangeTable(state.meta, got.writes, got.deletes), got.reads, got.listed, got.blobs
+        )
+
+    def _clash_error(self, meta: dict[str, bytes | None], clashes: list[str]) -> ConflictError:
+        namer = KeyNamer(self.view.root.meta, {k: d for k, d in meta.items() if d})
+        conflicts = []
+        for key in clashes:
+            node, coords = namer.name(key)
+            conflicts.append(
+                Conflict(
+                    node,
+                    "writers",
+                    [coords] if coords is not None else None,
+                    f"two workers of this session staged different bytes for {key!r}",
+                )
+            )
+        return ConflictError(conflicts)
+
     def staged_changes(self) -> list[Change]:
-        return self.require_session().staged_changes(self.view.root.meta)
+        """Every worker's flushed changes (this handle's buffered ones included)."""
+        self.require_session()
+        self.flush()
+        return self.gather(strict=False).changes.to_list()
 
     def changes(self) -> Diff:
         """The uncommitted changes of this session (of all its workers)."""
         return diff_staged(self.view.root.meta, self.view.get, self.staged_changes())
 
-    def commit(self, message: str | None, on_conflict: str, metadata: dict[str, str] | None) -> str:
+    def commit(
+        self,
+        message: str | None,
+        on_conflict: str,
+        metadata: dict[str, str] | None,
+        unflushed: str = "wait",
+    ) -> str:
         self.require_session()
-        commit_id = committing.commit(self, message, on_conflict, metadata)
+        commit_id = committing.commit(self, message, on_conflict, metadata, unflushed)
         # From now on this handle reads the commit it made; its staged records are dead
         # (the session refuses writes), so dropping them need not delay the caller.
         self.committed = commit_id
+        assert self.writes is not None and self.staging is not None
+        self.writes.stop()
         self.view = self._view_of(commit_id)
         self.overlay = Overlay(self.ctx.objects, self.view, None)
-        assert self.staging is not None
         self.cleanup = self.ctx.objects.pool.submit(self._drop_staged, self.staging)
         return commit_id
 
@@ -186,6 +248,8 @@ class Transaction:
 
     def abandon(self) -> None:
         self.require_session()
+        assert self.writes is not None
+        self.writes.stop()
         committing.abandon(self)
 
     def update_expiration(self, expires_in: timedelta) -> None:

@@ -1,22 +1,35 @@
-"""Writes inside a session: check, upload chunks too big to stage inline, stage durably."""
+"""Writes inside a session: check, upload chunks too big to stage inline, buffer, flush.
+
+Metadata documents are staged in the metastore at once (they are few, and every worker
+must see them). Chunk writes and deletes are buffered per handle and flushed as one
+fragment object plus one metastore record (`flush`): that is the point where they become
+durable. After registering a fragment the flush re-checks that the session is still open
+and settles its uploads with the garbage collector's `WriteGuard`, so a write racing the
+commit's seal is either in the commit or raises, and a deduplicated upload that raced a
+sweep is written again before the flush returns.
+"""
 
 from __future__ import annotations
 
+import secrets
 import threading
+import time
 from collections.abc import Callable
 
 from zarrlake import hooks
-from zarrlake.errors import Conflict, ConflictError, InvalidInputError
-from zarrlake.format.chunk_ref import RefKind, chunk_object_key
+from zarrlake.errors import InvalidInputError, ZarrLakeError
+from zarrlake.format import fragment
+from zarrlake.format.chunk_ref import chunk_object_key
+from zarrlake.format.fragment import FragmentRecord
 from zarrlake.format.snapshot import is_meta_key
 from zarrlake.txn.batching import GroupCommit
-from zarrlake.txn.context import raise_first
+from zarrlake.txn.buffer import Batch, FlushPolicy
+from zarrlake.txn.fragments import StagedFragments
 from zarrlake.txn.overlay import Overlay
 from zarrlake.txn.staging import Staging
 from zarrlake.validate import check_key
-from zarrlake.vc.chunk_keys import KeyNamer
-from zarrlake.vc.commit_protocol import Change
-from zarrlake.vc.gc_protocol import Phase, WriteGuard
+from zarrlake.vc.change_table import Change
+from zarrlake.vc.gc_protocol import WriteGuard
 from zarrlake.vc.objects import Objects
 from zarrlake.zarr_metadata import check_metadata
 
@@ -30,31 +43,46 @@ def check_data(key: str, data: object) -> bytes:
 
 class Writes:
     """The write path of one session handle. `check_open` raises unless the session still
-    accepts writes; it runs again after staging, so a write racing the commit's seal is
-    either in the commit or raises: never acknowledged and lost. Uploaded chunk objects are
-    settled with the garbage collector's `WriteGuard` once their references are staged, so
-    a deduplicated upload that raced a sweep is written again before it is acknowledged."""
+    accepts writes."""
 
     def __init__(
         self,
         objects: Objects,
         guard: WriteGuard,
         staging: Staging,
+        fragments: StagedFragments,
         overlay: Overlay,
         check_open: Callable[[], None],
         inline_max: int,
         together: Callable[..., list[object]],
+        clock: Callable[[], float],
+        policy: FlushPolicy,
     ) -> None:
-        self.together = together
         self.objects = objects
         self.guard = guard
         self.staging = staging
-        self._uploads: dict[str, tuple[bytes, Phase]] = {}  # object key -> (bytes, phase)
-        self._uploads_lock = threading.Lock()
+        self.fragments = fragments
         self.overlay = overlay
         self.check_open = check_open
         self.inline_max = inline_max
-        self._group: GroupCommit[Change] = GroupCommit(self._stage_batch)
+        self.together = together
+        self.clock = clock
+        self.policy = policy
+        self.buffer = overlay.buffer
+        self.tag: str | None = None
+        self.flushed: list[FragmentRecord] = []  # this handle's fragments, in order
+        self._seq = 0
+        self._flush_lock = threading.Lock()
+        self._timer: threading.Timer | None = None
+        self._last_write = 0.0
+        self._error: BaseException | None = None  # of a flush in the background
+        self._meta = GroupCommit[Change](self._stage_meta)
+
+    @property
+    def writer(self) -> str:
+        return self.staging.writer.hex()
+
+    # preparing ----------------------------------------------------------------------------
 
     def prepare(self, key: str, data: bytes) -> Change:
         """Check one write and upload its bytes if they are too big to stage inline; it takes
@@ -69,20 +97,84 @@ class Writes:
         if len(data) <= self.inline_max:
             return key, self.objects.inline(bytes(data))
         phase = self.guard.begin()
-        ref = self.objects.put_chunk(bytes(data))
+        ref, created = self.objects.store_chunk(bytes(data))
         object_key = chunk_object_key(ref.digest)
-        with self._uploads_lock:
-            self._uploads[object_key] = (bytes(data), phase)
+        with self.buffer.lock:  # a reused object may be deleted by gc: keep its bytes
+            self.buffer.current.hold(object_key, None if created else bytes(data), phase)
         hooks.reached("after_chunk_upload")
         return key, ref
 
+    # staging ------------------------------------------------------------------------------
+
     def stage(self, changes: list[Change]) -> None:
-        """Stage prepared writes (concurrent callers share one metastore transaction)."""
-        self._group.submit(changes)
+        """Stage prepared writes: metadata documents durably now (concurrent callers share
+        one metastore transaction), chunk changes into the buffer."""
+        self.raise_background_error()
+        meta = [c for c in changes if is_meta_key(c[0])]
+        if meta:
+            self._meta.submit(meta)
+        chunks = [c for c in changes if not is_meta_key(c[0])]
+        if chunks:
+            self._buffer(chunks)
+
+    def _stage_meta(self, items: list[Change]) -> None:
+        self.staging.stage_meta(items)
+        hooks.reached("after_staging")
+        self.check_open()
+
+    def _buffer(self, changes: list[Change]) -> None:
+        with self.buffer.lock:
+            batch = self.buffer.current
+            if not batch.markers:  # the first write since the last flush
+                self._mark(batch)
+            for key, ref in changes:
+                batch.add(key, ref)
+            self._last_write = time.monotonic()
+            full = self._full(batch)
+            if not full:
+                self._arm_timer()
+        if full:
+            self.flush()
+
+    def _mark(self, batch: Batch) -> None:
+        """Leave the marker saying this handle holds unflushed writes (before holding any),
+        and check the session still takes writes, so writing to a closed or expired session
+        fails at once rather than at the flush."""
+        generation = self.buffer.generation = self.buffer.generation + 1
+        batch.since = time.monotonic()
+        marked, opened = self.together(
+            lambda: self.staging.mark_unflushed(generation, self.clock(), self.tag),
+            self.check_open,
+        )
+        if isinstance(opened, BaseException):
+            if not isinstance(marked, BaseException):
+                self.staging.drop_marker(generation)
+            raise opened
+        if isinstance(marked, BaseException):
+            raise marked
+        batch.markers.append(generation)
+
+    def _full(self, batch: Batch) -> bool:
+        p = self.policy
+        return (
+            len(batch.changes) >= p.max_entries
+            or batch.data_bytes >= p.max_bytes
+            or batch.held_bytes >= p.max_bytes
+            or time.monotonic() - batch.since >= p.max_age
+        )
+
+    def record_reads(self, keys: list[str], prefixes: list[str] = ()) -> None:  # type: ignore[assignment]
+        """Remember keys read and prefixes listed (serializable sessions); flushed with the
+        writes."""
+        with self.buffer.lock:
+            batch = self.buffer.current
+            if not batch.markers:
+                self._mark(batch)
+            batch.reads.update(keys)
+            batch.listed.update(prefixes)
 
     def write_many(self, items: list[tuple[str, bytes]]) -> None:
-        """Big chunks are uploaded in parallel, then everything is staged in one metastore
-        transaction."""
+        """Big chunks are uploaded in parallel, then everything is staged."""
         checked = [(check_key(key), check_data(key, data)) for key, data in items]
         big = [i for i, (_, data) in enumerate(checked) if len(data) > self.inline_max]
         uploaded = dict(
@@ -98,44 +190,112 @@ class Writes:
         if present:
             self.stage([(k, None) for k in present])
 
-    def _stage_batch(self, items: list[Change]) -> None:
-        self.staging.stage_many(items)
+    # flushing -----------------------------------------------------------------------------
+
+    def flush(self, check: bool = True) -> list[FragmentRecord]:
+        """Make every buffered write of this handle durable; returns the fragments written.
+        `check=False` skips re-reading the session's status after registering (a commit's
+        seal, which follows, does that)."""
+        self.raise_background_error()
+        with self._flush_lock:
+            with self.buffer.lock:
+                if not self.buffer.current:
+                    return []
+                batch = self.buffer.take()
+            try:
+                record = self._write_fragment(batch)
+            except BaseException:
+                self.buffer.restore(batch)  # not durable: a later flush tries again
+                raise
+            try:
+                self._settle(batch, record, check)
+            finally:
+                self.buffer.done(batch)
+            self.flushed.append(record)
+            return [record]
+
+    def _write_fragment(self, batch: Batch) -> FragmentRecord:
+        location = f"{fragment.PREFIX}{secrets.token_hex(20)}"
+        blob, index, index_id, offset = fragment.build(
+            location, batch.changes, batch.reads, batch.listed, self.objects.algo
+        )
+        small = len(blob) <= fragment.RECORD_MAX
+        if not small:
+            self.objects.store.put_if_absent(location, blob)
+            hooks.reached("after_fragment_upload")
+        self._seq += 1
+        record = FragmentRecord(
+            location=location,
+            index_offset=offset,
+            index_length=len(blob) - offset,
+            index_id=index_id,
+            entries=len(index),
+            data_bytes=offset,
+            writer=self.writer,
+            seq=self._seq,
+            at=self.clock(),
+            tag=self.tag,
+            blob=blob if small else None,
+        )
+        self.staging.register(record, batch.markers)
+        self.fragments.remember(record, index)
         hooks.reached("after_staging")
-        # Both read the metastore after staging, and neither needs the other's answer.
-        raise_first(self.together(self.check_open, lambda: self._settle(items)))
+        return record
 
-    def _settle(self, items: list[Change]) -> None:
-        """Re-check the uploads these staged references name against a concurrent sweep."""
-        with self._uploads_lock:
-            if not self._uploads:
-                return
-            by_phase: dict[Phase, list[tuple[str, bytes]]] = {}
-            for _, ref in items:
-                if ref is None or ref.kind != RefKind.OBJECT:
-                    continue
-                got = self._uploads.pop(chunk_object_key(ref.digest), None)
-                if got is not None:
-                    by_phase.setdefault(got[1], []).append((chunk_object_key(ref.digest), got[0]))
-        for phase, uploads in by_phase.items():
-            self.guard.settle(phase, uploads)
+    def _settle(self, batch: Batch, record: FragmentRecord, check: bool) -> None:
+        """Re-check the session is open and the uploads still exist (both read the
+        metastore after registering, and neither needs the other's answer)."""
+        by_phase: dict[object, list[tuple[str, bytes | None]]] = {}
+        for key, (data, phase) in batch.uploads.items():
+            by_phase.setdefault(phase, []).append((key, data))
 
-    def staged_changes(self, meta: dict[str, bytes]) -> list[Change]:
-        """Every staged change of every worker; ConflictError if two workers staged
-        different bytes for one key (`meta`: the base snapshot's metadata documents)."""
-        changes, clashes = self.staging.all()
-        if not clashes:
-            return changes
-        staged_meta = {k: r.data for k, r in changes if is_meta_key(k) and r is not None}
-        namer = KeyNamer(meta, {k: d for k, d in staged_meta.items() if d})
-        conflicts = []
-        for key in clashes:
-            node, coords = namer.name(key)
-            conflicts.append(
-                Conflict(
-                    node,
-                    "writers",
-                    [coords] if coords is not None else None,
-                    f"two workers of this session staged different bytes for {key!r}",
-                )
+        def settle() -> list[str]:
+            return [k for p, ups in by_phase.items() for k in self.guard.settle(p, ups)]  # type: ignore[arg-type]
+
+        opened, lost = self.together(self.check_open if check else lambda: None, settle)
+        if isinstance(lost, list) and lost:
+            error = (
+                f"a garbage collection deleted {len(lost)} chunk object(s) this worker uploaded "
+                f"before staging them (the first: {lost[0]}); their writes were withdrawn: "
+                "write those chunks again"
             )
-        raise ConflictError(conflicts)
+            self.staging.unregister(record, batch.markers[0] if batch.markers else 0, error)
+            raise ZarrLakeError(error)
+        for outcome in (opened, lost):
+            if isinstance(outcome, BaseException):
+                raise outcome
+
+    # flushing in the background -------------------------------------------------------------
+
+    def _arm_timer(self) -> None:
+        idle = self.policy.idle
+        if idle is None or self._timer is not None:
+            return
+        self._timer = threading.Timer(idle, self._on_idle)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _on_idle(self) -> None:
+        idle = self.policy.idle
+        assert idle is not None
+        wait = self._last_write + idle - time.monotonic()
+        if wait > 0:  # written to since: look again when it has been idle long enough
+            self._timer = threading.Timer(wait, self._on_idle)
+            self._timer.daemon = True
+            self._timer.start()
+            return
+        self._timer = None
+        try:
+            self.flush()
+        except BaseException as e:  # kept for the next call on this handle
+            self._error = e
+
+    def raise_background_error(self) -> None:
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
+
+    def stop(self) -> None:
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,25 +24,22 @@ from zarrlake.format import columns
 from zarrlake.format.changes import (
     ATTRS,
     CREATED,
-    DELETE,
     DELETED,
     REDEFINED,
     RESIZED,
-    WRITE,
     ChangeSet,
     NodeChange,
 )
-from zarrlake.format.chunk_ref import ChunkRef, RefKind
 from zarrlake.format.commit import CommitRecord
 from zarrlake.format.manifest import ManifestRange
-from zarrlake.format.snapshot import RangeIndex, SnapshotRoot, is_meta_key, node_path
+from zarrlake.format.snapshot import RangeIndex, SnapshotRoot, node_path
+from zarrlake.vc.change_table import Change, ChangeTable
 from zarrlake.vc.chunk_keys import KeyNamer, is_array_doc, load_doc
 from zarrlake.vc.conflicts import find_conflicts, merge_changes, without
-from zarrlake.vc.objects import MANIFEST_INLINE_MAX, Blob, Objects
+from zarrlake.vc.objects import Blob, Objects
 from zarrlake.vc.refs import BRANCH, Refs
 
-Change = tuple[str, ChunkRef | None]
-"""A key and its new reference (None: deleted), as staged by a session."""
+__all__ = ["Change", "ChangeTable", "CommitProtocol", "CommitRequest", "CommitTimeoutError"]
 
 
 class CommitTimeoutError(ZarrLakeError):
@@ -53,65 +49,91 @@ class CommitTimeoutError(ZarrLakeError):
 # building snapshots ------------------------------------------------------------------
 
 
-def pack_small_chunks(
-    objects: Objects, changes: Sequence[Change]
-) -> tuple[list[Change], list[Blob]]:
-    """Move staged inline chunks too big for a manifest into one pack object; returns the
-    changes referring to the pack, and the pack to write."""
-    small = [
-        (i, r)
-        for i, (k, r) in enumerate(changes)
-        if r is not None
-        and r.kind == RefKind.INLINE
-        and r.length > MANIFEST_INLINE_MAX
-        and not is_meta_key(k)
-    ]
-    if not small:
-        return list(changes), []
-    blob = b"".join(r.data or b"" for _, r in small)
-    location = f"packs/{objects.digest(blob).hex()[:40]}"
-    out = list(changes)
-    pos = 0
-    for i, r in small:
-        out[i] = (out[i][0], ChunkRef(RefKind.LOCATION, r.digest, r.length, pos, location))
-        pos += r.length
-    return out, [(location, blob)]
+def _groups(idx: RangeIndex, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(range ids touched, start of each one's run in `keys`): sorted keys fall into the
+    ranges of `idx` in runs (range -1: before the first range, or no ranges at all)."""
+    if not len(keys):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    if len(idx):
+        where = np.maximum(np.searchsorted(idx.first_keys, keys, side="right") - 1, 0)
+    else:
+        where = np.full(len(keys), -1)
+    starts = np.flatnonzero(np.concatenate([[True], where[1:] != where[:-1]]))
+    return where[starts], starts
+
+
+def _slices(idx: RangeIndex, keys: np.ndarray) -> dict[int, slice]:
+    """Range id -> the slice of sorted `keys` falling into it."""
+    ids, starts = _groups(idx, keys)
+    if not len(ids):
+        return {}
+    ends = [*starts[1:].tolist(), len(keys)]
+    return {int(i): slice(int(a), int(b)) for i, a, b in zip(ids, starts, ends, strict=True)}
+
+
+def drop_unchanged(objects: Objects, parent: SnapshotRoot, changes: ChangeTable) -> ChangeTable:
+    """`changes` less what the parent already holds: documents written with the bytes they
+    have, chunks written with the bytes they have, deletes of keys that do not exist. Such
+    writes (xarray rewrites coordinates it appends next to) are not changes: they make no
+    conflict, diff or blame entry."""
+    meta = {k: d for k, d in changes.meta.items() if parent.meta.get(k) != d}
+    idx = parent.ranges
+    writes, deletes = changes.writes, changes.deletes
+    if not len(idx) or not len(writes) + len(deletes):
+        return ChangeTable(meta, writes, deletes)
+    w, d = _slices(idx, writes.keys), _slices(idx, deletes)
+    touched = sorted(set(w) | set(d))
+    ranges = dict(
+        zip(
+            touched,
+            objects.map(lambda i: objects.read(ManifestRange, idx.ids[i]), touched),
+            strict=True,
+        )
+    )
+    same_writes: list[np.ndarray] = []
+    present_deletes: list[np.ndarray] = []
+    for i, rng in ranges.items():
+        if i in w and len(rng):
+            part = w[i]
+            keys = writes.keys[part]
+            pos = np.minimum(np.searchsorted(rng.keys, keys), len(rng) - 1)
+            hit = rng.keys[pos] == keys
+            same = hit & (rng.length[pos] == writes.length[part])
+            same &= (rng.digest[pos] == writes.digest[part]).all(axis=1)
+            same_writes.append(keys[same])
+        if i in d and len(rng):
+            keys = deletes[d[i]]
+            pos = np.minimum(np.searchsorted(rng.keys, keys), len(rng) - 1)
+            present_deletes.append(keys[rng.keys[pos] == keys])
+    if same_writes:
+        writes = writes.without_keys(np.concatenate(same_writes))
+    deletes = np.concatenate(present_deletes) if present_deletes else deletes[:0]
+    return ChangeTable(meta, writes, np.sort(deletes))
 
 
 def apply_changes(
-    objects: Objects, parent: SnapshotRoot, changes: Sequence[Change]
+    objects: Objects, parent: SnapshotRoot, changes: ChangeTable
 ) -> tuple[SnapshotRoot, list[Blob]]:
     """`parent` with `changes` applied, and the new manifest ranges to write: only the
     ranges the changes fall into are rewritten."""
     meta = dict(parent.meta)
-    data: list[tuple[bytes, ChunkRef | None]] = []
-    for key, ref in changes:
-        if is_meta_key(key):
-            if ref is None:
-                meta.pop(key, None)
-            else:
-                assert ref.data is not None, "metadata documents are staged inline"
-                meta[key] = ref.data
+    for key, doc in changes.meta.items():
+        if doc is None:
+            meta.pop(key, None)
         else:
-            data.append((key.encode(), ref))
-    if not data:
+            meta[key] = doc
+    writes, deletes = changes.writes, changes.deletes
+    if not len(writes) + len(deletes):
         return SnapshotRoot(meta, parent.ranges), []
-    data.sort(key=lambda kv: kv[0])
     idx = parent.ranges
-    groups: dict[int, list[tuple[bytes, ChunkRef | None]]] = defaultdict(list)
-    if len(idx):
-        keys = columns.keys_array([k for k, _ in data])
-        where = np.maximum(np.searchsorted(idx.first_keys, keys, side="right") - 1, 0)
-        for (k, r), i in zip(data, where.tolist(), strict=True):
-            groups[i].append((k, r))
-    else:
-        groups[-1] = data
+    w, d = _slices(idx, writes.keys), _slices(idx, deletes)
+    touched = sorted(set(w) | set(d))
+    empty = slice(0, 0)
 
     def rebuild(i: int) -> list[ManifestRange]:
         base = objects.read(ManifestRange, idx.ids[i]) if i >= 0 else ManifestRange.empty()
-        return base.merge(groups[i])
+        return base.apply(writes.take(w.get(i, empty)), deletes[d.get(i, empty)])
 
-    touched = sorted(groups)
     rebuilt = dict(zip(touched, objects.map(rebuild, touched), strict=True))
     new_ranges = [r for pieces in rebuilt.values() for r in pieces]
     encoded = objects.map(objects.encode, new_ranges)
@@ -153,20 +175,15 @@ def classify(old: bytes | None, new: bytes | None) -> NodeChange | None:
     return NodeChange(RESIZED if a == b else REDEFINED, is_array)
 
 
-def change_set(changes: Sequence[Change], old_meta: dict[str, bytes]) -> ChangeSet:
+def change_set(changes: ChangeTable, old_meta: dict[str, bytes]) -> ChangeSet:
     """The change set of `changes` made against a snapshot with metadata `old_meta`."""
-    ordered = sorted(changes, key=lambda kv: kv[0].encode())
     nodes = {}
-    for key, ref in ordered:
-        if is_meta_key(key):
-            change = classify(old_meta.get(key), ref.data if ref is not None else None)
-            if change is not None:
-                nodes[node_path(key)] = change
-    return ChangeSet(
-        columns.keys_array([k.encode() for k, _ in ordered]),
-        np.array([WRITE if r is not None else DELETE for _, r in ordered], np.uint8),
-        nodes,
-    )
+    for key in sorted(changes.meta):
+        change = classify(old_meta.get(key), changes.meta[key])
+        if change is not None:
+            nodes[node_path(key)] = change
+    keys, ops = changes.keys_and_ops()
+    return ChangeSet(keys, ops, nodes)
 
 
 # the protocol -------------------------------------------------------------------------
@@ -176,7 +193,8 @@ def change_set(changes: Sequence[Change], old_meta: dict[str, bytes]) -> ChangeS
 class CommitRequest:
     branch: str
     base: str
-    changes: list[Change]
+    changes: ChangeTable
+    blobs: list[Blob]  # objects the commit writes besides its own (fragments held in records)
     message: str
     author: str | None
     session_id: str | None
@@ -205,17 +223,15 @@ class CommitProtocol:
         raise ConflictError([Conflict("", "reset", None, f"branch no longer descends from {base}")])
 
     @staticmethod
-    def _alike(changes: Sequence[Change], theirs: ChangeSet, head_root: SnapshotRoot) -> set[str]:
+    def _alike(changes: ChangeTable, theirs: ChangeSet, head_root: SnapshotRoot) -> set[str]:
         """The nodes whose metadata document the other side changed to exactly ours (both
         created the same array, set the same attributes). Chunks written alike still
         conflict: two read-modify-writes that computed the same bytes would otherwise lose
         one update."""
         return {
             node_path(key)
-            for key, ref in changes
-            if is_meta_key(key)
-            and node_path(key) in theirs.nodes
-            and head_root.meta.get(key) == (ref and ref.data)
+            for key, doc in changes.meta.items()
+            if node_path(key) in theirs.nodes and head_root.meta.get(key) == doc
         }
 
     def run(
@@ -227,6 +243,7 @@ class CommitProtocol:
         """The id of the commit of `req` on its branch; `head`, the branch's (commit id,
         version) if the caller read it already, saves reading it again."""
         base_root = self.objects.read(SnapshotRoot, self.objects.snapshot_of(req.base))
+        req.changes = drop_unchanged(self.objects, base_root, req.changes)
         ours = change_set(req.changes, base_root.meta)
 
         def build(head: str) -> str:
@@ -241,7 +258,7 @@ class CommitProtocol:
                 namer = KeyNamer(
                     base_root.meta,
                     head_root.meta,
-                    {k: r.data for k, r in req.changes if is_meta_key(k) and r and r.data},
+                    {k: d for k, d in req.changes.meta.items() if d},
                 )
                 conflicts = find_conflicts(ours, theirs, namer, req.reads)
                 if conflicts and req.reads is None:  # metadata changed alike: no conflict
@@ -257,8 +274,7 @@ class CommitProtocol:
                     if not policy_ok:
                         raise ConflictError(conflicts)
                     if req.on_conflict == "theirs":
-                        taken = {bytes(k).decode() for k in theirs.keys}
-                        changes = [(k, r) for k, r in changes if k not in taken]
+                        changes = changes.without(theirs.keys)
                 parent_id, parent_root = head, head_root
             reuse = ours if parent_id == req.base and changes is req.changes else None
             return self._write(req, changes, parent_id, parent_root, reuse)
@@ -340,15 +356,15 @@ class CommitProtocol:
     def _write(
         self,
         req: CommitRequest,
-        changes: list[Change],
+        changes: ChangeTable,
         parent_id: str,
         parent_root: SnapshotRoot,
         change_set_: ChangeSet | None = None,
     ) -> str:
         """Write every object of the new commit in one parallel round (all ids are content
         hashes known before any write); the branch moves only after all of them are durable,
-        so until then even the commit record is unreachable."""
-        changes, blobs = pack_small_chunks(self.objects, changes)
+        so until then even the commit record is unreachable. Staged chunk bytes are not
+        copied: the manifests point into the fragments that staged them."""
         root, range_blobs = apply_changes(self.objects, parent_root, changes)
         snapshot_id, root_blob = self.objects.encode(root)
         if change_set_ is None:  # rebased: the change set is against the new parent
@@ -365,6 +381,6 @@ class CommitProtocol:
             metadata=dict(req.metadata or {}),
         )
         commit_id, record_blob = self.objects.encode(record)
-        self.objects.put_all([*blobs, *range_blobs, root_blob, changes_blob, record_blob])
+        self.objects.put_all([*req.blobs, *range_blobs, root_blob, changes_blob, record_blob])
         hooks.reached("after_objects_written")
         return commit_id

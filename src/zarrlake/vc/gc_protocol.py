@@ -32,10 +32,12 @@ from typing import TYPE_CHECKING, Protocol
 
 from zarrlake import hooks
 from zarrlake.errors import CASFailedError, ZarrLakeError
+from zarrlake.format.fragment import FragmentRecord
 
 if TYPE_CHECKING:
     from zarrlake.metastore.base import MetaStore
     from zarrlake.storage.base import ObjectStore
+    from zarrlake.vc.objects import Objects
 
 
 class GcContext(Protocol):
@@ -43,6 +45,7 @@ class GcContext(Protocol):
 
     meta: MetaStore
     object_store: ObjectStore
+    objects: Objects
     clock: Callable[[], float]
 
     def partition(self, name: str) -> str: ...
@@ -84,6 +87,9 @@ class Candidate:
     key: str
     first_seen: float
     size: int | None = None
+    index: tuple[int, int, str] | None = None
+    """For a staged fragment not yet read: where its index lies (offset, length, id). What
+    the fragment names (chunk objects) becomes candidates when a run reads it."""
 
 
 def partition(ctx: GcContext) -> str:
@@ -176,20 +182,39 @@ class GcState:
         for k, v, _ in self.meta.scan(self.partition, prefix=CANDIDATE):
             key = k[len(CANDIDATE) :].decode()
             doc = json.loads(v)
-            out[key] = Candidate(key, doc["t"], doc.get("size"))
+            index = tuple(doc["index"]) if doc.get("index") else None
+            out[key] = Candidate(key, doc["t"], doc.get("size"), index)  # type: ignore[arg-type]
         return out
 
-    def add(self, known: dict[str, Candidate], found: Iterable[tuple[str, int | None]]) -> int:
-        """Register newly found candidates (those not in `known`), first seen now."""
+    def add(
+        self,
+        known: dict[str, Candidate],
+        found: Iterable[tuple[str, int | None]],
+        indexes: dict[str, tuple[int, int, str]] | None = None,
+    ) -> int:
+        """Register newly found candidates (those not in `known`), first seen now;
+        `indexes` gives staged fragments' index locations."""
         now = self.clock()
         items = []
         for key, size in found:
             if key not in known:
-                known[key] = Candidate(key, now, size)
-                items.append((CANDIDATE + key.encode(), json.dumps({"t": now, "size": size})))
+                index = (indexes or {}).get(key)
+                known[key] = Candidate(key, now, size, index)
+                doc = {"t": now, "size": size} | ({"index": list(index)} if index else {})
+                items.append((CANDIDATE + key.encode(), json.dumps(doc)))
         for i in range(0, len(items), 1000):
             self.meta.set_many(self.partition, [(k, v.encode()) for k, v in items[i : i + 1000]])
         return len(items)
+
+    def expanded(self, candidates: list[Candidate]) -> None:
+        """Note that these fragments' contents were registered (their index is not read
+        again)."""
+        items = [
+            (CANDIDATE + c.key.encode(), json.dumps({"t": c.first_seen, "size": c.size}).encode())
+            for c in candidates
+        ]
+        for i in range(0, len(items), 1000):
+            self.meta.set_many(self.partition, items[i : i + 1000])
 
     def drop(self, keys: Sequence[str]) -> None:
         for i in range(0, len(keys), 1000):
@@ -229,22 +254,26 @@ class WriteGuard:
             return last[1]
         return self._phase()
 
-    def settle(self, before: Phase, uploads: Sequence[tuple[str, bytes]]) -> int:
-        """Make sure every uploaded object still exists now that its reference is staged;
-        returns how many had to be written again (a sweep deleted them meanwhile)."""
+    def settle(self, before: Phase, uploads: Sequence[tuple[str, bytes | None]]) -> list[str]:
+        """Make sure every uploaded object still exists now that its reference is staged.
+        One a sweep deleted meanwhile is written again from its bytes; returns the keys of
+        those it could not be (their bytes were not kept: fresh uploads, which only a sweep
+        of `--full` listing with a grace period shorter than the upload's age can delete)."""
         after = self._phase()
         if after == before and not after.sweeping:
-            return 0
+            return []
         while after.sweeping and self.clock() < after.deadline:
             hooks.reached("writer_waits_for_sweep")
             self.sleep(self.poll)  # a sweep is deleting: let it finish before checking
             after = self._phase()
-        rewritten = 0
+        lost = []
         for key, data in uploads:
             if not self.store.exists(key):
-                self.store.put_if_absent(key, data)
-                rewritten += 1
-        return rewritten
+                if data is None:
+                    lost.append(key)
+                else:
+                    self.store.put_if_absent(key, data)
+        return lost
 
     def wait_idle(self) -> None:
         """Block while a sweep is deleting (commits call this after sealing, before they
@@ -263,21 +292,40 @@ def register_dropped(ctx: GcContext, commit_id: str) -> None:
     GcState(ctx).add({}, [(f"commits/{commit_id}", None)])
 
 
-def register_staged(ctx: GcContext, session_id: str) -> int:
-    """Remember the chunk objects a session's staged records name as garbage candidates,
-    before the records are dropped (abandon, commit cleanup), so an incremental gc finds
-    them without listing; the mark keeps whichever are still referenced. Returns how many
-    were new."""
-    from zarrlake.format.staged import StagedRecord
-    from zarrlake.vc.reach import ref_key
+def staged_fragments(meta: MetaStore, partition: str) -> list[FragmentRecord]:
+    """The fragment records in a session's staging partition."""
+    return [FragmentRecord.decode(v) for _, v, _ in meta.scan(partition, b"f", b"f")]
+
+
+def staged_candidates(
+    objects: Objects, records: list[FragmentRecord]
+) -> tuple[list[tuple[str, int | None]], dict[str, tuple[int, int, str]]]:
+    """(candidates, index locations) for a finished session's fragments: a fragment
+    object is registered with where its index lies (a gc run reads it then); what a
+    fragment held in its record names is registered at once."""
+    from zarrlake.vc.reach import record_refs
 
     found: list[tuple[str, int | None]] = []
-    for k, v, _ in ctx.meta.scan(ctx.stage_partition(session_id), prefix=b"w"):
-        ref = StagedRecord.decode(v, k.decode(errors="replace")).ref
-        key = ref_key(ref) if ref is not None else None
-        if key is not None:
-            found.append((key, ref.length if ref is not None else None))
+    indexes: dict[str, tuple[int, int, str]] = {}
+    for r in records:
+        if r.blob is None:
+            found.append((r.location, r.index_offset + r.index_length))
+            indexes[r.location] = r.index
+        else:
+            found += list(record_refs(objects, r).items())
+    return found, indexes
+
+
+def register_staged(ctx: GcContext, session_id: str) -> int:
+    """Remember a session's staged fragments as garbage candidates, before its records are
+    dropped (abandon, commit cleanup), so an incremental gc finds them without listing: a
+    run reads each fragment's index and registers the chunk objects it names, and the mark
+    keeps whichever are still referenced. Returns how many were new."""
+    records = staged_fragments(ctx.meta, ctx.stage_partition(session_id))
+    if not records:
+        return 0
+    found, indexes = staged_candidates(ctx.objects, records)
     if not found:
         return 0
     state = GcState(ctx)
-    return state.add(state.candidates(), found)
+    return state.add(state.candidates(), found, indexes)

@@ -21,10 +21,10 @@ from zarrlake.format.commit import CommitRecord
 from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.vc.commit_protocol import (
     Change,
+    ChangeTable,
     CommitProtocol,
     apply_changes,
     change_set,
-    pack_small_chunks,
 )
 from zarrlake.vc.objects import Objects
 from zarrlake.vc.refexpr import merge_base
@@ -61,13 +61,13 @@ class History:
         author: str | None,
     ) -> str:
         """Write the snapshot, change set (against the first parent) and record."""
-        changes, blobs = pack_small_chunks(self.objects, changes)
-        root, range_blobs = apply_changes(self.objects, parent_root, changes)
+        table = ChangeTable.from_list(changes)
+        root, range_blobs = apply_changes(self.objects, parent_root, table)
         snapshot_id, root_blob = self.objects.encode(root)
-        changes_id, changes_blob = self.objects.encode(change_set(changes, parent_root.meta))
+        changes_id, changes_blob = self.objects.encode(change_set(table, parent_root.meta))
         record = CommitRecord(parents, snapshot_id, changes_id, message, author, time.time(), None)
         commit_id, record_blob = self.objects.encode(record)
-        self.objects.put_all([*blobs, *range_blobs, root_blob, changes_blob, record_blob])
+        self.objects.put_all([*range_blobs, root_blob, changes_blob, record_blob])
         return commit_id
 
     def _combine(

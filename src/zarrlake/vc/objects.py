@@ -202,11 +202,16 @@ class Objects:
 
     def put_chunk(self, data: bytes) -> ChunkRef:
         """Store chunk bytes under their digest (deduplicated) and return the reference."""
+        return self.store_chunk(data)[0]
+
+    def store_chunk(self, data: bytes) -> tuple[ChunkRef, bool]:
+        """(reference, whether this call created the object): an object that existed may
+        be garbage a collector is about to delete (gc_protocol.WriteGuard)."""
         if len(data) <= MANIFEST_INLINE_MAX:
-            return self.inline(data)
+            return self.inline(data), True
         key = self.digest(data)
-        self.store.put_if_absent(chunk_object_key(key), data)
-        return ChunkRef.object(key, len(data))
+        created = self.store.put_if_absent(chunk_object_key(key), data)
+        return ChunkRef.object(key, len(data)), created
 
     def read_ref(self, ref: ChunkRef, what: str) -> bytes:
         """The referenced bytes, verified against the reference's checksum."""

@@ -13,14 +13,16 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from zarrlake.errors import NotFoundError
 from zarrlake.format.changes import ChangeSet
 from zarrlake.format.chunk_ref import ChunkRef, RefKind, chunk_object_key
 from zarrlake.format.commit import CommitRecord
+from zarrlake.format.fragment import FragmentIndex, FragmentRecord
 from zarrlake.format.manifest import ManifestRange
 from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.vc.objects import PREFIXES, Objects
 
-KINDS = ("chunks", "packs", "manifests", "snapshots", "changes", "commits")
+KINDS = ("chunks", "packs", "fragments", "manifests", "snapshots", "changes", "commits")
 """Object kinds by key prefix, data first."""
 WRITTEN_BY_COMMITS = frozenset({"packs", "manifests", "snapshots", "changes", "commits"})
 EXPIRED_PREFIX = "expired/"
@@ -54,6 +56,36 @@ def manifest_refs(rng: ManifestRange) -> dict[str, int]:
         for loc in np.unique(locs).tolist():
             out[rng.locations[loc]] = int(ends[locs == loc].max())
     return out
+
+
+def fragment_refs(objects: Objects, location: str, index: tuple[int, int, str]) -> dict[str, int]:
+    """Object keys a staged fragment refers to (itself included), with the bytes each must
+    hold at least; empty if the fragment is gone."""
+    offset, length, index_id = index
+    try:
+        data = objects.store.get(location, (offset, offset + length))
+    except NotFoundError:
+        return {}
+    return _with_self(FragmentIndex.decode(index_id, data), location, offset + length)
+
+
+def record_refs(objects: Objects, record: FragmentRecord) -> dict[str, int]:
+    """Object keys the fragment of a staging record refers to. A fragment held in its
+    record names its own location only if manifests may point into it (a commit then
+    writes it out)."""
+    if record.blob is None:
+        return fragment_refs(objects, record.location, record.index)
+    index = FragmentIndex.decode(record.index_id, record.blob[record.index_offset :])
+    refs = manifest_refs(index.writes)
+    if record.data_bytes:
+        refs[record.location] = len(record.blob)
+    return refs
+
+
+def _with_self(index: FragmentIndex, location: str, size: int) -> dict[str, int]:
+    refs = manifest_refs(index.writes)
+    refs[location] = max(refs.get(location, 0), size)
+    return refs
 
 
 class Reach:

@@ -1,0 +1,149 @@
+"""Staged fragments: what one session handle staged between two flushes, as one object.
+
+A fragment object holds the bytes of the small chunks it stages (the data section) followed
+by its index: the chunk keys written (a manifest range whose small chunks point into the
+data section), the keys deleted, and for serializable sessions the keys read and prefixes
+listed. One metastore record per fragment (`FragmentRecord`) names the object and where its
+index lies, so staging a million chunks writes a few objects and records instead of a
+million rows, and a commit never copies the staged bytes: the data section becomes a pack
+that the new manifests point into.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from zarrlake.errors import CorruptionError
+from zarrlake.format import columns, envelope
+from zarrlake.format.chunk_ref import ChunkRef, RefKind
+from zarrlake.format.digest import Hash
+from zarrlake.format.manifest import ManifestRange
+
+PREFIX = "fragments/"
+"""Object keys of fragments: `fragments/<random id>` (written once, never modified)."""
+
+INLINE_MAX = 64
+"""Chunks at most this large stay inside the index (and later inside manifests)."""
+
+RECORD_MAX = 32 << 10
+"""Fragments at most this large travel inside their metastore record instead of as an
+object (a session of a few chunks then writes no object before its commit, which writes
+the fragment out with its other objects if manifests must point into it)."""
+
+_EMPTY_KEYS = columns.keys_array([])
+
+
+@dataclass(frozen=True)
+class FragmentIndex:
+    """The index of one fragment: sorted, unique keys in each column."""
+
+    writes: ManifestRange
+    deletes: np.ndarray = field(default_factory=lambda: _EMPTY_KEYS)
+    reads: np.ndarray = field(default_factory=lambda: _EMPTY_KEYS)
+    listed: tuple[str, ...] = ()
+
+    def __len__(self) -> int:
+        return len(self.writes) + len(self.deletes)
+
+    def encode(self, algo: Hash = Hash.SHA256) -> tuple[str, bytes]:
+        meta, cols = self.writes.columns()
+        payload = columns.pack(
+            {"writes": meta, "listed": list(self.listed)},
+            {
+                **{f"w.{name}": col for name, col in cols.items()},
+                "deletes": self.deletes,
+                "reads": self.reads,
+            },
+        )
+        return envelope.encode(envelope.KIND_FRAGMENT, payload, algo)
+
+    @classmethod
+    def decode(cls, oid: str, data: bytes) -> FragmentIndex:
+        payload = envelope.decode(envelope.KIND_FRAGMENT, oid, data)
+        meta, c = columns.unpack(payload, f"fragment index {oid}")
+        writes = ManifestRange.from_columns(
+            meta["writes"], {k[2:]: v for k, v in c.items() if k.startswith("w.")}
+        )
+        return cls(writes, c["deletes"], c["reads"], tuple(meta["listed"]))
+
+
+@dataclass(frozen=True)
+class FragmentRecord:
+    """The metastore record that registers one fragment object with its session."""
+
+    location: str  # the object key
+    index_offset: int
+    index_length: int
+    index_id: str  # the index's content hash: checked when it is read
+    entries: int
+    data_bytes: int
+    writer: str  # hex id of the session handle that staged it
+    seq: int  # the writer's flush count: later fragments of a writer win
+    at: float  # when it was registered (orders different writers, for reads only)
+    tag: str | None = None  # set by jobs whose fragments count only once accepted (Spark)
+    blob: bytes | None = None  # the whole fragment, when it is small (no object written)
+
+    def encode(self) -> bytes:
+        doc = {k: v for k, v in asdict(self).items() if k != "blob"}
+        head = json.dumps(doc, separators=(",", ":")).encode()
+        return head if self.blob is None else head + b"\n" + self.blob
+
+    @classmethod
+    def decode(cls, data: bytes) -> FragmentRecord:
+        head, sep, blob = data.partition(b"\n")
+        try:
+            return cls(**json.loads(head), blob=blob if sep else None)
+        except (ValueError, TypeError) as e:
+            raise CorruptionError(f"staged fragment record cannot be decoded ({e})") from None
+
+    @property
+    def needs_object(self) -> bool:
+        """Whether a commit must write this record's fragment out: it is held in the record
+        and manifests will point into its data section."""
+        return self.blob is not None and self.data_bytes > 0
+
+    @property
+    def span(self) -> tuple[int, int]:
+        return self.index_offset, self.index_offset + self.index_length
+
+    @property
+    def index(self) -> tuple[int, int, str]:
+        """Where the index lies and its id: (offset, length, id)."""
+        return self.index_offset, self.index_length, self.index_id
+
+
+def build(
+    location: str,
+    changes: Mapping[str, ChunkRef | None],
+    reads: set[str] | frozenset[str] = frozenset(),
+    listed: set[str] | frozenset[str] = frozenset(),
+    algo: Hash = Hash.SHA256,
+) -> tuple[bytes, FragmentIndex, str, int]:
+    """(object bytes, index, index id, index offset) of a fragment at `location` staging
+    `changes` (key -> reference, None: deleted). Inline chunks bigger than INLINE_MAX move
+    into the data section, referenced by location."""
+    written = sorted(k.encode() for k, r in changes.items() if r is not None)
+    data_parts: list[bytes] = []
+    refs: list[ChunkRef] = []
+    pos = 0
+    for key in written:
+        ref = changes[key.decode()]
+        assert ref is not None
+        if ref.kind == RefKind.INLINE and ref.length > INLINE_MAX:
+            assert ref.data is not None
+            data_parts.append(ref.data)
+            ref = ChunkRef(RefKind.LOCATION, ref.digest, ref.length, pos, location)
+            pos += ref.length
+        refs.append(ref)
+    index = FragmentIndex(
+        ManifestRange.from_refs(written, refs),
+        columns.keys_array(sorted(k.encode() for k, r in changes.items() if r is None)),
+        columns.keys_array(sorted(k.encode() for k in reads)),
+        tuple(sorted(listed)),
+    )
+    index_id, index_bytes = index.encode(algo)
+    return b"".join([*data_parts, index_bytes]), index, index_id, pos

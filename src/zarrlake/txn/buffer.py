@@ -1,0 +1,112 @@
+"""The chunk writes one session handle holds in memory until it flushes them as a fragment.
+
+Writes through the zarr store are acknowledged when buffered and become durable when
+flushed (`Session.flush`, a commit from the same handle, pickling the handle, the end of a
+Spark task, a full buffer, or a short idle time). A handle holding unflushed writes leaves a
+marker in the metastore, so a commit never silently leaves them out.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from zarrlake.format.chunk_ref import ChunkRef, RefKind
+from zarrlake.vc.gc_protocol import Phase
+
+
+@dataclass(frozen=True)
+class FlushPolicy:
+    """When a handle flushes its buffered writes by itself."""
+
+    max_entries: int = 100_000
+    max_bytes: int = 64 << 20  # inline chunk bytes, or bytes of uploads kept for gc
+    max_age: float = 60.0  # seconds since the oldest unflushed write
+    idle: float | None = 1.0  # seconds without writes (None: never in the background)
+
+
+@dataclass
+class Batch:
+    """Writes staged between two flushes of one handle."""
+
+    generation: int
+    changes: dict[str, ChunkRef | None] = field(default_factory=dict)
+    reads: set[str] = field(default_factory=set)
+    listed: set[str] = field(default_factory=set)
+    data_bytes: int = 0  # inline chunk bytes held
+    held_bytes: int = 0  # bytes of uploads kept to put back after a gc sweep
+    uploads: dict[str, tuple[bytes | None, Phase]] = field(default_factory=dict)
+    since: float = 0.0  # when its first write arrived (monotonic)
+    markers: list[int] = field(default_factory=list)  # its unflushed-writes markers
+
+    def __bool__(self) -> bool:
+        return bool(self.changes or self.reads or self.listed)
+
+    def add(self, key: str, ref: ChunkRef | None) -> None:
+        old = self.changes.get(key)
+        if old is not None and old.kind == RefKind.INLINE:
+            self.data_bytes -= old.length
+        self.changes[key] = ref
+        if ref is not None and ref.kind == RefKind.INLINE:
+            self.data_bytes += ref.length
+
+    def hold(self, object_key: str, data: bytes | None, phase: Phase) -> None:
+        """Remember an upload (its bytes too, if it reused an object gc may delete)."""
+        if object_key not in self.uploads:
+            self.uploads[object_key] = (data, phase)
+            self.held_bytes += len(data) if data is not None else 0
+
+
+class WriteBuffer:
+    """The current batch of a handle, and the batches being flushed (still readable)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.generation = 0
+        self.current = Batch(0)
+        self.flushing: list[Batch] = []
+
+    def take(self) -> Batch:
+        """Swap in an empty batch; the old one stays readable until `done`."""
+        with self.lock:
+            batch = self.current
+            self.generation += 1
+            self.current = Batch(self.generation)
+            self.flushing.append(batch)
+            return batch
+
+    def done(self, batch: Batch) -> None:
+        with self.lock:
+            self.flushing.remove(batch)
+
+    def restore(self, batch: Batch) -> None:
+        """Put a batch whose flush failed back under the current writes (older first)."""
+        with self.lock:
+            self.flushing.remove(batch)
+            newer = self.current
+            for key, ref in newer.changes.items():
+                batch.add(key, ref)
+            batch.reads |= newer.reads
+            batch.listed |= newer.listed
+            for k, (data, phase) in newer.uploads.items():
+                batch.hold(k, data, phase)
+            batch.markers += newer.markers
+            self.current = batch
+
+    def lookup(self, key: str) -> tuple[bool, ChunkRef | None]:
+        """(buffered?, ref): the newest batch holding `key` decides (None: deleted)."""
+        with self.lock:
+            for batch in [self.current, *reversed(self.flushing)]:
+                if key in batch.changes:
+                    return True, batch.changes[key]
+        return False, None
+
+    def keys(self, prefix: str) -> dict[str, bool]:
+        """key -> deleted? for buffered keys under `prefix` (newest batch wins)."""
+        out: dict[str, bool] = {}
+        with self.lock:
+            for batch in [*self.flushing, self.current]:
+                for k, ref in batch.changes.items():
+                    if k.startswith(prefix):
+                        out[k] = ref is None
+        return out
