@@ -11,6 +11,7 @@ than leave them out."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -169,6 +170,24 @@ class Session:
         """Make this handle's buffered chunk writes durable: once it returns, they are part
         of the session for every worker and its commit, whatever happens to this process."""
         self._txn.flush()
+
+    def wait(self) -> None:
+        """Wait for the background work of this handle (the clean-up of staged records after
+        its commit), e.g. before measuring the metastore or closing the repository."""
+        self._txn.wait()
+
+    def start_writer(self, tag: str | None = None) -> str:
+        """Flush this handle's writes, then stage what follows under a new writer id, which
+        is returned. With `tag`, what the new writer stages counts (for reads by other
+        handles and for the commit) only once `accept_writers(tag, ...)` names it: Spark
+        tasks write this way, and the driver accepts the attempts Spark committed, so a
+        failed or speculative attempt contributes nothing."""
+        return self._txn.start_writer(tag)
+
+    def accept_writers(self, tag: str, writers: Iterable[str]) -> None:
+        """Make the writes of `writers` (ids from `start_writer(tag)`) count; other writers
+        that staged under `tag` are ignored."""
+        self._txn.accept_writers(tag, sorted(set(writers)))
 
     # transaction ------------------------------------------------------------------------
 

@@ -307,10 +307,10 @@ def test_fsck(repo_dir):
     assert checked["commits"] == 3 and checked["objects"] > 3 and checked["bytes"] > 0
     assert "ok" in ok("-r", r, "fsck", "v1").stdout
     chunk = next((repo_dir / "chunks").rglob("*"), None) or next(
-        p for p in (repo_dir / "packs").rglob("*") if p.is_file()
+        p for p in (repo_dir / "fragments").rglob("*") if p.is_file()
     )
     data = bytearray(chunk.read_bytes())
-    data[len(data) // 2] ^= 0xFF
+    data[0] ^= 0xFF  # chunk bytes (a fragment's data section comes first)
     chunk.write_bytes(bytes(data))
     res = run("-r", r, "fsck", "--json")
     assert res.returncode == 1

@@ -47,7 +47,7 @@ def one_chunk_commit(repo: zl.Repo, key: str) -> tuple[Counter, Counter, float]:
     s.write(key, b"\x7f")
     s.commit("one chunk")
     elapsed = time.perf_counter() - start
-    s._txn.cleanup.result()  # staged records are dropped in the background: count it too
+    s.wait()  # staged records are dropped in the background: count it too
     return blobs.calls, meta.calls, elapsed
 
 

@@ -103,7 +103,7 @@ def test_the_session_reads_the_commit_it_made(repo):
         ds = xr.open_zarr(s.store).load()
         assert sorted(ds.data_vars) == ["base", "new"]
         assert ds["new"].values.tolist() == [0.0, 2.0, 4.0, 6.0]
-    s._txn.cleanup.result(timeout=60)  # the staged records are gone: reads are the commit's
+    s.wait()  # the staged records are gone: reads are the commit's
     assert sorted(xr.open_zarr(s.store).data_vars) == ["base", "new"]
     other = repo.create_session()  # a later commit by someone else is not seen by `s`
     xr.Dataset({"more": (("x",), np.zeros(4))}).to_zarr(other.store, mode="a")

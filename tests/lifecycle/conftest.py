@@ -11,10 +11,18 @@ import zarrlake as zl
 from zarrlake.format.chunk_ref import RefKind, chunk_object_key
 from zarrlake.format.manifest import ManifestRange
 from zarrlake.format.snapshot import SnapshotRoot
-from zarrlake.format.staged import StagedRecord
+from zarrlake.format.fragment import FragmentIndex, FragmentRecord
 from zarrlake.vc.gc_protocol import WriteGuard
 
-PREFIXES = ("chunks/", "packs/", "manifests/", "snapshots/", "changes/", "commits/")
+PREFIXES = (
+    "chunks/",
+    "packs/",
+    "fragments/",
+    "manifests/",
+    "snapshots/",
+    "changes/",
+    "commits/",
+)
 
 
 def all_objects(repo: zl.Repo) -> set[str]:
@@ -33,10 +41,7 @@ def reachable(repo: zl.Repo) -> set[str]:
     for rec in ctx.records.scan():
         if rec.status == "committing" or (rec.status == "open" and rec.expires_at > now):
             starts.append(rec.base)
-            for k, v, _ in ctx.meta.scan(ctx.stage_partition(rec.id), prefix=b"w"):
-                ref = StagedRecord.decode(v, k.decode(errors="replace")).ref
-                if ref is not None and ref.kind == RefKind.OBJECT:
-                    live.add(chunk_object_key(ref.digest))
+            live |= staged_objects(repo, rec.id)
     while starts:
         cid = starts.pop()
         if f"commits/{cid}" in live or objects.is_expired(cid):
@@ -55,6 +60,26 @@ def reachable(repo: zl.Repo) -> set[str]:
                 elif ref.kind == RefKind.LOCATION:
                     live.add(ref.location)
     return live
+
+
+def staged_objects(repo: zl.Repo, session_id: str) -> set[str]:
+    """The objects a session's staged fragments name: the fragment objects and the chunk
+    objects their indexes refer to."""
+    ctx = repo.context
+    out: set[str] = set()
+    for _, v, _ in ctx.meta.scan(ctx.stage_partition(session_id), prefix=b"f"):
+        rec = FragmentRecord.decode(v)
+        if rec.blob is None:
+            data = ctx.object_store.get(rec.location, rec.span)
+            out.add(rec.location)
+        else:
+            data = rec.blob[rec.index_offset :]
+        writes = FragmentIndex.decode(rec.index_id, data).writes
+        for i in range(len(writes)):
+            ref = writes.ref_at(i)
+            if ref.kind == RefKind.OBJECT:
+                out.add(chunk_object_key(ref.digest))
+    return out
 
 
 def unreachable(repo: zl.Repo) -> set[str]:
@@ -84,11 +109,12 @@ def chunk(seed: int, size: int = 20_000) -> bytes:
 
 def guarded_write(session: zl.Session, items: list[tuple[str, bytes]]) -> None:
     """A write that follows the sweep protocol: phase read before uploading, settle after
-    staging (what the session write path is asked to do itself)."""
+    staging and flushing (what the session write path is asked to do itself)."""
     guard = WriteGuard(session.context)
     token = guard.begin()
     changes = [session.prepare(k, d) for k, d in items]
     session.stage(changes)
+    session.flush()
     uploads = [
         (chunk_object_key(ref.digest), data)
         for (_, ref), (_, data) in zip(changes, items, strict=True)

@@ -54,13 +54,15 @@ def garbage_with(repo: zl.Repo) -> None:
     """Make DATA's chunk object garbage the collector knows about: an expired session."""
     s = repo.create_session()
     s.write("g/c/0", DATA)
+    s.flush()
     repo.context.records.update(s.id, lambda r: r.__class__(**{**r.__dict__, "expires_at": 0}))
 
 
 def run_writer(session: zl.Session, upto: int, state: dict) -> None:
     """Run the writer's steps [state['done'], upto); state['blocked'] is set when the
     writer waits for a sweep or its steps are done. The session's own write path settles
-    at "stage"; the explicit "settle" step runs the guard once more, as a caller may."""
+    at "stage" (staging and flushing: the write made durable); the explicit "settle" step
+    runs the guard once more, as a caller may."""
 
     def waiting(seconds: float) -> None:
         state["blocked"].set()
@@ -75,6 +77,7 @@ def run_writer(session: zl.Session, upto: int, state: dict) -> None:
             assert state["change"][1].kind == RefKind.OBJECT
         elif step == "stage":
             session.stage([state["change"]])
+            session.flush()
         elif step == "settle" and state["settle"]:
             guard.settle(state["token"], [(KEY, DATA)])
         state["done"] += 1
@@ -89,7 +92,7 @@ def interleave(repo: zl.Repo, point: str, upto: int, settle: bool, monkeypatch) 
     pause = Pause(point)
     monkeypatch.setattr(hooks, "reached", pause)
     if not settle:  # the control: a write path without the protocol's settle step
-        monkeypatch.setattr(WriteGuard, "settle", lambda self, before, uploads: 0)
+        monkeypatch.setattr(WriteGuard, "settle", lambda self, before, uploads: [])
     errors: list[BaseException] = []
 
     def collect() -> None:

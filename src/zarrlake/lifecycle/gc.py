@@ -65,7 +65,7 @@ class GcReport:
     staged_records_deleted: int = 0
     candidates_pending: int = 0  # dead, but younger than the grace period (a later run)
     candidates_live: int = 0  # found live again (dropped from the candidates)
-    deferred: int = 0  # kept this run because a commit was in progress
+    deferred: int = 0  # kept this run: a commit in progress, or writes not flushed yet
     metastore_bytes_freed: int = 0  # the metastore file shrank by (SQLite VACUUM)
     seconds: float = 0.0
 
@@ -121,6 +121,7 @@ class Collector:
         self.sizes: dict[str, int] = {}
         self._fragment_refs: dict[str, set[str]] = {}
         self.unread: dict[str, tuple[int, int, str]] = {}  # fragment objects to read
+        self.unflushed = False  # a live session's worker holds writes not flushed yet
 
     def _list(self, prefixes: list[str], live: set[str]) -> Iterator[str]:
         for prefix in prefixes:
@@ -180,8 +181,10 @@ class Collector:
             return None
 
     def _staged_refs(self, partition: str) -> set[str]:
-        """Objects the fragments staged in a partition refer to (the fragments included)."""
+        """Objects the fragments staged in a partition refer to (the fragments included).
+        Notes in `self.unflushed` whether a worker holds writes it has not flushed."""
         out: set[str] = set()
+        self.unflushed |= any(True for _ in self.ctx.meta.scan(partition, b"d", b"d"))
         for r in staged_fragments(self.ctx.meta, partition):
             if r.location not in self._fragment_refs:
                 self._fragment_refs[r.location] = set(record_refs(self.objects, r))
@@ -283,11 +286,17 @@ class Collector:
         reach = Reach(self.objects, expired)
         self.progress("marking", 0, None)
         self.roots(reach, live_staged)
+        listed_only: set[str] = set()  # found by listing alone
         if full:
             for listed, key in enumerate(self.lister([f"{k}/" for k in KINDS], reach.live), 1):
+                if key not in fresh and key not in self.candidates:
+                    listed_only.add(key)
                 fresh.setdefault(key, None)
                 if listed % 1000 == 0:
                     self.progress("listing", listed, None)
+        if self.unflushed:  # a writer may have uploaded them for writes it has not flushed
+            self.report.deferred += len(listed_only)
+            fresh = {k: v for k, v in fresh.items() if k not in listed_only}
         pool = {k: c.size for k, c in self.candidates.items()} | fresh
         frontier = [k for k in pool if k not in reach.live]
         while frontier:  # dead containers: what they refer to may be dead too
@@ -313,18 +322,25 @@ class Collector:
                 if (size := self.size(key, pool.get(key))) >= 0:
                     self.report.count(key, size)
             return
-        self.sweep(reach, due, pool)
+        self.sweep(reach, due, pool, listed_only)
 
-    def sweep(self, reach: Reach, due: list[str], pool: dict[str, int | None]) -> None:
+    def sweep(
+        self, reach: Reach, due: list[str], pool: dict[str, int | None], listed_only: set[str]
+    ) -> None:
         phase = self.state.begin_sweep()
         hooks.reached("gc_after_sweep_begins")
         try:
+            self.unflushed = False
             live, committing = self.live_sessions()
             self.roots(reach, live)  # only what changed since the first mark is read
             due = [k for k in due if k not in reach.live]
+            if self.unflushed:  # a writer began since: what only the listing found waits
+                kept = [k for k in due if k in listed_only]
+                self.report.deferred += len(kept)
+                due = [k for k in due if k not in listed_only]
             if committing:  # a commit may be about to reuse a metadata object: next run
                 kept = [k for k in due if kind_of(k) in WRITTEN_BY_COMMITS]
-                self.report.deferred = len(kept)
+                self.report.deferred += len(kept)
                 due = [k for k in due if kind_of(k) not in WRITTEN_BY_COMMITS]
             order = {kind: i for i, kind in enumerate(KINDS)}
             due.sort(key=lambda k: order.get(kind_of(k), len(order)))

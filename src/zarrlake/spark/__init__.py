@@ -5,6 +5,7 @@ sessions for RDD pipelines)."""
 from __future__ import annotations
 
 import math
+import secrets
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -154,7 +155,9 @@ def map_regions[R, T](
 ) -> list[T]:
     """Run fn(session, region) for every region as Spark tasks, each task on the same
     session re-joined on its executor; returns the results in region order. Commit the
-    session on the driver afterwards: the whole run becomes one commit."""
+    session on the driver afterwards: the whole run becomes one commit. Each task attempt
+    stages under its own writer, flushed before the task ends; only the attempts whose
+    results Spark returns count, so a failed or speculative attempt contributes nothing."""
     if not session.read_only and session.status != "open":
         raise SessionClosedError(f"session {session.id} is {session.status}; start a new session")
     items = list(regions)
@@ -163,11 +166,20 @@ def map_regions[R, T](
     n = num_slices or min(len(items), 2 * spark.sparkContext.defaultParallelism)
 
     handle = SessionHandle(session)
+    tag = f"spark-{secrets.token_hex(8)}"
+    writable = not session.read_only
 
-    def run(part: Iterator[R]) -> Iterator[T]:
+    def run(part: Iterator[R]) -> Iterator[tuple[bool, Any]]:
         joined = handle.session  # once per Python worker and session, not per task
+        writer = joined.start_writer(tag) if writable else ""
         for region in part:
-            yield fn(joined, region)
+            yield False, fn(joined, region)
+        if writable:
+            joined.flush()
+        yield True, writer
 
     with zarrlake_errors():
-        return spark.sparkContext.parallelize(items, n).mapPartitions(run).collect()
+        out = spark.sparkContext.parallelize(items, n).mapPartitions(run).collect()
+    if writable:
+        session.accept_writers(tag, [w for last, w in out if last])
+    return [value for last, value in out if not last]

@@ -18,7 +18,7 @@ from pyspark.sql.datasource import DataSourceStreamArrowWriter
 from zarrlake.errors import InvalidInputError, NotFoundError, SessionClosedError
 from zarrlake.spark import options as opts
 from zarrlake.spark.arrays import ArrayInfo, open_array
-from zarrlake.spark.writer import WrittenChunks, write_batches
+from zarrlake.spark.writer import WrittenChunks, accept, write_batches
 
 STREAM, BATCH = "zarrlake.stream", "zarrlake.batch"
 SCAN_COMMITS = 10_000
@@ -72,7 +72,7 @@ class ZarrLakeStreamWriter(DataSourceStreamArrowWriter):
             raise NotFoundError(f"no open session for stream {self.sid!r}")
         session = repo.join_session(pending.id)
         arrays = {i.path: open_array(session, i.path, ref=self.branch) for i in self.infos}
-        return write_batches(arrays, self.infos, self.layout, False, iterator)
+        return write_batches(session, self.tag, arrays, self.infos, self.layout, False, iterator)
 
     # driver -----------------------------------------------------------------------------
 
@@ -95,6 +95,7 @@ class ZarrLakeStreamWriter(DataSourceStreamArrowWriter):
             if done is not None and done >= batchId:
                 session.abandon()  # a replay of a batch already committed
             else:
+                accept(session, self.tag, messages)
                 session.commit(
                     f"stream {self.sid} batch {batchId}",
                     metadata={STREAM: self.sid, BATCH: str(batchId)},

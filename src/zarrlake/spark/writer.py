@@ -4,6 +4,7 @@ commits once, or abandons the session if any task failed."""
 from __future__ import annotations
 
 import contextlib
+import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -27,11 +28,19 @@ from zarrlake.spark.rowsink import RowSink
 
 @dataclass
 class WrittenChunks(WriterCommitMessage):
-    """What one task wrote: chunk keys per array, and the task's partition id."""
+    """What one task attempt wrote: chunk keys per array, the task's partition id, and the
+    writer id it staged under (the driver accepts the writers of committed attempts)."""
 
     partition: int
     keys: dict[str, list[str]] = field(default_factory=dict)
     rows: int = 0
+    writer: str = ""
+
+
+def accept(session: Session, tag: str, messages: list[WrittenChunks | None]) -> None:
+    """Count the writes of the task attempts Spark committed (those whose messages arrived),
+    and nothing of failed or speculative attempts."""
+    session.accept_writers(tag, [m.writer for m in messages if m is not None and m.writer])
 
 
 def partition_id() -> int:
@@ -52,6 +61,7 @@ class ZarrLakeWriter(DataSourceArrowWriter):
         self.arrays = arrays
         self.replace = replace
         self.layout = layout
+        self.tag = f"spark-{secrets.token_hex(8)}"  # this job's task attempts stage under it
 
     @property
     def session(self) -> Session:
@@ -68,13 +78,16 @@ class ZarrLakeWriter(DataSourceArrowWriter):
     # executors --------------------------------------------------------------------------
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WrittenChunks:
-        return write_batches(self.opened(), self.arrays, self.layout, self.replace, iterator)
+        return write_batches(
+            self.session, self.tag, self.opened(), self.arrays, self.layout, self.replace, iterator
+        )
 
     # driver -----------------------------------------------------------------------------
 
     def commit(self, messages: list[WrittenChunks | None]) -> None:
         """One repository commit for the whole job, unless two tasks wrote one chunk."""
         try:
+            accept(self.session, self.tag, messages)
             written = self._check_single_writers(messages)
             if self.replace:
                 self._delete_unwritten(written)
@@ -141,14 +154,18 @@ def _coords_of(info: ArrayInfo, key: str) -> tuple[int, ...]:
 
 
 def write_batches(
+    session: Session,
+    tag: str,
     opened: dict[str, zarr.Array],
     infos: list[ArrayInfo],
     layout: str,
     replace: bool,
     batches: Iterator[pa.RecordBatch],
 ) -> WrittenChunks:
-    """Write one task's record batches (cell rows, or whole chunks) into the opened arrays;
-    what the task wrote, for the commit on the driver."""
+    """Write one task attempt's record batches (cell rows, or whole chunks) into the opened
+    arrays of `session`, staged under a new writer tagged `tag` and flushed before it
+    returns: what the attempt wrote, for the commit on the driver."""
+    writer = session.start_writer(tag)
     sink: RowSink | ChunkSink
     if layout == CHUNKS:
         sink = ChunkSink(opened[infos[0].path], infos[0])
@@ -161,5 +178,6 @@ def write_batches(
     finally:
         if isinstance(sink, ChunkSink):
             sink.stop()
+    session.flush()  # durable before Spark may count the attempt
     keys = {path: sorted(k) for path, k in sink.written.items()}
-    return WrittenChunks(partition_id(), keys, sink.rows)
+    return WrittenChunks(partition_id(), keys, sink.rows, writer)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from zarrlake.format.chunk_ref import ChunkRef, RefKind
+from zarrlake.format.chunk_ref import ChunkRef, RefKind, chunk_object_key
 from zarrlake.vc.gc_protocol import Phase
 
 
@@ -65,15 +65,38 @@ class WriteBuffer:
         self.generation = 0
         self.current = Batch(0)
         self.flushing: list[Batch] = []
+        self.uploading = 0  # uploads under way
+        self.pending: dict[str, tuple[bytes | None, Phase]] = {}  # uploaded, not yet buffered
+
+    @property
+    def claims_uploads(self) -> bool:
+        """Whether uploads exist whose references are not in a batch yet."""
+        return bool(self.uploading or self.pending)
 
     def take(self) -> Batch:
-        """Swap in an empty batch; the old one stays readable until `done`."""
+        """Swap in an empty batch; the old one stays readable until `done`. While uploads
+        are not in a batch yet, the new batch keeps the old one's markers (so the uploaded
+        objects never look unclaimed to a garbage collector)."""
         with self.lock:
             batch = self.current
             self.generation += 1
             self.current = Batch(self.generation)
+            if self.claims_uploads:
+                self.current.markers, batch.markers = batch.markers, []
+                self.current.since = batch.since
             self.flushing.append(batch)
             return batch
+
+    def add(self, changes: list[tuple[str, ChunkRef | None]]) -> Batch:
+        """Buffer changes in the current batch, with the uploads their references name."""
+        batch = self.current
+        for key, ref in changes:
+            batch.add(key, ref)
+            if ref is not None and ref.kind == RefKind.OBJECT:
+                upload = self.pending.pop(chunk_object_key(ref.digest), None)
+                if upload is not None:
+                    batch.hold(chunk_object_key(ref.digest), *upload)
+        return batch
 
     def done(self, batch: Batch) -> None:
         with self.lock:

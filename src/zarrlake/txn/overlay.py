@@ -60,7 +60,7 @@ class Overlay:
         found = self.buffer.lookup(key)
         if found[0] or self.fragments is None:
             return found
-        return self.fragments.lookup(self.staging.fragments(), key)
+        return self.fragments.lookup(self.staging.visible_fragments(), key)
 
     def lookup(self, key: str) -> ChunkRef | None:
         """The reference `key` resolves to in this session, or None."""
@@ -88,7 +88,7 @@ class Overlay:
             return {}
         out = dict(self.staging.meta_keys(prefix))
         if self.fragments is not None:
-            out.update(self.fragments.keys(self.staging.fragments(), prefix))
+            out.update(self.fragments.keys(self.staging.visible_fragments(), prefix))
         out.update(self.buffer.keys(prefix))
         return out
 

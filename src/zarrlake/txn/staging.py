@@ -164,6 +164,24 @@ class Staging:
         scan = self.meta.scan(self.partition, FRAGMENT, FRAGMENT)
         return [FragmentRecord.decode(v) for _, v, _ in scan]
 
+    def visible_fragments(self) -> list[FragmentRecord]:
+        """The fragments reads see: untagged ones, this handle's own, and tagged ones of
+        accepted writers (one scan over the `a`..`f` records)."""
+        records, accepts = [], {}
+        for k, v, _ in self.meta.scan(self.partition, ACCEPT):
+            if k[:1] > FRAGMENT:
+                break
+            if k[:1] == ACCEPT:
+                accepts[k[1:].decode()] = set(json.loads(v))
+            elif k[:1] == FRAGMENT:
+                records.append(FragmentRecord.decode(v))
+        own = self.writer.hex()
+        return [
+            r
+            for r in records
+            if r.tag is None or r.writer == own or r.writer in accepts.get(r.tag, ())
+        ]
+
     # unflushed writes -----------------------------------------------------------------------
 
     def _marker(self, generation: int) -> bytes:
@@ -180,8 +198,8 @@ class Staging:
     def unflushed(self) -> list[Unflushed]:
         return [_unflushed(k, v) for k, v, _ in self.meta.scan(self.partition, DIRTY, DIRTY)]
 
-    def drop_marker(self, generation: int) -> None:
-        self.meta.set_many(self.partition, [(self._marker(generation), None)])
+    def drop_markers(self, generations: Iterable[int]) -> None:
+        self.meta.set_many(self.partition, [(self._marker(g), None) for g in generations])
 
     def forget_unflushed(self, markers: Iterable[Unflushed]) -> None:
         """Drop markers (their writes are given up: `commit(unflushed="discard")`)."""

@@ -171,12 +171,28 @@ class Transaction:
     def stage(self, changes: list[Change]) -> None:
         self.require_writes().stage(changes)
 
-    def flush(self, check: bool = True) -> list[FragmentRecord]:
+    def flush(self, check: bool = True, final: bool = False) -> list[FragmentRecord]:
         """Make this handle's buffered writes durable (a no-op for read-only handles and
         after a commit)."""
         if self.writes is None or self.committed is not None:
             return []
-        return self.writes.flush(check)
+        return self.writes.flush(check, final)
+
+    def wait(self) -> None:
+        """Wait for this handle's background work: the clean-up after its commit."""
+        if self.cleanup is not None:
+            self.cleanup.result()
+
+    def start_writer(self, tag: str | None) -> str:
+        """Stage what follows under a new writer id (see Session.start_writer)."""
+        writer = self.require_writes().start_writer(tag)
+        self.writer = bytes.fromhex(writer)
+        return writer
+
+    def accept_writers(self, tag: str, writers: list[str]) -> None:
+        self.require_writes()
+        assert self.staging is not None
+        self.staging.accept(tag, writers)
 
     def gather(self, strict: bool = True) -> Gathered:
         """Every worker's staged changes as one table, with the keys read and prefixes
@@ -215,7 +231,7 @@ class Transaction:
         """Every worker's flushed changes (this handle's buffered ones included)."""
         self.require_session()
         self.flush()
-        return self.gather(strict=False).changes.to_list()
+        return self.gather(strict=False).changes.to_list(self.ctx.objects.inline)
 
     def changes(self) -> Diff:
         """The uncommitted changes of this session (of all its workers)."""

@@ -96,11 +96,19 @@ class Writes:
             return key, self.objects.inline(bytes(data))
         if len(data) <= self.inline_max:
             return key, self.objects.inline(bytes(data))
-        phase = self.guard.begin()
-        ref, created = self.objects.store_chunk(bytes(data))
-        object_key = chunk_object_key(ref.digest)
-        with self.buffer.lock:  # a reused object may be deleted by gc: keep its bytes
-            self.buffer.current.hold(object_key, None if created else bytes(data), phase)
+        with self.buffer.lock:  # marked before uploading: gc then knows an upload may be ours
+            if not self.buffer.current.markers:
+                self._mark(self.buffer.current)
+            self.buffer.uploading += 1
+        try:
+            phase = self.guard.begin()
+            ref, created = self.objects.store_chunk(bytes(data))
+            with self.buffer.lock:  # a reused object may be deleted by gc: keep its bytes
+                upload = (None if created else bytes(data), phase)
+                self.buffer.pending.setdefault(chunk_object_key(ref.digest), upload)
+        finally:
+            with self.buffer.lock:
+                self.buffer.uploading -= 1
         hooks.reached("after_chunk_upload")
         return key, ref
 
@@ -124,11 +132,9 @@ class Writes:
 
     def _buffer(self, changes: list[Change]) -> None:
         with self.buffer.lock:
-            batch = self.buffer.current
-            if not batch.markers:  # the first write since the last flush
-                self._mark(batch)
-            for key, ref in changes:
-                batch.add(key, ref)
+            if not self.buffer.current.markers:  # the first write since the last flush
+                self._mark(self.buffer.current)
+            batch = self.buffer.add(changes)
             self._last_write = time.monotonic()
             full = self._full(batch)
             if not full:
@@ -139,19 +145,16 @@ class Writes:
     def _mark(self, batch: Batch) -> None:
         """Leave the marker saying this handle holds unflushed writes (before holding any),
         and check the session still takes writes, so writing to a closed or expired session
-        fails at once rather than at the flush."""
+        fails at once rather than at the flush. (In turn, not `together`: uploads call this
+        from the I/O pool's threads.)"""
         generation = self.buffer.generation = self.buffer.generation + 1
         batch.since = time.monotonic()
-        marked, opened = self.together(
-            lambda: self.staging.mark_unflushed(generation, self.clock(), self.tag),
-            self.check_open,
-        )
-        if isinstance(opened, BaseException):
-            if not isinstance(marked, BaseException):
-                self.staging.drop_marker(generation)
-            raise opened
-        if isinstance(marked, BaseException):
-            raise marked
+        self.staging.mark_unflushed(generation, self.clock(), self.tag)
+        try:
+            self.check_open()
+        except BaseException:
+            self.staging.drop_markers([generation])
+            raise
         batch.markers.append(generation)
 
     def _full(self, batch: Batch) -> bool:
@@ -190,16 +193,33 @@ class Writes:
         if present:
             self.stage([(k, None) for k in present])
 
+    def start_writer(self, tag: str | None) -> str:
+        """Flush, then stage what follows under a new writer id; with `tag`, its fragments
+        count only once accepted (`Staging.accept`). Returns the new writer id."""
+        self.flush()
+        with self._flush_lock, self.buffer.lock:
+            self.staging.writer = secrets.token_bytes(8)
+            self.tag = tag
+            self._seq = 0
+            return self.writer
+
     # flushing -----------------------------------------------------------------------------
 
-    def flush(self, check: bool = True) -> list[FragmentRecord]:
+    def flush(self, check: bool = True, final: bool = False) -> list[FragmentRecord]:
         """Make every buffered write of this handle durable; returns the fragments written.
         `check=False` skips re-reading the session's status after registering (a commit's
-        seal, which follows, does that)."""
+        seal, which follows, does that); `final` (this handle commits) gives up uploads that
+        were prepared but never staged."""
         self.raise_background_error()
         with self._flush_lock:
             with self.buffer.lock:
-                if not self.buffer.current:
+                if final and not self.buffer.uploading:
+                    self.buffer.pending.clear()
+                current = self.buffer.current
+                if not current:
+                    if current.markers and not self.buffer.claims_uploads:
+                        self.staging.drop_markers(current.markers)  # nothing left to flush
+                        current.markers = []
                     return []
                 batch = self.buffer.take()
             try:
@@ -221,6 +241,7 @@ class Writes:
         )
         small = len(blob) <= fragment.RECORD_MAX
         if not small:
+            batch.hold(location, blob, self.guard.begin())  # put back if a sweep took it
             self.objects.store.put_if_absent(location, blob)
             hooks.reached("after_fragment_upload")
         self._seq += 1

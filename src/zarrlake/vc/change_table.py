@@ -7,7 +7,7 @@ Python object per chunk.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -51,14 +51,10 @@ class ChangeTable:
             columns.keys_array(sorted(deletes)),
         )
 
-    def to_list(self) -> list[Change]:
-        """Every change as a (key, reference or None) pair, in key order."""
-        from zarrlake.format.chunk_ref import RefKind
-
-        out: list[Change] = [
-            (k, None if d is None else ChunkRef(RefKind.INLINE, b"", len(d), data=d))
-            for k, d in self.meta.items()
-        ]
+    def to_list(self, inline: Callable[[bytes], ChunkRef]) -> list[Change]:
+        """Every change as a (key, reference or None) pair, in key order; `inline` makes
+        the reference of a metadata document (with the repository's digest)."""
+        out: list[Change] = [(k, None if d is None else inline(d)) for k, d in self.meta.items()]
         out += [(bytes(k).decode(), self.writes.ref_at(i)) for i, k in enumerate(self.writes.keys)]
         out += [(bytes(k).decode(), None) for k in self.deletes]
         return sorted(out, key=lambda kv: kv[0].encode())
