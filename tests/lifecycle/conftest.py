@@ -9,9 +9,9 @@ import pytest
 
 import zarrlake as zl
 from zarrlake.format.chunk_ref import RefKind, chunk_object_key
+from zarrlake.format.fragment import FragmentIndex, FragmentRecord
 from zarrlake.format.manifest import ManifestRange
 from zarrlake.format.snapshot import SnapshotRoot
-from zarrlake.format.fragment import FragmentIndex, FragmentRecord
 from zarrlake.vc.gc_protocol import WriteGuard
 
 PREFIXES = (
