@@ -31,9 +31,10 @@ test: $(STAMP) java
 BENCH_VENV := .venv-bench
 BENCH_PY := $(BENCH_VENV)/bin/python
 BENCH_STAMP := $(BENCH_VENV)/.installed
-BENCH_PEERS := icechunk==2.3.0 zarr numpy pyinstrument
-# S3PG (issue 15): moto's S3 server, and pytest for tests/fixtures' server launchers
-BENCH_SERVERS := 'moto[server]>=5.0' 'pytest>=8'
+# py-spy for benchmarks/hotspots.py; pytest-benchmark for the micro-benchmarks
+BENCH_PEERS := icechunk==2.3.0 zarr numpy py-spy 'pytest-benchmark>=5'
+# S3PG: moto's S3 server (zarrlake.testing.servers starts it and PostgreSQL)
+BENCH_SERVERS := 'moto[server]>=5.0'
 
 $(BENCH_STAMP): pyproject.toml
 	@interp=$$(PYTHON="$(PYTHON)" scripts/find-python.sh) || exit 1; \
@@ -43,9 +44,12 @@ $(BENCH_STAMP): pyproject.toml
 	  $(BENCH_PY) -m pip install --quiet -e '.[spark,postgres]' $(BENCH_PEERS) $(BENCH_SERVERS) && \
 	  touch $(BENCH_STAMP)
 
+# The cross-engine suite (benchmarks/run.py), then the single-engine micro-benchmarks.
 bench: $(BENCH_STAMP) java
 	PYSPARK_PYTHON=$(abspath $(BENCH_PY)) PYSPARK_DRIVER_PYTHON=$(abspath $(BENCH_PY)) \
-	  $(BENCH_PY) benchmarks/run.py $(if $(QUICK),--quick,) $(BENCH_ARGS)
+	  $(BENCH_PY) -m benchmarks.run $(if $(QUICK),--quick,) $(BENCH_ARGS)
+	$(BENCH_PY) -m pytest -p no:cacheprovider -q -W ignore::pytest.PytestConfigWarning \
+	  benchmarks/micro $(if $(QUICK),--bench-quick,) --benchmark-json bench-results/micro.json
 
 soak: $(STAMP) java
 	ZARRLAKE_SOAK=1 $(PY) -m pytest -q -p no:cacheprovider tests/reliability tests/lifecycle/test_gc_soak.py

@@ -46,9 +46,11 @@ ACCESS_KEY_ID = SECRET_ACCESS_KEY = "test"  # moto accepts any credentials
 _RUNNING_ON = re.compile(r"Running on (http://127\.0\.0\.1:\d+)")
 
 MOTO_LAUNCHER = """
+import os
 import sys
 import threading
 
+import moto.server
 from moto.s3.responses import S3Response
 from moto.server import main
 
@@ -62,6 +64,9 @@ def put_object(self):
 
 
 S3Response.put_object = put_object
+# moto's handler raises SystemExit, which its HTTP server does not act on for seconds; its
+# data lives in memory only, so SIGTERM and SIGINT end the process at once
+moto.server.signal_handler = lambda signum, frame: os._exit(0)
 main(sys.argv[1:])
 """
 """Python source that runs moto's server with atomic conditional PUTs (`python -c`)."""
@@ -281,7 +286,6 @@ def running_moto(log_path: Path | None = None) -> Iterator[str]:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
         )
-        stack.callback(_stop_process, proc)
         assert proc.stdout is not None
         found: dict[str, str] = {}
         ready = threading.Event()
@@ -290,13 +294,18 @@ def running_moto(log_path: Path | None = None) -> Iterator[str]:
             args=(proc.stdout, log_path.open("wb"), found, ready),
             daemon=True,
         )
+
+        def stop() -> None:
+            _stop_process(proc)
+            if copier.is_alive():
+                copier.join(STOP_TIMEOUT)  # it ends at the output's EOF
+
+        stack.callback(stop)
         copier.start()
-        stack.callback(copier.join, STOP_TIMEOUT)
         ready.wait(START_TIMEOUT)
         if "endpoint" not in found:
             state = "did not start" if proc.poll() is None else f"exited ({proc.returncode})"
-            _stop_process(proc)
-            copier.join(STOP_TIMEOUT)
+            stop()
             raise ServerError(
                 f"moto server {state} within {START_TIMEOUT:.0f} s:\n"
                 + log_path.read_text(errors="replace")[-3000:]
