@@ -7,7 +7,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: venv demo test bench soak lint clean java
+.PHONY: venv demo test test-fast bench soak lint docs clean java
 
 $(STAMP): pyproject.toml
 	@interp=$$(PYTHON="$(PYTHON)" scripts/find-python.sh) || exit 1; \
@@ -26,6 +26,10 @@ demo: $(STAMP) java
 
 test: $(STAMP) java
 	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+# Everything but the tests marked slow (measured with --durations: 5 s or more each).
+test-fast: $(STAMP) java
+	$(PY) -m pytest -q -p no:cacheprovider -m "not slow" $(PYTEST_ARGS)
 
 # Benchmarks run in their own venv: the peers (Icechunk, plain zarr) are installed only there.
 BENCH_VENV := .venv-bench
