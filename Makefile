@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	  echo "using $$interp"; \
 	  [ -x $(PY) ] || "$$interp" -m venv $(VENV); \
 	  $(PY) -m pip install --quiet --upgrade pip && \
-	  $(PY) -m pip install --quiet -e '.[postgres,spark,ui,dev]' && touch $(STAMP)
+	  $(PY) -m pip install --quiet -e '.[postgres,spark,ui,dev,docs]' && touch $(STAMP)
 
 venv: $(STAMP)
 
@@ -57,6 +57,10 @@ bench: $(BENCH_STAMP) java
 
 soak: $(STAMP) java
 	ZARRLAKE_SOAK=1 $(PY) -m pytest -q -p no:cacheprovider tests/reliability tests/lifecycle/test_gc_soak.py
+
+# The documentation site (mkdocs.yml, docs/) into build/site; warnings are errors.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
