@@ -409,7 +409,7 @@ def describe(servers: LocalServers) -> str:
     return (
         f"S3 (moto):  {servers.s3_endpoint}, bucket {servers.bucket}\n"
         f"PostgreSQL: {servers.metastore_url}\n\n"
-        f"# command line (another shell):\n{exports}\nzarrlake log\n\n"
+        f"# command line (another shell):\n{exports}\nzarrlake init  # once\nzarrlake log\n\n"
         f"# Python:\n{servers.python_snippet()}\n"
         "Both servers are throwaway (their data is deleted on exit). Ctrl-C stops them.\n"
     )
