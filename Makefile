@@ -63,8 +63,8 @@ docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests benchmarks
-	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(VENV)/bin/ruff check src tests benchmarks docs/hooks.py
+	$(VENV)/bin/ruff format --check src tests benchmarks docs/hooks.py
 	$(VENV)/bin/lint-imports
 
 clean:
