@@ -225,7 +225,7 @@ def main() -> None:
         "config": cfg,
         "machine": info,
         "elapsed_s": elapsed,
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "command": " ".join([Path(sys.executable).name, "-m", "benchmarks.run", *sys.argv[1:]]),
         "failures": log,
         "results": results,
     }
