@@ -7,14 +7,14 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: venv demo test bench soak lint clean java
+.PHONY: venv demo test test-fast bench soak lint docs clean java
 
 $(STAMP): pyproject.toml
 	@interp=$$(PYTHON="$(PYTHON)" scripts/find-python.sh) || exit 1; \
 	  echo "using $$interp"; \
 	  [ -x $(PY) ] || "$$interp" -m venv $(VENV); \
 	  $(PY) -m pip install --quiet --upgrade pip && \
-	  $(PY) -m pip install --quiet -e '.[postgres,spark,ui,dev]' && touch $(STAMP)
+	  $(PY) -m pip install --quiet -e '.[postgres,spark,ui,dev,docs]' && touch $(STAMP)
 
 venv: $(STAMP)
 
@@ -27,13 +27,18 @@ demo: $(STAMP) java
 test: $(STAMP) java
 	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
+# Everything but the tests marked slow (measured with --durations: 5 s or more each).
+test-fast: $(STAMP) java
+	$(PY) -m pytest -q -p no:cacheprovider -m "not slow" $(PYTEST_ARGS)
+
 # Benchmarks run in their own venv: the peers (Icechunk, plain zarr) are installed only there.
 BENCH_VENV := .venv-bench
 BENCH_PY := $(BENCH_VENV)/bin/python
 BENCH_STAMP := $(BENCH_VENV)/.installed
-BENCH_PEERS := icechunk==2.3.0 zarr numpy pyinstrument
-# S3PG (issue 15): moto's S3 server, and pytest for tests/fixtures' server launchers
-BENCH_SERVERS := 'moto[server]>=5.0' 'pytest>=8'
+# py-spy for benchmarks/hotspots.py; pytest-benchmark for the micro-benchmarks
+BENCH_PEERS := icechunk==2.3.0 zarr numpy py-spy 'pytest-benchmark>=5'
+# S3PG: moto's S3 server (zarrlake.testing.servers starts it and PostgreSQL)
+BENCH_SERVERS := 'moto[server]>=5.0'
 
 $(BENCH_STAMP): pyproject.toml
 	@interp=$$(PYTHON="$(PYTHON)" scripts/find-python.sh) || exit 1; \
@@ -43,16 +48,23 @@ $(BENCH_STAMP): pyproject.toml
 	  $(BENCH_PY) -m pip install --quiet -e '.[spark,postgres]' $(BENCH_PEERS) $(BENCH_SERVERS) && \
 	  touch $(BENCH_STAMP)
 
+# The cross-engine suite (benchmarks/run.py), then the single-engine micro-benchmarks.
 bench: $(BENCH_STAMP) java
 	PYSPARK_PYTHON=$(abspath $(BENCH_PY)) PYSPARK_DRIVER_PYTHON=$(abspath $(BENCH_PY)) \
-	  $(BENCH_PY) benchmarks/run.py $(if $(QUICK),--quick,) $(BENCH_ARGS)
+	  $(BENCH_PY) -m benchmarks.run $(if $(QUICK),--quick,) $(BENCH_ARGS)
+	$(BENCH_PY) -m pytest -p no:cacheprovider -q -W ignore::pytest.PytestConfigWarning \
+	  benchmarks/micro $(if $(QUICK),--bench-quick,) --benchmark-json bench-results/micro.json
 
 soak: $(STAMP) java
 	ZARRLAKE_SOAK=1 $(PY) -m pytest -q -p no:cacheprovider tests/reliability tests/lifecycle/test_gc_soak.py
 
+# The documentation site (mkdocs.yml, docs/) into build/site; warnings are errors.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests benchmarks
-	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(VENV)/bin/ruff check src tests benchmarks docs/hooks.py
+	$(VENV)/bin/ruff format --check src tests benchmarks docs/hooks.py
 	$(VENV)/bin/lint-imports
 
 clean:

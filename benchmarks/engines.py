@@ -5,8 +5,9 @@ An engine holds at most one repository and one open writable session at a time:
 `create`/`open` a location, `begin()` a session and get its zarr store, `commit()` it.
 
 With `backend="s3pg"` in its parameters (the S3PG group, issue 15), zarrlake and Icechunk
-keep their objects on an S3 server instead (moto, `params["remote"]`, see servers.py) and
-zarrlake its metastore in PostgreSQL (one database per repository); the local `path` then
+keep their objects on an S3 server instead (moto, from zarrlake.testing.servers, described
+by `params["remote"]`) and zarrlake its metastore in PostgreSQL (one database per
+repository); the local `path` then
 only names the repository: its S3 prefix is the path's last component plus `params["loc"]`.
 `via()` sends later opens through other endpoints (the counting relays of relay.py).
 """

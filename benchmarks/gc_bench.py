@@ -4,7 +4,7 @@ expired session's uploads) against a full mark-and-sweep (listing every object) 
 the same amount, and the repository's bytes on disk before and after the first gc (which
 vacuums SQLite: W7's chunks were staged there before the commit packed them).
 
-    python benchmarks/gc_bench.py [--chunks 200000] [--garbage 1000] [--json OUT]
+    python -m benchmarks.gc_bench [--chunks 200000] [--garbage 1000] [--json OUT]
 
 `gc_step` is the same measurement as a step of `make bench` (group GC in run.py): it runs
 in its own process on the repository W7's build step made, for zarrlake and Icechunk.

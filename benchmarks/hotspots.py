@@ -1,11 +1,11 @@
 """Profile one benchmark worker with py-spy (all threads, idle time excluded) and print its
 hot spots: functions by inclusive and by self share of the samples.
 
-    python benchmarks/hotspots.py W2 zarrlake            # full sizes
-    python benchmarks/hotspots.py W7commit zarrlake --quick --top 30
+    python -m benchmarks.hotspots W2 zarrlake            # full sizes
+    python -m benchmarks.hotspots W7commit zarrlake --quick --top 30
 
 Workers that read what another wrote (W3, W4 read W1's array; W7commit reads W7's) get
-that predecessor run first, unprofiled. Needs `pip install py-spy` in the benchmark venv.
+that predecessor run first, unprofiled. py-spy is installed in the benchmark venv (`make bench`).
 """
 
 from __future__ import annotations
@@ -18,10 +18,8 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from procs import command, parse_result, run_worker
-from run import FULL, QUICK
+from benchmarks.procs import child_env, command, parse_result, run_worker
+from benchmarks.run import FULL, QUICK
 
 PREDECESSOR = {"W3": "W1", "W4": "W1", "W7commit": "W7"}
 UNTIMED = (
@@ -111,6 +109,7 @@ def main() -> None:
             [*spy, "--", *worker],
             capture_output=True,
             text=True,
+            env=child_env(),
         )
         result = parse_result(proc.stdout)
         if proc.returncode != 0 or result is None:

@@ -1,14 +1,20 @@
-"""Running one workload in a fresh Python process and collecting the JSON it prints."""
+"""Running one workload in a fresh Python process and collecting the JSON it prints.
+
+Child processes run `python -m benchmarks.worker` with the repository root on their
+PYTHONPATH (`child_env`), so they import this package wherever they start; their own children
+(W6's writers, the relays, Spark's Python workers) inherit it.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-WORKER = Path(__file__).resolve().with_name("worker.py")
+ROOT = Path(__file__).resolve().parent.parent
 RESULT_TAG = "RESULT "
 
 
@@ -16,8 +22,15 @@ class WorkerFailed(RuntimeError):
     """A worker process exited non-zero or printed no result."""
 
 
+def child_env() -> dict[str, str]:
+    """This process's environment with the repository root first on PYTHONPATH."""
+    paths = [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}
+
+
 def command(workload: str, engine: str, path: str, params: dict[str, Any]) -> list[str]:
-    return [sys.executable, str(WORKER), workload, engine, path, json.dumps(params)]
+    """The argv of a worker: `workload` is a name in workloads.WORKLOADS or "module:function"."""
+    return [sys.executable, "-m", "benchmarks.worker", workload, engine, path, json.dumps(params)]
 
 
 def parse_result(stdout: str) -> dict[str, Any] | None:
@@ -36,6 +49,7 @@ def run_worker(
         capture_output=True,
         text=True,
         timeout=timeout,
+        env=child_env(),
     )
     result = parse_result(proc.stdout)
     if proc.returncode != 0 or result is None:

@@ -1,39 +1,36 @@
-"""zarrlake vs Icechunk vs plain zarr (issues 5 and 15): runs W1-W8, GC (issue 12) and
-S3PG (issue 15: W5, W6 and request / round-trip counts on a local S3 server with PostgreSQL),
-writes bench-results/results.json and results.md, and prints the table.
+"""zarrlake vs Icechunk vs plain zarr: runs the groups W1-W8, GC, S3PG and SPARK (and any
+group module listed in GROUP_MODULES), writes bench-results/results.json and results.md,
+and prints the table; with --record, appends the table to benchmarks/RESULTS.md.
 
 Every workload runs in a fresh process (benchmarks/worker.py) and a fresh directory; for
 each workload the engines alternate (A B C A B C ...) over the repetitions. Figures are
-medians with min-max; ratios are of medians in this run.
+medians with min-max; ratios are of medians in this run. Targets: benchmarks/targets.toml.
 
-    python benchmarks/run.py            # full sizes, 3 repetitions
-    python benchmarks/run.py --quick    # small sizes, 1 repetition (under 3 minutes)
-    python benchmarks/run.py --only W1,W5 --reps 2
-    python benchmarks/run.py --quick --only S3PG
+    python -m benchmarks.run            # full sizes, 3 repetitions
+    python -m benchmarks.run --quick    # small sizes, 1 repetition
+    python -m benchmarks.run --only W1,W5 --reps 2
+    python -m benchmarks.run --quick --only S3PG
 
-S3PG starts moto's S3 server and a PostgreSQL server (benchmarks/servers.py) for its own
+S3PG starts moto's S3 server and a PostgreSQL server (zarrlake.testing.servers) for its own
 duration and stops them by PID afterwards.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import platform
 import shutil
-import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from procs import WorkerFailed, run_worker
-from report import markdown_table
-from servers import remote_servers
+from benchmarks.groups import Group, Results, Step, run_group
+from benchmarks.report import markdown_table
 
 ZL, IC, ZR, FS, SPARK = "zarrlake", "icechunk", "zarr", "files", "spark"
 
@@ -85,32 +82,31 @@ QUICK: dict[str, Any] = {
 }
 
 
-@dataclass
-class Step:
-    """One worker process of a workload: its results go to `table` under `prefix`."""
-
-    worker: str
-    table: str
-    prefix: str = ""
-    params: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class Group:
-    """Workers that share one fresh directory per engine and repetition (e.g. W3 reads
-    what W1 wrote)."""
-
-    name: str
-    engines: list[str]
-    steps: list[Step]
-    builds: int | None = None  # None: a fresh build per repetition
-    servers: bool = False  # runs against S3 + PostgreSQL servers started for the group
-
-
 S3PG = {"backend": "s3pg"}  # engines.py: objects on S3, zarrlake's metastore on PostgreSQL
 
 
+GROUP_MODULES: tuple[str, ...] = ()
+"""Modules that add groups: each has `groups(cfg) -> list[Group]` and may have `SIZES`
+({"full": {...}, "quick": {...}}, merged into the configuration). benchmarks/README.md."""
+
+
 def plan(cfg: dict[str, Any]) -> list[Group]:
+    """Every group of the run, the built-in ones first."""
+    return builtin_groups(cfg) + [
+        group for module in GROUP_MODULES for group in importlib.import_module(module).groups(cfg)
+    ]
+
+
+def sizes(quick: bool) -> dict[str, Any]:
+    """The configuration: built-in sizes, then each group module's."""
+    cfg = dict(QUICK if quick else FULL)
+    for module in GROUP_MODULES:
+        extra = getattr(importlib.import_module(module), "SIZES", {})
+        cfg.update(extra.get("quick" if quick else "full", {}))
+    return cfg
+
+
+def builtin_groups(cfg: dict[str, Any]) -> list[Group]:
     n7 = cfg["w7_chunks"]
     return [
         Group(
@@ -168,68 +164,6 @@ def plan(cfg: dict[str, Any]) -> list[Group]:
     ]
 
 
-def run_group(group: Group, cfg: dict[str, Any], work: Path, results: dict, log: list[str]) -> None:
-    """All repetitions of one workload group, engines alternating. A group with `builds`
-    builds its repository that many times and repeats only the later steps on it."""
-    if group.servers:
-        try:
-            with remote_servers() as remote:
-                port = remote["pg_url"].rsplit(":", 1)[1].split("/")[0]
-                print(f"{group.name}: S3 {remote['s3_endpoint']}, PG port {port}", flush=True)
-                _run_reps(group, {**cfg, "remote": remote}, work, results, log)
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except BaseException as e:  # tests/fixtures fail with pytest's Failed (a BaseException)
-            msg = f"{group.name}: FAILED, servers: {str(e).strip()[:500]}"
-            print(msg, flush=True)
-            log.append(msg)
-    else:
-        _run_reps(group, cfg, work, results, log)
-    for path in work.glob(f"{group.name}-*"):
-        shutil.rmtree(path, ignore_errors=True)
-
-
-def _run_reps(group: Group, cfg: dict[str, Any], work: Path, results: dict, log: list[str]) -> None:
-    reps = cfg["reps"]
-    builds = group.builds or reps
-    for rep in range(reps):
-        for engine in group.engines:
-            path = work / f"{group.name}-{engine}-{rep % builds}"
-            fresh = rep < builds
-            if fresh:
-                shutil.rmtree(path, ignore_errors=True)
-            steps = [s for s in group.steps if fresh or s.prefix != "build."]
-            records: dict[str, dict[str, Any]] = {}
-            for step in steps:
-                t0 = time.monotonic()
-                try:
-                    out = run_worker(step.worker, engine, str(path), {**cfg, **step.params})
-                except (WorkerFailed, subprocess.TimeoutExpired) as e:
-                    msg = f"{group.name} rep {rep + 1} {engine} {step.worker}: FAILED {e}"
-                    print(msg, flush=True)
-                    log.append(msg)
-                    out = {"error": str(e).strip().splitlines()[-1][:300]}
-                tag = f"{group.name} rep {rep + 1}/{reps} {engine:<8} {step.worker:<8}"
-                print(f"{tag} {time.monotonic() - t0:6.1f}s  {_brief(out)}", flush=True)
-                record = records.setdefault(step.table, {})
-                record.update({step.prefix + k: v for k, v in out.items()})
-                if "error" in out:
-                    break
-            for table, record in records.items():
-                results.setdefault(table, {}).setdefault(engine, []).append(record)
-            if group.builds is None:
-                shutil.rmtree(path, ignore_errors=True)
-
-
-def _brief(out: dict[str, Any]) -> str:
-    items = [
-        f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-        for k, v in out.items()
-        if not isinstance(v, list | dict)  # request logs
-    ]
-    return " ".join(items)[:160]
-
-
 def machine() -> dict[str, Any]:
     model = "unknown"
     try:
@@ -265,18 +199,19 @@ def main() -> None:
     ap.add_argument("--reps", type=int, help="repetitions (default 3, quick 1)")
     ap.add_argument("--only", help="comma-separated workload groups, e.g. W1,W5")
     ap.add_argument("--out", default="bench-results", help="output directory")
+    ap.add_argument("--record", metavar="TITLE", help="append the table to benchmarks/RESULTS.md")
     args = ap.parse_args()
-    cfg = dict(QUICK if args.quick else FULL)
+    cfg = sizes(args.quick)
     if args.reps:
         cfg["reps"] = args.reps
     cfg["w7_builds"] = min(cfg["w7_builds"], cfg["reps"])
     only = set(args.only.upper().split(",")) if args.only else None
-    out = Path(args.out)
+    out = Path(args.out).resolve()
     work = out / "work"
     work.mkdir(parents=True, exist_ok=True)
     info = machine()
     print(f"zarrlake benchmarks ({'quick' if args.quick else 'full'}): {info}", flush=True)
-    results: dict[str, Any] = {}
+    results: Results = {}
     log: list[str] = []
     t0 = time.monotonic()
     for group in plan(cfg):
@@ -290,7 +225,7 @@ def main() -> None:
         "config": cfg,
         "machine": info,
         "elapsed_s": elapsed,
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "command": " ".join([Path(sys.executable).name, "-m", "benchmarks.run", *sys.argv[1:]]),
         "failures": log,
         "results": results,
     }
@@ -300,6 +235,20 @@ def main() -> None:
     print()
     print(table)
     print(f"wrote {out / 'results.json'} and {out / 'results.md'} in {elapsed:.0f}s")
+    if args.record:
+        record(args.record, table)
+
+
+RESULTS_MD = Path(__file__).resolve().with_name("RESULTS.md")
+
+
+def record(title: str, table: str) -> None:
+    """Append a run's table to benchmarks/RESULTS.md under a dated heading."""
+    heading = f"## {datetime.now(UTC):%Y-%m-%d}: {title}"
+    body = table.replace("\n### ", "\n#### ").removeprefix("### ")
+    with RESULTS_MD.open("a") as f:
+        f.write(f"\n{heading}\n\n### {body}")
+    print(f"appended to {RESULTS_MD}")
 
 
 if __name__ == "__main__":

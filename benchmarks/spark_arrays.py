@@ -17,7 +17,7 @@ the timed region on every array-native side. Figures:
 - join_ms: median time a warm Python worker takes to re-join a pickled session and open the
   array (measured inside the tasks).
 
-    python benchmarks/spark_arrays.py [--t 64] [--json out.json]
+    python -m benchmarks.spark_arrays [--t 64] [--json out.json]
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ from typing import Any
 
 import numpy as np
 import zarr
+
+from benchmarks.procs import child_env
 
 PLANE = (1024, 1024)
 ARRAY = "a"
@@ -61,9 +63,8 @@ def spark_session(app: str = "zarrlake-bench-spark") -> Any:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    here = str(Path(__file__).resolve().parent)
     # executors unpickle this module's functions by reference
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)
+    os.environ.update(child_env())
     from pyspark.sql import SparkSession
 
     import zarrlake as zl

@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 import zarr
 
+from benchmarks.procs import child_env
+
 ARRAY, SEED, MIB = "a", 20240608, 1024 * 1024
 
 
@@ -41,8 +43,7 @@ def _spark_session() -> Any:
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     # The executors' Python workers unpickle this module's functions by reference.
-    here = os.path.dirname(os.path.abspath(__file__))
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)
+    os.environ.update(child_env())
     from pyspark.sql import SparkSession
 
     return (

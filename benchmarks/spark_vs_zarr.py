@@ -2,7 +2,7 @@
 Spark data source on local[2], against the same data written and read with plain zarr
 (zarr.open_array on a LocalStore) from the driver, in the same run.
 
-    python benchmarks/spark_vs_zarr.py [--rows-side 100] [--reps 2] [--json out.json]
+    python -m benchmarks.spark_vs_zarr [--rows-side 100] [--reps 2] [--json out.json]
 
 Spark start-up and a small warm-up round are excluded; the Spark DataFrame is generated on
 the executors (spark.range plus column expressions), and the timed read materialises every
@@ -24,9 +24,6 @@ import numpy as np
 import zarr
 
 CHUNKS = (25, 50, 50)
-# Run as a script, this directory comes first on sys.path, and its profile.py would shadow
-# the standard library module pyspark imports.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 
 def _spark():

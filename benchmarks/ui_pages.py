@@ -12,7 +12,7 @@ new app (so it includes compiling the page's template; median over --reps such),
 median of --requests further requests (the app caches previews, so a warm preview is a
 cache hit).
 
-    python benchmarks/ui_pages.py [--chunks 200000] [--reps 3] [--requests 5] [--json OUT]
+    python -m benchmarks.ui_pages [--chunks 200000] [--reps 3] [--requests 5] [--json OUT]
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -29,8 +28,6 @@ from pathlib import Path
 
 import numpy as np
 import zarr
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import zarrlake as zl
 
@@ -85,8 +82,8 @@ def build_demo(path: Path, days: int = 10) -> tuple[zl.Repo, list[Page]]:
 
 
 def build_big(path: Path, n: int) -> tuple[zl.Repo, list[Page]]:
-    from procs import run_worker
-    from workloads import ARRAY
+    from benchmarks.procs import run_worker
+    from benchmarks.workloads import ARRAY
 
     # In worker processes, as `make bench` runs W7: each exits only when its commit's
     # background cleanup (dropping the staged records) is done, so none runs while timing.

@@ -22,8 +22,9 @@ from typing import Any
 
 import numpy as np
 import zarr
-from engines import Engine
-from procs import command, parse_result, run_worker
+
+from benchmarks.engines import Engine
+from benchmarks.procs import command, parse_result, run_worker
 
 ARRAY = "a"
 MIB = 1024 * 1024
@@ -340,21 +341,21 @@ def w7_commit(engine: Engine, path: str, p: dict) -> dict:
 
 
 def _w8(engine: Engine | None, path: str, p: dict) -> dict:
-    from spark_ingest import w8_spark_ingest
+    from benchmarks.spark_ingest import w8_spark_ingest
 
     return w8_spark_ingest(engine, path, p)
 
 
 def _gc(engine: Engine | None, path: str, p: dict) -> dict:
     """Issue 12: gc on the W7 build (gc_bench.py)."""
-    from gc_bench import gc_step
+    from benchmarks.gc_bench import gc_step
 
     return gc_step(engine, path, p)
 
 
 def _spark_arrays(engine: Engine | None, path: str, p: dict) -> dict:
     """Issue 10's Spark figures at real sizes (spark_arrays.py), in one process."""
-    import spark_arrays
+    from benchmarks import spark_arrays
 
     Path(path).mkdir(parents=True, exist_ok=True)
     return spark_arrays.run(p["spark_t"], Path(path), cells_t=p["spark_cells_t"])
@@ -362,14 +363,14 @@ def _spark_arrays(engine: Engine | None, path: str, p: dict) -> dict:
 
 def _s3_round_trips(engine: Engine | None, path: str, p: dict) -> dict:
     """Issue 15: requests and round trips per one-chunk commit on S3 + PostgreSQL (s3pg.py)."""
-    from s3pg import rt_count
+    from benchmarks.s3pg import rt_count
 
     assert engine is not None
     return rt_count(engine, path, p)
 
 
 def _s3_read(engine: Engine | None, path: str, p: dict) -> dict:
-    from s3pg import rt_read
+    from benchmarks.s3pg import rt_read
 
     assert engine is not None
     return rt_read(engine, path, p)

@@ -195,6 +195,7 @@ def test_ls(repo_dir):
     assert "no group or array 'nothing'" in fails("-r", r, "ls", "main", "nothing")
 
 
+@pytest.mark.slow
 def test_cat(repo_dir):
     r = str(repo_dir)
     got = json.loads(
@@ -212,6 +213,7 @@ def test_cat(repo_dir):
     assert "no array 'weather'" in fails("-r", r, "cat", "main", "weather")
 
 
+@pytest.mark.slow
 def test_sessions(repo_dir):
     r = str(repo_dir)
     listed = json.loads(ok("-r", r, "sessions", "list", "--json").stdout)
@@ -292,6 +294,7 @@ COMMANDS = [
 ]
 
 
+@pytest.mark.slow
 def test_every_command_has_help_with_an_example():
     for cmd in COMMANDS:
         res = ok(*cmd, "--help")

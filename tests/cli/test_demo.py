@@ -47,6 +47,7 @@ def demo_run(tmp_path_factory) -> tuple[Path, dict, str]:
     return where, json.loads(res.stdout), res.stderr
 
 
+@pytest.mark.slow
 def test_the_story_is_told(demo_run):
     _, _, story = demo_run
     titles = [
@@ -78,6 +79,7 @@ def test_the_story_is_told(demo_run):
         assert text in story, text
 
 
+@pytest.mark.slow
 def test_ingest_and_time_travel(demo_run):
     where, result, _ = demo_run
     assert result["directory"] == str(where) and result["replaced_previous_demo"]
@@ -89,6 +91,7 @@ def test_ingest_and_time_travel(demo_run):
     assert tt["last_day_complete_at_main"]
 
 
+@pytest.mark.slow
 def test_an_identical_rerun_stores_no_chunk_bytes(demo_run):
     _, result, _ = demo_run
     replay = result["replay"]
@@ -99,6 +102,7 @@ def test_an_identical_rerun_stores_no_chunk_bytes(demo_run):
     assert 0 < replay["disk_bytes_added"] < replay["day_bytes"] / 20
 
 
+@pytest.mark.slow
 def test_disjoint_writers_land_and_the_overlapping_one_conflicts(demo_run):
     _, result, _ = demo_run
     assert [(w["name"], w["status"]) for w in result["disjoint_writers"]] == [
@@ -113,6 +117,7 @@ def test_disjoint_writers_land_and_the_overlapping_one_conflicts(demo_run):
     assert (retry["name"], retry["status"]) == ("writer-B", "landed")
 
 
+@pytest.mark.slow
 def test_the_failed_job_leaves_the_branch_untouched(demo_run):
     _, result, _ = demo_run
     failed = result["failed_job"]
@@ -122,6 +127,7 @@ def test_the_failed_job_leaves_the_branch_untouched(demo_run):
     assert failed["data_untouched"] and failed["open_sessions"] == 0
 
 
+@pytest.mark.slow
 def test_the_release_fix_is_merged_into_main(demo_run):
     where, result, _ = demo_run
     merge = result["merge"]
@@ -135,6 +141,7 @@ def test_the_release_fix_is_merged_into_main(demo_run):
     assert np.array_equal(fixed[0:24, 0:16, 0:20], expected)
 
 
+@pytest.mark.slow
 def test_gc_reclaims_what_the_failed_job_left(demo_run):
     _, result, _ = demo_run
     gc = result["gc"]
@@ -144,6 +151,7 @@ def test_gc_reclaims_what_the_failed_job_left(demo_run):
     assert gc["object_bytes_after"] <= gc["object_bytes_before"] - gc["bytes_reclaimed"]
 
 
+@pytest.mark.slow
 def test_the_summary_matches_the_repository(demo_run):
     where, result, _ = demo_run
     s = result["summary"]
@@ -164,6 +172,7 @@ def test_the_summary_matches_the_repository(demo_run):
     assert s["disk_bytes"] > s["stored_bytes"]
 
 
+@pytest.mark.slow
 def test_the_repository_history(demo_run):
     where, _, _ = demo_run
     repo = zl.Repo.open(where)

@@ -51,6 +51,7 @@ def one_chunk_commit(repo: zl.Repo, key: str) -> tuple[Counter, Counter, float]:
     return blobs.calls, meta.calls, elapsed
 
 
+@pytest.mark.slow
 def test_one_chunk_commit_cost_is_independent_of_array_size(large_and_small):
     large, small = large_and_small
     key = "big/c/1234"
@@ -84,6 +85,7 @@ def open_and_read(repo: zl.Repo, key: str) -> tuple[Counter, Counter, bytes | No
     return blobs.calls, meta.calls, data, time.perf_counter() - start
 
 
+@pytest.mark.slow
 def test_open_and_read_cost_is_independent_of_history_length(tmp_path, large_and_small):
     _, short = large_and_small  # one commit of the array on top of the initial one
     long = array_repo(tmp_path / "long", SMALL)

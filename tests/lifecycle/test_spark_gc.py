@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+
 import zarrlake as zl
 from tests.lifecycle.conftest import all_objects, chunk, fsck, reachable, unreachable
 
 
+@pytest.mark.slow
 def test_spark_gc_deletes_exactly_the_unreachable(tmp_path, spark) -> None:
     repo = zl.Repo.create(tmp_path / "repo")
     for i in range(3):

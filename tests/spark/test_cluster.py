@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 import zarr
 
 import zarrlake as zl
@@ -19,6 +20,7 @@ from tests.spark.cluster_job import plane
 JOB = Path(__file__).with_name("cluster_job.py")
 
 
+@pytest.mark.slow
 def test_write_and_map_regions_on_a_cluster(pg_metastore_url, s3_location, tmp_path):
     location, storage = s3_location
     repo = zl.Repo.create(location, metastore=pg_metastore_url, storage_options=storage)

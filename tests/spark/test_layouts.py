@@ -39,6 +39,7 @@ def _read(repo: zl.Repo, path: str, ref: str = "main") -> np.ndarray:
     return zarr.open_array(repo.readonly_session(ref).store, path=path, mode="r")[:]
 
 
+@pytest.mark.slow
 def test_chunk_layout_round_trip_every_dtype(spark, tmp_path):
     loc = str(tmp_path / "repo")
     repo = zl.Repo.create(loc)
@@ -102,6 +103,7 @@ def test_chunk_layout_round_trip_every_dtype(spark, tmp_path):
     assert len(repo.log()) == 2 + len(DTYPES) + len(binary)
 
 
+@pytest.mark.slow
 def test_chunk_layout_filters_on_chunk_coordinates_and_bad_chunks(spark, tmp_path):
     loc = str(tmp_path / "repo")
     repo = zl.Repo.create(loc)
@@ -128,6 +130,7 @@ def test_chunk_layout_filters_on_chunk_coordinates_and_bad_chunks(spark, tmp_pat
     assert len(repo.log()) == 2
 
 
+@pytest.mark.slow
 def test_change_feed_between_a_tag_and_a_branch(spark, tmp_path):
     loc = str(tmp_path / "repo")
     repo = zl.Repo.create(loc)
@@ -162,6 +165,7 @@ def test_change_feed_between_a_tag_and_a_branch(spark, tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_write_array_raises_zarrlake_errors(spark, tmp_path):
     loc = str(tmp_path / "repo")
     repo = zl.Repo.create(loc)

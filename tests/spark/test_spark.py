@@ -42,6 +42,7 @@ def _spark_error(excinfo) -> str:
     return str(excinfo.value)
 
 
+@pytest.mark.slow
 def test_write_million_rows_is_one_commit(spark, tmp_path, monkeypatch):
     loc = str(tmp_path / "repo")
     repo = zl.Repo.create(loc)
@@ -81,6 +82,7 @@ def test_write_million_rows_is_one_commit(spark, tmp_path, monkeypatch):
     assert repo.list_sessions() == []
 
 
+@pytest.mark.slow
 def test_failed_task_leaves_branch_untouched(spark, tmp_path):
     loc = str(tmp_path / "repo")
     repo = zl.Repo.create(loc)
@@ -312,6 +314,7 @@ def test_several_arrays_in_one_commit(spark, tmp_path):
     assert zarr.open_array(repo.readonly_session().store, path="era/u10").dtype == np.float64
 
 
+@pytest.mark.slow
 def test_bad_input_gives_clear_errors(spark, tmp_path):
     loc = str(tmp_path / "repo")
     repo = zl.Repo.create(loc)

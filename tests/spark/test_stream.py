@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 import zarr
 
 import zarrlake as zl
@@ -34,6 +35,7 @@ def _run(spark, source, loc: str, checkpoint: str) -> None:
     assert query.exception() is None
 
 
+@pytest.mark.slow
 def test_stream_commits_each_batch_once(spark, tmp_path):
     loc = str(tmp_path / "repo")
     repo = zl.Repo.create(loc)

@@ -15,7 +15,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.rule import Rule
 from rich.table import Table
 
-import zarrlake as zl
 from zarrlake.demo.data import GROUP, day_name
 from zarrlake.demo.result import (
     FailedJob,
@@ -26,6 +25,8 @@ from zarrlake.demo.result import (
     TimeTravel,
     WriterOutcome,
 )
+from zarrlake.repo import Commit
+from zarrlake.vc.diff import Diff
 
 
 def short(commit_id: str | None) -> str:
@@ -37,7 +38,7 @@ def mb(n: int) -> str:
     return f"{n / 1e6:,.1f} MB" if n >= 1e6 else f"{n / 1e3:,.1f} kB"
 
 
-def diff_rows(d: zl.Diff) -> list[tuple[str, str, int, int]]:
+def diff_rows(d: Diff) -> list[tuple[str, str, int, int]]:
     """(path, what happened to the node, chunks written, chunks deleted), by path."""
     return [(p or "/", c, w, x) for p, c, w, x in d.summary()]
 
@@ -84,7 +85,7 @@ class Narrator:
         ) as progress:
             yield DayProgress(progress, progress.add_task(description, total=total))
 
-    def log(self, commits: Iterable[zl.Commit], total: int) -> None:
+    def log(self, commits: Iterable[Commit], total: int) -> None:
         """The newest commits, as `zarrlake log` shows them."""
         table = Table(box=None, header_style="bold")
         for col in ("commit", "time", "author", "message"):
@@ -99,7 +100,7 @@ class Narrator:
         self.console.print(table)
         self.say(f"... {total} commits on main.\n")
 
-    def diff(self, d: zl.Diff) -> None:
+    def diff(self, d: Diff) -> None:
         rows = diff_rows(d)
         if not rows:
             self.say("(no changes)")

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-import zarrlake as zl
 from zarrlake.demo.config import DemoConfig
 from zarrlake.demo.data import GROUP, START, VARIABLES, coordinates, day_name
 from zarrlake.demo.directory import prepare_directory
@@ -30,6 +29,7 @@ from zarrlake.demo.result import (
 )
 from zarrlake.demo.spark import ingest_day, job_error, start_spark
 from zarrlake.demo.writers import WriterJob, apply, run_pair
+from zarrlake.repo import Repo
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -41,7 +41,7 @@ T2M = f"{GROUP}/t2m"
 class Story:
     """One run of the demo on one repository; each step returns what it observed."""
 
-    def __init__(self, cfg: DemoConfig, repo: zl.Repo, narrator: Narrator) -> None:
+    def __init__(self, cfg: DemoConfig, repo: Repo, narrator: Narrator) -> None:
         self.cfg = cfg
         self.grid = cfg.grid
         self.repo = repo
@@ -337,7 +337,7 @@ def run(cfg: DemoConfig, narrator: Narrator | None = None) -> DemoResult:
     directory, replaced = prepare_directory(cfg.directory)
     cfg = replace(cfg, directory=directory)
     say.banner(str(directory), replaced)
-    repo = zl.Repo.create(directory)
+    repo = Repo.create(directory)
     try:
         say.say(f"Created repository at {directory} (local directory + SQLite metastore)")
         story = Story(cfg, repo, say)

@@ -8,8 +8,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-import zarrlake as zl
 from zarrlake.demo.result import WriterOutcome
+from zarrlake.errors import ConflictError
+from zarrlake.repo import Repo
+from zarrlake.session import Session
 
 Region = tuple[slice, ...]
 
@@ -31,7 +33,7 @@ class WriterJob:
         return f"{leaf}[{', '.join(part(s) for s in self.region)}]"
 
 
-def apply(session: zl.Session, job: WriterJob) -> None:
+def apply(session: Session, job: WriterJob) -> None:
     """Stage the job's change in `session`."""
     import zarr
 
@@ -48,7 +50,7 @@ def _write(
     results: dict[str, WriterOutcome | BaseException],
 ) -> None:
     try:
-        repo = zl.Repo.open(location)
+        repo = Repo.open(location)
         try:
             session = repo.create_session(message=f"{job.name}: correct", author=job.name)
             apply(session, job)
@@ -58,7 +60,7 @@ def _write(
             try:
                 commit = session.commit(f"{job.name}: bias-correct {job.describe()}")
                 results[job.name] = WriterOutcome(job.name, job.describe(), "landed", commit)
-            except zl.ConflictError as e:
+            except ConflictError as e:
                 session.abandon()  # its staged writes are kept until abandoned; retry afresh
                 conflicts = [str(c) for c in e.conflicts]
                 results[job.name] = WriterOutcome(

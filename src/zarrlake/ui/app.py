@@ -21,8 +21,8 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
-from zarrlake import NotFoundError, Repo, ZarrLakeError
-from zarrlake.errors import InvalidInputError
+from zarrlake.errors import InvalidInputError, NotFoundError, ZarrLakeError
+from zarrlake.repo import Repo
 from zarrlake.ui.model import Model
 from zarrlake.ui.routes import Pages
 

@@ -17,9 +17,10 @@ from typing import Any
 
 import zarr
 
-from zarrlake import Commit, Diff, NotFoundError, Repo
-from zarrlake.errors import InvalidInputError
+from zarrlake.errors import InvalidInputError, NotFoundError
+from zarrlake.repo import Commit, Repo
 from zarrlake.validate import check_key
+from zarrlake.vc.diff import Diff
 
 LOG_PAGE = 50
 

@@ -11,8 +11,7 @@ import zarr
 from starlette.requests import Request
 from starlette.responses import Response
 
-from zarrlake import NotFoundError
-from zarrlake.errors import InvalidInputError
+from zarrlake.errors import InvalidInputError, NotFoundError
 from zarrlake.ui import chunkmap, preview
 from zarrlake.ui.model import LRU, Model, array_info, chunk_grid, storage_chunks
 
