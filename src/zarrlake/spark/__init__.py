@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from zarrlake.errors import InvalidInputError, NotFoundError, SessionClosedError
-from zarrlake.spark.errors import zarrlake_errors
+from zarrlake.spark.errors import keep_conflicts, zarrlake_errors
 from zarrlake.spark.gc import gc
 from zarrlake.spark.handles import SessionHandle
 from zarrlake.spark.layout import CHUNKS, layout_of
@@ -163,11 +163,12 @@ def map_regions[R, T](
     n = num_slices or min(len(items), 2 * spark.sparkContext.defaultParallelism)
 
     handle = SessionHandle(session)
+    call = keep_conflicts(fn)
 
     def run(part: Iterator[R]) -> Iterator[T]:
         joined = handle.session  # once per Python worker and session, not per task
         for region in part:
-            yield fn(joined, region)
+            yield call(joined, region)
 
     with zarrlake_errors():
         return spark.sparkContext.parallelize(items, n).mapPartitions(run).collect()
