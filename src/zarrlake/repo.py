@@ -26,11 +26,11 @@ from zarrlake.txn.transaction import Transaction
 from zarrlake.validate import check_ref_name
 from zarrlake.vc.blame import Blame
 from zarrlake.vc.commit_info import Commit
-from zarrlake.vc.diff import Diff, diff_change_set, diff_snapshots
+from zarrlake.vc.diff import Diff, diff_commit, diff_snapshots
 from zarrlake.vc.fsck import ExpiredHistory, Problem, check_objects
 from zarrlake.vc.merge import History, common_history_expired
 from zarrlake.vc.protection import Protection
-from zarrlake.vc.refexpr import merge_base, resolve_ref
+from zarrlake.vc.refexpr import commit_as_of, merge_base, resolve_ref
 from zarrlake.vc.refs import BRANCH, TAG
 from zarrlake.vc.stats import RepoStats, repo_stats
 
@@ -130,19 +130,7 @@ class Repo:
         commit_id = resolve_ref(self._ctx.refs, self._ctx.objects, ref)
         if as_of is None:
             return commit_id
-        if not isinstance(as_of, datetime):
-            raise InvalidInputError(f"as_of must be a datetime, not {as_of!r}")
-        ts = (as_of if as_of.tzinfo else as_of.replace(tzinfo=UTC)).timestamp()
-        objects = self._ctx.objects
-        for cid, rec in objects.history(commit_id):
-            if rec.timestamp <= ts:
-                return cid
-        message = f"{ref!r} has no commit at or before {as_of.isoformat()}"
-        expired = objects.expired(rec.parents[0]) if rec.parents else None
-        if expired is None:
-            raise NotFoundError(message)
-        e = ExpiredHistoryError.before(cid, expired.commit, expired.expired_at)
-        raise ExpiredHistoryError(f"{message}: {e}", e.commit, e.expired_at)
+        return commit_as_of(self._ctx.objects, commit_id, as_of, ref)
 
     def log(self, ref: str = "main", limit: int | None = None) -> list[Commit]:
         """Commits reachable from `ref` along first parents, newest first."""
@@ -204,18 +192,7 @@ class Repo:
     def commit_changes(self, ref: str) -> Diff:
         """What commit `ref` changed against its first parent; read from the commit's change
         set when `expire` dropped that parent."""
-        objects = self._ctx.objects
-        cid = self.resolve(ref)
-        rec = objects.commit(cid)
-        if not rec.parents:
-            return Diff()
-        try:
-            parent = objects.parent(cid, rec.parents[0])
-        except ExpiredHistoryError:
-            return diff_change_set(objects, rec)
-        return diff_snapshots(
-            objects, objects.read(SnapshotRoot, parent.snapshot), self.snapshot_of(cid)
-        )
+        return diff_commit(self._ctx.objects, self.resolve(ref))
 
     def fsck(
         self,

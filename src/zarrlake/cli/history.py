@@ -60,12 +60,12 @@ def print_diff(d: Diff) -> None:
 
 def graph_order(repo, head: str, limit: int | None) -> tuple[list, dict[str, str]]:
     """Commits reachable from `head` through every parent, children before parents and
-    otherwise newest first (git's --topo-order), at most `limit` of them; and, for each
-    commit whose parent `expire` dropped, the note that says so."""
+    otherwise newest first (git's --topo-order), at most `limit` of them; and the parents
+    `expire` dropped, each with the note that says so."""
     from zarrlake.errors import ExpiredHistoryError
 
     seen = {head: repo.commit_info(head)}
-    cut: dict[str, str] = {}
+    cut: dict[str, tuple[str, str]] = {}  # expired parent: (its child, the note)
     children: dict[str, int] = {}
     todo = [head]
     while todo and (limit is None or len(seen) < limit * 4 + 50):
@@ -75,7 +75,7 @@ def graph_order(repo, head: str, limit: int | None) -> tuple[list, dict[str, str
                 try:
                     seen[p] = repo.commit_info(p)
                 except ExpiredHistoryError as e:
-                    cut[cid] = str(ExpiredHistoryError.before(cid, p, e.expired_at))
+                    cut[p] = (cid, str(ExpiredHistoryError.before(cid, p, e.expired_at)))
                     continue
                 todo.append(p)
             children[p] = children.get(p, 0) + 1
@@ -90,12 +90,13 @@ def graph_order(repo, head: str, limit: int | None) -> tuple[list, dict[str, str
                 children[p] -= 1
                 if children[p] == 0 and p in seen:
                     ready.append((-seen[p].timestamp.timestamp(), p))
-    return out, {c.id: cut[c.id] for c in out if c.id in cut}
+    shown = {c.id for c in out}
+    return out, {p: note for p, (child, note) in cut.items() if child in shown}
 
 
-def graph_lines(commits: list, ended: Container[str] = ()) -> list[tuple[str, object | None]]:
+def graph_lines(commits: list, gone: Container[str] = ()) -> list[tuple[str, object | None]]:
     """(graph prefix, commit or None for a connector line): a small `git log --graph`.
-    Lines of the commits in `ended` (whose parents were expired) end at them."""
+    Lines to the parents in `gone` (expired) are not drawn."""
     columns: list[str] = []
     lines: list[tuple[str, object | None]] = []
     for c in commits:
@@ -108,7 +109,7 @@ def graph_lines(commits: list, ended: Container[str] = ()) -> list[tuple[str, ob
         if joined:
             lines.append((" ".join("|" for _ in columns) + "/", None))
         lines.append((" ".join("*" if j == at else "|" for j in range(len(columns))), c))
-        parents = [] if c.id in ended else list(c.parent_ids)
+        parents = [p for p in c.parent_ids if p not in gone]
         if not parents:
             del columns[at]
             continue
@@ -152,7 +153,7 @@ def log(
     else:
         commits = repo.log(head, limit=limit)
         end = history_end(repo, commits, limit)
-        ends = {commits[-1].id: end} if end else {}
+        ends = {commits[-1].parent_ids[0]: end} if end else {}
     if json_out:
         print_json([c.to_json() for c in commits])
         return

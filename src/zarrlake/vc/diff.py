@@ -7,6 +7,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from zarrlake.errors import ExpiredHistoryError
 from zarrlake.format.changes import CREATED, DELETED, WRITE, ChangeSet
 from zarrlake.format.chunk_ref import ChunkRef
 from zarrlake.format.commit import CommitRecord
@@ -188,6 +189,20 @@ def diff_snapshots(objects: Objects, a: SnapshotRoot, b: SnapshotRoot) -> Diff:
     written = [k.decode() for k, dig in eb.items() if ea.get(k) != dig]
     deleted = [k.decode() for k in ea.keys() - eb.keys()]
     return build_diff(a.meta, b.meta, written, deleted)
+
+
+def diff_commit(objects: Objects, commit_id: str) -> Diff:
+    """What a commit changed against its first parent: compared with the parent's snapshot,
+    or read from the commit's change set when `expire` dropped the parent."""
+    rec = objects.commit(commit_id)
+    if not rec.parents:
+        return Diff()
+    try:
+        parent = objects.parent(commit_id, rec.parents[0])
+    except ExpiredHistoryError:
+        return diff_change_set(objects, rec)
+    root = objects.read(SnapshotRoot, rec.snapshot)
+    return diff_snapshots(objects, objects.read(SnapshotRoot, parent.snapshot), root)
 
 
 def diff_change_set(objects: Objects, rec: CommitRecord) -> Diff:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 from zarrlake.errors import ExpiredHistoryError, InvalidInputError, NotFoundError
 from zarrlake.format.envelope import ID_LENGTH
@@ -128,6 +129,24 @@ def merge_base(objects: Objects, a: str, b: str) -> str | None:
             raise max(walk.cut.values(), key=lambda e: e.expired_at)
         return None
     return max(candidates, key=lambda c: (objects.commit(c).timestamp, c))
+
+
+def commit_as_of(objects: Objects, head: str, as_of: datetime, ref: str) -> str:
+    """The newest commit of `head`'s first-parent history made at or before `as_of` (naive:
+    UTC); `ref` names `head` in errors."""
+    if not isinstance(as_of, datetime):
+        raise InvalidInputError(f"as_of must be a datetime, not {as_of!r}")
+    ts = (as_of if as_of.tzinfo else as_of.replace(tzinfo=UTC)).timestamp()
+    oldest, rec = head, objects.commit(head)
+    for oldest, rec in objects.history(head):
+        if rec.timestamp <= ts:
+            return oldest
+    message = f"{ref!r} has no commit at or before {as_of.isoformat()}"
+    expired = objects.expired(rec.parents[0]) if rec.parents else None
+    if expired is None:
+        raise NotFoundError(message)
+    e = ExpiredHistoryError.before(oldest, expired.commit, expired.expired_at)
+    raise ExpiredHistoryError(f"{message}: {e}", e.commit, e.expired_at)
 
 
 def resolve_ref(refs: Refs, objects: Objects, ref: str) -> str:
