@@ -57,7 +57,7 @@ def test_abandon_sessions_older_than_an_age(repo):
     now[0] += 3 * 3600
     young = repo.create_session().id
     assert repo.abandon_sessions(timedelta(hours=2), branch="dev") == [old_dev]
-    assert repo.abandon_sessions(timedelta(hours=2)) == old
+    assert sorted(repo.abandon_sessions(timedelta(hours=2))) == sorted(old)  # same age
     assert [s.id for s in repo.list_sessions()] == [young]
     assert repo.session_info(old[0]).status == "abandoned"
     with pytest.raises(zl.errors.InvalidInputError, match="must not be negative"):
@@ -68,7 +68,7 @@ def test_sessions_abandon_older_than_on_the_command_line(repo):
     r = repo.spec.location
     ids = [repo.create_session(message="leftover").id for _ in range(2)]
     out = ok("-r", r, "sessions", "abandon", "--older-than", "0s", "--json").json()
-    assert out == {"abandoned": ids}
+    assert sorted(out["abandoned"]) == sorted(ids)
     assert (
         "no open session is 2h old"
         in ok("-r", r, "sessions", "abandon", "--older-than", "2h").stdout
