@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 
 class ZarrLakeError(Exception):
@@ -14,6 +15,31 @@ class NotFoundError(ZarrLakeError, KeyError):
 
     def __str__(self) -> str:  # KeyError quotes its message; we want it plain.
         return str(self.args[0]) if self.args else ""
+
+
+class ExpiredHistoryError(NotFoundError):
+    """A commit, or history a walk needs, was dropped by `expire`. `commit` is the expired
+    commit, `expired_at` when it was expired (POSIX seconds)."""
+
+    def __init__(self, message: str, commit: str, expired_at: float) -> None:
+        super().__init__(message)
+        self.commit = commit
+        self.expired_at = expired_at
+
+    def __reduce__(self) -> tuple[object, ...]:  # crosses processes (Spark, Dask) whole
+        return (type(self), (str(self), self.commit, self.expired_at))
+
+    @classmethod
+    def before(cls, child: str, parent: str, expired_at: float) -> ExpiredHistoryError:
+        """The error of a walk from `child` that found its parent `parent` expired."""
+        return cls(
+            f"history before {child[:12]} was expired on {on_date(expired_at)}", parent, expired_at
+        )
+
+
+def on_date(when: float) -> str:
+    """A POSIX time as the messages show it (UTC, to the second)."""
+    return datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 class AlreadyExistsError(ZarrLakeError):

@@ -7,7 +7,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from zarrlake.errors import AlreadyExistsError, InvalidInputError, NotFoundError
+from zarrlake.errors import (
+    AlreadyExistsError,
+    ExpiredHistoryError,
+    InvalidInputError,
+    NotFoundError,
+)
 from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.txn.context import (
     RepoContext,
@@ -21,11 +26,11 @@ from zarrlake.txn.transaction import Transaction
 from zarrlake.validate import check_ref_name
 from zarrlake.vc.blame import Blame
 from zarrlake.vc.commit_info import Commit
-from zarrlake.vc.diff import Diff, diff_snapshots
-from zarrlake.vc.fsck import Problem, check_objects
-from zarrlake.vc.merge import History
+from zarrlake.vc.diff import Diff, diff_commit, diff_snapshots
+from zarrlake.vc.fsck import ExpiredHistory, Problem, check_objects
+from zarrlake.vc.merge import History, common_history_expired
 from zarrlake.vc.protection import Protection
-from zarrlake.vc.refexpr import merge_base, resolve_ref
+from zarrlake.vc.refexpr import commit_as_of, merge_base, resolve_ref
 from zarrlake.vc.refs import BRANCH, TAG
 from zarrlake.vc.stats import RepoStats, repo_stats
 
@@ -118,10 +123,14 @@ class Repo:
 
     # refs and history ---------------------------------------------------------------------
 
-    def resolve(self, ref: str) -> str:
+    def resolve(self, ref: str, *, as_of: datetime | None = None) -> str:
         """The commit id a branch, tag, (unique prefix of a) commit id or ref expression
-        (main~3, main^2) names."""
-        return resolve_ref(self._ctx.refs, self._ctx.objects, ref)
+        (main~3, main^2) names. With `as_of`, the newest commit of `ref`'s first-parent
+        history made at or before that time (naive: UTC)."""
+        commit_id = resolve_ref(self._ctx.refs, self._ctx.objects, ref)
+        if as_of is None:
+            return commit_id
+        return commit_as_of(self._ctx.objects, commit_id, as_of, ref)
 
     def log(self, ref: str = "main", limit: int | None = None) -> list[Commit]:
         """Commits reachable from `ref` along first parents, newest first."""
@@ -138,6 +147,12 @@ class Repo:
         """The commit `ref` names."""
         cid = self.resolve(ref)
         return Commit.from_record(cid, self._ctx.objects.commit(cid))
+
+    def expired_at(self, commit_id: str) -> datetime | None:
+        """When `expire` dropped commit `commit_id` (a full id, e.g. a parent id of a
+        retained commit); None if it was not expired."""
+        when = self._ctx.objects.expired_at(commit_id)
+        return None if when is None else datetime.fromtimestamp(when, UTC)
 
     def create_branch(self, name: str, at: str = "main") -> str:
         """A new branch at the commit `at` names; returns that commit id."""
@@ -174,18 +189,29 @@ class Repo:
         a, b = self.resolve(from_ref), self.resolve(to_ref)
         return diff_snapshots(self._ctx.objects, self.snapshot_of(a), self.snapshot_of(b))
 
+    def commit_changes(self, ref: str) -> Diff:
+        """What commit `ref` changed against its first parent; read from the commit's change
+        set when `expire` dropped that parent."""
+        return diff_commit(self._ctx.objects, self.resolve(ref))
+
     def fsck(
-        self, ref: str | None = None, *, on_read: Callable[[str, int], None] | None = None
+        self,
+        ref: str | None = None,
+        *,
+        on_read: Callable[[str, int], None] | None = None,
+        on_expired: Callable[[ExpiredHistory], None] | None = None,
     ) -> list[Problem]:
         """Re-read and verify every object reachable from `ref` (default: every branch and
         tag); returns the problems found, none if the repository is intact. `on_read(key,
-        size)` is called for every object read (progress, counts)."""
+        size)` is called for every object read (progress, counts), `on_expired` for each
+        place where `expire` ended a history (which is not a problem)."""
         if ref is not None:
             starts = [(self.resolve(ref), f"ref {ref!r}")]
         else:
             starts = [(c, f"branch {n!r}") for n, c in sorted(self.list_branches().items())]
             starts += [(c, f"tag {n!r}") for n, c in sorted(self.list_tags().items())]
-        return check_objects(self._ctx.object_store, starts, on_read, self._ctx.objects.algo)
+        algo = self._ctx.objects.algo
+        return check_objects(self._ctx.object_store, starts, on_read, algo, on_expired)
 
     def stats(self, ref: str = "main") -> RepoStats:
         """Counts at `ref`: commits in its history, arrays, chunks and their bytes."""
@@ -202,12 +228,13 @@ class Repo:
         expires_in: timedelta = DEFAULT_EXPIRY,
         isolation: str = "snapshot",
     ) -> Session:
-        """Start a transaction on `branch`, based on its current head."""
+        """Start a transaction on `branch`, based on its current head. Use it as a context
+        manager (`with repo.create_session() as s:`) to abandon it if the block raises."""
         from zarrlake.session import Session
 
         check_ref_name(branch, "branch")
-        return Session(
-            Transaction.begin(
+        try:
+            txn = Transaction.begin(
                 self._ctx,
                 branch,
                 message=message,
@@ -215,7 +242,15 @@ class Repo:
                 expires_in=expires_in,
                 isolation=isolation,
             )
-        )
+        except NotFoundError:
+            if self._ctx.refs.get(TAG, branch) is None:
+                raise
+            raise InvalidInputError(
+                f"{branch!r} is a tag, not a branch: tags never move, so no session can write "
+                f"to one. Read it with readonly_session({branch!r}), or write on a new branch "
+                f"made at it (create_branch(name, at={branch!r}))"
+            ) from None
+        return Session(txn)
 
     def join_session(self, session_id: str) -> Session:
         """The same transaction, from any process: staged writes are shared. A unique
@@ -233,20 +268,17 @@ class Repo:
         now = self._ctx.clock()
         return [rec.info(now) for rec in self._ctx.records.list_open(branch)]
 
+    def abandon_sessions(self, older_than: timedelta, branch: str | None = None) -> list[str]:
+        """Abandon every open session created at least `older_than` ago (of `branch`, or of
+        all branches); returns their ids. Their staged writes are dropped by the next gc."""
+        from zarrlake.lifecycle.sessions import abandon_sessions
+
+        return abandon_sessions(self._ctx, older_than, branch)
+
     def readonly_session(self, ref: str = "main", *, as_of: datetime | None = None) -> Session:
         """A read-only view of a commit, pinned when opened. With `as_of`, the newest commit
         of `ref`'s history made at or before that time."""
-        commit_id = self.resolve(ref)
-        if as_of is not None:
-            if not isinstance(as_of, datetime):
-                raise InvalidInputError(f"as_of must be a datetime, not {as_of!r}")
-            ts = (as_of if as_of.tzinfo else as_of.replace(tzinfo=UTC)).timestamp()
-            for cid, rec in self._ctx.objects.history(commit_id):
-                if rec.timestamp <= ts:
-                    commit_id = cid
-                    break
-            else:
-                raise NotFoundError(f"{ref!r} has no commit at or before {as_of.isoformat()}")
+        commit_id = self.resolve(ref, as_of=as_of)
         from zarrlake.session import Session
 
         return Session(Transaction(self._ctx, None, commit_id))
@@ -314,8 +346,13 @@ class Repo:
         )
 
     def merge_base(self, a: str, b: str) -> str:
-        """The best common ancestor commit of refs `a` and `b`."""
-        found = merge_base(self._ctx.objects, self.resolve(a), self.resolve(b))
+        """The best common ancestor commit of refs `a` and `b`; ExpiredHistoryError if
+        `expire` dropped their common history."""
+        try:
+            found = merge_base(self._ctx.objects, self.resolve(a), self.resolve(b))
+        except ExpiredHistoryError as e:
+            message = f"no merge base of {a!r} and {b!r}: {common_history_expired(e)}"
+            raise ExpiredHistoryError(message, e.commit, e.expired_at) from None
         if found is None:
             raise NotFoundError(f"{a!r} and {b!r} share no history")
         return found
@@ -327,10 +364,15 @@ class Repo:
         *,
         message: str | None = None,
         author: str | None = None,
+        allow_empty: bool = False,
     ) -> str:
-        """A new commit on `branch` undoing the changes `commit` made to its first parent."""
+        """A new commit on `branch` undoing the changes `commit` made to its first parent.
+        InvalidInputError if that changes nothing, unless `allow_empty`."""
         check_ref_name(branch, "branch")
-        return self._history().revert(self.resolve(commit), branch, message=message, author=author)
+        target = self.resolve(commit)
+        return self._history().revert(
+            target, branch, message=message, author=author, allow_empty=allow_empty
+        )
 
     def reset_branch(self, branch: str, to: str, *, expected: str | None = None) -> str:
         """Move `branch` to ref `to`; with `expected`, only if the branch is there now

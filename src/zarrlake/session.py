@@ -12,9 +12,11 @@ than leave them out."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from contextlib import suppress
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from zarrlake.errors import ZarrLakeError
 from zarrlake.format.chunk_ref import ChunkRef
 from zarrlake.txn.records import Status, as_datetime
 from zarrlake.txn.transaction import Transaction
@@ -39,6 +41,18 @@ class Session:
 
     def __reduce__(self) -> tuple[object, ...]:
         return (Session, (self._txn,))
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
+        """Leaving a `with` block by an exception abandons the session unless it committed
+        (or was closed otherwise); leaving it normally changes nothing. The block's own
+        exception is what propagates, even if abandoning fails too."""
+        if exc_type is None or self.read_only or self.committed_as is not None:
+            return
+        with suppress(ZarrLakeError):
+            self.abandon()
 
     def __repr__(self) -> str:
         if self.read_only:

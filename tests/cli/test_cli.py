@@ -306,7 +306,7 @@ def test_fsck(repo_dir):
     r = str(repo_dir)
     report = json.loads(ok("-r", r, "fsck", "--json").stdout)
     checked = report.pop("checked")
-    assert report == {"ref": None, "ok": True, "problems": []}
+    assert report == {"ref": None, "ok": True, "problems": [], "expired_history": []}
     assert checked["commits"] == 3 and checked["objects"] > 3 and checked["bytes"] > 0
     assert "ok" in ok("-r", r, "fsck", "v1").stdout
     chunk = next((repo_dir / "chunks").rglob("*"), None) or next(

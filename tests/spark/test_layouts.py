@@ -185,8 +185,10 @@ def test_write_array_raises_zarrlake_errors(spark, tmp_path):
     # two tasks writing one chunk: the driver's commit refuses
     raw = df.write.format("zarrlake").options(repo=loc, array="a").mode("append")
     conflict = pytest.raises(zl.errors.ConflictError, match="written by two Spark tasks")
-    with conflict, zl.spark.zarrlake_errors():
+    with conflict as caught, zl.spark.zarrlake_errors():
         raw.save()
+    [writers] = caught.value.conflicts
+    assert (writers.path, writers.kind, writers.chunks) == ("a", "writers", [(0, 0)])
     # an error raised by a map_regions function
     ro = repo.readonly_session("main")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -143,6 +144,47 @@ def test_two_tasks_on_one_chunk(spark, tmp_path):
     assert repo.log()[0].message == "deduplicated"
     expected = (np.arange(100) * 0.5).reshape(10, 10)
     np.testing.assert_array_equal(_read_array(repo, "dup/v"), expected)
+
+
+def test_write_array_conflict_keeps_its_details(spark, tmp_path):
+    """A commit that lands on chunk (0, 0) while the job runs: write_array raises the core's
+    ConflictError, conflicts and all, not only its message."""
+    loc = str(tmp_path / "repo")
+    repo = zl.Repo.create(loc)
+    s = repo.create_session()
+    zarr.create_array(
+        s.store, name="a", shape=(10, 10), chunks=(5, 5), dtype="f8", dimension_names=["x", "y"]
+    )
+    s.commit("setup")
+    flag = str(tmp_path / "committed")
+
+    @F.udf("double")
+    def value(i):  # runs in a task, after the job's session began
+        try:
+            os.close(os.open(flag, os.O_CREAT | os.O_EXCL))
+        except FileExistsError:
+            return float(i)
+        other = zl.Repo.open(loc)
+        s = other.create_session()
+        zarr.open_array(s.store, path="a")[0, 0] = -1
+        s.commit("concurrent")
+        other.close()
+        return float(i)
+
+    df = spark.range(0, 100, numPartitions=1).select(
+        (F.col("id") / 10).cast("long").alias("x"),
+        (F.col("id") % 10).alias("y"),
+        value("id").alias("a"),
+    )
+    head = repo.log(limit=1)[0].id
+    spark.conf.set("spark.sql.adaptive.enabled", "false")  # plan (session) before any task
+    try:
+        with pytest.raises(zl.ConflictError) as e:
+            zl.spark.write_array(df, repo=loc, array="a", message="job")
+    finally:
+        spark.conf.unset("spark.sql.adaptive.enabled")
+    assert [(c.path, c.kind, c.chunks) for c in e.value.conflicts] == [("a", "chunk", [(0, 0)])]
+    assert repo.log(limit=2)[1].id == head and repo.log(limit=1)[0].message == "concurrent"
 
 
 def _to_dense(table, shape, value="v") -> np.ndarray:

@@ -250,3 +250,14 @@ def test_token_is_required_when_configured(built: Built) -> None:
     assert client.get("/log").status_code == 200  # the cookie carries it now
     client.cookies.clear()
     assert client.get("/log").status_code == 401
+
+
+def test_the_empty_first_commit_has_an_empty_tree(client: TestClient, built: Built) -> None:
+    first = built.repo.log("main")[-1].id
+    page = client.get(f"/commit/{first}")
+    assert page.status_code == 200 and f"/tree?ref={first}" in page.text
+    tree = client.get("/tree", params={"ref": first})
+    assert tree.status_code == 200 and "No groups." in tree.text
+    data = client.get("/tree", params={"ref": first, "format": "json"}).json()
+    assert (data["groups"], data["arrays"], data["path"]) == ([], [], "")
+    assert client.get("/tree", params={"ref": first, "path": "weather"}).status_code == 404

@@ -45,6 +45,13 @@ def test_every_request_needs_the_token(served: str) -> None:
     assert httpx.get(served, params={"token": TOKEN}).status_code == 200
 
 
+def test_other_host_names_are_refused(served: str) -> None:
+    """Against DNS rebinding: a page whose name now points here sends its own Host."""
+    headers = {"Host": "rebound.example", "Authorization": f"Bearer {TOKEN}"}
+    assert httpx.get(served + "api/home", headers=headers).status_code == 400
+    assert httpx.get(served.replace("127.0.0.1", "localhost") + "api/home").status_code == 401
+
+
 def test_short_token_is_refused(built: Built) -> None:
     script = Path(sys.executable).parent / "zarrlake"
     cmd = [str(script), "-r", str(built.path), "ui", "--port", "0", "--token", "short"]

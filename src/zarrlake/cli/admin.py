@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from zarrlake.cli.context import console, describe_metastore, options, print_json, short
+from zarrlake.cli.context import console, describe_metastore, iso, options, print_json, short
 
 
 def init(
@@ -82,18 +82,30 @@ def fsck(
     json_out: Annotated[bool, typer.Option("--json", help="Print problems as JSON.")] = False,
 ) -> None:
     """Verify every object reachable from REF (or every branch and tag): checksums,
-    missing objects, inconsistent references. Prints what it checked (commits, objects,
-    bytes); exits 1 if anything is wrong.
+    missing objects, inconsistent references, each problem listed once. Prints what it
+    checked (commits, objects, bytes) and where `expire` ended the history (not a problem);
+    exits 1 if anything is wrong.
 
     Example: zarrlake -r ./myrepo fsck main
     """
     repo = options(ctx).open()
     counts = FsckCounts(progress=not json_out)
+    expired: list = []
     with counts.progress:
-        problems = [str(p) for p in repo.fsck(ref, on_read=counts)]
+        problems = [str(p) for p in repo.fsck(ref, on_read=counts, on_expired=expired.append)]
     if json_out:
+        ends = [
+            {"commit": e.commit, "expired_parent": e.parent, "expired_at": iso(e.expired_at)}
+            for e in expired
+        ]
         print_json(
-            {"ref": ref, "ok": not problems, "checked": counts.to_json(), "problems": problems}
+            {
+                "ref": ref,
+                "ok": not problems,
+                "checked": counts.to_json(),
+                "problems": problems,
+                "expired_history": ends,
+            }
         )
     elif problems:
         console.print(f"[red]{len(problems)} problem(s) found[/] (read {counts.summary()}):")
@@ -102,6 +114,8 @@ def fsck(
     else:
         what = f"ref {ref!r}" if ref else "all branches and tags"
         console.print(f"[green]ok[/]: checked {counts.summary()} reachable from {escape(what)}")
+    for e in expired:
+        console.print(f"  {e} (expire; not a problem)", markup=False)
     if problems:
         raise typer.Exit(1)
 

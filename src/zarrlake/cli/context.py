@@ -9,14 +9,27 @@ import sys
 from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 
 from zarrlake.errors import InvalidInputError
 
-console = Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 120)
+console = Console(
+    highlight=False,
+    soft_wrap=not sys.stdout.isatty(),  # lines piped to a file or a program stay whole
+    width=None if sys.stdout.isatty() else 120,
+)
+AsOfOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--as-of",
+        metavar="DATE",
+        help="Time travel: the newest commit of the ref made at or before DATE "
+        "(ISO 8601, e.g. 2024-05-01 or 2024-05-01T12:00:00Z; UTC unless it says).",
+    ),
+]
 
 
 @dataclass
@@ -107,6 +120,19 @@ def parse_duration(text: str) -> timedelta:
     for number, unit in parts:
         total += timedelta(**{_UNITS[unit]: float(number)})
     return total
+
+
+def parse_when(text: str | None) -> datetime | None:
+    """An --as-of DATE: ISO 8601, UTC unless it names an offset; None for None."""
+    if text is None:
+        return None
+    try:
+        value = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise InvalidInputError(
+            f"bad date {text!r}: use ISO 8601, e.g. 2024-05-01 or 2024-05-01T12:00:00Z"
+        ) from None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def parse_storage_option(text: str) -> tuple[str, Any]:

@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.tree import Tree
 
-from zarrlake.cli.context import console, options, print_json
+from zarrlake.cli.context import AsOfOpt, console, options, parse_when, print_json
 from zarrlake.errors import InvalidInputError, NotFoundError
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print as JSON.")]
@@ -39,6 +39,7 @@ def ls(
     ctx: typer.Context,
     ref: Annotated[str, typer.Argument(help="Branch, tag or commit id.")] = "main",
     path: Annotated[str, typer.Argument(help="Group or array to list (default: root).")] = "",
+    as_of: AsOfOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Show the group/array tree at REF with each array's shape, chunk shape, dtype and
@@ -48,7 +49,7 @@ def ls(
     """
     from zarrlake.format.snapshot import is_meta_key, node_path
 
-    session = options(ctx).open().readonly_session(ref)
+    session = options(ctx).open().readonly_session(ref, as_of=parse_when(as_of))
     root = path.strip("/")
     docs = {node_path(k): v for k, v in session.metadata_documents().items()}
     nodes = [node_info(p, d) for p, d in sorted(docs.items()) if _under(p, root)]
@@ -142,6 +143,7 @@ def cat(
         str | None,
         typer.Option("--slice", help="numpy-style selection, e.g. '0:10,5' (default: a corner)."),
     ] = None,
+    as_of: AsOfOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Print a small slice of ARRAY as it is at REF.
@@ -151,7 +153,7 @@ def cat(
     import numpy as np
     import zarr
 
-    session = options(ctx).open().readonly_session(ref)
+    session = options(ctx).open().readonly_session(ref, as_of=parse_when(as_of))
     path = array.strip("/")
     doc = session.metadata_documents().get(f"{path}/zarr.json" if path else "zarr.json")
     if doc is None or json.loads(doc).get("node_type") != "array":

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Container
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from zarrlake.cli.context import console, options, print_json, short, when
+from zarrlake.cli.context import (
+    AsOfOpt,
+    console,
+    options,
+    parse_when,
+    print_json,
+    short,
+    when,
+)
 
 if TYPE_CHECKING:
     from zarrlake.vc.diff import Diff
@@ -44,20 +53,32 @@ def print_diff(d: Diff) -> None:
     for p, s, w, x in rows:
         table.add_row(escape(p), f"[{colour[s]}]{s}[/]" if colour[s] else s, str(w), str(x))
     console.print(table)
+    for path in sorted(d.metadata_changed):
+        for line in d.metadata_lines(path):
+            console.print(f"  {path or '/'}: {line}", markup=False)
 
 
-def graph_order(repo, head: str, limit: int | None) -> list:
+def graph_order(repo, head: str, limit: int | None) -> tuple[list, dict[str, str]]:
     """Commits reachable from `head` through every parent, children before parents and
-    otherwise newest first (git's --topo-order), at most `limit` of them."""
+    otherwise newest first (git's --topo-order), at most `limit` of them; and the parents
+    `expire` dropped, each with the note that says so."""
+    from zarrlake.errors import ExpiredHistoryError
+
     seen = {head: repo.commit_info(head)}
+    cut: dict[str, tuple[str, str]] = {}  # expired parent: (its child, the note)
     children: dict[str, int] = {}
     todo = [head]
     while todo and (limit is None or len(seen) < limit * 4 + 50):
-        for p in seen[todo.pop()].parent_ids:
-            children[p] = children.get(p, 0) + 1
+        cid = todo.pop()
+        for p in seen[cid].parent_ids:
             if p not in seen:
-                seen[p] = repo.commit_info(p)
+                try:
+                    seen[p] = repo.commit_info(p)
+                except ExpiredHistoryError as e:
+                    cut[p] = (cid, str(ExpiredHistoryError.before(cid, p, e.expired_at)))
+                    continue
                 todo.append(p)
+            children[p] = children.get(p, 0) + 1
     ready = [(-seen[head].timestamp.timestamp(), head)]
     out = []
     while ready and (limit is None or len(out) < limit):
@@ -65,27 +86,30 @@ def graph_order(repo, head: str, limit: int | None) -> list:
         _, cid = ready.pop(0)
         out.append(seen[cid])
         for p in seen[cid].parent_ids:
-            children[p] -= 1
-            if children[p] == 0 and p in seen:
-                ready.append((-seen[p].timestamp.timestamp(), p))
-    return out
+            if p in children:
+                children[p] -= 1
+                if children[p] == 0 and p in seen:
+                    ready.append((-seen[p].timestamp.timestamp(), p))
+    shown = {c.id for c in out}
+    return out, {p: note for p, (child, note) in cut.items() if child in shown}
 
 
-def graph_lines(commits: list) -> list[tuple[str, object | None]]:
-    """(graph prefix, commit or None for a connector line): a small `git log --graph`."""
+def graph_lines(commits: list, gone: Container[str] = ()) -> list[tuple[str, object | None]]:
+    """(graph prefix, commit or None for a connector line): a small `git log --graph`.
+    Lines to the parents in `gone` (expired) are not drawn."""
     columns: list[str] = []
     lines: list[tuple[str, object | None]] = []
     for c in commits:
         if c.id not in columns:
             columns.append(c.id)
         at = columns.index(c.id)
-        lines.append((" ".join("*" if j == at else "|" for j in range(len(columns))), c))
         joined = [j for j, x in enumerate(columns) if x == c.id and j != at]
-        for j in reversed(joined):  # other lines waiting for this commit end here
+        for j in reversed(joined):  # other lines waiting for this commit join it first
             del columns[j]
         if joined:
-            lines.append((" ".join("|" for _ in columns) + "/" if columns else "/", None))
-        parents = list(c.parent_ids)
+            lines.append((" ".join("|" for _ in columns) + "/", None))
+        lines.append((" ".join("*" if j == at else "|" for j in range(len(columns))), c))
+        parents = [p for p in c.parent_ids if p not in gone]
         if not parents:
             del columns[at]
             continue
@@ -96,6 +120,17 @@ def graph_lines(commits: list) -> list[tuple[str, object | None]]:
     return lines
 
 
+def history_end(repo, commits: list, limit: int | None) -> str | None:
+    """'history before X was expired on DATE' if a first-parent log stopped there."""
+    if not commits or not commits[-1].parent_ids or (limit is not None and len(commits) >= limit):
+        return None
+    last = commits[-1]
+    expired = repo.expired_at(last.parent_ids[0])
+    if expired is None:
+        return None
+    return f"history before {short(last.id)} was expired on {when(expired)}"
+
+
 def log(
     ctx: typer.Context,
     ref: Annotated[str, typer.Argument(help="Branch, tag, commit id or ref expression.")] = "main",
@@ -103,21 +138,27 @@ def log(
     graph: Annotated[
         bool, typer.Option("--graph", help="Follow every parent and draw merges.")
     ] = False,
+    as_of: AsOfOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Show the commits reachable from REF along first parents, newest first (--graph: all
-    parents, drawn as a graph).
+    parents, drawn as a graph). Where `expire` ended the history, says so.
 
     Example: zarrlake -r ./myrepo log main --limit 5 --json
     """
     repo = options(ctx).open()
-    head = repo.resolve(ref)
-    commits = graph_order(repo, head, limit) if graph else repo.log(head, limit=limit)
+    head = repo.resolve(ref, as_of=parse_when(as_of))
+    if graph:
+        commits, ends = graph_order(repo, head, limit)
+    else:
+        commits = repo.log(head, limit=limit)
+        end = history_end(repo, commits, limit)
+        ends = {commits[-1].parent_ids[0]: end} if end else {}
     if json_out:
         print_json([c.to_json() for c in commits])
         return
     if graph:
-        for prefix, c in graph_lines(commits):
+        for prefix, c in graph_lines(commits, ends):
             if c is None:
                 console.print(prefix, highlight=False, markup=False)
             else:
@@ -126,45 +167,56 @@ def log(
                     f"{escape(prefix)} [yellow]{short(c.id)}[/]{merge} {escape(c.message)}",
                     highlight=False,
                 )
-        return
-    table = Table(box=None, header_style="bold")
-    for col in ("commit", "time", "author", "message"):
-        table.add_column(col)
-    for c in commits:
-        merge = " [magenta](merge)[/]" if len(c.parent_ids) > 1 else ""
-        table.add_row(
-            f"[yellow]{short(c.id)}[/]{merge}",
-            when(c.timestamp),
-            escape(c.author or "-"),
-            escape(c.message),
-        )
-    console.print(table)
+    else:
+        table = Table(box=None, header_style="bold")
+        for col in ("commit", "time", "author", "message"):
+            table.add_column(col)
+        for c in commits:
+            merge = " [magenta](merge)[/]" if len(c.parent_ids) > 1 else ""
+            table.add_row(
+                f"[yellow]{short(c.id)}[/]{merge}",
+                when(c.timestamp),
+                escape(c.author or "-"),
+                escape(c.message),
+            )
+        console.print(table)
+    for note in ends.values():
+        console.print(f"[dim]{escape(note)}[/]")
 
 
 def show(
     ctx: typer.Context,
     ref: Annotated[str, typer.Argument(help="Branch, tag or commit id.")],
+    as_of: AsOfOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Show one commit's details and the changes it made to its parent.
+    """Show one commit's details and the changes it made to its (first) parent.
 
     Example: zarrlake -r ./myrepo show v1.0
     """
     repo = options(ctx).open()
-    commit = repo.log(ref, limit=1)[0]
-    parent = commit.parent_ids[0] if commit.parent_ids else None
-    from zarrlake.vc.diff import Diff
-
-    changes = repo.diff(parent, commit.id) if parent else Diff()
+    commit = repo.commit_info(repo.resolve(ref, as_of=parse_when(as_of)))
+    changes = repo.commit_changes(commit.id)
     if json_out:
         print_json({"commit": commit.to_json(), "changes": diff_json(changes)})
         return
+    shown = []
+    for p in commit.parent_ids:
+        expired = repo.expired_at(p)
+        shown.append(p + (f" (expired on {when(expired)})" if expired else ""))
     console.print(f"[yellow]commit {commit.id}[/]")
-    console.print(f"parent:  {parent or '(none: initial commit)'}")
+    if len(shown) > 1:
+        console.print(f"merge:   {shown[0]}", highlight=False)
+        for other in shown[1:]:
+            console.print(f"         {other}", highlight=False)
+    else:
+        console.print(f"parent:  {shown[0] if shown else '(none: initial commit)'}")
     console.print(f"author:  {escape(commit.author or '-')}")
     console.print(f"date:    {when(commit.timestamp)}")
     console.print(f"session: {commit.session_id or '-'}")
     console.print(f"\n    {escape(commit.message)}\n")
+    if len(shown) > 1:
+        console.print("changes against the first parent:")
     print_diff(changes)
 
 
@@ -172,14 +224,17 @@ def diff(
     ctx: typer.Context,
     from_ref: Annotated[str, typer.Argument(metavar="A", help="The older ref.")],
     to_ref: Annotated[str, typer.Argument(metavar="B", help="The newer ref.")],
+    as_of: AsOfOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Show what changed from A to B: nodes added, deleted, metadata changed, and chunks
-    written/deleted per array.
+    """Show what changed from A to B: nodes added, deleted, metadata changed (and how:
+    shape, chunks, dtype, codecs, attributes), and chunks written/deleted per array.
 
     Example: zarrlake -r ./myrepo diff v1.0 main --json
     """
-    d = options(ctx).open().diff(from_ref, to_ref)
+    repo = options(ctx).open()
+    at = parse_when(as_of)
+    d = repo.diff(repo.resolve(from_ref, as_of=at), repo.resolve(to_ref, as_of=at))
     if json_out:
         print_json(diff_json(d))
         return
@@ -225,15 +280,19 @@ def revert(
     branch: Annotated[str, typer.Option(help="Branch to commit the revert on.")] = "main",
     message: Annotated[str | None, typer.Option("-m", "--message", help="Message.")] = None,
     author: Annotated[str | None, typer.Option(help="Author of the revert commit.")] = None,
+    allow_empty: Annotated[
+        bool, typer.Option("--allow-empty", help="Commit even if the revert changes nothing.")
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Make a new commit on a branch undoing COMMIT's changes (later commits stay).
+    """Make a new commit on a branch undoing COMMIT's changes (later commits stay). A revert
+    that would change nothing makes no commit and exits 1, unless --allow-empty.
 
     Example: zarrlake -r ./myrepo revert main~2 --branch main
     """
     repo = options(ctx).open()
     target = repo.resolve(commit)
-    cid = repo.revert(target, branch, message=message, author=author)
+    cid = repo.revert(target, branch, message=message, author=author, allow_empty=allow_empty)
     if json_out:
         print_json({"branch": branch, "commit": cid, "reverted": target})
         return
@@ -267,13 +326,15 @@ def blame(
     array: Annotated[str, typer.Argument(help="Array path, e.g. weather/t2m.")],
     coords: Annotated[list[int], typer.Argument(help="Chunk coordinates, e.g. 1 0.")],
     ref: Annotated[str, typer.Option(help="Branch, tag or commit to look from.")] = "main",
+    as_of: AsOfOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Show the commit that last wrote one chunk of an array.
 
     Example: zarrlake -r ./myrepo blame weather/t2m 1 0 --ref main
     """
-    c = options(ctx).open().blame(array, tuple(coords), ref=ref)
+    repo = options(ctx).open()
+    c = repo.blame(array, tuple(coords), ref=repo.resolve(ref, as_of=parse_when(as_of)))
     if json_out:
         print_json({"array": array, "chunk": list(coords), "commit": c.to_json()})
         return

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from zarrlake.cli.context import console, iso, options, parse_duration, print_json, short, when
 from zarrlake.cli.history import diff_json, print_diff
+from zarrlake.errors import InvalidInputError
 
 if TYPE_CHECKING:
     from zarrlake.repo import SessionInfo
@@ -112,17 +113,51 @@ def show(ctx: typer.Context, session_id: IdArg, json_out: JsonOpt = False) -> No
 
 
 @sessions_app.command("abandon")
-def abandon(ctx: typer.Context, session_id: IdArg, json_out: JsonOpt = False) -> None:
-    """Abandon an open session: its staged writes are discarded, no branch changes.
+def abandon(
+    ctx: typer.Context,
+    session_id: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[ID]", help="Session id or a unique prefix of it (from 'sessions list')."
+        ),
+    ] = None,
+    older_than: Annotated[
+        str | None,
+        typer.Option(
+            "--older-than", help="Instead of one ID: every open session at least this old (2h)."
+        ),
+    ] = None,
+    branch: Annotated[
+        str | None, typer.Option(help="With --older-than: only sessions on this branch.")
+    ] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Abandon an open session (or, with --older-than, every open session at least that
+    old): staged writes are discarded, no branch changes.
 
-    Example: zarrlake -r ./myrepo sessions abandon 3f2a9c
+    Example: zarrlake -r ./myrepo sessions abandon --older-than 2h
     """
-    session = options(ctx).open().join_session(session_id)
-    session.abandon()
+    if (session_id is None) == (older_than is None):
+        raise InvalidInputError("give a session ID or --older-than DURATION (not both)")
+    if branch is not None and older_than is None:
+        raise InvalidInputError("--branch goes with --older-than")
+    repo = options(ctx).open()
+    if older_than is None:
+        session = repo.join_session(session_id)
+        session.abandon()
+        if json_out:
+            print_json({"id": session.id, "status": "abandoned"})
+        else:
+            console.print(f"Abandoned session {session.id}")
+        return
+    ids = repo.abandon_sessions(parse_duration(older_than), branch)
     if json_out:
-        print_json({"id": session.id, "status": "abandoned"})
-    else:
-        console.print(f"Abandoned session {session.id}")
+        print_json({"abandoned": ids})
+        return
+    for i in ids:
+        console.print(f"Abandoned session {i}")
+    if not ids:
+        console.print(f"(no open session is {older_than} old or older)")
 
 
 @sessions_app.command("extend")

@@ -24,6 +24,21 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+LOOPBACK_NAMES = ["localhost", "127.0.0.1", "[::1]"]
+
+
+def allowed_hosts(host: str) -> list[str] | None:
+    """The Host header names to accept when bound to `host`: that name (and the loopback
+    names, on loopback); None (any) for a wildcard address, which needs a token anyway."""
+    try:
+        if ipaddress.ip_address(host).is_unspecified:
+            return None
+    except ValueError:
+        pass
+    names = [f"[{host}]" if ":" in host else host]
+    return names + LOOPBACK_NAMES if is_loopback(host) else names
+
+
 def ui(
     ctx: typer.Context,
     host: Annotated[
@@ -56,7 +71,7 @@ def ui(
     if token is None and not is_loopback(host):
         token = secrets.token_urlsafe(24)
     repo = options(ctx).open()
-    app = create_app(repo, token=token)
+    app = create_app(repo, token=token, hosts=allowed_hosts(host))
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

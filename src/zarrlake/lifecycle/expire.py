@@ -113,10 +113,12 @@ def expire(
     report = ExpireReport(cutoff=datetime.fromtimestamp(cutoff, UTC).isoformat())
     doomed: dict[str, tuple[str, str]] = {}
     for name, head in selected.items():
+        retained = True  # the branch's log ends before its first expired commit
         for cid, rec in objects.history(head):
-            if rec.timestamp < cutoff and cid not in keep:
+            if cid in doomed or (rec.timestamp < cutoff and cid not in keep):
                 doomed[cid] = (rec.snapshot, rec.changes)
-            elif cid not in doomed:
+                retained = False
+            elif retained:
                 report.oldest_retained[name] = cid
     if not doomed:
         report.seconds = time.monotonic() - start

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from zarrlake.errors import InvalidInputError, NotFoundError, SessionClosedError
-from zarrlake.spark.errors import zarrlake_errors
+from zarrlake.spark.errors import keep_conflicts, zarrlake_errors
 from zarrlake.spark.gc import gc
 from zarrlake.spark.handles import SessionHandle
 from zarrlake.spark.layout import CHUNKS, layout_of
@@ -168,12 +168,13 @@ def map_regions[R, T](
     handle = SessionHandle(session)
     tag = f"spark-{secrets.token_hex(8)}"
     writable = not session.read_only
+    call = keep_conflicts(fn)
 
     def run(part: Iterator[R]) -> Iterator[tuple[bool, Any]]:
         joined = handle.session  # once per Python worker and session, not per task
         writer = joined.start_writer(tag) if writable else ""
         for region in part:
-            yield False, fn(joined, region)
+            yield False, call(joined, region)
         if writable:
             joined.flush()
         yield True, writer

@@ -1,23 +1,69 @@
 """zarrlake's own errors out of Spark's wrappers: an error raised in a Python data source or
 a task reaches the driver as AnalysisException / PythonException / Py4JJavaError with the
-Python traceback as text; `zarrlake_errors()` re-raises the zarrlake error it names."""
+Python traceback as text; `zarrlake_errors()` re-raises the zarrlake error it names.
+
+A ConflictError's details (path, kind, chunk coordinates of each conflict) travel in that
+text too: code that Spark runs in its own Python processes is wrapped in `keep_conflicts`,
+which adds them to the error as a note (the traceback text includes notes)."""
 
 from __future__ import annotations
 
+import functools
+import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from zarrlake import errors
 
 _LINE = re.compile(r"^(?:zarrlake\.errors\.)?(\w+(?:Error)): (.*)$", re.MULTILINE)
+_NOTE = "zarrlake conflicts: "
+_CONFLICTS = re.compile("^" + re.escape(_NOTE) + r"(\[.*\])\s*$", re.MULTILINE)
+
+
+def conflicts_note(conflicts: list[errors.Conflict]) -> str:
+    """One line naming every conflict, which `unwrap` reads back."""
+    rows = [[c.path, c.kind, c.chunks, c.detail] for c in conflicts]
+    return _NOTE + json.dumps(rows, separators=(",", ":"))
+
+
+def keep_conflicts[**P, R](fn: Callable[P, R]) -> Callable[P, R]:
+    """For code Spark runs in its Python workers: a ConflictError leaving `fn` carries its
+    conflicts in a note, so the driver's `zarrlake_errors()` rebuilds them."""
+
+    @functools.wraps(fn)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except errors.ConflictError as e:
+            note = conflicts_note(e.conflicts)
+            if note not in getattr(e, "__notes__", ()):
+                e.add_note(note)
+            raise
+
+    return run
+
+
+def _conflicts(text: str) -> list[errors.Conflict]:
+    found = _CONFLICTS.findall(text)
+    if not found:
+        return []
+    try:
+        rows = json.loads(found[-1])
+        return [
+            errors.Conflict(path, kind, [tuple(c) for c in chunks] if chunks else chunks, detail)
+            for path, kind, chunks, detail in rows
+        ]
+    except (ValueError, TypeError):
+        return []
 
 
 def unwrap(exc: BaseException) -> errors.ZarrLakeError | None:
     """The zarrlake error named last in `exc`'s text (the one that ended the Python code),
-    rebuilt with its message; None if it names none."""
+    rebuilt with its message (and a ConflictError's conflicts); None if it names none."""
+    text = str(exc)
     found = None
-    for match in _LINE.finditer(str(exc)):
+    for match in _LINE.finditer(text):
         cls = getattr(errors, match.group(1), None)
         if isinstance(cls, type) and issubclass(cls, errors.ZarrLakeError):
             found = (cls, match.group(2).strip())
@@ -26,7 +72,9 @@ def unwrap(exc: BaseException) -> errors.ZarrLakeError | None:
     cls, message = found
     message = message.removesuffix(" SQLSTATE: 38000").strip()
     if cls is errors.ConflictError:
-        return errors.ConflictError([], message)
+        return errors.ConflictError(_conflicts(text), message)
+    if cls is errors.ExpiredHistoryError:
+        return errors.NotFoundError(message)
     return cls(message)
 
 
@@ -38,7 +86,7 @@ def _from_spark(exc: BaseException) -> bool:
 @contextmanager
 def zarrlake_errors() -> Iterator[None]:
     """Re-raise a zarrlake error wrapped by Spark as the zarrlake error itself (same class and
-    message; the Spark exception is its __cause__)."""
+    message, and a ConflictError's conflicts; the Spark exception is its __cause__)."""
     try:
         yield
     except Exception as e:

@@ -18,6 +18,7 @@ from pyspark.sql.datasource import DataSourceStreamArrowWriter
 from zarrlake.errors import InvalidInputError, NotFoundError, SessionClosedError
 from zarrlake.spark import options as opts
 from zarrlake.spark.arrays import ArrayInfo, open_array
+from zarrlake.spark.errors import keep_conflicts
 from zarrlake.spark.writer import WrittenChunks, accept, write_batches
 
 STREAM, BATCH = "zarrlake.stream", "zarrlake.batch"
@@ -84,6 +85,7 @@ class ZarrLakeStreamWriter(DataSourceStreamArrowWriter):
                 return int(meta[BATCH])
         return None
 
+    @keep_conflicts
     def commit(self, messages: list[WrittenChunks | None], batchId: int) -> None:
         repo = self._repo()
         pending = self._pending(repo)

@@ -21,6 +21,7 @@ from zarrlake.errors import (
 )
 from zarrlake.session import Session
 from zarrlake.spark.arrays import ArrayInfo, open_array
+from zarrlake.spark.errors import keep_conflicts
 from zarrlake.spark.handles import SessionHandle
 from zarrlake.spark.layout import CELLS, CHUNKS, ChunkSink
 from zarrlake.spark.rowsink import RowSink
@@ -84,6 +85,7 @@ class ZarrLakeWriter(DataSourceArrowWriter):
 
     # driver -----------------------------------------------------------------------------
 
+    @keep_conflicts
     def commit(self, messages: list[WrittenChunks | None]) -> None:
         """One repository commit for the whole job, unless two tasks wrote one chunk."""
         try:

@@ -16,6 +16,7 @@ from urllib.parse import urlencode
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
@@ -91,8 +92,10 @@ class TokenMiddleware(BaseHTTPMiddleware):
         return response
 
 
-def create_app(repo: Repo, token: str | None = None) -> Starlette:
-    """The read-only web UI for `repo`; with `token`, every request must carry it."""
+def create_app(repo: Repo, token: str | None = None, hosts: list[str] | None = None) -> Starlette:
+    """The read-only web UI for `repo`; with `token`, every request must carry it. With
+    `hosts`, a request whose Host header names another host gets a 400: a web page that
+    rebinds its own name to this address (DNS rebinding) cannot read the repository."""
     templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
     env = templates.env
     env.globals["url"] = url
@@ -151,7 +154,9 @@ def create_app(repo: Repo, token: str | None = None) -> Starlette:
         Route("/preview.png", guarded(pages.preview_png), methods=["GET"]),
         Route("/colorbar.png", guarded(pages.colorbar_png), methods=["GET"]),
     ]
-    middleware = [Middleware(TokenMiddleware, token=token)] if token else []
+    middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=hosts)] if hosts else []
+    if token:
+        middleware.append(Middleware(TokenMiddleware, token=token))
     return Starlette(routes=routes, middleware=middleware)
 
 

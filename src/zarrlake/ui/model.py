@@ -168,7 +168,13 @@ class Model:
         shown = commits[page * LOG_PAGE : (page + 1) * LOG_PAGE]
         if page and not shown:
             raise NotFoundError(f"{ref!r} has no page {page} of its log")
+        last = commits[-1]
+        ended = None
+        if len(commits) <= (page + 1) * LOG_PAGE and last.parent_ids:  # not the root: expired
+            when = self.repo.expired_at(last.parent_ids[0])
+            ended = {"commit": last.id, "expired_at": iso(when)} if when else None
         return {
+            "history_expired": ended,
             "ref": ref,
             "head": head,
             "page": page,
@@ -177,14 +183,23 @@ class Model:
             "commits": [c.to_json() for c in shown],
         }
 
-    def diff(self, a: str, b: str) -> Diff:
+    def diff(self, a: str | None, b: str) -> Diff:
+        """From commit `a` to `b`; for None, what `b` changed against its first parent."""
+        if a is None:
+            return self.cache.get(("changes", b), lambda: self.repo.commit_changes(b))
         return self.cache.get(("diff", a, b), lambda: self.repo.diff(a, b))
 
     def changes(self, a: str | None, b: str) -> dict:
-        """What changed from commit `a` (None: nothing) to commit `b`, per node."""
-        d = self.diff(a, b) if a else Diff()
+        """What changed from commit `a` (None: b's own change) to commit `b`, per node."""
+        d = self.diff(a, b)
         nodes = [
-            {"path": p, "change": c, "chunks_written": w, "chunks_deleted": x}
+            {
+                "path": p,
+                "change": c,
+                "chunks_written": w,
+                "chunks_deleted": x,
+                "metadata": d.metadata_lines(p),
+            }
             for p, c, w, x in d.summary()
         ]
         return {"from": a, "to": b, "nodes": nodes, "diff": d.to_json()}
@@ -193,6 +208,9 @@ class Model:
 
     def node(self, commit_id: str, path: str) -> zarr.Group | zarr.Array:
         path = check_path(path)
+        if not self.repo.readonly_session(commit_id).exists("zarr.json"):
+            shown = path or "/"
+            raise NotFoundError(f"no group or array {shown!r} at commit {commit_id[:12]}")
         group = self.group(commit_id)
         if not path:
             return group
@@ -208,7 +226,12 @@ class Model:
         return node
 
     def tree(self, commit_id: str, path: str) -> dict:
-        node = self.node(commit_id, path)
+        try:
+            node = self.node(commit_id, path)
+        except NotFoundError:
+            if check_path(path):
+                raise
+            return {"path": "", "attributes": {}, "groups": [], "arrays": []}  # empty commit
         if isinstance(node, zarr.Array):
             raise InvalidInputError(f"{path!r} is an array, not a group")
         prefix = node.path

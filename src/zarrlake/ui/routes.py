@@ -11,9 +11,9 @@ import zarr
 from starlette.requests import Request
 from starlette.responses import Response
 
-from zarrlake.errors import InvalidInputError, NotFoundError
+from zarrlake.errors import ExpiredHistoryError, InvalidInputError, NotFoundError
 from zarrlake.ui import chunkmap, preview
-from zarrlake.ui.model import LRU, Model, array_info, chunk_grid, storage_chunks
+from zarrlake.ui.model import LRU, Model, array_info, chunk_grid, iso, storage_chunks
 
 MAX_MAPS = 24
 """Chunk maps drawn inline on a commit or diff page; the rest are linked."""
@@ -82,8 +82,12 @@ class Pages:
         commit_id = self.model.resolve(request.path_params["ref"])
         c = self.model.commit(commit_id)
         parent = c.parent_ids[0] if c.parent_ids else None
-        data = {"commit": c.to_json()}
-        data.update(self._changes(parent, commit_id))
+        data: dict[str, Any] = {"commit": c.to_json(), "parent_expired": None}
+        try:
+            data.update(self._changes(parent, commit_id))
+        except ExpiredHistoryError as e:  # expire dropped the parent: its change set says
+            data["parent_expired"] = {"commit": e.commit, "expired_at": iso(e.expired_at)}
+            data.update(self._changes(None, commit_id))
         return self.render(request, "commit.html", data)
 
     def diff(self, request: Request) -> Response:
@@ -99,11 +103,10 @@ class Pages:
 
     def _changes_now(self, a: str | None, b: str) -> dict:
         data = dict(self.model.changes(a, b))
-        d = self.model.diff(a, b) if a else None
+        d = self.model.diff(a, b)
         maps = []
         changed = [n["path"] for n in data["nodes"] if n["chunks_written"] or n["chunks_deleted"]]
         for path in changed[:MAX_MAPS]:
-            assert d is not None
             maps.append(self._map(a, b, path, d, None))
         data["chunk_maps"] = maps
         data["more_maps"] = changed[MAX_MAPS:]
@@ -144,14 +147,19 @@ class Pages:
             a: str | None = self.model.resolve(a_text[:MAX_PARAM])
         else:  # the commit's own change
             c = self.model.commit(b)
-            a = c.parent_ids[0] if c.parent_ids else None
+            if not c.parent_ids:
+                raise InvalidInputError(f"{b_ref!r} is the first commit: nothing to compare with")
+            a = c.parent_ids[0]
         path = param(request, "path")
-        if a is None:
-            raise InvalidInputError(f"{b_ref!r} is the first commit: nothing to compare with")
         where = request.query_params.get("slice") or None
-        m = self._map(a, b, path, self.model.diff(a, b), where[:MAX_PARAM] if where else None)
+        try:
+            d = self.model.diff(a, b)
+        except ExpiredHistoryError:  # its parent was expired: its change set says
+            a, d = None, self.model.diff(None, b)
+        m = self._map(a, b, path, d, where[:MAX_PARAM] if where else None)
         if m["written_total"] + m["deleted_total"] == 0:
-            raise NotFoundError(f"no chunks of {path!r} changed from {a[:12]} to {b[:12]}")
+            since = f"from {a[:12]}" if a else "in"
+            raise NotFoundError(f"no chunks of {path!r} changed {since} {b[:12]}")
         m.update({"from_ref": a_text or a, "to_ref": b_ref, "jumps": jumps(m)})
         return self.render(request, "chunkmap.html", m)
 

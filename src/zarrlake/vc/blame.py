@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from zarrlake.errors import InvalidInputError, NotFoundError
+from zarrlake.errors import ExpiredHistoryError, InvalidInputError, NotFoundError
 from zarrlake.format.changes import ChangeSet
 from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.vc.chunk_keys import is_array_doc, load_doc
@@ -48,27 +48,61 @@ class Blame:
     def blame(self, head: str, array_path: str, coords: tuple[int, ...]) -> str:
         """The id of the commit that last wrote chunk `coords` of `array_path` as seen at
         `head`. At a merge commit that brought the chunk in, follow the parent that already
-        had the same bytes."""
+        had the same bytes. ExpiredHistoryError if the walk reaches history `expire` dropped
+        before it finds the commit."""
         path = array_path.strip("/")
         root = self.objects.read(SnapshotRoot, self.objects.commit(head).snapshot)
         doc = root.meta.get(f"{path}/zarr.json" if path else "zarr.json")
         if not is_array_doc(doc):
             raise NotFoundError(f"no array {array_path!r} at {head[:12]}")
         assert doc is not None
-        key = chunk_key(path, doc, tuple(int(c) for c in coords))
+        coords = tuple(int(c) for c in coords)
+        key = chunk_key(path, doc, coords)
         target = self._digest(head, key)
         if target is None:
-            raise NotFoundError(f"chunk {tuple(coords)} of {array_path!r} was never written")
-        kb = key.encode()
+            check_in_grid(array_path, doc, coords)
+            raise NotFoundError(f"chunk {coords} of {array_path!r} was never written")
         cid = head
         while True:
-            rec = self.objects.commit(cid)
-            if not rec.parents:
+            try:
+                after = self._next(cid, key.encode(), key, target)
+            except ExpiredHistoryError as e:
+                raise ExpiredHistoryError(
+                    f"chunk {coords} of {array_path!r} was last written before {cid[:12]}; {e}",
+                    e.commit,
+                    e.expired_at,
+                ) from None
+            if after is None:
                 return cid
-            if self._changed(cid, kb):
-                same = [p for p in rec.parents[1:] if self._digest(p, key) == target]
-                if not same:
-                    return cid
-                cid = same[0]
-            else:
-                cid = rec.parents[0]
+            cid = after
+
+    def _next(self, cid: str, kb: bytes, key: str, target: bytes) -> str | None:
+        """The commit to look at after `cid`, or None if `cid` wrote the chunk."""
+        rec = self.objects.commit(cid)
+        if not rec.parents:
+            return None
+        if self._changed(cid, kb):
+            same = [p for p in rec.parents[1:] if self._digest(p, key) == target]
+            if not same:
+                return None
+            after = same[0]
+        else:
+            after = rec.parents[0]
+        self.objects.parent(cid, after)
+        return after
+
+
+def check_in_grid(array_path: str, doc: bytes, coords: tuple[int, ...]) -> None:
+    """InvalidInputError if `coords` lies outside the array's (regular) chunk grid."""
+    meta = load_doc(doc)
+    shape = meta.get("shape") or []
+    chunks = ((meta.get("chunk_grid") or {}).get("configuration") or {}).get("chunk_shape")
+    if not isinstance(chunks, list) or len(chunks) != len(shape):
+        return
+    grid = tuple(-(-int(n) // max(int(c), 1)) for n, c in zip(shape, chunks, strict=True))
+    if any(not 0 <= c < g for c, g in zip(coords, grid, strict=True)):
+        last = tuple(g - 1 for g in grid)
+        raise InvalidInputError(
+            f"chunk {coords} is outside the chunk grid of {array_path!r}: "
+            f"{' x '.join(map(str, grid))} chunks, from {(0,) * len(grid)} to {last}"
+        )

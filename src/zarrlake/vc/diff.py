@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from zarrlake.errors import ExpiredHistoryError
+from zarrlake.format.changes import CREATED, DELETED, WRITE, ChangeSet
 from zarrlake.format.chunk_ref import ChunkRef
+from zarrlake.format.commit import CommitRecord
 from zarrlake.format.manifest import ManifestRange
 from zarrlake.format.snapshot import SnapshotRoot, is_meta_key, node_path
-from zarrlake.vc.chunk_keys import KeyNamer
+from zarrlake.vc.chunk_keys import KeyNamer, load_doc
 from zarrlake.vc.objects import Objects
 
 
@@ -23,6 +27,8 @@ class Diff:
     metadata_changed: set[str] = field(default_factory=set)
     chunks_written: dict[str, set] = field(default_factory=dict)
     chunks_deleted: dict[str, set] = field(default_factory=dict)
+    metadata: dict[str, dict] = field(default_factory=dict)
+    """Per node in `metadata_changed`, what changed in its zarr.json (`metadata_changes`)."""
 
     def is_empty(self) -> bool:
         return not (
@@ -70,7 +76,70 @@ class Diff:
             "metadata_changed": sorted(self.metadata_changed),
             "chunks_written": chunks(self.chunks_written),
             "chunks_deleted": chunks(self.chunks_deleted),
+            "metadata": {p: self.metadata[p] for p in sorted(self.metadata)},
         }
+
+    def metadata_lines(self, path: str) -> list[str]:
+        """What changed in the metadata of node `path`, one readable line per change."""
+        return describe_metadata(self.metadata.get(path, {}))
+
+
+FIELD_NAMES = {"data_type": "dtype", "chunk_grid": "chunks"}
+
+
+def metadata_changes(old: bytes, new: bytes) -> dict:
+    """What differs between two zarr.json documents: each changed field as [from, to]
+    (the chunk grid as its chunk shape), attributes as added / removed / changed."""
+    a, b = load_doc(old), load_doc(new)
+    out: dict = {}
+    for name in sorted((a.keys() | b.keys()) - {"attributes"}):
+        before, after = a.get(name), b.get(name)
+        if name == "chunk_grid":
+            before, after = grid_shape(before), grid_shape(after)
+        if before != after:
+            out[name] = [before, after]
+    attrs_a, attrs_b = a.get("attributes") or {}, b.get("attributes") or {}
+    attrs = {
+        "added": {k: attrs_b[k] for k in sorted(attrs_b.keys() - attrs_a.keys())},
+        "removed": sorted(attrs_a.keys() - attrs_b.keys()),
+        "changed": {
+            k: [attrs_a[k], attrs_b[k]]
+            for k in sorted(attrs_a.keys() & attrs_b.keys())
+            if attrs_a[k] != attrs_b[k]
+        },
+    }
+    if any(attrs.values()):
+        out["attributes"] = attrs
+    return out
+
+
+def grid_shape(grid: object) -> object:
+    """A regular chunk grid as its chunk shape; any other grid as it is."""
+    if isinstance(grid, dict) and grid.get("name") == "regular":
+        return (grid.get("configuration") or {}).get("chunk_shape")
+    return grid
+
+
+def describe_metadata(changes: dict) -> list[str]:
+    """`metadata_changes` as lines: "shape [10] -> [20]", "attribute 'units' added: 'K'"."""
+    lines = []
+    for name, value in changes.items():
+        if name != "attributes":
+            before, after = (_short(v) for v in value)
+            lines.append(f"{FIELD_NAMES.get(name, name)} {before} -> {after}")
+    attrs = changes.get("attributes") or {}
+    lines += [f"attribute {k!r} added: {_short(v)}" for k, v in attrs.get("added", {}).items()]
+    lines += [f"attribute {k!r} removed" for k in attrs.get("removed", [])]
+    lines += [
+        f"attribute {k!r} changed: {_short(a)} -> {_short(b)}"
+        for k, (a, b) in attrs.get("changed", {}).items()
+    ]
+    return lines
+
+
+def _short(value: object, limit: int = 80) -> str:
+    text = json.dumps(value, separators=(", ", ": "), default=str)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def build_diff(
@@ -92,6 +161,7 @@ def build_diff(
             d.nodes_deleted.add(path)
         else:
             d.metadata_changed.add(path)
+            d.metadata[path] = metadata_changes(a, b)
     namer = KeyNamer(old_meta, new_meta)
     for keys, target in ((written, d.chunks_written), (deleted, d.chunks_deleted)):
         groups: dict[str, set] = defaultdict(set)
@@ -119,6 +189,40 @@ def diff_snapshots(objects: Objects, a: SnapshotRoot, b: SnapshotRoot) -> Diff:
     written = [k.decode() for k, dig in eb.items() if ea.get(k) != dig]
     deleted = [k.decode() for k in ea.keys() - eb.keys()]
     return build_diff(a.meta, b.meta, written, deleted)
+
+
+def diff_commit(objects: Objects, commit_id: str) -> Diff:
+    """What a commit changed against its first parent: compared with the parent's snapshot,
+    or read from the commit's change set when `expire` dropped the parent."""
+    rec = objects.commit(commit_id)
+    if not rec.parents:
+        return Diff()
+    try:
+        parent = objects.parent(commit_id, rec.parents[0])
+    except ExpiredHistoryError:
+        return diff_change_set(objects, rec)
+    root = objects.read(SnapshotRoot, rec.snapshot)
+    return diff_snapshots(objects, objects.read(SnapshotRoot, parent.snapshot), root)
+
+
+def diff_change_set(objects: Objects, rec: CommitRecord) -> Diff:
+    """What a commit changed against its first parent, from its change set alone (needs no
+    parent: for a commit whose history was expired). No metadata details: the documents
+    before are not known."""
+    cs = objects.read(ChangeSet, rec.changes)
+    d = Diff()
+    for path, change in cs.nodes.items():
+        kind = {CREATED: d.nodes_added, DELETED: d.nodes_deleted}.get(change.kind)
+        (kind if kind is not None else d.metadata_changed).add(path)
+    namer = KeyNamer(objects.read(SnapshotRoot, rec.snapshot).meta)
+    for key, op in zip(cs.keys.tolist(), cs.ops.tolist(), strict=True):
+        k = key.decode()
+        if is_meta_key(k):
+            continue
+        node, coords = namer.name(k)
+        target = d.chunks_written if op == WRITE else d.chunks_deleted
+        target.setdefault(node, set()).add(coords if coords is not None else k)
+    return d
 
 
 def diff_staged(

@@ -9,11 +9,12 @@ names the object it was found in, so a damaged repository can be diagnosed and r
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from zarrlake.errors import NotFoundError, ZarrLakeError
+from zarrlake.errors import NotFoundError, ZarrLakeError, on_date
 from zarrlake.format.changes import ChangeSet
 from zarrlake.format.chunk_ref import ChunkRef, RefKind, chunk_object_key
 from zarrlake.format.commit import CommitRecord
@@ -39,6 +40,19 @@ class Problem:
         return f"{self.object}: {self.kind}: {self.detail}"
 
 
+@dataclass(frozen=True)
+class ExpiredHistory:
+    """Not a problem: where `expire` ended a history. `commit` is the oldest commit kept,
+    `parent` its expired parent, `expired_at` when (POSIX seconds)."""
+
+    commit: str
+    parent: str
+    expired_at: float
+
+    def __str__(self) -> str:
+        return f"history before {self.commit[:12]} was expired on {on_date(self.expired_at)}"
+
+
 class _Checker:
     def __init__(
         self, store: ObjectStore, algo: Hash, on_read: Callable[[str, int], None] | None = None
@@ -46,7 +60,8 @@ class _Checker:
         self.store = store
         self.algo = algo
         self.on_read = on_read
-        self.problems: list[Problem] = []
+        self.found: dict[tuple[str, str], tuple[str, int]] = {}  # (object, kind): detail, more
+        self.expired: list[ExpiredHistory] = []
         self.seen: set[str] = set()  # object keys already checked (good or bad)
         self.chunks_ok: set[tuple] = set()
         self.packs: OrderedDict[str, bytes | Problem] = OrderedDict()
@@ -58,7 +73,35 @@ class _Checker:
         return data
 
     def report(self, obj: str, kind: str, detail: str) -> None:
-        self.problems.append(Problem(obj, kind, detail))
+        """Note a problem; one found again (another reference to a bad object) is counted,
+        not listed again."""
+        first, more = self.found.get((obj, kind), (detail, -1))
+        self.found[(obj, kind)] = (first, more + 1)
+
+    def reported(self, obj: str, what: str) -> bool:
+        """Whether `obj` was already found bad: if so, count this reference (`what`) too."""
+        for kind in ("missing", "corrupt"):
+            if (obj, kind) in self.found:
+                self.report(obj, kind, what)
+                return True
+        return False
+
+    @property
+    def problems(self) -> list[Problem]:
+        return [
+            Problem(obj, kind, detail + (f" (and {more} more reference(s))" if more else ""))
+            for (obj, kind), (detail, more) in self.found.items()
+        ]
+
+    def expired_at(self, oid: str) -> float | None:
+        """When `expire` dropped commit `oid`, from its marker; None if it was not."""
+        try:
+            return float(json.loads(self.store.get(f"expired/{oid}"))["expired_at"])
+        except NotFoundError:
+            return None
+        except (ValueError, TypeError, KeyError):
+            self.report(f"expired/{oid}", "corrupt", "the expiry marker does not decode")
+            return None
 
     def load[T: (ManifestRange, SnapshotRoot, ChangeSet, CommitRecord)](
         self, cls: type[T], oid: str, referrer: str
@@ -94,11 +137,12 @@ class _Checker:
             if rec is None:
                 continue
             yield cid, rec
-            stack.extend(
-                (p, f"commits/{cid} (parent)")
-                for p in reversed(rec.parents)
-                if not self.store.exists(f"expired/{p}")  # history ends at expired commits
-            )
+            for p in reversed(rec.parents):
+                when = self.expired_at(p)
+                if when is None:
+                    stack.append((p, f"commits/{cid} (parent)"))
+                else:  # history ends at expired commits
+                    self.expired.append(ExpiredHistory(cid, p, when))
 
     def check_commit(self, cid: str, rec: CommitRecord) -> None:
         who = f"commits/{cid}"
@@ -148,6 +192,8 @@ class _Checker:
             obj = f"manifests/{mid}"
         elif ref.kind == RefKind.OBJECT:
             obj = chunk_object_key(ref.digest)
+            if self.reported(obj, f"chunk data of {what}"):
+                return
             try:
                 data = self.get(obj)
             except NotFoundError:
@@ -159,9 +205,11 @@ class _Checker:
         else:
             assert ref.location is not None
             obj = describe(ref)
+            if self.reported(ref.location, f"chunk data of {what}"):
+                return
             whole = self.pack(ref.location)
             if isinstance(whole, Problem):
-                self.report(obj, whole.kind, f"chunk data of {what}: {whole.detail}")
+                self.report(ref.location, whole.kind, f"{whole.detail}; chunk data of {what}")
                 return
             data = whole[ref.offset : ref.offset + ref.length]
         if len(data) != ref.length:
@@ -194,11 +242,16 @@ def check_objects(
     starts: list[tuple[str, str]],
     on_read: Callable[[str, int], None] | None = None,
     algo: Hash = Hash.SHA256,
+    on_expired: Callable[[ExpiredHistory], None] | None = None,
 ) -> list[Problem]:
     """Verify every object reachable from the commits in `starts` ((commit id, label) pairs)
-    and return the problems found; an empty list means the repository is intact.
-    `on_read(key, size)` is called for each object read."""
+    and return the problems found, each once; an empty list means the repository is intact.
+    `on_read(key, size)` is called for each object read, `on_expired` for each place where
+    `expire` ended a history (not a problem)."""
     checker = _Checker(store, algo, on_read)
     for cid, rec in checker.commits(starts):
         checker.check_commit(cid, rec)
+    for boundary in checker.expired:
+        if on_expired is not None:
+            on_expired(boundary)
     return checker.problems

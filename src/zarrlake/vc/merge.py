@@ -14,6 +14,7 @@ from zarrlake.errors import (
     CASFailedError,
     Conflict,
     ConflictError,
+    ExpiredHistoryError,
     InvalidInputError,
     NotFoundError,
 )
@@ -108,7 +109,14 @@ class History:
             )
 
         def build(head: str) -> str:
-            base = merge_base(self.objects, head, source)
+            try:
+                base = merge_base(self.objects, head, source)
+            except ExpiredHistoryError as e:
+                raise ExpiredHistoryError(
+                    f"cannot merge {source[:12]} into {into!r}: {common_history_expired(e)}",
+                    e.commit,
+                    e.expired_at,
+                ) from None
             if base is None:
                 raise ConflictError(
                     [Conflict("", "unrelated", None, "the two histories share no commit")],
@@ -131,20 +139,39 @@ class History:
         return self.land(into, build)
 
     def revert(
-        self, commit: str, branch: str, *, message: str | None, author: str | None = None
+        self,
+        commit: str,
+        branch: str,
+        *,
+        message: str | None,
+        author: str | None = None,
+        allow_empty: bool = False,
     ) -> str:
-        """A new commit on `branch` undoing `commit`'s changes (against its first parent)."""
+        """A new commit on `branch` undoing `commit`'s changes (against its first parent);
+        InvalidInputError if that would change nothing, unless `allow_empty`."""
         rec = self.objects.commit(commit)
         if not rec.parents:
             raise InvalidInputError(f"commit {commit[:12]} has no parent: nothing to revert to")
+        try:
+            self.objects.parent(commit, rec.parents[0])
+        except ExpiredHistoryError as e:
+            raise ExpiredHistoryError(
+                f"cannot revert {commit[:12]}: {e}; a revert needs the commit before it",
+                e.commit,
+                e.expired_at,
+            ) from None
         text = (
             message if message is not None else f'Revert "{rec.message}"\n\nThis reverts {commit}.'
         )
+        what = f"revert of {commit[:12]} on {branch!r}"
 
         def build(head: str) -> str:
-            root, changes = self._combine(
-                commit, head, rec.parents[0], "fail", f"revert of {commit[:12]} on {branch!r}"
-            )
+            root, changes = self._combine(commit, head, rec.parents[0], "fail", what)
+            if not changes and not allow_empty:
+                raise InvalidInputError(
+                    f"{what} changes nothing (what it changed is undone there already); no "
+                    "commit made (allow_empty=True, or zarrlake revert --allow-empty, makes one)"
+                )
             return self.write_commit(root, changes, (head,), text, author)
 
         return self.land(branch, build)
@@ -170,3 +197,13 @@ class History:
             except CASFailedError:
                 if self.refs.require(BRANCH, branch)[0] == to:
                     return to
+
+
+def common_history_expired(e: ExpiredHistoryError) -> str:
+    """Why a merge base cannot be found after `expire`, and what to do about it."""
+    return (
+        f"their common history was expired ({e}), so what each side changed since cannot be "
+        "told. Copy what you need from one into a session on the other (zarrlake diff shows "
+        "the differences), or reset one to the other; expire keeps the whole history of the "
+        "branches it is not given (zarrlake expire --branch NAME)"
+    )

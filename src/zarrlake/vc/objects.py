@@ -8,6 +8,7 @@ content hash, format/digest.py) before they are returned.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections import OrderedDict
@@ -15,7 +16,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import cast
 
-from zarrlake.errors import CorruptionError, NotFoundError
+from zarrlake.errors import CorruptionError, ExpiredHistoryError, NotFoundError, on_date
 from zarrlake.format.changes import ChangeSet
 from zarrlake.format.chunk_ref import ChunkRef, RefKind, chunk_object_key
 from zarrlake.format.commit import CommitRecord
@@ -142,7 +143,31 @@ class Objects:
         return obj
 
     def commit(self, oid: str) -> CommitRecord:
-        return self.read(CommitRecord, oid)
+        """The record of commit `oid`; ExpiredHistoryError if `expire` dropped it."""
+        try:
+            return self.read(CommitRecord, oid)
+        except NotFoundError:
+            expired = self.expired(oid)
+            if expired is None:
+                raise
+            raise expired from None
+
+    def expired(self, oid: str) -> ExpiredHistoryError | None:
+        """The error to raise for a commit `expire` dropped; None if it was not expired."""
+        when = self.expired_at(oid)
+        if when is None:
+            return None
+        return ExpiredHistoryError(
+            f"commit {oid[:12]} was expired on {on_date(when)} (zarrlake expire)", oid, when
+        )
+
+    def parent(self, child: str, parent: str) -> CommitRecord:
+        """The record of `parent`, reached from `child`: ExpiredHistoryError "history before
+        <child> was expired on <date>" if `expire` dropped it."""
+        try:
+            return self.commit(parent)
+        except ExpiredHistoryError as e:
+            raise ExpiredHistoryError.before(child, parent, e.expired_at) from None
 
     def snapshot_of(self, commit_id: str) -> str:
         """The snapshot id of a commit: as a ref read taught it, else from its record."""
@@ -167,8 +192,8 @@ class Objects:
         while cid is not None:
             try:
                 rec = self.commit(cid)
-            except NotFoundError:
-                if cid != head and self.is_expired(cid):
+            except ExpiredHistoryError:
+                if cid != head:
                     return  # the history before this point was expired
                 raise
             yield cid, rec
@@ -177,6 +202,18 @@ class Objects:
     def is_expired(self, oid: str) -> bool:
         """Whether `oid` names a commit whose history was expired (`zarrlake expire`)."""
         return self.store.exists(f"expired/{oid}")
+
+    def expired_at(self, oid: str) -> float | None:
+        """When `expire` dropped commit `oid` (POSIX seconds), or None if it was not."""
+        key = f"expired/{oid}"
+        try:
+            marker = self.store.get(key)
+        except NotFoundError:
+            return None
+        try:
+            return float(json.loads(marker)["expired_at"])
+        except (ValueError, TypeError, KeyError):
+            raise CorruptionError(f"{key}: the expiry marker does not decode") from None
 
     def forget(self, oid: str) -> None:
         """Drop `oid` from the decoded-object cache (its object was expired)."""

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from datetime import UTC, datetime
 
-from zarrlake.errors import InvalidInputError, NotFoundError
+from zarrlake.errors import ExpiredHistoryError, InvalidInputError, NotFoundError
 from zarrlake.format.envelope import ID_LENGTH
 from zarrlake.vc.objects import Objects
 from zarrlake.vc.refs import BRANCH, TAG, Refs
@@ -48,33 +49,63 @@ def resolve_expr(expr: str, resolve_name: Callable[[str], str], objects: Objects
             parents = objects.commit(cid).parents
             if n > len(parents):
                 raise NotFoundError(f"{expr!r}: commit {cid[:12]} has no parent number {n}")
-            cid = parents[n - 1]
+            cid = _step(objects, expr, cid, parents[n - 1])
         else:
             for _ in range(n):
                 parents = objects.commit(cid).parents
                 if not parents:
                     raise NotFoundError(f"{expr!r}: the history before {cid[:12]} is too short")
-                cid = parents[0]
+                cid = _step(objects, expr, cid, parents[0])
     return cid
 
 
-def ancestors(objects: Objects, head: str) -> set[str]:
-    """Every commit reachable from `head` through any parent, `head` included."""
-    seen = {head}
-    todo = [head]
-    while todo:
-        for p in objects.commit(todo.pop()).parents:
-            if p not in seen:
-                seen.add(p)
-                todo.append(p)
-    return seen
+def _step(objects: Objects, expr: str, child: str, parent: str) -> str:
+    """`parent`, once its record is known to be there (not expired)."""
+    try:
+        objects.parent(child, parent)
+    except ExpiredHistoryError as e:
+        raise ExpiredHistoryError(f"{expr!r}: {e}", e.commit, e.expired_at) from None
+    return parent
+
+
+class Walk:
+    """Parents of commits, stopping where `expire` dropped the history: `cut` holds each
+    commit whose parent was expired, with the error that says so."""
+
+    def __init__(self, objects: Objects) -> None:
+        self.objects = objects
+        self.cut: dict[str, ExpiredHistoryError] = {}
+
+    def parents(self, cid: str) -> list[str]:
+        kept = []
+        for p in self.objects.commit(cid).parents:
+            try:
+                self.objects.parent(cid, p)
+            except ExpiredHistoryError as e:
+                self.cut.setdefault(cid, e)
+                continue
+            kept.append(p)
+        return kept
+
+    def ancestors(self, head: str) -> set[str]:
+        """Every commit reachable from `head` through any parent, `head` included."""
+        seen = {head}
+        todo = [head]
+        while todo:
+            for p in self.parents(todo.pop()):
+                if p not in seen:
+                    seen.add(p)
+                    todo.append(p)
+        return seen
 
 
 def merge_base(objects: Objects, a: str, b: str) -> str | None:
     """The best common ancestor of commits `a` and `b`: a common ancestor that is not an
     ancestor of another common ancestor (the newest one on a criss-cross); None if the
-    histories are unrelated."""
-    of_a = ancestors(objects, a)
+    histories are unrelated. ExpiredHistoryError if there is none and a walk met history
+    that `expire` dropped (the common ancestor may have been in it)."""
+    walk = Walk(objects)
+    of_a = walk.ancestors(a)
     candidates: set[str] = set()
     seen = {b}
     todo = [b]
@@ -83,19 +114,39 @@ def merge_base(objects: Objects, a: str, b: str) -> str | None:
         if cid in of_a:
             candidates.add(cid)
             continue  # its ancestors are common too, but never better
-        for p in objects.commit(cid).parents:
+        for p in walk.parents(cid):
             if p not in seen:
                 seen.add(p)
                 todo.append(p)
     if len(candidates) > 1:
         below: set[str] = set()
         for c in candidates:
-            for p in objects.commit(c).parents:
-                below |= ancestors(objects, p)
+            for p in walk.parents(c):
+                below |= walk.ancestors(p)
         candidates -= below
     if not candidates:
+        if walk.cut:
+            raise max(walk.cut.values(), key=lambda e: e.expired_at)
         return None
     return max(candidates, key=lambda c: (objects.commit(c).timestamp, c))
+
+
+def commit_as_of(objects: Objects, head: str, as_of: datetime, ref: str) -> str:
+    """The newest commit of `head`'s first-parent history made at or before `as_of` (naive:
+    UTC); `ref` names `head` in errors."""
+    if not isinstance(as_of, datetime):
+        raise InvalidInputError(f"as_of must be a datetime, not {as_of!r}")
+    ts = (as_of if as_of.tzinfo else as_of.replace(tzinfo=UTC)).timestamp()
+    oldest, rec = head, objects.commit(head)
+    for oldest, rec in objects.history(head):
+        if rec.timestamp <= ts:
+            return oldest
+    message = f"{ref!r} has no commit at or before {as_of.isoformat()}"
+    expired = objects.expired(rec.parents[0]) if rec.parents else None
+    if expired is None:
+        raise NotFoundError(message)
+    e = ExpiredHistoryError.before(oldest, expired.commit, expired.expired_at)
+    raise ExpiredHistoryError(f"{message}: {e}", e.commit, e.expired_at)
 
 
 def resolve_ref(refs: Refs, objects: Objects, ref: str) -> str:
@@ -113,8 +164,9 @@ def resolve_ref(refs: Refs, objects: Objects, ref: str) -> str:
         if len(ref) == ID_LENGTH:
             if objects.has_commit(ref):
                 return ref
-            if objects.is_expired(ref):
-                raise NotFoundError(f"commit {ref[:12]} was expired (zarrlake expire)")
+            expired = objects.expired(ref)
+            if expired is not None:
+                raise expired
         else:
             found = objects.commit_ids(ref)
             if len(found) == 1:
