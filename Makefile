@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	  echo "using $$interp"; \
 	  [ -x $(PY) ] || "$$interp" -m venv $(VENV); \
 	  $(PY) -m pip install --quiet --upgrade pip && \
-	  $(PY) -m pip install --quiet -e '.[postgres,spark,ui,dev]' && touch $(STAMP)
+	  $(PY) -m pip install --quiet -e '.[postgres,spark,ui,dev,virtual]' && touch $(STAMP)
 
 venv: $(STAMP)
 
