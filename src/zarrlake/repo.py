@@ -27,6 +27,7 @@ from zarrlake.vc.merge import History
 from zarrlake.vc.protection import Protection
 from zarrlake.vc.refexpr import merge_base, resolve_ref
 from zarrlake.vc.refs import BRANCH, TAG
+from zarrlake.vc.sources import VirtualSources
 from zarrlake.vc.stats import RepoStats, repo_stats
 
 if TYPE_CHECKING:
@@ -175,17 +176,25 @@ class Repo:
         return diff_snapshots(self._ctx.objects, self.snapshot_of(a), self.snapshot_of(b))
 
     def fsck(
-        self, ref: str | None = None, *, on_read: Callable[[str, int], None] | None = None
+        self,
+        ref: str | None = None,
+        *,
+        on_read: Callable[[str, int], None] | None = None,
+        sources_only: bool = False,
     ) -> list[Problem]:
         """Re-read and verify every object reachable from `ref` (default: every branch and
-        tag); returns the problems found, none if the repository is intact. `on_read(key,
+        tag), and that every virtual source still is as imported (`sources_only`: only
+        that); returns the problems found, none if the repository is intact. `on_read(key,
         size)` is called for every object read (progress, counts)."""
         if ref is not None:
             starts = [(self.resolve(ref), f"ref {ref!r}")]
         else:
             starts = [(c, f"branch {n!r}") for n, c in sorted(self.list_branches().items())]
             starts += [(c, f"tag {n!r}") for n, c in sorted(self.list_tags().items())]
-        return check_objects(self._ctx.object_store, starts, on_read, self._ctx.objects.algo)
+        objects = self._ctx.objects
+        return check_objects(
+            self._ctx.object_store, starts, on_read, objects.algo, objects.sources, sources_only
+        )
 
     def stats(self, ref: str = "main") -> RepoStats:
         """Counts at `ref`: commits in its history, arrays, chunks and their bytes."""
@@ -365,6 +374,15 @@ class Repo:
             }
             for r in Protection(self._ctx.meta, self._ctx.refs.partition).rules()
         }
+
+    def add_virtual_source(self, prefix: str) -> None:
+        """Allow virtual chunk references under `prefix` (`file:///dir` or `s3://bucket/dir`);
+        references elsewhere are refused when written."""
+        VirtualSources(self._ctx.meta, self._ctx.refs.partition).add(prefix)
+
+    def virtual_sources(self) -> list[str]:
+        """The URL prefixes virtual chunk references may point into."""
+        return VirtualSources(self._ctx.meta, self._ctx.refs.partition).prefixes()
 
     def gc(
         self,

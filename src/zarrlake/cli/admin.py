@@ -80,17 +80,20 @@ def fsck(
         str | None, typer.Argument(help="Check only what this ref reaches (default: all refs).")
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print problems as JSON.")] = False,
+    sources: Annotated[
+        bool, typer.Option("--sources", help="Check only that virtual sources are unchanged.")
+    ] = False,
 ) -> None:
     """Verify every object reachable from REF (or every branch and tag): checksums,
-    missing objects, inconsistent references. Prints what it checked (commits, objects,
-    bytes); exits 1 if anything is wrong.
+    missing objects, inconsistent references, virtual sources changed since import. Prints
+    what it checked (commits, objects, bytes); exits 1 if anything is wrong.
 
     Example: zarrlake -r ./myrepo fsck main
     """
     repo = options(ctx).open()
     counts = FsckCounts(progress=not json_out)
     with counts.progress:
-        problems = [str(p) for p in repo.fsck(ref, on_read=counts)]
+        problems = [str(p) for p in repo.fsck(ref, on_read=counts, sources_only=sources)]
     if json_out:
         print_json(
             {"ref": ref, "ok": not problems, "checked": counts.to_json(), "problems": problems}
