@@ -13,8 +13,8 @@ import xarray as xr
 import zarr
 
 import zarrlake as zl
-from zarrlake.format.chunk_ref import RefKind
 from tests.virtual.conftest import assert_same, day_dataset, encoding, urls
+from zarrlake.format.chunk_ref import RefKind
 
 
 @pytest.mark.parametrize("engine", ["netcdf4", "h5netcdf"])
@@ -81,7 +81,7 @@ def test_stale_sources_are_refused_never_misread(repo, tmp_path, archives):
     before = t2m[:]
     st = path.stat()
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))  # touched
-    with pytest.raises(zl.StaleVirtualChunkError, match="own.nc changed since it was imported"):
+    with pytest.raises(zl.StaleVirtualChunkError, match=r"own\.nc changed since it was imported"):
         zarr.open_array(repo.readonly_session().store, path="t2m", mode="r")[:]
     [problem] = repo.fsck(sources_only=True)
     assert problem.kind == "stale" and problem.object == path.as_uri()
@@ -107,10 +107,16 @@ def test_refused_imports_stage_nothing(repo, tmp_path, archives):
     day_dataset(10, lat=5).to_netcdf(other_grid, engine="netcdf4")
     cases = [
         ([outside.as_uri()], f"{outside.as_uri()} is outside every allowed prefix"),
-        ([paths[0].as_uri(), paths[0].parent.joinpath("nope.nc").as_uri()], "nope.nc does not exist"),
+        (
+            [paths[0].as_uri(), paths[0].parent.joinpath("nope.nc").as_uri()],
+            "nope.nc does not exist",
+        ),
         ([corrupt.as_uri()], "corrupt.nc is not a readable NetCDF4/HDF5 file"),
         ([paths[0].as_uri(), same_day.as_uri()], "day000.nc and .*same-day.nc overlap"),
-        ([paths[0].as_uri(), other_grid.as_uri()], "day000.nc and .*other-grid.nc cannot be joined"),
+        (
+            [paths[0].as_uri(), other_grid.as_uri()],
+            "day000.nc and .*other-grid.nc cannot be joined",
+        ),
     ]
     for given, message in cases:
         s = repo.create_session()
@@ -160,7 +166,7 @@ def test_gc_never_deletes_sources(repo, archives):
     inside = repo.spec.location + "/archive"
     os.makedirs(inside)
     paths = []
-    for i, p in enumerate(archives["netcdf4"][:2]):
+    for _i, p in enumerate(archives["netcdf4"][:2]):
         paths.append(shutil.copy2(p, f"{inside}/{p.name}"))
     repo.add_virtual_source(f"file://{inside}")
     s = repo.create_session()
@@ -187,7 +193,7 @@ def test_sources_survive_reopening_and_are_checked(tmp_path):
     again = zl.Repo.open(tmp_path / "r")
     assert again.virtual_sources() == [(tmp_path / "data").as_uri(), "s3://archive/era5"]
     s = again.create_session()
-    with pytest.raises(zl.errors.InvalidInputError, match="s3://archive/era5x/a.nc is outside"):
+    with pytest.raises(zl.errors.InvalidInputError, match=r"s3://archive/era5x/a\.nc is outside"):
         zl.virtual.import_files(s, ["s3://archive/era5x/a.nc"])
 
 

@@ -51,8 +51,7 @@ class VirtualSources:
 
     def prefixes(self) -> list[str]:
         return [
-            k[len(PREFIX) :].decode()
-            for k, _, _ in self.meta.scan(self.partition, prefix=PREFIX)
+            k[len(PREFIX) :].decode() for k, _, _ in self.meta.scan(self.partition, prefix=PREFIX)
         ]
 
     def check(self, urls: Iterable[str]) -> None:

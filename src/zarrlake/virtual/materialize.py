@@ -35,7 +35,9 @@ def materialize(session: Session, path: str) -> int:
         raise NotFoundError(f"no array at {path!r}")
     if json.loads(doc).get("node_type") != "array":
         raise InvalidInputError(f"{path!r} is a group, not an array")
-    keys = session.list_prefix(f"{path}/c/") + ([f"{path}/c"] if session.exists(f"{path}/c") else [])
+    keys = session.list_prefix(f"{path}/c/") + (
+        [f"{path}/c"] if session.exists(f"{path}/c") else []
+    )
     virtual = []
     for key in keys:
         ref = session.lookup(key)

@@ -168,14 +168,14 @@ def concat_arrays(arrays: list[VirtualArray], dim: str, labels: list[str]) -> Vi
     step = first.chunks[axis]
     offset = 0
     inlined: dict[tuple[int, ...], bytes] = {}
-    for arr, label, nxt in zip(arrays, labels, labels[1:] + [""], strict=True):
+    for arr, label, nxt in zip(arrays, labels, [*labels[1:], ""], strict=True):
         if nxt and arr.shape[axis] % step:
             raise InvalidInputError(
                 f"{label} has {arr.shape[axis]} steps along {dim!r}, not a multiple of its "
                 f"chunk size {step}: {nxt} cannot follow it without rechunking"
             )
         for idx, data in arr.inlined.items():
-            inlined[idx[:axis] + (idx[axis] + offset,) + idx[axis + 1 :]] = data
+            inlined[(*idx[:axis], idx[axis] + offset, *idx[axis + 1 :])] = data
         offset += arr.paths.shape[axis]
     shape = list(first.shape)
     shape[axis] = sum(a.shape[axis] for a in arrays)

@@ -142,7 +142,9 @@ def _append_plan(
             )
         shape = list(arr.shape)
         shape[axis] += theirs_shape[axis]
-        first = tuple(theirs_shape[axis] // arr.chunks[axis] if i == axis else 0 for i in range(len(shape)))
+        first = tuple(
+            theirs_shape[axis] // arr.chunks[axis] if i == axis else 0 for i in range(len(shape))
+        )
         plan.add_array(name, arr, shape, first, ds.sources)
     return [n for n, v in ds.coords.items() if dim in v.dims]
 
@@ -175,8 +177,6 @@ def write_dataset(
     if appended is None:
         _coords_dataset(ds, list(ds.coords)).to_zarr(session.store, mode="a", **target)
     elif appended:
-        _coords_dataset(ds, appended).to_zarr(
-            session.store, append_dim=append_dim, **target
-        )
+        _coords_dataset(ds, appended).to_zarr(session.store, append_dim=append_dim, **target)
     session.write_many(plan.docs + plan.inlined)
     session.stage(list(plan.refs))
