@@ -31,7 +31,7 @@ test: $(STAMP) java
 BENCH_VENV := .venv-bench
 BENCH_PY := $(BENCH_VENV)/bin/python
 BENCH_STAMP := $(BENCH_VENV)/.installed
-BENCH_PEERS := icechunk==2.3.0 zarr numpy pyinstrument
+BENCH_PEERS := icechunk==2.3.0 zarr numpy pyinstrument 'dask[array]'
 # S3PG (issue 15): moto's S3 server, and pytest for tests/fixtures' server launchers
 BENCH_SERVERS := 'moto[server]>=5.0' 'pytest>=8'
 
@@ -40,7 +40,7 @@ $(BENCH_STAMP): pyproject.toml
 	  echo "using $$interp for $(BENCH_VENV)"; \
 	  [ -x $(BENCH_PY) ] || "$$interp" -m venv $(BENCH_VENV); \
 	  $(BENCH_PY) -m pip install --quiet --upgrade pip && \
-	  $(BENCH_PY) -m pip install --quiet -e '.[spark,postgres]' $(BENCH_PEERS) $(BENCH_SERVERS) && \
+	  $(BENCH_PY) -m pip install --quiet -e '.[spark,postgres,virtual]' $(BENCH_PEERS) $(BENCH_SERVERS) && \
 	  touch $(BENCH_STAMP)
 
 bench: $(BENCH_STAMP) java

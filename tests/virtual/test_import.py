@@ -213,3 +213,24 @@ def test_staged_virtual_records_round_trip():
     assert ref.digest != older.digest
     plain = ManifestRange.empty().merge([(b"x", ChunkRef.object(b"\1" * 32, 5))])[0]
     assert "identities" not in json.dumps(plain.encode()[1][:400].decode(errors="replace"))
+
+
+def test_chunk_maps_show_virtual_chunks_apart(repo, archives):
+    from starlette.testclient import TestClient
+
+    from zarrlake.ui.app import create_app
+
+    paths = archives["netcdf4"]
+    s = repo.create_session()
+    zl.virtual.import_files(s, urls(paths))
+    imported = s.commit("import")
+    s = repo.create_session()
+    zarr.open_array(s.store, path="t2m")[0, 0:3, 0:4] = 1.0  # chunk (0, 0, 0) becomes native
+    s.commit("fix")
+    client = TestClient(create_app(repo))
+    maps = {m["path"]: m for m in client.get(f"/api/commit/{imported}").json()["chunk_maps"]}
+    assert {c["kind"] for c in maps["t2m"]["cells"]} == {"virtual"}
+    page = client.get(f"/commit/{imported}").text
+    assert 'class="cell virtual"' in page and "virtual (written as references" in page
+    fix = client.get("/api/commit/main").json()["chunk_maps"][0]
+    assert [c["kind"] for c in fix["cells"]] == ["written"]

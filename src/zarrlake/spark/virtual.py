@@ -67,7 +67,7 @@ def import_virtual(
     """
     from zarrlake.virtual import check_urls
     from zarrlake.virtual.model import concat
-    from zarrlake.virtual.write import write_dataset
+    from zarrlake.virtual.writing import write_dataset
 
     urls = check_urls(session, urls)
     cores = spark.sparkContext.defaultParallelism

@@ -225,6 +225,15 @@ class Model:
             "arrays": arrays,
         }
 
+    def virtual_chunks(self, commit_id: str, path: str, arr: zarr.Array) -> set[tuple]:
+        """Grid coordinates of the chunks of `path` that are virtual at `commit_id`."""
+        from zarrlake.vc.stats import virtual_keys
+
+        prefix = f"{path}/" if path else ""
+        keys = virtual_keys(self.repo.context.objects, commit_id, prefix + "c")
+        decode = arr.metadata.chunk_key_encoding.decode_chunk_key
+        return {tuple(decode(k[len(prefix) :])) for k in keys}
+
 
 def storage_chunks(arr: zarr.Array) -> tuple[int, ...]:
     """The shape of one stored object: the shard if the array is sharded, else the chunk."""

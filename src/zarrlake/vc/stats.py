@@ -54,3 +54,18 @@ def repo_stats(objects: Objects, commit_id: str) -> RepoStats:
         virtual_size,
         len(sources),
     )
+
+
+def virtual_keys(objects: Objects, commit_id: str, prefix: str) -> set[str]:
+    """The keys starting with `prefix` whose chunk at `commit_id` is virtual (a chunk map
+    draws them in their own colour)."""
+    root = objects.read(SnapshotRoot, objects.snapshot_of(commit_id))
+    p = prefix.encode()
+    out: set[str] = set()
+    for oid in root.ranges.ids:
+        rng = objects.read(ManifestRange, oid)
+        if not len(rng) or not (rng.kind == RefKind.VIRTUAL).any():
+            continue
+        hit = (rng.kind == RefKind.VIRTUAL) & np.char.startswith(rng.keys, p)
+        out.update(k.decode() for k in rng.keys[hit].tolist())
+    return out

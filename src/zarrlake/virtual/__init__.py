@@ -15,7 +15,7 @@ from zarrlake.errors import InvalidInputError
 from zarrlake.virtual.materialize import materialize
 from zarrlake.virtual.model import VirtualDataset, concat, from_xarray
 from zarrlake.virtual.scan import scan_file
-from zarrlake.virtual.write import write_dataset
+from zarrlake.virtual.writing import write_dataset
 
 if TYPE_CHECKING:
     import xarray as xr
