@@ -49,3 +49,15 @@ def test_merge_example_runs_as_written(tmp_path):
     )
     assert res.returncode == 0, res.stderr
     assert res.stdout.split("\n")[:3] == ["2", "[1. 1. 2. 2.]", "Top rows on dev"]
+
+
+def test_virtual_example_runs_as_written(tmp_path):
+    text = README.read_text()
+    code = first_python_block(text[text.index("## Virtual chunks") :])
+    script = tmp_path / "virtual.py"
+    script.write_text(code)
+    res = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split("\n")[:2] == ["[270. 271. 272.] True", "3 3 3"]

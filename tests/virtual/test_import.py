@@ -234,3 +234,26 @@ def test_chunk_maps_show_virtual_chunks_apart(repo, archives):
     assert 'class="cell virtual"' in page and "virtual (written as references" in page
     fix = client.get("/api/commit/main").json()["chunk_maps"][0]
     assert [c["kind"] for c in fix["cells"]] == ["written"]
+
+
+def test_diff_blame_and_merge_treat_virtual_chunks_as_chunks(repo, archives):
+    paths = archives["netcdf4"]
+    s = repo.create_session()
+    zl.virtual.import_files(s, urls(paths[:2]))
+    first = s.commit("two days")
+    repo.create_branch("more", at="main")
+    s = repo.create_session("more")
+    zl.virtual.import_files(s, urls(paths[2:]))
+    third = s.commit("third day")
+    s = repo.create_session("main")
+    zarr.open_group(s.store).create_array("extra", shape=(3,), dtype="i4", dimension_names=["x"])[:] = 7
+    s.commit("extra on main")
+    d = repo.diff(first, third)
+    assert d.chunks_written["t2m"] == {(t, y, x) for t in (4, 5) for y in (0, 1) for x in (0, 1)}
+    merged = repo.merge("more", into="main")
+    assert repo.blame("t2m", (5, 1, 1), ref=merged).id == third
+    assert repo.blame("t2m", (0, 0, 0), ref=merged).id == first
+    got = xr.open_zarr(repo.readonly_session(merged).store, consolidated=False).load()
+    with xr.open_mfdataset(paths) as expected:
+        xr.testing.assert_identical(got.drop_vars("extra"), expected.load())
+    assert len(repo.commit_info(merged).parent_ids) == 2

@@ -29,14 +29,26 @@ def scan_file(url: str, reader: SourceReader) -> VirtualDataset:
     from virtualizarr.parsers import HDFParser
 
     before = reader.identity(url)
+    opened: list[Any] = []
+
+    def open_local(store: Any, path: str) -> Any:
+        """A local file is parsed from the file itself (obstore's block reader costs a
+        runtime hop per read)."""
+        opened.append(open(f"/{path.lstrip('/')}", "rb"))  # noqa: SIM115 (closed below)
+        return opened[-1]
+
+    parser = HDFParser(reader_factory=open_local) if url.startswith("file:") else HDFParser()
     try:
-        vds = open_virtual_dataset(url, registry=registry_for(reader, [url]), parser=HDFParser())
+        vds = open_virtual_dataset(url, registry=registry_for(reader, [url]), parser=parser)
     except ZarrLakeError:
         raise
     except Exception as e:  # h5py and the parser raise many kinds for a damaged file
         raise InvalidInputError(
             f"{url} is not a readable NetCDF4/HDF5 file: {type(e).__name__}: {e}"
         ) from e
+    finally:
+        for f in opened:
+            f.close()
     if reader.identity(url) != before:
         raise InvalidInputError(f"{url} changed while it was being imported")
     return from_xarray(vds, {url: before}, label=url)
