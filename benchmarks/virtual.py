@@ -200,6 +200,7 @@ def spark_session():
 
 def rows(files: int, reps: int) -> list[tuple[str, float, str, bool | None]]:
     import xarray as xr
+
     import zarrlake as zl
 
     paths = archive(files)

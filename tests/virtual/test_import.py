@@ -50,6 +50,12 @@ def test_appending_files_to_an_existing_group(repo, archives):
     s = repo.create_session()
     with pytest.raises(zl.errors.InvalidInputError, match="overlaps the data already in group"):
         zl.virtual.import_files(s, urls(paths[1:2]), group="era")
+    other = paths[0].parent.parent / "later-other-grid.nc"
+    day_dataset(40, lat=5).to_netcdf(
+        other, engine="netcdf4", encoding={"t2m": encoding("netcdf4")["t2m"]}
+    )
+    with pytest.raises(zl.errors.InvalidInputError, match="coordinate 'lat' differs from group era"):
+        zl.virtual.import_files(s, [other.as_uri()], group="era")
     assert s.staged_changes() == []
 
 
@@ -246,7 +252,9 @@ def test_diff_blame_and_merge_treat_virtual_chunks_as_chunks(repo, archives):
     zl.virtual.import_files(s, urls(paths[2:]))
     third = s.commit("third day")
     s = repo.create_session("main")
-    zarr.open_group(s.store).create_array("extra", shape=(3,), dtype="i4", dimension_names=["x"])[:] = 7
+    zarr.open_group(s.store).create_array("extra", shape=(3,), dtype="i4", dimension_names=["x"])[
+        :
+    ] = 7
     s.commit("extra on main")
     d = repo.diff(first, third)
     assert d.chunks_written["t2m"] == {(t, y, x) for t in (4, 5) for y in (0, 1) for x in (0, 1)}

@@ -23,6 +23,13 @@ def test_spark_import_in_any_order_is_one_commit(spark, repo, archives):
     cid = s.commit("import")
     assert repo.commit_info(cid).parent_ids == (head,)
     assert_same(repo.readonly_session(), paths)
+    opts = {"repo": repo.spec.location, "array": "u10", "changes": f"{head}..main"}
+    feed = spark.read.format("zarrlake").options(**opts, layout="chunks").load().collect()
+    with xr.open_mfdataset(paths) as ds:
+        u10 = ds.u10.values
+    assert sorted((r.time, r.change) for r in feed) == [(i, "added") for i in range(3)]
+    for r in feed:  # one contiguous chunk per file, read from its source
+        assert r.u10 == u10[2 * r.time : 2 * r.time + 2].ravel().tolist()
 
 
 def test_spark_import_names_both_overlapping_files(spark, repo, archives, tmp_path):

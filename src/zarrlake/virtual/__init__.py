@@ -8,6 +8,7 @@ ranged read per chunk, and fail with StaleVirtualChunkError if a file changed si
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -92,7 +93,7 @@ def check_urls(session: Session, urls: Iterable[str]) -> list[str]:
     out = list(urls)
     if not out:
         raise InvalidInputError("no files to import")
-    twice = sorted({u for u in out if out.count(u) > 1})
+    twice = sorted(u for u, n in Counter(out).items() if n > 1)
     if twice:
         raise InvalidInputError(f"{twice[0]} is given twice")
     ctx = session.context

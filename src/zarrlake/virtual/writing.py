@@ -101,6 +101,27 @@ def _coords_dataset(ds: VirtualDataset, names: list[str]) -> xr.Dataset:
     return xr.Dataset(out, attrs=ds.attrs)
 
 
+def _appendable(label: str, path: str, arr: VirtualArray, doc: dict | None, axis: int) -> int:
+    """The length along `axis` of the stored array `doc` that `arr` is to follow;
+    InvalidInputError unless all else (shape, dtype, chunks, codecs) matches."""
+    if doc is None or doc.get("node_type") != "array":
+        raise InvalidInputError(f"{label}: there is no array {path} to append to")
+
+    def layout(d: dict) -> tuple:
+        other = [n for i, n in enumerate(d["shape"]) if i != axis]
+        return other, {k: v for k, v in d.items() if k not in ("shape", "attributes")}
+
+    if layout(doc) != layout(json.loads(array_document(arr, list(arr.shape)))):
+        raise InvalidInputError(f"{label}: does not match {path} (shape, dtype, chunks or codecs)")
+    stored = int(doc["shape"][axis])
+    if stored % arr.chunks[axis]:
+        raise InvalidInputError(
+            f"{path} has {stored} steps along its axis {axis}, not a multiple of its chunk "
+            f"size {arr.chunks[axis]}: cannot append"
+        )
+    return stored
+
+
 def _append_plan(
     session: Session, ds: VirtualDataset, plan: _Plan, existing: dict, dim: str
 ) -> list[str]:
@@ -120,31 +141,11 @@ def _append_plan(
         if dim not in var.dims and name in old.coords and not old[name].variable.equals(var):
             raise InvalidInputError(f"{ds.label}: coordinate {name!r} differs from group {where}")
     for name, arr in ds.arrays.items():
-        doc = existing.get(name)
-        if doc is None or doc.get("node_type") != "array":
-            raise InvalidInputError(f"{ds.label}: group {where} has no array {name!r}")
         axis = arr.dims.index(dim)
-        mine = json.loads(array_document(arr, list(arr.shape)))
-        theirs_shape = list(doc["shape"])
-        if [s for i, s in enumerate(theirs_shape) if i != axis] != [
-            s for i, s in enumerate(arr.shape) if i != axis
-        ] or {k: v for k, v in doc.items() if k not in ("shape", "attributes")} != {
-            k: v for k, v in mine.items() if k not in ("shape", "attributes")
-        }:
-            raise InvalidInputError(
-                f"{ds.label}: array {name!r} does not match {where}/{name} (shape, dtype, "
-                "chunks or codecs)"
-            )
-        if theirs_shape[axis] % arr.chunks[axis]:
-            raise InvalidInputError(
-                f"{where}/{name} has {theirs_shape[axis]} steps along {dim!r}, not a multiple "
-                f"of its chunk size {arr.chunks[axis]}: cannot append"
-            )
+        stored = _appendable(ds.label, f"{where}/{name}", arr, existing.get(name), axis)
         shape = list(arr.shape)
-        shape[axis] += theirs_shape[axis]
-        first = tuple(
-            theirs_shape[axis] // arr.chunks[axis] if i == axis else 0 for i in range(len(shape))
-        )
+        shape[axis] += stored
+        first = tuple(stored // arr.chunks[axis] if i == axis else 0 for i in range(len(shape)))
         plan.add_array(name, arr, shape, first, ds.sources)
     return [n for n, v in ds.coords.items() if dim in v.dims]
 
