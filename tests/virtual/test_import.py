@@ -238,6 +238,7 @@ def test_chunk_maps_show_virtual_chunks_apart(repo, archives):
     assert {c["kind"] for c in maps["t2m"]["cells"]} == {"virtual"}
     page = client.get(f"/commit/{imported}").text
     assert 'class="cell virtual"' in page and "virtual (written as references" in page
+    assert 'id="stat-virtual">29<' in client.get("/").text
     fix = client.get("/api/commit/main").json()["chunk_maps"][0]
     assert [c["kind"] for c in fix["cells"]] == ["written"]
 

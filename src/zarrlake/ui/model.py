@@ -72,7 +72,14 @@ def repo_stats(repo: Repo, commit_id: str) -> dict:
     core has it, else counted here through the public session API."""
     if hasattr(repo, "stats"):
         s = repo.stats(commit_id)
-        return {"commits": s.commits, "arrays": s.arrays, "chunks": s.chunks, "bytes": s.bytes}
+        return {
+            "commits": s.commits,
+            "arrays": s.arrays,
+            "chunks": s.chunks,
+            "bytes": s.bytes,
+            "virtual_chunks": s.virtual_chunks,
+            "virtual_bytes": s.virtual_bytes,
+        }
     session = repo.readonly_session(commit_id)
     every = session.list_prefix("")
     keys = [k for k in every if not (k == "zarr.json" or k.endswith("/zarr.json"))]
