@@ -1,7 +1,5 @@
 """Virtual sources: files outside the repository (`file://` or `s3://` URLs) that virtual
-chunk references point into, read one byte range at a time: objects through obstore, local
-files with one `pread` on the file whose `fstat` gives its identity (obstore's runtime hop
-costs more than the read of a chunk, and 2 ms to start in a new process).
+chunk references point into, read through obstore one byte range at a time.
 
 A source's identity (size and modification time for files, size and ETag for objects) is
 taken when its references are imported; every ranged read compares it with the metadata that
@@ -10,8 +8,8 @@ came back with the bytes, so a changed source raises instead of returning other 
 
 from __future__ import annotations
 
-import os
 import threading
+from datetime import UTC, datetime, timedelta
 from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -29,6 +27,7 @@ from zarrlake.errors import (
 from zarrlake.storage.obstore import summarise
 
 SCHEMES = ("file", "s3")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def split_url(url: str) -> tuple[str, str, str]:
@@ -56,35 +55,13 @@ def split_url(url: str) -> tuple[str, str, str]:
     return scheme, bucket, path.lstrip("/")
 
 
-def identity_of(meta: Any) -> str:
-    """What identifies one version of an object, from obstore's ObjectMeta."""
+def identity_of(scheme: str, meta: Any) -> str:
+    """What identifies one version of a source, from obstore's ObjectMeta (the same for the
+    import's HEAD and every read's GET, whose reply carries it)."""
+    if scheme == "file":
+        mtime = (meta["last_modified"] - _EPOCH) // timedelta(microseconds=1)
+        return f"size={meta['size']};mtime={mtime}"
     return f"size={meta['size']};etag={meta['e_tag']}"
-
-
-def file_identity(st: os.stat_result) -> str:
-    """What identifies one version of a local file."""
-    return f"size={st.st_size};mtime={st.st_mtime_ns // 1000}"
-
-
-def read_file(url: str, path: str, offset: int, length: int, identity: str | None) -> bytes:
-    """One ranged read of a local file, provided it still has `identity`."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        raise StaleVirtualChunkError(
-            f"virtual source {url} is gone (imported as {identity})"
-        ) from None
-    except OSError as e:
-        raise StorageError(f"cannot open virtual source {url}: {e}") from e
-    try:
-        now = file_identity(os.fstat(fd))
-        if now != identity:
-            raise StaleVirtualChunkError(
-                f"virtual source {url} changed since it was imported ({identity}, now {now})"
-            )
-        return os.pread(fd, length, offset)
-    finally:
-        os.close(fd)
 
 
 def _s3_config(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -132,24 +109,18 @@ class SourceReader:
         """The identity of the source at `url` now; InvalidInputError if it is missing."""
         scheme, bucket, path = split_url(url)
         try:
-            if scheme == "file":
-                return file_identity(os.stat(f"/{path}"))
-            return identity_of(obs.head(self.store(scheme, bucket), path))
+            return identity_of(scheme, obs.head(self.store(scheme, bucket), path))
         except (ObstoreNotFound, FileNotFoundError, NotADirectoryError):
             raise InvalidInputError(f"virtual source {url} does not exist") from None
         except Exception as exc:
             raise ConfigurationError(f"cannot read virtual source {url}: {summarise(exc)}") from exc
 
-    def read(self, url: str, offset: int, length: int, identity: str | None) -> bytes:
+    def read(self, url: str, offset: int, length: int, identity: str | None) -> memoryview:
         """Bytes [offset, offset + length) of `url`, in one ranged read, provided the source
-        still has `identity`; StaleVirtualChunkError otherwise."""
+        still has `identity`; StaleVirtualChunkError otherwise. A view of obstore's buffer:
+        chunks go to the codecs without a copy."""
         scheme, bucket, path = split_url(url)
-        if scheme == "file":
-            data = read_file(url, f"/{path}", offset, length, identity)
-        else:
-            data = self._read_object(
-                url, self.store(scheme, bucket), path, offset, length, identity
-            )
+        data = self._read(url, scheme, self.store(scheme, bucket), path, offset, length, identity)
         if len(data) != length:
             raise StaleVirtualChunkError(
                 f"virtual source {url} has {len(data)} bytes at [{offset}:"
@@ -157,21 +128,28 @@ class SourceReader:
             )
         return data
 
-    def _read_object(
-        self, url: str, store: Any, path: str, offset: int, length: int, identity: str | None
-    ) -> bytes:
-        """One ranged GET; the ETag and size that come back with the bytes must match."""
+    def _read(
+        self,
+        url: str,
+        scheme: str,
+        store: Any,
+        path: str,
+        offset: int,
+        length: int,
+        identity: str | None,
+    ) -> memoryview:
+        """One ranged GET; the identity that comes back with the bytes must match."""
         try:
             got = obs.get(store, path, options={"range": (offset, offset + length)})
-            now = identity_of(got.meta)
-            data = bytes(got.bytes()) if now == identity else b""
+            now = identity_of(scheme, got.meta)
+            data = memoryview(got.bytes()) if now == identity else memoryview(b"")
         except (ObstoreNotFound, FileNotFoundError):
             raise StaleVirtualChunkError(
                 f"virtual source {url} is gone (imported as {identity})"
             ) from None
         except Exception as exc:  # e.g. a range past the end of an object that shrank
             try:
-                now = identity_of(obs.head(store, path))
+                now = identity_of(scheme, obs.head(store, path))
             except Exception:
                 now = identity
             if now == identity:

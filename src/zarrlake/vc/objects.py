@@ -214,7 +214,7 @@ class Objects:
         self.store.put_if_absent(chunk_object_key(key), data)
         return ChunkRef.object(key, len(data))
 
-    def read_ref(self, ref: ChunkRef, what: str) -> bytes:
+    def read_ref(self, ref: ChunkRef, what: str) -> bytes | memoryview:
         """The referenced bytes, verified against the reference's checksum (a virtual
         chunk's against its source's identity at import: StaleVirtualChunkError)."""
         if ref.kind == RefKind.VIRTUAL:
