@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-import json
+import struct
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -53,21 +53,27 @@ class ChunkRef:
         )
 
     def virtual_body(self) -> bytes:
-        """What a staged record of a VIRTUAL reference holds besides digest and length."""
-        return json.dumps([self.location, self.offset, self.identity]).encode()
+        """What a staged record of a VIRTUAL reference holds besides digest and length:
+        offset, then location and identity separated by a NUL."""
+        assert self.location is not None and self.identity is not None
+        return _OFFSET.pack(self.offset) + f"{self.location}\0{self.identity}".encode()
 
     @classmethod
     def from_virtual_body(cls, digest: bytes, length: int, body: bytes, what: str) -> ChunkRef:
         try:
-            location, offset, identity = json.loads(body)
-        except (ValueError, TypeError) as e:
+            (offset,) = _OFFSET.unpack_from(body)
+            location, identity = body[_OFFSET.size :].decode().split("\0")
+        except (struct.error, ValueError) as e:
             raise CorruptionError(f"{what}: cannot decode its virtual reference ({e})") from e
         return cls(RefKind.VIRTUAL, digest, length, offset, location, identity=identity)
 
 
+_OFFSET = struct.Struct("<Q")
+
+
 def virtual_digest(location: str, offset: int, length: int, identity: str) -> bytes:
-    """The 32-byte name of a virtual reference (SHA-256 of what it points at)."""
-    named = json.dumps(["zarrlake-virtual", location, offset, length, identity])
+    """The 32-byte name of a virtual reference: SHA-256 of what it points at."""
+    named = f"zarrlake-virtual\0{location}\0{identity}\0{offset}\0{length}"
     return hashlib.sha256(named.encode()).digest()
 
 

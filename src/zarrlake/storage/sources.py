@@ -33,7 +33,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 def split_url(url: str) -> tuple[str, str, str]:
     """(scheme, bucket or '', path inside it) of a source URL; InvalidInputError if it is
     not an absolute file:// or an s3://bucket/key URL."""
-    if not isinstance(url, str):
+    if not isinstance(url, str) or "\0" in url:
         raise InvalidInputError(f"a virtual source must be a URL string, not {url!r}")
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
