@@ -38,6 +38,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Commit", "Repo", "RepoSpec", "RepoStats", "SessionInfo"]
 
+OnRead = Callable[[str, int], None] | None
+"""Called with (key, size) for every object fsck reads."""
+
 
 class Repo:
     """A zarrlake repository: open one with `Repo.open`, `Repo.create` or
@@ -176,11 +179,7 @@ class Repo:
         return diff_snapshots(self._ctx.objects, self.snapshot_of(a), self.snapshot_of(b))
 
     def fsck(
-        self,
-        ref: str | None = None,
-        *,
-        on_read: Callable[[str, int], None] | None = None,
-        sources_only: bool = False,
+        self, ref: str | None = None, *, on_read: OnRead = None, sources_only: bool = False
     ) -> list[Problem]:
         """Re-read and verify every object reachable from `ref` (default: every branch and
         tag), and that every virtual source still is as imported (`sources_only`: only
@@ -376,8 +375,7 @@ class Repo:
         }
 
     def add_virtual_source(self, prefix: str) -> None:
-        """Allow virtual chunk references under `prefix` (`file:///dir` or `s3://bucket/dir`);
-        references elsewhere are refused when written."""
+        """Allow virtual chunk references under `prefix` (`file:///dir`, `s3://bucket/dir`)."""
         VirtualSources(self._ctx.meta, self._ctx.refs.partition).add(prefix)
 
     def virtual_sources(self) -> list[str]:
