@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	  echo "using $$interp"; \
 	  [ -x $(PY) ] || "$$interp" -m venv $(VENV); \
 	  $(PY) -m pip install --quiet --upgrade pip && \
-	  $(PY) -m pip install --quiet -e '.[postgres,spark,ui,dev,docs]' && touch $(STAMP)
+	  $(PY) -m pip install --quiet -e '.[postgres,spark,ui,dev,docs,virtual]' && touch $(STAMP)
 
 venv: $(STAMP)
 
@@ -36,7 +36,7 @@ BENCH_VENV := .venv-bench
 BENCH_PY := $(BENCH_VENV)/bin/python
 BENCH_STAMP := $(BENCH_VENV)/.installed
 # py-spy for benchmarks/hotspots.py; pytest-benchmark for the micro-benchmarks
-BENCH_PEERS := icechunk==2.3.0 zarr numpy py-spy 'pytest-benchmark>=5'
+BENCH_PEERS := icechunk==2.3.0 zarr numpy py-spy 'dask[array]' 'pytest-benchmark>=5'
 # S3PG: moto's S3 server (zarrlake.testing.servers starts it and PostgreSQL)
 BENCH_SERVERS := 'moto[server]>=5.0'
 
@@ -45,7 +45,7 @@ $(BENCH_STAMP): pyproject.toml
 	  echo "using $$interp for $(BENCH_VENV)"; \
 	  [ -x $(BENCH_PY) ] || "$$interp" -m venv $(BENCH_VENV); \
 	  $(BENCH_PY) -m pip install --quiet --upgrade pip && \
-	  $(BENCH_PY) -m pip install --quiet -e '.[spark,postgres]' $(BENCH_PEERS) $(BENCH_SERVERS) && \
+	  $(BENCH_PY) -m pip install --quiet -e '.[spark,postgres,virtual]' $(BENCH_PEERS) $(BENCH_SERVERS) && \
 	  touch $(BENCH_STAMP)
 
 # The cross-engine suite (benchmarks/run.py), then the single-engine micro-benchmarks.

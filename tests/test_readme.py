@@ -23,6 +23,7 @@ SNIPPETS = [
     "Garbage collection and expiry",
     "Spark",
     "Dask",
+    "Virtual chunks: NetCDF/HDF5 archives versioned where they lie",
     "Deployment",
     "Deployment",
 ]
@@ -150,3 +151,10 @@ def test_no_snippet_writes_outside_its_directory():
     """Snippets use relative paths, so running them here leaves nothing elsewhere."""
     for section, code in snippets():
         assert "/tmp/" not in code and '"/data' not in code, section
+
+
+def test_virtual_example_runs_as_written(tmp_path):
+    res = run_script(
+        snippet("Virtual chunks: NetCDF/HDF5 archives versioned where they lie"), tmp_path
+    )
+    assert res.stdout.split("\n")[:2] == ["[270. 271. 272.] True", "3 3 3"]

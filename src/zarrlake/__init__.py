@@ -11,6 +11,7 @@ from zarrlake.errors import (
     ReadOnlyError,
     SessionClosedError,
     SessionExpiredError,
+    StaleVirtualChunkError,
     UnflushedWritesError,
     ZarrLakeError,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "ReadOnlyError",
     "SessionClosedError",
     "SessionExpiredError",
+    "StaleVirtualChunkError",
     "UnflushedWritesError",
     "ZarrLakeError",
     *_LAZY,
@@ -49,10 +51,10 @@ def __getattr__(name: str):
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value
         return value
-    if name == "spark":  # the Spark integration imports pyspark
-        return importlib.import_module("zarrlake.spark")
+    if name in ("spark", "virtual"):  # imports pyspark / virtualizarr
+        return importlib.import_module(f"zarrlake.{name}")
     raise AttributeError(f"module 'zarrlake' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY) | {"spark"})
+    return sorted(set(globals()) | set(_LAZY) | {"spark", "virtual"})

@@ -54,6 +54,11 @@ class InvalidInputError(ZarrLakeError, ValueError):
     """A name, ref, URL, option or document given by the caller is malformed."""
 
 
+class StaleVirtualChunkError(ZarrLakeError):
+    """A virtual chunk's source file changed (size, mtime or ETag) or vanished since it was
+    imported; its bytes are never returned."""
+
+
 class ConfigurationError(ZarrLakeError):
     """A backend could not be reached or configured (bad URL, server down, credentials)."""
 

@@ -32,6 +32,7 @@ from zarrlake.vc.merge import History, common_history_expired
 from zarrlake.vc.protection import Protection
 from zarrlake.vc.refexpr import commit_as_of, merge_base, resolve_ref
 from zarrlake.vc.refs import BRANCH, TAG
+from zarrlake.vc.sources import VirtualSources
 from zarrlake.vc.stats import RepoStats, repo_stats
 
 if TYPE_CHECKING:
@@ -41,6 +42,9 @@ if TYPE_CHECKING:
     from zarrlake.zarr_store import SessionStore
 
 __all__ = ["Commit", "Repo", "RepoSpec", "RepoStats", "SessionInfo"]
+
+OnRead = Callable[[str, int], None] | None
+"""Called with (key, size) for every object fsck reads."""
 
 
 class Repo:
@@ -198,11 +202,13 @@ class Repo:
         self,
         ref: str | None = None,
         *,
-        on_read: Callable[[str, int], None] | None = None,
+        on_read: OnRead = None,
         on_expired: Callable[[ExpiredHistory], None] | None = None,
+        sources_only: bool = False,
     ) -> list[Problem]:
         """Re-read and verify every object reachable from `ref` (default: every branch and
-        tag); returns the problems found, none if the repository is intact. `on_read(key,
+        tag), and that every virtual source still is as imported (`sources_only`: only
+        that); returns the problems found, none if the repository is intact. `on_read(key,
         size)` is called for every object read (progress, counts), `on_expired` for each
         place where `expire` ended a history (which is not a problem)."""
         if ref is not None:
@@ -210,8 +216,16 @@ class Repo:
         else:
             starts = [(c, f"branch {n!r}") for n, c in sorted(self.list_branches().items())]
             starts += [(c, f"tag {n!r}") for n, c in sorted(self.list_tags().items())]
-        algo = self._ctx.objects.algo
-        return check_objects(self._ctx.object_store, starts, on_read, algo, on_expired)
+        objects = self._ctx.objects
+        return check_objects(
+            self._ctx.object_store,
+            starts,
+            on_read,
+            objects.algo,
+            on_expired,
+            objects.sources,
+            sources_only,
+        )
 
     def stats(self, ref: str = "main") -> RepoStats:
         """Counts at `ref`: commits in its history, arrays, chunks and their bytes."""
@@ -407,6 +421,14 @@ class Repo:
             }
             for r in Protection(self._ctx.meta, self._ctx.refs.partition).rules()
         }
+
+    def add_virtual_source(self, prefix: str) -> None:
+        """Allow virtual chunk references under `prefix` (`file:///dir`, `s3://bucket/dir`)."""
+        VirtualSources(self._ctx.meta, self._ctx.refs.partition).add(prefix)
+
+    def virtual_sources(self) -> list[str]:
+        """The URL prefixes virtual chunk references may point into."""
+        return VirtualSources(self._ctx.meta, self._ctx.refs.partition).prefixes()
 
     def gc(
         self,

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from zarrlake.cli import admin, branches, data, history, lifecycle, sessions, ui
+from zarrlake.cli import admin, branches, data, history, lifecycle, sessions, ui, virtual
 from zarrlake.cli.context import Options, env_flag, parse_storage_option
 from zarrlake.cli.redact import install_logging, is_secret_option, redact
 from zarrlake.errors import ZarrLakeError
@@ -111,6 +111,7 @@ data.register(app)
 sessions.register(app)
 lifecycle.register(app)
 ui.register(app)
+virtual.register(app)
 
 _GLOBAL_VALUED = {
     "-r",

@@ -80,11 +80,14 @@ def fsck(
         str | None, typer.Argument(help="Check only what this ref reaches (default: all refs).")
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print problems as JSON.")] = False,
+    sources: Annotated[
+        bool, typer.Option("--sources", help="Check only that virtual sources are unchanged.")
+    ] = False,
 ) -> None:
     """Verify every object reachable from REF (or every branch and tag): checksums,
-    missing objects, inconsistent references, each problem listed once. Prints what it
-    checked (commits, objects, bytes) and where `expire` ended the history (not a problem);
-    exits 1 if anything is wrong.
+    missing objects, inconsistent references, virtual sources changed since import, each
+    problem listed once. Prints what it checked (commits, objects, bytes) and where `expire`
+    ended the history (not a problem); exits 1 if anything is wrong.
 
     Example: zarrlake -r ./myrepo fsck main
     """
@@ -92,7 +95,10 @@ def fsck(
     counts = FsckCounts(progress=not json_out)
     expired: list = []
     with counts.progress:
-        problems = [str(p) for p in repo.fsck(ref, on_read=counts, on_expired=expired.append)]
+        problems = [
+            str(p)
+            for p in repo.fsck(ref, on_read=counts, on_expired=expired.append, sources_only=sources)
+        ]
     if json_out:
         ends = [
             {"commit": e.commit, "expired_parent": e.parent, "expired_at": iso(e.expired_at)}

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import hashlib
+import struct
 from dataclasses import dataclass
 from enum import IntEnum
+
+from zarrlake.errors import CorruptionError
 
 
 class RefKind(IntEnum):
     OBJECT = 0  # a content-addressed chunk object: chunks/<digest hex>
     INLINE = 1  # the bytes are held in the manifest itself
-    LOCATION = 2  # a byte range of another object (a pack, or a virtual reference)
+    LOCATION = 2  # a byte range of another object of the repository (a pack)
+    VIRTUAL = 3  # a byte range of a file outside the repository, as it was when imported
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,6 +25,10 @@ class ChunkRef:
     offset: int = 0
     location: str | None = None
     data: bytes | None = None
+    identity: str | None = None
+    """VIRTUAL: the source's identity at import (`size=N;mtime=US` for files, `size=N;etag=E`
+    for objects); a read of a source whose identity changed fails instead of returning
+    other bytes."""
 
     @classmethod
     def inline(cls, data: bytes, digest: bytes) -> ChunkRef:
@@ -28,6 +37,44 @@ class ChunkRef:
     @classmethod
     def object(cls, digest: bytes, length: int) -> ChunkRef:
         return cls(RefKind.OBJECT, digest, length)
+
+    @classmethod
+    def virtual(cls, location: str, offset: int, length: int, identity: str) -> ChunkRef:
+        """A byte range of the source `location` (a file:// or s3:// URL). Its digest names
+        the range and the source's identity, not the bytes (they are never read to import):
+        two references to the same bytes of the same version of a file are equal."""
+        return cls(
+            RefKind.VIRTUAL,
+            virtual_digest(location, offset, length, identity),
+            length,
+            offset,
+            location,
+            identity=identity,
+        )
+
+    def virtual_body(self) -> bytes:
+        """What a staged record of a VIRTUAL reference holds besides digest and length:
+        offset, then location and identity separated by a NUL."""
+        assert self.location is not None and self.identity is not None
+        return _OFFSET.pack(self.offset) + f"{self.location}\0{self.identity}".encode()
+
+    @classmethod
+    def from_virtual_body(cls, digest: bytes, length: int, body: bytes, what: str) -> ChunkRef:
+        try:
+            (offset,) = _OFFSET.unpack_from(body)
+            location, identity = body[_OFFSET.size :].decode().split("\0")
+        except (struct.error, ValueError) as e:
+            raise CorruptionError(f"{what}: cannot decode its virtual reference ({e})") from e
+        return cls(RefKind.VIRTUAL, digest, length, offset, location, identity=identity)
+
+
+_OFFSET = struct.Struct("<Q")
+
+
+def virtual_digest(location: str, offset: int, length: int, identity: str) -> bytes:
+    """The 32-byte name of a virtual reference: SHA-256 of what it points at."""
+    named = f"zarrlake-virtual\0{location}\0{identity}\0{offset}\0{length}"
+    return hashlib.sha256(named.encode()).digest()
 
 
 def chunk_object_key(digest: bytes) -> str:

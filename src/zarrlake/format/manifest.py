@@ -29,6 +29,9 @@ class ManifestRange:
     loc: np.ndarray  # int32 index into locations, -1 for none
     locations: tuple[str, ...]
     inline: np.ndarray  # uint8 buffer holding INLINE data at offset/length
+    identities: tuple[str | None, ...] = ()
+    """Per location: the identity of a VIRTUAL source at import (None for packs). Empty when
+    no entry is virtual (and in ranges written before virtual references existed)."""
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -57,6 +60,7 @@ class ManifestRange:
             offset=off if kind != RefKind.INLINE else 0,
             location=self.locations[loc] if loc >= 0 else None,
             data=self.inline[off : off + length].tobytes() if kind == RefKind.INLINE else None,
+            identity=self.identities[loc] if loc >= 0 and self.identities else None,
         )
 
     def get(self, key: bytes) -> ChunkRef | None:
@@ -100,6 +104,7 @@ class ManifestRange:
             loc=self.loc[idx],
             locations=self.locations,
             inline=self.inline,
+            identities=self.identities,
         )
 
     def _split(self) -> list[ManifestRange]:
@@ -137,11 +142,19 @@ class ManifestRange:
             loc=remap[self.loc],
             locations=tuple(self.locations[i] for i in used),
             inline=inline,
+            identities=_identities([self.identity_of(i) for i in used]),
         )
+
+    def identity_of(self, loc: int) -> str | None:
+        """The source identity of location `loc` (None: not a virtual source)."""
+        return self.identities[loc] if self.identities else None
 
     def columns(self) -> tuple[dict, dict[str, np.ndarray]]:
         """(metadata, columns) of the columnar encoding (shared with staged fragments)."""
-        return {"locations": list(self.locations)}, {
+        meta: dict[str, list] = {"locations": list(self.locations)}
+        if self.identities:  # ranges without virtual entries keep their earlier encoding
+            meta["identities"] = list(self.identities)
+        return meta, {
             "keys": self.keys,
             "kind": self.kind,
             "digest": self.digest,
@@ -162,6 +175,7 @@ class ManifestRange:
             loc=c["loc"],
             locations=tuple(meta["locations"]),
             inline=c["inline"],
+            identities=tuple(meta.get("identities", ())),
         )
 
     def encode(self, algo: Hash = Hash.SHA256) -> tuple[str, bytes]:
@@ -192,7 +206,7 @@ class ManifestRange:
 
 def _from_refs(keys: list[bytes], refs: list[ChunkRef]) -> ManifestRange:
     n = len(refs)
-    locations: dict[str, int] = {}
+    locations: dict[tuple[str, str | None], int] = {}
     kind = np.empty(n, np.uint8)
     digest = np.empty((n, 32), np.uint8)
     offset = np.zeros(n, np.uint64)
@@ -211,8 +225,8 @@ def _from_refs(keys: list[bytes], refs: list[ChunkRef]) -> ManifestRange:
             pos += len(r.data)
         else:
             offset[i] = r.offset
-        if r.location is not None:
-            loc[i] = locations.setdefault(r.location, len(locations))
+        if r.location is not None:  # a file rewritten between imports: one entry per version
+            loc[i] = locations.setdefault((r.location, r.identity), len(locations))
     return ManifestRange(
         keys=columns.keys_array(keys),
         kind=kind,
@@ -220,9 +234,15 @@ def _from_refs(keys: list[bytes], refs: list[ChunkRef]) -> ManifestRange:
         offset=offset,
         length=length,
         loc=loc,
-        locations=tuple(locations),
+        locations=tuple(name for name, _ in locations),
         inline=np.frombuffer(b"".join(inline_parts), np.uint8),
+        identities=_identities([identity for _, identity in locations]),
     )
+
+
+def _identities(identities: list[str | None]) -> tuple[str | None, ...]:
+    """Identities as stored: empty unless some location is a virtual source."""
+    return tuple(identities) if any(i is not None for i in identities) else ()
 
 
 def _concat(a: ManifestRange, b: ManifestRange) -> ManifestRange:
@@ -259,4 +279,5 @@ def concat_ranges(ranges: list[ManifestRange]) -> ManifestRange:
         loc=np.concatenate(locs),
         locations=tuple(locations),
         inline=np.concatenate([r.inline for r in ranges]),
+        identities=_identities([r.identity_of(i) for r in ranges for i in range(len(r.locations))]),
     )

@@ -25,6 +25,8 @@ class StagedRecord:
         if self.ref is None:
             return _HEAD.pack(self.op, 0, self.writer, b"\0" * 32, 0)
         head = _HEAD.pack(self.op, self.ref.kind, self.writer, self.ref.digest, self.ref.length)
+        if self.ref.kind == RefKind.VIRTUAL:
+            return head + self.ref.virtual_body()
         return head + (self.ref.data or b"")
 
     @classmethod
@@ -40,6 +42,9 @@ class StagedRecord:
             if len(body) != length:
                 raise CorruptionError(f"staged record for {key!r}: truncated")
             return cls(op, writer, ChunkRef(RefKind.INLINE, digest, length, data=body))
+        if kind == RefKind.VIRTUAL:
+            what = f"staged record for {key!r}"
+            return cls(op, writer, ChunkRef.from_virtual_body(digest, length, body, what))
         return cls(op, writer, ChunkRef(_KINDS[kind], digest, length))
 
     @staticmethod

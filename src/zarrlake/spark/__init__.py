@@ -1,6 +1,6 @@
 """zarrlake on Spark: the "zarrlake" data source (batch read and write, one commit per job),
-`write_array` (rows repartitioned by chunk, then written), and `map_regions` (cooperative
-sessions for RDD pipelines)."""
+`write_array` (rows repartitioned by chunk, then written), `map_regions` (cooperative
+sessions for RDD pipelines) and `import_virtual` (NetCDF/HDF5 archives as virtual chunks)."""
 
 from __future__ import annotations
 
@@ -15,13 +15,22 @@ from zarrlake.spark.gc import gc
 from zarrlake.spark.handles import SessionHandle
 from zarrlake.spark.layout import CHUNKS, layout_of
 from zarrlake.spark.source import ZarrLakeSource
+from zarrlake.spark.virtual import import_virtual
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from zarrlake.session import Session
 
-__all__ = ["ZarrLakeSource", "gc", "map_regions", "register", "write_array", "zarrlake_errors"]
+__all__ = [
+    "ZarrLakeSource",
+    "gc",
+    "import_virtual",
+    "map_regions",
+    "register",
+    "write_array",
+    "zarrlake_errors",
+]
 
 CHUNK_COLUMN = "__zarrlake_chunk"
 

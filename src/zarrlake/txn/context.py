@@ -28,6 +28,7 @@ from zarrlake.metastore.base import MetaStore
 from zarrlake.metastore.retrying import RetryingMetaStore
 from zarrlake.storage.base import ObjectStore
 from zarrlake.storage.retrying import RetryingObjectStore
+from zarrlake.storage.sources import SourceReader
 from zarrlake.txn.buffer import FlushPolicy
 from zarrlake.txn.records import Clock, SessionRecords
 from zarrlake.vc.gc_protocol import WriteGuard, register_dropped
@@ -105,7 +106,8 @@ class RepoContext:
     format: int = FORMAT
 
     def __post_init__(self) -> None:
-        self.objects = Objects(self.object_store, self.hash)
+        sources = SourceReader(dict(self.spec.storage_options))  # virtual chunks on S3
+        self.objects = Objects(self.object_store, self.hash, sources=sources)
         self.refs = Refs(
             self.meta,
             self.partition("refs"),

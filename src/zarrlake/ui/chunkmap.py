@@ -74,9 +74,13 @@ def build_map(
     written: Iterable,
     deleted: Iterable,
     where: MapSlice | None = None,
+    virtual: Iterable = (),
 ) -> dict:
-    """The cells of one slice of the grid, as JSON-able data for a template or a script."""
+    """The cells of one slice of the grid, as JSON-able data for a template or a script.
+    Cells whose written chunks are all `virtual` (references into source files) are of
+    kind "virtual"."""
     written_c = [c for c in written if isinstance(c, tuple)]
+    virtual_c = [c for c in virtual if isinstance(c, tuple)]
     deleted_c = [c for c in deleted if isinstance(c, tuple)]
     nd = len(grid)
     # Chunks beyond the current grid (the array shrank) still get drawn.
@@ -99,12 +103,14 @@ def build_map(
             out[(r // br, k // bc)] += 1
         return out
 
-    w, x = cells_of(written_c), cells_of(deleted_c)
+    w, x, v = cells_of(written_c), cells_of(deleted_c), cells_of(virtual_c)
     cells = []
     for rc in sorted(w.keys() | x.keys()):
         kind = "written" if rc in w else "deleted"
         if rc in w and rc in x:
             kind = "both"
+        elif kind == "written" and v[rc] == w[rc]:
+            kind = "virtual"
         cells.append({"row": rc[0], "col": rc[1], "kind": kind, "written": w[rc], "deleted": x[rc]})
     others: dict[int, list[int]] = {}
     for d in where.index:

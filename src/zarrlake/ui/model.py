@@ -73,7 +73,14 @@ def repo_stats(repo: Repo, commit_id: str) -> dict:
     core has it, else counted here through the public session API."""
     if hasattr(repo, "stats"):
         s = repo.stats(commit_id)
-        return {"commits": s.commits, "arrays": s.arrays, "chunks": s.chunks, "bytes": s.bytes}
+        return {
+            "commits": s.commits,
+            "arrays": s.arrays,
+            "chunks": s.chunks,
+            "bytes": s.bytes,
+            "virtual_chunks": s.virtual_chunks,
+            "virtual_bytes": s.virtual_bytes,
+        }
     session = repo.readonly_session(commit_id)
     every = session.list_prefix("")
     keys = [k for k in every if not (k == "zarr.json" or k.endswith("/zarr.json"))]
@@ -248,6 +255,15 @@ class Model:
             "groups": groups,
             "arrays": arrays,
         }
+
+    def virtual_chunks(self, commit_id: str, path: str, arr: zarr.Array) -> set[tuple]:
+        """Grid coordinates of the chunks of `path` that are virtual at `commit_id`."""
+        from zarrlake.vc.stats import virtual_keys
+
+        prefix = f"{path}/" if path else ""
+        keys = virtual_keys(self.repo.context.objects, commit_id, prefix + "c")
+        decode = arr.metadata.chunk_key_encoding.decode_chunk_key
+        return {tuple(decode(k[len(prefix) :])) for k in keys}
 
 
 def storage_chunks(arr: zarr.Array) -> tuple[int, ...]:

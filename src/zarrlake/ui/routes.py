@@ -120,7 +120,8 @@ class Pages:
         if arr is None:  # not an array at either side: keys drawn as a 1-D list
             grid = (max(len(written) + len(deleted), 1),)
         ms = chunkmap.parse_slice(where, grid) if where is not None else None
-        m = chunkmap.build_map(grid, written, deleted, ms)
+        virtual = self.model.virtual_chunks(b, path, arr) if arr is not None and written else ()
+        m = chunkmap.build_map(grid, written, deleted, ms, virtual)
         m.update({"path": path, "from": a, "to": b})
         if arr is not None:
             names = array_info(arr, path)["dimension_names"]

@@ -3,8 +3,10 @@
 Walks every commit reachable from one ref (or from all branches and tags), and for each
 reads the commit record, change set, snapshot root and manifest ranges straight from
 object storage (bypassing the decoded-object cache) and verifies every chunk reference
-against its content hash: chunk objects, slices of pack objects and inline bytes. Each problem
-names the object it was found in, so a damaged repository can be diagnosed and repaired.
+against its content hash: chunk objects, slices of pack objects and inline bytes. Virtual
+chunks are checked by their source's identity (size and mtime, or ETag) against the one taken
+at import, once per source. Each problem names the object it was found in, so a damaged
+repository can be diagnosed and repaired.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from zarrlake.errors import NotFoundError, ZarrLakeError, on_date
+from zarrlake.errors import InvalidInputError, NotFoundError, ZarrLakeError, on_date
 from zarrlake.format.changes import ChangeSet
 from zarrlake.format.chunk_ref import ChunkRef, RefKind, chunk_object_key
 from zarrlake.format.commit import CommitRecord
@@ -22,6 +24,7 @@ from zarrlake.format.digest import Hash, digest
 from zarrlake.format.manifest import ManifestRange
 from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.storage.base import ObjectStore
+from zarrlake.storage.sources import SourceReader
 from zarrlake.vc.objects import PREFIXES, describe
 
 _PACK_CACHE = 16
@@ -33,7 +36,7 @@ class Problem:
     """One integrity problem: the object it concerns, what kind, and a readable detail."""
 
     object: str  # e.g. "commits/<id>", "chunks/<digest>", "packs/<id>[0:100]", "branch main"
-    kind: str  # "missing", "corrupt" or "inconsistent"
+    kind: str  # "missing", "corrupt", "inconsistent" or "stale" (a changed virtual source)
     detail: str
 
     def __str__(self) -> str:
@@ -55,8 +58,16 @@ class ExpiredHistory:
 
 class _Checker:
     def __init__(
-        self, store: ObjectStore, algo: Hash, on_read: Callable[[str, int], None] | None = None
+        self,
+        store: ObjectStore,
+        algo: Hash,
+        on_read: Callable[[str, int], None] | None = None,
+        sources: SourceReader | None = None,
+        only_sources: bool = False,
     ) -> None:
+        self.sources = sources or SourceReader()
+        self.only_sources = only_sources
+        self.sources_seen: set[tuple[str, str | None]] = set()
         self.store = store
         self.algo = algo
         self.on_read = on_read
@@ -182,7 +193,33 @@ class _Checker:
         for key, ref in refs:
             self.check_chunk(mid, key, ref)
 
+    def check_source(self, key: str, ref: ChunkRef) -> None:
+        """Whether a virtual chunk's source still is what was imported (once per source)."""
+        assert ref.location is not None
+        if (ref.location, ref.identity) in self.sources_seen:
+            return
+        self.sources_seen.add((ref.location, ref.identity))
+        try:
+            now = self.sources.identity(ref.location)
+        except InvalidInputError:
+            self.report(ref.location, "missing", f"virtual source of key {key!r} is gone")
+            return
+        except ZarrLakeError as e:
+            self.report(ref.location, "missing", f"virtual source of key {key!r}: {e}")
+            return
+        if now != ref.identity:
+            self.report(
+                ref.location,
+                "stale",
+                f"virtual source of key {key!r} changed since import ({ref.identity}, now {now})",
+            )
+
     def check_chunk(self, mid: str, key: str, ref: ChunkRef) -> None:
+        if ref.kind == RefKind.VIRTUAL:
+            self.check_source(key, ref)
+            return
+        if self.only_sources:
+            return
         ident = (ref.kind, ref.location, ref.offset, ref.length, ref.digest)
         if ref.kind != RefKind.INLINE and ident in self.chunks_ok:
             return
@@ -243,12 +280,15 @@ def check_objects(
     on_read: Callable[[str, int], None] | None = None,
     algo: Hash = Hash.SHA256,
     on_expired: Callable[[ExpiredHistory], None] | None = None,
+    sources: SourceReader | None = None,
+    only_sources: bool = False,
 ) -> list[Problem]:
     """Verify every object reachable from the commits in `starts` ((commit id, label) pairs)
     and return the problems found, each once; an empty list means the repository is intact.
     `on_read(key, size)` is called for each object read, `on_expired` for each place where
-    `expire` ended a history (not a problem)."""
-    checker = _Checker(store, algo, on_read)
+    `expire` ended a history (not a problem). `sources` reads virtual sources; with
+    `only_sources`, only they are checked (format objects are still read to find them)."""
+    checker = _Checker(store, algo, on_read, sources, only_sources)
     for cid, rec in checker.commits(starts):
         checker.check_commit(cid, rec)
     for boundary in checker.expired:

@@ -24,6 +24,7 @@ from zarrlake.format.digest import Hash, digest
 from zarrlake.format.manifest import ManifestRange
 from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.storage.base import ObjectStore
+from zarrlake.storage.sources import SourceReader
 
 MANIFEST_INLINE_MAX = 64
 """Chunks at most this large are kept inside manifests rather than as objects."""
@@ -67,10 +68,15 @@ class Objects:
     """Reads and writes a repository's immutable objects through one ObjectStore."""
 
     def __init__(
-        self, store: ObjectStore, algo: Hash = Hash.SHA256, cache_entries: int = 512
+        self,
+        store: ObjectStore,
+        algo: Hash = Hash.SHA256,
+        cache_entries: int = 512,
+        sources: SourceReader | None = None,
     ) -> None:
         self.store = store
         self.algo = algo
+        self.sources = sources or SourceReader()  # where virtual chunks are read from
         self._cache = _LRU(cache_entries)
         self._snapshots = _LRU(4 * cache_entries)  # commit id -> its snapshot id, from refs
         self._inflight: dict[str, Future[object]] = {}
@@ -250,8 +256,12 @@ class Objects:
         created = self.store.put_if_absent(chunk_object_key(key), data)
         return ChunkRef.object(key, len(data)), created
 
-    def read_ref(self, ref: ChunkRef, what: str) -> bytes:
-        """The referenced bytes, verified against the reference's checksum."""
+    def read_ref(self, ref: ChunkRef, what: str) -> bytes | memoryview:
+        """The referenced bytes, verified against the reference's checksum (a virtual
+        chunk's against its source's identity at import: StaleVirtualChunkError)."""
+        if ref.kind == RefKind.VIRTUAL:
+            assert ref.location is not None
+            return self.sources.read(ref.location, ref.offset, ref.length, ref.identity)
         if ref.kind == RefKind.INLINE:
             data = ref.data or b""
         else:
@@ -291,4 +301,6 @@ def describe(ref: ChunkRef) -> str:
         return "inline"
     if ref.kind == RefKind.OBJECT:
         return chunk_object_key(ref.digest)
+    if ref.kind == RefKind.VIRTUAL:
+        return f"{ref.location}[{ref.offset}:{ref.offset + ref.length}] ({ref.identity})"
     return f"{ref.location}[{ref.offset}:{ref.offset + ref.length}]"

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
+from zarrlake.format.chunk_ref import RefKind
 from zarrlake.format.commit import CommitRecord
 from zarrlake.format.manifest import ManifestRange
 from zarrlake.format.snapshot import SnapshotRoot
@@ -17,8 +20,11 @@ class RepoStats:
     commits: int  # in the first-parent history, the initial commit included
     groups: int
     arrays: int
-    chunks: int
+    chunks: int  # stored in the repository (virtual ones not included)
     bytes: int  # of the chunks the snapshot references (stored once however often shared)
+    virtual_chunks: int = 0  # byte ranges of source files outside the repository
+    virtual_bytes: int = 0
+    virtual_sources: int = 0  # distinct source files
 
 
 def repo_stats(objects: Objects, commit_id: str) -> RepoStats:
@@ -27,7 +33,39 @@ def repo_stats(objects: Objects, commit_id: str) -> RepoStats:
     rec: CommitRecord = objects.commit(commit_id)
     root = objects.read(SnapshotRoot, rec.snapshot)
     arrays = sum(1 for doc in root.meta.values() if is_array_doc(doc))
-    size = 0
+    size = virtual = virtual_size = 0
+    sources: set[str] = set()
     for oid in root.ranges.ids:
-        size += int(objects.read(ManifestRange, oid).length.sum())
-    return RepoStats(commit_id, commits, len(root.meta) - arrays, arrays, root.ranges.total(), size)
+        rng = objects.read(ManifestRange, oid)
+        is_virtual = np.asarray(rng.kind) == RefKind.VIRTUAL
+        size += int(rng.length[~is_virtual].sum())
+        if is_virtual.any():
+            virtual += int(is_virtual.sum())
+            virtual_size += int(rng.length[is_virtual].sum())
+            sources.update(rng.locations[i] for i in np.unique(rng.loc[is_virtual]).tolist())
+    return RepoStats(
+        commit_id,
+        commits,
+        len(root.meta) - arrays,
+        arrays,
+        root.ranges.total() - virtual,
+        size,
+        virtual,
+        virtual_size,
+        len(sources),
+    )
+
+
+def virtual_keys(objects: Objects, commit_id: str, prefix: str) -> set[str]:
+    """The keys starting with `prefix` whose chunk at `commit_id` is virtual (a chunk map
+    draws them in their own colour)."""
+    root = objects.read(SnapshotRoot, objects.snapshot_of(commit_id))
+    p = prefix.encode()
+    out: set[str] = set()
+    for oid in root.ranges.ids:
+        rng = objects.read(ManifestRange, oid)
+        if not len(rng) or not (rng.kind == RefKind.VIRTUAL).any():
+            continue
+        hit = (rng.kind == RefKind.VIRTUAL) & np.char.startswith(rng.keys, p)
+        out.update(k.decode() for k in rng.keys[hit].tolist())
+    return out

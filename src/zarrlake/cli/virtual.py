@@ -1,0 +1,144 @@
+"""Virtual chunks on the command line: allowed sources, importing NetCDF4/HDF5 files,
+materializing an array's virtual chunks, and repository statistics."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from zarrlake.cli.context import console, options, print_json, short
+
+virtual_app = typer.Typer(
+    help="Virtual chunk references into NetCDF4/HDF5 files kept where they lie.\n\n"
+    "Example: zarrlake -r ./myrepo virtual sources add file:///data/era5",
+    no_args_is_help=True,
+)
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print as JSON.")]
+BranchOpt = Annotated[str, typer.Option(help="Branch to commit on.")]
+MessageOpt = Annotated[str | None, typer.Option("-m", "--message", help="Commit message.")]
+
+
+@virtual_app.command("sources")
+def sources(
+    ctx: typer.Context,
+    action: Annotated[str | None, typer.Argument(metavar="[add]", help="'add' a prefix.")] = None,
+    prefix: Annotated[
+        str | None, typer.Argument(help="URL prefix: file:///dir or s3://bucket/dir.")
+    ] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """List the URL prefixes virtual chunks may point into, or add one.
+
+    Example: zarrlake -r ./myrepo virtual sources add s3://archive/era5
+    """
+    repo = options(ctx).open()
+    if action is not None:
+        if action != "add" or prefix is None:
+            raise typer.BadParameter("use 'virtual sources' or 'virtual sources add PREFIX'")
+        repo.add_virtual_source(prefix)
+    prefixes = repo.virtual_sources()
+    if json_out:
+        print_json(prefixes)
+    elif not prefixes:
+        console.print("(no virtual sources allowed: add one with 'virtual sources add PREFIX')")
+    else:
+        for p in prefixes:
+            console.print(p, markup=False)
+
+
+def import_virtual(
+    ctx: typer.Context,
+    urls: Annotated[list[str], typer.Argument(metavar="URL...", help="file:// or s3:// URLs.")],
+    concat_dim: Annotated[str, typer.Option(help="Dimension the files follow along.")] = "time",
+    group: Annotated[str, typer.Option(help="Group to import into (default: root).")] = "",
+    branch: BranchOpt = "main",
+    message: MessageOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Import NetCDF4/HDF5 files as virtual chunks, joined along --concat-dim, in one commit.
+
+    Example: zarrlake -r ./myrepo import-virtual --concat-dim time file:///data/era5/*.nc
+    """
+    from zarrlake.virtual import import_files
+
+    repo = options(ctx).open()
+    session = repo.create_session(branch, message=message)
+    try:
+        ds = import_files(session, urls, concat_dim=concat_dim, group=group)
+        cid = session.commit(message or f"Import {len(urls)} file(s) as virtual chunks")
+    except BaseException:
+        session.abandon()
+        raise
+    refs = sum(a.refs() for a in ds.arrays.values())
+    if json_out:
+        print_json({"branch": branch, "commit": cid, "files": len(urls), "virtual_chunks": refs})
+        return
+    console.print(
+        f"{escape(branch)}: imported {len(urls)} file(s), {refs} virtual chunks, "
+        f"in [yellow]{short(cid)}[/]"
+    )
+
+
+def materialize(
+    ctx: typer.Context,
+    path: Annotated[str, typer.Argument(help="The array whose virtual chunks to copy.")],
+    branch: BranchOpt = "main",
+    message: MessageOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Copy an array's virtual chunks into the repository (one commit), so its source files
+    can be retired.
+
+    Example: zarrlake -r ./myrepo materialize t2m
+    """
+    from zarrlake.virtual import materialize as copy_chunks
+
+    repo = options(ctx).open()
+    session = repo.create_session(branch, message=message)
+    try:
+        n = copy_chunks(session, path)
+        cid = session.commit(message or f"Materialize {path}") if n else None
+        if cid is None:
+            session.abandon()
+    except BaseException:
+        session.abandon()
+        raise
+    if json_out:
+        print_json({"branch": branch, "commit": cid, "chunks": n})
+    elif cid is None:
+        console.print(f"{escape(path)} has no virtual chunks: nothing to commit")
+    else:
+        console.print(f"{escape(branch)}: copied {n} chunk(s) of {escape(path)} in {short(cid)}")
+
+
+def stats(
+    ctx: typer.Context,
+    ref: Annotated[str, typer.Argument(help="Branch, tag or commit.")] = "main",
+    json_out: JsonOpt = False,
+) -> None:
+    """Counts at REF: commits, groups, arrays, stored chunks and bytes, virtual chunks and the
+    bytes they refer to in their source files.
+
+    Example: zarrlake -r ./myrepo stats main
+    """
+    from dataclasses import asdict
+
+    s = options(ctx).open().stats(ref)
+    if json_out:
+        print_json(asdict(s))
+        return
+    console.print(
+        f"{short(s.commit_id)}: {s.commits} commits, {s.groups} groups, {s.arrays} arrays\n"
+        f"stored:  {s.chunks} chunks, {s.bytes} bytes\n"
+        f"virtual: {s.virtual_chunks} chunks, {s.virtual_bytes} bytes in "
+        f"{s.virtual_sources} source file(s)"
+    )
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(virtual_app, name="virtual")
+    app.command("import-virtual")(import_virtual)
+    app.command("materialize")(materialize)
+    app.command("stats")(stats)

@@ -1,0 +1,42 @@
+"""The command line: allowed sources, import-virtual (one commit), stats, fsck --sources,
+materialize."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import zarrlake as zl
+from tests.cli.test_cli import fails, ok, run
+from tests.virtual.conftest import urls
+
+
+def test_virtual_commands(tmp_path, archives):
+    paths = archives["netcdf4"]
+    r = str(tmp_path / "repo")
+    zl.Repo.create(r)
+    prefix = paths[0].parent.as_uri()
+    line = fails("-r", r, "import-virtual", *urls(paths))
+    assert "is outside every allowed prefix" in line
+    ok("-r", r, "virtual", "sources", "add", prefix)
+    assert json.loads(ok("-r", r, "virtual", "sources", "--json").stdout) == [prefix]
+    out = ok("-r", r, "import-virtual", "--concat-dim", "time", "--json", *urls(paths))
+    out = json.loads(out.stdout)
+    assert out["files"] == 3 and out["virtual_chunks"] == 30
+    assert zl.Repo.open(r).list_branches()["main"] == out["commit"]
+    stats = json.loads(ok("-r", r, "stats", "--json").stdout)
+    assert (stats["virtual_chunks"], stats["virtual_sources"]) == (30, 3)
+    assert "virtual: 30 chunks" in ok("-r", r, "stats").stdout
+    ok("-r", r, "fsck", "--sources")
+    st = paths[1].stat()
+    os.utime(paths[1], ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    try:
+        res = run("-r", r, "fsck", "--sources", "--json")
+        assert res.returncode == 1
+        [problem] = json.loads(res.stdout)["problems"]
+        assert problem.startswith(f"{paths[1].as_uri()}: stale: ")
+        assert "day001.nc changed since it was imported" in fails("-r", r, "materialize", "u10")
+    finally:
+        os.utime(paths[1], ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert json.loads(ok("-r", r, "materialize", "u10", "--json").stdout)["chunks"] == 3
+    assert zl.Repo.open(r).stats().virtual_chunks == 27
