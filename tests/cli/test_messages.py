@@ -77,13 +77,13 @@ def test_a_revert_that_changes_nothing_makes_no_commit(merged):
 def test_fsck_lists_each_problem_once_without_wrapping(tmp_path):
     repo = zl.Repo.create(tmp_path / "repo")
     values = np.random.default_rng(0).random(4000)
-    for name in ("a", "b"):  # the same 8000-byte chunks, packed into one pack object
+    for name in ("a", "b"):  # 8000-byte chunks, staged in one fragment object per session
         s = repo.create_session()
         zarr.open_group(s.store).create_array(name, data=values, chunks=1000)
         s.commit(f"add {name}")
     store = repo.context.object_store
-    [pack] = store.list("packs/")
-    store.delete(pack)  # its chunks are referenced by keys of both arrays, in two commits
+    pack = repo.readonly_session().lookup("a/c/0").location
+    store.delete(pack)  # its chunks are referenced by four keys, in two commits
     res = run("-r", repo.spec.location, "fsck")
     assert res.code == 1
     lines = res.stdout.splitlines()
