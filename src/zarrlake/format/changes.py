@@ -43,11 +43,12 @@ class ChangeSet:
         return len(self.keys)
 
     def encode(self, algo: Hash = Hash.SHA256) -> tuple[str, bytes]:
-        payload = columns.pack(
+        return envelope.encode_columns(
+            envelope.KIND_CHANGES,
             {"nodes": {p: n.to_json() for p, n in self.nodes.items()}},
             {"keys": self.keys, "ops": self.ops},
+            algo,
         )
-        return envelope.encode(envelope.KIND_CHANGES, payload, algo)
 
     @classmethod
     def decode(cls, oid: str, data: bytes) -> ChangeSet:

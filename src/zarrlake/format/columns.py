@@ -17,23 +17,24 @@ from zarrlake.errors import CorruptionError
 _LEN = struct.Struct("<I")
 
 
-def pack(meta: dict[str, Any], columns: dict[str, np.ndarray]) -> bytes:
+def pack(meta: dict[str, Any], columns: dict[str, np.ndarray], prefix: bytes = b"") -> bytes:
+    """`prefix`, then the header and the column buffers, copied once into the result."""
     specs = []
-    buffers = []
+    buffers: list[Any] = []
     offset = 0
     for name, arr in columns.items():
         arr = np.ascontiguousarray(arr)
         specs.append([name, arr.dtype.str, list(arr.shape), offset, arr.nbytes])
-        buffers.append(arr.tobytes())
+        buffers.append(memoryview(arr.reshape(-1).view(np.uint8)))
         offset += arr.nbytes
     header = json.dumps({"meta": meta, "columns": specs}, separators=(",", ":")).encode()
-    return _LEN.pack(len(header)) + header + b"".join(buffers)
+    return b"".join([prefix, _LEN.pack(len(header)), header, *buffers])
 
 
-def unpack(payload: bytes, what: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+def unpack(payload: bytes | memoryview, what: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     try:
         (hlen,) = _LEN.unpack_from(payload)
-        header = json.loads(payload[_LEN.size : _LEN.size + hlen])
+        header = json.loads(bytes(payload[_LEN.size : _LEN.size + hlen]))
         base = _LEN.size + hlen
         columns = {}
         for name, dtype, shape, offset, nbytes in header["columns"]:

@@ -39,7 +39,7 @@ class CommitRecord:
     def decode(cls, oid: str, data: bytes) -> CommitRecord:
         payload = envelope.decode(envelope.KIND_COMMIT, oid, data)
         try:
-            doc = json.loads(payload)
+            doc = json.loads(bytes(payload))
             doc["parents"] = tuple(doc["parents"])
             return cls(**doc)
         except (ValueError, TypeError, KeyError) as e:

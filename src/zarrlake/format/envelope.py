@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import struct
 
+import numpy as np
+
 from zarrlake.errors import CorruptionError
+from zarrlake.format import columns
 from zarrlake.format.digest import DIGEST_LENGTH, Hash, digest
 
 MAGIC = b"ZLK\x01"
@@ -38,15 +41,30 @@ def object_id(data: bytes, algo: Hash = Hash.SHA256) -> str:
     return digest(algo, data).hex()[:ID_LENGTH]
 
 
-def encode(kind: int, payload: bytes, algo: Hash = Hash.SHA256) -> tuple[str, bytes]:
-    """Frame `payload`; returns (object id, framed bytes). SHA-256 objects keep the version 1
-    frame, so their bytes and ids are what older zarrlake wrote and reads."""
+def header(kind: int, algo: Hash = Hash.SHA256) -> bytes:
+    """The frame's header. SHA-256 objects keep the version 1 frame, so their bytes and ids
+    are what older zarrlake wrote and reads."""
     if algo is Hash.SHA256:
-        header = _HEADER.pack(MAGIC, kind, 1)
-    else:
-        header = _HEADER.pack(MAGIC, kind, 2) + _HASH.pack(algo, DIGEST_LENGTH)
-    data = header + payload
-    return object_id(data, algo), data
+        return _HEADER.pack(MAGIC, kind, 1)
+    return _HEADER.pack(MAGIC, kind, 2) + _HASH.pack(algo, DIGEST_LENGTH)
+
+
+def named(framed: bytes, algo: Hash = Hash.SHA256) -> tuple[str, bytes]:
+    """(object id, framed bytes) of bytes that start with `header` (built in one piece by
+    callers that frame large payloads without copying them twice)."""
+    return object_id(framed, algo), framed
+
+
+def encode_columns(
+    kind: int, meta: dict, cols: dict[str, np.ndarray], algo: Hash = Hash.SHA256
+) -> tuple[str, bytes]:
+    """Frame a columnar payload (format/columns.py), copying the columns once."""
+    return named(columns.pack(meta, cols, header(kind, algo)), algo)
+
+
+def encode(kind: int, payload: bytes, algo: Hash = Hash.SHA256) -> tuple[str, bytes]:
+    """Frame `payload`; returns (object id, framed bytes)."""
+    return named(header(kind, algo) + payload, algo)
 
 
 def _hash_of(data: bytes) -> tuple[Hash, int]:
@@ -59,8 +77,9 @@ def _hash_of(data: bytes) -> tuple[Hash, int]:
     return Hash.SHA256, _HEADER.size
 
 
-def decode(kind: int, oid: str, data: bytes) -> bytes:
-    """Verify checksum, magic, kind and version; returns the payload."""
+def decode(kind: int, oid: str, data: bytes) -> memoryview:
+    """Verify checksum, magic, kind and version; returns the payload (a view of `data`:
+    columnar objects decode without copying it)."""
     what = f"{KIND_NAMES.get(kind, kind)} object {oid}"
     if len(data) >= _HEADER.size and data[:4] == MAGIC:
         version = _HEADER.unpack_from(data)[2]
@@ -79,4 +98,4 @@ def decode(kind: int, oid: str, data: bytes) -> bytes:
         raise CorruptionError(f"{what}: not a zarrlake object (bad magic)")
     if got_kind != kind:
         raise CorruptionError(f"{what}: is a {KIND_NAMES.get(got_kind, got_kind)} object")
-    return data[start:]
+    return memoryview(data)[start:]

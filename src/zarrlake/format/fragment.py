@@ -51,15 +51,16 @@ class FragmentIndex:
 
     def encode(self, algo: Hash = Hash.SHA256) -> tuple[str, bytes]:
         meta, cols = self.writes.columns()
-        payload = columns.pack(
+        return envelope.encode_columns(
+            envelope.KIND_FRAGMENT,
             {"writes": meta, "listed": list(self.listed)},
             {
                 **{f"w.{name}": col for name, col in cols.items()},
                 "deletes": self.deletes,
                 "reads": self.reads,
             },
+            algo,
         )
-        return envelope.encode(envelope.KIND_FRAGMENT, payload, algo)
 
     @classmethod
     def decode(cls, oid: str, data: bytes) -> FragmentIndex:

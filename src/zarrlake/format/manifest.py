@@ -82,17 +82,29 @@ class ManifestRange:
         writes = _from_refs(
             [k for k, r in changes if r is not None], [r for _, r in changes if r is not None]
         )
-        return self.apply(writes, columns.keys_array([k for k, r in changes if r is None]))
+        return list(self.apply(writes, columns.keys_array([k for k, r in changes if r is None])))
 
-    def apply(self, writes: ManifestRange, deletes: np.ndarray) -> list[ManifestRange]:
+    def apply(
+        self, writes: ManifestRange | RangeView, deletes: np.ndarray
+    ) -> Iterator[ManifestRange]:
         """This range with the entries of `writes` set and the keys in `deletes` removed,
-        split into pieces of at most 2 * TARGET_ENTRIES entries (none: the range is gone)."""
+        in pieces of at most 2 * TARGET_ENTRIES entries, made one at a time (none: the range
+        is gone). Many writes are copied out TARGET_ENTRIES at a time, so a view over
+        millions of staged entries is never materialized whole."""
         if len(self):
             gone = np.concatenate([writes.keys, deletes]) if len(deletes) else writes.keys
             kept = self.without_keys(gone)
         else:
             kept = self
-        return _concat(kept, writes)._split()
+        n = len(writes)
+        if n <= 2 * TARGET_ENTRIES:
+            yield from _concat(kept, writes.take(slice(None)))._split()
+            return
+        starts = list(range(0, n, TARGET_ENTRIES))
+        cuts = [0, *np.searchsorted(kept.keys, writes.keys[starts[1:]]).tolist(), len(kept)]
+        for j, start in enumerate(starts):
+            part = writes.take(slice(start, start + TARGET_ENTRIES))
+            yield from _concat(kept._take(slice(cuts[j], cuts[j + 1])), part)._split()
 
     def _take(self, idx: np.ndarray) -> ManifestRange:
         return ManifestRange(
@@ -107,16 +119,15 @@ class ManifestRange:
             identities=self.identities,
         )
 
-    def _split(self) -> list[ManifestRange]:
+    def _split(self) -> Iterator[ManifestRange]:
         n = len(self)
         if n == 0:
-            return []
+            return
         if n <= 2 * TARGET_ENTRIES:
-            return [self._compact()]
-        return [
-            self._take(np.arange(i, min(i + TARGET_ENTRIES, n)))._compact()
-            for i in range(0, n, TARGET_ENTRIES)
-        ]
+            yield self._compact()
+            return
+        for i in range(0, n, TARGET_ENTRIES):
+            yield self._take(slice(i, min(i + TARGET_ENTRIES, n)))._compact()
 
     def _compact(self) -> ManifestRange:
         """Drop inline bytes and location strings no entry refers to any more."""
@@ -180,7 +191,7 @@ class ManifestRange:
 
     def encode(self, algo: Hash = Hash.SHA256) -> tuple[str, bytes]:
         meta, cols = self.columns()
-        return envelope.encode(envelope.KIND_MANIFEST, columns.pack(meta, cols), algo)
+        return envelope.encode_columns(envelope.KIND_MANIFEST, meta, cols, algo)
 
     @classmethod
     def decode(cls, oid: str, data: bytes) -> ManifestRange:
@@ -193,15 +204,20 @@ class ManifestRange:
         """A range of `refs` under `keys` (given sorted and unique)."""
         return _from_refs(keys, refs)
 
-    def take(self, idx: np.ndarray) -> ManifestRange:
+    def take(self, idx: np.ndarray | slice) -> ManifestRange:
         """The entries at positions `idx` (in that order), sharing this range's buffers."""
         return self._take(idx)
+
+    def sub(self, part: slice) -> ManifestRange:
+        """A slice of the entries (shared buffers, nothing copied)."""
+        return self._take(part)
 
     def without_keys(self, keys: np.ndarray) -> ManifestRange:
         """This range less the entries whose key is in `keys`."""
         if not len(self) or not len(keys):
             return self
-        return self._take(np.flatnonzero(~np.isin(self.keys, keys)))
+        keep = ~np.isin(self.keys, keys)
+        return self if keep.all() else self._take(np.flatnonzero(keep))
 
 
 def _from_refs(keys: list[bytes], refs: list[ChunkRef]) -> ManifestRange:
@@ -251,33 +267,100 @@ def _concat(a: ManifestRange, b: ManifestRange) -> ManifestRange:
         return a
     if len(a) == 0:
         return b
-    both = concat_ranges([a, b])
-    return both._take(np.argsort(both.keys, kind="stable"))
+    return take_from([a, b], np.argsort(np.concatenate([a.keys, b.keys]), kind="stable"))
 
 
-def concat_ranges(ranges: list[ManifestRange]) -> ManifestRange:
-    """The entries of every range, in the given order (not sorted, keys not merged)."""
-    ranges = [r for r in ranges if len(r)]
-    if not ranges:
+def take_from(ranges: list[ManifestRange], positions: np.ndarray) -> ManifestRange:
+    """The entries at `positions` of the ranges laid end to end, in that order, without
+    building the concatenation (only the ranges holding some of them are read)."""
+    n = len(positions)
+    if not ranges or not n:
         return ManifestRange.empty()
-    if len(ranges) == 1:
-        return ranges[0]
+    starts = _starts(ranges)
+    perm = np.argsort(positions, kind="stable")
+    ordered = positions[perm]
+    present = np.unique(np.searchsorted(starts, ordered[[0, -1]], side="right") - 1)
+    first, last = int(present[0]), int(present[-1])
+    bounds = np.searchsorted(ordered, starts[first : last + 2])
+    width = max(r.keys.dtype.itemsize for r in ranges[first : last + 1])
+    keys = np.empty(n, f"S{width}")
+    kind = np.empty(n, np.uint8)
+    digest = np.empty((n, 32), np.uint8)
+    offset = np.empty(n, np.uint64)
+    length = np.empty(n, np.uint64)
+    loc = np.empty(n, np.int32)
     locations: list[str] = []
-    locs, offsets, inline_base = [], [], 0
-    for r in ranges:
-        locs.append(np.where(r.loc >= 0, r.loc + len(locations), -1).astype(np.int32))
-        inline = r.kind == RefKind.INLINE
-        offsets.append(np.where(inline, r.offset + np.uint64(inline_base), r.offset))
+    identities: list[str | None] = []
+    inline_parts: list[np.ndarray] = []
+    inline_base = 0
+    for j, i in enumerate(range(first, last + 1)):
+        a, b = int(bounds[j]), int(bounds[j + 1])
+        if a == b:
+            continue
+        r = ranges[i]
+        rows = ordered[a:b] - starts[i]
+        out = perm[a:b]
+        keys[out] = r.keys[rows]
+        kind[out] = r.kind[rows]
+        digest[out] = r.digest[rows]
+        length[out] = r.length[rows]
+        got = r.loc[rows]
+        loc[out] = np.where(got >= 0, got + len(locations), -1)
         locations += r.locations
-        inline_base += len(r.inline)
+        identities += [r.identity_of(k) for k in range(len(r.locations))]
+        off = r.offset[rows].copy()
+        inline = r.kind[rows] == RefKind.INLINE
+        if inline.any():
+            lens = r.length[rows][inline].astype(np.int64)
+            begin = r.offset[rows][inline].astype(np.int64)
+            gather = np.repeat(begin - (np.cumsum(lens) - lens), lens) + np.arange(lens.sum())
+            inline_parts.append(r.inline[gather])
+            off[inline] = (inline_base + np.cumsum(lens) - lens).astype(np.uint64)
+            inline_base += int(lens.sum())
+        offset[out] = off
     return ManifestRange(
-        keys=np.concatenate([r.keys for r in ranges]),
-        kind=np.concatenate([r.kind for r in ranges]),
-        digest=np.concatenate([r.digest for r in ranges]),
-        offset=np.concatenate(offsets).astype(np.uint64),
-        length=np.concatenate([r.length for r in ranges]),
-        loc=np.concatenate(locs),
+        keys=keys,
+        kind=kind,
+        digest=digest,
+        offset=offset,
+        length=length,
+        loc=loc,
         locations=tuple(locations),
-        inline=np.concatenate([r.inline for r in ranges]),
-        identities=_identities([r.identity_of(i) for r in ranges for i in range(len(r.locations))]),
+        inline=np.concatenate(inline_parts) if inline_parts else np.zeros(0, np.uint8),
+        identities=_identities(identities),
     )
+
+
+def _starts(ranges: list[ManifestRange]) -> np.ndarray:
+    return np.cumsum([0] + [len(r) for r in ranges])
+
+
+@dataclass(frozen=True)
+class RangeView:
+    """Entries picked from several ranges, in key order, copied out only a slice at a time
+    (`take`): a commit of millions of staged chunks reads them from the fragments' indexes
+    as it writes each manifest range, instead of holding a second copy of them all."""
+
+    sources: list[ManifestRange]
+    positions: np.ndarray  # into the sources laid end to end, in key order
+    keys: np.ndarray  # the picked keys, sorted
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    def take(self, idx: slice | np.ndarray) -> ManifestRange:
+        """The picked entries at `idx`, copied out of the sources."""
+        return take_from(self.sources, self.positions[idx])
+
+    def sub(self, part: slice) -> RangeView:
+        """The view of a slice of the picked entries (nothing copied)."""
+        return RangeView(self.sources, self.positions[part], self.keys[part])
+
+    def without_keys(self, keys: np.ndarray) -> RangeView:
+        if not len(self) or not len(keys):
+            return self
+        keep = ~np.isin(self.keys, keys)
+        return RangeView(self.sources, self.positions[keep], self.keys[keep])
+
+    def ref_at(self, i: int) -> ChunkRef:
+        return self.take(slice(i, i + 1)).ref_at(0)

@@ -18,12 +18,13 @@ from zarrlake.errors import NotFoundError
 from zarrlake.format import columns
 from zarrlake.format.chunk_ref import ChunkRef, RefKind
 from zarrlake.format.fragment import FragmentIndex, FragmentRecord
-from zarrlake.format.manifest import ManifestRange, concat_ranges
+from zarrlake.format.manifest import ManifestRange, RangeView, take_from
 from zarrlake.metastore.checks import prefix_upper_bound
 from zarrlake.vc.objects import Objects
 
 _NO_KEYS = columns.keys_array([])
-CACHED_ENTRIES = 4_000_000
+_NO_POSITIONS = np.zeros(0, np.int32)
+CACHED_ENTRIES = 500_000
 """Staged entries whose fragment indexes a handle keeps decoded for reads."""
 
 
@@ -38,7 +39,7 @@ def accepted(
 class Merged:
     """Every worker's chunk changes merged."""
 
-    writes: ManifestRange
+    writes: RangeView
     deletes: np.ndarray
     clashes: list[str]  # keys two workers changed differently
     reads: list[str]
@@ -59,6 +60,11 @@ class StagedFragments:
         cached = self._cache.get(record.location)
         if cached is not None:
             return cached
+        index = self._read(record)
+        self.remember(record, index)
+        return index
+
+    def _read(self, record: FragmentRecord) -> FragmentIndex:
         try:
             if record.blob is not None:
                 data = record.blob[record.index_offset :]
@@ -68,9 +74,7 @@ class StagedFragments:
             raise NotFoundError(
                 f"staged fragment {record.location} of writer {record.writer} is missing"
             ) from None
-        index = FragmentIndex.decode(record.index_id, data)
-        self.remember(record, index)
-        return index
+        return FragmentIndex.decode(record.index_id, data)
 
     def remember(self, record: FragmentRecord, index: FragmentIndex) -> None:
         if len(index) < CACHED_ENTRIES:
@@ -113,53 +117,81 @@ class StagedFragments:
 
     def gather(self, records: list[FragmentRecord]) -> Merged:
         """Merge the fragments of `records`: per key, each writer's latest change; a key two
-        writers changed differently (other bytes, or a write and a delete) is a clash."""
+        writers changed differently (other bytes, or a write and a delete) is a clash. Only
+        the key columns are merged; the writes are a view that the commit copies out of the
+        fragments' indexes one manifest range at a time (a commit of millions of chunks
+        holds its change list once, not twice)."""
         records = sorted(records, key=lambda r: (r.writer, r.seq))
-        indexes = self.indexes(records)
+        indexes = self.objects.map(self.read_index, records)  # not cached: read once
         reads = sorted({bytes(k).decode() for i in indexes for k in i.reads})
         listed = sorted({p for i in indexes for p in i.listed})
-        writes = concat_ranges([i.writes for i in indexes])
-        deletes = np.concatenate([i.deletes for i in indexes]) if indexes else _NO_KEYS
         blobs = [(r.location, r.blob) for r in records if r.needs_object and r.blob is not None]
-        if not len(writes) + len(deletes):
-            return Merged(writes, _NO_KEYS, [], reads, listed, blobs)
+        writes = [i.writes for i in indexes]
+        deleted = [i.deletes for i in indexes]
+        if not sum(len(w) + len(d) for w, d in zip(writes, deleted, strict=True)):
+            return Merged(
+                RangeView([], _NO_POSITIONS, _NO_KEYS), _NO_KEYS, [], reads, listed, blobs
+            )
+        del indexes
         # One row per entry, fragment by fragment in (writer, flush) order; a row's `source`
         # is its position among the writes, or -1 - its position among the deletes.
         parts_keys, parts_source, parts_owner = [], [], []
         w = d = 0
         owners = {wr: n for n, wr in enumerate(sorted({r.writer for r in records}))}
-        for rec, index in zip(records, indexes, strict=True):
-            nw, nd = len(index.writes), len(index.deletes)
-            parts_keys += [index.writes.keys, index.deletes]
-            parts_source += [np.arange(w, w + nw), -1 - np.arange(d, d + nd)]
+        for rec, rng, dels in zip(records, writes, deleted, strict=True):
+            nw, nd = len(rng), len(dels)
+            parts_keys += [rng.keys, dels]
+            parts_source += [
+                np.arange(w, w + nw, dtype=np.int32),
+                -1 - np.arange(d, d + nd, dtype=np.int32),
+            ]
             parts_owner.append(np.full(nw + nd, owners[rec.writer], np.int32))
             w, d = w + nw, d + nd
         keys = np.concatenate(parts_keys)
+        del parts_keys
         order = np.argsort(keys, kind="stable")  # sorted runs: merges them, keeps flush order
         keys = keys[order]
         source = np.concatenate(parts_source)[order]
+        del parts_source
         owner = np.concatenate(parts_owner)[order]
-        del order, parts_keys, parts_source, parts_owner
+        del order, parts_owner
         # the last row of each (key, writer) run is that writer's latest change of the key
         last = np.ones(len(keys), bool)
         last[:-1] = (keys[1:] != keys[:-1]) | (owner[1:] != owner[:-1])
-        keys, source = keys[last], source[last]
+        del owner
+        if not last.all():  # a writer changed some key twice
+            keys, source = keys[last], source[last]
+        del last
         final = np.ones(len(keys), bool)
         final[:-1] = keys[1:] != keys[:-1]
-        clashes = _clashes(writes, keys, source, final)
-        chosen = source[final]
+        if final.all():  # no key changed by two writers: no clash, every row counts
+            clashes: list[str] = []
+        else:
+            clashes = _clashes(writes, keys, source, final)
+            keys, source = keys[final], source[final]
+        del final
+        written = source >= 0
+        if written.all():
+            view, gone = RangeView(writes, source, keys), _NO_KEYS
+        else:
+            view, gone = RangeView(writes, source[written], keys[written]), keys[~written]
         return Merged(
-            writes.take(chosen[chosen >= 0]),
-            deletes[-1 - chosen[chosen < 0]],
+            view,
+            gone,
             clashes,
             reads,
             listed,
             blobs,
         )
 
+    def read_index(self, record: FragmentRecord) -> FragmentIndex:
+        """A fragment's index, from the cache or read (and not cached)."""
+        cached = self._cache.get(record.location)
+        return cached if cached is not None else self._read(record)
+
 
 def _clashes(
-    writes: ManifestRange, keys: np.ndarray, source: np.ndarray, final: np.ndarray
+    writes: list[ManifestRange], keys: np.ndarray, source: np.ndarray, final: np.ndarray
 ) -> list[str]:
     """Keys whose writers' latest changes differ (compared with the run's final row)."""
     several = ~final | np.concatenate([[False], ~final[:-1]])
@@ -171,9 +203,8 @@ def _clashes(
     differ = (a < 0) != (b < 0)
     both = (a >= 0) & (b >= 0)
     if both.any():
-        differ[both] = (writes.digest[a[both]] != writes.digest[b[both]]).any(axis=1) | (
-            writes.length[a[both]] != writes.length[b[both]]
-        )
+        ra, rb = take_from(writes, a[both]), take_from(writes, b[both])
+        differ[both] = (ra.digest != rb.digest).any(axis=1) | (ra.length != rb.length)
     return sorted({bytes(k).decode() for k in keys[pos[differ]]})
 
 

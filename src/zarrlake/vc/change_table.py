@@ -15,7 +15,7 @@ import numpy as np
 from zarrlake.format import columns
 from zarrlake.format.changes import DELETE, WRITE
 from zarrlake.format.chunk_ref import ChunkRef
-from zarrlake.format.manifest import ManifestRange
+from zarrlake.format.manifest import ManifestRange, RangeView
 from zarrlake.format.snapshot import is_meta_key
 
 Change = tuple[str, ChunkRef | None]
@@ -27,7 +27,7 @@ class ChangeTable:
     """Changes to metadata documents (key -> document, None: deleted) and to chunks."""
 
     meta: dict[str, bytes | None] = field(default_factory=dict)
-    writes: ManifestRange = field(default_factory=ManifestRange.empty)  # sorted, unique keys
+    writes: ManifestRange | RangeView = field(default_factory=ManifestRange.empty)  # sorted
     deletes: np.ndarray = field(default_factory=lambda: columns.keys_array([]))  # sorted
 
     @classmethod
@@ -55,7 +55,8 @@ class ChangeTable:
         """Every change as a (key, reference or None) pair, in key order; `inline` makes
         the reference of a metadata document (with the repository's digest)."""
         out: list[Change] = [(k, None if d is None else inline(d)) for k, d in self.meta.items()]
-        out += [(bytes(k).decode(), self.writes.ref_at(i)) for i, k in enumerate(self.writes.keys)]
+        writes = self.writes.take(slice(None))
+        out += [(bytes(k).decode(), writes.ref_at(i)) for i, k in enumerate(writes.keys)]
         out += [(bytes(k).decode(), None) for k in self.deletes]
         return sorted(out, key=lambda kv: kv[0].encode())
 
@@ -65,18 +66,20 @@ class ChangeTable:
     def keys_and_ops(self) -> tuple[np.ndarray, np.ndarray]:
         """Every changed key (sorted) with its op (WRITE or DELETE)."""
         meta_keys = sorted(self.meta)
-        keys = np.concatenate(
-            [
-                columns.keys_array([k.encode() for k in meta_keys]),
-                self.writes.keys,
-                self.deletes,
-            ]
+        mkeys = columns.keys_array([k.encode() for k in meta_keys])
+        mops = np.array(
+            [WRITE if self.meta[k] is not None else DELETE for k in meta_keys], np.uint8
         )
+        if not len(self.deletes):  # the usual case: documents slot into the sorted writes
+            at = np.searchsorted(self.writes.keys, mkeys)
+            width = max(mkeys.dtype.itemsize, self.writes.keys.dtype.itemsize)
+            keys = np.insert(self.writes.keys.astype(f"S{width}", copy=False), at, mkeys)
+            ops = np.insert(np.full(len(self.writes), WRITE, np.uint8), at, mops)
+            return keys, ops
+        keys = np.concatenate([mkeys, self.writes.keys, self.deletes])
         ops = np.concatenate(
             [
-                np.array(
-                    [WRITE if self.meta[k] is not None else DELETE for k in meta_keys], np.uint8
-                ),
+                mops,
                 np.full(len(self.writes), WRITE, np.uint8),
                 np.full(len(self.deletes), DELETE, np.uint8),
             ]

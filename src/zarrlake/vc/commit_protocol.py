@@ -49,6 +49,13 @@ class CommitTimeoutError(ZarrLakeError):
 # building snapshots ------------------------------------------------------------------
 
 
+WRITE_BATCH = 64
+"""Manifest ranges a large commit writes per round while it makes the rest (so its memory
+holds a batch of them, not all)."""
+CACHED_ENTRIES = 100_000
+"""Commits of at most this many chunk changes keep their new ranges decoded in the cache."""
+
+
 def _groups(idx: RangeIndex, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(range ids touched, start of each one's run in `keys`): sorted keys fall into the
     ranges of `idx` in runs (range -1: before the first range, or no ranges at all)."""
@@ -83,39 +90,39 @@ def drop_unchanged(objects: Objects, parent: SnapshotRoot, changes: ChangeTable)
         return ChangeTable(meta, writes, deletes)
     w, d = _slices(idx, writes.keys), _slices(idx, deletes)
     touched = sorted(set(w) | set(d))
-    ranges = dict(
-        zip(
-            touched,
-            objects.map(lambda i: objects.read(ManifestRange, idx.ids[i]), touched),
-            strict=True,
-        )
-    )
     same_writes: list[np.ndarray] = []
     present_deletes: list[np.ndarray] = []
-    for i, rng in ranges.items():
-        if i in w and len(rng):
-            part = w[i]
-            keys = writes.keys[part]
-            pos = np.minimum(np.searchsorted(rng.keys, keys), len(rng) - 1)
-            hit = rng.keys[pos] == keys
-            same = hit & (rng.length[pos] == writes.length[part])
-            same &= (rng.digest[pos] == writes.digest[part]).all(axis=1)
-            same_writes.append(keys[same])
-        if i in d and len(rng):
-            keys = deletes[d[i]]
-            pos = np.minimum(np.searchsorted(rng.keys, keys), len(rng) - 1)
-            present_deletes.append(keys[rng.keys[pos] == keys])
-    if same_writes:
-        writes = writes.without_keys(np.concatenate(same_writes))
+    for at in range(0, len(touched), WRITE_BATCH):  # a batch of base ranges at a time
+        group = touched[at : at + WRITE_BATCH]
+        ranges = objects.map(lambda i: objects.read(ManifestRange, idx.ids[i]), group)
+        for i, rng in zip(group, ranges, strict=True):
+            if i in w:
+                ours = writes.take(w[i])
+                keys = ours.keys
+                pos = np.minimum(np.searchsorted(rng.keys, keys), len(rng) - 1)
+                same = (rng.keys[pos] == keys) & (rng.length[pos] == ours.length)
+                same &= (rng.digest[pos] == ours.digest).all(axis=1)
+                same_writes.append(keys[same])
+            if i in d:
+                keys = deletes[d[i]]
+                pos = np.minimum(np.searchsorted(rng.keys, keys), len(rng) - 1)
+                present_deletes.append(keys[rng.keys[pos] == keys])
+    same = np.concatenate(same_writes) if same_writes else writes.keys[:0]
+    if len(same):
+        writes = writes.without_keys(same)
     deletes = np.concatenate(present_deletes) if present_deletes else deletes[:0]
     return ChangeTable(meta, writes, np.sort(deletes))
 
 
 def apply_changes(
-    objects: Objects, parent: SnapshotRoot, changes: ChangeTable
+    objects: Objects,
+    parent: SnapshotRoot,
+    changes: ChangeTable,
+    write: Callable[[list[Blob]], None] | None = None,
 ) -> tuple[SnapshotRoot, list[Blob]]:
-    """`parent` with `changes` applied, and the new manifest ranges to write: only the
-    ranges the changes fall into are rewritten."""
+    """`parent` with `changes` applied, and the new manifest ranges still to write: only
+    the ranges the changes fall into are rewritten. With `write`, ranges are handed to it in
+    batches as they are made, and only the last batch is returned."""
     meta = dict(parent.meta)
     for key, doc in changes.meta.items():
         if doc is None:
@@ -129,31 +136,40 @@ def apply_changes(
     w, d = _slices(idx, writes.keys), _slices(idx, deletes)
     touched = sorted(set(w) | set(d))
     empty = slice(0, 0)
-
-    def rebuild(i: int) -> list[ManifestRange]:
-        base = objects.read(ManifestRange, idx.ids[i]) if i >= 0 else ManifestRange.empty()
-        return base.apply(writes.take(w.get(i, empty)), deletes[d.get(i, empty)])
-
-    rebuilt = dict(zip(touched, objects.map(rebuild, touched), strict=True))
-    new_ranges = [r for pieces in rebuilt.values() for r in pieces]
-    encoded = objects.map(objects.encode, new_ranges)
-    ids = {id(r): oid for r, (oid, _) in zip(new_ranges, encoded, strict=True)}
-
+    cache = len(writes) + len(deletes) <= CACHED_ENTRIES
+    pending: list[Blob] = []
+    rebuilt: dict[int, list[tuple[bytes, str, int]]] = {}
+    for at in range(0, len(touched), WRITE_BATCH):  # base ranges read in parallel, a batch
+        group = touched[at : at + WRITE_BATCH]
+        bases = objects.map(
+            lambda i: objects.read(ManifestRange, idx.ids[i]), [i for i in group if i >= 0]
+        )
+        base_of = dict(zip([i for i in group if i >= 0], bases, strict=True))
+        for i in group:
+            base = base_of.get(i) or ManifestRange.empty()
+            made = rebuilt[i] = []
+            for piece in base.apply(writes.sub(w.get(i, empty)), deletes[d.get(i, empty)]):
+                oid, blob = objects.encode(piece, cache)
+                made.append((piece.first_key, oid, len(piece)))
+                pending.append(blob)
+                if write is not None and len(pending) >= WRITE_BATCH:
+                    write(pending)
+                    pending = []
     first: list[bytes] = []
     oids: list[str] = []
     counts: list[int] = []
     for i in range(-1, len(idx)):
         if i in rebuilt:
-            for r in rebuilt[i]:
-                first.append(r.first_key)
-                oids.append(ids[id(r)])
-                counts.append(len(r))
+            for key, oid, n in rebuilt[i]:
+                first.append(key)
+                oids.append(oid)
+                counts.append(n)
         elif i >= 0:
             first.append(bytes(idx.first_keys[i]))
             oids.append(idx.ids[i])
             counts.append(int(idx.counts[i]))
     ranges = RangeIndex(columns.keys_array(first), tuple(oids), np.array(counts, np.uint64))
-    return SnapshotRoot(meta, ranges), [blob for _, blob in encoded]
+    return SnapshotRoot(meta, ranges), pending
 
 
 def classify(old: bytes | None, new: bytes | None) -> NodeChange | None:
@@ -365,7 +381,7 @@ class CommitProtocol:
         hashes known before any write); the branch moves only after all of them are durable,
         so until then even the commit record is unreachable. Staged chunk bytes are not
         copied: the manifests point into the fragments that staged them."""
-        root, range_blobs = apply_changes(self.objects, parent_root, changes)
+        root, range_blobs = apply_changes(self.objects, parent_root, changes, self.objects.put_all)
         snapshot_id, root_blob = self.objects.encode(root)
         if change_set_ is None:  # rebased: the change set is against the new parent
             change_set_ = change_set(changes, parent_root.meta)

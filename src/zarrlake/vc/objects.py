@@ -87,11 +87,13 @@ class Objects:
     # format objects --------------------------------------------------------------------
 
     def encode[T: (ManifestRange, SnapshotRoot, ChangeSet, CommitRecord)](
-        self, obj: T
+        self, obj: T, cache: bool = True
     ) -> tuple[str, Blob]:
-        """(object id, blob to write) for `obj`; the decoded object is cached under its id."""
+        """(object id, blob to write) for `obj`; the decoded object is cached under its id
+        (unless `cache` is false: a commit of millions of entries would fill the cache)."""
         oid, data = obj.encode(self.algo)
-        self._cache.put(oid, obj)
+        if cache:
+            self._cache.put(oid, obj)
         return oid, (f"{PREFIXES[type(obj)]}/{oid}", data)
 
     def write[T: (ManifestRange, SnapshotRoot, ChangeSet, CommitRecord)](self, obj: T) -> str:
