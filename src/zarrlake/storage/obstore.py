@@ -21,6 +21,7 @@ from obstore.exceptions import (
 )
 
 from zarrlake.errors import (
+    CASFailedError,
     ConfigurationError,
     InvalidInputError,
     NotFoundError,
@@ -189,6 +190,38 @@ class ObstoreObjectStore(ObjectStoreBackend):
                 return False
             self._raise(exc, "PUT", key)
         return True
+
+    def _get_tagged(self, key: str) -> tuple[bytes, str]:
+        def read() -> tuple[bytes, str]:
+            result = obs.get(self.store, key)
+            return bytes(result.bytes()), result.meta.get("e_tag") or ""
+
+        data, tag = self._call("GET", key, read)
+        if not tag:
+            raise StorageError(f"GET {key!r} on {self.url} returned no entity tag (ETag)")
+        return data, tag
+
+    def _put_if(self, key: str, data: bytes, tag: str | None) -> str:
+        mode: Any = "create" if tag is None else {"e_tag": tag}
+        refused = f"conditional write of {key!r} on {self.url} refused: " + (
+            "it exists" if tag is None else "it changed (or is gone) since it was read"
+        )
+        try:
+            result = obs.put(self._create_store, key, data, mode=mode, use_multipart=False)
+        except (AlreadyExistsError, PreconditionError):
+            raise CASFailedError(refused) from None
+        except NotImplementedError:
+            raise ConfigurationError(
+                f"{self.url} does not support conditional updates (replace-if-unchanged)"
+            ) from None
+        except (BaseError, OSError, ValueError) as exc:
+            if _status(str(exc)) == 412 or "PreconditionFailed" in str(exc):
+                raise CASFailedError(refused) from None
+            self._raise(exc, "PUT", key)
+        new = result.get("e_tag")
+        if not new:
+            raise StorageError(f"PUT {key!r} on {self.url} returned no entity tag (ETag)")
+        return new
 
     def _delete(self, key: str) -> None:
         try:
