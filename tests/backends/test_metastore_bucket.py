@@ -8,7 +8,6 @@ from urllib.parse import urlencode
 
 import pytest
 
-from tests.fixtures.s3 import s3_options
 from zarrlake.testing.metastore import MetaStoreTests
 from zarrlake.testing.metastore_shared import SharedMetaStoreTests
 

@@ -48,8 +48,16 @@ from zarrlake.errors import (
 )
 from zarrlake.metastore import register
 from zarrlake.metastore.base import Item, MetaStoreBackend
-from zarrlake.metastore.bucket_format import Head, PageRef, Run, Table, decode_head, decode_page
-from zarrlake.metastore.bucket_format import encode_head, encode_page
+from zarrlake.metastore.bucket_format import (
+    Head,
+    PageRef,
+    Run,
+    Table,
+    decode_head,
+    decode_page,
+    encode_head,
+    encode_page,
+)
 from zarrlake.metastore.bucket_runs import INLINE_BYTES, Load, flush, lookup, merge, paginate, scan
 from zarrlake.retry import DEFAULT_POLICY, RetryPolicy
 from zarrlake.storage import ObjectStore, open_storage
@@ -253,9 +261,8 @@ class BucketMetaStore(MetaStoreBackend):
         pending: _Prepared | None = None
         deadline = time.monotonic() + BUSY_TIMEOUT
         for attempt in range(1_000_000):
-            if pending is None or (
-                not uncertain and pending.created and time.monotonic() - pending.made > PREPARED_MAX_AGE
-            ):
+            stale = pending is not None and time.monotonic() - pending.made > PREPARED_MAX_AGE
+            if pending is None or (stale and pending.created and not uncertain):
                 if pending is not None:
                     self._discard(names, pending)
                 try:
@@ -362,9 +369,7 @@ class BucketMetaStore(MetaStoreBackend):
             self._store.put(names.page(page_id), encode_page(page))
             with self._lock:
                 self._pages[names.page(page_id)] = page
-            pages.append(
-                PageRef(page_id, page.keys[0], page.keys[-1], len(page), page.size)
-            )
+            pages.append(PageRef(page_id, page.keys[0], page.keys[-1], len(page), page.size))
         return Run(tuple(pages)) if pages else None
 
     def _landed(self, names: _Names, pending: _Prepared, head: Head | None, tag: str) -> None:
@@ -458,7 +463,9 @@ def _typed(name: str, text: str, kind: Any) -> Any:
         if kind == (int, float):
             return float(text)
     except ValueError:
-        raise InvalidInputError(f"bucket metastore URL option {name}={text!r} is malformed") from None
+        raise InvalidInputError(f"bucket metastore URL option {name}={text!r} is malformed") from (
+            None
+        )
     return text
 
 

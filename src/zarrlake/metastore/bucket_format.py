@@ -105,9 +105,7 @@ class _Writer:
         n = len(t.keys)
         self.u32(n)
         self.buf += struct.pack(f"<{n}I", *map(len, t.keys))
-        self.buf += struct.pack(
-            f"<{n}I", *(TOMBSTONE if v is None else len(v) for v in t.values)
-        )
+        self.buf += struct.pack(f"<{n}I", *(TOMBSTONE if v is None else len(v) for v in t.values))
         self.buf += struct.pack(f"<{n}Q", *t.versions)
         self.buf += b"".join(t.keys)
         self.buf += b"".join(v for v in t.values if v is not None)

@@ -54,8 +54,9 @@ class ObjectStore(ABC):
         return True
 
     def get_tagged(self, key: str) -> tuple[bytes, str]:
-        """The object's bytes and its entity tag, which every write changes; NotFoundError if
-        absent. ConfigurationError on a store without conditional updates (see `put_if`)."""
+        """The object's bytes and its entity tag (ETag); NotFoundError if absent. A write of
+        other bytes changes the tag (on S3 it is the bytes' MD5, so bytes that must be told
+        apart must differ). ConfigurationError on a store without conditional updates."""
         raise _no_conditional_updates(self)
 
     def put_if(self, key: str, data: bytes, tag: str | None) -> str:

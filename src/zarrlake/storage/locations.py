@@ -142,7 +142,8 @@ def open_s3(location: str, options: dict[str, Any]) -> ObjectStore:
         )
     except Exception as exc:  # obstore raises its own types and ValueError
         raise ConfigurationError(f"cannot configure {url}: {summarise(exc)}") from exc
-    return ObstoreObjectStore(store, url, create_store=create_store)
+    recipe = (location, tuple(sorted(options.items())))
+    return ObstoreObjectStore(store, url, create_store=create_store, recipe=recipe)
 
 
 register("file", open_local)

@@ -7,6 +7,8 @@ obstore's exceptions onto zarrlake's, with one-line messages that name the key a
 
 from __future__ import annotations
 
+import functools
+import os
 import re
 from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
@@ -29,7 +31,9 @@ from zarrlake.errors import (
     TransientError,
     ZarrLakeError,
 )
+from zarrlake.forksafe import PerProcess
 from zarrlake.storage.base import ByteRange, ObjectStoreBackend
+from zarrlake.storage.forked import Helper, Recipe
 
 MULTIPART_THRESHOLD = 64 * 1024 * 1024
 """Objects larger than this are uploaded in parts; smaller ones in one request (no orphaned
@@ -74,6 +78,33 @@ def _status(text: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+_runtime_pid: int | None = None
+"""The process whose obstore runtime is running (set at the first call)."""
+
+
+def _forksafe[F: Callable[..., Any]](primitive: F) -> F:
+    """Run the primitive in this process, or, in a process forked after obstore's runtime
+    started, in the store's helper process (storage/forked.py)."""
+    name = primitive.__name__
+
+    @functools.wraps(primitive)
+    def run(self: ObstoreObjectStore, *args: Any) -> Any:
+        global _runtime_pid
+        pid = os.getpid()
+        if _runtime_pid is None:
+            _runtime_pid = pid
+        if _runtime_pid == pid or self._helper is None:
+            return primitive(self, *args)
+        helper = self._helper.get()
+        if helper.dead:
+            self._helper.take()
+            helper = self._helper.get()
+        value = helper.call(name, *args)
+        return iter(value) if name == "_list" else value
+
+    return run  # type: ignore[return-value]
+
+
 class ObstoreObjectStore(ObjectStoreBackend):
     """An ObjectStore backed by an obstore store (LocalStore, MemoryStore, S3Store, ...).
 
@@ -83,9 +114,13 @@ class ObstoreObjectStore(ObjectStoreBackend):
     retried blindly into a misleading "already exists".
     """
 
-    def __init__(self, store: Any, url: str, *, create_store: Any = None) -> None:
+    def __init__(
+        self, store: Any, url: str, *, create_store: Any = None, recipe: Recipe | None = None
+    ) -> None:
         self.store = store
         self.url = url
+        # How a forked child reaches the same store (None: in-memory, usable after fork).
+        self._helper = None if recipe is None else PerProcess(lambda: Helper(recipe))
         self._create_store = store if create_store is None else create_store
         self._bucket = url[5:].split("/", 1)[0] if url.startswith("s3://") else None
         self._bucket_ok = self._bucket is None
@@ -157,6 +192,7 @@ class ObstoreObjectStore(ObjectStoreBackend):
         except (BaseError, OSError, ValueError) as exc:
             self._raise(exc, "HEAD", key)
 
+    @_forksafe
     def _get(self, key: str, byte_range: ByteRange | None) -> bytes:
         if byte_range is None:
             return bytes(self._call("GET", key, lambda: obs.get(self.store, key).bytes()))
@@ -174,10 +210,12 @@ class ObstoreObjectStore(ObjectStoreBackend):
                 return b""
             self._raise(exc, "GET", key)
 
+    @_forksafe
     def _put(self, key: str, data: bytes) -> None:
         multipart = len(data) > MULTIPART_THRESHOLD
         self._call("PUT", key, lambda: obs.put(self.store, key, data, use_multipart=multipart))
 
+    @_forksafe
     def _put_if_absent(self, key: str, data: bytes) -> bool:
         try:
             obs.put(self._create_store, key, data, mode="create", use_multipart=False)
@@ -191,6 +229,7 @@ class ObstoreObjectStore(ObjectStoreBackend):
             self._raise(exc, "PUT", key)
         return True
 
+    @_forksafe
     def _get_tagged(self, key: str) -> tuple[bytes, str]:
         def read() -> tuple[bytes, str]:
             result = obs.get(self.store, key)
@@ -201,6 +240,7 @@ class ObstoreObjectStore(ObjectStoreBackend):
             raise StorageError(f"GET {key!r} on {self.url} returned no entity tag (ETag)")
         return data, tag
 
+    @_forksafe
     def _put_if(self, key: str, data: bytes, tag: str | None) -> str:
         mode: Any = "create" if tag is None else {"e_tag": tag}
         refused = f"conditional write of {key!r} on {self.url} refused: " + (
@@ -223,6 +263,7 @@ class ObstoreObjectStore(ObjectStoreBackend):
             raise StorageError(f"PUT {key!r} on {self.url} returned no entity tag (ETag)")
         return new
 
+    @_forksafe
     def _delete(self, key: str) -> None:
         try:
             obs.delete(self.store, key)
@@ -233,6 +274,7 @@ class ObstoreObjectStore(ObjectStoreBackend):
             if not _is_path_clash(exc):  # no object can exist there: nothing to delete
                 self._raise(exc, "DELETE", key)
 
+    @_forksafe
     def _list(self, prefix: str) -> Iterator[str]:
         # obstore matches whole segments only, so list the enclosing "directory" and filter.
         parent = prefix.rstrip("/") if prefix.endswith("/") else prefix.rpartition("/")[0]
@@ -245,6 +287,7 @@ class ObstoreObjectStore(ObjectStoreBackend):
         except (BaseError, OSError, ValueError) as exc:
             self._raise(exc, "LIST", prefix)
 
+    @_forksafe
     def _exists(self, key: str) -> bool:
         try:
             self._head(key)
