@@ -64,9 +64,9 @@ from zarrlake.storage import ObjectStore, open_storage
 from zarrlake.storage.retrying import RetryingObjectStore
 
 ROOT = "meta"
-RECENT = 64
+RECENT = 128
 """Ids of the last writes a head remembers, for reading back a write whose reply was lost."""
-SETTLE = RetryPolicy(attempts=None, base_delay=0.01, max_delay=1.0, timeout=60.0)
+SETTLE = RetryPolicy(attempts=None, base_delay=0.002, max_delay=1.0, timeout=60.0)
 """How long a writer keeps reading back after a lost reply before it says it cannot tell."""
 BUSY_TIMEOUT = 60.0
 """Seconds a write keeps retrying while other writes to the partition keep winning."""
@@ -127,7 +127,8 @@ class _Prepared:
     created: list[str]
     retired: list[str]
     made: float
-    cas: tuple[bytes, int] | None
+    cas: tuple[bytes, int | None, int] | None
+    """For a compare-and-swap: (key, the version it expects, the version it writes)."""
 
 
 class BucketMetaStore(MetaStoreBackend):
@@ -161,6 +162,11 @@ class BucketMetaStore(MetaStoreBackend):
         """The metastore kept under the repository location `location`."""
         store = open_storage(location, retry_policy=None, **storage_options)
         return cls(store, url or f"bucket+{location}", (location, dict(storage_options)))
+
+    @property
+    def store(self) -> ObjectStore:
+        """The object storage this metastore keeps its objects in (under meta/)."""
+        return self._raw
 
     def __reduce__(self) -> tuple[Any, ...]:
         if self._reopen is None:
@@ -244,9 +250,11 @@ class BucketMetaStore(MetaStoreBackend):
                 )
             return [(key, value)], []
 
-        return self._mutate(partition, plan, cas_key=key)[0]
+        return self._mutate(partition, plan, cas=(key, expected))[0]
 
-    def _mutate(self, partition: str, plan: Plan, cas_key: bytes | None = None) -> list[int]:
+    def _mutate(
+        self, partition: str, plan: Plan, cas: tuple[bytes, int | None] | None = None
+    ) -> list[int]:
         """Apply what `plan` decides on the current head as one conditional write of it;
         returns the new versions of the written keys, in order."""
         self._check_open()
@@ -266,7 +274,7 @@ class BucketMetaStore(MetaStoreBackend):
                 if pending is not None:
                     self._discard(names, pending)
                 try:
-                    pending = self._prepare(names, head, plan, txn, cas_key)
+                    pending = self._prepare(names, head, plan, txn, cas)
                 except CASFailedError:
                     if fresh:
                         raise
@@ -294,7 +302,7 @@ class BucketMetaStore(MetaStoreBackend):
             if landed is None:
                 raise TransientError(
                     f"{self.url}: cannot tell whether a compare-and-swap in {partition!r} "
-                    f"landed (more than {RECENT} writes came in between)"
+                    f"landed: more than {RECENT} writes came in between, and the key changed"
                 )
             self._discard(names, pending)  # its condition is gone: it can never land
             pending, head, tag, fresh = None, current, current_tag, True
@@ -317,14 +325,24 @@ class BucketMetaStore(MetaStoreBackend):
             return True
         if current.salt != pending.head.salt:
             return False
-        if current.gen - pending.head.gen < RECENT - 1 or pending.cas is None:
+        if current.gen - pending.head.gen < RECENT or pending.cas is None:
             return False  # a blind write may take effect twice, as any retried write may
-        key, version = pending.cas
+        # Its id has left the head. The key tells: our version (it landed), the version it
+        # replaces (it did not: versions never come back), or another (cannot tell).
+        key, expected, version = pending.cas
         found = lookup(current, key, lambda ref: self._page(names, ref))
-        return True if found is not None and found[1] == version else None
+        now = None if found is None else found[1]
+        if now == version:
+            return True
+        return False if now == expected and expected is not None else None
 
     def _prepare(
-        self, names: _Names, head: Head | None, plan: Plan, txn: int, cas: bytes | None
+        self,
+        names: _Names,
+        head: Head | None,
+        plan: Plan,
+        txn: int,
+        cas: tuple[bytes, int | None] | None,
     ) -> _Prepared:
         """The new head for `plan` on `head`, with any pages a flush needs already written."""
         load = lambda ref: self._page(names, ref)  # noqa: E731
@@ -357,7 +375,7 @@ class BucketMetaStore(MetaStoreBackend):
             retired = [p.id for r in replaced for p in r.pages]
             new.runs = ([run] if run else []) + new.runs[len(replaced) :]
             new.table = Table()
-        key_version = (cas, versions[0]) if cas is not None else None
+        key_version = (*cas, versions[0]) if cas is not None else None
         return _Prepared(
             new, encode_head(new), versions, created, retired, time.monotonic(), key_version
         )
