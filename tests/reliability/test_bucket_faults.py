@@ -289,3 +289,93 @@ def test_random_faults_from_threads_lose_nothing(where, request):
     clean = BucketMetaStore.open(location, options)
     assert clean.get(P, b"counter")[0] == str(threads * each).encode()
     assert faulty.errors_injected > 0 and faulty.responses_lost > 0
+
+
+def test_concurrent_writers_on_a_flaky_bucket_only_repository(s3_location, tmp_path, figures):
+    """The multi-process workload of the flaky-storage suite on a repository whose metastore
+    is its bucket (moto's S3 server), with faults injected into every storage request, the
+    metastore's own conditional writes included: the branch history is exactly the
+    acknowledged commits, and the state after each is their serial replay."""
+    from tests.reliability.conftest import size
+    from tests.reliability.workers import check_history, run_workers, setup_repo
+
+    location, options = s3_location
+    procs, txns = size(3, 4), size(6, 30)
+    repo = setup_repo(location, storage_options=options)
+    head = repo.resolve("main")
+    faults = "error_rate=0.05,lost_response_rate=0.05"
+    results = run_workers(location, None, procs, txns, tmp_path, faults, storage_options=options)
+    found = check_history(repo, results, head)
+    assert found["commits acknowledged"] == procs * txns
+    assert sum(r["faults"]["below_meta_lost"] for r in results) > 0
+    figures["flaky: processes"] += procs
+    figures["flaky: transactions run"] += procs * txns + found["attempts failed by conflict"]
+    figures["lost commits"] += found["lost"]
+    figures["phantom commits"] += found["phantom"]
+
+
+@pytest.fixture
+def proxied(s3_server):
+    """(a FaultyProxy in front of the S3 server, s3:// location and options through it)."""
+    from tests.fixtures.faulty_http import FaultyProxy
+    from tests.fixtures.s3 import s3_client, s3_options
+
+    proxy = FaultyProxy(s3_server)
+    bucket = f"zarrlake-test-{uuid.uuid4().hex[:16]}"
+    s3_client(s3_server).create_bucket(Bucket=bucket)
+    options = {**s3_options(proxy.endpoint), "request_timeout": 1.0}
+    try:
+        yield proxy, f"s3://{bucket}/repo", options
+    finally:
+        proxy.close()
+
+
+@pytest.mark.parametrize("fault", ["drop", "503", "hang"])
+def test_http_faults_on_every_conditional_write(proxied, fault):
+    """Each kind of conditional write (create, swap, batch, flush into pages, delete) meets
+    a real fault on its first attempt: a connection closed after the write ran, a 503
+    before it ran, or no answer until the client's timeout. Each lands exactly once."""
+    proxy, location, options = proxied
+    meta = BucketMetaStore.open(location, options)
+    writes = [
+        lambda: meta.set_if(P, b"k", b"1", None),
+        lambda: meta.set_if(P, b"k", b"2", meta.get(P, b"k")[1]),
+        lambda: meta.set_many(P, [(b"a", b"1"), (b"b", b"2"), (b"k", None)]),
+        lambda: meta.set_many(P, [(f"big{i:04d}".encode(), bytes(200)) for i in range(400)]),
+        lambda: meta.delete(P, b"a"),
+    ]
+    for write in writes:
+        proxy.script = [fault]
+        before = proxy.landed
+        write()
+        assert proxy.landed == before + 1, "a write was lost or applied twice"
+    assert proxy.faults == len(writes)
+    assert meta.get(P, b"k") is None and meta.get(P, b"a") is None
+    assert meta.get(P, b"b")[0] == b"2"
+    assert len(list(meta.scan(P, prefix=b"big"))) == 400
+
+
+def test_commits_with_every_other_conditional_write_dropped(proxied):
+    """A bucket-only repository committing while every other conditional write (metastore
+    heads, and put-if-absent of immutable objects) loses its reply: no false conflict,
+    every commit in the log once, the data as written."""
+    import zarr
+
+    import zarrlake as zl
+
+    proxy, location, options = proxied
+    repo = zl.Repo.create(location, storage_options=options)
+    s = repo.create_session()
+    zarr.open_group(s.store, mode="a").create_array("a", shape=(4,), chunks=(1,), dtype="i8")
+    s.commit("create a")
+    proxy.script = ["drop", "pass"] * 500
+    ids = []
+    for i in range(4):
+        s = repo.create_session()
+        zarr.open_array(s.store, path="a")[i] = i + 1
+        ids.append(s.commit(f"write {i}"))
+    assert proxy.faults > 8
+    log = zl.Repo.open(location, storage_options=options).log()
+    assert [c.id for c in log[:4]] == ids[::-1]
+    got = zarr.open_array(repo.readonly_session().store, path="a", mode="r")[:]
+    assert got.tolist() == [1, 2, 3, 4]
