@@ -108,7 +108,8 @@ def _forksafe[F: Callable[..., Any]](primitive: F) -> F:
 class ObstoreObjectStore(ObjectStoreBackend):
     """An ObjectStore backed by an obstore store (LocalStore, MemoryStore, S3Store, ...).
 
-    `create_store`, if given, serves put_if_absent instead of `store`; open_storage passes an
+    `create_store` (a store, or a function making one when first needed), if given, serves
+    conditional writes instead of `store`; open_storage passes an
     S3 client without HTTP-level retries there, so a conditional write whose response was
     lost surfaces as TransientError (which RetryingObjectStore resolves) instead of being
     retried blindly into a misleading "already exists".
@@ -121,10 +122,17 @@ class ObstoreObjectStore(ObjectStoreBackend):
         self.url = url
         # How a forked child reaches the same store (None: in-memory, usable after fork).
         self._helper = None if recipe is None else PerProcess(lambda: Helper(recipe))
-        self._create_store = store if create_store is None else create_store
+        self._creator = create_store
+        self._made: Any = None if callable(create_store) else (create_store or store)
         self._bucket = url[5:].split("/", 1)[0] if url.startswith("s3://") else None
         self._bucket_ok = self._bucket is None
         self._local = url.startswith("file://")
+
+    def _create_store(self) -> Any:
+        """The store conditional writes go to (made on first use: most readers never write)."""
+        if self._made is None:
+            self._made = self._creator()
+        return self._made
 
     # -- errors ---------------------------------------------------------------------------
 
@@ -218,7 +226,7 @@ class ObstoreObjectStore(ObjectStoreBackend):
     @_forksafe
     def _put_if_absent(self, key: str, data: bytes) -> bool:
         try:
-            obs.put(self._create_store, key, data, mode="create", use_multipart=False)
+            obs.put(self._create_store(), key, data, mode="create", use_multipart=False)
         except (AlreadyExistsError, PreconditionError) as exc:
             if self._local and not self._exists(key):  # a directory of other objects
                 self._raise(OSError(f"(os error 21) {exc}"), "PUT", key)
@@ -247,7 +255,7 @@ class ObstoreObjectStore(ObjectStoreBackend):
             "it exists" if tag is None else "it changed (or is gone) since it was read"
         )
         try:
-            result = obs.put(self._create_store, key, data, mode=mode, use_multipart=False)
+            result = obs.put(self._create_store(), key, data, mode=mode, use_multipart=False)
         except (AlreadyExistsError, PreconditionError):
             raise CASFailedError(refused) from None
         except NotImplementedError:
