@@ -112,7 +112,7 @@ class Zarrlake:
 
     def __init__(self, bucket: str, endpoint: str) -> None:
         import zarrlake
-        import zarrlake.metastore.bucket  # loaded before any clock starts
+        import zarrlake.metastore.bucket_url  # loaded before any clock starts
 
         for name in ("Repo", "Session", "SessionStore"):  # the package loads these lazily
             getattr(zarrlake, name)

@@ -13,7 +13,7 @@ import pytest
 
 import zarrlake as zl
 from tests.lifecycle.conftest import all_objects, chunk, fsck, reachable, unreachable
-from zarrlake.metastore.bucket import segment
+from zarrlake.metastore.bucket_format import segment
 from zarrlake.vc.gc_protocol import GcBusyError, GcState
 
 ZERO = timedelta(0)

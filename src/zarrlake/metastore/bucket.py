@@ -12,16 +12,12 @@ current head (it keeps the last one it read or wrote), else a GET and a PUT.
 
 The ambiguous write: a PUT whose reply is lost may or may not have landed, and a delayed one
 may still land later. Each write carries a random id that the head keeps among the ids of
-its last 64 writes. After a lost reply the writer reads the head back: its id there means
+its last 128 writes. After a lost reply the writer reads the head back: its id there means
 the write landed; an unchanged ETag means nothing landed yet, so the same bytes go again on
 the same condition (at most one of the two can land); a changed ETag without its id means it
 never will land (its condition is gone), so the write is planned again on the new head.
 Nothing is guessed from values, and a write is never given up while it may still land.
-
-URLs: ``bucket+s3://BUCKET/PREFIX?endpoint_url=...&region=...`` (the storage options of an
-s3:// location as query parameters; credentials also from there) and ``bucket+memory://NAME``
-(tests); a repository created with ``metastore="bucket"`` (the default for s3://) uses the
-one at its own location.
+URLs are in bucket_url; `metastore="bucket"` uses the one at the repository's location.
 """
 
 from __future__ import annotations
@@ -33,7 +29,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
 
 from cachetools import LRUCache
 
@@ -46,10 +41,11 @@ from zarrlake.errors import (
     TransientError,
     ZarrLakeError,
 )
-from zarrlake.metastore import register
+from zarrlake.metastore import bucket_runs as runs
 from zarrlake.metastore.base import Item, MetaStoreBackend
 from zarrlake.metastore.bucket_format import (
     Head,
+    Names,
     PageRef,
     Run,
     Table,
@@ -57,13 +53,14 @@ from zarrlake.metastore.bucket_format import (
     decode_page,
     encode_head,
     encode_page,
+    page_born,
+    page_id,
 )
-from zarrlake.metastore.bucket_runs import INLINE_BYTES, Load, flush, lookup, merge, paginate, scan
+from zarrlake.metastore.bucket_runs import Load
 from zarrlake.retry import DEFAULT_POLICY, RetryPolicy
 from zarrlake.storage import ObjectStore, open_storage
 from zarrlake.storage.retrying import RetryingObjectStore
 
-ROOT = "meta"
 RECENT = 128
 """Ids of the last writes a head remembers, for reading back a write whose reply was lost."""
 SETTLE = RetryPolicy(attempts=None, base_delay=0.002, max_delay=1.0, timeout=60.0)
@@ -71,44 +68,11 @@ SETTLE = RetryPolicy(attempts=None, base_delay=0.002, max_delay=1.0, timeout=60.
 BUSY_TIMEOUT = 60.0
 """Seconds a write keeps retrying while other writes to the partition keep winning."""
 ORPHAN_GRACE = 3600.0
-"""A page no head refers to is a leftover (of a crashed or refused write) once it is this
-many seconds old; younger ones may belong to a write in flight."""
+"""Seconds after which a page no head names is a leftover (younger: a write in flight)."""
 PREPARED_MAX_AGE = 600.0
-"""A prepared write whose new pages are older than this is planned again (with new pages)
-rather than sent, so its pages can never be taken for leftovers."""
+"""A write whose new pages are this old is planned again, so they never pass for leftovers."""
 HEADS_CACHED = 512
 PAGE_CACHE_BYTES = 64 << 20
-_SAFE = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-")
-
-
-def segment(partition: str) -> str:
-    """The partition's name as one object-key segment: [a-z0-9_-] kept, other bytes ~XX."""
-    out = [chr(b) if chr(b) in _SAFE else f"~{b:02x}" for b in partition.encode()]
-    return "".join(out) or "~"
-
-
-class _Names:
-    def __init__(self, partition: str) -> None:
-        base = f"{ROOT}/{segment(partition)}"
-        self.partition = partition
-        self.head = f"{base}/head"
-        self.pages = f"{base}/pages/"
-
-    def page(self, page_id: str) -> str:
-        return self.pages + page_id
-
-
-def _page_id(salt: int) -> str:
-    return f"{salt:08x}-{int(time.time() * 1000):011x}-{secrets.token_hex(4)}"
-
-
-def _page_born(page_id: str) -> tuple[int, float] | None:
-    """(salt, creation time in seconds) from a page id, or None for a foreign name."""
-    try:
-        salt, ms, _ = page_id.split("-")
-        return int(salt, 16), int(ms, 16) / 1000
-    except ValueError:
-        return None
 
 
 class _PageGone(Exception):
@@ -183,7 +147,7 @@ class BucketMetaStore(MetaStoreBackend):
 
     # reading -----------------------------------------------------------------------------
 
-    def _load(self, names: _Names, store: ObjectStore | None = None) -> tuple[Head | None, str]:
+    def _load(self, names: Names, store: ObjectStore | None = None) -> tuple[Head | None, str]:
         """The partition's head as stored now, and its ETag ("" when there is none)."""
         self._check_open()
         try:
@@ -197,7 +161,7 @@ class BucketMetaStore(MetaStoreBackend):
             self._heads[names.partition] = (head, tag)
         return head, tag
 
-    def _page(self, names: _Names, ref: PageRef) -> Table:
+    def _page(self, names: Names, ref: PageRef) -> Table:
         key = names.page(ref.id)
         with self._lock:
             table = self._pages.get(key)
@@ -212,7 +176,7 @@ class BucketMetaStore(MetaStoreBackend):
         return table
 
     def _read[T](self, partition: str, fn: Callable[[Head, Load], T], empty: T) -> T:
-        names = _Names(partition)
+        names = Names(partition)
         seen = None
         while True:
             head, tag = self._load(names)
@@ -228,10 +192,10 @@ class BucketMetaStore(MetaStoreBackend):
                 seen = tag  # a write replaced the page since the head was read: read again
 
     def _get(self, partition: str, key: bytes) -> tuple[bytes, int] | None:
-        return self._read(partition, lambda head, load: lookup(head, key, load), None)
+        return self._read(partition, lambda head, load: runs.lookup(head, key, load), None)
 
     def _scan(self, partition: str, low: bytes, high: bytes | None, size: int) -> list[Item]:
-        return self._read(partition, lambda head, load: scan(head, low, high, size, load), [])
+        return self._read(partition, lambda head, load: runs.scan(head, low, high, size, load), [])
 
     # writing -----------------------------------------------------------------------------
 
@@ -242,7 +206,7 @@ class BucketMetaStore(MetaStoreBackend):
 
     def _set_if(self, partition: str, key: bytes, value: bytes, expected: int | None) -> int:
         def plan(head: Head | None, load: Load) -> tuple[list[tuple[bytes, bytes]], list]:
-            current = None if head is None else lookup(head, key, load)
+            current = None if head is None else runs.lookup(head, key, load)
             found = None if current is None else current[1]
             if found != expected:
                 raise CASFailedError(
@@ -258,7 +222,7 @@ class BucketMetaStore(MetaStoreBackend):
         """Apply what `plan` decides on the current head as one conditional write of it;
         returns the new versions of the written keys, in order."""
         self._check_open()
-        names = _Names(partition)
+        names = Names(partition)
         txn = secrets.randbits(63) | 1
         with self._lock:
             cached = self._heads.get(partition)
@@ -275,13 +239,14 @@ class BucketMetaStore(MetaStoreBackend):
                     self._discard(names, pending)
                 try:
                     pending = self._prepare(names, head, plan, txn, cas)
-                except CASFailedError:
-                    if fresh:
+                except (CASFailedError, _PageGone) as e:
+                    if fresh and isinstance(e, CASFailedError):
                         raise
-                    head, tag, fresh, pending = *self._load(names), True, None
-                    continue
-                except _PageGone:
-                    head, tag, fresh, pending = *self._load(names), True, None
+                    seen, (head, tag), fresh, pending = tag, self._load(names), True, None
+                    if isinstance(e, _PageGone) and tag == seen:
+                        raise CorruptionError(
+                            f"{self.url}: page {e} of {partition!r} is missing"
+                        ) from None
                     continue
             try:
                 new_tag = self._raw.put_if(names.head, pending.data, tag or None)
@@ -315,7 +280,7 @@ class BucketMetaStore(MetaStoreBackend):
         raise AssertionError("unreachable")
 
     def _landed_before(
-        self, names: _Names, current: Head | None, txn: int, pending: _Prepared
+        self, names: Names, current: Head | None, txn: int, pending: _Prepared
     ) -> bool | None:
         """Whether an earlier attempt of this write is in `current`: True; False (it can no
         longer land, or planning it again is harmless); None (cannot tell)."""
@@ -330,7 +295,10 @@ class BucketMetaStore(MetaStoreBackend):
         # Its id has left the head. The key tells: our version (it landed), the version it
         # replaces (it did not: versions never come back), or another (cannot tell).
         key, expected, version = pending.cas
-        found = lookup(current, key, lambda ref: self._page(names, ref))
+        try:
+            found = runs.lookup(current, key, lambda ref: self._page(names, ref))
+        except _PageGone:
+            return None  # the head moved on again while being read
         now = None if found is None else found[1]
         if now == version:
             return True
@@ -338,7 +306,7 @@ class BucketMetaStore(MetaStoreBackend):
 
     def _prepare(
         self,
-        names: _Names,
+        names: Names,
         head: Head | None,
         plan: Plan,
         txn: int,
@@ -356,8 +324,8 @@ class BucketMetaStore(MetaStoreBackend):
             versions + [0] * len(deletes),
         )
         if deletes and writes:  # each sorted; together they need sorting
-            changes = _sorted(changes)
-        table = merge(changes, head.table, tombstones=bool(head.runs))
+            changes = runs.sort_table(changes)
+        table = runs.merge(changes, head.table, tombstones=bool(head.runs))
         new = Head(
             head.salt,
             head.seq + len(writes),
@@ -368,8 +336,8 @@ class BucketMetaStore(MetaStoreBackend):
         )
         created: list[str] = []
         retired: list[str] = []
-        if table.size > INLINE_BYTES:
-            merged, replaced = flush(new, load)
+        if table.size > runs.INLINE_BYTES:
+            merged, replaced = runs.flush(new, load)
             run = self._write_run(names, new.salt, merged)
             created = [p.id for p in run.pages] if run else []
             retired = [p.id for r in replaced for p in r.pages]
@@ -380,118 +348,53 @@ class BucketMetaStore(MetaStoreBackend):
             new, encode_head(new), versions, created, retired, time.monotonic(), key_version
         )
 
-    def _write_run(self, names: _Names, salt: int, table: Table) -> Run | None:
+    def _write_run(self, names: Names, salt: int, table: Table) -> Run | None:
         pages = []
-        for page in paginate(table):
-            page_id = _page_id(salt)
-            self._store.put(names.page(page_id), encode_page(page))
+        for page in runs.paginate(table):
+            name = page_id(salt)
+            self._store.put(names.page(name), encode_page(page))
             with self._lock:
-                self._pages[names.page(page_id)] = page
-            pages.append(PageRef(page_id, page.keys[0], page.keys[-1], len(page), page.size))
+                self._pages[names.page(name)] = page
+            pages.append(PageRef(name, page.keys[0], page.keys[-1], len(page), page.size))
         return Run(tuple(pages)) if pages else None
 
-    def _landed(self, names: _Names, pending: _Prepared, head: Head | None, tag: str) -> None:
+    def _landed(self, names: Names, pending: _Prepared, head: Head | None, tag: str) -> None:
         """After `pending` landed: remember the head, delete the pages it retired, and after
         a flush, the partition's leftovers."""
         if head is not None:
             with self._lock:
                 self._heads[names.partition] = (head, tag)
-        for page_id in pending.retired:
-            self._delete_quietly(names.page(page_id))
+        for name in pending.retired:
+            self._delete_quietly(names.page(name))
         if pending.created:
             keep = {p.id for run in pending.head.runs for p in run.pages}
             self._sweep(names, keep, dead_salt=None)
 
-    def _discard(self, names: _Names, pending: _Prepared) -> None:
-        for page_id in pending.created:
-            self._delete_quietly(names.page(page_id))
+    def _discard(self, names: Names, pending: _Prepared) -> None:
+        for name in pending.created:  # written for a write that can no longer land
+            self._delete_quietly(names.page(name))
 
     def _delete_quietly(self, key: str) -> None:
         with contextlib.suppress(ZarrLakeError):  # a leftover at worst, swept later
             self._store.delete(key)
 
-    def _sweep(self, names: _Names, keep: set[str], dead_salt: int | None) -> None:
+    def _sweep(self, names: Names, keep: set[str], dead_salt: int | None) -> None:
         """Delete pages of the partition that no head refers to: those of a dropped
         incarnation, and leftovers older than ORPHAN_GRACE."""
         now = time.time()
         for key in self._store.list(names.pages):
-            page_id = key[len(names.pages) :]
-            born = _page_born(page_id)
-            if page_id in keep or born is None:
+            name = key[len(names.pages) :]
+            born = page_born(name)
+            if name in keep or born is None:
                 continue
             if born[0] == dead_salt or now - born[1] > ORPHAN_GRACE:
                 self._delete_quietly(key)
 
     def _drop_partition(self, partition: str) -> None:
-        names = _Names(partition)
+        names = Names(partition)
         head, _ = self._load(names)
         if head is not None:
             self._store.delete(names.head)
         with self._lock:
             self._heads.pop(partition, None)
         self._sweep(names, set(), dead_salt=None if head is None else head.salt)
-
-
-def _sorted(table: Table) -> Table:
-    order = sorted(range(len(table)), key=table.keys.__getitem__)
-    return Table(
-        [table.keys[i] for i in order],
-        [table.values[i] for i in order],
-        [table.versions[i] for i in order],
-    )
-
-
-# URLs ----------------------------------------------------------------------------------
-
-_SECRET = ("secret_access_key",)
-
-
-def parse_url(url: str) -> tuple[str, dict[str, Any], str]:
-    """(storage location, storage options, URL with secrets masked) of a bucket+ URL."""
-    from zarrlake.storage.locations import S3_OPTIONS
-
-    scheme, sep, rest = url.partition("://")
-    inner = scheme.lower().removeprefix("bucket+")
-    if not sep or inner not in ("s3", "memory") or not rest:
-        raise InvalidInputError(
-            f"not a bucket metastore URL: {url!r} (use bucket+s3://BUCKET/PREFIX?... or "
-            "bucket+memory://NAME)"
-        )
-    parts = urlsplit(f"{inner}://{rest}")
-    location = f"{inner}://{parts.netloc}{parts.path}".rstrip("/")
-    options: dict[str, Any] = {}
-    for name, text in parse_qsl(parts.query, keep_blank_values=True):
-        kind = S3_OPTIONS.get(name)
-        if kind is None or inner != "s3":
-            raise InvalidInputError(f"unknown option {name!r} in bucket metastore URL")
-        options[name] = _typed(name, text, kind)
-    shown = [f"{n}={'***' if n in _SECRET else t}" for n, t in parse_qsl(parts.query)]
-    masked = f"bucket+{location}" + ("?" + "&".join(shown) if shown else "")
-    return location, options, masked
-
-
-def _typed(name: str, text: str, kind: Any) -> Any:
-    try:
-        if kind is bool:
-            if text.lower() not in ("true", "false", "1", "0"):
-                raise ValueError(text)
-            return text.lower() in ("true", "1")
-        if kind is int:
-            return int(text)
-        if kind == (int, float):
-            return float(text)
-    except ValueError:
-        raise InvalidInputError(f"bucket metastore URL option {name}={text!r} is malformed") from (
-            None
-        )
-    return text
-
-
-def open_url(url: str) -> BucketMetaStore:
-    """Open a bucket+s3:// or bucket+memory:// metastore URL."""
-    location, options, masked = parse_url(url)
-    return BucketMetaStore.open(location, options, masked)
-
-
-register("bucket+s3", open_url)
-register("bucket+memory", open_url)

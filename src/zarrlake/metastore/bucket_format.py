@@ -9,13 +9,17 @@ a format version and a kind, and ends with a BLAKE3 checksum of everything befor
 
 from __future__ import annotations
 
+import secrets
 import struct
+import time
 from dataclasses import dataclass, field
 
 import blake3
 
 from zarrlake.errors import CorruptionError
 
+ROOT = "meta"
+"""Where a repository's metastore objects live, under its location."""
 MAGIC = b"ZLMS"
 FORMAT = 1
 HEAD = 0x48  # "H"
@@ -25,6 +29,42 @@ TOMBSTONE = 0xFFFFFFFF
 """The value length that marks a deleted key (shadowing older runs)."""
 
 _U16, _U32, _U64 = struct.Struct("<H"), struct.Struct("<I"), struct.Struct("<Q")
+
+
+_SAFE = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-")
+
+
+def segment(partition: str) -> str:
+    """The partition's name as one object-key segment: [a-z0-9_-] kept, other bytes ~XX."""
+    out = [chr(b) if chr(b) in _SAFE else f"~{b:02x}" for b in partition.encode()]
+    return "".join(out) or "~"
+
+
+class Names:
+    """The object keys of one partition."""
+
+    def __init__(self, partition: str) -> None:
+        base = f"{ROOT}/{segment(partition)}"
+        self.partition = partition
+        self.head = f"{base}/head"
+        self.pages = f"{base}/pages/"
+
+    def page(self, page_id: str) -> str:
+        return self.pages + page_id
+
+
+def page_id(salt: int) -> str:
+    """A new page's name: its incarnation's salt, its creation time (ms), random bits."""
+    return f"{salt:08x}-{int(time.time() * 1000):011x}-{secrets.token_hex(4)}"
+
+
+def page_born(page_id: str) -> tuple[int, float] | None:
+    """(salt, creation time in seconds) from a page id, or None for a foreign name."""
+    try:
+        salt, ms, _ = page_id.split("-")
+        return int(salt, 16), int(ms, 16) / 1000
+    except ValueError:
+        return None
 
 
 @dataclass

@@ -92,6 +92,16 @@ def scan(head: Head, low: bytes, high: bytes | None, size: int, load: Load) -> l
     return out
 
 
+def sort_table(table: Table) -> Table:
+    """The same entries in key order."""
+    order = sorted(range(len(table)), key=table.keys.__getitem__)
+    return Table(
+        [table.keys[i] for i in order],
+        [table.values[i] for i in order],
+        [table.versions[i] for i in order],
+    )
+
+
 def merge(newer: Table, older: Table, tombstones: bool) -> Table:
     """The entries of both, the newer winning on equal keys; tombstones kept if asked."""
     out = Table()
