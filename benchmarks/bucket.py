@@ -37,6 +37,8 @@ import numpy as np
 import zarr
 
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # for tests/fixtures/s3.py's server launcher and options
 SHAPE, CHUNK = (64, 64), (1, 64, 64)
 REGION = "us-east-1"
 
@@ -207,13 +209,9 @@ ENGINES = {"zarrlake": Zarrlake, "icechunk": Icechunk}
 
 
 def _options(endpoint: str) -> dict[str, Any]:
-    return {
-        "endpoint_url": endpoint,
-        "region": REGION,
-        "access_key_id": "test",
-        "secret_access_key": "test",
-        "allow_http": True,
-    }
+    from tests.fixtures.s3 import s3_options
+
+    return s3_options(endpoint)
 
 
 def value(k: int) -> np.ndarray:
@@ -365,7 +363,6 @@ def w6_writer(kind: str, bucket: str, endpoint: str, me: int, per: int) -> None:
 @contextlib.contextmanager
 def moto() -> Iterator[str]:
     """moto's S3 server (tests/fixtures/s3.py's launcher, atomic conditional PUTs)."""
-    sys.path.insert(0, str(ROOT))
     from tests.fixtures.s3 import _LAUNCHER, _stop, _wait_ready
 
     log = Path(f"/tmp/zarrlake-bench-moto-{os.getpid()}.log")

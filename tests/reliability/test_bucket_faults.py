@@ -323,7 +323,7 @@ def proxied(s3_server):
     proxy = FaultyProxy(s3_server)
     bucket = f"zarrlake-test-{uuid.uuid4().hex[:16]}"
     s3_client(s3_server).create_bucket(Bucket=bucket)
-    options = {**s3_options(proxy.endpoint), "request_timeout": 1.0}
+    options = {**s3_options(proxy.endpoint), "request_timeout": 0.5}
     try:
         yield proxy, f"s3://{bucket}/repo", options
     finally:
