@@ -452,3 +452,31 @@ class Repo:
         from zarrlake.lifecycle.expire import expire
 
         return expire(self._ctx, older_than, branches)
+
+    def copy_metastore(
+        self, to: str, *, switch: bool = True
+    ):  # -> zarrlake.lifecycle.metastore_copy.CopyReport
+        """Copy this repository's refs, sessions and gc records to another metastore, verify
+        the copy, and (with `switch`) make the repository use it from now on.
+
+        Parameters
+        ----------
+        to
+            "bucket" (the repository's own storage; s3:// only), or a metastore URL
+            (``postgresql://...``, ``sqlite:///path``).
+        switch
+            Record the target's kind in the repository config (reopen the repository
+            afterwards; PostgreSQL and SQLite elsewhere need their URL given then).
+
+        Raises
+        ------
+        ZarrLakeError
+            If a session is open or committing, or a collector runs (the copy is offline).
+        AlreadyExistsError
+            If the target already holds this repository's refs.
+        CorruptionError
+            If the copy read back differs (the repository keeps its old metastore).
+        """
+        from zarrlake.lifecycle.metastore_copy import copy_metastore
+
+        return copy_metastore(self._ctx, to, switch)

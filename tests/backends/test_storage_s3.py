@@ -8,10 +8,17 @@ from typing import Any
 import pytest
 
 from zarrlake.storage import open_storage
-from zarrlake.testing.storage import ObjectStoreTests, SharedObjectStoreTests
+from zarrlake.testing.storage import (
+    ForkedObjectStoreTests,
+    ObjectStoreTests,
+    SharedObjectStoreTests,
+)
+from zarrlake.testing.storage_conditional import ConditionalObjectStoreTests
 
 
-class TestS3ObjectStore(ObjectStoreTests, SharedObjectStoreTests):
+class TestS3ObjectStore(
+    ObjectStoreTests, SharedObjectStoreTests, ForkedObjectStoreTests, ConditionalObjectStoreTests
+):
     @pytest.fixture
     def location(self, s3_location: tuple[str, dict[str, Any]]) -> tuple[str, dict[str, Any]]:
         return s3_location

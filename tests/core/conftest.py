@@ -11,11 +11,14 @@ import pytest
 import zarrlake as zl
 
 
-@pytest.fixture(params=["local", "memory"])
+@pytest.fixture(params=["local", "memory", "memory-bucket"])
 def repo_location(request, tmp_path) -> dict:
-    """Arguments for Repo.create/open: local directory + SQLite, or memory."""
+    """Arguments for Repo.create/open: local directory + SQLite, memory, or memory storage
+    holding the metastore too (the bucket metastore, without a server)."""
     if request.param == "local":
         return {"location": str(tmp_path / "repo")}
+    if request.param == "memory-bucket":
+        return {"location": f"memory://{secrets.token_hex(6)}", "metastore": "bucket"}
     return {"location": f"memory://{secrets.token_hex(6)}"}
 
 
@@ -29,7 +32,7 @@ def local_repo(tmp_path) -> zl.Repo:
     return zl.Repo.create(tmp_path / "repo")
 
 
-@pytest.fixture(scope="class", params=["local-sqlite", "memory", "s3-postgres"])
+@pytest.fixture(scope="class", params=["local-sqlite", "memory", "s3-postgres", "s3-bucket"])
 def shared_repo(request, tmp_path_factory) -> Iterator[zl.Repo]:
     """One repository per test class and backend combination, for suites of many small tests
     that each work on a branch of their own (see `fresh_branch`)."""
@@ -37,6 +40,17 @@ def shared_repo(request, tmp_path_factory) -> Iterator[zl.Repo]:
         yield zl.Repo.create(tmp_path_factory.mktemp("repo") / "repo")
     elif request.param == "memory":
         yield zl.Repo.create(f"memory://{secrets.token_hex(6)}")
+    elif request.param == "s3-bucket":  # the whole repository in one bucket, no server
+        from tests.fixtures.s3 import s3_client, s3_options
+
+        endpoint = request.getfixturevalue("s3_server")
+        bucket = f"zarrlake-test-{uuid.uuid4().hex[:16]}"
+        s3_client(endpoint).create_bucket(Bucket=bucket)
+        repo = zl.Repo.create(f"s3://{bucket}/repo", storage_options=s3_options(endpoint))
+        try:
+            yield repo
+        finally:
+            repo.close()
     else:
         from tests.fixtures.postgres import create_database, drop_database
         from tests.fixtures.s3 import s3_client, s3_options

@@ -38,9 +38,11 @@ def _bytes(value: int) -> bytes:
     return struct.pack("<q", value)
 
 
-def setup_repo(location: str, metastore: str | None = None) -> zl.Repo:
+def setup_repo(
+    location: str, metastore: str | None = None, storage_options: dict | None = None
+) -> zl.Repo:
     """A repository with int64 arrays `counters` (one element per chunk) and `last`."""
-    repo = zl.Repo.create(location, metastore=metastore)
+    repo = zl.Repo.create(location, metastore=metastore, storage_options=storage_options)
     s = repo.create_session()
     root = zarr.open_group(s.store, mode="a")
     for name, n in (("counters", COUNTERS), ("last", 1)):
@@ -60,12 +62,13 @@ def worker(
     faults: str | None,
     barrier: Any,
     out: str,
+    storage_options: dict | None = None,
 ) -> None:
     """Run `n_txns` transactions (each retried until it commits) and record every attempt."""
     if faults:
         os.environ["ZARRLAKE_FAULTS"] = faults
         enable_from_env()
-    repo = zl.Repo.open(location, metastore=metastore)
+    repo = zl.Repo.open(location, metastore=metastore, storage_options=storage_options)
     rng = random.Random(seed)
     acks: list[dict] = []
     fails: list[dict] = []
@@ -108,6 +111,8 @@ def worker(
             "meta_errors": meta.errors_injected,
             "meta_lost": meta.responses_lost,
         }
+        below = getattr(meta.inner, "store", None)  # a bucket metastore's own storage
+        injected["below_meta_lost"] = getattr(below, "responses_lost", 0)
     Path(out).write_text(json.dumps({"acks": acks, "fails": fails, "faults": injected}))
 
 
@@ -119,6 +124,7 @@ def run_workers(
     out_dir: Path,
     faults: str | None = None,
     timeout: float = 400.0,
+    storage_options: dict | None = None,
 ) -> list[dict]:
     """Start `n_procs` spawned workers together, join them all, return their records."""
     ctx = mp.get_context("spawn")
@@ -129,7 +135,17 @@ def run_workers(
         out = str(out_dir / f"worker-{i}.json")
         p = ctx.Process(
             target=worker,
-            args=(location, metastore, i, n_txns, 7919 * i + 1, fault_spec, barrier, out),
+            args=(
+                location,
+                metastore,
+                i,
+                n_txns,
+                7919 * i + 1,
+                fault_spec,
+                barrier,
+                out,
+                storage_options,
+            ),
         )
         p.start()
         procs.append(p)

@@ -15,7 +15,17 @@ from typing import Annotated, Any
 
 import typer
 
-from zarrlake.cli import admin, branches, data, history, lifecycle, sessions, ui, virtual
+from zarrlake.cli import (
+    admin,
+    branches,
+    data,
+    history,
+    lifecycle,
+    metastore,
+    sessions,
+    ui,
+    virtual,
+)
 from zarrlake.cli.context import Options, env_flag, parse_storage_option
 from zarrlake.cli.redact import install_logging, is_secret_option, redact
 from zarrlake.errors import ZarrLakeError
@@ -110,6 +120,7 @@ branches.register(app)
 data.register(app)
 sessions.register(app)
 lifecycle.register(app)
+metastore.register(app)
 ui.register(app)
 virtual.register(app)
 

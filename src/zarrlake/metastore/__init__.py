@@ -3,7 +3,9 @@
 URLs: ``memory://NAME`` (process-wide, by name), ``sqlite:///relative.db`` or
 ``sqlite:////absolute/path.db`` (SQLAlchemy's convention: the path is what follows the
 third slash; ``?synchronous=full`` for FULL durability), ``postgresql://user:pw@host:port/db``
-(also ``postgres://``; libpq parameters such as ``connect_timeout`` go in the query).
+(also ``postgres://``; libpq parameters such as ``connect_timeout`` go in the query),
+``bucket+s3://BUCKET/PREFIX?endpoint_url=...`` (in object storage, on conditional writes; the
+options of an s3:// location go in the query) and ``bucket+memory://NAME``.
 Another backend registers itself with ``register(scheme, factory)``, or through the
 ``zarrlake.metastores`` entry point group.
 """
@@ -50,6 +52,8 @@ registry: Registry[MetaStoreFactory, MetaStore] = Registry(
         "sqlite": "zarrlake.metastore.sqlite",
         "postgresql": "zarrlake.metastore.postgres",
         "postgres": "zarrlake.metastore.postgres",
+        "bucket+s3": "zarrlake.metastore.bucket_url",
+        "bucket+memory": "zarrlake.metastore.bucket_url",
     },
     entry_point_group="zarrlake.metastores",
 )

@@ -2,8 +2,9 @@
 
 Three classes, as for the metastore: `ObjectStore` is the interface callers and wrappers type
 against; `ObjectStoreBackend` checks every argument once and calls the primitives a backend
-writes (`_get`, `_put`, `_put_if_absent`, `_delete`, `_list`, `_exists`); `WrapperObjectStore`
-passes every call to an inner store, so a wrapper overrides only what it changes.
+writes (`_get`, `_put`, `_put_if_absent`, `_delete`, `_list`, `_exists`, and for stores with
+conditional updates `_get_tagged`, `_put_if`); `WrapperObjectStore` passes every call to an
+inner store, so a wrapper overrides only what it changes.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 
-from zarrlake.errors import NotFoundError
+from zarrlake.errors import ConfigurationError, NotFoundError
 from zarrlake.storage.keys import check_key, check_prefix, check_range
 
 ByteRange = tuple[int, int]
@@ -52,6 +53,22 @@ class ObjectStore(ABC):
             return False
         return True
 
+    def get_tagged(self, key: str) -> tuple[bytes, str]:
+        """The object's bytes and its entity tag (ETag); NotFoundError if absent. A write of
+        other bytes changes the tag (on S3 it is the bytes' MD5, so bytes that must be told
+        apart must differ). ConfigurationError on a store without conditional updates."""
+        raise _no_conditional_updates(self)
+
+    def put_if(self, key: str, data: bytes, tag: str | None) -> str:
+        """Conditional write: create the object only if it is absent (`tag` None), or replace
+        it only while its entity tag is still `tag`; returns the new tag. CASFailedError if the
+        condition does not hold (also when a tagged object is gone).
+
+        A lost reply surfaces as TransientError: the write may or may not have landed, and
+        only the caller can tell (by reading back something it wrote), so no wrapper retries
+        this call. ConfigurationError on a store without conditional updates."""
+        raise _no_conditional_updates(self)
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections; the store is unusable afterwards."""
 
@@ -87,6 +104,14 @@ class ObjectStoreBackend(ObjectStore):
     def _exists(self, key: str) -> bool:
         """Whether the object exists."""
 
+    def _get_tagged(self, key: str) -> tuple[bytes, str]:
+        """(bytes, entity tag); by default conditional updates are not supported."""
+        raise _no_conditional_updates(self)
+
+    def _put_if(self, key: str, data: bytes, tag: str | None) -> str:
+        """Conditional write as `put_if`; by default not supported."""
+        raise _no_conditional_updates(self)
+
     def get(self, key: str, byte_range: ByteRange | None = None) -> bytes:
         check_key(key)
         return self._get(key, None if byte_range is None else check_range(key, byte_range))
@@ -106,6 +131,12 @@ class ObjectStoreBackend(ObjectStore):
 
     def exists(self, key: str) -> bool:
         return self._exists(check_key(key))
+
+    def get_tagged(self, key: str) -> tuple[bytes, str]:
+        return self._get_tagged(check_key(key))
+
+    def put_if(self, key: str, data: bytes, tag: str | None) -> str:
+        return self._put_if(check_key(key), data, tag)
 
 
 class WrapperObjectStore(ObjectStore):
@@ -136,5 +167,18 @@ class WrapperObjectStore(ObjectStore):
     def exists(self, key: str) -> bool:
         return self.inner.exists(key)
 
+    def get_tagged(self, key: str) -> tuple[bytes, str]:
+        return self.inner.get_tagged(key)
+
+    def put_if(self, key: str, data: bytes, tag: str | None) -> str:
+        return self.inner.put_if(key, data, tag)
+
     def close(self) -> None:
         self.inner.close()
+
+
+def _no_conditional_updates(store: ObjectStore) -> ConfigurationError:
+    return ConfigurationError(
+        f"{store.url} does not support conditional updates (replace-if-unchanged), which a "
+        "metastore in the repository's own storage needs: use S3 (or memory:// in tests)"
+    )

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from zarrlake.errors import NotFoundError
+from zarrlake.errors import ConfigurationError, NotFoundError
 from zarrlake.storage.base import ByteRange
 from zarrlake.storage.obstore import ObstoreObjectStore
 
@@ -18,7 +18,7 @@ _PLAIN = re.compile(r"[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*")
 
 class LocalObjectStore(ObstoreObjectStore):
     def __init__(self, store: Any, root: Path) -> None:
-        super().__init__(store, root.as_uri())
+        super().__init__(store, root.as_uri(), recipe=(str(root), ()))
         self.root = root
 
     def _get(self, key: str, byte_range: ByteRange | None) -> bytes:
@@ -31,3 +31,15 @@ class LocalObjectStore(ObstoreObjectStore):
             raise NotFoundError(f"object {key!r} not found in {self.url}") from None
         except OSError as exc:
             self._raise(exc, "GET", key)
+
+    def _get_tagged(self, key: str) -> tuple[bytes, str]:
+        raise self._no_updates()
+
+    def _put_if(self, key: str, data: bytes, tag: str | None) -> str:
+        raise self._no_updates()
+
+    def _no_updates(self) -> ConfigurationError:
+        return ConfigurationError(
+            f"a local directory ({self.root}) has no conditional updates (replace-if-unchanged); "
+            "its metastore is SQLite (the default): leave metastore unset or use sqlite:///..."
+        )

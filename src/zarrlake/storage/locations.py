@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from cachetools import LRUCache
 from obstore.store import LocalStore, MemoryStore, S3Store
 
 from zarrlake.errors import ConfigurationError, InvalidInputError
@@ -130,19 +131,36 @@ def open_s3(location: str, options: dict[str, Any]) -> ObjectStore:
     no_retry = {"max_retries": 0, "retry_timeout": retry["retry_timeout"]}
     url = f"s3://{bucket}/{prefix}" if prefix else f"s3://{bucket}"
     try:
-        store = S3Store(
-            bucket, prefix=prefix or None, config=config, client_options=client, retry_config=retry
-        )
-        create_store = S3Store(
-            bucket,
-            prefix=prefix or None,
-            config=config,
-            client_options=client,
-            retry_config=no_retry,
-        )
+        store = _s3_client(bucket, prefix, config, client, retry)
     except Exception as exc:  # obstore raises its own types and ValueError
         raise ConfigurationError(f"cannot configure {url}: {summarise(exc)}") from exc
-    return ObstoreObjectStore(store, url, create_store=create_store)
+    recipe = (location, tuple(sorted(options.items())))
+    return ObstoreObjectStore(
+        store,
+        url,
+        create_store=lambda: _s3_client(bucket, prefix, config, client, no_retry),
+        recipe=recipe,
+    )
+
+
+_s3_clients: LRUCache[str, Any] = LRUCache(maxsize=32)
+
+
+def _s3_client(bucket: str, prefix: str, config: dict, client: dict, retry: dict) -> Any:
+    """One S3Store per configuration (the last 32) in a process: making one costs
+    milliseconds (its HTTP client loads TLS roots), and they are safe to share."""
+    key = repr((bucket, prefix, sorted(config.items()), sorted(client.items()), retry))
+    with _memory_lock:
+        found = _s3_clients.get(key)
+        if found is None:
+            found = _s3_clients[key] = S3Store(
+                bucket,
+                prefix=prefix or None,
+                config=config,
+                client_options=client,
+                retry_config=retry,
+            )
+        return found
 
 
 register("file", open_local)

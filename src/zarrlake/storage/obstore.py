@@ -7,6 +7,8 @@ obstore's exceptions onto zarrlake's, with one-line messages that name the key a
 
 from __future__ import annotations
 
+import functools
+import os
 import re
 from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
@@ -21,6 +23,7 @@ from obstore.exceptions import (
 )
 
 from zarrlake.errors import (
+    CASFailedError,
     ConfigurationError,
     InvalidInputError,
     NotFoundError,
@@ -28,7 +31,9 @@ from zarrlake.errors import (
     TransientError,
     ZarrLakeError,
 )
+from zarrlake.forksafe import PerProcess
 from zarrlake.storage.base import ByteRange, ObjectStoreBackend
+from zarrlake.storage.forked import Helper, Recipe
 
 MULTIPART_THRESHOLD = 64 * 1024 * 1024
 """Objects larger than this are uploaded in parts; smaller ones in one request (no orphaned
@@ -73,22 +78,61 @@ def _status(text: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+_runtime_pid: int | None = None
+"""The process whose obstore runtime is running (set at the first call)."""
+
+
+def _forksafe[F: Callable[..., Any]](primitive: F) -> F:
+    """Run the primitive in this process, or, in a process forked after obstore's runtime
+    started, in the store's helper process (storage/forked.py)."""
+    name = primitive.__name__
+
+    @functools.wraps(primitive)
+    def run(self: ObstoreObjectStore, *args: Any) -> Any:
+        global _runtime_pid
+        pid = os.getpid()
+        if _runtime_pid is None:
+            _runtime_pid = pid
+        if _runtime_pid == pid or self._helper is None:
+            return primitive(self, *args)
+        helper = self._helper.get()
+        if helper.dead:
+            self._helper.take()
+            helper = self._helper.get()
+        value = helper.call(name, *args)
+        return iter(value) if name == "_list" else value
+
+    return run  # type: ignore[return-value]
+
+
 class ObstoreObjectStore(ObjectStoreBackend):
     """An ObjectStore backed by an obstore store (LocalStore, MemoryStore, S3Store, ...).
 
-    `create_store`, if given, serves put_if_absent instead of `store`; open_storage passes an
+    `create_store` (a store, or a function making one when first needed), if given, serves
+    conditional writes instead of `store`; open_storage passes an
     S3 client without HTTP-level retries there, so a conditional write whose response was
     lost surfaces as TransientError (which RetryingObjectStore resolves) instead of being
     retried blindly into a misleading "already exists".
     """
 
-    def __init__(self, store: Any, url: str, *, create_store: Any = None) -> None:
+    def __init__(
+        self, store: Any, url: str, *, create_store: Any = None, recipe: Recipe | None = None
+    ) -> None:
         self.store = store
         self.url = url
-        self._create_store = store if create_store is None else create_store
+        # How a forked child reaches the same store (None: in-memory, usable after fork).
+        self._helper = None if recipe is None else PerProcess(lambda: Helper(recipe))
+        self._creator = create_store
+        self._made: Any = None if callable(create_store) else (create_store or store)
         self._bucket = url[5:].split("/", 1)[0] if url.startswith("s3://") else None
         self._bucket_ok = self._bucket is None
         self._local = url.startswith("file://")
+
+    def _create_store(self) -> Any:
+        """The store conditional writes go to (made on first use: most readers never write)."""
+        if self._made is None:
+            self._made = self._creator()
+        return self._made
 
     # -- errors ---------------------------------------------------------------------------
 
@@ -156,6 +200,7 @@ class ObstoreObjectStore(ObjectStoreBackend):
         except (BaseError, OSError, ValueError) as exc:
             self._raise(exc, "HEAD", key)
 
+    @_forksafe
     def _get(self, key: str, byte_range: ByteRange | None) -> bytes:
         if byte_range is None:
             return bytes(self._call("GET", key, lambda: obs.get(self.store, key).bytes()))
@@ -173,13 +218,15 @@ class ObstoreObjectStore(ObjectStoreBackend):
                 return b""
             self._raise(exc, "GET", key)
 
+    @_forksafe
     def _put(self, key: str, data: bytes) -> None:
         multipart = len(data) > MULTIPART_THRESHOLD
         self._call("PUT", key, lambda: obs.put(self.store, key, data, use_multipart=multipart))
 
+    @_forksafe
     def _put_if_absent(self, key: str, data: bytes) -> bool:
         try:
-            obs.put(self._create_store, key, data, mode="create", use_multipart=False)
+            obs.put(self._create_store(), key, data, mode="create", use_multipart=False)
         except (AlreadyExistsError, PreconditionError) as exc:
             if self._local and not self._exists(key):  # a directory of other objects
                 self._raise(OSError(f"(os error 21) {exc}"), "PUT", key)
@@ -190,6 +237,41 @@ class ObstoreObjectStore(ObjectStoreBackend):
             self._raise(exc, "PUT", key)
         return True
 
+    @_forksafe
+    def _get_tagged(self, key: str) -> tuple[bytes, str]:
+        def read() -> tuple[bytes, str]:
+            result = obs.get(self.store, key)
+            return bytes(result.bytes()), result.meta.get("e_tag") or ""
+
+        data, tag = self._call("GET", key, read)
+        if not tag:
+            raise StorageError(f"GET {key!r} on {self.url} returned no entity tag (ETag)")
+        return data, tag
+
+    @_forksafe
+    def _put_if(self, key: str, data: bytes, tag: str | None) -> str:
+        mode: Any = "create" if tag is None else {"e_tag": tag}
+        refused = f"conditional write of {key!r} on {self.url} refused: " + (
+            "it exists" if tag is None else "it changed (or is gone) since it was read"
+        )
+        try:
+            result = obs.put(self._create_store(), key, data, mode=mode, use_multipart=False)
+        except (AlreadyExistsError, PreconditionError):
+            raise CASFailedError(refused) from None
+        except NotImplementedError:
+            raise ConfigurationError(
+                f"{self.url} does not support conditional updates (replace-if-unchanged)"
+            ) from None
+        except (BaseError, OSError, ValueError) as exc:
+            if _status(str(exc)) == 412 or "PreconditionFailed" in str(exc):
+                raise CASFailedError(refused) from None
+            self._raise(exc, "PUT", key)
+        new = result.get("e_tag")
+        if not new:
+            raise StorageError(f"PUT {key!r} on {self.url} returned no entity tag (ETag)")
+        return new
+
+    @_forksafe
     def _delete(self, key: str) -> None:
         try:
             obs.delete(self.store, key)
@@ -200,6 +282,7 @@ class ObstoreObjectStore(ObjectStoreBackend):
             if not _is_path_clash(exc):  # no object can exist there: nothing to delete
                 self._raise(exc, "DELETE", key)
 
+    @_forksafe
     def _list(self, prefix: str) -> Iterator[str]:
         # obstore matches whole segments only, so list the enclosing "directory" and filter.
         parent = prefix.rstrip("/") if prefix.endswith("/") else prefix.rpartition("/")[0]
@@ -212,6 +295,7 @@ class ObstoreObjectStore(ObjectStoreBackend):
         except (BaseError, OSError, ValueError) as exc:
             self._raise(exc, "LIST", prefix)
 
+    @_forksafe
     def _exists(self, key: str) -> bool:
         try:
             self._head(key)

@@ -66,3 +66,10 @@ class RetryingObjectStore(WrapperObjectStore):
 
     def exists(self, key: str) -> bool:
         return retry(lambda: self.inner.exists(key), self.policy)
+
+    def get_tagged(self, key: str) -> tuple[bytes, str]:
+        return retry(lambda: self.inner.get_tagged(key), self.policy)
+
+    # put_if is passed through untouched (WrapperObjectStore): after a lost reply only the
+    # caller can tell whether its write landed, and a blind retry would report a false
+    # "changed since read" for a write that did.

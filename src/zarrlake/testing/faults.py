@@ -210,6 +210,20 @@ class FaultyObjectStore(_Injects, WrapperObjectStore):
         self._before("HEAD", key)
         return self.inner.exists(key)
 
+    def get_tagged(self, key: str) -> tuple[bytes, str]:
+        self._before("GET", key)
+        return self.inner.get_tagged(key)
+
+    def put_if(self, key: str, data: bytes, tag: str | None) -> str:
+        self._before("CONDITIONAL PUT", key)
+        try:
+            new = self.inner.put_if(key, data, tag)
+        except CASFailedError:
+            self._after_write("CONDITIONAL PUT", key)  # the refusal can be lost too
+            raise
+        self._after_write("CONDITIONAL PUT", key)
+        return new
+
 
 def parse_spec(spec: str) -> dict[str, Any]:
     """FaultDice settings from ``seed=N,error_rate=F,lost_response_rate=F,latency=SECONDS``

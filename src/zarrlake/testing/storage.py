@@ -291,3 +291,35 @@ class SharedObjectStoreTests:
             winners = [i for (i, rr, won) in outcome if rr == r and won]
             assert len(winners) == 1, f"round {r}: winners {winners}"
             assert store.get(f"race/{r}") == f"process {winners[0]} round {r}".encode()
+
+
+def _use_after_fork(store: ObjectStore) -> None:
+    """Child of a fork: write and read with the inherited store."""
+    store.put("fork/child", str(os.getpid()).encode())
+    assert store.get("fork/child") == str(os.getpid()).encode()
+
+
+class ForkedObjectStoreTests:
+    """A child forked after the parent used the store can use it too (obstore's I/O
+    runtime does not survive fork, see zarrlake.storage.forked), and the parent's store
+    keeps working. Needs ObjectStoreTests' fixtures."""
+
+    def test_store_survives_fork(self, store: ObjectStore) -> None:
+        import warnings
+
+        store.put("fork/parent", b"before")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # "multi-threaded fork" notice
+            child = multiprocessing.get_context("fork").Process(
+                target=_use_after_fork, args=(store,)
+            )
+            child.start()
+        child.join(timeout=60)
+        if child.is_alive():
+            child.kill()
+            child.join()
+        assert child.exitcode == 0
+        assert store.get("fork/child") == str(child.pid).encode()
+        for i in range(5):
+            store.put("fork/parent", str(i).encode())
+        assert store.get("fork/parent") == b"4"

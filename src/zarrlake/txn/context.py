@@ -10,14 +10,13 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 # The embedded default's backends load with the package, not inside the first open.
 import zarrlake.metastore.sqlite
 import zarrlake.storage.locations  # noqa: F401
-from zarrlake import metastore as metastores
 from zarrlake import storage as storages
 from zarrlake.errors import AlreadyExistsError, InvalidInputError, NotFoundError, ZarrLakeError
 from zarrlake.format.changes import ChangeSet
@@ -25,6 +24,7 @@ from zarrlake.format.commit import CommitRecord
 from zarrlake.format.digest import DEFAULT, LEGACY, Hash, parse
 from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.metastore.base import MetaStore
+from zarrlake.metastore.choice import BUCKET, choose, default_for, kind_of, open_for
 from zarrlake.metastore.retrying import RetryingMetaStore
 from zarrlake.storage.base import ObjectStore
 from zarrlake.storage.retrying import RetryingObjectStore
@@ -59,22 +59,25 @@ class RepoSpec:
 def resolve_spec(
     location: str | os.PathLike, metastore: str | None, storage_options: dict | None
 ) -> RepoSpec:
-    """A spec from what users pass: a path or URL, an optional metastore URL and options."""
+    """A spec from what users pass: a path or URL, an optional metastore URL and options.
+    Without a metastore URL the spec's metastore is "" until the repository is created (the
+    default: SQLite in a local directory, the memory metastore of the same name for
+    memory://, the bucket itself on s3://) or opened (the one its config names)."""
     if not isinstance(location, str | os.PathLike) or not str(location):
         raise InvalidInputError(f"repository location must be a path or URL, not {location!r}")
+    if metastore is not None and (not isinstance(metastore, str) or not metastore):
+        raise InvalidInputError(f"metastore must be a URL or 'bucket', not {metastore!r}")
     loc = str(location)
     opts = tuple(sorted((storage_options or {}).items()))
-    if loc.startswith("memory://"):
-        return RepoSpec(loc, metastore or loc, opts)
     if "://" in loc and not loc.startswith("file://"):
-        if metastore is None:
-            raise InvalidInputError(
-                f"a repository at {loc} needs a metastore URL (metastore='postgresql://...' "
-                "or 'sqlite:///path')"
-            )
-        return RepoSpec(loc, metastore, opts)
+        return RepoSpec(loc, metastore or "", opts)
     path = Path(loc.removeprefix("file://")).expanduser().absolute()
-    return RepoSpec(str(path), metastore or f"sqlite:///{path}/metastore.sqlite", opts)
+    if metastore == BUCKET:
+        raise InvalidInputError(
+            f"metastore='bucket' needs object storage with conditional writes (s3://); a "
+            f"repository in a local directory ({path}) keeps its metastore in SQLite"
+        )
+    return RepoSpec(str(path), metastore or "", opts)
 
 
 @dataclass(frozen=True)
@@ -156,13 +159,21 @@ def raise_first(outcomes: list[object]) -> None:
 
 def open_backends(spec: RepoSpec) -> tuple[ObjectStore, MetaStore]:
     """The object store and metastore of `spec`, each behind a retrying wrapper."""
+    return _open_store(spec), _open_meta(spec)
+
+
+def _open_store(spec: RepoSpec) -> ObjectStore:
     if spec.is_local:
         Path(spec.location).mkdir(parents=True, exist_ok=True)
     raw_store = storages.open_storage(
         spec.location, retry_policy=None, **dict(spec.storage_options)
     )
-    raw_meta = metastores.open_metastore(spec.metastore)
-    return RetryingObjectStore(raw_store), RetryingMetaStore(raw_meta)
+    return RetryingObjectStore(raw_store)
+
+
+def _open_meta(spec: RepoSpec) -> MetaStore:
+    raw = open_for(spec.location, dict(spec.storage_options), spec.metastore)
+    return RetryingMetaStore(raw)
 
 
 def _read_config(store: ObjectStore) -> dict | None:
@@ -179,9 +190,12 @@ def create_context(spec: RepoSpec, content_hash: str | Hash = DEFAULT) -> RepoCo
     algo = parse(content_hash)
     if spec.is_local and Path(spec.location).is_file():
         raise InvalidInputError(f"{spec.location} is a file, not a directory")
-    store, meta = open_backends(spec)
+    if not spec.metastore:
+        spec = replace(spec, metastore=default_for(spec.location, spec.is_local))
+    store = _open_store(spec)
     if _read_config(store) is not None:
         raise AlreadyExistsError(f"a zarrlake repository already exists at {spec.location}")
+    meta = _open_meta(spec)
     ctx = RepoContext(spec, secrets.token_hex(8), store, meta, hash=algo)
     # Publish the config last: its presence means the repository is complete.
     objects = ctx.objects
@@ -192,7 +206,13 @@ def create_context(spec: RepoSpec, content_hash: str | Hash = DEFAULT) -> RepoCo
     ctx.refs.create(BRANCH, "main", initial)
     # Format 2 (content hash named here, snapshot ids in refs): older zarrlake refuses the
     # repository instead of misreading it.
-    config = {"format": FORMAT, "repo_id": ctx.repo_id, "created": now, "hash": algo.label}
+    config = {
+        "format": FORMAT,
+        "repo_id": ctx.repo_id,
+        "created": now,
+        "hash": algo.label,
+        "metastore": kind_of(spec.metastore),
+    }
     if not store.put_if_absent(CONFIG_KEY, json.dumps(config).encode()):
         meta.drop_partition(ctx.refs.partition)
         raise AlreadyExistsError(f"a zarrlake repository already exists at {spec.location}")
@@ -203,7 +223,7 @@ def open_context(spec: RepoSpec) -> RepoContext:
     """Open the existing repository at `spec`; NotFoundError if there is none."""
     if spec.is_local and not Path(spec.location, CONFIG_KEY).exists():
         raise NotFoundError(f"no zarrlake repository at {spec.location}")
-    store, meta = open_backends(spec)
+    store = _open_store(spec)
     config = _read_config(store)
     if config is None:
         raise NotFoundError(f"no zarrlake repository at {spec.location}")
@@ -211,6 +231,9 @@ def open_context(spec: RepoSpec) -> RepoContext:
         raise ZarrLakeError(
             f"repository format {config['format']} is newer than this zarrlake ({FORMAT})"
         )
+    chosen = choose(spec.location, spec.is_local, spec.metastore, config.get("metastore"))
+    spec = replace(spec, metastore=chosen)
+    meta = _open_meta(spec)
     algo = parse(config.get("hash", LEGACY))
     return RepoContext(
         spec, config["repo_id"], store, meta, hash=algo, format=config.get("format", 1)

@@ -1,0 +1,400 @@
+"""A metastore in the repository's own bucket, built on conditional writes: no server to run.
+
+Each partition is one small head object, `meta/<partition>/head`, changed only by a
+conditional PUT (If-None-Match: * to create it, If-Match: <ETag> to replace the version
+read), so every write, `set_many` included, is one atomic swap of the head, and
+compare-and-swap checks the key's version in the head it replaces. The head holds the recent
+entries inline; when they outgrow 64 KiB the write that grew them moves them into immutable
+pages (`meta/<partition>/pages/<id>`, size-tiered runs, see bucket_runs), so a head stays
+small while a partition grows with history. A read is one GET of the head (plus a page, for
+an old key not yet cached); a write is one conditional PUT when this process holds the
+current head (it keeps the last one it read or wrote), else a GET and a PUT.
+
+The ambiguous write: a PUT whose reply is lost may or may not have landed, and a delayed one
+may still land later. Each write carries a random id that the head keeps among the ids of
+its last 128 writes. After a lost reply the writer reads the head back: its id there means
+the write landed; an unchanged ETag means nothing landed yet, so the same bytes go again on
+the same condition (at most one of the two can land); a changed ETag without its id means it
+never will land (its condition is gone), so the write is planned again on the new head.
+Nothing is guessed from values, and a write is never given up while it may still land.
+URLs are in bucket_url; `metastore="bucket"` uses the one at the repository's location.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from cachetools import LRUCache
+
+from zarrlake.errors import (
+    CASFailedError,
+    ConfigurationError,
+    CorruptionError,
+    InvalidInputError,
+    NotFoundError,
+    TransientError,
+    ZarrLakeError,
+)
+from zarrlake.metastore import bucket_runs as runs
+from zarrlake.metastore.base import Item, MetaStoreBackend
+from zarrlake.metastore.bucket_format import (
+    Head,
+    Names,
+    PageRef,
+    Run,
+    Table,
+    decode_head,
+    decode_page,
+    encode_head,
+    encode_page,
+    page_born,
+    page_id,
+)
+from zarrlake.metastore.bucket_runs import Load
+from zarrlake.retry import DEFAULT_POLICY, RetryPolicy
+from zarrlake.storage import ObjectStore, open_storage
+from zarrlake.storage.retrying import RetryingObjectStore
+
+RECENT = 128
+"""Ids of the last writes a head remembers, for reading back a write whose reply was lost."""
+SETTLE = RetryPolicy(attempts=None, base_delay=0.002, max_delay=1.0, timeout=60.0)
+"""How long a writer keeps reading back after a lost reply before it says it cannot tell."""
+BUSY_TIMEOUT = 60.0
+"""Seconds a write keeps retrying while other writes to the partition keep winning."""
+ORPHAN_GRACE = 3600.0
+"""Seconds after which a page no head names is a leftover (younger: a write in flight)."""
+PREPARED_MAX_AGE = 600.0
+"""A write whose new pages are this old is planned again, so they never pass for leftovers."""
+HEADS_CACHED = 512
+PAGE_CACHE_BYTES = 64 << 20
+
+
+class _PageGone(Exception):
+    """A page the head named was deleted: the head read is stale."""
+
+
+Plan = Callable[[Head | None, Load], tuple[list[tuple[bytes, bytes]], list[bytes]]]
+"""From the current head: (writes, deletes), each sorted by key; may raise CASFailedError."""
+
+
+@dataclass
+class _Prepared:
+    head: Head
+    data: bytes
+    versions: list[int]
+    created: list[str]
+    retired: list[str]
+    made: float
+    cas: tuple[bytes, int | None, int] | None
+    """For a compare-and-swap: (key, the version it expects, the version it writes)."""
+
+
+class BucketMetaStore(MetaStoreBackend):
+    """A metastore in object storage that has conditional writes (S3, memory)."""
+
+    remote = True
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        url: str,
+        reopen: tuple[str, dict[str, Any]] | None = None,
+        policy: RetryPolicy = DEFAULT_POLICY,
+    ) -> None:
+        self.url = url
+        self._raw = store  # conditional PUTs go here: only this class resolves lost replies
+        self._store = RetryingObjectStore(store, policy)
+        self._settle = RetryingObjectStore(store, SETTLE)
+        self._reopen = reopen
+        self._closed = False
+        self._lock = threading.Lock()
+        self._heads: LRUCache[str, tuple[Head, str]] = LRUCache(HEADS_CACHED)
+        self._pages: LRUCache[str, Table] = LRUCache(
+            PAGE_CACHE_BYTES, getsizeof=lambda t: t.size + 48 * len(t)
+        )
+
+    @classmethod
+    def open(
+        cls, location: str, storage_options: dict[str, Any], url: str | None = None
+    ) -> BucketMetaStore:
+        """The metastore kept under the repository location `location`."""
+        store = open_storage(location, retry_policy=None, **storage_options)
+        return cls(store, url or f"bucket+{location}", (location, dict(storage_options)))
+
+    @property
+    def store(self) -> ObjectStore:
+        """The object storage this metastore keeps its objects in (under meta/)."""
+        return self._raw
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        if self._reopen is None:
+            raise InvalidInputError(f"{self!r} was made over a store object and cannot be pickled")
+        return (BucketMetaStore.open, (*self._reopen, self.url))
+
+    def close(self) -> None:
+        self._closed = True
+        self._raw.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ConfigurationError(f"metastore {self.url} is closed")
+
+    # reading -----------------------------------------------------------------------------
+
+    def _load(self, names: Names, store: ObjectStore | None = None) -> tuple[Head | None, str]:
+        """The partition's head as stored now, and its ETag ("" when there is none)."""
+        self._check_open()
+        try:
+            data, tag = (store or self._store).get_tagged(names.head)
+        except NotFoundError:
+            with self._lock:
+                self._heads.pop(names.partition, None)
+            return None, ""
+        head = decode_head(data, f"{self.url} {names.head}")
+        with self._lock:
+            self._heads[names.partition] = (head, tag)
+        return head, tag
+
+    def _page(self, names: Names, ref: PageRef) -> Table:
+        key = names.page(ref.id)
+        with self._lock:
+            table = self._pages.get(key)
+        if table is None:
+            try:
+                data = self._store.get(key)
+            except NotFoundError:
+                raise _PageGone(ref.id) from None
+            table = decode_page(data, f"{self.url} {key}")
+            with self._lock:
+                self._pages[key] = table
+        return table
+
+    def _read[T](self, partition: str, fn: Callable[[Head, Load], T], empty: T) -> T:
+        names = Names(partition)
+        seen = None
+        while True:
+            head, tag = self._load(names)
+            if head is None:
+                return empty
+            try:
+                return fn(head, lambda ref: self._page(names, ref))
+            except _PageGone as gone:
+                if tag == seen:
+                    raise CorruptionError(
+                        f"{self.url}: page {gone} of partition {partition!r} is missing"
+                    ) from None
+                seen = tag  # a write replaced the page since the head was read: read again
+
+    def _get(self, partition: str, key: bytes) -> tuple[bytes, int] | None:
+        return self._read(partition, lambda head, load: runs.lookup(head, key, load), None)
+
+    def _scan(self, partition: str, low: bytes, high: bytes | None, size: int) -> list[Item]:
+        return self._read(partition, lambda head, load: runs.scan(head, low, high, size, load), [])
+
+    # writing -----------------------------------------------------------------------------
+
+    def _write(
+        self, partition: str, writes: list[tuple[bytes, bytes]], deletes: list[bytes]
+    ) -> list[int]:
+        return self._mutate(partition, lambda head, load: (writes, deletes))
+
+    def _set_if(self, partition: str, key: bytes, value: bytes, expected: int | None) -> int:
+        def plan(head: Head | None, load: Load) -> tuple[list[tuple[bytes, bytes]], list]:
+            current = None if head is None else runs.lookup(head, key, load)
+            found = None if current is None else current[1]
+            if found != expected:
+                raise CASFailedError(
+                    f"{partition}/{key!r}: expected version {expected}, found {found}"
+                )
+            return [(key, value)], []
+
+        return self._mutate(partition, plan, cas=(key, expected))[0]
+
+    def _mutate(
+        self, partition: str, plan: Plan, cas: tuple[bytes, int | None] | None = None
+    ) -> list[int]:
+        """Apply what `plan` decides on the current head as one conditional write of it;
+        returns the new versions of the written keys, in order."""
+        self._check_open()
+        names = Names(partition)
+        txn = secrets.randbits(63) | 1
+        with self._lock:
+            cached = self._heads.get(partition)
+        # Not cached: try creating it (a new partition costs one request; an existing one
+        # refuses, and is then read).
+        head, tag = cached if cached else (None, "")
+        fresh = uncertain = False  # head read just now / an attempt may have landed
+        pending: _Prepared | None = None
+        deadline = time.monotonic() + BUSY_TIMEOUT
+        for attempt in range(1_000_000):
+            stale = pending is not None and time.monotonic() - pending.made > PREPARED_MAX_AGE
+            if pending is None or (stale and pending.created and not uncertain):
+                if pending is not None:
+                    self._discard(names, pending)
+                try:
+                    pending = self._prepare(names, head, plan, txn, cas)
+                except (CASFailedError, _PageGone) as e:
+                    if fresh and isinstance(e, CASFailedError):
+                        raise
+                    seen, (head, tag), fresh, pending = tag, self._load(names), True, None
+                    if isinstance(e, _PageGone) and tag == seen:
+                        raise CorruptionError(
+                            f"{self.url}: page {e} of {partition!r} is missing"
+                        ) from None
+                    continue
+            try:
+                new_tag = self._raw.put_if(names.head, pending.data, tag or None)
+            except CASFailedError:
+                lost = False
+            except TransientError:
+                lost = uncertain = True
+            else:
+                self._landed(names, pending, pending.head, new_tag)
+                return pending.versions
+            current, current_tag = self._load(names, self._settle)
+            landed = self._landed_before(names, current, txn, pending) if uncertain else False
+            if landed:
+                self._landed(names, pending, None, "")
+                return pending.versions
+            if lost and current_tag == tag:
+                continue  # nothing landed since: the same bytes again, on the same condition
+            if landed is None:
+                raise TransientError(
+                    f"{self.url}: cannot tell whether a compare-and-swap in {partition!r} "
+                    f"landed: more than {RECENT} writes came in between, and the key changed"
+                )
+            self._discard(names, pending)  # its condition is gone: it can never land
+            pending, head, tag, fresh = None, current, current_tag, True
+            if time.monotonic() > deadline:
+                raise TransientError(
+                    f"{self.url}: partition {partition!r} kept changing for {BUSY_TIMEOUT:.0f} s"
+                )
+            if attempt >= 2:  # others keep winning: spread the retries out
+                time.sleep(secrets.randbelow(1000) / 1000 * min(0.05, 0.001 * 2**attempt))
+        raise AssertionError("unreachable")
+
+    def _landed_before(
+        self, names: Names, current: Head | None, txn: int, pending: _Prepared
+    ) -> bool | None:
+        """Whether an earlier attempt of this write is in `current`: True; False (it can no
+        longer land, or planning it again is harmless); None (cannot tell)."""
+        if current is None:
+            return False  # dropped since: planned again, the write lands after the drop
+        if txn in current.recent:
+            return True
+        if current.salt != pending.head.salt:
+            return False
+        if current.gen - pending.head.gen < RECENT or pending.cas is None:
+            return False  # a blind write may take effect twice, as any retried write may
+        # Its id has left the head. The key tells: our version (it landed), the version it
+        # replaces (it did not: versions never come back), or another (cannot tell).
+        key, expected, version = pending.cas
+        try:
+            found = runs.lookup(current, key, lambda ref: self._page(names, ref))
+        except _PageGone:
+            return None  # the head moved on again while being read
+        now = None if found is None else found[1]
+        if now == version:
+            return True
+        return False if now == expected and expected is not None else None
+
+    def _prepare(
+        self,
+        names: Names,
+        head: Head | None,
+        plan: Plan,
+        txn: int,
+        cas: tuple[bytes, int | None] | None,
+    ) -> _Prepared:
+        """The new head for `plan` on `head`, with any pages a flush needs already written."""
+        load = lambda ref: self._page(names, ref)  # noqa: E731
+        writes, deletes = plan(head, load)
+        if head is None:
+            head = Head(secrets.randbits(32), secrets.randbits(40), 0, [], [], Table())
+        versions = [((head.seq + i) << 22) | (txn & 0x3FFFFF) for i in range(len(writes))]
+        changes = Table(
+            [k for k, _ in writes] + deletes,
+            [v for _, v in writes] + [None] * len(deletes),
+            versions + [0] * len(deletes),
+        )
+        if deletes and writes:  # each sorted; together they need sorting
+            changes = runs.sort_table(changes)
+        table = runs.merge(changes, head.table, tombstones=bool(head.runs))
+        new = Head(
+            head.salt,
+            head.seq + len(writes),
+            head.gen + 1,
+            [*head.recent, txn][-RECENT:],
+            list(head.runs),
+            table,
+        )
+        created: list[str] = []
+        retired: list[str] = []
+        if table.size > runs.INLINE_BYTES:
+            merged, replaced = runs.flush(new, load)
+            run = self._write_run(names, new.salt, merged)
+            created = [p.id for p in run.pages] if run else []
+            retired = [p.id for r in replaced for p in r.pages]
+            new.runs = ([run] if run else []) + new.runs[len(replaced) :]
+            new.table = Table()
+        key_version = (*cas, versions[0]) if cas is not None else None
+        return _Prepared(
+            new, encode_head(new), versions, created, retired, time.monotonic(), key_version
+        )
+
+    def _write_run(self, names: Names, salt: int, table: Table) -> Run | None:
+        pages = []
+        for page in runs.paginate(table):
+            name = page_id(salt)
+            self._store.put(names.page(name), encode_page(page))
+            with self._lock:
+                self._pages[names.page(name)] = page
+            pages.append(PageRef(name, page.keys[0], page.keys[-1], len(page), page.size))
+        return Run(tuple(pages)) if pages else None
+
+    def _landed(self, names: Names, pending: _Prepared, head: Head | None, tag: str) -> None:
+        """After `pending` landed: remember the head, delete the pages it retired, and after
+        a flush, the partition's leftovers."""
+        if head is not None:
+            with self._lock:
+                self._heads[names.partition] = (head, tag)
+        for name in pending.retired:
+            self._delete_quietly(names.page(name))
+        if pending.created:
+            keep = {p.id for run in pending.head.runs for p in run.pages}
+            self._sweep(names, keep, dead_salt=None)
+
+    def _discard(self, names: Names, pending: _Prepared) -> None:
+        for name in pending.created:  # written for a write that can no longer land
+            self._delete_quietly(names.page(name))
+
+    def _delete_quietly(self, key: str) -> None:
+        with contextlib.suppress(ZarrLakeError):  # a leftover at worst, swept later
+            self._store.delete(key)
+
+    def _sweep(self, names: Names, keep: set[str], dead_salt: int | None) -> None:
+        """Delete pages of the partition that no head refers to: those of a dropped
+        incarnation, and leftovers older than ORPHAN_GRACE."""
+        now = time.time()
+        for key in self._store.list(names.pages):
+            name = key[len(names.pages) :]
+            born = page_born(name)
+            if name in keep or born is None:
+                continue
+            if born[0] == dead_salt or now - born[1] > ORPHAN_GRACE:
+                self._delete_quietly(key)
+
+    def _drop_partition(self, partition: str) -> None:
+        names = Names(partition)
+        head, _ = self._load(names)
+        if head is not None:
+            self._store.delete(names.head)
+        with self._lock:
+            self._heads.pop(partition, None)
+        self._sweep(names, set(), dead_salt=None if head is None else head.salt)

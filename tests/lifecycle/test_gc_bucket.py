@@ -1,0 +1,114 @@
+"""gc and expiry on a bucket-only repository (moto's S3 server, metastore in the bucket):
+the same reclaim as on SQLite and PostgreSQL; a crashed writer's staged uploads and its
+staged records (pages of the metastore included) are found and collected; a full sweep
+leaves the metastore's own objects alone."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+import zarrlake as zl
+from tests.lifecycle.conftest import all_objects, chunk, fsck, reachable, unreachable
+from zarrlake.metastore.bucket_format import segment
+from zarrlake.vc.gc_protocol import GcBusyError, GcState
+
+ZERO = timedelta(0)
+
+
+@pytest.fixture
+def repo(s3_location) -> Iterator[zl.Repo]:
+    location, options = s3_location
+    r = zl.Repo.create(location, storage_options=options)
+    yield r
+    r.close()
+
+
+def _meta_objects(repo: zl.Repo, partition: str) -> list[str]:
+    return list(repo.context.object_store.list(f"meta/{segment(partition)}/"))
+
+
+def _crash(repo: zl.Repo, session: zl.Session) -> None:
+    """As if the session's process died long ago: its record runs out."""
+    repo.context.records.update(
+        session.id, lambda r: r.__class__(**{**r.__dict__, "expires_at": 0})
+    )
+
+
+def test_reclaim_on_a_bucket_only_repository(repo: zl.Repo) -> None:
+    for i in range(3):
+        s = repo.create_session()
+        s.write_many([(f"a/c/{j}", chunk(10 * i + j)) for j in range(3)] + [("b/c/0", b"p" * 900)])
+        s.commit(f"c{i}")
+    crashed = repo.create_session()
+    uploads = [(f"x/c/{j}", chunk(100 + j)) for j in range(20)]
+    inline = [(f"y/c/{j}", chunk(500 + j, 2000)) for j in range(100)]  # staged in the metastore
+    crashed.write_many(uploads + inline)
+    stage = repo.context.stage_partition(crashed.id)
+    assert any("/pages/" in k for k in _meta_objects(repo, stage))  # outgrew its head
+    _crash(repo, crashed)
+    repo.expire(ZERO)
+    expected, live = unreachable(repo), reachable(repo)
+    report = repo.gc(ZERO)
+    assert report.staged_records_deleted == 120
+    assert report.objects_deleted == len(expected)
+    assert all_objects(repo) == live
+    assert _meta_objects(repo, stage) == []  # its head and pages, gone with it
+    assert fsck(repo) == []
+    assert repo.readonly_session().read("a/c/2") == chunk(22)
+    assert GcState(repo.context).candidates() == {}
+
+
+def test_leftover_metastore_pages_are_collected(repo: zl.Repo) -> None:
+    """A writer that died between writing a page and swapping its partition's head leaves a
+    page no head names: dropping the partition (or its next flush, after a grace period)
+    deletes it; a young one may belong to a write in flight and stays until then."""
+    s = repo.create_session()
+    s.write_many([(f"x/c/{j}", chunk(j)) for j in range(10)])
+    stage = repo.context.stage_partition(s.id)
+    pages = f"meta/{segment(stage)}/pages/"
+    old_ms = int((time.time() - 7200) * 1000)
+    repo.context.object_store.put(f"{pages}00000000-{old_ms:011x}-deadbeef", b"leftover")
+    s.commit("one")
+    repo.gc(ZERO)  # settles the session: its staged records are dropped
+    assert _meta_objects(repo, stage) == []
+
+
+def test_one_collector_at_a_time(repo: zl.Repo) -> None:
+    holder = GcState(repo.context)
+    holder.acquire()
+    try:
+        with pytest.raises(GcBusyError, match="another garbage collection"):
+            repo.gc(ZERO)
+    finally:
+        holder.release()
+    assert repo.gc(ZERO).objects_deleted == 0
+
+
+def test_full_gc_and_expiry_leave_the_metastore_working(repo: zl.Repo) -> None:
+    for i in range(3):
+        s = repo.create_session()
+        s.write_many([(f"a/c/{j}", chunk(10 * i + j)) for j in range(4)])
+        s.commit(f"c{i}")
+    for j in range(5):  # an aborted job's uploads, unknown to the metastore
+        repo.context.objects.put_chunk(chunk(300 + j))
+    meta_before = set(repo.context.object_store.list("meta/"))
+    report = repo.expire(datetime.now(UTC))
+    assert report.commits_expired == 3  # all but the head
+    expected, live = unreachable(repo), reachable(repo)
+    report = repo.gc(ZERO, full=True)
+    assert report.objects_deleted == len(expected)
+    assert all_objects(repo) == live
+    assert fsck(repo) == []
+    refs = f"meta/{segment(repo.context.partition('refs'))}/head"
+    assert refs in meta_before and refs in set(repo.context.object_store.list("meta/"))
+    again = zl.Repo.open(repo.spec.location, storage_options=dict(repo.spec.storage_options))
+    assert [c.message for c in again.log()] == ["c2"]
+    s = again.create_session()
+    s.write("a/c/0", chunk(999))
+    s.commit("after gc")
+    assert again.readonly_session().read("a/c/0") == chunk(999)
+    again.close()  # waits for the commit's clean-up, while the server still runs
