@@ -26,6 +26,7 @@ SNIPPETS = [
     "Virtual chunks: NetCDF/HDF5 archives versioned where they lie",
     "Deployment",
     "Deployment",
+    "Deployment",
 ]
 """The section of each ```python block, in order: a new block needs a test here."""
 
@@ -120,23 +121,31 @@ def test_deployment_examples_run_with_their_placeholders_filled_in(
     run_script(snippet("Deployment", 0), tmp_path)
     assert (tmp_path / "weather-repo" / "zarrlake.json").exists()
 
-    bucket = f"readme-{uuid.uuid4().hex[:12]}"
-    s3_client(s3_server).create_bucket(Bucket=bucket)
-    common = {
-        "my-bucket": bucket,
-        "postgresql://zarrlake:secret@db.internal:5432/zarrlake": pg_metastore_url,
-        "https://s3.eu-central-1.amazonaws.com": s3_server,
+    bucket, pg_bucket = (f"readme-{uuid.uuid4().hex[:12]}" for _ in range(2))
+    for name in (bucket, pg_bucket):
+        s3_client(s3_server).create_bucket(Bucket=name)
+    common = {"my-bucket": bucket, "https://s3.eu-central-1.amazonaws.com": s3_server}
+    credentials = {
+        '"AKIA..."': '"test"',
+        '"secret_access_key": "..."': '"secret_access_key": "test"',
+        '"allow_http": False': '"allow_http": True',  # the test server speaks plain HTTP
     }
-    code = filled(
-        snippet("Deployment", 1),
+    bucket_only = filled(snippet("Deployment", 1), {**common, **credentials})
+    run_script(bucket_only + "\nprint(repo.log()[0].message)\n", tmp_path)
+    options = bucket_only[bucket_only.index("storage_options=") + len("storage_options=") :]
+    options = options[: options.index("\n    },") + len("\n    }")]
+    with_pg = filled(
+        snippet("Deployment", 2),
         {
-            **common,
-            '"AKIA..."': '"test"',
-            '"secret_access_key": "..."': '"secret_access_key": "test"',
-            '"allow_http": False': '"allow_http": True',  # the test server speaks plain HTTP
+            "my-bucket": pg_bucket,
+            "postgresql://zarrlake:secret@db.internal:5432/zarrlake": pg_metastore_url,
+            "{...}": options,
         },
     )
-    run_script(code + "\nprint(repo.log()[0].message)\n", tmp_path)
+    res = run_script(
+        "import zarrlake as zl\n" + with_pg + "\nprint(repo.spec.metastore)\n", tmp_path
+    )
+    assert res.stdout.strip() == pg_metastore_url
     shell = filled(snippet("Deployment", 0, "sh"), {**common, "=AKIA...": "=test", "=...": "=test"})
     bin_dir = str(Path(sys.executable).parent)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "ZARRLAKE_ALLOW_HTTP": "1"}

@@ -28,6 +28,7 @@ repo = zl.Repo.open(location, storage_options=options)
 seen = zarr.open_array(repo.readonly_session("main").store, path="a", mode="r")[:].tolist()
 worker = pickle.loads(pickled)  # a worker joining the driver's session
 zarr.open_array(worker.store, path="a")[4:8] = 7
+worker.flush()  # the worker's writes are durable before it reports
 print(json.dumps({"seen": seen, "metastore": repo.spec.metastore}))
 """
 

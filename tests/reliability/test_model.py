@@ -185,6 +185,8 @@ class RepoMachine(RuleBasedStateMachine):
         return {k: session.read(k) for k in session.list_prefix("")}
 
     def stage(self, session: zl.Session, txn: Txn, key: str, value: bytes | None) -> None:
+        """Model a write as staged once the handle flushed it (the durability boundary)."""
+        session.flush()
         txn.staged.setdefault(key, {})[session.writer] = value
         txn.latest[key] = session.writer
 
