@@ -270,6 +270,35 @@ def test_map_regions_is_one_commit(spark, tmp_path):
     np.testing.assert_array_equal(_read_array(repo, "m"), expected)
 
 
+def test_a_failed_attempt_contributes_nothing_its_retry_once(spark, tmp_path):
+    """Each region's first attempt writes other bytes, flushes them and fails; Spark tries
+    it again. Only the retried attempts count: no clash with the failed ones' fragments,
+    and every chunk holds the retry's values."""
+    repo = zl.Repo.create(tmp_path / "repo")
+    session = repo.create_session("main", message="retried")
+    zarr.create_array(
+        session.store, name="r", shape=(8, 10), chunks=(1, 10), dtype="i8", fill_value=-99
+    )
+
+    def fill(s, i):
+        from pyspark import TaskContext
+
+        arr = zarr.open_array(s.store, path="r", mode="r+")
+        if TaskContext.get().attemptNumber() == 0:
+            arr[i] = -1  # a failed attempt's write, made durable before it fails
+            s.flush()
+            raise RuntimeError("the first attempt fails")
+        arr[i] = i
+        return i
+
+    assert zl.spark.map_regions(spark, session, range(8), fill, num_slices=4) == list(range(8))
+    session.commit()
+    np.testing.assert_array_equal(
+        _read_array(repo, "r"), np.repeat(np.arange(8), 10).reshape(8, 10)
+    )
+    assert repo.stats().chunks == 8
+
+
 CONCURRENT_COMMIT = """
 import sys, zarr, zarrlake as zl
 repo = zl.Repo.open(sys.argv[1])
