@@ -60,6 +60,7 @@ def make_garbage(repo: zl.Repo, count: int, seed: int | None, known: bool) -> No
         return
     s = repo.create_session()
     s.write_many([(f"junk/c/{i}", data) for i, data in enumerate(chunks)])
+    s.flush()  # staged: the metastore knows them
     repo.context.records.update(s.id, lambda r: r.__class__(**{**r.__dict__, "expires_at": 0}))
 
 

@@ -85,7 +85,7 @@ QUICK: dict[str, Any] = {
 S3PG = {"backend": "s3pg"}  # engines.py: objects on S3, zarrlake's metastore on PostgreSQL
 
 
-GROUP_MODULES: tuple[str, ...] = ()
+GROUP_MODULES: tuple[str, ...] = ("benchmarks.scale",)
 """Modules that add groups: each has `groups(cfg) -> list[Group]` and may have `SIZES`
 ({"full": {...}, "quick": {...}}, merged into the configuration). benchmarks/README.md."""
 
@@ -115,7 +115,7 @@ def builtin_groups(cfg: dict[str, Any]) -> list[Group]:
             [Step("W1", "W1"), Step("W3", "W3"), Step("W4", "W4")],
         ),
         Group("W2", [ZL, IC, ZR, FS], [Step("W2", "W2")]),
-        Group("W5", [ZL, IC], [Step("W5", "W5")]),
+        Group("W5", [ZL, IC, ZR], [Step("W5", "W5")]),
         Group("W6", [ZL, IC], [Step("W6", "W6")]),
         Group(
             "W7",

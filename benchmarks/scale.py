@@ -34,18 +34,39 @@ ARRAY = "a"
 SEED = 20261125
 SLAB = 1 << 26  # bytes of chunks handed to zarr per assignment
 
+POINTS_FULL = {
+    "s1": [100_000, 1024, 1],
+    "s4": [100_000, 1024, 4],
+    "l1": [1_000_000, 1024, 1],
+    "l4": [1_000_000, 1024, 4],
+    "m1": [5_000, 1 << 20, 1],
+    "m4": [5_000, 1 << 20, 4],
+}
+POINTS_QUICK = {
+    "s1": [10_000, 1024, 1],
+    "s4": [10_000, 1024, 4],
+    "l1": [50_000, 1024, 1],
+    "l4": [50_000, 1024, 4],
+    "m1": [200, 1 << 20, 1],
+    "m4": [200, 1 << 20, 4],
+}
+X10M = os.environ.get("ZARRLAKE_BENCH_10M") == "1"
+"""The ten-million-chunk point (one zarrlake process, about 30 minutes and 12 GB of disk) runs
+only when asked: ZARRLAKE_BENCH_10M=1 make bench BENCH_ARGS="--only SCALE"."""
+
 SIZES = {
     "full": {
-        "scale_points": [
-            [100_000, 1024, 1],
-            [1_000_000, 1024, 1],
-            [100_000, 1024, 4],
-            [1_000_000, 1024, 4],
-            [5_000, 1 << 20, 1],
-            [5_000, 1 << 20, 4],
-        ]
+        "scale_points": POINTS_FULL | ({"x1": [10_000_000, 1024, 1]} if X10M else {}),
+        "scale_s3_n": 1_000_000,
+        "scale_spark_n": 1_000_000,
+        "scale_gc_n": 100_000,
     },
-    "quick": {"scale_points": [[20_000, 1024, 1], [20_000, 1024, 4], [500, 1 << 20, 1]]},
+    "quick": {
+        "scale_points": POINTS_QUICK,
+        "scale_s3_n": 20_000,
+        "scale_spark_n": 20_000,
+        "scale_gc_n": 5_000,
+    },
 }
 
 
@@ -199,12 +220,11 @@ def _run_children(engine: str, blob_file: str, n: int, chunk_bytes: int, parts: 
     return out
 
 
-def zarrlake_point(path: str, n: int, chunk_bytes: int, procs: int) -> dict[str, Any]:
-    import zarrlake as zl
-
+def zarrlake_point(engine: Any, path: str, n: int, chunk_bytes: int, procs: int) -> dict[str, Any]:
     requests = Requests()
     requests.install()
-    repo = zl.Repo.create(path)
+    engine.create(path)
+    repo = engine.repo
     s = repo.create_session()
     create_array(s.store, n, chunk_bytes)
     before = requests.snapshot()
@@ -254,10 +274,9 @@ def zarrlake_point(path: str, n: int, chunk_bytes: int, procs: int) -> dict[str,
     }
 
 
-def icechunk_point(path: str, n: int, chunk_bytes: int, procs: int) -> dict[str, Any]:
-    import icechunk as ic
-
-    repo = ic.Repository.create(ic.local_filesystem_storage(path))
+def icechunk_point(engine: Any, path: str, n: int, chunk_bytes: int, procs: int) -> dict[str, Any]:
+    engine.create(path)
+    repo = engine.repo
     s = repo.writable_session("main")
     create_array(s.store, n, chunk_bytes)
     s.commit("array")
@@ -289,28 +308,194 @@ def icechunk_point(path: str, n: int, chunk_bytes: int, procs: int) -> dict[str,
 def point(engine: Any, path: str, p: dict[str, Any]) -> dict[str, Any]:
     """One (N, chunk bytes, processes) point in this fresh worker process."""
     n, chunk_bytes, procs = p["n"], p["chunk_bytes"], p["procs"]
-    name = engine.name if engine is not None else p["engine"]
-    path = str(Path(path) / f"{name}-{n}-{chunk_bytes}-{procs}")
-    fn = zarrlake_point if name == "zarrlake" else icechunk_point
-    return fn(path, n, chunk_bytes, procs)
+    if engine is None:
+        from benchmarks.engines import make
+
+        engine = make(p["engine"])
+    path = str(Path(path) / f"{engine.name}-{n}-{chunk_bytes}-{procs}")
+    fn = zarrlake_point if engine.name == "zarrlake" else icechunk_point
+    return fn(engine, path, n, chunk_bytes, procs)
 
 
-def label(n: int, chunk_bytes: int, procs: int) -> str:
-    size = "1KiB" if chunk_bytes == 1024 else "1MiB"
-    return f"n{n}_{size}_p{procs}."
+def spark_jobs(engine: Any, path: str, p: dict[str, Any]) -> dict[str, Any]:
+    """map_regions and the chunk layout each writing N 1 KiB chunks on local[2]: the driver's
+    commit after the last task (map_regions: the commit call; the data source: its commit
+    step, timed inside the writer)."""
+    import zarrlake as zl
+    from benchmarks.spark_arrays import spark_session
+
+    n, rows = p["scale_spark_n"], chunk_rows(1024)
+    spark = spark_session("zarrlake-bench-scale")
+    out: dict[str, Any] = {}
+    try:
+        repo = zl.Repo.create(Path(path) / "regions")
+        s = repo.create_session()
+        create_array(s.store, n, 1024)
+        regions = [(lo, min(n, lo + 10_000)) for lo in range(0, n, 10_000)]
+
+        def fill(session: Any, region: tuple[int, int]) -> int:
+            arr = zarr.open_array(session.store, path=ARRAY, mode="r+")
+            lo, hi = region
+            arr[lo * rows : hi * rows] = np.random.default_rng(lo).random(
+                (hi - lo) * rows, np.float32
+            )
+            return hi - lo
+
+        t0 = time.perf_counter()
+        assert sum(zl.spark.map_regions(spark, s, regions, fill)) == n
+        out["map_regions_tasks_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        s.commit("map_regions")
+        out["map_regions_commit_s"] = time.perf_counter() - t0
+        repo.close()
+
+        location = str(Path(path) / "chunks")
+        repo = zl.Repo.create(location)
+        s = repo.create_session()
+        zarr.create_array(
+            s.store,
+            name=ARRAY,
+            shape=(n * rows,),
+            chunks=(rows,),
+            dtype="float32",
+            compressors=None,
+            dimension_names=["x"],
+        )
+        s.commit("array")
+        df = spark.range(n, numPartitions=8).selectExpr(
+            "id AS x", f"unhex(repeat(lpad(hex(id % 256), 2, '0'), {4 * rows})) AS a"
+        )
+        t0 = time.perf_counter()
+        zl.spark.write_array(df, repo=location, array=ARRAY, layout="chunks", values="binary")
+        out["chunks_job_s"] = time.perf_counter() - t0
+        # The data source commits in a Python worker of its own: the commit step is read off
+        # the files, from the last task's flush (its fragment) to the commit record.
+        out["chunks_commit_s"] = _after_last_task(Path(location), zl.Repo.open(location))
+    finally:
+        spark.stop()
+    return out
+
+
+def gc_overwritten(engine: Any, path: str, p: dict[str, Any]) -> dict[str, Any]:
+    """N 16 KiB chunk objects committed, then every one overwritten by a second commit;
+    `expire` of the first commit's history, then gc (zarrlake: incremental, or `full` as a
+    listing mark-and-sweep) deletes the N old objects. Icechunk: expire_snapshots then
+    garbage_collect."""
+    from datetime import UTC, datetime, timedelta
+
+    n, full = p["scale_gc_n"], p.get("full", False)
+    rows = 4096  # 16 KiB of float32
+
+    def fill(store: Any, seed: int) -> None:
+        arr = zarr.open_array(store, path=ARRAY, mode="r+")
+        per = 4096
+        for lo in range(0, n, per):
+            hi = min(n, lo + per)
+            rng = np.random.default_rng(seed * 1_000_003 + lo)
+            arr[lo * rows : hi * rows] = rng.random((hi - lo) * rows, dtype=np.float32)
+
+    engine.create(str(Path(path) / f"gc-{engine.name}-{int(full)}"))
+    store = engine.begin()
+    create_array(store, n, rows * 4)
+    engine.commit("array")
+    for seed in (1, 2):
+        fill(engine.begin(), seed)
+        engine.commit(f"fill {seed}")
+    if engine.name == "zarrlake":
+        repo = engine.repo
+        engine.settle()
+        t0 = time.perf_counter()
+        expired = repo.expire(timedelta(0))
+        expire_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        report = repo.gc(timedelta(0), full=full)
+        gc_s = time.perf_counter() - t0
+        assert report.by_kind.get("chunks", (0, 0))[0] == n, report.by_kind
+        return {"expire_s": expire_s, "gc_s": gc_s, "commits_expired": expired.commits_expired}
+    repo = engine.repo
+    t0 = time.perf_counter()
+    repo.expire_snapshots(datetime.now(UTC) + timedelta(seconds=1))
+    expire_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    summary = repo.garbage_collect(datetime.now(UTC) + timedelta(seconds=1))
+    gc_s = time.perf_counter() - t0
+    assert summary.chunks_deleted >= n, summary
+    return {"expire_s": expire_s, "gc_s": gc_s}
+
+
+def _after_last_task(path: Path, repo: Any) -> float:
+    """Seconds from the last fragment a task flushed to the head commit's record (fragments
+    small enough to travel in their records are written by the committer: left out)."""
+    from zarrlake.format.fragment import RECORD_MAX
+
+    flushed = [p.stat() for p in (path / "fragments").iterdir()]
+    last_task = max(st.st_mtime for st in flushed if st.st_size > RECORD_MAX)
+    head = repo.resolve("main")
+    return (path / "commits" / head).stat().st_mtime - last_task
 
 
 def groups(cfg: dict[str, Any]) -> list[Group]:
+    points = cfg.get("scale_points", POINTS_QUICK)
     steps = [
         Step(
             "benchmarks.scale:point",
             "SCALE",
-            prefix=label(n, b, procs),
+            prefix=f"{name}.",
             params={"n": n, "chunk_bytes": b, "procs": procs},
         )
-        for n, b, procs in cfg.get("scale_points", SIZES["quick"]["scale_points"])
+        for name, (n, b, procs) in points.items()
+        if name != "x1"
     ]
-    return [Group("SCALE", ["zarrlake", "icechunk"], steps)]
+    out = [Group("SCALE", ["zarrlake", "icechunk"], steps)]
+    if "x1" in points:
+        n, b, procs = points["x1"]
+        out.append(
+            Group(
+                "SCALE10M",
+                ["zarrlake"],
+                [
+                    Step(
+                        "benchmarks.scale:point",
+                        "SCALE",
+                        prefix="x1.",
+                        params={"n": n, "chunk_bytes": b, "procs": procs},
+                    )
+                ],
+            )
+        )
+    n = cfg.get("scale_s3_n", 20_000)
+    out.append(
+        Group(
+            "SCALES3",
+            ["zarrlake"],
+            [
+                Step(
+                    "benchmarks.scale:point",
+                    "SCALE",
+                    prefix="s3.",
+                    params={"n": n, "chunk_bytes": 1024, "procs": 4, "backend": "s3pg"},
+                )
+            ],
+            servers=True,
+        )
+    )
+    out.append(Group("SCALESPARK", ["spark"], [Step("benchmarks.scale:spark_jobs", "SCALE")]))
+    out.append(
+        Group(
+            "SCALEGC",
+            ["zarrlake", "icechunk"],
+            [
+                Step("benchmarks.scale:gc_overwritten", "SCALE", prefix="gc."),
+                Step(
+                    "benchmarks.scale:gc_overwritten",
+                    "SCALE",
+                    prefix="gcfull.",
+                    params={"full": True},
+                ),
+            ],
+        )
+    )
+    return out
 
 
 def main() -> None:

@@ -68,6 +68,11 @@ def label_values(cfg: dict[str, Any]) -> dict[str, Any]:
         "latency": f"{cfg.get('rt_s3_ms', 20):g} ms per S3 / {cfg.get('rt_pg_ms', 1):g} ms "
         "per PG round trip",
         "whole": "begin + open array + write 1 chunk + commit",
+        **{
+            f"scale_{name[0]}": point
+            for name, point in cfg.get("scale_points", {}).items()
+            if name.endswith("1")
+        },
         "call": "the commit call alone",
     }
 
@@ -104,6 +109,12 @@ def _condition(spec: dict[str, Any]) -> Check:
         return lambda m, _: (r := ratio(m, of, ZL)) is not None and r <= spec["inverse_max"]
     if "max" in spec:
         return lambda m, _: ZL in m and m[ZL] <= spec["max"]
+    if "excess_max" in spec:  # (zarrlake - base) <= x * (engine - base): cost added over base
+        base = spec["over"]
+        return lambda m, _: (
+            all(e in m for e in (ZL, of, base))
+            and m[ZL] - m[base] <= spec["excess_max"] * (m[of] - m[base])
+        )
     if spec.get("all_zero"):
         return lambda _, v: bool(v.get(ZL)) and max(v[ZL]) == 0
     raise ValueError(f"targets.toml: unknown check {spec}")

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from zarrlake.txn.context import RepoContext
 
 MAX_GRACE = timedelta(days=3650)
-DELETE_BATCH = 256
+DELETE_BATCH = 1024
 LIVE_STATUSES = ("open", "committing")
 
 Progress = Callable[[str, int, int | None], None]
@@ -128,7 +128,10 @@ class Collector:
             yield from (k for k in self.store.list(prefix) if k not in live)
 
     def _delete(self, keys: list[str]) -> None:
-        self.objects.map(self.store.delete, keys)
+        """Bulk deletes (one request per group on S3), the groups in parallel."""
+        self.objects.map(
+            self.store.delete_many, [keys[i : i + 128] for i in range(0, len(keys), 128)]
+        )
 
     # sessions -----------------------------------------------------------------------------
 
@@ -303,15 +306,6 @@ class Collector:
             found = [(k, s) for k, s in self.expand(frontier) if k not in pool]
             pool.update(found)
             frontier = [k for k, _ in found if k not in reach.live]
-        new = [(k, s) for k, s in pool.items() if k not in self.candidates and k not in reach.live]
-        if not dry_run:
-            self.state.add(self.candidates, new)
-            hooks.reached("gc_after_register")
-            # what the fragments name is registered: their indexes need not be read again
-            self.state.expanded([c for c in self.candidates.values() if c.index])
-            alive = [k for k in self.candidates if k in reach.live]
-            self.state.drop(alive)
-            self.report.candidates_live = len(alive)
         now = self.ctx.clock()
         first_seen = {k: c.first_seen for k, c in self.candidates.items()}
         dead = [k for k in pool if k not in reach.live]
@@ -322,6 +316,16 @@ class Collector:
                 if (size := self.size(key, pool.get(key))) >= 0:
                     self.report.count(key, size)
             return
+        # Dead objects that wait for a later run are registered. Those deleted now need no
+        # record: what found them (expired commits, dead containers, fragments, the listing)
+        # is deleted after them, so a run that stops half-way finds them again.
+        due_now = set(due)
+        waiting = [(k, s) for k, s in pool.items() if k not in reach.live and k not in due_now]
+        self.state.add(self.candidates, [(k, s) for k, s in waiting if k not in self.candidates])
+        hooks.reached("gc_after_register")
+        alive = [k for k in self.candidates if k in reach.live]
+        self.state.drop(alive)
+        self.report.candidates_live = len(alive)
         self.sweep(reach, due, pool, listed_only)
 
     def sweep(
@@ -346,17 +350,24 @@ class Collector:
             due.sort(key=lambda k: order.get(kind_of(k), len(order)))
             sizes = {k: self.size(k, pool.get(k)) for k in due}
             hooks.reached("gc_before_delete")
+            finished = True
             for i in range(0, len(due), self.delete_batch):
                 if not self.state.may_delete(phase):
+                    finished = False
                     break  # past the sweep's deadline: writers no longer wait for it
                 batch = due[i : i + self.delete_batch]
                 self.deleter(batch)
                 hooks.reached("gc_after_delete")
-                self.state.drop(batch)
+                gone = [k for k in batch if k in self.candidates]
+                self.state.drop(gone)
+                for key in gone:
+                    del self.candidates[key]
                 for key in batch:
                     if sizes[key] >= 0:
                         self.report.count(key, sizes[key])
                 self.progress("deleting", min(i + self.delete_batch, len(due)), len(due))
+            if finished:  # what the fragments name is deleted or registered: not read again
+                self.state.expanded([c for c in self.candidates.values() if c.index])
         finally:
             self.state.end_sweep(phase)
         hooks.reached("gc_after_sweep_ends")

@@ -45,6 +45,12 @@ class ObjectStore(ABC):
     def list(self, prefix: str = "") -> Iterator[str]:
         """Keys that start with `prefix` (as a string, not only whole segments), any order."""
 
+    def delete_many(self, keys: list[str]) -> None:
+        """Remove several objects (missing ones are no error); a backend with a bulk delete
+        (S3's DeleteObjects) sends them together."""
+        for key in keys:
+            self.delete(key)
+
     def exists(self, key: str) -> bool:
         """Whether the object exists (default: a zero-length read)."""
         try:
@@ -125,6 +131,14 @@ class ObjectStoreBackend(ObjectStore):
     def delete(self, key: str) -> None:
         self._delete(check_key(key))
 
+    def delete_many(self, keys: list[str]) -> None:
+        self._delete_many([check_key(k) for k in keys])
+
+    def _delete_many(self, keys: list[str]) -> None:
+        """Remove several; by default one at a time."""
+        for key in keys:
+            self._delete(key)
+
     def list(self, prefix: str = "") -> Iterator[str]:
         check_prefix(prefix)
         return self._list(prefix)
@@ -160,6 +174,9 @@ class WrapperObjectStore(ObjectStore):
 
     def delete(self, key: str) -> None:
         self.inner.delete(key)
+
+    def delete_many(self, keys: list[str]) -> None:
+        self.inner.delete_many(keys)
 
     def list(self, prefix: str = "") -> Iterator[str]:
         return self.inner.list(prefix)

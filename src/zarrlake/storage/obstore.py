@@ -283,6 +283,22 @@ class ObstoreObjectStore(ObjectStoreBackend):
                 self._raise(exc, "DELETE", key)
 
     @_forksafe
+    def _delete_many(self, keys: list[str]) -> None:
+        """One bulk request per thousand keys on S3 (DeleteObjects); a missing key stops
+        obstore's batch, so the rest go one by one."""
+        for i in range(0, len(keys), 1000):
+            batch = keys[i : i + 1000]
+            try:
+                obs.delete(self.store, batch)
+            except FileNotFoundError as exc:
+                if "NoSuchBucket" in str(exc):
+                    self._raise(exc, "DELETE", batch[0])
+                for key in batch:
+                    self._delete(key)
+            except (BaseError, OSError, ValueError) as exc:
+                self._raise(exc, "DELETE", batch[0])
+
+    @_forksafe
     def _list(self, prefix: str) -> Iterator[str]:
         # obstore matches whole segments only, so list the enclosing "directory" and filter.
         parent = prefix.rstrip("/") if prefix.endswith("/") else prefix.rpartition("/")[0]

@@ -60,6 +60,9 @@ class RetryingObjectStore(WrapperObjectStore):
     def delete(self, key: str) -> None:
         retry(lambda: self.inner.delete(key), self.policy)
 
+    def delete_many(self, keys: list[str]) -> None:
+        retry(lambda: self.inner.delete_many(keys), self.policy)
+
     def list(self, prefix: str = "") -> Iterator[str]:
         """The listing is collected in full per attempt, so a retry never yields duplicates."""
         return iter(retry(lambda: list(self.inner.list(prefix)), self.policy))

@@ -226,7 +226,7 @@ class WriteGuard:
     """The writer's side: `token = guard.begin()` before uploading chunk objects, then
     `guard.settle(token, uploads)` once the references to them are staged."""
 
-    REUSE = 1.0
+    REUSE = 30.0
     """Seconds `begin` may answer with the phase this guard last read instead of reading it
     again: a token older than the upload is still read before it, and can only make
     `settle` check the uploads when a sweep began since (never skip a check it needs)."""

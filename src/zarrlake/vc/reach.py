@@ -47,8 +47,8 @@ def manifest_refs(rng: ManifestRange) -> dict[str, int]:
     kinds = np.asarray(rng.kind)
     objs = np.flatnonzero(kinds == RefKind.OBJECT)
     hexes = np.ascontiguousarray(rng.digest[objs]).tobytes().hex()
-    lengths = np.asarray(rng.length)[objs].tolist()
-    out = {f"chunks/{hexes[64 * i : 64 * i + 64]}": n for i, n in enumerate(lengths)}
+    keys = ["chunks/" + hexes[i : i + 64] for i in range(0, len(hexes), 64)]
+    out = dict(zip(keys, np.asarray(rng.length)[objs].tolist(), strict=True))
     located = np.flatnonzero(kinds == RefKind.LOCATION)
     if len(located):
         locs = np.asarray(rng.loc)[located]
