@@ -146,6 +146,11 @@ class Session:
     def exists(self, key: str) -> bool:
         return self._txn.overlay.exists(key)
 
+    def peek(self, key: str) -> tuple[bool, bytes | None]:
+        """(answered, bytes or None) when the answer needs no I/O (read-only sessions'
+        metadata): the zarr store then skips its hop to a thread."""
+        return self._txn.overlay.peek(key)
+
     def list_prefix(self, prefix: str = "") -> list[str]:
         return self._txn.overlay.list_prefix(prefix)
 

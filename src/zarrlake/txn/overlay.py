@@ -14,6 +14,9 @@ from zarrlake.validate import check_key, check_prefix
 from zarrlake.vc.objects import Objects
 from zarrlake.vc.snapshot_view import SnapshotView
 
+V2_METADATA = frozenset({".zarray", ".zattrs", ".zgroup", ".zmetadata"})
+"""zarr v2's metadata keys: not data of a zarr v3 node."""
+
 
 def check_byte_range(byte_range: object) -> tuple[int, int | None]:
     """A (start, end) byte range: 0 <= start, end None or >= start."""
@@ -61,6 +64,20 @@ class Overlay:
         if found[0] or self.fragments is None:
             return found
         return self.fragments.lookup(self.staging.visible_fragments(), key)
+
+    def peek(self, key: str) -> tuple[bool, bytes | None]:
+        """(answered, bytes or None) when a read-only view can answer from memory: its
+        metadata documents, and zarr v2's metadata keys probed beside a zarr v3 node (zarr
+        looks for `.zarray` and `.zattrs` when it opens an array)."""
+        if self.staging is not None:
+            return False, None
+        meta = self.view.root.meta
+        if is_meta_key(key):
+            return True, meta.get(key)
+        parent, _, name = key.rpartition("/")
+        if name in V2_METADATA and (f"{parent}/zarr.json" if parent else "zarr.json") in meta:
+            return True, None
+        return False, None
 
     def lookup(self, key: str) -> ChunkRef | None:
         """The reference `key` resolves to in this session, or None."""
