@@ -28,6 +28,10 @@ GC_POINTS = (
     "expire_after_markers",  # expire: markers written, commit records not yet deleted
 )
 
+FLUSH_POINTS = (
+    "after_fragment_upload",  # a flush's fragment object written, not yet registered
+)
+
 WAIT_POINT = "writer_waits_for_sweep"
 """Reached on every poll of a writer or commit waiting for a garbage-collection sweep to end
 (tests watch it; crashing there is no different from crashing before the write)."""

@@ -160,6 +160,31 @@ def test_a_dead_workers_unflushed_writes_are_named_never_dropped(tmp_path):
     assert ro.read("a/c/5") == chunk(5, salt=1) and ro.read("a/c/6") is None
 
 
+def test_a_worker_killed_while_flushing_leaves_nothing_fsck_or_gc_minds(tmp_path):
+    """SIGKILL between a fragment's upload and its registration: the commit names the dead
+    worker, commits without its writes when told to, and a full gc reclaims the orphan."""
+    repo = zl.Repo.create(tmp_path / "repo")
+    s = array_session(repo, 20_000)
+    env = {**os.environ, "ZARRLAKE_CRASH_AT": "after_fragment_upload"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.core.test_staging", "count", save(s, tmp_path), "0", "20000"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        timeout=120,
+    )
+    assert proc.returncode == -9, proc.stderr[-2000:]
+    orphan = list(repo.context.object_store.list("fragments/"))
+    assert orphan  # uploaded, never registered
+    with pytest.raises(zl.UnflushedWritesError, match="gone"):
+        s.commit("refused")
+    s.commit("without them", unflushed="discard")
+    assert repo.fsck() == []
+    repo.gc(timedelta(0), full=True)
+    assert list(repo.context.object_store.list("fragments/")) == []
+    assert repo.fsck() == []
+
+
 def test_workers_identical_bytes_are_no_clash_different_bytes_name_the_chunk(repo):
     s = repo.create_session()
     zarr.open_group(s.store, mode="a").create_array("a", shape=(40,), chunks=(10,), dtype="i4")
