@@ -162,7 +162,7 @@ class Transaction:
         """The write path of a session still open for writes."""
         writes = self.require_session()
         assert self.record is not None
-        if self.record.status != Status.OPEN:
+        if self.record.status != Status.OPEN or self.ctx.clock() > self.record.expires_at:
             self.check_open()
         return writes
 

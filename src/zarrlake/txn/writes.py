@@ -143,18 +143,12 @@ class Writes:
             self.flush()
 
     def _mark(self, batch: Batch) -> None:
-        """Leave the marker saying this handle holds unflushed writes (before holding any),
-        and check the session still takes writes, so writing to a closed or expired session
-        fails at once rather than at the flush. (In turn, not `together`: uploads call this
-        from the I/O pool's threads.)"""
+        """Leave the marker saying this handle holds unflushed writes (before holding any).
+        Whether the session still takes them is checked when they are flushed (and before,
+        from the record this handle holds: `Transaction.require_writes`)."""
         generation = self.buffer.generation = self.buffer.generation + 1
         batch.since = time.monotonic()
         self.staging.mark_unflushed(generation, self.clock(), self.tag)
-        try:
-            self.check_open()
-        except BaseException:
-            self.staging.drop_markers([generation])
-            raise
         batch.markers.append(generation)
 
     def _full(self, batch: Batch) -> bool:
