@@ -5,7 +5,7 @@ engine in `zarrlake.txn`.
 Durability: metadata documents are staged durably when written. Chunk writes are buffered
 by each handle and become durable when it flushes: `flush()`, a `commit()` from the same
 handle, pickling the handle (sending the session to a worker or back), the end of a Spark
-task, or on their own once the handle has been idle for a second (or its buffer is full).
+task, or on their own once the handle has been idle for five seconds (or its buffer is full).
 A commit waits for other workers' unflushed writes and refuses, naming the worker, rather
 than leave them out."""
 

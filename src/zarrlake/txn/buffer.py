@@ -22,7 +22,7 @@ class FlushPolicy:
     max_entries: int = 100_000
     max_bytes: int = 8 << 20  # inline chunk bytes, or bytes of uploads kept for gc
     max_age: float = 60.0  # seconds since the oldest unflushed write
-    idle: float | None = 1.0  # seconds without writes (None: never in the background)
+    idle: float | None = 5.0  # seconds without writes (None: never in the background)
 
 
 @dataclass

@@ -129,7 +129,7 @@ def commit(
 ) -> str:
     """Make the session's staged changes one commit on its branch; returns the commit id.
     Other workers still holding unflushed writes are waited for (they flush on their own
-    within a second of their last write) up to Settings.flush_wait; then, or at once if a
+    within five seconds of their last write) up to Settings.flush_wait; then, or at once if a
     worker's process is gone, UnflushedWritesError names them. `unflushed="discard"`
     commits without them."""
     if on_conflict not in CONFLICT_POLICIES:
