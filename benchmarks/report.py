@@ -14,9 +14,19 @@ ZL, IC, ZR, FS, SPARK = "zarrlake", "icechunk", "zarr", "files", "spark"
 COLUMNS = (ZL, IC, ZR, FS)
 
 
+GROUP_NAMES = {
+    "S3W5": "S3PG W5",
+    "S3W6": "S3PG W6",
+    "S3RT": "S3PG",
+    "BKRT": "S3 bucket",
+    "BKW6": "S3 bucket W6",
+}
+"""The first column of tables whose name is not their group's."""
+
+
 def _group(table: str) -> str:
     """The first column: the workload, with S3PG's tables under one name."""
-    return {"S3W5": "S3PG W5", "S3W6": "S3PG W6", "S3RT": "S3PG"}.get(table, table)
+    return GROUP_NAMES.get(table, table)
 
 
 def fmt(x: float | None) -> str:
