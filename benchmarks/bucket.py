@@ -19,6 +19,13 @@ from typing import Any
 from benchmarks.groups import Group, Step
 
 SIZES = {"full": {"bucket_w6_commits": 20}, "quick": {"bucket_w6_commits": 5}}
+NOTE = (
+    "S3 bucket (issue 22, S3BUCKET): zarrlake = s3://bucket/prefix with its metastore in the "
+    "bucket (conditional writes), Icechunk = s3_storage, on one moto S3 server of their own; "
+    "requests and round trips counted as for S3PG (warm-up, median over {rt_commits} "
+    "commits), latency {rt_s3_ms:g} ms per S3 round trip; W6 {w6_procs} processes x "
+    "{bucket_w6_commits} one-chunk commits."
+)
 BUCKET = {"backend": "bucket"}
 
 

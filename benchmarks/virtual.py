@@ -40,8 +40,17 @@ SEED = 0
 
 SIZES = {
     "full": {"virtual_files": 365, "virtual_loads": 3, "virtual_readers": 7},
-    "quick": {"virtual_files": 20, "virtual_loads": 1, "virtual_readers": 3},
+    "quick": {"virtual_files": 20, "virtual_loads": 2, "virtual_readers": 3},
 }
+NOTE = (
+    "VIRTUAL (issue 23): {virtual_files} daily NetCDF4 files (4 float32 variables of 720 x 900, "
+    "chunks 360 x 450, 10.4 MB each), made once into ZARRLAKE_BENCH_CACHE. Import: zarrlake "
+    "= zl.spark.import_virtual on local[2] + commit, Icechunk = VirtualiZarr's "
+    "open_virtual_mfdataset + to_icechunk + commit, one process, both after a two-file "
+    "warm-up. Read all: xr.open_zarr(store).load(), files = xr.open_mfdataset(files).load(), "
+    "best of {virtual_loads} in one process, files in the page cache. Open + read one chunk: "
+    "median of {virtual_readers} new processes."
+)
 
 
 # the archive -------------------------------------------------------------------------------
