@@ -1,6 +1,6 @@
 """The markdown table of a benchmark run: medians (min-max) per engine, ratios of medians
 to Icechunk, and whether zarrlake meets each target (benchmarks/targets.toml), followed by
-the request logs of one S3PG commit and read when that group ran."""
+the request logs of one S3PG (and S3BUCKET) commit and read when that group ran."""
 
 from __future__ import annotations
 
@@ -113,7 +113,7 @@ def markdown_table(doc: dict[str, Any]) -> str:
         del lines[header:]  # only the Spark section ran: no W1-W8 table
     lines += spark_table(doc)
     lines += ["", *notes(doc)]
-    lines += request_logs(doc)
+    lines += request_logs(doc, "S3RT") + request_logs(doc, "BKRT")
     return "\n".join(lines) + "\n"
 
 
@@ -141,9 +141,10 @@ def spark_table(doc: dict[str, Any]) -> list[str]:
     return lines
 
 
-def request_logs(doc: dict[str, Any]) -> list[str]:
-    """S3PG: the relays' logs of the last counted commit and of one read, per engine."""
-    table = doc["results"].get("S3RT", {})
+def request_logs(doc: dict[str, Any], name: str) -> list[str]:
+    """S3PG (table S3RT) or S3BUCKET (BKRT): the relays' logs of the last counted commit and
+    of one read, per engine."""
+    table = doc["results"].get(name, {})
     out: list[str] = []
     for engine in (ZL, IC):
         records = [r for r in table.get(engine, []) if "log_commit" in r]
@@ -153,7 +154,7 @@ def request_logs(doc: dict[str, Any]) -> list[str]:
         if not out:
             out += [
                 "",
-                "#### S3PG: the requests of one one-chunk commit and of one read",
+                f"#### {_group(name)}: the requests of one one-chunk commit and of one read",
                 "",
                 "From the relays (benchmarks/relay.py), last repetition: time since the window "
                 "opened, round (* = a new sequential round trip; S3 and PG together), relay, "
