@@ -7,9 +7,11 @@ An engine holds at most one repository and one open writable session at a time:
 With `backend="s3pg"` in its parameters (the S3PG group, issue 15), zarrlake and Icechunk
 keep their objects on an S3 server instead (moto, from zarrlake.testing.servers, described
 by `params["remote"]`) and zarrlake its metastore in PostgreSQL (one database per
-repository); the local `path` then
-only names the repository: its S3 prefix is the path's last component plus `params["loc"]`.
-`via()` sends later opens through other endpoints (the counting relays of relay.py).
+repository); with `backend="bucket"` (issue 22) zarrlake keeps its metastore in the bucket
+too. The local `path` then only names the repository: its S3 prefix is the path's last
+component plus `params["loc"]`. `via()` sends later opens through other endpoints (the
+counting relays of relay.py). With `virtual_prefix` (the VIRTUAL group, issue 23), Icechunk
+may read virtual chunks from local files under that `file://` prefix.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import zarr
 from zarr.abc.store import Store
 
 ZARRLAKE, ICECHUNK, ZARR, FILES = "zarrlake", "icechunk", "zarr", "files"
+REMOTE_BACKENDS = ("s3pg", "bucket")
 
 
 class Engine:
@@ -39,7 +42,8 @@ class Engine:
         params = params or {}
         self.remote: dict[str, Any] | None = None
         self.loc = params.get("loc", "")
-        if params.get("backend") == "s3pg":
+        self.backend = params.get("backend", "local")
+        if self.backend in REMOTE_BACKENDS:
             self.remote = dict(params["remote"])
         self.s3_endpoint = self.remote["s3_endpoint"] if self.remote else ""
         self.pg_url = self.remote["pg_url"] if self.remote else ""
@@ -48,7 +52,12 @@ class Engine:
         """What a worker process needs to reach the same repository (see `make`)."""
         if self.remote is None:
             return {}
-        return {"backend": "s3pg", "remote": self.remote, "loc": self.loc}
+        return {"backend": self.backend, "remote": self.remote, "loc": self.loc}
+
+    @property
+    def uses_pg(self) -> bool:
+        """Whether this engine talks to the PostgreSQL server (zarrlake on s3pg only)."""
+        return False
 
     def via(self, s3_endpoint: str | None = None, pg_url: str | None = None) -> None:
         """Reach the S3 server at `s3_endpoint` and PostgreSQL at `pg_url` from the next
@@ -118,22 +127,29 @@ class ZarrlakeEngine(Engine):
         # before any workload starts its clock (as for zarr and Icechunk).
         for name in ("Repo", "Session", "SessionStore"):
             getattr(zarrlake, name, None)
-        if self.remote is not None:  # the PostgreSQL metastore imports psycopg (~0.2 s)
+        if self.uses_pg:  # the PostgreSQL metastore imports psycopg (~0.2 s)
             importlib.import_module("zarrlake.metastore.postgres")
+        elif self.remote is not None:
+            importlib.import_module("zarrlake.metastore.bucket_url")
         self.zl = zarrlake
         self.repo: Any = None
         self.session: Any = None
+
+    @property
+    def uses_pg(self) -> bool:
+        return self.backend == "s3pg"
 
     def create(self, path: str) -> None:
         self.path = path
         if self.remote is None:
             self.repo = self.zl.Repo.create(path)
             return
-        import psycopg
-
         os.makedirs(path, exist_ok=True)  # for the workload's own files (W6's acks)
-        with psycopg.connect(self.remote["pg_url"], autocommit=True) as conn:
-            conn.execute(f"CREATE DATABASE {self.remote_name(path)} STRATEGY FILE_COPY")
+        if self.uses_pg:
+            import psycopg
+
+            with psycopg.connect(self.remote["pg_url"], autocommit=True) as conn:
+                conn.execute(f"CREATE DATABASE {self.remote_name(path)} STRATEGY FILE_COPY")
         self.repo = self.zl.Repo.create(**self._where(path))
 
     def open(self, path: str) -> None:
@@ -142,15 +158,18 @@ class ZarrlakeEngine(Engine):
         self.repo = self.zl.Repo.open(**where)
 
     def _where(self, path: str) -> dict[str, Any]:
-        """Repo.create/open arguments: s3://BUCKET/NAME, postgresql://.../NAME."""
+        """Repo.create/open arguments: s3://BUCKET/NAME, and postgresql://.../NAME on s3pg
+        (bucket-only: the metastore is in the bucket, found from the location)."""
         assert self.remote is not None
         name = self.remote_name(path)
-        pg = urlsplit(self.pg_url)
-        return {
+        where = {
             "location": f"s3://{self.remote['bucket']}/{name}",
-            "metastore": urlunsplit(pg._replace(path=f"/{name}")),
             "storage_options": self.s3_options(),
         }
+        if self.uses_pg:
+            pg = urlsplit(self.pg_url)
+            where["metastore"] = urlunsplit(pg._replace(path=f"/{name}"))
+        return where
 
     def close(self) -> None:
         if self.repo is not None:
@@ -201,6 +220,22 @@ class IcechunkEngine(Engine):
         self.ic = icechunk
         self.repo: Any = None
         self.session: Any = None
+        self.virtual_prefix: str | None = (params or {}).get("virtual_prefix")
+
+    def _virtual(self) -> dict[str, Any]:
+        """Repository.create/open arguments that let it read virtual chunks from local files
+        under `virtual_prefix` (a container for the prefix, and access granted to it)."""
+        if not self.virtual_prefix:
+            return {}
+        prefix = self.virtual_prefix
+        config = self.ic.RepositoryConfig.default()
+        store = self.ic.local_filesystem_store(prefix.removeprefix("file://"))
+        config.set_virtual_chunk_container(self.ic.VirtualChunkContainer(prefix, store))
+        access = {prefix: self.ic.credentials.LocalFileSystemAccess}
+        return {
+            "config": config,
+            "authorize_virtual_chunk_access": self.ic.containers_credentials(access),
+        }
 
     def _storage(self, path: str) -> Any:
         if self.remote is None:
@@ -220,11 +255,11 @@ class IcechunkEngine(Engine):
         self.path = path
         if self.remote is not None:
             os.makedirs(path, exist_ok=True)  # for the workload's own files (W6's acks)
-        self.repo = self.ic.Repository.create(self._storage(path))
+        self.repo = self.ic.Repository.create(self._storage(path), **self._virtual())
 
     def open(self, path: str) -> None:
         self.path = path
-        self.repo = self.ic.Repository.open(self._storage(path))
+        self.repo = self.ic.Repository.open(self._storage(path), **self._virtual())
 
     def begin(self) -> Store:
         self.session = self.repo.writable_session("main")
@@ -256,5 +291,6 @@ ENGINES: dict[str, type[Engine]] = {
 
 
 def make(name: str, params: dict[str, Any] | None = None) -> Engine:
-    """The engine `name`; `params` with backend="s3pg" put it on the S3 server (+ PG)."""
+    """The engine `name`; `params` with backend="s3pg" or "bucket" put it on the S3 server
+    (+ PG), with `virtual_prefix` let Icechunk read virtual chunks there."""
     return ENGINES[name](params)

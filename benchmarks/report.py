@@ -1,6 +1,6 @@
 """The markdown table of a benchmark run: medians (min-max) per engine, ratios of medians
 to Icechunk, and whether zarrlake meets each target (benchmarks/targets.toml), followed by
-the request logs of one S3PG commit and read when that group ran."""
+the request logs of one S3PG (and S3BUCKET) commit and read when that group ran."""
 
 from __future__ import annotations
 
@@ -14,9 +14,19 @@ ZL, IC, ZR, FS, SPARK = "zarrlake", "icechunk", "zarr", "files", "spark"
 COLUMNS = (ZL, IC, ZR, FS)
 
 
+GROUP_NAMES = {
+    "S3W5": "S3PG W5",
+    "S3W6": "S3PG W6",
+    "S3RT": "S3PG",
+    "BKRT": "S3 bucket",
+    "BKW6": "S3 bucket W6",
+}
+"""The first column of tables whose name is not their group's."""
+
+
 def _group(table: str) -> str:
     """The first column: the workload, with S3PG's tables under one name."""
-    return {"S3W5": "S3PG W5", "S3W6": "S3PG W6", "S3RT": "S3PG"}.get(table, table)
+    return GROUP_NAMES.get(table, table)
 
 
 def fmt(x: float | None) -> str:
@@ -67,8 +77,9 @@ def markdown_table(doc: dict[str, Any]) -> str:
     header = len(lines)
     lines += [
         "Medians (min-max over repetitions). Ratios are of medians; Met = zarrlake meets the "
-        "issue-15 target (targets marked (5) are issue 5's). S3PG rows: zarrlake on S3 + "
-        "PostgreSQL, Icechunk on the same S3 server; counts are per one-chunk commit.",
+        "target (issue 15's, or the issue its group names in the notes; targets marked (5) are "
+        "issue 5's). S3PG rows: zarrlake on S3 + PostgreSQL, Icechunk on the same S3 server; "
+        "counts are per one-chunk commit.",
         "",
         "| | Metric | zarrlake | Icechunk | zarr | files | zarrlake / IC | zarr / IC "
         "| Target | Met |",
@@ -102,7 +113,7 @@ def markdown_table(doc: dict[str, Any]) -> str:
         del lines[header:]  # only the Spark section ran: no W1-W8 table
     lines += spark_table(doc)
     lines += ["", *notes(doc)]
-    lines += request_logs(doc)
+    lines += request_logs(doc, "S3RT") + request_logs(doc, "BKRT")
     return "\n".join(lines) + "\n"
 
 
@@ -130,9 +141,10 @@ def spark_table(doc: dict[str, Any]) -> list[str]:
     return lines
 
 
-def request_logs(doc: dict[str, Any]) -> list[str]:
-    """S3PG: the relays' logs of the last counted commit and of one read, per engine."""
-    table = doc["results"].get("S3RT", {})
+def request_logs(doc: dict[str, Any], name: str) -> list[str]:
+    """S3PG (table S3RT) or S3BUCKET (BKRT): the relays' logs of the last counted commit and
+    of one read, per engine."""
+    table = doc["results"].get(name, {})
     out: list[str] = []
     for engine in (ZL, IC):
         records = [r for r in table.get(engine, []) if "log_commit" in r]
@@ -142,7 +154,7 @@ def request_logs(doc: dict[str, Any]) -> list[str]:
         if not out:
             out += [
                 "",
-                "#### S3PG: the requests of one one-chunk commit and of one read",
+                f"#### {_group(name)}: the requests of one one-chunk commit and of one read",
                 "",
                 "From the relays (benchmarks/relay.py), last repetition: time since the window "
                 "opened, round (* = a new sequential round trip; S3 and PG together), relay, "
@@ -220,6 +232,7 @@ def notes(doc: dict[str, Any]) -> list[str]:
         "(chunk-aligned partitions), written with df.write.format('zarrlake'); plain zarr "
         "writes the same data from the driver. Spark start-up is not timed.",
     ]
+    out += doc.get("notes", [])
     if doc.get("failures"):
         out += ["", "Failures:", *(f"- {f.splitlines()[0]}" for f in doc["failures"])]
     return out

@@ -85,9 +85,10 @@ QUICK: dict[str, Any] = {
 S3PG = {"backend": "s3pg"}  # engines.py: objects on S3, zarrlake's metastore on PostgreSQL
 
 
-GROUP_MODULES: tuple[str, ...] = ("benchmarks.scale",)
+GROUP_MODULES: tuple[str, ...] = ("benchmarks.scale", "benchmarks.bucket", "benchmarks.virtual")
 """Modules that add groups: each has `groups(cfg) -> list[Group]` and may have `SIZES`
-({"full": {...}, "quick": {...}}, merged into the configuration). benchmarks/README.md."""
+({"full": {...}, "quick": {...}}, merged into the configuration) and `NOTE` (a line under
+the table, {names} filled from the configuration). benchmarks/README.md."""
 
 
 def plan(cfg: dict[str, Any]) -> list[Group]:
@@ -95,6 +96,17 @@ def plan(cfg: dict[str, Any]) -> list[Group]:
     return builtin_groups(cfg) + [
         group for module in GROUP_MODULES for group in importlib.import_module(module).groups(cfg)
     ]
+
+
+def module_notes(cfg: dict[str, Any], ran: set[str]) -> list[str]:
+    """The `NOTE` of each group module one of whose groups ran."""
+    out = []
+    for name in GROUP_MODULES:
+        module = importlib.import_module(name)
+        note = getattr(module, "NOTE", None)
+        if note and any(group.name in ran for group in module.groups(cfg)):
+            out.append(note.format(**cfg))
+    return out
 
 
 def sizes(quick: bool) -> dict[str, Any]:
@@ -213,10 +225,12 @@ def main() -> None:
     print(f"zarrlake benchmarks ({'quick' if args.quick else 'full'}): {info}", flush=True)
     results: Results = {}
     log: list[str] = []
+    ran: set[str] = set()
     t0 = time.monotonic()
     for group in plan(cfg):
         if only is None or group.name in only:
             run_group(group, cfg, work, results, log)
+            ran.add(group.name)
     elapsed = time.monotonic() - t0
     shutil.rmtree(work, ignore_errors=True)
     info["loadavg_at_end"] = os.getloadavg()
@@ -227,6 +241,7 @@ def main() -> None:
         "elapsed_s": elapsed,
         "command": " ".join([Path(sys.executable).name, "-m", "benchmarks.run", *sys.argv[1:]]),
         "failures": log,
+        "notes": module_notes(cfg, ran),
         "results": results,
     }
     (out / "results.json").write_text(json.dumps(doc, indent=1))

@@ -12,7 +12,9 @@ the commit returns (zarrlake drops the session's staged records in a background 
 counted apart ("after_"; `Engine.settle` waits for them), split by time: the relays stamp
 each request with time.perf_counter(), the same clock as this process's. Then the same commit with
 the relays delaying every byte (half a round trip each way), and open + read one chunk in
-fresh processes (worker "S3RTread"), with and without the delay.
+fresh processes (worker "S3RTread"), with and without the delay. The same workers measure a
+bucket-only zarrlake (`backend="bucket"`, benchmarks/bucket.py): its metastore requests are
+S3 requests too, and it has no PostgreSQL counts.
 """
 
 from __future__ import annotations
@@ -185,7 +187,7 @@ def _one_commit(engine: Engine, k: int, message: str) -> tuple[float, float]:
 def rt_count(engine: Engine, path: str, p: dict) -> dict:
     n, warm, nlat = p["rt_commits"], p["rt_warmup"], p["rt_latency_commits"]
     s3_ms, pg_ms = p["rt_s3_ms"], p["rt_pg_ms"]
-    zl = engine.name == ZARRLAKE
+    zl, pg = engine.name == ZARRLAKE, engine.uses_pg
     engine.create(path)
     new_array(engine.begin(), (warm + n + 1 + nlat, *W5_CHUNK), (1, *W5_CHUNK))
     engine.commit("create")
@@ -214,9 +216,9 @@ def rt_count(engine: Engine, path: str, p: dict) -> dict:
             window = relays.window()
             k += 1
             for key, v in {
-                **_counts(split(window, hi=returned), "whole_", zl),
-                **_counts(split(window, called, returned), "commit_", zl),
-                **_counts(split(window, returned), "after_", zl),
+                **_counts(split(window, hi=returned), "whole_", pg),
+                **_counts(split(window, called, returned), "commit_", pg),
+                **_counts(split(window, returned), "after_", pg),
             }.items():
                 per.setdefault(key, []).append(v)
             if log:
@@ -275,5 +277,5 @@ def rt_read(engine: Engine, path: str, p: dict) -> dict:
         window = relays.window()
     if not np.array_equal(got, chunk_value(p["expect_seed"], W5_CHUNK)):
         raise AssertionError(f"read wrong data for row {index}")
-    return {"ms": ms, **_counts(window, "", engine.name == ZARRLAKE),
+    return {"ms": ms, **_counts(window, "", engine.uses_pg),
             "log": format_log(window["log"])}  # fmt: skip

@@ -13,7 +13,8 @@ the timed region on every array-native side. Figures:
   mapInArrow on the executors; the read materialises every value (noop sink);
 - cells_transfer: Spark alone handing those rows to Python (mapInArrow that counts);
 - cells_write / cells_read_sum: CT*1024*1024 cell rows (CT=8: 8,388,608) (t, y, x, a = rand()) from
-  `spark.range(n, numPartitions=8)`, cached and counted before the timer; then read + sum(a);
+  `spark.range(n, numPartitions=CT)` (one partition per chunk), cached and counted before the
+  timer; then read + sum(a);
 - join_ms: median time a warm Python worker takes to re-join a pickled session and open the
   array (measured inside the tasks).
 
@@ -195,11 +196,13 @@ def chunks_read(spark: Any, loc: str, binary: bool = False) -> float:
 
 
 def cell_frame(spark: Any, t: int) -> Any:
+    """One partition per plane, i.e. per chunk: the data source's raw `df.write` refuses
+    two tasks writing one chunk (zl.spark.write_array would repartition by chunk)."""
     from pyspark.sql import functions as F
 
     n = t * plane_size()
     i = F.col("id")
-    df = spark.range(0, n, numPartitions=8).select(
+    df = spark.range(0, n, numPartitions=t).select(
         (i / plane_size()).cast("long").alias("t"),
         ((i / PLANE[1]).cast("long") % PLANE[0]).alias("y"),
         (i % PLANE[1]).alias("x"),

@@ -1,51 +1,81 @@
 """VIRTUAL (issue 23): a NetCDF archive versioned where it lies, against VirtualiZarr + Icechunk.
 
-365 daily NetCDF4 files (4 float32 variables of 720 x 900, chunked 360 x 450, about 10 MB
-each) are generated once into a cache directory outside the repository. Three targets:
+Daily NetCDF4 files (4 float32 variables of 720 x 900, chunked 360 x 450, 10.4 MB each; 365
+at full size) are generated once into a cache directory outside the repository
+(ZARRLAKE_BENCH_CACHE, default ~/.cache/zarrlake-bench). Three steps, each in a fresh worker
+process per engine (zarrlake, icechunk, files = the NetCDF files themselves):
 
-- import: `zl.spark.import_virtual` on local[2] (+ commit) >= 1.5x the speed of VirtualiZarr's
-  `open_virtual_mfdataset` + `to_icechunk` + commit in one process;
-- read all: `xr.open_zarr(session.store).load()` >= 0.9x `xr.open_mfdataset(files).load()`
-  and >= 1.0x Icechunk's virtual read of the same references (same process, warm cache);
-- open + read one chunk in a new process <= 1.0x Icechunk's time (median of 7).
+- import: `zl.spark.import_virtual` on local[2] + commit, against VirtualiZarr's
+  `open_virtual_mfdataset` + `to_icechunk` + commit in one process (the same warm-up first:
+  two files each; the Spark start is not timed);
+- read: `xr.open_zarr(store).load()` of everything (the store opened before the clock),
+  against `xr.open_mfdataset(files).load()`; the files are read once before, untimed, so
+  every engine finds them in the page cache; best of `virtual_loads` loads;
+- one: open the repository and read one chunk in a new process (timed inside it, after its
+  imports), median of `virtual_readers` processes.
 
-Run with the bench venv: `.venv-bench/bin/python benchmarks/virtual.py [--files N]`.
+    python -m benchmarks.run --quick --only VIRTUAL
 """
 
 from __future__ import annotations
 
-import argparse
 import gc
 import os
-import shutil
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import zarr
 
-DAYS = 365
+from benchmarks.groups import Group, Step
+from benchmarks.procs import run_worker
+
 VARIABLES = ("t2m", "u10", "v10", "msl")
 GRID = (720, 900)
 CHUNKS = (1, 360, 450)
 CACHE = Path(os.environ.get("ZARRLAKE_BENCH_CACHE", Path.home() / ".cache" / "zarrlake-bench"))
+SEED = 0
+
+SIZES = {
+    "full": {"virtual_files": 365, "virtual_loads": 3, "virtual_readers": 7},
+    "quick": {"virtual_files": 20, "virtual_loads": 2, "virtual_readers": 3},
+}
+NOTE = (
+    "VIRTUAL (issue 23): {virtual_files} daily NetCDF4 files (4 float32 variables of 720 x 900, "
+    "chunks 360 x 450, 10.4 MB each), made once into ZARRLAKE_BENCH_CACHE. Import: zarrlake "
+    "= zl.spark.import_virtual on local[2] + commit, Icechunk = VirtualiZarr's "
+    "open_virtual_mfdataset + to_icechunk + commit, one process, both after a two-file "
+    "warm-up. Read all: xr.open_zarr(store).load(), files = xr.open_mfdataset(files).load(), "
+    "best of {virtual_loads} in one process, files in the page cache. Open + read one chunk: "
+    "median of {virtual_readers} new processes."
+)
+
+
+# the archive -------------------------------------------------------------------------------
+
+
+def archive_dir(files: int) -> Path:
+    return CACHE / f"virtual-{files}"
+
+
+def base_values() -> np.ndarray:
+    """Day d of variable i holds base_values()[i] + d."""
+    return np.random.default_rng(SEED).random((len(VARIABLES), *GRID), dtype="f4")
 
 
 def archive(files: int) -> list[Path]:
-    """The daily files (made once; reused while their count and layout match)."""
+    """The daily files (made once; reused while they are all there)."""
     import pandas as pd
     import xarray as xr
 
-    directory = CACHE / f"virtual-{files}"
+    directory = archive_dir(files)
     paths = [directory / f"day{d:03d}.nc" for d in range(files)]
     if all(p.exists() for p in paths):
         return paths
     directory.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(0)
-    base = rng.random((len(VARIABLES), *GRID), dtype="f4")
+    base = base_values()
     lat, lon = np.linspace(90, -90, GRID[0]), np.linspace(0, 360, GRID[1], endpoint=False)
     for d, path in enumerate(paths):
         time_ = pd.date_range("2023-01-01", periods=1) + pd.Timedelta(days=d)
@@ -61,226 +91,147 @@ def archive(files: int) -> list[Path]:
     return paths
 
 
-def timed(fn) -> tuple[float, object]:
-    t0 = time.perf_counter()
-    out = fn()
-    return time.perf_counter() - t0, out
+def prefix(files: int) -> str:
+    """The allowed source prefix (zarrlake) and virtual chunk container (Icechunk)."""
+    return archive_dir(files).as_uri() + "/"
 
 
-# import ------------------------------------------------------------------------------------
+def _repo(path: str) -> str:
+    return str(Path(path) / "repo")
 
 
-def import_zarrlake(spark, paths: list[Path], where: Path) -> tuple[float, str]:
+# the steps ---------------------------------------------------------------------------------
+
+
+def import_step(engine: Any, path: str, p: dict[str, Any]) -> dict[str, Any]:
+    """Import every file as virtual references into a new repository, one commit."""
+    paths = archive(p["virtual_files"])
+    if engine is None:  # files: nothing to import
+        return {"files": len(paths), "mb": sum(f.stat().st_size for f in paths) / 1e6}
+    urls = [f.as_uri() for f in paths]
+    if engine.name == "zarrlake":
+        from benchmarks.spark_arrays import spark_session
+
+        spark = spark_session("zarrlake-bench-virtual")
+        try:
+            _import_zarrlake(engine, spark, urls[:2], str(Path(path) / "warm"), p)
+            seconds = _import_zarrlake(engine, spark, urls, _repo(path), p)
+        finally:
+            spark.stop()
+    else:
+        _import_icechunk(engine, urls[:2], str(Path(path) / "warm"))
+        seconds = _import_icechunk(engine, urls, _repo(path))
+    return {"import_s": seconds, "files_s": len(urls) / seconds}
+
+
+def _import_zarrlake(engine: Any, spark: Any, urls: list[str], where: str, p: dict) -> float:
     import zarrlake as zl
 
-    repo = zl.Repo.create(where)
-    repo.add_virtual_source(paths[0].parent.as_uri())
-
-    def run() -> None:
-        s = repo.create_session()
-        zl.spark.import_virtual(spark, s, [p.as_uri() for p in paths], concat_dim="time")
-        s.commit("import")
-
-    seconds, _ = timed(run)
-    return seconds, str(where)
-
-
-def icechunk_repo(where: Path, prefix: str, create: bool):
-    import icechunk as ic
-
-    config = ic.RepositoryConfig.default()
-    config.set_virtual_chunk_container(
-        ic.VirtualChunkContainer(prefix, ic.local_filesystem_store(prefix[len("file://") :]))
-    )
-    creds = ic.containers_credentials({prefix: ic.credentials.LocalFileSystemAccess})
-    storage = ic.local_filesystem_storage(str(where))
-    if create:
-        return ic.Repository.create(storage, config, authorize_virtual_chunk_access=creds)
-    return ic.Repository.open(storage, config, authorize_virtual_chunk_access=creds)
+    engine.create(where)
+    engine.repo.add_virtual_source(prefix(p["virtual_files"]))
+    t0 = time.perf_counter()
+    engine.begin()
+    zl.spark.import_virtual(spark, engine.session, urls, concat_dim="time")
+    engine.commit("import")
+    seconds = time.perf_counter() - t0
+    engine.settle()
+    engine.close()
+    return seconds
 
 
-def import_icechunk(paths: list[Path], where: Path) -> float:
+def _import_icechunk(engine: Any, urls: list[str], where: str) -> float:
     from obspec_utils.registry import ObjectStoreRegistry
     from obstore.store import LocalStore
     from virtualizarr import open_virtual_mfdataset
     from virtualizarr.parsers import HDFParser
 
-    prefix = paths[0].parent.as_uri() + "/"
-    repo = icechunk_repo(where, prefix, create=True)
-
-    def run() -> None:
-        registry = ObjectStoreRegistry({"file:///": LocalStore("/")})
-        vds = open_virtual_mfdataset(
-            [p.as_uri() for p in paths],
-            registry=registry,
-            parser=HDFParser(),
-            concat_dim="time",
-            combine="nested",
-            coords="minimal",
-            compat="override",
-        )
-        session = repo.writable_session("main")
-        vds.vz.to_icechunk(session.store)
-        session.commit("import")
-
-    seconds, _ = timed(run)
+    engine.create(where)
+    t0 = time.perf_counter()
+    vds = open_virtual_mfdataset(
+        urls,
+        registry=ObjectStoreRegistry({"file:///": LocalStore("/")}),
+        parser=HDFParser(),
+        concat_dim="time",
+        combine="nested",
+        coords="minimal",
+        compat="override",
+    )
+    vds.vz.to_icechunk(engine.begin())
+    engine.commit("import")
+    seconds = time.perf_counter() - t0
+    engine.close()
     return seconds
 
 
-# reads -------------------------------------------------------------------------------------
-
-
-def read_all(openers: dict, reps: int) -> dict[str, float]:
-    """Best of `reps` full loads (seconds) per engine, the engines taking turns so that load
-    from elsewhere on the machine falls on all of them alike; each load's arrays are freed
-    before the next starts (two 3.8 GB datasets at once would evict the files' pages)."""
-    best = dict.fromkeys(openers, float("inf"))
-    for _ in range(reps):
-        for name, open_fn in openers.items():
-            t0 = time.perf_counter()
-            ds = open_fn().load()
-            best[name] = min(best[name], time.perf_counter() - t0)
-            del ds
-            gc.collect()
-    return best
-
-
-_CHILD = {
-    "zarrlake": """
-import sys, time, zarr, zarrlake as zl
-import zarrlake.repo  # loaded before timing, as `import icechunk` loads Icechunk's modules
-t0 = time.perf_counter()
-s = zl.Repo.open(sys.argv[1]).readonly_session("main")
-a = zarr.open_array(s.store, path="t2m", mode="r")[int(sys.argv[4]), :360, :450]
-print(time.perf_counter() - t0)
-""",
-    "icechunk": """
-import sys, time, zarr, icechunk as ic
-sys.path.insert(0, sys.argv[3])
-from virtual import icechunk_repo
-t0 = time.perf_counter()
-repo = icechunk_repo(sys.argv[1], sys.argv[2], create=False)
-s = repo.readonly_session(branch="main")
-a = zarr.open_array(s.store, path="t2m", mode="r")[int(sys.argv[4]), :360, :450]
-print(time.perf_counter() - t0)
-""",
-}
-
-
-def open_read_one(engines: dict[str, str], prefix: str, day: int, reps: int) -> dict:
-    """Median seconds per engine to open the repository and read one chunk, in fresh
-    processes (timed inside the child, after its imports), the engines taking turns."""
-    times: dict[str, list[float]] = {e: [] for e in engines}
-    here = str(Path(__file__).parent)
-    for _ in range(reps):
-        for engine, where in engines.items():
-            out = subprocess.run(
-                [sys.executable, "-c", _CHILD[engine], where, prefix, here, str(day)],
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-            times[engine].append(float(out.stdout.strip().splitlines()[-1]))
-    return {e: statistics.median(t) for e, t in times.items()}
-
-
-# main --------------------------------------------------------------------------------------
-
-
-def spark_session():
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    spark.sparkContext.parallelize(range(8), 8).map(lambda x: x).collect()  # warm workers
-    return spark
-
-
-def rows(files: int, reps: int) -> list[tuple[str, float, str, bool | None]]:
+def read_step(engine: Any, path: str, p: dict[str, Any]) -> dict[str, Any]:
+    """Load everything (best of `virtual_loads`), each load freed before the next: two
+    3.8 GB datasets at once would evict the files' pages."""
     import xarray as xr
 
-    import zarrlake as zl
+    paths = archive(p["virtual_files"])
+    for f in paths:  # the page cache, for every engine alike
+        with f.open("rb") as fh:
+            while fh.read(1 << 23):
+                pass
+    if engine is None:
 
-    paths = archive(files)
-    prefix = paths[0].parent.as_uri() + "/"
-    work = Path(tempfile.mkdtemp(prefix="zl-virtual-bench-"))
-    try:
-        spark = spark_session()
-        # the same warm-up for both: parse one file with each path first
-        import_zarrlake(spark, paths[:2], work / "warm-zl")
-        import_icechunk(paths[:2], work / "warm-ic")
-        zl_import, zl_where = import_zarrlake(spark, paths, work / "zl")
-        spark.stop()
-        ic_import = import_icechunk(paths, work / "ic")
-        store = zl.Repo.open(zl_where).readonly_session().store
-        ic_repo = icechunk_repo(work / "ic", prefix, create=False)
-        ic_store = ic_repo.readonly_session(branch="main").store
-        best = read_all(
-            {
-                "files": lambda: xr.open_mfdataset(paths, combine="by_coords"),
-                "zarrlake": lambda: xr.open_zarr(store, consolidated=False, chunks=None),
-                "icechunk": lambda: xr.open_zarr(ic_store, consolidated=False, chunks=None),
-            },
-            reps,
-        )
-        files_read, zl_read, ic_read = best["files"], best["zarrlake"], best["icechunk"]
-        one = open_read_one(
-            {"zarrlake": zl_where, "icechunk": str(work / "ic")}, prefix, files // 2, 7
-        )
-        zl_one, ic_one = one["zarrlake"], one["icechunk"]
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    mb = sum(p.stat().st_size for p in paths) / 1e6
-    return [
-        (f"import {files} files: zarrlake spark local[2] (s)", zl_import, "", None),
-        ("import: VirtualiZarr + Icechunk, one process (s)", ic_import, "", None),
-        (
-            "import speed, zarrlake / VirtualiZarr+Icechunk",
-            ic_import / zl_import,
-            ">= 1.5",
-            ic_import / zl_import >= 1.5,
-        ),
-        (f"read all {mb:.0f} MB: xr.open_mfdataset (MB/s)", mb / files_read, "", None),
-        ("read all: zarrlake store (MB/s)", mb / zl_read, "", None),
-        ("read all: Icechunk store (MB/s)", mb / ic_read, "", None),
-        (
-            "read speed, zarrlake / open_mfdataset",
-            files_read / zl_read,
-            ">= 0.9",
-            files_read / zl_read >= 0.9,
-        ),
-        ("read speed, zarrlake / Icechunk", ic_read / zl_read, ">= 1.0", ic_read / zl_read >= 1.0),
-        ("open + read one chunk, new process: zarrlake (ms)", 1000 * zl_one, "", None),
-        ("open + read one chunk, new process: Icechunk (ms)", 1000 * ic_one, "", None),
-        (
-            "open + read one chunk, zarrlake / Icechunk time",
-            zl_one / ic_one,
-            "<= 1.0",
-            zl_one / ic_one <= 1.0,
-        ),
+        def open_all() -> Any:
+            return xr.open_mfdataset(paths, combine="by_coords")
+    else:
+        engine.open(_repo(path))
+        store = engine.reader()
+
+        def open_all() -> Any:
+            return xr.open_zarr(store, consolidated=False, chunks=None)
+
+    last_day = base_values()[0] + (len(paths) - 1)
+    best = float("inf")
+    for _ in range(p["virtual_loads"]):
+        t0 = time.perf_counter()
+        ds = open_all().load()
+        best = min(best, time.perf_counter() - t0)
+        if not np.array_equal(ds["t2m"].values[-1], last_day):
+            raise AssertionError("read back other values than the files hold")
+        del ds
+        gc.collect()
+    mb = sum(f.stat().st_size for f in paths) / 1e6
+    return {"read_s": best, "mb_s": mb / best}
+
+
+def one_step(engine: Any, path: str, p: dict[str, Any]) -> dict[str, Any]:
+    """Median ms of open + read one chunk over `virtual_readers` fresh processes."""
+    if engine is None:
+        return {}
+    ms = [
+        run_worker("benchmarks.virtual:read_one_chunk", engine.name, path, p)["ms"]
+        for _ in range(p["virtual_readers"])
     ]
+    return {"ms": statistics.median(ms)}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--files", type=int, default=DAYS, help="daily files (default 365)")
-    ap.add_argument("--reps", type=int, default=3, help="full reads per engine (best counts)")
-    args = ap.parse_args()
-    print(
-        f"VIRTUAL: {args.files} daily NetCDF4 files of {len(VARIABLES)} variables {GRID}, "
-        f"chunks {CHUNKS}, cache {CACHE}"
-    )
-    for name, value, target, met in rows(args.files, args.reps):
-        verdict = "-" if met is None else ("met" if met else "MISSED")
-        print(f"  {name:<55} {value:>10.3f}  {target:<8} {verdict}")
+def read_one_chunk(engine: Any, path: str, p: dict[str, Any]) -> dict[str, Any]:
+    """In a fresh process, its imports done: open the repository, read the first chunk of
+    the middle day of `t2m`."""
+    day = p["virtual_files"] // 2
+    t0 = time.perf_counter()
+    engine.open(_repo(path))
+    got = zarr.open_array(engine.reader(), path="t2m", mode="r")[day, : CHUNKS[1], : CHUNKS[2]]
+    ms = (time.perf_counter() - t0) * 1000
+    if not np.array_equal(got, base_values()[0, : CHUNKS[1], : CHUNKS[2]] + day):
+        raise AssertionError(f"read other values than day {day} holds")
+    return {"ms": ms}
 
 
-if __name__ == "__main__":
-    main()
+def groups(cfg: dict[str, Any]) -> list[Group]:
+    engine_params = {"virtual_prefix": prefix(cfg["virtual_files"])}  # Icechunk's container
+    return [
+        Group(
+            "VIRTUAL",
+            ["zarrlake", "icechunk", "files"],
+            [
+                Step("benchmarks.virtual:import_step", "VIRTUAL", "import.", engine_params),
+                Step("benchmarks.virtual:read_step", "VIRTUAL", "read.", engine_params),
+                Step("benchmarks.virtual:one_step", "VIRTUAL", "one.", engine_params),
+            ],
+        )
+    ]
