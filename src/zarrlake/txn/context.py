@@ -8,7 +8,6 @@ import json
 import os
 import secrets
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 import zarrlake.metastore.sqlite
 import zarrlake.storage.locations  # noqa: F401
 from zarrlake import metastore as metastores
+from zarrlake import runtime
 from zarrlake import storage as storages
 from zarrlake.errors import AlreadyExistsError, InvalidInputError, NotFoundError, ZarrLakeError
 from zarrlake.format.changes import ChangeSet
@@ -99,7 +99,7 @@ class RepoContext:
     repo_id: str
     object_store: ObjectStore
     meta: MetaStore
-    clock: Clock = time.time
+    clock: Clock = runtime.now
     settings: Settings = field(default_factory=Settings)
     hash: Hash = LEGACY
     """The content hash objects and chunks are named and checked by (fixed at creation)."""

@@ -22,15 +22,12 @@ acknowledged.
 from __future__ import annotations
 
 import json
-import os
 import random
-import socket
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from zarrlake import hooks
+from zarrlake import hooks, runtime
 from zarrlake.errors import CASFailedError, ZarrLakeError
 from zarrlake.format.fragment import FragmentRecord
 
@@ -103,7 +100,7 @@ class GcState:
         self.meta = ctx.meta
         self.partition = partition(ctx)
         self.clock: Callable[[], float] = lambda: ctx.clock()  # tests may swap the clock
-        self.owner = f"{socket.gethostname()}:{os.getpid()}:{random.getrandbits(32):08x}"
+        self.owner = f"{runtime.host()}:{runtime.pid()}:{random.getrandbits(32):08x}"
 
     # lock ---------------------------------------------------------------------------------
 
@@ -124,14 +121,9 @@ class GcState:
 
     def _stale(self, lock: dict) -> bool:
         host, pid, _ = lock["owner"].split(":")
-        if host == socket.gethostname():
-            try:
-                os.kill(int(pid), 0)
-            except ProcessLookupError:
-                return True
-            except PermissionError:
-                return False
-            return False
+        alive = runtime.alive(host, int(pid))
+        if alive is not None:  # on this host: stale once its process is gone
+            return not alive
         return self.clock() - lock["since"] > LOCK_TTL
 
     def release(self) -> None:
@@ -232,7 +224,7 @@ class WriteGuard:
     `settle` check the uploads when a sweep began since (never skip a check it needs)."""
 
     def __init__(
-        self, ctx: GcContext, poll: float = 0.05, sleep: Callable[[float], None] = time.sleep
+        self, ctx: GcContext, poll: float = 0.05, sleep: Callable[[float], None] = runtime.sleep
     ) -> None:
         self.sleep = sleep
         self.meta = ctx.meta
@@ -245,12 +237,12 @@ class WriteGuard:
     def _phase(self) -> Phase:
         got = self.meta.get(self.partition, PHASE)
         phase = Phase.decode(got[0] if got else None)
-        self._last = (time.monotonic(), phase)
+        self._last = (runtime.monotonic(), phase)
         return phase
 
     def begin(self) -> Phase:
         last = self._last
-        if last is not None and not last[1].sweeping and time.monotonic() - last[0] < self.REUSE:
+        if last is not None and not last[1].sweeping and runtime.monotonic() - last[0] < self.REUSE:
             return last[1]
         return self._phase()
 
