@@ -318,6 +318,10 @@ def cooperative(a: Actor) -> None:
         worker = Actor(a.world, f"{a.name}.w{i}", random.Random(a.rng.getrandbits(64)))
         worker.start(lambda me, keys=mine: coop_worker(me, w.m, keys))
         workers.append(worker)
+    if a.rng.random() < 0.4:  # a driver that does not wait: its workers' writes race the seal
+        a.world.sched.sleep(a.rng.choice((0.0, 0.01)))
+        commit_with_retries(w, a, a.rng.choice(("wait", "discard")))
+        return
     a.world.sched.wait_until(
         lambda: all(
             not x.process.alive

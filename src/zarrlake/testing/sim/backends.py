@@ -209,7 +209,8 @@ def _open_storage(location: str, options: dict[str, Any]) -> SimObjectStore:
 
 def _open_metastore(url: str) -> SimMetaStore:
     world = _world()
-    return SimMetaStore(world.meta, world)
+    inner = world.meta_factory(world.name, SimObjectStore(world.store, world))
+    return SimMetaStore(inner, world)
 
 
 storage.register("sim", _open_storage)

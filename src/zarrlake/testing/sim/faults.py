@@ -46,9 +46,7 @@ class FaultPlan:
     _burst_left: int = 0
 
     @classmethod
-    def drawn(cls, rng: random.Random, enabled: bool = True) -> FaultPlan:
-        if not enabled:
-            return cls()
+    def drawn(cls, rng: random.Random) -> FaultPlan:
         profile = rng.choice(("calm", "flaky", "crashy", "jumpy", "everything", "everything"))
         plan = cls()
         if profile in ("flaky", "everything"):

@@ -19,6 +19,7 @@ by a crash may be in the commit or not; the set narrows when the handle flushes 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING
@@ -128,6 +129,7 @@ class Model:
         self._attempt_of: dict[str, str | None] = {}  # commit -> the attempt it names
         self.later: list = []  # judgements waiting for the end of the step
         self.seq = 0  # orders the beginnings and ends of intents
+        self.counts: Counter[str] = Counter()  # invariants checked, by kind
 
     # reading the stores -----------------------------------------------------------------
 
@@ -205,6 +207,7 @@ class Model:
 
     def _end(self, intent: Intent, outcome: Outcome, result: str | None = None) -> None:
         self.seq += 1
+        self.counts["outcomes checked"] += 1
         intent.ended = self.seq
         intent.outcome = outcome
         intent.result = result
@@ -239,7 +242,7 @@ class Model:
             o.kind in ("reset", "delete-branch", "create-branch")
             and o.branch == intent.branch
             and o.outcome != Outcome.FAILED
-            and o.began < intent.ended
+            and (intent.ended is None or o.began < intent.ended)
             and (o.ended is None or o.ended > intent.began)
             for o in self.intents
         )
@@ -295,10 +298,12 @@ class Model:
     def check_refs(self) -> None:
         """Explain every ref that moved since the last step; verify new commits."""
         self.checks += 1
+        self.counts["ref states compared"] += 1
         branches, tags = self.refs()
         for name in sorted(set(branches) | set(self.heads)):
             old, new = self.heads.get(name), branches.get(name)
             if old != new:
+                self.counts["ref moves explained"] += 1
                 self._transition(name, old, new)
                 if new is None:
                     self.heads.pop(name, None)
@@ -379,7 +384,9 @@ class Model:
     def _land(self, intent: Intent, cid: str) -> None:
         if intent.outcome == Outcome.FAILED:
             raise Violation(f"{intent.kind} {intent.id} failed, yet {cid[:12]} landed")
-        if intent.landed is not None:
+        if intent.landed is not None and not (
+            intent.session is None and self._moved_since(intent)
+        ):  # a merge or revert lands again only if a reset took its first landing away
             raise Violation(
                 f"{intent.kind} {intent.id} landed twice: {intent.landed[:12]} and {cid[:12]}"
             )
@@ -433,6 +440,7 @@ class Model:
     def _check_session_commit(self, cid: str, intent: Intent, why: str) -> None:
         s = intent.session
         assert s is not None
+        self.counts["session commits verified"] += 1
         self._check_changed(cid)
         info = self.commits[cid]
         parent = self.commits[info.parents[0]].state
@@ -449,8 +457,8 @@ class Model:
             certain = [next(iter(o)) for o in per_handle if len(o) == 1 and KEEP not in o]
             if len(set(certain)) > 1:
                 raise Violation(
-                    f"session {s.sid}: two workers staged different bytes for {key!r} and its "
-                    f"commit {cid[:12]} landed anyway (a cooperative overlap missed)"
+                    f"session {s.sid} ({why}): two workers staged different bytes for {key!r} "
+                    f"and its commit {cid[:12]} landed anyway (a cooperative overlap missed)"
                 )
             options = set().union(*per_handle)
             changes = {o for o in options if o is not KEEP and o != base.get(key)}
@@ -491,6 +499,7 @@ class Model:
         return sorted(c for c in common if not any(c in self._ancestors(d) - {d} for d in common))
 
     def _check_history_commit(self, cid: str, intent: Intent) -> None:
+        self.counts[f"{intent.kind} commits verified"] += 1
         self._check_changed(cid)
         info = self.commits[cid]
         head = info.parents[0]
@@ -535,6 +544,7 @@ class Model:
         if info is None:
             self.learn(cid)
             info = self.commits[cid]
+        self.counts["pinned reads checked"] += len(got)
         for key, value in got.items():
             if info.state.get(key) != value:
                 raise Violation(
@@ -543,6 +553,7 @@ class Model:
                 )
 
     def check_session_read(self, who: str, s: SessionModel, h: Handle, got: dict) -> None:
+        self.counts["session reads checked"] += len(got)
         for key, value in got.items():
             allowed = self.view(s, h, key)
             if KEEP in allowed:
@@ -606,7 +617,8 @@ class Model:
                             keep.setdefault(obj, f"{h.name}'s flushed write of {key!r}")
         return keep
 
-    def check_delete(self, key: str, by: str, now: float, big: int) -> None:
+    def check_delete(self, key: str, by: str, now: float) -> None:
+        self.counts["deletes checked"] += 1
         grace = self.gc_grace.get(by)
         if key.startswith("commits/") and by in self.expire_floor:
             cid = key.split("/", 1)[1]
@@ -633,6 +645,7 @@ class Model:
 
     def check_expired(self, cid: str, by: str, now: float) -> None:
         """A new expiry marker: the commit is old enough and nothing keeps it."""
+        self.counts["expiries checked"] += 1
         try:
             marker = json.loads(self.obs.object_store.get(f"{EXPIRED_PREFIX}{cid}"))
         except NotFoundError:

@@ -25,6 +25,7 @@ from zarrlake.format import fragment
 from zarrlake.metastore.base import MetaStore
 from zarrlake.metastore.memory import MemoryMetaStore
 from zarrlake.repo import Repo
+from zarrlake.storage.base import ObjectStore
 from zarrlake.testing.sim import backends
 from zarrlake.testing.sim.actors import PROGRAMS, Actor
 from zarrlake.testing.sim.backends import DictObjectStore
@@ -77,10 +78,14 @@ CI runs pass; `Config(issues=...)` provokes them (the report of issue 24 tells h
 LEASE_SAFE_JUMP = 100.0
 """Without "paused-committer", jumps at least this long wait until no commit is under way."""
 
-MetaFactory = Callable[[str], MetaStore]
+MetaFactory = Callable[[str, ObjectStore], MetaStore]
+"""Makes the run's metastore `name`, once per simulated process (and once for the
+observer): a metastore kept in object storage builds on `store`, whose calls the scheduler
+interleaves too (the observer's is the raw store)."""
 
 
-def memory_metastore(name: str) -> MetaStore:
+def memory_metastore(name: str, store: ObjectStore) -> MetaStore:
+    """The in-memory metastore (every handle on one name shares its data)."""
     return MemoryMetaStore(f"memory://{name}")
 
 
@@ -136,12 +141,16 @@ class World:
         self.config = config
         self.rng = random.Random(config.seed)
         self.trace = trace
-        self.faults = FaultPlan.drawn(self.rng, config.faults)
+        self.faults = FaultPlan.drawn(self.rng)
+        if not config.faults:
+            self.faults = FaultPlan()
         self.sched = Scheduler(random.Random(self.rng.getrandbits(64)), self.faults, trace)
         name = f"sim-{config.seed}-{id(self)}"
         self.spec = RepoSpec(f"sim://{name}", f"sim://{name}")
         self.store = DictObjectStore(self.spec.location)
-        self.meta = meta_factory(name)
+        self.name = name
+        self.meta_factory = meta_factory
+        self.meta = meta_factory(name, self.store)  # the observer's
         self.settings = SETTINGS
         self.keys = KEYS
         self.values = VALUES
@@ -156,12 +165,14 @@ class World:
         self._ids = 0
         self.events: list[tuple[str, str]] = []  # (what happened, by whom) in this step
         self.refs_moved = False
-        kinds = config.actors
-        if kinds is None:
-            n = self.rng.randint(2, 5)
-            kinds = tuple(sorted(self.rng.choice(KINDS) for _ in range(n)))
-        self.kinds = kinds
-        self.ops = config.ops if config.ops is not None else self.rng.randint(1, 4)
+        n = self.rng.randint(2, 5)  # drawn even when given, so the rest of the run is alike
+        drawn = sorted(self.rng.choice(KINDS) for _ in range(n))
+        names = [f"{kind}{i}" for i, kind in enumerate(drawn)]
+        if config.actors is not None:
+            names = [a if a[-1].isdigit() else f"{a}{i}" for i, a in enumerate(config.actors)]
+        self.kinds = tuple(names)
+        ops = self.rng.randint(1, 4)
+        self.ops = config.ops if config.ops is not None else ops
 
     def new_id(self, prefix: str) -> str:
         self._ids += 1
@@ -222,8 +233,9 @@ class World:
         return ctx
 
     def start_actors(self) -> None:
-        for i, kind in enumerate(self.kinds):
-            actor = Actor(self, f"{kind}{i}", random.Random(self.rng.getrandbits(64)))
+        for name in self.kinds:
+            kind = name.rstrip("0123456789")
+            actor = Actor(self, name, random.Random(f"{self.config.seed}/{name}"))
             actor.start(PROGRAMS[kind])
 
     def check_step(self) -> None:
@@ -237,7 +249,7 @@ class World:
         for what, by in events:
             kind, _, arg = what.partition(" ")
             if kind == "deleted":
-                model.check_delete(arg, by, now, 0)
+                model.check_delete(arg, by, now)
             else:
                 model.check_expired(arg, by, now)
         for actor in self.sched.actors:
@@ -266,6 +278,7 @@ class World:
         model.settle()
         self.sched.now += 10_000.0  # past every lease
         for sm in model.sessions.values():
+            model.counts["session records checked"] += 1
             rec, _ = load(self.obs, sm.sid)
             if rec.status == "committed" and rec.commit != sm.landed:
                 raise Violation(
@@ -279,11 +292,13 @@ class World:
                         f"session {sm.sid}'s commit {sm.landed[:12]} is on {sm.branch!r}, "
                         f"but its record says {rec.status} (lease recovery missed it)"
                     )
+        model.counts["fsck runs"] += 1
         problems = Repo(self.obs).fsck()
         if problems:
             raise Violation(f"fsck: {problems[:5]}")
         for c in sorted(model.retained(self.sched.now)[0]):
             for key in model.commits[c].objects:
+                model.counts["objects of retained commits checked"] += 1
                 if not self.store.exists(key):
                     raise Violation(f"{key} of retained commit {c[:12]} is missing")
 
@@ -362,6 +377,7 @@ def run(
         failure,
         trace.text(),
         time.perf_counter() - start,
+        model.counts if model else Counter(),
     )
 
 

@@ -1,0 +1,83 @@
+"""Shrinking a failing run to one whose trace is short enough to read: fewer actors, fewer
+operations each, fewer steps, no faults, keeping any variant that still fails the same way
+(the same invariant, ids and numbers aside). Greedy and bounded: each variant is one run of
+a few milliseconds."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import replace
+
+from zarrlake.testing.sim.world import Config, Result, run
+
+MAX_RUNS = 300
+
+
+def signature(failure: str | None) -> str:
+    """What kind of failure it is: its first words, with ids and numbers blanked."""
+    if failure is None:
+        return ""
+    text = re.sub(r"[0-9a-f]{8,}", "#", failure.split("\n", 1)[0])
+    text = re.sub(r"'[^']*'|\"[^\"]*\"", "'.'", text)
+    text = re.sub(r"\d+(\.\d+)?", "N", text)
+    return " ".join(text.split()[:8])
+
+
+def shrink(
+    result: Result,
+    runner: Callable[[Config], Result] = run,
+    max_runs: int = MAX_RUNS,
+    log: Callable[[str], None] = lambda line: None,
+) -> Result:
+    """The smallest failing variant of `result`'s run found within `max_runs` runs."""
+    assert result.failure is not None, "only a failing run shrinks"
+    want = signature(result.failure)
+    best = result
+    runs = 0
+
+    def attempt(config: Config) -> bool:
+        nonlocal best, runs
+        if runs >= max_runs:
+            return False
+        runs += 1
+        got = runner(config)
+        if got.failure is not None and signature(got.failure) == want and _size(got) < _size(best):
+            best = got
+            log(f"  shrunk to {config.describe()}: {got.steps} steps")
+            return True
+        return False
+
+    base = replace(best.config, actors=best.actors, ops=best.ops, max_steps=best.steps + 1)
+    attempt(base)
+    changed = True
+    while changed and runs < max_runs:
+        changed = False
+        config = best.config
+        actors = config.actors or best.actors
+        for i in range(len(actors)):  # one actor fewer
+            fewer = actors[:i] + actors[i + 1 :]
+            if fewer and attempt(replace(config, actors=fewer, max_steps=best.steps + 1)):
+                changed = True
+                break
+        if changed:
+            continue
+        ops = config.ops or best.ops
+        for n in range(1, ops):  # fewer operations per actor
+            if attempt(replace(config, ops=n, max_steps=best.steps + 1)):
+                changed = True
+                break
+        if changed:
+            continue
+        if config.faults and attempt(replace(config, faults=False, max_steps=best.steps + 1)):
+            changed = True
+            continue
+        for seed in range(config.seed + 1, config.seed + 6):  # the same cast, other schedules
+            if attempt(replace(config, seed=seed, max_steps=best.steps + 1)):
+                changed = True
+                break
+    return best
+
+
+def _size(result: Result) -> tuple[int, int]:
+    return (result.steps, len(result.actors) * result.ops)
