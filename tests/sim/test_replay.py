@@ -15,7 +15,11 @@ from zarrlake.testing.sim.shrink import shrink, signature
 from zarrlake.testing.sim.trace import Trace
 
 ROOT = Path(__file__).resolve().parents[2]
-TRACE = "from zarrlake.testing.sim import Config, run; from zarrlake.testing.sim.trace import Trace; print(run(Config({seed}), trace=Trace(keep_all=True, calls=True)).trace)"
+TRACE = (
+    "from zarrlake.testing.sim import Config, run; "
+    "from zarrlake.testing.sim.trace import Trace; "
+    "print(run(Config({seed}), trace=Trace(keep_all=True, calls=True)).trace)"
+)
 
 
 def _trace(seed: int) -> str:
@@ -76,4 +80,6 @@ def test_run_names_each_failure_with_its_replay_command():
     proc = _sim("run", "--seeds", "110:125", "--bug", "merge_takes_theirs", "--stop")
     assert proc.returncode == 1
     assert "FAILED seed 117" in proc.stdout
-    assert "replay: python -m zarrlake.testing.sim replay 117 --bug merge_takes_theirs" in proc.stdout
+    assert (
+        "replay: python -m zarrlake.testing.sim replay 117 --bug merge_takes_theirs" in proc.stdout
+    )

@@ -13,7 +13,16 @@ SEEDS = 5000
 
 def test_5000_seeds_hold_every_invariant():
     proc = subprocess.run(
-        [sys.executable, "-m", "zarrlake.testing.sim", "run", "--seeds", f"0:{SEEDS}", "--jobs", "2"],
+        [
+            sys.executable,
+            "-m",
+            "zarrlake.testing.sim",
+            "run",
+            "--seeds",
+            f"0:{SEEDS}",
+            "--jobs",
+            "2",
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
