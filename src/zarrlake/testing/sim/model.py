@@ -169,9 +169,8 @@ class Model:
         info = CommitInfo(
             rec.parents, state, rec.timestamp, changed, needs, rec.session_id, rec.message
         )
-        info_meta = rec.metadata.get("sim")
         self.commits[cid] = info
-        self._attempt_of[cid] = info_meta
+        self._attempt_of[cid] = rec.metadata.get("sim")  # which commit attempt made it
         return info
 
     def seed(self, cid: str, branches: dict[str, str]) -> None:
