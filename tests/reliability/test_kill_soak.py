@@ -107,7 +107,9 @@ def _category(kind: str, op: str | None) -> str | None:
     return op if op in ("merge", "gc", "expire") else None
 
 
-def supervise(location: str, metastore: str, tmp: Path, figures: Counter) -> list[Path]:
+def supervise(
+    location: str, metastore: str, tmp: Path, figures: Counter, backend: str
+) -> list[Path]:
     """Run the workers, killing and restarting them, until TXNS transactions were
     acknowledged and KILLS kills made (at least a quarter of them in each category)."""
     rng = random.Random(2024)
@@ -137,7 +139,7 @@ def supervise(location: str, metastore: str, tmp: Path, figures: Counter) -> lis
                     err = w.proc.stderr.read().decode() if w.proc.stderr else ""
                     assert code == -signal.SIGKILL, f"{w.kind} exited {code}: {err[-2000:]}"
                     kills[_category(w.kind, w.last_op()) or f"{w.kind}: between steps"] += 1
-                    figures["kill soak: self-kills at named steps"] += 1
+                    figures[f"kill soak ({backend}): self-kills at named steps"] += 1
                     _restart(w, location, metastore, stop, rng, journals)
             candidates = [w for w in workers if _category(w.kind, w.last_op()) in need]
             rate = 0.5 if sum(kills.values()) < KILLS or need != list(CATEGORIES) else 0.003
@@ -161,8 +163,8 @@ def supervise(location: str, metastore: str, tmp: Path, figures: Counter) -> lis
                     w.proc.kill()
                     w.proc.wait()
     for c in CATEGORIES:
-        figures[f"kill soak: kills in {c} steps"] += kills[c]
-    figures["kill soak: kills"] += sum(kills.values())
+        figures[f"kill soak ({backend}): kills in {c} steps"] += kills[c]
+    figures[f"kill soak ({backend}): kills"] += sum(kills.values())
     assert all(kills[c] >= max(KILLS // 4, 1) for c in CATEGORIES), kills
     return journals
 
@@ -201,7 +203,9 @@ def reachable(objects, head: str, stop: str) -> list[tuple[str, object]]:
     return out
 
 
-def check(repo: zl.Repo, journals: list[Path], setup_head: str, figures: Counter) -> None:
+def check(
+    repo: zl.Repo, journals: list[Path], setup_head: str, figures: Counter, backend: str
+) -> None:
     ctx = repo.context
     begun: dict[str, str] = {}  # session -> tag
     acked: dict[str, str] = {}
@@ -264,12 +268,12 @@ def check(repo: zl.Repo, journals: list[Path], setup_head: str, figures: Counter
                 key = SIDE_KEY.format(i)
                 assert mine.read(key) == theirs.read(key), f"merge {cid} lost {key}"
     assert repo.fsck() == []
-    figures["kill soak: transactions run"] += len(begun)
-    figures["kill soak: commits acknowledged"] += len(acked)
-    figures["kill soak: commits of killed committers recovered"] += sum(
+    figures[f"kill soak ({backend}): transactions run"] += len(begun)
+    figures[f"kill soak ({backend}): commits acknowledged"] += len(acked)
+    figures[f"kill soak ({backend}): commits of killed committers recovered"] += sum(
         1 for s in committed if s not in acked
     )
-    figures["kill soak: merge commits checked"] += merges
+    figures[f"kill soak ({backend}): merge commits checked"] += merges
     figures["lost commits"] += len(lost) + len(missing)
     figures["phantom commits"] += len(phantom)
 
@@ -290,7 +294,7 @@ def test_kill_soak(backend, tmp_path, request, figures):
     s.commit("side array")
     setup_head = repo.resolve("main")
     repo.create_branch("dev", "main")
-    journals = supervise(location, metastore, tmp_path, figures)
+    journals = supervise(location, metastore, tmp_path, figures, backend)
     fresh = zl.Repo.open(location, metastore=metastore or None)
     with contextlib.closing(fresh):
-        check(fresh, journals, setup_head, figures)
+        check(fresh, journals, setup_head, figures, backend)
