@@ -289,7 +289,8 @@ class Collector:
         reach = Reach(self.objects, expired)
         self.progress("marking", 0, None)
         self.roots(reach, live_staged)
-        listed_only: set[str] = set()  # found by listing alone
+        # found by listing alone, now or by an earlier run
+        listed_only = {k for k, c in self.candidates.items() if c.listed}
         if full:
             for listed, key in enumerate(self.lister([f"{k}/" for k in KINDS], reach.live), 1):
                 if key not in fresh and key not in self.candidates:
@@ -310,6 +311,8 @@ class Collector:
         first_seen = {k: c.first_seen for k, c in self.candidates.items()}
         dead = [k for k in pool if k not in reach.live]
         due = [k for k in dead if now - first_seen.get(k, now) >= grace]
+        if self.unflushed:
+            due = [k for k in due if k not in listed_only]
         self.report.candidates_pending = len(dead) - len(due)
         if dry_run:
             for key in due:
@@ -321,7 +324,11 @@ class Collector:
         # is deleted after them, so a run that stops half-way finds them again.
         due_now = set(due)
         waiting = [(k, s) for k, s in pool.items() if k not in reach.live and k not in due_now]
-        self.state.add(self.candidates, [(k, s) for k, s in waiting if k not in self.candidates])
+        self.state.add(
+            self.candidates,
+            [(k, s) for k, s in waiting if k not in self.candidates],
+            listed=listed_only,
+        )
         hooks.reached("gc_after_register")
         alive = [k for k in self.candidates if k in reach.live]
         self.state.drop(alive)

@@ -202,6 +202,11 @@ class FaultyObjectStore(_Injects, WrapperObjectStore):
         self.inner.delete(key)
         self._after_write("DELETE", key)
 
+    def delete_many(self, keys: list[str]) -> None:
+        self._before("DELETE-MANY", f"{len(keys)} keys")
+        self.inner.delete_many(keys)
+        self._after_write("DELETE-MANY", f"{len(keys)} keys")
+
     def list(self, prefix: str = "") -> Iterator[str]:
         self._before("LIST", prefix)
         return self.inner.list(prefix)

@@ -4,11 +4,10 @@ record; and recovery of a committer that died mid-way (from its lease)."""
 from __future__ import annotations
 
 import sys
-import time
 from dataclasses import replace
 from typing import Protocol, cast
 
-from zarrlake import hooks
+from zarrlake import hooks, runtime
 from zarrlake.errors import (
     CASFailedError,
     ConflictError,
@@ -142,7 +141,7 @@ def commit(
         )
     props = check_metadata_dict(metadata)
     txn.flush(check=False, final=True)  # this handle's writes are durable first (seal checks)
-    deadline = time.monotonic() + txn.ctx.settings.flush_wait
+    deadline = runtime.monotonic() + txn.ctx.settings.flush_wait
     while True:
         try:
             return _commit(txn, message, on_conflict, props)
@@ -151,10 +150,12 @@ def commit(
             assert txn.staging is not None
             if unflushed == "discard":
                 txn.staging.forget_unflushed(markers)
-            elif any(m.alive is False or m.error for m in markers) or time.monotonic() > deadline:
+            elif any(m.alive is False or m.error for m in markers) or (
+                runtime.monotonic() > deadline
+            ):
                 raise
             else:
-                time.sleep(POLL)
+                runtime.sleep(POLL)
 
 
 def _commit(txn: Transaction, message: str | None, on_conflict: str, props: dict) -> str:

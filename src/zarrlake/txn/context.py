@@ -8,7 +8,6 @@ import json
 import os
 import secrets
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 # The embedded default's backends load with the package, not inside the first open.
 import zarrlake.metastore.sqlite
 import zarrlake.storage.locations  # noqa: F401
+from zarrlake import runtime
 from zarrlake import storage as storages
 from zarrlake.errors import AlreadyExistsError, InvalidInputError, NotFoundError, ZarrLakeError
 from zarrlake.format.changes import ChangeSet
@@ -102,7 +102,7 @@ class RepoContext:
     repo_id: str
     object_store: ObjectStore
     meta: MetaStore
-    clock: Clock = time.time
+    clock: Clock = runtime.now
     settings: Settings = field(default_factory=Settings)
     hash: Hash = LEGACY
     """The content hash objects and chunks are named and checked by (fixed at creation)."""

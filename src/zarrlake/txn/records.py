@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 import random
 import secrets
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
+from zarrlake import runtime
 from zarrlake.errors import (
     CASFailedError,
     InvalidInputError,
@@ -141,7 +141,7 @@ class SessionRecord:
 class SessionRecords:
     """The session records of one repository, with one read-modify-CAS helper (`update`)."""
 
-    def __init__(self, meta: MetaStore, partition: str, clock: Clock = time.time) -> None:
+    def __init__(self, meta: MetaStore, partition: str, clock: Clock = runtime.now) -> None:
         self.meta = meta
         self.partition = partition
         self.clock = clock
@@ -195,7 +195,7 @@ class SessionRecords:
             try:
                 return new, self.swap(new, version)
             except CASFailedError:
-                time.sleep(random.uniform(0, min(0.05, 0.001 * 2**attempt)))
+                runtime.sleep(random.uniform(0, min(0.05, 0.001 * 2**attempt)))
         raise ZarrLakeError(f"session {session_id}: record kept changing; try again")
 
     def scan(self, prefix: str = "") -> Iterator[SessionRecord]:

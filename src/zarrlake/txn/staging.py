@@ -18,12 +18,11 @@ other.
 from __future__ import annotations
 
 import json
-import os
-import socket
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from itertools import groupby
 
+from zarrlake import runtime
 from zarrlake.format.chunk_ref import ChunkRef
 from zarrlake.format.fragment import FragmentRecord
 from zarrlake.format.staged import OP_DELETE, OP_WRITE, StagedRecord
@@ -49,15 +48,7 @@ class Unflushed:
     @property
     def alive(self) -> bool | None:
         """Whether its process still runs: None when it runs on another host."""
-        if self.host != socket.gethostname():
-            return None
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
+        return runtime.alive(self.host, self.pid)
 
 
 @dataclass(frozen=True)
@@ -189,7 +180,7 @@ class Staging:
 
     @staticmethod
     def _marker_doc(since: float, tag: str | None) -> dict:
-        return {"host": socket.gethostname(), "pid": os.getpid(), "since": since, "tag": tag}
+        return {"host": runtime.host(), "pid": runtime.pid(), "since": since, "tag": tag}
 
     def mark_unflushed(self, generation: int, since: float, tag: str | None) -> None:
         doc = self._marker_doc(since, tag)

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import secrets
 import threading
-import time
 from collections.abc import Callable
 
-from zarrlake import hooks
+from zarrlake import hooks, runtime
 from zarrlake.errors import InvalidInputError, ZarrLakeError
 from zarrlake.format import fragment
 from zarrlake.format.chunk_ref import chunk_object_key
@@ -73,7 +72,7 @@ class Writes:
         self.flushed: list[FragmentRecord] = []  # this handle's fragments, in order
         self._seq = 0
         self._flush_lock = threading.Lock()
-        self._timer: threading.Timer | None = None
+        self._timer: runtime.Cancellable | None = None
         self._last_write = 0.0
         self._error: BaseException | None = None  # of a flush in the background
         self._meta = GroupCommit[Change](self._stage_meta)
@@ -135,7 +134,7 @@ class Writes:
             if not self.buffer.current.markers:  # the first write since the last flush
                 self._mark(self.buffer.current)
             batch = self.buffer.add(changes)
-            self._last_write = time.monotonic()
+            self._last_write = runtime.monotonic()
             full = self._full(batch)
             if not full:
                 self._arm_timer()
@@ -147,7 +146,7 @@ class Writes:
         Whether the session still takes them is checked when they are flushed (and before,
         from the record this handle holds: `Transaction.require_writes`)."""
         generation = self.buffer.generation = self.buffer.generation + 1
-        batch.since = time.monotonic()
+        batch.since = runtime.monotonic()
         self.staging.mark_unflushed(generation, self.clock(), self.tag)
         batch.markers.append(generation)
 
@@ -157,7 +156,7 @@ class Writes:
             len(batch.changes) >= p.max_entries
             or batch.data_bytes >= p.max_bytes
             or batch.held_bytes >= p.max_bytes
-            or time.monotonic() - batch.since >= p.max_age
+            or runtime.monotonic() - batch.since >= p.max_age
         )
 
     def record_reads(self, keys: list[str], prefixes: list[str] = ()) -> None:  # type: ignore[assignment]
@@ -286,18 +285,14 @@ class Writes:
         idle = self.policy.idle
         if idle is None or self._timer is not None:
             return
-        self._timer = threading.Timer(idle, self._on_idle)
-        self._timer.daemon = True
-        self._timer.start()
+        self._timer = runtime.call_later(idle, self._on_idle)
 
     def _on_idle(self) -> None:
         idle = self.policy.idle
         assert idle is not None
-        wait = self._last_write + idle - time.monotonic()
+        wait = self._last_write + idle - runtime.monotonic()
         if wait > 0:  # written to since: look again when it has been idle long enough
-            self._timer = threading.Timer(wait, self._on_idle)
-            self._timer.daemon = True
-            self._timer.start()
+            self._timer = runtime.call_later(wait, self._on_idle)
             return
         self._timer = None
         try:

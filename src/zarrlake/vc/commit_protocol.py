@@ -6,13 +6,12 @@ change sets of the commits in between and rebase.
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from zarrlake import hooks
+from zarrlake import hooks, runtime
 from zarrlake.errors import (
     CASFailedError,
     Conflict,
@@ -325,7 +324,7 @@ class CommitProtocol:
         before_cas: Callable[[str], None] | None,
         known: tuple[str, int] | None,
     ) -> str:
-        deadline = time.monotonic() + timeout
+        deadline = runtime.monotonic() + timeout
         tried: set[str] = set()
         attempt = 0
         while True:
@@ -351,12 +350,12 @@ class CommitProtocol:
                     return landed
                 raise
             attempt += 1
-            if time.monotonic() > deadline:
+            if runtime.monotonic() > deadline:
                 raise CommitTimeoutError(
                     f"branch {branch!r} kept moving; gave up after {attempt} attempts "
                     f"and {timeout:.0f}s"
                 )
-            time.sleep(random.uniform(0, min(0.5, 0.002 * 2**attempt)))
+            runtime.sleep(random.uniform(0, min(0.5, 0.002 * 2**attempt)))
 
     def _landed(self, tried: set[str], branch: str, base: str) -> str | None:
         """The attempt of ours that the branch holds, if any. A lost CAS reply may be noticed
@@ -392,7 +391,7 @@ class CommitProtocol:
             changes=changes_id,
             message=req.message,
             author=req.author,
-            timestamp=time.time(),
+            timestamp=runtime.now(),
             session_id=req.session_id,
             metadata=dict(req.metadata or {}),
         )

@@ -22,15 +22,12 @@ acknowledged.
 from __future__ import annotations
 
 import json
-import os
 import random
-import socket
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from zarrlake import hooks
+from zarrlake import hooks, runtime
 from zarrlake.errors import CASFailedError, ZarrLakeError
 from zarrlake.format.fragment import FragmentRecord
 
@@ -90,6 +87,9 @@ class Candidate:
     index: tuple[int, int, str] | None = None
     """For a staged fragment not yet read: where its index lies (offset, length, id). What
     the fragment names (chunk objects) becomes candidates when a run reads it."""
+    listed: bool = False
+    """Found by a full run's listing alone: it may be a writer's fresh upload whose
+    reference is not staged yet, so it waits while writers hold unflushed writes."""
 
 
 def partition(ctx: GcContext) -> str:
@@ -103,7 +103,7 @@ class GcState:
         self.meta = ctx.meta
         self.partition = partition(ctx)
         self.clock: Callable[[], float] = lambda: ctx.clock()  # tests may swap the clock
-        self.owner = f"{socket.gethostname()}:{os.getpid()}:{random.getrandbits(32):08x}"
+        self.owner = f"{runtime.host()}:{runtime.pid()}:{random.getrandbits(32):08x}"
 
     # lock ---------------------------------------------------------------------------------
 
@@ -124,14 +124,9 @@ class GcState:
 
     def _stale(self, lock: dict) -> bool:
         host, pid, _ = lock["owner"].split(":")
-        if host == socket.gethostname():
-            try:
-                os.kill(int(pid), 0)
-            except ProcessLookupError:
-                return True
-            except PermissionError:
-                return False
-            return False
+        alive = runtime.alive(host, int(pid))
+        if alive is not None:  # on this host: stale once its process is gone
+            return not alive
         return self.clock() - lock["since"] > LOCK_TTL
 
     def release(self) -> None:
@@ -183,7 +178,7 @@ class GcState:
             key = k[len(CANDIDATE) :].decode()
             doc = json.loads(v)
             index = tuple(doc["index"]) if doc.get("index") else None
-            out[key] = Candidate(key, doc["t"], doc.get("size"), index)  # type: ignore[arg-type]
+            out[key] = Candidate(key, doc["t"], doc.get("size"), index, doc.get("listed", False))  # type: ignore[arg-type]
         return out
 
     def add(
@@ -191,16 +186,20 @@ class GcState:
         known: dict[str, Candidate],
         found: Iterable[tuple[str, int | None]],
         indexes: dict[str, tuple[int, int, str]] | None = None,
+        listed: set[str] = frozenset(),  # type: ignore[assignment]
     ) -> int:
         """Register newly found candidates (those not in `known`), first seen now;
-        `indexes` gives staged fragments' index locations."""
+        `indexes` gives staged fragments' index locations, `listed` those only a listing
+        found."""
         now = self.clock()
         items = []
         for key, size in found:
             if key not in known:
                 index = (indexes or {}).get(key)
-                known[key] = Candidate(key, now, size, index)
+                known[key] = Candidate(key, now, size, index, key in listed)
                 doc = {"t": now, "size": size} | ({"index": list(index)} if index else {})
+                if key in listed:
+                    doc["listed"] = True
                 items.append((CANDIDATE + key.encode(), json.dumps(doc)))
         for i in range(0, len(items), 1000):
             self.meta.set_many(self.partition, [(k, v.encode()) for k, v in items[i : i + 1000]])
@@ -232,7 +231,7 @@ class WriteGuard:
     `settle` check the uploads when a sweep began since (never skip a check it needs)."""
 
     def __init__(
-        self, ctx: GcContext, poll: float = 0.05, sleep: Callable[[float], None] = time.sleep
+        self, ctx: GcContext, poll: float = 0.05, sleep: Callable[[float], None] = runtime.sleep
     ) -> None:
         self.sleep = sleep
         self.meta = ctx.meta
@@ -245,12 +244,12 @@ class WriteGuard:
     def _phase(self) -> Phase:
         got = self.meta.get(self.partition, PHASE)
         phase = Phase.decode(got[0] if got else None)
-        self._last = (time.monotonic(), phase)
+        self._last = (runtime.monotonic(), phase)
         return phase
 
     def begin(self) -> Phase:
         last = self._last
-        if last is not None and not last[1].sweeping and time.monotonic() - last[0] < self.REUSE:
+        if last is not None and not last[1].sweeping and runtime.monotonic() - last[0] < self.REUSE:
             return last[1]
         return self._phase()
 

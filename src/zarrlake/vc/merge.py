@@ -7,9 +7,9 @@ head, with the same lost-reply check and backoff as commit_protocol.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
+from zarrlake import runtime
 from zarrlake.errors import (
     CASFailedError,
     Conflict,
@@ -66,7 +66,8 @@ class History:
         root, range_blobs = apply_changes(self.objects, parent_root, table)
         snapshot_id, root_blob = self.objects.encode(root)
         changes_id, changes_blob = self.objects.encode(change_set(table, parent_root.meta))
-        record = CommitRecord(parents, snapshot_id, changes_id, message, author, time.time(), None)
+        now = runtime.now()
+        record = CommitRecord(parents, snapshot_id, changes_id, message, author, now, None)
         commit_id, record_blob = self.objects.encode(record)
         self.objects.put_all([*range_blobs, root_blob, changes_blob, record_blob])
         return commit_id

@@ -13,9 +13,10 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import cast
 
+from zarrlake import runtime
 from zarrlake.errors import CorruptionError, ExpiredHistoryError, NotFoundError, on_date
 from zarrlake.format.changes import ChangeSet
 from zarrlake.format.chunk_ref import ChunkRef, RefKind, chunk_object_key
@@ -279,7 +280,12 @@ class Objects:
         return data
 
     @property
-    def pool(self) -> ThreadPoolExecutor:
+    def pool(self) -> Executor:
+        """Where parallel work runs: the runtime's executor if it brings one, else this
+        repository's own threads."""
+        injected = runtime.current().executor
+        if injected is not None:
+            return injected
         if self._pool is None or self._pool_pid != os.getpid():
             self._pool_pid = os.getpid()
             self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="zarrlake-io")

@@ -1,0 +1,109 @@
+"""What the library asks of the world around it, in one replaceable place: the time, waiting,
+threads, timers, and who this process is and whether another one still runs.
+
+By default these are the real ones (time.time, time.sleep, a thread pool, threading.Timer,
+os.kill). The deterministic simulator (`zarrlake.testing.sim`) runs many simulated processes
+in one thread and installs a `Runtime` for each with `use` (a context variable, so each
+greenlet it runs sees its own): the simulated clock, its own pid, and an executor and timers
+that the simulator schedules.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Protocol
+
+
+class Cancellable(Protocol):
+    def cancel(self) -> None: ...
+
+
+def _thread_timer(delay: float, fn: Callable[[], None]) -> Cancellable:
+    timer = threading.Timer(delay, fn)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+def _process_alive(host: str, pid: int) -> bool | None:
+    """Whether process `pid` on `host` still runs; None when it runs on another host."""
+    if host != socket.gethostname():
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """The clock, waits, threads and process identity the library uses."""
+
+    now: Callable[[], float] = time.time
+    """Seconds since the epoch (timestamps, expiry, leases, gc grace periods)."""
+    monotonic: Callable[[], float] = time.monotonic
+    """Seconds for deadlines and idle times."""
+    sleep: Callable[[float], None] = time.sleep
+    call_later: Callable[[float, Callable[[], None]], Cancellable] = _thread_timer
+    """Run a function once, `delay` seconds from now, in the background."""
+    executor: Executor | None = None
+    """Where parallel work runs (None: each repository's own thread pool)."""
+    host: Callable[[], str] = socket.gethostname
+    pid: Callable[[], int] = os.getpid
+    alive: Callable[[str, int], bool | None] = _process_alive
+    """Whether a process (host, pid) still runs; None if that cannot be told from here."""
+
+
+REAL = Runtime()
+_CURRENT: contextvars.ContextVar[Runtime] = contextvars.ContextVar("zarrlake_runtime", default=REAL)
+
+
+def current() -> Runtime:
+    return _CURRENT.get()
+
+
+def use(runtime: Runtime) -> contextvars.Token[Runtime]:
+    """Make `runtime` the one this thread (or greenlet) sees; `reset(token)` undoes it."""
+    return _CURRENT.set(runtime)
+
+
+def reset(token: contextvars.Token[Runtime]) -> None:
+    _CURRENT.reset(token)
+
+
+def now() -> float:
+    return _CURRENT.get().now()
+
+
+def monotonic() -> float:
+    return _CURRENT.get().monotonic()
+
+
+def sleep(seconds: float) -> None:
+    _CURRENT.get().sleep(seconds)
+
+
+def call_later(delay: float, fn: Callable[[], None]) -> Cancellable:
+    return _CURRENT.get().call_later(delay, fn)
+
+
+def host() -> str:
+    return _CURRENT.get().host()
+
+
+def pid() -> int:
+    return _CURRENT.get().pid()
+
+
+def alive(host: str, pid: int) -> bool | None:
+    return _CURRENT.get().alive(host, pid)

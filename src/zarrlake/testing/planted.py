@@ -1,0 +1,125 @@
+"""Deliberate bugs, to prove the simulator finds them. Each is a switch: `with planted(name):`
+replaces one library function with a broken version for the duration and puts it back after.
+Nothing else sets them; the library never imports this module.
+
+- `gc_ignores_grace`: garbage collection deletes candidates however young (older_than 0).
+- `commit_skips_rebase_conflicts`: a commit rebasing over commits that changed the same
+  chunks finds no conflict.
+- `recovery_trusts_stale_record`: lease recovery takes the "committing" record at its word
+  and reopens the session without looking for the commit it may have landed.
+- `expire_drops_tagged`: expiry keeps branch heads but not the commits tags point at.
+- `merge_takes_theirs`: a merge asked to fail on conflicting chunks takes the source's.
+- `gc_ignores_open_sessions`: garbage collection marks nothing that open sessions staged.
+- `flush_skips_recheck`: a flush acknowledges without re-checking that the session is still
+  open (a write racing the commit's seal is lost).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import Any
+
+
+def _gc_ignores_grace() -> list[tuple[Any, str, Any]]:
+    from zarrlake.lifecycle import expire, gc  # expire imports check_older_than: first
+
+    assert expire.check_older_than is gc.check_older_than
+
+    original = gc.check_older_than
+
+    def check_older_than(older_than: object) -> timedelta:
+        original(older_than)
+        return timedelta(0)
+
+    return [(gc, "check_older_than", check_older_than)]
+
+
+def _commit_skips_rebase_conflicts() -> list[tuple[Any, str, Any]]:
+    from zarrlake.vc import commit_protocol
+
+    return [(commit_protocol, "find_conflicts", lambda *args, **kwargs: [])]
+
+
+def _recovery_trusts_stale_record() -> list[tuple[Any, str, Any]]:
+    from zarrlake.txn import commit
+
+    return [(commit, "landed", lambda ctx, rec: None)]
+
+
+def _expire_drops_tagged() -> list[tuple[Any, str, Any]]:
+    from zarrlake.lifecycle import expire
+    from zarrlake.vc.refs import BRANCH, TAG
+
+    original = expire.protected
+
+    def protected(ctx: Any, selected: dict[str, str]) -> set[str]:
+        keep = original(ctx, selected)
+        tagged = set(ctx.refs.list(TAG).values()) - set(ctx.refs.list(BRANCH).values())
+        return keep - tagged
+
+    return [(expire, "protected", protected)]
+
+
+def _merge_takes_theirs() -> list[tuple[Any, str, Any]]:
+    from zarrlake.vc.merge import History
+
+    original = History._combine
+
+    def _combine(self: History, base: str, head: str, other: str, on_conflict: str, what: str):
+        return original(
+            self, base, head, other, "theirs" if on_conflict == "fail" else on_conflict, what
+        )
+
+    return [(History, "_combine", _combine)]
+
+
+def _gc_ignores_open_sessions() -> list[tuple[Any, str, Any]]:
+    from zarrlake.lifecycle.gc import Collector
+
+    original = Collector._staged_refs
+
+    def _staged_refs(self: Collector, partition: str) -> set[str]:
+        original(self, partition)
+        return set()
+
+    return [(Collector, "_staged_refs", _staged_refs)]
+
+
+def _flush_skips_recheck() -> list[tuple[Any, str, Any]]:
+    from zarrlake.txn.writes import Writes
+
+    original = Writes._settle
+
+    def _settle(self: Writes, batch: Any, record: Any, check: bool) -> None:
+        original(self, batch, record, False)
+
+    return [(Writes, "_settle", _settle)]
+
+
+BUGS: dict[str, Callable[[], list[tuple[Any, str, Any]]]] = {
+    "gc_ignores_grace": _gc_ignores_grace,
+    "commit_skips_rebase_conflicts": _commit_skips_rebase_conflicts,
+    "recovery_trusts_stale_record": _recovery_trusts_stale_record,
+    "expire_drops_tagged": _expire_drops_tagged,
+    "merge_takes_theirs": _merge_takes_theirs,
+    "gc_ignores_open_sessions": _gc_ignores_open_sessions,
+    "flush_skips_recheck": _flush_skips_recheck,
+}
+
+
+@contextmanager
+def planted(name: str) -> Iterator[None]:
+    """Switch bug `name` on for the duration of the block."""
+    if name not in BUGS:
+        raise KeyError(f"no planted bug {name!r}; known: {', '.join(BUGS)}")
+    patches = BUGS[name]()
+    saved = [(owner, attr, owner.__dict__[attr]) for owner, attr, _ in patches]
+    for owner, attr, replacement in patches:
+        setattr(owner, attr, replacement)
+    try:
+        yield
+    finally:
+        for owner, attr, original in saved:
+            setattr(owner, attr, original)

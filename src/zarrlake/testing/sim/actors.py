@@ -1,0 +1,575 @@
+"""The actors: each is a program run by a simulated process against the repository through
+the public API (`Repo`, `Session`), reporting what it began and what it was told to the
+model. Isolated writers, cooperative sessions (a driver and workers in their own
+processes), readers pinned to commits and to `as_of` times, garbage collection (incremental
+and full), expiry, merges and reverts, resets, branches and tags, protection rules.
+
+A process the scheduler kills stops where it was; some programs leave a recovery behind
+(`Actor.on_crash`): a new process that joins the session and finishes it, as a restarted
+job would.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from functools import partial
+from typing import TYPE_CHECKING
+
+from zarrlake.errors import (
+    ConflictError,
+    CorruptionError,
+    ExpiredHistoryError,
+    InvalidInputError,
+    NotFoundError,
+    ReadOnlyError,
+    SessionClosedError,
+    SessionExpiredError,
+    UnflushedWritesError,
+    ZarrLakeError,
+)
+from zarrlake.repo import Repo
+from zarrlake.testing.sim.model import Handle, Intent, Outcome, SessionModel, Violation
+from zarrlake.txn.context import open_context
+from zarrlake.vc.gc_protocol import GcBusyError
+
+if TYPE_CHECKING:
+    from zarrlake.session import Session
+    from zarrlake.testing.sim.scheduler import Process
+    from zarrlake.testing.sim.world import World
+
+BRANCHES = ("main", "dev")
+DEFINITE = (
+    ConflictError,
+    SessionClosedError,
+    SessionExpiredError,
+    ReadOnlyError,
+    InvalidInputError,
+    UnflushedWritesError,
+)
+"""Errors after which a commit certainly did not land."""
+
+
+class Actor:
+    """A program's handle on its simulated process, its random stream and the world."""
+
+    def __init__(self, world: World, name: str, rng: random.Random) -> None:
+        self.world = world
+        self.name = name
+        self.rng = rng
+        self.process: Process = world.sched.process(name)
+        self.repo: Repo | None = None
+        self.on_crash: Callable[[], None] | None = None
+
+    @property
+    def model(self):  # -> Model
+        return self.world.model
+
+    def start(self, program: Callable[[Actor], None]) -> None:
+        self.world.sched.spawn(self.process, self.name, lambda: program(self))
+        self.world.programs[self.process.pid] = self
+
+    def open(self) -> Repo:
+        while self.repo is None:
+            try:
+                with self.op("open the repository"):
+                    ctx = open_context(self.world.spec)
+            except ZarrLakeError:
+                self.world.sched.sleep(1.0)
+                continue
+            ctx.settings = self.world.settings
+            self.repo = Repo(ctx)
+        return self.repo
+
+    @contextmanager
+    def op(self, label: str) -> Iterator[None]:
+        sched = self.world.sched
+        with sched.op(label):
+            me = sched._me()
+            self.world.trace.op(sched, me, label)
+            committing = label.startswith("commit")
+            if committing:
+                self.world.committing.add(self.process.pid)
+            try:
+                yield
+            except CorruptionError as e:
+                raise Violation(f"{self.name}: {label}: {e}") from e
+            except ZarrLakeError as e:
+                self.world.trace.op(sched, me, f"  -> {type(e).__name__}: {str(e)[:140]}")
+                raise
+            finally:
+                if committing:
+                    self.world.committing.discard(self.process.pid)
+
+    def note(self, text: str) -> None:
+        sched = self.world.sched
+        self.world.trace.op(sched, sched._me(), f"  -> {text}")
+
+    def think(self) -> None:
+        """Let simulated time pass between operations (idle flushes fire, leases age)."""
+        if self.rng.random() < 0.3:
+            self.world.sched.sleep(self.rng.choice((0.05, 0.5, 2.0, 20.0)))
+
+    def key(self) -> str:
+        return self.rng.choice(self.world.keys)
+
+    def value(self) -> bytes:
+        return self.rng.choice(self.world.values)
+
+    def branch(self) -> str:
+        return self.rng.choice(BRANCHES)
+
+
+# sessions -----------------------------------------------------------------------------
+
+
+class Writing:
+    """One handle on a session and the model's view of it."""
+
+    def __init__(self, actor: Actor, session: Session, model_session: SessionModel) -> None:
+        self.actor = actor
+        self.s = session
+        self.m = model_session
+        self.h = Handle(f"{actor.name}#{len(model_session.handles)}")
+        model_session.handles.append(self.h)
+        actor.world.handles_of.setdefault(actor.process.pid, []).append(self.h)
+
+    def write(self, key: str, value: bytes | None) -> None:
+        a, model = self.actor, self.actor.model
+        # A write may flush the handle's buffer (full, or its oldest write too old) before
+        # it returns, or be cut off after that: until it returns, its value may be staged.
+        self.h.maybe.setdefault(key, set()).add(value)
+        try:
+            with a.op(f"{'delete' if value is None else 'write'} {key} {_size(value)}"):
+                if value is None:
+                    self.s.delete(key)
+                else:
+                    self.s.write(key, value)
+        except ZarrLakeError:
+            model.wrote(self.h, key, value, certain=False)
+            return
+        view = model.view(self.m, self.h, key)
+        if value is None and view == {None}:
+            return  # deleting what is not there stages nothing
+        model.wrote(self.h, key, value, certain=value is not None or None not in view)
+
+    def read(self, keys: list[str]) -> None:
+        a = self.actor
+        got = {}
+        try:
+            with a.op(f"read {', '.join(keys)} in session {self.m.sid[:6]}"):
+                for key in keys:
+                    got[key] = self.s.read(key)
+        except ZarrLakeError:
+            return
+        a.model.check_session_read(a.name, self.m, self.h, got)
+
+    def flush(self) -> bool:
+        a, model = self.actor, self.actor.model
+        model.flush_begins(self.h)
+        try:
+            with a.op(f"flush session {self.m.sid[:6]}"):
+                self.s.flush()
+        except ZarrLakeError:
+            model.flush_failed(self.h)
+            return False
+        model.flush_ok(self.m, self.h, "flush")
+        return True
+
+    def commit(self, policy: str, unflushed: str = "wait") -> str | None:
+        """Commit; the outcome goes to the model. Returns the commit id if acknowledged."""
+        a, model = self.actor, self.actor.model
+        intent = model.begin(
+            Intent(a.world.new_id("c"), "commit", self.m.branch, a.name, policy=policy)
+        )
+        intent.session = self.m
+        model.flush_begins(self.h)
+        try:
+            with a.op(f"commit {self.m.sid[:6]} to {self.m.branch} ({policy}, {unflushed})"):
+                cid = self.s.commit(
+                    intent.id,
+                    on_conflict=policy,
+                    metadata={"sim": intent.id},
+                    unflushed=unflushed,
+                )
+        except DEFINITE as e:
+            model.flush_failed(self.h)
+            model.end(intent, Outcome.FAILED)
+            raise e
+        except ZarrLakeError:
+            model.flush_failed(self.h)
+            model.end(intent, Outcome.UNKNOWN)
+            raise
+        a.note(f"committed {cid[:12]}")
+        model.flush_ok(self.m, self.h, "commit")
+        model.end(intent, Outcome.ACKED, cid)
+        return cid
+
+    def abandon(self) -> None:
+        try:
+            with self.actor.op(f"abandon {self.m.sid[:6]}"):
+                self.s.abandon()
+        except ZarrLakeError:
+            return
+        self.m.closed = True
+
+
+def begin_session(a: Actor, branch: str) -> Writing | None:
+    repo = a.open()
+    expires = a.rng.choice((timedelta(minutes=2), timedelta(hours=1), timedelta(hours=24)))
+    isolation = "serializable" if a.rng.random() < 0.15 else "snapshot"
+    try:
+        with a.op(f"begin session on {branch} ({isolation}, expires in {expires})"):
+            s = repo.create_session(branch, expires_in=expires, isolation=isolation)
+    except ZarrLakeError:
+        return None
+    a.note(f"session {s.id} at {s.base_commit[:12]}")
+    assert s.id is not None and s.branch is not None
+    return Writing(a, s, a.model.session(s.id, s.branch, s.base_commit))
+
+
+def join(a: Actor, m: SessionModel) -> Writing | None:
+    repo = a.open()
+    try:
+        with a.op(f"join session {m.sid[:6]}"):
+            s = repo.join_session(m.sid)
+    except ZarrLakeError:
+        return None
+    return Writing(a, s, m)
+
+
+def commit_with_retries(w: Writing, a: Actor, unflushed: str = "wait") -> None:
+    policy = a.rng.choice(("fail", "fail", "ours", "theirs"))
+    for _ in range(3):
+        try:
+            w.commit(policy, unflushed)
+            return
+        except ConflictError:
+            if a.rng.random() < 0.5:
+                w.abandon()
+                return
+            policy = a.rng.choice(("ours", "theirs"))
+        except UnflushedWritesError:
+            unflushed = "discard"
+        except (SessionClosedError, SessionExpiredError, ReadOnlyError, InvalidInputError):
+            w.abandon()
+            return
+        except ZarrLakeError:
+            a.think()
+    w.abandon()
+
+
+def isolated_writer(a: Actor) -> None:
+    for _ in range(a.world.ops):
+        w = begin_session(a, a.branch())
+        if w is None:
+            continue
+        sid = w.m
+
+        def recover(m: SessionModel = sid) -> None:
+            resume(a.world, m)
+
+        a.on_crash = recover
+        for _ in range(a.rng.randint(1, 3)):
+            key = a.key()
+            w.write(key, None if a.rng.random() < 0.1 else a.value())
+        if a.rng.random() < 0.5:
+            w.read([a.key()])
+        if a.rng.random() < 0.4:
+            w.flush()
+        a.think()
+        if a.rng.random() < 0.1:
+            w.abandon()
+        else:
+            commit_with_retries(w, a)
+        a.on_crash = None
+        a.think()
+
+
+def resume(world: World, m: SessionModel) -> None:
+    """A restarted job: wait out a committer's lease, join the session, finish it."""
+    name = f"{m.handles[0].name.split('#')[0]}'" if m.handles else "resumer"
+    a = Actor(world, name, random.Random(world.rng.getrandbits(64)))
+
+    def program(a: Actor) -> None:
+        a.world.sched.sleep(a.rng.choice((1.0, 200.0)))
+        w = join(a, m)
+        if w is None:
+            return
+        commit_with_retries(w, a, unflushed="discard")
+
+    a.start(program)
+
+
+def cooperative(a: Actor) -> None:
+    """A driver with workers in their own processes, each writing its share of the keys;
+    now and then two workers write one key."""
+    w = begin_session(a, a.branch())
+    if w is None:
+        return
+    n = a.rng.randint(2, 3)
+    workers = []
+    for i in range(n):
+        mine = [k for j, k in enumerate(a.world.keys) if j % n == i]
+        if a.rng.random() < 0.15:
+            mine.append(a.rng.choice(a.world.keys))  # an overlap
+        worker = Actor(a.world, f"{a.name}.w{i}", random.Random(a.rng.getrandbits(64)))
+        worker.start(lambda me, keys=mine: coop_worker(me, w.m, keys))
+        workers.append(worker)
+    if a.rng.random() < 0.4:  # a driver that does not wait: its workers' writes race the seal
+        a.world.sched.sleep(a.rng.choice((0.0, 0.01)))
+        commit_with_retries(w, a, a.rng.choice(("wait", "discard")))
+        return
+    a.world.sched.wait_until(
+        lambda: all(
+            not x.process.alive
+            or all(
+                act.done
+                for act in a.world.sched.actors
+                if act.process is x.process and not act.background
+            )
+            for x in workers
+        )
+    )
+    a.think()
+    commit_with_retries(w, a)
+
+
+def coop_worker(a: Actor, m: SessionModel, keys: list[str]) -> None:
+    w = join(a, m)
+    if w is None:
+        return
+    for key in a.rng.sample(keys, k=min(len(keys), a.rng.randint(1, 3))):
+        w.write(key, a.value())
+    if a.rng.random() < 0.3:
+        w.read([k for k in keys if k in w.h.written][:1])
+    if a.rng.random() < 0.85:
+        w.flush()
+    elif a.rng.random() < 0.5:
+        a.world.sched.sleep(2.0)  # the idle flush may do it
+
+
+# readers ------------------------------------------------------------------------------
+
+
+def reader(a: Actor) -> None:
+    repo = a.open()
+    for _ in range(a.world.ops):
+        a.think()
+        model = a.model
+        keys = a.rng.sample(a.world.keys, k=2)
+        if a.rng.random() < 0.5 and model.commits:
+            cid = a.rng.choice(sorted(model.commits))
+            label, as_of = f"read {cid[:12]}", None
+        else:
+            branch = a.branch()
+            back = a.rng.choice((0.0, 1.0, 30.0, 3600.0))
+            as_of = datetime.fromtimestamp(a.world.sched.now - back, UTC)
+            cid, label = None, f"read {branch} as of {back:.0f} s ago"
+        try:
+            with a.op(label):
+                if as_of is None:
+                    s = repo.readonly_session(cid)
+                else:
+                    s = repo.readonly_session(branch, as_of=as_of)
+                    cid = s.base_commit
+                got = {k: s.read(k) for k in keys}
+        except (NotFoundError, ExpiredHistoryError) as e:
+            if cid is not None and cid in model.retained(a.world.sched.now)[0]:
+                raise Violation(f"{a.name} could not read retained commit {cid[:12]}: {e}") from e
+            continue
+        except ZarrLakeError:
+            continue
+        assert cid is not None
+        if (
+            as_of is not None
+            and cid in model.commits
+            and (model.commits[cid].timestamp > as_of.timestamp())
+        ):
+            raise Violation(f"{a.name}: as_of {as_of} resolved to the later {cid[:12]}")
+        model.check_read(a.name, cid, got)
+
+
+# history operations -------------------------------------------------------------------
+
+
+def _history_op(a: Actor, intent: Intent, label: str, call: Callable[[], str]) -> None:
+    model = a.model
+    model.begin(intent)
+    try:
+        with a.op(label):
+            result = call()
+    except (ConflictError, InvalidInputError, ExpiredHistoryError, ReadOnlyError) as e:
+        if isinstance(e, ConflictError) and intent.kind == "reset":
+            model.end(intent, Outcome.FAILED)
+        else:
+            model.end(intent, Outcome.FAILED)
+        return
+    except ZarrLakeError:
+        model.end(intent, Outcome.UNKNOWN)
+        return
+    a.note(f"-> {result[:12]}")
+    model.end(intent, Outcome.ACKED, result)
+
+
+def merger(a: Actor) -> None:
+    repo = a.open()
+    for _ in range(a.world.ops):
+        a.think()
+        into = a.branch()
+        model = a.model
+        if a.rng.random() < 0.6:
+            source = BRANCHES[1 - BRANCHES.index(into)]
+            head = model.heads.get(source)
+            if head is None:
+                continue
+            policy = a.rng.choice(("fail", "fail", "ours", "theirs"))
+            ff = a.rng.choice(("allow", "never"))
+            intent = Intent(a.world.new_id("m"), "merge", into, a.name, policy=policy)
+            intent.source = head
+            _history_op(
+                a,
+                intent,
+                f"merge {source}@{head[:8]} into {into} ({policy}, ff {ff})",
+                partial(
+                    repo.merge,
+                    head,
+                    into,
+                    message=intent.id,
+                    on_conflict=policy,
+                    fast_forward=ff,
+                ),
+            )
+        else:
+            head = model.heads.get(into)
+            if head is None:
+                continue
+            chain = [c for c in sorted(model._ancestors(head)) if model.commits[c].parents]
+            if not chain:
+                continue
+            target = a.rng.choice(chain)
+            intent = Intent(a.world.new_id("r"), "revert", into, a.name)
+            intent.source = target
+            _history_op(
+                a,
+                intent,
+                f"revert {target[:8]} on {into}",
+                partial(repo.revert, target, into, message=intent.id),
+            )
+
+
+def admin(a: Actor) -> None:
+    """Resets, branches and tags, protection rules."""
+    repo = a.open()
+    model = a.model
+    for _ in range(a.world.ops):
+        a.think()
+        roll = a.rng.random()
+        known = a.world.targets()
+        branch = a.branch()
+        if roll < 0.3 and known and a.world.may_reset(branch):
+            to = a.rng.choice(known)
+            expected = model.heads.get(branch) if a.rng.random() < 0.5 else None
+            intent = Intent(a.world.new_id("x"), "reset", branch, a.name)
+            intent.target = to
+            _history_op(
+                a,
+                intent,
+                f"reset {branch} to {to[:8]}" + (f" if at {expected[:8]}" if expected else ""),
+                partial(repo.reset_branch, branch, to, expected=expected),
+            )
+        elif roll < 0.55 and known:
+            name = a.rng.choice(("t1", "t2"))
+            if name in model.tags:
+                intent = Intent(a.world.new_id("t"), "delete-tag", name, a.name)
+                _history_op(a, intent, f"delete tag {name}", partial(_done, repo.delete_tag, name))
+            else:
+                at = a.rng.choice(known)
+                intent = Intent(a.world.new_id("t"), "create-tag", name, a.name)
+                intent.target = at
+                _history_op(
+                    a, intent, f"tag {name} at {at[:8]}", partial(repo.create_tag, name, at)
+                )
+        elif roll < 0.75 and known:
+            name = "f1"
+            if name in model.heads:
+                intent = Intent(a.world.new_id("b"), "delete-branch", name, a.name)
+                _history_op(
+                    a, intent, f"delete branch {name}", partial(_done, repo.delete_branch, name)
+                )
+            else:
+                at = a.rng.choice(known)
+                intent = Intent(a.world.new_id("b"), "create-branch", name, a.name)
+                intent.target = at
+                _history_op(
+                    a, intent, f"branch {name} at {at[:8]}", partial(repo.create_branch, name, at)
+                )
+        else:
+            try:
+                if a.rng.random() < 0.5:
+                    with a.op("protect main"):
+                        repo.protect_branch("main")
+                else:
+                    with a.op("unprotect main"):
+                        repo.unprotect_branch("main")
+            except ZarrLakeError:
+                pass
+
+
+def _done(fn: Callable[[str], None], name: str) -> str:
+    fn(name)
+    return "done"
+
+
+# lifecycle ----------------------------------------------------------------------------
+
+
+def collector(a: Actor) -> None:
+    repo = a.open()
+    for _ in range(a.world.ops):
+        a.think()
+        grace = a.rng.choice((0.0, 0.0, 5.0, 60.0, 3600.0))
+        full = a.rng.random() < 0.4
+        a.model.gc_grace[a.name] = grace
+        try:
+            with a.op(f"gc older_than={grace:.0f}s{' full' if full else ''}"):
+                report = repo.gc(timedelta(seconds=grace), full=full)
+            a.note(f"deleted {report.objects_deleted}, pending {report.candidates_pending}")
+        except (GcBusyError, ZarrLakeError):
+            pass
+        finally:
+            a.model.gc_grace.pop(a.name, None)
+
+
+def expirer(a: Actor) -> None:
+    repo = a.open()
+    for _ in range(a.world.ops):
+        a.think()
+        older = a.rng.choice((1.0, 60.0, 3600.0))
+        branches = a.rng.choice((None, ["main"], ["dev"]))
+        a.model.expire_floor[a.name] = older
+        try:
+            with a.op(f"expire older_than={older:.0f}s branches={branches}"):
+                report = repo.expire(timedelta(seconds=older), branches)
+            a.note(f"expired {report.commits_expired}")
+        except ZarrLakeError:
+            pass
+        finally:
+            a.model.expire_floor.pop(a.name, None)
+
+
+def _size(value: bytes | None) -> str:
+    return "" if value is None else f"({len(value)} B)"
+
+
+PROGRAMS: dict[str, Callable[[Actor], None]] = {
+    "writer": isolated_writer,
+    "coop": cooperative,
+    "reader": reader,
+    "gc": collector,
+    "expire": expirer,
+    "merge": merger,
+    "admin": admin,
+}

@@ -1,0 +1,226 @@
+"""The simulated world's storage: one in-memory object store and one metastore shared by every
+simulated process, each process reaching them through wrappers that stop at every call for
+the scheduler and inject the fault it drew.
+
+The object store is a dict (sorted listings, no threads). The metastore is any `MetaStore`
+made by the run's `meta_factory` (the in-memory one by default), so another backend (the
+bucket-only metastore) runs under the same simulation. Processes open the repository at
+`sim://<run>` like any other: the `sim` scheme is registered for both kinds of backend and
+hands out wrappers over the current run's stores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from zarrlake import metastore, storage
+from zarrlake.errors import CASFailedError, NotFoundError, TransientError
+from zarrlake.metastore.base import Item, MetaStore, WrapperMetaStore
+from zarrlake.storage.base import ByteRange, ObjectStoreBackend, WrapperObjectStore
+from zarrlake.testing.sim.faults import Fault
+
+if TYPE_CHECKING:
+    from zarrlake.testing.sim.world import World
+
+
+class DictObjectStore(ObjectStoreBackend):
+    """Objects in a dict; listings in key order."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.objects: dict[str, bytes] = {}
+
+    def _get(self, key: str, byte_range: ByteRange | None) -> bytes:
+        try:
+            data = self.objects[key]
+        except KeyError:
+            raise NotFoundError(f"object {key!r} not found in {self.url}") from None
+        return data if byte_range is None else data[byte_range[0] : byte_range[1]]
+
+    def _put(self, key: str, data: bytes) -> None:
+        self.objects[key] = bytes(data)
+
+    def _put_if_absent(self, key: str, data: bytes) -> bool:
+        if key in self.objects:
+            return False
+        self.objects[key] = bytes(data)
+        return True
+
+    def _delete(self, key: str) -> None:
+        self.objects.pop(key, None)
+
+    def _list(self, prefix: str) -> Iterator[str]:
+        return iter(sorted(k for k in self.objects if k.startswith(prefix)))
+
+    def _exists(self, key: str) -> bool:
+        return key in self.objects
+
+
+class _Stops:
+    """What both wrappers share: stop at the scheduler, then apply its fault."""
+
+    world: World
+
+    def _call(self, what: str, fn: Callable[[], Any], write: bool) -> Any:
+        sched = self.world.sched
+        if not sched.inside():
+            return fn()  # setup and the observer
+        fault = sched.point(what)
+        actor = sched._me()
+        self.world.trace.call(sched, actor, what)
+        if fault == Fault.ERROR:
+            raise TransientError(f"sim: {what} failed before it ran")
+        try:
+            result = fn()
+        except CASFailedError:
+            if fault == Fault.LOST:
+                raise TransientError(f"sim: the reply of {what} was lost") from None
+            raise
+        self.world.after_call(actor, what, result)
+        if write and fault == Fault.LOST:
+            raise TransientError(f"sim: the reply of {what} was lost (it ran)")
+        if write and fault == Fault.CRASH_AFTER:
+            sched.crash_me(f"after {what}")
+        return result
+
+
+class SimObjectStore(_Stops, WrapperObjectStore):
+    def __init__(self, inner: DictObjectStore, world: World) -> None:
+        super().__init__(inner)
+        self.world = world
+
+    def get(self, key: str, byte_range: ByteRange | None = None) -> bytes:
+        return self._call(f"get {key}", lambda: self.inner.get(key, byte_range), False)
+
+    def put(self, key: str, data: bytes) -> None:
+        self._call(f"put {key}", lambda: self.inner.put(key, data), True)
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        return self._call(f"put_if_absent {key}", lambda: self.inner.put_if_absent(key, data), True)
+
+    def delete(self, key: str) -> None:
+        def delete() -> None:
+            existed = self.inner.exists(key)
+            self.inner.delete(key)
+            if existed:
+                self.world.deleted(key)
+
+        self._call(f"delete {key}", delete, True)
+
+    def delete_many(self, keys: list[str]) -> None:
+        def delete_many() -> None:
+            existed = [key for key in keys if self.inner.exists(key)]
+            self.inner.delete_many(keys)
+            for key in existed:
+                self.world.deleted(key)
+
+        self._call(f"delete_many {len(keys)} keys", delete_many, True)
+
+    def list(self, prefix: str = "") -> Iterator[str]:
+        return iter(self._call(f"list {prefix}", lambda: list(self.inner.list(prefix)), False))
+
+    def exists(self, key: str) -> bool:
+        return self._call(f"exists {key}", lambda: self.inner.exists(key), False)
+
+    def close(self) -> None:
+        pass
+
+
+class SimMetaStore(_Stops, WrapperMetaStore):
+    def __init__(self, inner: MetaStore, world: World) -> None:
+        super().__init__(inner)
+        self.world = world
+
+    def get(self, partition: str, key: bytes) -> tuple[bytes, int] | None:
+        return self._call(
+            f"meta.get {_short(partition)} {key!r}", lambda: self.inner.get(partition, key), False
+        )
+
+    def scan(
+        self,
+        partition: str,
+        start: bytes = b"",
+        prefix: bytes | None = None,
+        limit: int | None = None,
+    ) -> Iterator[Item]:
+        what = f"meta.scan {_short(partition)} {prefix or start!r}"
+        return iter(
+            self._call(what, lambda: list(self.inner.scan(partition, start, prefix, limit)), False)
+        )
+
+    def set(self, partition: str, key: bytes, value: bytes) -> int:
+        return self._call(
+            f"meta.set {_short(partition)} {key!r}",
+            lambda: self.inner.set(partition, key, value),
+            True,
+        )
+
+    def set_many(self, partition: str, items: Iterable[tuple[bytes, bytes | None]]) -> None:
+        batch = list(items)
+        keys = ", ".join(repr(k) for k, _ in batch[:3]) + (" ..." if len(batch) > 3 else "")
+        self._call(
+            f"meta.set_many {_short(partition)} {keys}",
+            lambda: self.inner.set_many(partition, batch),
+            True,
+        )
+
+    def delete(self, partition: str, key: bytes) -> None:
+        self._call(
+            f"meta.delete {_short(partition)} {key!r}",
+            lambda: self.inner.delete(partition, key),
+            True,
+        )
+
+    def set_if(self, partition: str, key: bytes, value: bytes, expected: int | None) -> int:
+        return self._call(
+            f"meta.set_if {_short(partition)} {key!r}",
+            lambda: self.inner.set_if(partition, key, value, expected),
+            True,
+        )
+
+    def drop_partition(self, partition: str) -> None:
+        self._call(
+            f"meta.drop {_short(partition)}", lambda: self.inner.drop_partition(partition), True
+        )
+
+    def close(self) -> None:
+        pass
+
+
+def _short(partition: str) -> str:
+    """The partition without the repository id."""
+    return partition.split("/", 1)[-1]
+
+
+_WORLD: list[World] = []
+
+
+def install(world: World) -> None:
+    """Make `sim://` locations open the stores of `world` (one run at a time)."""
+    _WORLD[:] = [world]
+
+
+def uninstall() -> None:
+    _WORLD.clear()
+
+
+def _world() -> World:
+    if not _WORLD:
+        raise RuntimeError("no simulation is running: sim:// opens nothing")
+    return _WORLD[0]
+
+
+def _open_storage(location: str, options: dict[str, Any]) -> SimObjectStore:
+    world = _world()
+    return SimObjectStore(world.store, world)
+
+
+def _open_metastore(url: str) -> SimMetaStore:
+    world = _world()
+    inner = world.meta_factory(world.name, SimObjectStore(world.store, world))
+    return SimMetaStore(inner, world)
+
+
+storage.register("sim", _open_storage)
+metastore.register("sim", _open_metastore)

@@ -1,0 +1,95 @@
+"""The faults a run injects, all drawn from its seed: at a backend call, an error before it
+runs, a lost reply (it ran; the caller sees an error), a delay, a crash of the calling
+process before or after the call; between steps, a jump of the simulated clock.
+
+Each run draws a profile (how often each fault happens) so that some seeds are calm, some
+flaky, some crash a lot and some move time far ahead; `FaultPlan.counts` says what was
+injected, by kind.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class Fault(StrEnum):
+    ERROR = "error before the call"
+    LOST = "lost reply"
+    DELAY = "delay"
+    CRASH_BEFORE = "crash before the call"
+    CRASH_AFTER = "crash after the call"
+    BURST = "burst of errors"
+
+
+WRITES = ("set", "set_many", "set_if", "delete", "drop", "put", "put_if_absent")
+"""Calls whose reply can be lost (the write happened)."""
+
+JUMPS = (1.0, 30.0, 200.0, 900.0, 4000.0, 90_000.0)
+"""Clock jumps in seconds: past idle flushes, leases (commit timeout + 60 s), sweep
+deadlines, the gc lock's hour, and a day of session expiry."""
+
+
+@dataclass
+class FaultPlan:
+    """Per-call and per-step fault rates of one run, and the counts injected."""
+
+    error: float = 0.0
+    lost: float = 0.0
+    delay: float = 0.0
+    crash: float = 0.0
+    jump: float = 0.0
+    burst: float = 0.0
+    counts: Counter[str] = field(default_factory=Counter)
+    _burst_left: int = 0
+
+    @classmethod
+    def drawn(cls, rng: random.Random) -> FaultPlan:
+        profile = rng.choice(("calm", "flaky", "crashy", "jumpy", "everything", "everything"))
+        plan = cls()
+        if profile in ("flaky", "everything"):
+            plan.error = rng.choice((0.01, 0.03, 0.08))
+            plan.lost = rng.choice((0.01, 0.03, 0.08))
+            plan.delay = rng.choice((0.0, 0.02))
+            plan.burst = rng.choice((0.0, 0.003))
+        if profile in ("crashy", "everything"):
+            plan.crash = rng.choice((0.003, 0.01, 0.02))
+        if profile in ("jumpy", "everything"):
+            plan.jump = rng.choice((0.005, 0.02))
+        return plan
+
+    def draw(self, rng: random.Random, call: str) -> Fault | None:
+        """The fault for one backend call (`call` starts with its operation's name)."""
+        if self._burst_left:
+            self._burst_left -= 1
+            self.counts[Fault.ERROR] += 1
+            return Fault.ERROR
+        x = rng.random()
+        write = call.split(" ", 1)[0].split(".")[-1] in WRITES
+        for fault, rate in (
+            (Fault.ERROR, self.error),
+            (Fault.LOST, self.lost if write else 0.0),
+            (Fault.DELAY, self.delay),
+            (Fault.CRASH_BEFORE, self.crash / 2),
+            (Fault.CRASH_AFTER, self.crash / 2 if write else 0.0),
+            (Fault.BURST, self.burst),
+        ):
+            if x < rate:
+                self.counts[fault] += 1
+                if fault == Fault.BURST:
+                    self._burst_left = rng.randrange(4, 12)  # past the retry budget
+                    return Fault.ERROR
+                return fault
+            x -= rate
+        return None
+
+    def delay_for(self, rng: random.Random) -> float:
+        return rng.choice((0.01, 0.2, 2.0))
+
+    def clock_jump(self, rng: random.Random) -> float:
+        if self.jump and rng.random() < self.jump:
+            self.counts["clock jump"] += 1
+            return rng.choice(JUMPS) * rng.uniform(1.0, 1.5)
+        return 0.0
