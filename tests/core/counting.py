@@ -84,6 +84,10 @@ class CountingMetaStore(MetaStore):
         self.calls["set_if"] += 1
         return self.inner.set_if(partition, key, value, expected)
 
+    def delete_if(self, partition: str, key: bytes, expected: int) -> None:
+        self.calls["delete_if"] += 1
+        self.inner.delete_if(partition, key, expected)
+
     def drop_partition(self, partition: str) -> None:
         self.calls["drop_partition"] += 1
         self.inner.drop_partition(partition)

@@ -330,6 +330,9 @@ class LoseBranchCasResponse(MetaStore):
             raise TransientError("injected: the branch CAS landed but its reply was lost")
         return version
 
+    def delete_if(self, partition: str, key: bytes, expected: int) -> None:
+        self.inner.delete_if(partition, key, expected)
+
     def drop_partition(self, partition: str) -> None:
         self.inner.drop_partition(partition)
 

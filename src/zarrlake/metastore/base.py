@@ -16,6 +16,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 
+from zarrlake.errors import InvalidInputError
 from zarrlake.metastore.checks import (
     check_expected,
     check_items,
@@ -69,6 +70,12 @@ class MetaStore(ABC):
     def set_if(self, partition: str, key: bytes, value: bytes, expected: int | None) -> int:
         """Compare-and-swap: write only if the key's version is `expected` (None: the key
         must not exist). Returns the new version; raises CASFailedError otherwise."""
+
+    @abstractmethod
+    def delete_if(self, partition: str, key: bytes, expected: int) -> None:
+        """Compare-and-delete: remove the key only if its version is `expected`; raises
+        CASFailedError otherwise (also when it is absent). A retried plain delete could
+        remove a key someone created anew after ours landed; this one cannot."""
 
     @abstractmethod
     def drop_partition(self, partition: str) -> None:
@@ -133,6 +140,10 @@ class MetaStoreBackend(MetaStore):
         """Compare-and-swap as `set_if`."""
 
     @abstractmethod
+    def _delete_if(self, partition: str, key: bytes, expected: int) -> None:
+        """Compare-and-delete as `delete_if`."""
+
+    @abstractmethod
     def _drop_partition(self, partition: str) -> None:
         """Delete every key of the partition."""
 
@@ -168,6 +179,12 @@ class MetaStoreBackend(MetaStore):
     def set_if(self, partition: str, key: bytes, value: bytes, expected: int | None) -> int:
         check_partition(partition)
         return self._set_if(partition, check_key(key), check_value(value), check_expected(expected))
+
+    def delete_if(self, partition: str, key: bytes, expected: int) -> None:
+        check_partition(partition)
+        if expected is None:
+            raise InvalidInputError("delete_if needs the version to expect, not None")
+        self._delete_if(partition, check_key(key), check_expected(expected))  # type: ignore[arg-type]
 
     def drop_partition(self, partition: str) -> None:
         self._drop_partition(check_partition(partition))
@@ -206,6 +223,9 @@ class WrapperMetaStore(MetaStore):
 
     def set_if(self, partition: str, key: bytes, value: bytes, expected: int | None) -> int:
         return self.inner.set_if(partition, key, value, expected)
+
+    def delete_if(self, partition: str, key: bytes, expected: int) -> None:
+        self.inner.delete_if(partition, key, expected)
 
     def drop_partition(self, partition: str) -> None:
         self.inner.drop_partition(partition)

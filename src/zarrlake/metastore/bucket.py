@@ -216,6 +216,18 @@ class BucketMetaStore(MetaStoreBackend):
 
         return self._mutate(partition, plan, cas=(key, expected))[0]
 
+    def _delete_if(self, partition: str, key: bytes, expected: int) -> None:
+        def plan(head: Head | None, load: Load) -> tuple[list[tuple[bytes, bytes]], list]:
+            current = None if head is None else runs.lookup(head, key, load)
+            found = None if current is None else current[1]
+            if found != expected:
+                raise CASFailedError(
+                    f"{partition}/{key!r}: expected version {expected}, found {found}"
+                )
+            return [], [key]
+
+        self._mutate(partition, plan)
+
     def _mutate(
         self, partition: str, plan: Plan, cas: tuple[bytes, int | None] | None = None
     ) -> list[int]:

@@ -123,6 +123,18 @@ class MemoryMetaStore(MetaStoreBackend):
                 )
             return part.put(key, value)
 
+    def _delete_if(self, partition: str, key: bytes, expected: int) -> None:
+        data = self._d()
+        with data.lock.get():
+            part = data.partitions.setdefault(partition, _Partition())
+            current = part.values.get(key)
+            found = None if current is None else current[1]
+            if found != expected:
+                raise CASFailedError(
+                    f"{partition}/{key!r}: expected version {expected}, found {found}"
+                )
+            part.remove(key)
+
     def _drop_partition(self, partition: str) -> None:
         data = self._d()
         with data.lock.get():

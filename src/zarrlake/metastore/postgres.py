@@ -314,6 +314,16 @@ class PostgresMetaStore(MetaStoreBackend):
             raise CASFailedError(f"{partition}/{key!r}: version is no longer {expected}")
         return row[0]
 
+    def _delete_if(self, partition: str, key: bytes, expected: int) -> None:
+        with self._connection() as conn:
+            row = conn.execute(
+                f"DELETE FROM {TABLE} WHERE partition = %s AND key = %s AND version = %s "
+                "RETURNING version",
+                (partition, key, expected),
+            ).fetchone()
+        if row is None:
+            raise CASFailedError(f"{partition}/{key!r}: version is no longer {expected}")
+
     def _drop_partition(self, partition: str) -> None:
         with self._connection() as conn:
             conn.execute(f"DELETE FROM {TABLE} WHERE partition = %s", (partition,))

@@ -95,5 +95,26 @@ class RetryingMetaStore(WrapperMetaStore):
 
         return retry(attempt, self.policy)
 
+    def delete_if(self, partition: str, key: bytes, expected: int) -> None:
+        uncertain = False  # True once a delete_if may have landed without us hearing back
+
+        def attempt() -> None:
+            nonlocal uncertain
+            if uncertain:
+                current = self.inner.get(partition, key)
+                if current is None:
+                    return  # gone: our earlier attempt landed (or another delete did)
+                if current[1] != expected:
+                    raise CASFailedError(
+                        f"{partition}/{key!r}: expected version {expected}, found {current[1]}"
+                    )
+            try:
+                self.inner.delete_if(partition, key, expected)
+            except TransientError:
+                uncertain = True
+                raise
+
+        retry(attempt, self.policy)
+
     def drop_partition(self, partition: str) -> None:
         retry(lambda: self.inner.drop_partition(partition), self.policy)

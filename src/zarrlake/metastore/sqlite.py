@@ -337,6 +337,18 @@ class SqliteMetaStore(MetaStoreBackend):
             conn.execute(_UPSERT, (partition, key, value, version))
         return version
 
+    def _delete_if(self, partition: str, key: bytes, expected: int) -> None:
+        with self._transaction() as conn:
+            row = conn.execute(
+                "SELECT version FROM kv WHERE partition = ? AND key = ?", (partition, key)
+            ).fetchone()
+            found = None if row is None else row[0]
+            if found != expected:
+                raise CASFailedError(
+                    f"{partition}/{key!r}: expected version {expected}, found {found}"
+                )
+            conn.execute("DELETE FROM kv WHERE partition = ? AND key = ?", (partition, key))
+
     def _drop_partition(self, partition: str) -> None:
         with self._transaction() as conn:
             conn.execute("DELETE FROM kv WHERE partition = ?", (partition,))

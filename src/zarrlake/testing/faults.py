@@ -156,6 +156,15 @@ class FaultyMetaStore(_Injects, WrapperMetaStore):
         self.dice.after_write("set_if")
         return version
 
+    def delete_if(self, partition: str, key: bytes, expected: int) -> None:
+        self.dice.before("delete_if")
+        try:
+            self.inner.delete_if(partition, key, expected)
+        except CASFailedError:
+            self.dice.after_write("delete_if")
+            raise
+        self.dice.after_write("delete_if")
+
     def drop_partition(self, partition: str) -> None:
         self.dice.before("drop_partition")
         self.inner.drop_partition(partition)

@@ -272,6 +272,23 @@ class MetaStoreTests(RetriedMetaStoreTests):
         store.delete("never-used", b"k")
         assert store.get(P, b"k2") is not None
 
+    def test_delete_if(self, store: MetaStore):
+        v1 = store.set_if(P, b"k", b"1", None)
+        v2 = store.set_if(P, b"k", b"2", v1)
+        with pytest.raises(CASFailedError):
+            store.delete_if(P, b"k", v1)  # stale version: nothing deleted
+        assert store.get(P, b"k") == (b"2", v2)
+        store.delete_if(P, b"k", v2)
+        assert store.get(P, b"k") is None
+        with pytest.raises(CASFailedError):
+            store.delete_if(P, b"k", v2)  # absent
+        v3 = store.set_if(P, b"k", b"anew", None)  # created again: a new version
+        with pytest.raises(CASFailedError):
+            store.delete_if(P, b"k", v2)  # a late retry of the delete keeps the new key
+        assert store.get(P, b"k") == (b"anew", v3)
+        with pytest.raises(InvalidInputError, match=r"expected version|version to expect"):
+            store.delete_if(P, b"k", None)  # type: ignore[arg-type]
+
     def test_drop_partition(self, store: MetaStore):
         store.set_many("doomed", [(f"{i}".encode(), b"x") for i in range(PAGE_SIZE + 10)])
         store.set("kept", b"k", b"v")

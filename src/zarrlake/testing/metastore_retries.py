@@ -26,6 +26,24 @@ class OverwrittenAfterLanding(WrapperMetaStore):
         raise TransientError("response lost")
 
 
+class DeletedThenCreatedAgain(WrapperMetaStore):
+    """delete_if lands and its response is lost; with `recreate`, another writer creates the
+    key anew before the retry."""
+
+    def __init__(self, inner: MetaStore, recreate: bool = False) -> None:
+        super().__init__(inner)
+        self.recreate = recreate
+        self.lost = False
+
+    def delete_if(self, partition: str, key: bytes, expected: int) -> None:
+        self.inner.delete_if(partition, key, expected)
+        if not self.lost:
+            self.lost = True
+            if self.recreate:
+                self.inner.set_if(partition, key, b"someone else's", None)
+            raise TransientError("response lost")
+
+
 class RetriedMetaStoreTests:
     """Needs a `store` fixture (MetaStoreTests has it)."""
 
@@ -115,3 +133,14 @@ class RetriedMetaStoreTests:
         with pytest.raises(CASFailedError):
             retried.set_if(P, b"k", b"ours", version)
         assert store.get(P, b"k")[0] == b"someone else"
+
+    def test_lost_delete_if_response_keeps_a_key_created_again(self, store: MetaStore):
+        version = store.set_if(P, b"k", b"v", None)
+        retried = RetryingMetaStore(DeletedThenCreatedAgain(store), FAST)
+        retried.delete_if(P, b"k", version)  # landed; the retry sees the key absent: done
+        assert store.get(P, b"k") is None
+        version = store.set_if(P, b"k", b"v", None)
+        recreating = DeletedThenCreatedAgain(store, recreate=True)
+        with pytest.raises(CASFailedError):
+            RetryingMetaStore(recreating, FAST).delete_if(P, b"k", version)
+        assert store.get(P, b"k")[0] == b"someone else's"  # a plain retried delete drops it

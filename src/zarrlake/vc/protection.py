@@ -9,11 +9,12 @@ wins. `main` can never be deleted unless a rule matching it allows deletion.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import asdict, dataclass
 from fnmatch import fnmatchcase
 
-from zarrlake.errors import InvalidInputError, NotFoundError, ReadOnlyError
+from zarrlake.errors import CASFailedError, InvalidInputError, NotFoundError, ReadOnlyError
 from zarrlake.metastore.base import MetaStore
 from zarrlake.validate import check_ref_name
 
@@ -66,9 +67,11 @@ class Protection:
 
     def unprotect(self, pattern: str) -> None:
         key = PREFIX + check_pattern(pattern).encode()
-        if self.meta.get(self.partition, key) is None:
+        got = self.meta.get(self.partition, key)
+        if got is None:
             raise NotFoundError(f"no protection rule for {pattern!r}")
-        self.meta.delete(self.partition, key)
+        with contextlib.suppress(CASFailedError):  # replaced or removed meanwhile: theirs stays
+            self.meta.delete_if(self.partition, key, got[1])
 
     def rules(self) -> list[Rule]:
         out = []

@@ -8,6 +8,7 @@ so opening a branch reads the snapshot at once instead of the commit record firs
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 from zarrlake.errors import AlreadyExistsError, CASFailedError, NotFoundError
@@ -77,12 +78,14 @@ class Refs:
         other = TAG if kind == BRANCH else BRANCH
         if self.get(other, name) is not None:
             raise AlreadyExistsError(f"a {other} named {name!r} already exists")
+        key = self._key(kind, name)
         try:
-            self.meta.set_if(self.partition, self._key(kind, name), self._value(commit_id), None)
+            version = self.meta.set_if(self.partition, key, self._value(commit_id), None)
         except CASFailedError:
             raise AlreadyExistsError(f"{kind} {name!r} already exists") from None
         if kind == TAG and self.get(other, name) is not None:  # both created at once:
-            self.meta.delete(self.partition, self._key(kind, name))  # the branch stays
+            with contextlib.suppress(CASFailedError):  # the branch stays
+                self.meta.delete_if(self.partition, key, version)
             raise AlreadyExistsError(f"a {other} named {name!r} already exists")
 
     def move(self, name: str, commit_id: str, expected_version: int) -> int:
@@ -93,10 +96,16 @@ class Refs:
 
     def delete(self, kind: str, name: str) -> None:
         check_ref_name(name, kind)
-        head, _ = self.require(kind, name)
+        head, version = self.require(kind, name)
         if kind == BRANCH:
             Protection(self.meta, self.partition).check_delete(name)
-        self.meta.delete(self.partition, self._key(kind, name))
+        try:  # only the ref read above: a retry after a lost reply keeps one made anew since
+            self.meta.delete_if(self.partition, self._key(kind, name), version)
+        except CASFailedError:
+            if self.get(kind, name) is not None:
+                raise CASFailedError(
+                    f"{kind} {name!r} changed while it was being deleted; it was kept"
+                ) from None
         self.dropped(head)
 
     def list(self, kind: str) -> dict[str, str]:

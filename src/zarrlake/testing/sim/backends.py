@@ -179,6 +179,13 @@ class SimMetaStore(_Stops, WrapperMetaStore):
             True,
         )
 
+    def delete_if(self, partition: str, key: bytes, expected: int) -> None:
+        self._call(
+            f"meta.delete_if {_short(partition)} {key!r}",
+            lambda: self.inner.delete_if(partition, key, expected),
+            True,
+        )
+
     def drop_partition(self, partition: str) -> None:
         self._call(
             f"meta.drop {_short(partition)}", lambda: self.inner.drop_partition(partition), True

@@ -77,6 +77,14 @@ KNOWN_ISSUES = {
 }
 """Library bugs the simulator found that are not fixed yet: off by default, so that the seeds
 CI runs pass; `Config(issues=...)` provokes them (the report of issue 24 tells how)."""
+META_WRITES = (
+    "meta.set_if",
+    "meta.set_many",
+    "meta.set",
+    "meta.delete",
+    "meta.delete_if",
+    "meta.drop",
+)
 LEASE_SAFE_JUMP = 100.0
 """Without "paused-committer", jumps at least this long wait until no commit is under way."""
 
@@ -184,7 +192,7 @@ class World:
 
     def after_call(self, actor, what: str, result: object) -> None:
         op, _, rest = what.partition(" ")
-        if op in ("meta.set_if", "meta.set_many", "meta.set", "meta.delete", "meta.drop"):
+        if op in META_WRITES:
             if rest.startswith("refs"):
                 self.refs_moved = True
         elif (
