@@ -147,7 +147,9 @@ def test_two_workers_staging_different_bytes_is_refused(repo):
     s = repo.create_session()
     zarr.open_group(s.store, mode="a").create_array("a", shape=(20,), chunks=(10,), dtype="i4")
     zarr.open_array(s.store, path="a")[0:10] = 1
-    zarr.open_array(repo.join_session(s.id).store, path="a")[0:10] = 2
+    worker = repo.join_session(s.id)
+    zarr.open_array(worker.store, path="a")[0:10] = 2
+    worker.flush()  # the worker's writes are durable (the commit would wait for them)
     head = repo.resolve("main")
     with pytest.raises(zl.ConflictError) as e:
         s.commit("clash")
