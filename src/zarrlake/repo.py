@@ -7,6 +7,13 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
+from zarrlake.connection import (
+    RepoContext,
+    RepoSpec,
+    create_context,
+    open_context,
+    resolve_spec,
+)
 from zarrlake.errors import (
     AlreadyExistsError,
     ExpiredHistoryError,
@@ -14,14 +21,7 @@ from zarrlake.errors import (
     NotFoundError,
 )
 from zarrlake.format.snapshot import SnapshotRoot
-from zarrlake.txn.context import (
-    RepoContext,
-    RepoSpec,
-    create_context,
-    open_context,
-    resolve_spec,
-)
-from zarrlake.txn.records import DEFAULT_EXPIRY, SessionInfo
+from zarrlake.session_records import DEFAULT_EXPIRY, SessionInfo
 from zarrlake.txn.transaction import Transaction
 from zarrlake.validate import check_ref_name
 from zarrlake.vc.blame import Blame

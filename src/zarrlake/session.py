@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from zarrlake.errors import ZarrLakeError
 from zarrlake.format.chunk_ref import ChunkRef
-from zarrlake.txn.records import Status, as_datetime
+from zarrlake.session_records import Status, as_datetime
 from zarrlake.txn.transaction import Transaction
 from zarrlake.vc.commit_protocol import Change
 from zarrlake.vc.diff import Diff
@@ -27,7 +27,7 @@ from zarrlake.zarr_store import SessionStore
 if TYPE_CHECKING:
     import zarr
 
-    from zarrlake.txn.context import RepoContext, RepoSpec
+    from zarrlake.connection import RepoContext, RepoSpec
 
 
 class Session:

@@ -8,9 +8,9 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 
 import zarrlake as zl
+from zarrlake.connection import RepoContext
 from zarrlake.metastore.base import Item, MetaStore
 from zarrlake.storage.base import ByteRange, ObjectStore
-from zarrlake.txn.context import RepoContext
 
 
 class CountingObjectStore(ObjectStore):

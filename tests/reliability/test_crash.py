@@ -25,7 +25,7 @@ import zarr
 import zarrlake as zl
 from tests.reliability.conftest import size
 from zarrlake.hooks import POINTS
-from zarrlake.txn.records import SessionRecord
+from zarrlake.session_records import SessionRecord
 
 ROOT = Path(__file__).resolve().parents[2]
 # big: 16 KiB chunk objects; mid: 800-byte chunks packed per commit; tiny: inline in manifests

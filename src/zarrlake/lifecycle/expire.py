@@ -25,7 +25,7 @@ from zarrlake.vc.reach import EXPIRED_PREFIX, expired_commits
 from zarrlake.vc.refs import BRANCH, TAG
 
 if TYPE_CHECKING:
-    from zarrlake.txn.context import RepoContext
+    from zarrlake.connection import RepoContext
 
 
 @dataclass

@@ -37,7 +37,7 @@ from zarrlake.vc.reach import (
 from zarrlake.vc.refs import BRANCH, TAG
 
 if TYPE_CHECKING:
-    from zarrlake.txn.context import RepoContext
+    from zarrlake.connection import RepoContext
 
 MAX_GRACE = timedelta(days=3650)
 DELETE_BATCH = 1024

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 
+from zarrlake.connection import CONFIG_KEY, RepoContext
 from zarrlake.errors import (
     AlreadyExistsError,
     CorruptionError,
@@ -21,9 +22,8 @@ from zarrlake.errors import (
 )
 from zarrlake.metastore.base import MetaStore
 from zarrlake.metastore.choice import BUCKET, kind_of, open_for
+from zarrlake.session_records import Status
 from zarrlake.storage.base import ObjectStore
-from zarrlake.txn.context import CONFIG_KEY, RepoContext
-from zarrlake.txn.records import Status
 from zarrlake.vc.gc_protocol import LOCK
 
 BATCH = 1000

@@ -12,7 +12,7 @@ from zarrlake.txn.transaction import Transaction
 from zarrlake.validate import check_ref_name
 
 if TYPE_CHECKING:
-    from zarrlake.txn.context import RepoContext
+    from zarrlake.connection import RepoContext
 
 
 def abandon_sessions(

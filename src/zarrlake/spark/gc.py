@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from zarrlake.connection import RepoContext, RepoSpec
     from zarrlake.lifecycle.gc import GcReport
     from zarrlake.repo import Repo
-    from zarrlake.txn.context import RepoContext, RepoSpec
 
 HEX = "0123456789abcdef"
 SPARK_DELETE_BATCH = 20_000
@@ -22,7 +22,7 @@ SPARK_DELETE_BATCH = 20_000
 
 def _context(spec: RepoSpec) -> RepoContext:
     """The repository on an executor (one per process and spec)."""
-    from zarrlake.txn.context import connect
+    from zarrlake.connection import connect
 
     return connect(spec)
 

@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Protocol, cast
 
 from zarrlake import hooks, runtime
+from zarrlake.connection import RepoContext, raise_first
 from zarrlake.errors import (
     CASFailedError,
     ConflictError,
@@ -17,8 +18,7 @@ from zarrlake.errors import (
     UnflushedWritesError,
     ZarrLakeError,
 )
-from zarrlake.txn.context import RepoContext, raise_first
-from zarrlake.txn.records import SessionRecord, Status
+from zarrlake.session_records import SessionRecord, Status
 from zarrlake.txn.staging import Staging, Unflushed
 from zarrlake.vc.change_table import Gathered
 from zarrlake.vc.commit_protocol import CommitProtocol, CommitRequest

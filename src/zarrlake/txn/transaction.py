@@ -11,14 +11,14 @@ from concurrent.futures import Future
 from dataclasses import replace
 from datetime import timedelta
 
+from zarrlake.connection import RepoContext, RepoSpec, connect
 from zarrlake.errors import CASFailedError, Conflict, ConflictError, ReadOnlyError
 from zarrlake.format.fragment import FragmentRecord
 from zarrlake.format.snapshot import SnapshotRoot
+from zarrlake.session_records import SessionRecord, Status, check_expiry
 from zarrlake.txn import commit as committing
-from zarrlake.txn.context import RepoContext, RepoSpec, connect
 from zarrlake.txn.fragments import StagedFragments, accepted
 from zarrlake.txn.overlay import Overlay
-from zarrlake.txn.records import SessionRecord, Status, check_expiry
 from zarrlake.txn.staging import Staging
 from zarrlake.txn.writes import Writes
 from zarrlake.vc.change_table import Change, ChangeTable, Gathered

@@ -16,13 +16,14 @@ import threading
 from collections.abc import Callable
 
 from zarrlake import hooks, runtime
+from zarrlake.connection import FlushPolicy
 from zarrlake.errors import InvalidInputError, ZarrLakeError
 from zarrlake.format import fragment
 from zarrlake.format.chunk_ref import chunk_object_key
 from zarrlake.format.fragment import FragmentRecord
 from zarrlake.format.snapshot import is_meta_key
 from zarrlake.txn.batching import GroupCommit
-from zarrlake.txn.buffer import Batch, FlushPolicy
+from zarrlake.txn.buffer import Batch
 from zarrlake.txn.fragments import StagedFragments
 from zarrlake.txn.overlay import Overlay
 from zarrlake.txn.staging import Staging

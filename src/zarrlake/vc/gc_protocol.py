@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 
 class GcContext(Protocol):
-    """What the records need of an open repository (the transaction engine's RepoContext)."""
+    """What the records need of an open repository (connection.RepoContext)."""
 
     meta: MetaStore
     object_store: ObjectStore

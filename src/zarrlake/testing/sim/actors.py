@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING
 
+from zarrlake.connection import open_context
 from zarrlake.errors import (
     ConflictError,
     CorruptionError,
@@ -32,7 +33,6 @@ from zarrlake.errors import (
 )
 from zarrlake.repo import Repo
 from zarrlake.testing.sim.model import Handle, Intent, Outcome, SessionModel, Violation
-from zarrlake.txn.context import open_context
 from zarrlake.vc.gc_protocol import GcBusyError
 
 if TYPE_CHECKING:

@@ -35,7 +35,7 @@ from zarrlake.vc.refs import BRANCH, TAG
 from zarrlake.vc.snapshot_view import SnapshotView
 
 if TYPE_CHECKING:
-    from zarrlake.txn.context import RepoContext
+    from zarrlake.connection import RepoContext
 
 KEEP = "<unchanged>"
 """A session leaves the key as its parent has it."""

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 import stamina
 
 from zarrlake import runtime
+from zarrlake.connection import FlushPolicy, RepoContext, RepoSpec, Settings, create_context
 from zarrlake.format import fragment
 from zarrlake.metastore.base import MetaStore
 from zarrlake.metastore.memory import MemoryMetaStore
@@ -33,9 +34,7 @@ from zarrlake.testing.sim.faults import FaultPlan
 from zarrlake.testing.sim.model import Model, Violation
 from zarrlake.testing.sim.scheduler import Deadlock, Scheduler
 from zarrlake.testing.sim.trace import Trace
-from zarrlake.txn.buffer import FlushPolicy
 from zarrlake.txn.commit import load
-from zarrlake.txn.context import RepoContext, RepoSpec, Settings, create_context
 from zarrlake.vc.reach import EXPIRED_PREFIX
 from zarrlake.vc.refs import BRANCH
 

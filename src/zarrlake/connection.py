@@ -26,11 +26,10 @@ from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.metastore.base import MetaStore
 from zarrlake.metastore.choice import BUCKET, choose, default_for, kind_of, open_for
 from zarrlake.metastore.retrying import RetryingMetaStore
+from zarrlake.session_records import Clock, SessionRecords
 from zarrlake.storage.base import ObjectStore
 from zarrlake.storage.retrying import RetryingObjectStore
 from zarrlake.storage.sources import SourceReader
-from zarrlake.txn.buffer import FlushPolicy
-from zarrlake.txn.records import Clock, SessionRecords
 from zarrlake.vc.gc_protocol import WriteGuard, register_dropped
 from zarrlake.vc.objects import Objects
 from zarrlake.vc.refs import BRANCH, Refs
@@ -78,6 +77,16 @@ def resolve_spec(
             f"repository in a local directory ({path}) keeps its metastore in SQLite"
         )
     return RepoSpec(str(path), metastore or "", opts)
+
+
+@dataclass(frozen=True)
+class FlushPolicy:
+    """When a handle flushes its buffered writes by itself."""
+
+    max_entries: int = 100_000
+    max_bytes: int = 8 << 20  # inline chunk bytes, or bytes of uploads kept for gc
+    max_age: float = 60.0  # seconds since the oldest unflushed write
+    idle: float | None = 5.0  # seconds without writes (None: never in the background)
 
 
 @dataclass(frozen=True)
