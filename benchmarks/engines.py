@@ -198,7 +198,7 @@ class ZarrlakeEngine(Engine):
         return [c.id for c in self.repo.log("main")]
 
     def retryable(self) -> tuple[type[BaseException], ...]:
-        from zarrlake.vc.commit_protocol import CommitTimeoutError
+        from zarrlake.errors import CommitTimeoutError
 
         return (self.zl.ConflictError, CommitTimeoutError)
 

@@ -4,10 +4,14 @@ import importlib
 
 from zarrlake.errors import (
     AlreadyExistsError,
+    CommitTimeoutError,
     Conflict,
     ConflictError,
+    ConflictKind,
     CorruptionError,
+    GcBusyError,
     NotFoundError,
+    ProtectedBranchError,
     ReadOnlyError,
     SessionClosedError,
     SessionExpiredError,
@@ -32,10 +36,14 @@ that needs none of them (`zarrlake --help`) starts fast."""
 
 __all__ = [
     "AlreadyExistsError",
+    "CommitTimeoutError",
     "Conflict",
     "ConflictError",
+    "ConflictKind",
     "CorruptionError",
+    "GcBusyError",
     "NotFoundError",
+    "ProtectedBranchError",
     "ReadOnlyError",
     "SessionClosedError",
     "SessionExpiredError",

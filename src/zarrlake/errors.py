@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from enum import StrEnum
 
 
 class ZarrLakeError(Exception):
@@ -85,6 +86,18 @@ class ReadOnlyError(ZarrLakeError, ValueError):
     """A write was attempted on a read-only session or store."""
 
 
+class ProtectedBranchError(ReadOnlyError):
+    """A protection rule forbids this change to a branch (a direct commit or a delete)."""
+
+
+class CommitTimeoutError(ZarrLakeError):
+    """The branch kept moving and the commit could not land before its timeout."""
+
+
+class GcBusyError(ZarrLakeError):
+    """Another garbage collection is running on this repository."""
+
+
 class SessionError(ZarrLakeError):
     """Base class for session state errors."""
 
@@ -107,17 +120,45 @@ class UnflushedWritesError(SessionError):
         self.markers: list = []  # the staging markers behind `workers`
 
 
+class ConflictKind(StrEnum):
+    """What a Conflict is about; a str, so JSON and command-line output show its value."""
+
+    CHUNK = "chunk"
+    """The same chunk was changed on both sides."""
+    METADATA = "metadata"
+    """A node's metadata changed on both sides, or its structure changed on one side under
+    the other side's chunks."""
+    RESIZED = "resized"
+    """An array was resized on one side under chunks the other side wrote."""
+    DELETED = "deleted"
+    """A node was deleted on one side under what the other side changed."""
+    CREATED = "created"
+    """Both sides created the same node."""
+    READ = "read"
+    """A serializable session read something the other side changed."""
+    WRITERS = "writers"
+    """Two writers of one session (workers, or Spark tasks) wrote different bytes to a key."""
+    RESET = "reset"
+    """The branch no longer descends from the session's base (it was reset)."""
+    UNRELATED = "unrelated"
+    """A merge of two histories that share no commit."""
+    DIVERGED = "diverged"
+    """A fast-forward-only merge into a branch with commits the source lacks."""
+    MOVED = "moved"
+    """A branch was not at the commit the caller expected."""
+
+
 @dataclass(frozen=True)
 class Conflict:
     """One conflict between a session's changes and a commit that landed after its base.
 
-    `path` is the node (array or group) path without a leading slash; `kind` is one of
-    "chunk", "metadata", "resized", "deleted", "created", "read", "writers"; `chunks` lists the
-    chunk coordinates involved, or is None for node-level conflicts.
+    `path` is the node (array or group) path without a leading slash; `kind` says what
+    clashed (ConflictKind); `chunks` lists the chunk coordinates involved, or is None for
+    node-level conflicts.
     """
 
     path: str
-    kind: str
+    kind: ConflictKind
     chunks: list[tuple[int, ...]] | None = None
     detail: str = ""
 

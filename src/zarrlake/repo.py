@@ -150,7 +150,7 @@ class Repo:
     def commit_info(self, ref: str) -> Commit:
         """The commit `ref` names."""
         cid = self.resolve(ref)
-        return Commit.from_record(cid, self._ctx.objects.commit(cid))
+        return Commit.from_record(cid, self._ctx.objects.read_commit(cid))
 
     def expired_at(self, commit_id: str) -> datetime | None:
         """When `expire` dropped commit `commit_id` (a full id, e.g. a parent id of a
@@ -186,7 +186,7 @@ class Repo:
 
     def snapshot_of(self, commit_id: str) -> SnapshotRoot:
         objects = self._ctx.objects
-        return objects.read(SnapshotRoot, objects.commit(commit_id).snapshot)
+        return objects.read(SnapshotRoot, objects.read_commit(commit_id).snapshot)
 
     def diff(self, from_ref: str, to_ref: str) -> Diff:
         """What changed between two refs (branches, tags or commit ids)."""
@@ -398,7 +398,7 @@ class Repo:
     def blame(self, array_path: str, chunk_coords: tuple[int, ...], ref: str = "main") -> Commit:
         """The commit that last wrote chunk `chunk_coords` of `array_path` at `ref`."""
         cid = Blame(self._ctx.objects).blame(self.resolve(ref), array_path, tuple(chunk_coords))
-        return Commit.from_record(cid, self._ctx.objects.commit(cid))
+        return Commit.from_record(cid, self._ctx.objects.read_commit(cid))
 
     def protect_branch(
         self, name_or_glob: str, *, allow_direct_commits: bool = False, allow_delete: bool = False

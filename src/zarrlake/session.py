@@ -168,7 +168,7 @@ class Session:
 
     def prepare(self, key: str, data: bytes) -> Change:
         """Check one write and upload its bytes if too big to stage inline (see `stage`)."""
-        return self._txn.require_session().prepare(key, data)
+        return self._txn.writes_or_raise().prepare(key, data)
 
     def stage(self, changes: list[Change]) -> None:
         """Stage prepared writes durably (concurrent callers share one transaction)."""

@@ -40,7 +40,7 @@ def check_ref_name(name: object, what: str = "branch") -> str:
     return name
 
 
-def check_key(key: object) -> str:
+def check_zarr_key(key: object) -> str:
     """A zarr store key: relative, '/'-separated, no empty, '.' or '..' segments."""
     if not isinstance(key, str):
         raise InvalidInputError(f"store key must be a string, not {type(key).__name__}")
@@ -64,5 +64,5 @@ def check_key(key: object) -> str:
 def check_prefix(prefix: str) -> str:
     """A listing prefix: '' or a key-like string (a trailing '/' is allowed)."""
     if prefix:
-        check_key(prefix.rstrip("/") or "x")
+        check_zarr_key(prefix.rstrip("/") or "x")
     return prefix

@@ -35,7 +35,7 @@ def _span(byte_range: ByteRequest | None, size: int) -> tuple[int, int] | None:
     raise TypeError(f"Unexpected byte_range, got {byte_range!r}")
 
 
-class Session(Protocol):
+class StoreSession(Protocol):
     """What the store needs of a session (zarrlake.Session provides it)."""
 
     @property
@@ -70,7 +70,7 @@ class _StageBatcher:
     """Stages the writes zarr issues concurrently on one event loop in one metastore
     transaction; each `set` returns only once its batch is staged."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: StoreSession) -> None:
         self.session = session
         self.pending: list[tuple[Change, asyncio.Future[None]]] = []
         self.flushing = False
@@ -113,7 +113,7 @@ class SessionStore(Store):
         trust one written earlier (it would hide arrays added later)."""
         return False
 
-    def __init__(self, session: Session, read_only: bool = False) -> None:
+    def __init__(self, session: StoreSession, read_only: bool = False) -> None:
         super().__init__(read_only=read_only or session.read_only)
         self.session = session
         self._batchers: dict[asyncio.AbstractEventLoop, _StageBatcher] = {}

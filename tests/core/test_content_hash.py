@@ -97,7 +97,7 @@ def test_format_2_refs_name_the_snapshot_so_open_reads_no_commit_record(tmp_path
     repo = zl.Repo.create(tmp_path)
     cid = write_chunk(repo)
     value, _ = repo.context.meta.get(repo.context.refs.partition, b"branch/main")
-    snapshot = repo.context.objects.commit(cid).snapshot
+    snapshot = repo.context.objects.read_commit(cid).snapshot
     assert value == f"{cid} {snapshot}".encode()
     fresh, blobs, _ = counted(repo)
     assert fresh.readonly_session("main").read("a/c/0") == CHUNK

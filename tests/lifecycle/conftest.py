@@ -46,7 +46,7 @@ def reachable(repo: zl.Repo) -> set[str]:
         cid = starts.pop()
         if f"commits/{cid}" in live or objects.is_expired(cid):
             continue
-        rec = objects.commit(cid)
+        rec = objects.read_commit(cid)
         live |= {f"commits/{cid}", f"changes/{rec.changes}", f"snapshots/{rec.snapshot}"}
         starts.extend(rec.parents)
         root = objects.read(SnapshotRoot, rec.snapshot)

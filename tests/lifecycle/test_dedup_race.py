@@ -1,7 +1,7 @@
 """The dedup race, step by step: a writer whose upload finds a chunk object already there
 (dedup) and stages a reference to it, against a collector that judged that object garbage.
 
-The collector runs in a thread and is held at each of its fault points in turn (hooks are
+The collector runs in a thread and is held at each of its fault points in turn (crash points are
 replaced by a function that blocks on an event); the writer runs up to each of its steps
 meanwhile, then the collector finishes, then the writer. Whatever the interleaving, the
 writer's commit reads back its bytes and the repository checks clean. Without the writer's
@@ -19,7 +19,7 @@ import pytest
 
 import zarrlake as zl
 from tests.lifecycle.conftest import chunk, fsck
-from zarrlake import hooks
+from zarrlake import crashpoints
 from zarrlake.format.chunk_ref import RefKind, chunk_object_key
 from zarrlake.format.digest import DEFAULT, digest
 from zarrlake.vc.gc_protocol import WriteGuard
@@ -31,7 +31,7 @@ KEY = chunk_object_key(digest(DEFAULT, DATA))  # new repositories use the defaul
 
 
 class Pause:
-    """Replaces hooks.reached: the collector thread stops at `point` until released, and
+    """Replaces crashpoints.reached: the collector thread stops at `point` until released, and
     `writer_waits` is set once a writer polls for a sweep to end."""
 
     def __init__(self, point: str) -> None:
@@ -39,10 +39,10 @@ class Pause:
         self.arrived = threading.Event()
         self.release = threading.Event()
         self.writer_waits = threading.Event()
-        self.original: Callable[[str], None] = hooks.reached
+        self.original: Callable[[str], None] = crashpoints.reached
 
     def __call__(self, name: str) -> None:
-        if name == hooks.WAIT_POINT:
+        if name == crashpoints.WAIT_POINT:
             self.writer_waits.set()
         if name == self.point and threading.current_thread().name == "gc":
             self.arrived.set()
@@ -90,7 +90,7 @@ def interleave(repo: zl.Repo, point: str, upto: int, settle: bool, monkeypatch) 
     garbage_with(repo)
     writer = repo.create_session()
     pause = Pause(point)
-    monkeypatch.setattr(hooks, "reached", pause)
+    monkeypatch.setattr(crashpoints, "reached", pause)
     if not settle:  # the control: a write path without the protocol's settle step
         monkeypatch.setattr(WriteGuard, "settle", lambda self, before, uploads: [])
     errors: list[BaseException] = []
@@ -113,7 +113,7 @@ def interleave(repo: zl.Repo, point: str, upto: int, settle: bool, monkeypatch) 
     first.join(30)
     run_writer(writer, len(WRITER_STEPS), state)  # the rest after the collector finished
     assert not gc.is_alive() and not errors, errors
-    monkeypatch.setattr(hooks, "reached", pause.original)
+    monkeypatch.setattr(crashpoints, "reached", pause.original)
     writer.commit("w")
     try:
         return repo.readonly_session().read("w/c/0") == DATA
@@ -146,7 +146,7 @@ def test_writer_waits_for_a_sweep_in_progress(tmp_path, monkeypatch) -> None:
     garbage_with(repo)
     writer = repo.create_session()
     pause = Pause("gc_after_delete")
-    monkeypatch.setattr(hooks, "reached", pause)
+    monkeypatch.setattr(crashpoints, "reached", pause)
     gc = threading.Thread(target=lambda: repo.gc(timedelta(0)), name="gc")
     gc.start()
     assert pause.arrived.wait(30)

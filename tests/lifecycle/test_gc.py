@@ -226,7 +226,8 @@ def test_a_sweep_renews_the_lock_and_a_taken_over_collector_stops(repo: zl.Repo)
     taken over starts no sweep."""
     import json
 
-    from zarrlake.vc.gc_protocol import LOCK, SWEEP_TTL, GcBusyError, GcState
+    from zarrlake.errors import GcBusyError
+    from zarrlake.vc.gc_protocol import LOCK, SWEEP_TTL, GcState
 
     now = [1_000.0]
     repo.context.clock = lambda: now[0]

@@ -13,8 +13,9 @@ import pytest
 
 import zarrlake as zl
 from tests.lifecycle.conftest import all_objects, chunk, fsck, reachable, unreachable
+from zarrlake.errors import GcBusyError
 from zarrlake.metastore.bucket_format import segment
-from zarrlake.vc.gc_protocol import GcBusyError, GcState
+from zarrlake.vc.gc_protocol import GcState
 
 ZERO = timedelta(0)
 

@@ -18,7 +18,7 @@ import pytest
 
 import zarrlake as zl
 from tests.lifecycle.conftest import chunk, fsck, unreachable
-from zarrlake.hooks import GC_POINTS
+from zarrlake.crashpoints import GC_POINTS
 
 ROOT = Path(__file__).resolve().parents[2]
 POINTS = [("expire" if p.startswith("expire") else "gc", p) for p in GC_POINTS]

@@ -10,7 +10,8 @@ import pytest
 
 import zarrlake as zl
 from tests.lifecycle.conftest import all_objects, chunk, fsck, reachable, unreachable
-from zarrlake.vc.gc_protocol import GcBusyError, GcState
+from zarrlake.errors import GcBusyError
+from zarrlake.vc.gc_protocol import GcState
 
 ZERO = timedelta(0)
 

@@ -22,8 +22,7 @@ from pathlib import Path
 
 import zarrlake as zl
 from tests.lifecycle.conftest import chunk, fsck, guarded_write
-from zarrlake.errors import StorageError, ZarrLakeError
-from zarrlake.vc.gc_protocol import GcBusyError
+from zarrlake.errors import GcBusyError, StorageError, ZarrLakeError
 
 ROOT = Path(__file__).resolve().parents[2]
 SOAK = os.environ.get("ZARRLAKE_SOAK", "") not in ("", "0")

@@ -30,8 +30,7 @@ from pathlib import Path
 
 import zarrlake as zl
 from tests.reliability.workers import COUNTER_KEY, _bytes, _int
-from zarrlake.errors import ExpiredHistoryError, ZarrLakeError
-from zarrlake.vc.gc_protocol import GcBusyError
+from zarrlake.errors import ExpiredHistoryError, GcBusyError, ZarrLakeError
 
 SIDE_KEY = "side/c/{}"
 SIDES = 4

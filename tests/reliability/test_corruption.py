@@ -40,7 +40,7 @@ def template(tmp_path_factory) -> tuple[Path, dict[str, bytes], dict[str, str]]:
     big, mid = s.lookup("big/c/0"), s.lookup("mid/c/1")
     assert big.kind == RefKind.OBJECT and mid.kind == RefKind.LOCATION
     assert s.lookup("tiny/c/0").kind == RefKind.INLINE
-    rec = repo.context.objects.commit(head)
+    rec = repo.context.objects.read_commit(head)
     targets = {
         "chunk": chunk_object_key(big.digest),
         "pack": mid.location,

@@ -34,8 +34,8 @@ import zarrlake as zl
 from tests.reliability.conftest import size
 from tests.reliability.kill_workers import SIDE_KEY, SIDES
 from tests.reliability.workers import COUNTER_KEY, COUNTERS, _int, setup_repo
+from zarrlake.crashpoints import GC_POINTS, POINTS
 from zarrlake.errors import ExpiredHistoryError
-from zarrlake.hooks import GC_POINTS, POINTS
 from zarrlake.txn.commit import load
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -195,7 +195,7 @@ def reachable(objects, head: str, stop: str) -> list[tuple[str, object]]:
             continue
         seen.add(cid)
         try:
-            rec = objects.commit(cid)
+            rec = objects.read_commit(cid)
         except ExpiredHistoryError:
             continue
         out.append((cid, rec))

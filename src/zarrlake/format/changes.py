@@ -7,30 +7,39 @@ cost O(changes), not O(repository).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 import numpy as np
 
+from zarrlake.errors import CorruptionError
 from zarrlake.format import columns, envelope
 from zarrlake.format.digest import Hash
 
 WRITE = 1
 DELETE = 2
 
-# How a commit changed one node's metadata document (zarr.json).
-CREATED = "created"
-DELETED = "deleted"
-RESIZED = "resized"  # only the array's shape changed
-REDEFINED = "redefined"  # chunk grid, dtype, codecs or other structure changed
-ATTRS = "attributes"  # only attributes (or other harmless fields) changed
+
+class NodeChangeKind(StrEnum):
+    """How a commit changed one node's metadata document (zarr.json); the values are what
+    change sets store."""
+
+    CREATED = "created"
+    DELETED = "deleted"
+    RESIZED = "resized"
+    """Only the array's shape changed."""
+    REDEFINED = "redefined"
+    """Chunk grid, dtype, codecs or other structure changed."""
+    ATTRIBUTES = "attributes"
+    """Only attributes (or other harmless fields) changed."""
 
 
 @dataclass(frozen=True)
 class NodeChange:
-    kind: str
+    kind: NodeChangeKind
     is_array: bool
 
     def to_json(self) -> list:
-        return [self.kind, self.is_array]
+        return [str(self.kind), self.is_array]
 
 
 @dataclass(frozen=True)
@@ -54,5 +63,10 @@ class ChangeSet:
     def decode(cls, oid: str, data: bytes) -> ChangeSet:
         payload = envelope.decode(envelope.KIND_CHANGES, oid, data)
         meta, c = columns.unpack(payload, f"changes object {oid}")
-        nodes = {p: NodeChange(k, bool(a)) for p, (k, a) in meta["nodes"].items()}
+        try:
+            nodes = {
+                p: NodeChange(NodeChangeKind(k), bool(a)) for p, (k, a) in meta["nodes"].items()
+            }
+        except ValueError as e:
+            raise CorruptionError(f"changes object {oid}: {e}") from None
         return cls(c["keys"], c["ops"], nodes)

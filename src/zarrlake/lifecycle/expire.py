@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from zarrlake import hooks
+from zarrlake import crashpoints
 from zarrlake.errors import InvalidInputError, NotFoundError
 from zarrlake.lifecycle.gc import check_older_than
 from zarrlake.vc.gc_protocol import GcState
@@ -86,7 +86,7 @@ def protected(ctx: RepoContext, selected: dict[str, str]) -> set[str]:
         if cid in seen or cid in gone:
             continue
         seen.add(cid)
-        stack.extend(objects.commit(cid).parents)
+        stack.extend(objects.read_commit(cid).parents)
     keep |= seen
     now = ctx.clock()
     for rec in ctx.records.scan():
@@ -132,7 +132,7 @@ def expire(
     state.add(known, found)
     marker = json.dumps({"expired_at": now, "cutoff": cutoff}).encode()
     objects.put_all([(f"{EXPIRED_PREFIX}{cid}", marker) for cid in doomed])
-    hooks.reached("expire_after_markers")
+    crashpoints.reached("expire_after_markers")
     objects.map(lambda cid: ctx.object_store.delete(f"commits/{cid}"), list(doomed))
     for cid in doomed:
         objects.forget(cid)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from zarrlake import hooks
+from zarrlake import crashpoints
 from zarrlake.errors import InvalidInputError, NotFoundError, ZarrLakeError
 from zarrlake.format.commit import CommitRecord
 from zarrlake.format.manifest import ManifestRange
@@ -164,7 +164,7 @@ class Collector:
             self.unread.update(indexes)
             if rows and not dry_run:
                 self.state.add(self.candidates, found, indexes)
-                hooks.reached("gc_after_register")
+                crashpoints.reached("gc_after_register")
                 self.ctx.meta.drop_partition(partition)
             self.report.staged_records_deleted += rows
         return dead, live
@@ -329,7 +329,7 @@ class Collector:
             [(k, s) for k, s in waiting if k not in self.candidates],
             listed=listed_only,
         )
-        hooks.reached("gc_after_register")
+        crashpoints.reached("gc_after_register")
         alive = [k for k in self.candidates if k in reach.live]
         self.state.drop(alive)
         self.report.candidates_live = len(alive)
@@ -339,7 +339,7 @@ class Collector:
         self, reach: Reach, due: list[str], pool: dict[str, int | None], listed_only: set[str]
     ) -> None:
         phase = self.state.begin_sweep()
-        hooks.reached("gc_after_sweep_begins")
+        crashpoints.reached("gc_after_sweep_begins")
         try:
             self.unflushed = False
             live, committing = self.live_sessions()
@@ -356,7 +356,7 @@ class Collector:
             order = {kind: i for i, kind in enumerate(KINDS)}
             due.sort(key=lambda k: order.get(kind_of(k), len(order)))
             sizes = {k: self.size(k, pool.get(k)) for k in due}
-            hooks.reached("gc_before_delete")
+            crashpoints.reached("gc_before_delete")
             finished = True
             for i in range(0, len(due), self.delete_batch):
                 if not self.state.may_delete(phase):
@@ -364,7 +364,7 @@ class Collector:
                     break  # past the sweep's deadline: writers no longer wait for it
                 batch = due[i : i + self.delete_batch]
                 self.deleter(batch)
-                hooks.reached("gc_after_delete")
+                crashpoints.reached("gc_after_delete")
                 gone = [k for k in batch if k in self.candidates]
                 self.state.drop(gone)
                 for key in gone:
@@ -377,7 +377,7 @@ class Collector:
                 self.state.expanded([c for c in self.candidates.values() if c.index])
         finally:
             self.state.end_sweep(phase)
-        hooks.reached("gc_after_sweep_ends")
+        crashpoints.reached("gc_after_sweep_ends")
 
 
 def vacuum(meta: object) -> int:

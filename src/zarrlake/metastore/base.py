@@ -20,8 +20,8 @@ from zarrlake.errors import InvalidInputError
 from zarrlake.metastore.checks import (
     check_expected,
     check_items,
-    check_key,
     check_limit,
+    check_meta_key,
     check_partition,
     check_value,
     scan_range,
@@ -148,7 +148,7 @@ class MetaStoreBackend(MetaStore):
         """Delete every key of the partition."""
 
     def get(self, partition: str, key: bytes) -> tuple[bytes, int] | None:
-        return self._get(check_partition(partition), check_key(key))
+        return self._get(check_partition(partition), check_meta_key(key))
 
     def scan(
         self,
@@ -164,7 +164,7 @@ class MetaStoreBackend(MetaStore):
 
     def set(self, partition: str, key: bytes, value: bytes) -> int:
         check_partition(partition)
-        return self._write(partition, [(check_key(key), check_value(value))], [])[0]
+        return self._write(partition, [(check_meta_key(key), check_value(value))], [])[0]
 
     def set_many(self, partition: str, items: Iterable[tuple[bytes, bytes | None]]) -> None:
         check_partition(partition)
@@ -174,17 +174,19 @@ class MetaStoreBackend(MetaStore):
             self._write(partition, writes, sorted(k for k, v in changes.items() if v is None))
 
     def delete(self, partition: str, key: bytes) -> None:
-        self._write(check_partition(partition), [], [check_key(key)])
+        self._write(check_partition(partition), [], [check_meta_key(key)])
 
     def set_if(self, partition: str, key: bytes, value: bytes, expected: int | None) -> int:
         check_partition(partition)
-        return self._set_if(partition, check_key(key), check_value(value), check_expected(expected))
+        return self._set_if(
+            partition, check_meta_key(key), check_value(value), check_expected(expected)
+        )
 
     def delete_if(self, partition: str, key: bytes, expected: int) -> None:
         check_partition(partition)
         if expected is None:
             raise InvalidInputError("delete_if needs the version to expect, not None")
-        self._delete_if(partition, check_key(key), check_expected(expected))  # type: ignore[arg-type]
+        self._delete_if(partition, check_meta_key(key), check_expected(expected))  # type: ignore[arg-type]
 
     def drop_partition(self, partition: str) -> None:
         self._drop_partition(check_partition(partition))

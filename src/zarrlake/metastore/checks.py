@@ -28,7 +28,7 @@ def check_partition(partition: Any) -> str:
     return partition
 
 
-def check_key(key: Any, what: str = "key") -> bytes:
+def check_meta_key(key: Any, what: str = "key") -> bytes:
     """The key, or InvalidInputError: keys are bytes (not str), at most MAX_KEY_BYTES long."""
     if not isinstance(key, bytes):
         raise InvalidInputError(f"metastore {what} must be bytes, not {type(key).__name__}")
@@ -75,7 +75,7 @@ def check_items(items: Any) -> dict[bytes, bytes | None]:
         if not isinstance(pair, tuple | list) or len(pair) != 2:
             raise InvalidInputError(f"set_many items must be (key, value) pairs, not {pair!r}")
         key, value = pair
-        out[check_key(key)] = None if value is None else check_value(value)
+        out[check_meta_key(key)] = None if value is None else check_value(value)
     return out
 
 
@@ -89,8 +89,8 @@ def prefix_upper_bound(prefix: bytes) -> bytes | None:
 
 def scan_range(start: Any, prefix: Any) -> tuple[bytes, bytes | None]:
     """Checked scan arguments as a half-open key range [low, high); high None = unbounded."""
-    start = check_key(start, "scan start")
+    start = check_meta_key(start, "scan start")
     if prefix is None:
         return start, None
-    prefix = check_key(prefix, "scan prefix")
+    prefix = check_meta_key(prefix, "scan prefix")
     return max(start, prefix), prefix_upper_bound(prefix)

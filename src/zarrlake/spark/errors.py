@@ -51,7 +51,12 @@ def _conflicts(text: str) -> list[errors.Conflict]:
     try:
         rows = json.loads(found[-1])
         return [
-            errors.Conflict(path, kind, [tuple(c) for c in chunks] if chunks else chunks, detail)
+            errors.Conflict(
+                path,
+                errors.ConflictKind(kind),
+                [tuple(c) for c in chunks] if chunks else chunks,
+                detail,
+            )
             for path, kind, chunks, detail in rows
         ]
     except (ValueError, TypeError):

@@ -27,16 +27,6 @@ def required(options: Mapping[str, str], name: str, what: str) -> str:
     return str(value).strip()
 
 
-def get_bool(options: Mapping[str, str], name: str, default: bool) -> bool:
-    value = _lower(options).get(name)
-    if value is None:
-        return default
-    try:
-        return _BOOL[str(value).strip().lower()]
-    except KeyError:
-        raise InvalidInputError(f"option {name!r} must be true or false, not {value!r}") from None
-
-
 def get_int(options: Mapping[str, str], name: str, default: int | None) -> int | None:
     value = _lower(options).get(name)
     if value is None:

@@ -15,6 +15,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from zarrlake.errors import (
     Conflict,
     ConflictError,
+    ConflictKind,
     InvalidInputError,
     NotFoundError,
     SessionClosedError,
@@ -124,7 +125,9 @@ class ZarrLakeWriter(DataSourceArrowWriter):
             for path, key, a, b in conflicts:
                 coords = _coords_of(infos[path], key)
                 listed.append(
-                    Conflict(path, "writers", [coords], f"written by Spark tasks {a} and {b}")
+                    Conflict(
+                        path, ConflictKind.WRITERS, [coords], f"written by Spark tasks {a} and {b}"
+                    )
                 )
             first = listed[0]
             raise ConflictError(

@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator
 
 from zarrlake.errors import ConfigurationError, NotFoundError
-from zarrlake.storage.keys import check_key, check_prefix, check_range
+from zarrlake.storage.keys import check_object_key, check_prefix, check_range
 
 ByteRange = tuple[int, int]
 """A half-open byte range (start, end) within one object."""
@@ -119,20 +119,20 @@ class ObjectStoreBackend(ObjectStore):
         raise _no_conditional_updates(self)
 
     def get(self, key: str, byte_range: ByteRange | None = None) -> bytes:
-        check_key(key)
+        check_object_key(key)
         return self._get(key, None if byte_range is None else check_range(key, byte_range))
 
     def put(self, key: str, data: bytes) -> None:
-        self._put(check_key(key), data)
+        self._put(check_object_key(key), data)
 
     def put_if_absent(self, key: str, data: bytes) -> bool:
-        return self._put_if_absent(check_key(key), data)
+        return self._put_if_absent(check_object_key(key), data)
 
     def delete(self, key: str) -> None:
-        self._delete(check_key(key))
+        self._delete(check_object_key(key))
 
     def delete_many(self, keys: list[str]) -> None:
-        self._delete_many([check_key(k) for k in keys])
+        self._delete_many([check_object_key(k) for k in keys])
 
     def _delete_many(self, keys: list[str]) -> None:
         """Remove several; by default one at a time."""
@@ -144,13 +144,13 @@ class ObjectStoreBackend(ObjectStore):
         return self._list(prefix)
 
     def exists(self, key: str) -> bool:
-        return self._exists(check_key(key))
+        return self._exists(check_object_key(key))
 
     def get_tagged(self, key: str) -> tuple[bytes, str]:
-        return self._get_tagged(check_key(key))
+        return self._get_tagged(check_object_key(key))
 
     def put_if(self, key: str, data: bytes, tag: str | None) -> str:
-        return self._put_if(check_key(key), data, tag)
+        return self._put_if(check_object_key(key), data, tag)
 
 
 class WrapperObjectStore(ObjectStore):

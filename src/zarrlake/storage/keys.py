@@ -12,7 +12,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _LOCAL_TEMP_SUFFIX = re.compile(r"#\d+$")
 
 
-def check_key(key: str) -> str:
+def check_object_key(key: str) -> str:
     """Validate an object key; InvalidInputError naming the key if it is not portable.
 
     Keys are '/'-separated relative paths: non-empty, no leading '/', no empty, '.' or '..'

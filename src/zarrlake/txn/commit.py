@@ -7,7 +7,7 @@ import sys
 from dataclasses import replace
 from typing import Protocol, cast
 
-from zarrlake import hooks, runtime
+from zarrlake import crashpoints, runtime
 from zarrlake.connection import RepoContext, raise_first
 from zarrlake.errors import (
     CASFailedError,
@@ -27,7 +27,7 @@ from zarrlake.vc.protection import check_direct_commit
 from zarrlake.vc.refs import BRANCH
 
 
-class Transaction(Protocol):
+class CommitHandle(Protocol):
     """What committing needs of a transaction handle (txn.transaction.Transaction)."""
 
     ctx: RepoContext
@@ -120,7 +120,7 @@ def unflushed_error(session_id: str, markers: list[Unflushed]) -> UnflushedWrite
 
 
 def commit(
-    txn: Transaction,
+    txn: CommitHandle,
     message: str | None,
     on_conflict: str,
     metadata: dict[str, str] | None = None,
@@ -158,7 +158,7 @@ def commit(
                 runtime.sleep(POLL)
 
 
-def _commit(txn: Transaction, message: str | None, on_conflict: str, props: dict) -> str:
+def _commit(txn: CommitHandle, message: str | None, on_conflict: str, props: dict) -> str:
     """One attempt: seal, gather, run the protocol; the seal is undone if it fails."""
     ctx = txn.ctx
     rec, version = txn.current()
@@ -173,7 +173,7 @@ def _commit(txn: Transaction, message: str | None, on_conflict: str, props: dict
     )
     raise_first([sealed])  # nothing to undo
     rec, version = cast(tuple[SessionRecord, int], sealed)
-    hooks.reached("after_seal")
+    crashpoints.reached("after_seal")
     try:
         raise_first([protected, idle, head])  # the seal is undone below
         staged = txn.gather()
@@ -192,10 +192,10 @@ def _commit(txn: Transaction, message: str | None, on_conflict: str, props: dict
         )
         commit_id = CommitProtocol(ctx.objects, ctx.refs).run(
             request,
-            lambda _: hooks.reached("before_branch_cas"),
+            lambda _: crashpoints.reached("before_branch_cas"),
             cast(tuple[str, int] | None, head),
         )
-        hooks.reached("after_branch_cas")
+        crashpoints.reached("after_branch_cas")
     except BaseException:
         cid = None if isinstance(sys.exc_info()[1], ConflictError) else landed(ctx, rec)
         if cid is None:
@@ -213,11 +213,11 @@ def _commit(txn: Transaction, message: str | None, on_conflict: str, props: dict
         commit_id = cid  # the branch holds our commit; the error came after it landed
     txn.record = replace(rec, status=Status.COMMITTED, commit=commit_id, lease=None)
     txn.version = ctx.records.swap(txn.record, version)
-    hooks.reached("after_session_committed")
+    crashpoints.reached("after_session_committed")
     return commit_id
 
 
-def seal(txn: Transaction, rec: SessionRecord, version: int) -> tuple[SessionRecord, int]:
+def seal(txn: CommitHandle, rec: SessionRecord, version: int) -> tuple[SessionRecord, int]:
     """Mark the session committing, with a lease, by compare-and-swap from the record as the
     handle last saw it (re-read once if it changed); writes staged after this fail."""
     lease = txn.ctx.clock() + txn.ctx.settings.commit_timeout + LEASE_MARGIN
@@ -236,7 +236,7 @@ def seal(txn: Transaction, rec: SessionRecord, version: int) -> tuple[SessionRec
     raise SessionClosedError(f"session {rec.id} is being committed elsewhere")
 
 
-def abandon(txn: Transaction) -> None:
+def abandon(txn: CommitHandle) -> None:
     """Mark the session abandoned (idempotent) and drop its staged records."""
 
     def change(rec: SessionRecord) -> SessionRecord | None:

@@ -10,7 +10,7 @@ from zarrlake.format.snapshot import is_meta_key
 from zarrlake.txn.buffer import WriteBuffer
 from zarrlake.txn.fragments import StagedFragments
 from zarrlake.txn.staging import Staging
-from zarrlake.validate import check_key, check_prefix
+from zarrlake.validate import check_prefix, check_zarr_key
 from zarrlake.vc.objects import Objects
 from zarrlake.vc.snapshot_view import SnapshotView
 
@@ -81,7 +81,7 @@ class Overlay:
 
     def lookup(self, key: str) -> ChunkRef | None:
         """The reference `key` resolves to in this session, or None."""
-        check_key(key)
+        check_zarr_key(key)
         staged, ref = self.staged(key)
         return ref if staged else self.view.get(key)
 

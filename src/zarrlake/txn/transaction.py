@@ -12,7 +12,7 @@ from dataclasses import replace
 from datetime import timedelta
 
 from zarrlake.connection import RepoContext, RepoSpec, connect
-from zarrlake.errors import CASFailedError, Conflict, ConflictError, ReadOnlyError
+from zarrlake.errors import CASFailedError, Conflict, ConflictError, ConflictKind, ReadOnlyError
 from zarrlake.format.fragment import FragmentRecord
 from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.session_records import SessionRecord, Status, check_expiry
@@ -149,7 +149,7 @@ class Transaction:
     def check_open(self) -> None:
         self.check_writable(*self.load())
 
-    def require_session(self) -> Writes:
+    def writes_or_raise(self) -> Writes:
         """The write path; ReadOnlyError for a read-only handle."""
         if self.writes is None:
             raise ReadOnlyError(
@@ -160,7 +160,7 @@ class Transaction:
 
     def require_writes(self) -> Writes:
         """The write path of a session still open for writes."""
-        writes = self.require_session()
+        writes = self.writes_or_raise()
         assert self.record is not None
         if self.record.status != Status.OPEN or self.ctx.clock() > self.record.expires_at:
             self.check_open()
@@ -220,7 +220,7 @@ class Transaction:
             conflicts.append(
                 Conflict(
                     node,
-                    "writers",
+                    ConflictKind.WRITERS,
                     [coords] if coords is not None else None,
                     f"two workers of this session staged different bytes for {key!r}",
                 )
@@ -229,7 +229,7 @@ class Transaction:
 
     def staged_changes(self) -> list[Change]:
         """Every worker's flushed changes (this handle's buffered ones included)."""
-        self.require_session()
+        self.writes_or_raise()
         self.flush()
         return self.gather(strict=False).changes.to_list(self.ctx.objects.inline)
 
@@ -244,7 +244,7 @@ class Transaction:
         metadata: dict[str, str] | None,
         unflushed: str = "wait",
     ) -> str:
-        self.require_session()
+        self.writes_or_raise()
         commit_id = committing.commit(self, message, on_conflict, metadata, unflushed)
         # From now on this handle reads the commit it made; its staged records are dead
         # (the session refuses writes), so dropping them need not delay the caller.
@@ -263,13 +263,13 @@ class Transaction:
         staging.clear()
 
     def abandon(self) -> None:
-        self.require_session()
+        self.writes_or_raise()
         assert self.writes is not None
         self.writes.stop()
         committing.abandon(self)
 
     def update_expiration(self, expires_in: timedelta) -> None:
-        self.require_session()
+        self.writes_or_raise()
         check_expiry(expires_in)
 
         def change(rec: SessionRecord) -> SessionRecord:

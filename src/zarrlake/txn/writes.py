@@ -15,7 +15,7 @@ import secrets
 import threading
 from collections.abc import Callable
 
-from zarrlake import hooks, runtime
+from zarrlake import crashpoints, runtime
 from zarrlake.connection import FlushPolicy
 from zarrlake.errors import InvalidInputError, ZarrLakeError
 from zarrlake.format import fragment
@@ -27,7 +27,7 @@ from zarrlake.txn.buffer import Batch
 from zarrlake.txn.fragments import StagedFragments
 from zarrlake.txn.overlay import Overlay
 from zarrlake.txn.staging import Staging
-from zarrlake.validate import check_key
+from zarrlake.validate import check_zarr_key
 from zarrlake.vc.change_table import Change
 from zarrlake.vc.gc_protocol import WriteGuard
 from zarrlake.vc.objects import Objects
@@ -87,7 +87,7 @@ class Writes:
     def prepare(self, key: str, data: bytes) -> Change:
         """Check one write and upload its bytes if they are too big to stage inline; it takes
         effect once staged (`stage`)."""
-        return self._change_for((check_key(key), check_data(key, data)))
+        return self._change_for((check_zarr_key(key), check_data(key, data)))
 
     def _change_for(self, item: tuple[str, bytes]) -> Change:
         key, data = item
@@ -109,7 +109,7 @@ class Writes:
         finally:
             with self.buffer.lock:
                 self.buffer.uploading -= 1
-        hooks.reached("after_chunk_upload")
+        crashpoints.reached("after_chunk_upload")
         return key, ref
 
     # staging ------------------------------------------------------------------------------
@@ -127,7 +127,7 @@ class Writes:
 
     def _stage_meta(self, items: list[Change]) -> None:
         self.staging.stage_meta(items)
-        hooks.reached("after_staging")
+        crashpoints.reached("after_staging")
         self.check_open()
 
     def _buffer(self, changes: list[Change]) -> None:
@@ -172,7 +172,7 @@ class Writes:
 
     def write_many(self, items: list[tuple[str, bytes]]) -> None:
         """Big chunks are uploaded in parallel, then everything is staged."""
-        checked = [(check_key(key), check_data(key, data)) for key, data in items]
+        checked = [(check_zarr_key(key), check_data(key, data)) for key, data in items]
         big = [i for i, (_, data) in enumerate(checked) if len(data) > self.inline_max]
         uploaded = dict(
             zip(big, self.objects.map(self._change_for, [checked[i] for i in big]), strict=True)
@@ -237,7 +237,7 @@ class Writes:
         if not small:
             batch.hold(location, blob, self.guard.begin())  # put back if a sweep took it
             self.objects.store.put_if_absent(location, blob)
-            hooks.reached("after_fragment_upload")
+            crashpoints.reached("after_fragment_upload")
         self._seq += 1
         record = FragmentRecord(
             location=location,
@@ -254,7 +254,7 @@ class Writes:
         )
         self.staging.register(record, batch.markers)
         self.fragments.remember(record, index)
-        hooks.reached("after_staging")
+        crashpoints.reached("after_staging")
         return record
 
     def _settle(self, batch: Batch, record: FragmentRecord, check: bool) -> None:

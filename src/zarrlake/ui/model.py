@@ -19,7 +19,7 @@ import zarr
 
 from zarrlake.errors import InvalidInputError, NotFoundError
 from zarrlake.repo import Commit, Repo
-from zarrlake.validate import check_key
+from zarrlake.validate import check_zarr_key
 from zarrlake.vc.diff import Diff
 
 LOG_PAGE = 50
@@ -64,7 +64,7 @@ def check_path(path: str) -> str:
     """A node path from a URL: '' (the root) or a store key as the API validates it."""
     path = path.strip("/")
     if path:
-        check_key(path)
+        check_zarr_key(path)
     return path
 
 

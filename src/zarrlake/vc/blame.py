@@ -35,13 +35,13 @@ class Blame:
         self.objects = objects
 
     def _digest(self, commit_id: str, key: str) -> bytes | None:
-        rec = self.objects.commit(commit_id)
+        rec = self.objects.read_commit(commit_id)
         root = self.objects.read(SnapshotRoot, rec.snapshot)
         ref = SnapshotView(self.objects, root, rec.snapshot).get(key)
         return ref.digest if ref is not None else None
 
     def _changed(self, commit_id: str, key: bytes) -> bool:
-        cs = self.objects.read(ChangeSet, self.objects.commit(commit_id).changes)
+        cs = self.objects.read(ChangeSet, self.objects.read_commit(commit_id).changes)
         i = int(np.searchsorted(cs.keys, key))
         return i < len(cs.keys) and cs.keys[i] == key
 
@@ -51,7 +51,7 @@ class Blame:
         had the same bytes. ExpiredHistoryError if the walk reaches history `expire` dropped
         before it finds the commit."""
         path = array_path.strip("/")
-        root = self.objects.read(SnapshotRoot, self.objects.commit(head).snapshot)
+        root = self.objects.read(SnapshotRoot, self.objects.read_commit(head).snapshot)
         doc = root.meta.get(f"{path}/zarr.json" if path else "zarr.json")
         if not is_array_doc(doc):
             raise NotFoundError(f"no array {array_path!r} at {head[:12]}")
@@ -78,7 +78,7 @@ class Blame:
 
     def _next(self, cid: str, kb: bytes, key: str, target: bytes) -> str | None:
         """The commit to look at after `cid`, or None if `cid` wrote the chunk."""
-        rec = self.objects.commit(cid)
+        rec = self.objects.read_commit(cid)
         if not rec.parents:
             return None
         if self._changed(cid, kb):

@@ -11,23 +11,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from zarrlake import hooks, runtime
+from zarrlake import crashpoints, runtime
 from zarrlake.errors import (
     CASFailedError,
+    CommitTimeoutError,
     Conflict,
     ConflictError,
+    ConflictKind,
     TransientError,
-    ZarrLakeError,
 )
 from zarrlake.format import columns
 from zarrlake.format.changes import (
-    ATTRS,
-    CREATED,
-    DELETED,
-    REDEFINED,
-    RESIZED,
     ChangeSet,
     NodeChange,
+    NodeChangeKind,
 )
 from zarrlake.format.commit import CommitRecord
 from zarrlake.format.manifest import ManifestRange
@@ -38,11 +35,7 @@ from zarrlake.vc.conflicts import find_conflicts, merge_changes, without
 from zarrlake.vc.objects import Blob, Objects
 from zarrlake.vc.refs import BRANCH, Refs
 
-__all__ = ["Change", "ChangeTable", "CommitProtocol", "CommitRequest", "CommitTimeoutError"]
-
-
-class CommitTimeoutError(ZarrLakeError):
-    """The branch kept moving and the commit could not land before its timeout."""
+__all__ = ["Change", "ChangeTable", "CommitProtocol", "CommitRequest"]
 
 
 # building snapshots ------------------------------------------------------------------
@@ -177,17 +170,17 @@ def classify(old: bytes | None, new: bytes | None) -> NodeChange | None:
         return None
     is_array = is_array_doc(old) or is_array_doc(new)
     if old is None:
-        return NodeChange(CREATED, is_array)
+        return NodeChange(NodeChangeKind.CREATED, is_array)
     if new is None:
-        return NodeChange(DELETED, is_array)
+        return NodeChange(NodeChangeKind.DELETED, is_array)
     a, b = load_doc(old), load_doc(new)
     a.pop("attributes", None)
     b.pop("attributes", None)
     if a == b:
-        return NodeChange(ATTRS, is_array)
+        return NodeChange(NodeChangeKind.ATTRIBUTES, is_array)
     a.pop("shape", None)
     b.pop("shape", None)
-    return NodeChange(RESIZED if a == b else REDEFINED, is_array)
+    return NodeChange(NodeChangeKind.RESIZED if a == b else NodeChangeKind.REDEFINED, is_array)
 
 
 def change_set(changes: ChangeTable, old_meta: dict[str, bytes]) -> ChangeSet:
@@ -235,7 +228,9 @@ class CommitProtocol:
             if cid == base:
                 return out
             out.append(rec)
-        raise ConflictError([Conflict("", "reset", None, f"branch no longer descends from {base}")])
+        raise ConflictError(
+            [Conflict("", ConflictKind.RESET, None, f"branch no longer descends from {base}")]
+        )
 
     @staticmethod
     def _alike(changes: ChangeTable, theirs: ChangeSet, head_root: SnapshotRoot) -> set[str]:
@@ -397,5 +392,5 @@ class CommitProtocol:
         )
         commit_id, record_blob = self.objects.encode(record)
         self.objects.put_all([*req.blobs, *range_blobs, root_blob, changes_blob, record_blob])
-        hooks.reached("after_objects_written")
+        crashpoints.reached("after_objects_written")
         return commit_id

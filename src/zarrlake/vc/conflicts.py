@@ -13,12 +13,16 @@ from collections import defaultdict
 
 import numpy as np
 
-from zarrlake.errors import Conflict
-from zarrlake.format.changes import ATTRS, CREATED, DELETED, RESIZED, ChangeSet
+from zarrlake.errors import Conflict, ConflictKind
+from zarrlake.format.changes import ChangeSet, NodeChangeKind
 from zarrlake.format.snapshot import is_meta_key
 from zarrlake.vc.chunk_keys import KeyNamer
 
-_KIND_NAMES = {CREATED: "created", DELETED: "deleted", RESIZED: "resized"}
+_KIND_NAMES = {
+    NodeChangeKind.CREATED: ConflictKind.CREATED,
+    NodeChangeKind.DELETED: ConflictKind.DELETED,
+    NodeChangeKind.RESIZED: ConflictKind.RESIZED,
+}
 
 
 def merge_changes(sets: list[ChangeSet]) -> ChangeSet:
@@ -33,10 +37,18 @@ def merge_changes(sets: list[ChangeSet]) -> ChangeSet:
         for path, change in s.nodes.items():
             prev = nodes.get(path)
             # created-then-changed stays "created"; anything-then-deleted is "deleted"
-            if prev is not None and prev.kind == CREATED and change.kind != DELETED:
+            if (
+                prev is not None
+                and prev.kind == NodeChangeKind.CREATED
+                and change.kind != NodeChangeKind.DELETED
+            ):
                 continue
             # a structural change (resize, redefinition) is not hidden by later attributes
-            if prev is not None and prev.kind != ATTRS and change.kind == ATTRS:
+            if (
+                prev is not None
+                and prev.kind != NodeChangeKind.ATTRIBUTES
+                and change.kind == NodeChangeKind.ATTRIBUTES
+            ):
                 continue
             nodes[path] = change
     return ChangeSet(uniq, ops[::-1][idx], nodes)
@@ -70,10 +82,10 @@ def find_conflicts(
 ) -> list[Conflict]:
     """Every conflict between our changes and theirs, grouped by node."""
     found: list[Conflict] = []
-    by_node: dict[tuple[str, str], list[tuple[int, ...]]] = defaultdict(list)
-    loose: dict[tuple[str, str], list[str]] = defaultdict(list)
+    by_node: dict[tuple[str, ConflictKind], list[tuple[int, ...]]] = defaultdict(list)
+    loose: dict[tuple[str, ConflictKind], list[str]] = defaultdict(list)
 
-    def add_keys(kind: str, keys: list[str], node: str | None = None) -> None:
+    def add_keys(kind: ConflictKind, keys: list[str], node: str | None = None) -> None:
         for k in keys:
             n = node if node is not None else namer.node_of(k)
             c = namer.coords(n, k)
@@ -86,29 +98,35 @@ def find_conflicts(
 
     # the same data key changed on both sides
     both = np.intersect1d(our_data, their_data)
-    add_keys("chunk", [bytes(k).decode() for k in both])
+    add_keys(ConflictKind.CHUNK, [bytes(k).decode() for k in both])
 
     # node metadata: changed on both sides, or structure changed under the other's chunks
     for a, b, a_data in ((theirs, ours, our_data), (ours, theirs, their_data)):
         for path, change in a.nodes.items():
-            if change.kind == ATTRS and path not in b.nodes:
+            if change.kind == NodeChangeKind.ATTRIBUTES and path not in b.nodes:
                 continue
             if path in b.nodes and a is theirs:
                 other = b.nodes[path]
-                kind = "created" if change.kind == other.kind == CREATED else "metadata"
+                kind = (
+                    ConflictKind.CREATED
+                    if change.kind == other.kind == NodeChangeKind.CREATED
+                    else ConflictKind.METADATA
+                )
                 found.append(Conflict(path, kind, None, f"both sides changed {path or '/'}"))
-            if change.kind == ATTRS:
+            if change.kind == NodeChangeKind.ATTRIBUTES:
                 continue
-            if change.kind != DELETED and not change.is_array:
+            if change.kind != NodeChangeKind.DELETED and not change.is_array:
                 continue
             inside = a_data[_under(a_data, path)]
             if len(inside):
-                kind = _KIND_NAMES.get(change.kind, "metadata")
+                kind = _KIND_NAMES.get(change.kind, ConflictKind.METADATA)
                 add_keys(kind, [bytes(k).decode() for k in inside], node=None)
-            if change.kind == DELETED:
+            if change.kind == NodeChangeKind.DELETED:
                 for p in b.nodes:
                     if p != path and p.startswith(path + "/" if path else ""):
-                        found.append(Conflict(p, "deleted", None, f"{path or '/'} was deleted"))
+                        found.append(
+                            Conflict(p, ConflictKind.DELETED, None, f"{path or '/'} was deleted")
+                        )
 
     if reads is not None:
         read_keys, read_prefixes = reads
@@ -116,11 +134,15 @@ def find_conflicts(
         hit = [k for k in read_keys if k in changed]
         meta_hit = [k for k in hit if is_meta_key(k)]
         for k in meta_hit:
-            found.append(Conflict(namer.node_of(k), "read", None, "read metadata was changed"))
-        add_keys("read", [k for k in hit if not is_meta_key(k)])
+            found.append(
+                Conflict(namer.node_of(k), ConflictKind.READ, None, "read metadata was changed")
+            )
+        add_keys(ConflictKind.READ, [k for k in hit if not is_meta_key(k)])
         for p in read_prefixes:
             if any(k.startswith(p) for k in changed):
-                found.append(Conflict(p.rstrip("/"), "read", None, f"listing of {p!r} changed"))
+                found.append(
+                    Conflict(p.rstrip("/"), ConflictKind.READ, None, f"listing of {p!r} changed")
+                )
 
     for (node, kind), coords in by_node.items():
         found.append(Conflict(node, kind, sorted(set(coords))))

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from zarrlake.errors import ExpiredHistoryError
-from zarrlake.format.changes import CREATED, DELETED, WRITE, ChangeSet
+from zarrlake.format.changes import WRITE, ChangeSet, NodeChangeKind
 from zarrlake.format.chunk_ref import ChunkRef
 from zarrlake.format.commit import CommitRecord
 from zarrlake.format.manifest import ManifestRange
@@ -194,7 +194,7 @@ def diff_snapshots(objects: Objects, a: SnapshotRoot, b: SnapshotRoot) -> Diff:
 def diff_commit(objects: Objects, commit_id: str) -> Diff:
     """What a commit changed against its first parent: compared with the parent's snapshot,
     or read from the commit's change set when `expire` dropped the parent."""
-    rec = objects.commit(commit_id)
+    rec = objects.read_commit(commit_id)
     if not rec.parents:
         return Diff()
     try:
@@ -212,7 +212,10 @@ def diff_change_set(objects: Objects, rec: CommitRecord) -> Diff:
     cs = objects.read(ChangeSet, rec.changes)
     d = Diff()
     for path, change in cs.nodes.items():
-        kind = {CREATED: d.nodes_added, DELETED: d.nodes_deleted}.get(change.kind)
+        kind = {
+            NodeChangeKind.CREATED: d.nodes_added,
+            NodeChangeKind.DELETED: d.nodes_deleted,
+        }.get(change.kind)
         (kind if kind is not None else d.metadata_changed).add(path)
     namer = KeyNamer(objects.read(SnapshotRoot, rec.snapshot).meta)
     for key, op in zip(cs.keys.tolist(), cs.ops.tolist(), strict=True):

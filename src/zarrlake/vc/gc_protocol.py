@@ -27,8 +27,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from zarrlake import hooks, runtime
-from zarrlake.errors import CASFailedError, ZarrLakeError
+from zarrlake import crashpoints, runtime
+from zarrlake.errors import CASFailedError, GcBusyError
 from zarrlake.format.fragment import FragmentRecord
 
 if TYPE_CHECKING:
@@ -59,10 +59,6 @@ DELETE_MARGIN = 30.0
 """A sweep stops deleting this many seconds before its deadline (clock skew, pauses)."""
 LOCK_TTL = 3600.0
 """A lock held this long by a process on another host is taken over."""
-
-
-class GcBusyError(ZarrLakeError):
-    """Another garbage collection is running on this repository."""
 
 
 @dataclass(frozen=True)
@@ -262,7 +258,7 @@ class WriteGuard:
         if after == before and not after.sweeping:
             return []
         while after.sweeping and self.clock() < after.deadline:
-            hooks.reached("writer_waits_for_sweep")
+            crashpoints.reached("writer_waits_for_sweep")
             self.sleep(self.poll)  # a sweep is deleting: let it finish before checking
             after = self._phase()
         lost = []
@@ -279,7 +275,7 @@ class WriteGuard:
         write their metadata objects, so a sweep never deletes an object a commit reuses)."""
         phase = self._phase()
         while phase.sweeping and self.clock() < phase.deadline:
-            hooks.reached("writer_waits_for_sweep")
+            crashpoints.reached("writer_waits_for_sweep")
             self.sleep(self.poll)
             phase = self._phase()
 

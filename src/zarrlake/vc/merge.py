@@ -14,6 +14,7 @@ from zarrlake.errors import (
     CASFailedError,
     Conflict,
     ConflictError,
+    ConflictKind,
     ExpiredHistoryError,
     InvalidInputError,
     NotFoundError,
@@ -45,7 +46,7 @@ class History:
         self.timeout = timeout
 
     def root(self, commit_id: str) -> SnapshotRoot:
-        return self.objects.read(SnapshotRoot, self.objects.commit(commit_id).snapshot)
+        return self.objects.read(SnapshotRoot, self.objects.read_commit(commit_id).snapshot)
 
     # landing ----------------------------------------------------------------------------
 
@@ -120,7 +121,11 @@ class History:
                 ) from None
             if base is None:
                 raise ConflictError(
-                    [Conflict("", "unrelated", None, "the two histories share no commit")],
+                    [
+                        Conflict(
+                            "", ConflictKind.UNRELATED, None, "the two histories share no commit"
+                        )
+                    ],
                     f"cannot merge {source[:12]} into {into!r}: no common history",
                 )
             if base == source:
@@ -129,7 +134,14 @@ class History:
                 return source
             if fast_forward == "only":
                 raise ConflictError(
-                    [Conflict("", "diverged", None, f"{into!r} has commits {source[:12]} lacks")],
+                    [
+                        Conflict(
+                            "",
+                            ConflictKind.DIVERGED,
+                            None,
+                            f"{into!r} has commits {source[:12]} lacks",
+                        )
+                    ],
                     f"cannot fast-forward {into!r} to {source[:12]}: the branches diverged",
                 )
             root, changes = self._combine(
@@ -150,7 +162,7 @@ class History:
     ) -> str:
         """A new commit on `branch` undoing `commit`'s changes (against its first parent);
         InvalidInputError if that would change nothing, unless `allow_empty`."""
-        rec = self.objects.commit(commit)
+        rec = self.objects.read_commit(commit)
         if not rec.parents:
             raise InvalidInputError(f"commit {commit[:12]} has no parent: nothing to revert to")
         try:
@@ -185,7 +197,11 @@ class History:
             head, version = self.refs.require(BRANCH, branch)
             if expected is not None and head != expected:
                 raise ConflictError(
-                    [Conflict("", "moved", None, f"{branch!r} is at {head}, not {expected}")],
+                    [
+                        Conflict(
+                            "", ConflictKind.MOVED, None, f"{branch!r} is at {head}, not {expected}"
+                        )
+                    ],
                     f"branch {branch!r} is at {head[:12]}, not the expected {expected[:12]}; "
                     "nothing was moved",
                 )

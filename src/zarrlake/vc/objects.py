@@ -151,7 +151,7 @@ class Objects:
         self._cache.put(oid, obj)
         return obj
 
-    def commit(self, oid: str) -> CommitRecord:
+    def read_commit(self, oid: str) -> CommitRecord:
         """The record of commit `oid`; ExpiredHistoryError if `expire` dropped it."""
         try:
             return self.read(CommitRecord, oid)
@@ -174,13 +174,13 @@ class Objects:
         """The record of `parent`, reached from `child`: ExpiredHistoryError "history before
         <child> was expired on <date>" if `expire` dropped it."""
         try:
-            return self.commit(parent)
+            return self.read_commit(parent)
         except ExpiredHistoryError as e:
             raise ExpiredHistoryError.before(child, parent, e.expired_at) from None
 
     def snapshot_of(self, commit_id: str) -> str:
         """The snapshot id of a commit: as a ref read taught it, else from its record."""
-        return self.known_snapshot(commit_id) or self.commit(commit_id).snapshot
+        return self.known_snapshot(commit_id) or self.read_commit(commit_id).snapshot
 
     def known_snapshot(self, commit_id: str) -> str | None:
         """The snapshot id of a commit if known without reading anything."""
@@ -200,7 +200,7 @@ class Objects:
         cid: str | None = head
         while cid is not None:
             try:
-                rec = self.commit(cid)
+                rec = self.read_commit(cid)
             except ExpiredHistoryError:
                 if cid != head:
                     return  # the history before this point was expired

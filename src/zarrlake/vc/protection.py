@@ -14,15 +14,11 @@ import json
 from dataclasses import asdict, dataclass
 from fnmatch import fnmatchcase
 
-from zarrlake.errors import CASFailedError, InvalidInputError, NotFoundError, ReadOnlyError
+from zarrlake.errors import CASFailedError, InvalidInputError, NotFoundError, ProtectedBranchError
 from zarrlake.metastore.base import MetaStore
 from zarrlake.validate import check_ref_name
 
 PREFIX = b"protect/"
-
-
-class ProtectedBranchError(ReadOnlyError):
-    """A protection rule forbids this change to a branch (a direct commit or a delete)."""
 
 
 @dataclass(frozen=True)

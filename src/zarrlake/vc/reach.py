@@ -107,7 +107,7 @@ class Reach:
             key = f"{PREFIXES[CommitRecord]}/{cid}"
             if key in self.live:
                 continue
-            rec = self.objects.commit(cid)
+            rec = self.objects.read_commit(cid)
             self.live.add(key)
             self.live.add(f"{PREFIXES[ChangeSet]}/{rec.changes}")
             self.add_snapshot(rec.snapshot)

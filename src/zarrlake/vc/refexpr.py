@@ -46,13 +46,13 @@ def resolve_expr(expr: str, resolve_name: Callable[[str], str], objects: Objects
         if op == "^":
             if n == 0:
                 continue
-            parents = objects.commit(cid).parents
+            parents = objects.read_commit(cid).parents
             if n > len(parents):
                 raise NotFoundError(f"{expr!r}: commit {cid[:12]} has no parent number {n}")
             cid = _step(objects, expr, cid, parents[n - 1])
         else:
             for _ in range(n):
-                parents = objects.commit(cid).parents
+                parents = objects.read_commit(cid).parents
                 if not parents:
                     raise NotFoundError(f"{expr!r}: the history before {cid[:12]} is too short")
                 cid = _step(objects, expr, cid, parents[0])
@@ -78,7 +78,7 @@ class Walk:
 
     def parents(self, cid: str) -> list[str]:
         kept = []
-        for p in self.objects.commit(cid).parents:
+        for p in self.objects.read_commit(cid).parents:
             try:
                 self.objects.parent(cid, p)
             except ExpiredHistoryError as e:
@@ -128,7 +128,7 @@ def merge_base(objects: Objects, a: str, b: str) -> str | None:
         if walk.cut:
             raise max(walk.cut.values(), key=lambda e: e.expired_at)
         return None
-    return max(candidates, key=lambda c: (objects.commit(c).timestamp, c))
+    return max(candidates, key=lambda c: (objects.read_commit(c).timestamp, c))
 
 
 def commit_as_of(objects: Objects, head: str, as_of: datetime, ref: str) -> str:
@@ -137,7 +137,7 @@ def commit_as_of(objects: Objects, head: str, as_of: datetime, ref: str) -> str:
     if not isinstance(as_of, datetime):
         raise InvalidInputError(f"as_of must be a datetime, not {as_of!r}")
     ts = (as_of if as_of.tzinfo else as_of.replace(tzinfo=UTC)).timestamp()
-    oldest, rec = head, objects.commit(head)
+    oldest, rec = head, objects.read_commit(head)
     for oldest, rec in objects.history(head):
         if rec.timestamp <= ts:
             return oldest

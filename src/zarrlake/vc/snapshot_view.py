@@ -9,17 +9,12 @@ import numpy as np
 from zarrlake.format.chunk_ref import ChunkRef
 from zarrlake.format.manifest import ManifestRange
 from zarrlake.format.snapshot import SnapshotRoot, is_meta_key
+from zarrlake.metastore.checks import prefix_upper_bound
 from zarrlake.vc.objects import Objects
 
 _AFTER_SEGMENT = (
     b"/\xff"  # sorts after every key below a '/'-terminated segment (UTF-8 has no 0xff)
 )
-
-
-def prefix_end(prefix: bytes) -> bytes | None:
-    """The smallest key greater than every key starting with `prefix` (None: no bound)."""
-    p = prefix.rstrip(b"\xff")
-    return p[:-1] + bytes([p[-1] + 1]) if p else None
 
 
 class SnapshotView:
@@ -51,7 +46,7 @@ class SnapshotView:
         """Every key starting with `prefix`, metadata keys first, then in byte order."""
         yield from (k for k in sorted(self.root.meta) if k.startswith(prefix))
         p = prefix.encode()
-        stop = prefix_end(p)
+        stop = prefix_upper_bound(p)
         for i in self._ranges_between(p, stop):
             for k in self.range(i).iter_keys(p, stop):
                 yield k.decode()
@@ -60,7 +55,7 @@ class SnapshotView:
         """Names directly below `prefix` ('' or ending in '/'), skipping over subtrees."""
         out = {k[len(prefix) :].split("/", 1)[0] for k in self.root.meta if k.startswith(prefix)}
         p = prefix.encode()
-        stop = prefix_end(p)
+        stop = prefix_upper_bound(p)
         for i in self._ranges_between(p, stop):
             r = self.range(i)
             pos, end = r.key_slice(p, stop).start, r.key_slice(p, stop).stop

@@ -30,7 +30,7 @@ class RepoStats:
 def repo_stats(objects: Objects, commit_id: str) -> RepoStats:
     """Counts at `commit_id`; reads every manifest range of its snapshot once."""
     commits = sum(1 for _ in objects.history(commit_id))
-    rec: CommitRecord = objects.commit(commit_id)
+    rec: CommitRecord = objects.read_commit(commit_id)
     root = objects.read(SnapshotRoot, rec.snapshot)
     arrays = sum(1 for doc in root.meta.values() if is_array_doc(doc))
     size = virtual = virtual_size = 0

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from zarrlake.errors import Conflict
-from zarrlake.format.changes import ATTRS, ChangeSet
+from zarrlake.errors import Conflict, ConflictKind
+from zarrlake.format.changes import ChangeSet, NodeChangeKind
 from zarrlake.format.chunk_ref import ChunkRef
 from zarrlake.format.manifest import ManifestRange
 from zarrlake.format.snapshot import SnapshotRoot, node_path
@@ -158,7 +158,7 @@ def three_way(
             their_meta[key] = t
             continue
         oc, tc = classify(b, o), classify(b, t)
-        if oc is not None and tc is not None and oc.kind == tc.kind == ATTRS:
+        if oc is not None and tc is not None and oc.kind == tc.kind == NodeChangeKind.ATTRIBUTES:
             assert o is not None and t is not None
             doc, clashes = merge_attributes(b, o, t)
             if doc is not None:
@@ -181,7 +181,7 @@ def three_way(
         cs(od.keys[drop_o], our_meta), cs(td.keys[drop_t], their_meta), namer
     )
     for i, c in enumerate(conflicts):
-        if c.kind == "metadata" and c.path in attr_clashes:
+        if c.kind == ConflictKind.METADATA and c.path in attr_clashes:
             names = ", ".join(attr_clashes[c.path])
             detail = f"both sides set attribute(s) {names} differently"
             conflicts[i] = Conflict(c.path, c.kind, c.chunks, detail)

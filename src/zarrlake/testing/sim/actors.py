@@ -23,6 +23,7 @@ from zarrlake.errors import (
     ConflictError,
     CorruptionError,
     ExpiredHistoryError,
+    GcBusyError,
     InvalidInputError,
     NotFoundError,
     ReadOnlyError,
@@ -33,7 +34,6 @@ from zarrlake.errors import (
 )
 from zarrlake.repo import Repo
 from zarrlake.testing.sim.model import Handle, Intent, Outcome, SessionModel, Violation
-from zarrlake.vc.gc_protocol import GcBusyError
 
 if TYPE_CHECKING:
     from zarrlake.session import Session

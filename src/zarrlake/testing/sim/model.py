@@ -159,7 +159,7 @@ class Model:
         if info is not None:
             return info
         try:
-            rec = self.obs.objects.commit(cid)
+            rec = self.obs.objects.read_commit(cid)
             state, needs = self.read_state(rec.snapshot)
             changes = self.obs.objects.read(ChangeSet, rec.changes)
         except NotFoundError as e:
