@@ -25,12 +25,13 @@ class PerProcess[T]:
     """A value owned by the process that made it (a lock, a pool, a set of connections).
 
     `get()` returns this process's value, making it with `factory` on first use and again in
-    a forked child, where the parent's value is parked instead of used or closed.
+    a forked child, where the parent's value is parked instead of used or closed. `put` hands
+    it a value made elsewhere (without a factory, only `put` gives it one).
     """
 
     __slots__ = ("__weakref__", "_factory", "_lock", "_pid", "_value")
 
-    def __init__(self, factory: Callable[[], T]) -> None:
+    def __init__(self, factory: Callable[[], T] | None = None) -> None:
         self._factory = factory
         self._value: T | None = None
         self._pid = 0
@@ -44,10 +45,19 @@ class PerProcess[T]:
         with self._lock:
             pid = os.getpid()
             if self._value is None or self._pid != pid:
+                if self._factory is None:
+                    raise LookupError("no value for this process, and no factory to make one")
                 if self._value is not None:
                     park(self._value)
                 self._value, self._pid = self._factory(), pid
             return self._value
+
+    def put(self, value: T) -> None:
+        """Make `value` this process's value (a parent's is parked)."""
+        with self._lock:
+            if self._value is not None and self._pid != os.getpid():
+                park(self._value)
+            self._value, self._pid = value, os.getpid()
 
     def take(self) -> T | None:
         """Remove and return this process's value (None if there is none), e.g. to close it;

@@ -12,10 +12,12 @@ attempt, so the attempt count and the waits are entirely stamina's.
 from __future__ import annotations
 
 import datetime as dt
+import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from zarrlake import runtime
 from zarrlake.errors import TransientError
 
 if TYPE_CHECKING:
@@ -58,6 +60,24 @@ def attempts(
             wait_jitter=policy.base_delay,
         )
     )
+
+
+def backoff(policy: RetryPolicy) -> Iterator[int]:
+    """The attempts (0, 1, 2, ...) of a loop that retries by itself, such as a
+    compare-and-swap that re-reads and rebuilds before trying again. Before attempt n > 0 it
+    waits a random time up to ``min(max_delay, base_delay * 2**n)``; it ends after
+    `policy.attempts`, or once `policy.timeout` has passed. Waits and deadline go through
+    `runtime`, so the simulator runs these loops on its own clock (stamina's would not)."""
+    deadline = None if policy.timeout is None else runtime.monotonic() + policy.timeout
+    n = 0
+    while True:
+        yield n
+        n += 1
+        if policy.attempts is not None and n >= policy.attempts:
+            return
+        if deadline is not None and runtime.monotonic() > deadline:
+            return
+        runtime.sleep(random.uniform(0, min(policy.max_delay, policy.base_delay * 2**n)))
 
 
 def retry[T](

@@ -4,7 +4,6 @@ compare-and-swap through `SessionRecords.update`, with time read from an injecte
 from __future__ import annotations
 
 import json
-import random
 import secrets
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
@@ -21,13 +20,15 @@ from zarrlake.errors import (
     ZarrLakeError,
 )
 from zarrlake.metastore.base import MetaStore
+from zarrlake.retry import RetryPolicy, backoff
 
 Clock = Callable[[], float]
 """Seconds since the epoch (time.time); tests inject their own to move time."""
 
 DEFAULT_EXPIRY = timedelta(hours=24)
 MAX_EXPIRY = timedelta(days=7)
-UPDATE_ATTEMPTS = 100
+UPDATE_POLICY = RetryPolicy(attempts=100, base_delay=0.0005, max_delay=0.05)
+"""How `SessionRecords.update` retries a lost compare-and-swap."""
 
 
 class Status(StrEnum):
@@ -187,7 +188,7 @@ class SessionRecords:
         """Apply `change` to the current record until the compare-and-swap wins (bounded,
         with jittered backoff). `change` may raise to refuse, or return None to keep the
         record as it is."""
-        for attempt in range(UPDATE_ATTEMPTS):
+        for _ in backoff(UPDATE_POLICY):
             rec, version = self.get(session_id)
             new = change(rec)
             if new is None:
@@ -195,7 +196,7 @@ class SessionRecords:
             try:
                 return new, self.swap(new, version)
             except CASFailedError:
-                runtime.sleep(random.uniform(0, min(0.05, 0.001 * 2**attempt)))
+                pass
         raise ZarrLakeError(f"session {session_id}: record kept changing; try again")
 
     def scan(self, prefix: str = "") -> Iterator[SessionRecord]:

@@ -17,6 +17,7 @@ class CountingObjectStore(ObjectStore):
     def __init__(self, inner: ObjectStore) -> None:
         self.inner = inner
         self.url = inner.url
+        self.remote = inner.remote
         self.calls: Counter[str] = Counter()
 
     def get(self, key: str, byte_range: ByteRange | None = None) -> bytes:

@@ -11,6 +11,7 @@ from datetime import timedelta
 import zarrlake as zl
 from zarrlake import runtime
 from zarrlake.metastore.sqlite import SqliteMetaStore
+from zarrlake.retry import RetryPolicy, backoff
 from zarrlake.testing.sim import Config, run
 from zarrlake.txn.staging import Unflushed
 
@@ -67,3 +68,28 @@ def test_the_simulator_runs_on_another_metastore(tmp_path):
     results = [run(Config(seed), meta_factory=sqlite) for seed in range(6)]
     assert all(r.ok for r in results), [r.failure for r in results if not r.ok]
     assert sum(r.commits for r in results) > 6
+
+
+def test_compare_and_swap_backoff_waits_and_gives_up_on_the_runtime_clock():
+    clock = [0.0]
+    waits: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        clock[0] += seconds
+
+    fake = replace(runtime.REAL, monotonic=lambda: clock[0], sleep=sleep)
+    token = runtime.use(fake)
+    try:
+        capped = RetryPolicy(attempts=5, base_delay=0.01, max_delay=0.03)
+        assert list(backoff(capped)) == [0, 1, 2, 3, 4]
+        assert len(waits) == 4 and all(
+            0 <= w <= min(0.03, 0.01 * 2**n) for n, w in enumerate(waits, 1)
+        )
+        waits.clear()
+        clock[0] = 0.0
+        timed = RetryPolicy(attempts=None, base_delay=1.0, max_delay=1.0, timeout=10.0)
+        tried = sum(1 for _ in backoff(timed))
+        assert clock[0] > 10.0 and tried == len(waits) + 1
+    finally:
+        runtime.reset(token)

@@ -8,7 +8,8 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from zarrlake.cli.context import console, describe_metastore, iso, options, print_json, short
+from zarrlake.cli.context import console, describe_metastore, options, print_json
+from zarrlake.present import iso, short
 
 
 def init(

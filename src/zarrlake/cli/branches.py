@@ -8,7 +8,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from zarrlake.cli.context import console, options, print_json, short
+from zarrlake.cli.context import console, options, print_json
+from zarrlake.present import short
 
 branch_app = typer.Typer(
     help="List, create or delete branches (default: list).\n\n"

@@ -84,24 +84,12 @@ def print_json(value: Any) -> None:
     sys.stdout.flush()
 
 
-def short(commit_id: str | None) -> str:
-    return commit_id[:12] if commit_id else "-"
-
-
 def when(value: datetime | float | None) -> str:
     if value is None:
         return "-"
     if not isinstance(value, datetime):
         value = datetime.fromtimestamp(value, UTC)
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-def iso(value: datetime | float | None) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, datetime):
-        value = datetime.fromtimestamp(value, UTC)
-    return value.astimezone(UTC).isoformat()
 
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)([dhms])")

@@ -15,19 +15,14 @@ from zarrlake.cli.context import (
     options,
     parse_when,
     print_json,
-    short,
     when,
 )
+from zarrlake.present import diff_rows, short
 
 if TYPE_CHECKING:
     from zarrlake.vc.diff import Diff
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print as JSON.")]
-
-
-def diff_rows(d: Diff) -> list[tuple[str, str, int, int]]:
-    """(path, what happened to the node, chunks written, chunks deleted), by path."""
-    return [(p or "/", c, w, x) for p, c, w, x in d.summary()]
 
 
 def diff_json(d: Diff) -> dict:

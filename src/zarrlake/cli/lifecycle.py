@@ -9,7 +9,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from zarrlake.cli.context import console, options, parse_duration, print_json, short
+from zarrlake.cli.context import console, options, parse_duration, print_json
+from zarrlake.present import short
 
 PHASES = {
     "sessions": "settling sessions",

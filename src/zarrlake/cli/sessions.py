@@ -8,9 +8,10 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from zarrlake.cli.context import console, iso, options, parse_duration, print_json, short, when
+from zarrlake.cli.context import console, options, parse_duration, print_json, when
 from zarrlake.cli.history import diff_json, print_diff
 from zarrlake.errors import InvalidInputError
+from zarrlake.present import iso, short
 
 if TYPE_CHECKING:
     from zarrlake.repo import SessionInfo

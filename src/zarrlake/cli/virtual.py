@@ -8,7 +8,8 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from zarrlake.cli.context import console, options, print_json, short
+from zarrlake.cli.context import console, options, print_json
+from zarrlake.present import short
 
 virtual_app = typer.Typer(
     help="Virtual chunk references into NetCDF4/HDF5 files kept where they lie.\n\n"

@@ -25,22 +25,14 @@ from zarrlake.demo.result import (
     TimeTravel,
     WriterOutcome,
 )
+from zarrlake.present import diff_rows, short
 from zarrlake.repo import Commit
 from zarrlake.vc.diff import Diff
-
-
-def short(commit_id: str | None) -> str:
-    return commit_id[:12] if commit_id else "-"
 
 
 def mb(n: int) -> str:
     """A byte count for people: MB, or kB below one MB."""
     return f"{n / 1e6:,.1f} MB" if n >= 1e6 else f"{n / 1e3:,.1f} kB"
-
-
-def diff_rows(d: Diff) -> list[tuple[str, str, int, int]]:
-    """(path, what happened to the node, chunks written, chunks deleted), by path."""
-    return [(p or "/", c, w, x) for p, c, w, x in d.summary()]
 
 
 class Narrator:

@@ -9,7 +9,6 @@ never be used, or even closed, by two processes.
 
 from __future__ import annotations
 
-import os
 import threading
 import weakref
 from collections.abc import Iterator
@@ -150,7 +149,7 @@ class PostgresMetaStore(MetaStoreBackend):
         self.url = url
         self._params, self.where = parse_postgres_url(url)
         self._closed = False
-        self._spare: tuple[int, psycopg.Connection] | None = None  # for the pool's first
+        self._spare: PerProcess[psycopg.Connection] = PerProcess()  # the pool's first
         self._ensure_schema()
         self._pool = PerProcess(self._new_pool)  # opened on first use, again after fork
         # Close the pool when the store goes away or, at the latest, at exit: a pool left to
@@ -190,13 +189,11 @@ class PostgresMetaStore(MetaStoreBackend):
         except BaseException:
             conn.close()
             raise
-        self._spare = (os.getpid(), conn)
+        self._spare.put(conn)
 
     def _take_spare(self) -> psycopg.Connection | None:
-        spare, self._spare = self._spare, None
-        if spare is None or spare[0] != os.getpid():
-            return None  # none, or a parent process's: never use a connection across fork
-        return spare[1] if not spare[1].closed else None
+        spare = self._spare.take()  # never a parent process's: no connection crosses fork
+        return spare if spare is not None and not spare.closed else None
 
     def _new_pool(self) -> psycopg_pool.ConnectionPool:
         if self._closed:

@@ -10,18 +10,18 @@ from __future__ import annotations
 import os
 import pickle
 import threading
-from collections import OrderedDict
 from typing import Any
 
 import zarr
+from cachetools import LRUCache
 
 from zarrlake.session import Session
 
 _KEEP = 8
 """Sessions kept per process (a worker serves a few jobs at a time at most)."""
 
-_cache: OrderedDict[tuple, tuple[Session, dict[str, zarr.Array]]] = OrderedDict()
-_lock = threading.Lock()
+_cache: LRUCache[tuple, tuple[Session, dict[str, zarr.Array]]] = LRUCache(_KEEP)
+_lock = threading.Lock()  # cachetools caches are not thread-safe
 
 
 class SessionHandle:
@@ -71,11 +71,8 @@ def _entry(handle: SessionHandle) -> tuple[Session, dict[str, zarr.Array]]:
     with _lock:
         hit = _cache.get(handle.key)
         if hit is not None:
-            _cache.move_to_end(handle.key)
             return hit
     session = pickle.loads(handle.blob)
     with _lock:
         hit = _cache.setdefault(handle.key, (session, {}))
-        while len(_cache) > _KEEP:
-            _cache.popitem(last=False)
         return hit

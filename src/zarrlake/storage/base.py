@@ -23,6 +23,9 @@ class ObjectStore(ABC):
     """A flat namespace of blobs. Keys are '/'-separated relative paths."""
 
     url: str
+    remote: bool = True
+    """Whether each call is a round trip to a server (False: a local directory or memory,
+    where handing small calls to threads costs more than the calls)."""
 
     @abstractmethod
     def get(self, key: str, byte_range: ByteRange | None = None) -> bytes:
@@ -159,6 +162,10 @@ class WrapperObjectStore(ObjectStore):
     def __init__(self, inner: ObjectStore) -> None:
         self.inner = inner
         self.url = inner.url
+
+    @property  # type: ignore[override]
+    def remote(self) -> bool:
+        return self.inner.remote
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.inner!r})"

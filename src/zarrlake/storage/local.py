@@ -18,7 +18,7 @@ _PLAIN = re.compile(r"[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*")
 
 class LocalObjectStore(ObstoreObjectStore):
     def __init__(self, store: Any, root: Path) -> None:
-        super().__init__(store, root.as_uri(), recipe=(str(root), ()))
+        super().__init__(store, root.as_uri(), recipe=(str(root), ()), remote=False)
         self.root = root
 
     def _get(self, key: str, byte_range: ByteRange | None) -> bytes:

@@ -77,7 +77,7 @@ def open_memory(location: str, options: dict[str, Any]) -> ObjectStore:
         store = _memory_stores.get(name)
         if store is None:
             store = _memory_stores[name] = MemoryStore()
-    return ObstoreObjectStore(store, f"memory://{name}")
+    return ObstoreObjectStore(store, f"memory://{name}", remote=False)
 
 
 def open_s3(location: str, options: dict[str, Any]) -> ObjectStore:

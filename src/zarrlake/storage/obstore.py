@@ -116,10 +116,17 @@ class ObstoreObjectStore(ObjectStoreBackend):
     """
 
     def __init__(
-        self, store: Any, url: str, *, create_store: Any = None, recipe: Recipe | None = None
+        self,
+        store: Any,
+        url: str,
+        *,
+        create_store: Any = None,
+        recipe: Recipe | None = None,
+        remote: bool = True,
     ) -> None:
         self.store = store
         self.url = url
+        self.remote = remote
         # How a forked child reaches the same store (None: in-memory, usable after fork).
         self._helper = None if recipe is None else PerProcess(lambda: Helper(recipe))
         self._creator = create_store

@@ -23,6 +23,7 @@ from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
 from zarrlake.errors import InvalidInputError, NotFoundError, ZarrLakeError
+from zarrlake.present import short
 from zarrlake.repo import Repo
 from zarrlake.ui.model import Model
 from zarrlake.ui.routes import Pages
@@ -99,7 +100,7 @@ def create_app(repo: Repo, token: str | None = None, hosts: list[str] | None = N
     templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
     env = templates.env
     env.globals["url"] = url
-    env.filters["short"] = lambda cid: cid[:12] if cid else "-"
+    env.filters["short"] = short
     env.filters["tojson_pretty"] = lambda v: json.dumps(jsonable(v), indent=2)
     env.filters["bytes"] = _human_bytes
     env.filters["num"] = lambda v: "-" if v is None else f"{v:.6g}"

@@ -10,28 +10,20 @@ import json
 import math
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import zarr
+from cachetools import LRUCache
 
 from zarrlake.errors import InvalidInputError, NotFoundError
+from zarrlake.present import iso
 from zarrlake.repo import Commit, Repo
 from zarrlake.validate import check_zarr_key
 from zarrlake.vc.diff import Diff
 
 LOG_PAGE = 50
-
-
-def iso(value: datetime | float | None) -> str | None:
-    """ISO-8601 UTC text for a datetime or a POSIX timestamp."""
-    if value is None:
-        return None
-    if not isinstance(value, datetime):
-        value = datetime.fromtimestamp(value, UTC)
-    return value.astimezone(UTC).isoformat()
 
 
 def epoch(value: datetime | float) -> float:
@@ -43,20 +35,16 @@ class LRU:
     """A small thread-safe cache for results keyed by immutable commit ids."""
 
     def __init__(self, size: int = 64) -> None:
-        self.size = size
-        self.items: OrderedDict[Any, Any] = OrderedDict()
-        self.lock = threading.Lock()
+        self.items: LRUCache[Any, Any] = LRUCache(size)
+        self.lock = threading.Lock()  # cachetools caches are not thread-safe
 
     def get(self, key: Any, make: Callable[[], Any]) -> Any:
         with self.lock:
             if key in self.items:
-                self.items.move_to_end(key)
                 return self.items[key]
         value = make()
         with self.lock:
             self.items[key] = value
-            while len(self.items) > self.size:
-                self.items.popitem(last=False)
         return value
 
 

@@ -12,8 +12,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from zarrlake.errors import ExpiredHistoryError, InvalidInputError, NotFoundError
+from zarrlake.present import iso
 from zarrlake.ui import chunkmap, preview
-from zarrlake.ui.model import LRU, Model, array_info, chunk_grid, iso, storage_chunks
+from zarrlake.ui.model import LRU, Model, array_info, chunk_grid, storage_chunks
 
 MAX_MAPS = 24
 """Chunk maps drawn inline on a commit or diff page; the rest are linked."""

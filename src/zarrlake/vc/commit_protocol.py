@@ -5,9 +5,8 @@ change sets of the commits in between and rebase.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -29,6 +28,7 @@ from zarrlake.format.changes import (
 from zarrlake.format.commit import CommitRecord
 from zarrlake.format.manifest import ManifestRange
 from zarrlake.format.snapshot import RangeIndex, SnapshotRoot, node_path
+from zarrlake.retry import RetryPolicy, backoff
 from zarrlake.vc.change_table import Change, ChangeTable
 from zarrlake.vc.chunk_keys import KeyNamer, is_array_doc, load_doc
 from zarrlake.vc.conflicts import find_conflicts, merge_changes, without
@@ -46,6 +46,8 @@ WRITE_BATCH = 64
 holds a batch of them, not all)."""
 CACHED_ENTRIES = 100_000
 """Commits of at most this many chunk changes keep their new ranges decoded in the cache."""
+BRANCH_CAS = RetryPolicy(attempts=None, base_delay=0.002, max_delay=0.5)
+"""How a commit retries a branch that moved under it (until the commit's timeout)."""
 
 
 def _groups(idx: RangeIndex, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -319,10 +321,10 @@ class CommitProtocol:
         before_cas: Callable[[str], None] | None,
         known: tuple[str, int] | None,
     ) -> str:
-        deadline = runtime.monotonic() + timeout
         tried: set[str] = set()
-        attempt = 0
-        while True:
+        attempts = 0
+        for _ in backoff(replace(BRANCH_CAS, timeout=timeout)):
+            attempts += 1
             head, version = known or self.refs.require(BRANCH, branch)
             known = None
             base = base or head
@@ -344,13 +346,9 @@ class CommitProtocol:
                 if landed is not None:
                     return landed
                 raise
-            attempt += 1
-            if runtime.monotonic() > deadline:
-                raise CommitTimeoutError(
-                    f"branch {branch!r} kept moving; gave up after {attempt} attempts "
-                    f"and {timeout:.0f}s"
-                )
-            runtime.sleep(random.uniform(0, min(0.5, 0.002 * 2**attempt)))
+        raise CommitTimeoutError(
+            f"branch {branch!r} kept moving; gave up after {attempts} attempts and {timeout:.0f}s"
+        )
 
     def _landed(self, tried: set[str], branch: str, base: str) -> str | None:
         """The attempt of ours that the branch holds, if any. A lost CAS reply may be noticed

@@ -12,9 +12,10 @@ repository can be diagnosed and repaired.
 from __future__ import annotations
 
 import json
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+
+from cachetools import LRUCache
 
 from zarrlake.errors import InvalidInputError, NotFoundError, ZarrLakeError, on_date
 from zarrlake.format.changes import ChangeSet
@@ -75,7 +76,7 @@ class _Checker:
         self.expired: list[ExpiredHistory] = []
         self.seen: set[str] = set()  # object keys already checked (good or bad)
         self.chunks_ok: set[tuple] = set()
-        self.packs: OrderedDict[str, bytes | Problem] = OrderedDict()
+        self.packs: LRUCache[str, bytes | Problem] = LRUCache(_PACK_CACHE)
 
     def get(self, key: str) -> bytes:
         data = self.store.get(key)
@@ -269,8 +270,6 @@ class _Checker:
             except ZarrLakeError as e:
                 got = Problem(location, "corrupt", str(e))
             self.packs[location] = got
-            while len(self.packs) > _PACK_CACHE:
-                self.packs.popitem(last=False)
         return got
 
 

@@ -9,15 +9,16 @@ content hash, format/digest.py) before they are returned.
 from __future__ import annotations
 
 import json
-import os
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import cast
 
+from cachetools import LRUCache
+
 from zarrlake import runtime
 from zarrlake.errors import CorruptionError, ExpiredHistoryError, NotFoundError, on_date
+from zarrlake.forksafe import PerProcess
 from zarrlake.format.changes import ChangeSet
 from zarrlake.format.chunk_ref import ChunkRef, RefKind, chunk_object_key
 from zarrlake.format.commit import CommitRecord
@@ -44,25 +45,8 @@ PREFIXES = {
 }
 
 
-class _LRU:
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self.items: OrderedDict[str, object] = OrderedDict()
-        self.lock = threading.Lock()
-
-    def get(self, key: str) -> object | None:
-        with self.lock:
-            value = self.items.get(key)
-            if value is not None:
-                self.items.move_to_end(key)
-            return value
-
-    def put(self, key: str, value: object) -> None:
-        with self.lock:
-            self.items[key] = value
-            self.items.move_to_end(key)
-            while len(self.items) > self.capacity:
-                self.items.popitem(last=False)
+def _io_pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=8, thread_name_prefix="zarrlake-io")
 
 
 class Objects:
@@ -78,12 +62,12 @@ class Objects:
         self.store = store
         self.algo = algo
         self.sources = sources or SourceReader()  # where virtual chunks are read from
-        self._cache = _LRU(cache_entries)
-        self._snapshots = _LRU(4 * cache_entries)  # commit id -> its snapshot id, from refs
+        self._cache: LRUCache[str, object] = LRUCache(cache_entries)  # decoded, by id
+        self._snapshots: LRUCache[str, str] = LRUCache(4 * cache_entries)  # commit -> snapshot
+        self._cache_lock = threading.Lock()  # cachetools caches are not thread-safe
         self._inflight: dict[str, Future[object]] = {}
         self._inflight_lock = threading.Lock()
-        self._pool: ThreadPoolExecutor | None = None
-        self._pool_pid = 0
+        self._pool = PerProcess(_io_pool)  # made on first use, again after fork
 
     # format objects --------------------------------------------------------------------
 
@@ -94,7 +78,7 @@ class Objects:
         (unless `cache` is false: a commit of millions of entries would fill the cache)."""
         oid, data = obj.encode(self.algo)
         if cache:
-            self._cache.put(oid, obj)
+            self._keep(oid, obj)
         return oid, (f"{PREFIXES[type(obj)]}/{oid}", data)
 
     def write[T: (ManifestRange, SnapshotRoot, ChangeSet, CommitRecord)](self, obj: T) -> str:
@@ -106,8 +90,7 @@ class Objects:
         """Write independent, content-addressed blobs: in parallel on a remote store, where
         each request waits on the network; in turn on a local one, where small writes take
         less time than handing them to threads."""
-        remote = not self.store.url.startswith(("file://", "memory://"))
-        if remote or sum(len(data) for _, data in blobs) > PARALLEL_WRITE_BYTES:
+        if self.store.remote or sum(len(data) for _, data in blobs) > PARALLEL_WRITE_BYTES:
             self.map(lambda blob: self.store.put_if_absent(*blob), blobs)
         else:
             for key, data in blobs:
@@ -116,11 +99,11 @@ class Objects:
     def read[T: (ManifestRange, SnapshotRoot, ChangeSet, CommitRecord)](
         self, cls: type[T], oid: str
     ) -> T:
-        cached = self._cache.get(oid)
+        cached = self._cached(oid)
         if isinstance(cached, cls):
             return cached
         with self._inflight_lock:  # one fetch per object, however many threads want it
-            cached = self._cache.get(oid)
+            cached = self._cached(oid)
             if isinstance(cached, cls):
                 return cached
             pending = self._inflight.get(oid)
@@ -148,8 +131,16 @@ class Objects:
         except NotFoundError:
             raise NotFoundError(f"{PREFIXES[cls][:-1]} object {oid} is missing ({key})") from None
         obj = cls.decode(oid, data)
-        self._cache.put(oid, obj)
+        self._keep(oid, obj)
         return obj
+
+    def _cached(self, oid: str) -> object | None:
+        with self._cache_lock:
+            return self._cache.get(oid)
+
+    def _keep(self, oid: str, obj: object) -> None:
+        with self._cache_lock:
+            self._cache[oid] = obj
 
     def read_commit(self, oid: str) -> CommitRecord:
         """The record of commit `oid`; ExpiredHistoryError if `expire` dropped it."""
@@ -184,16 +175,18 @@ class Objects:
 
     def known_snapshot(self, commit_id: str) -> str | None:
         """The snapshot id of a commit if known without reading anything."""
-        known = self._snapshots.get(commit_id)
-        if isinstance(known, str):
+        with self._cache_lock:
+            known = self._snapshots.get(commit_id)
+        if known is not None:
             return known
-        rec = self._cache.get(commit_id)
+        rec = self._cached(commit_id)
         return rec.snapshot if isinstance(rec, CommitRecord) else None
 
     def remember_snapshot(self, commit_id: str, snapshot_id: str) -> None:
         """Note that `commit_id` has snapshot `snapshot_id` (an immutable fact; refs carry
         it so opening a branch need not read the commit record first)."""
-        self._snapshots.put(commit_id, snapshot_id)
+        with self._cache_lock:
+            self._snapshots[commit_id] = snapshot_id
 
     def history(self, head: str) -> Iterator[tuple[str, CommitRecord]]:
         """(id, record) of `head` and its first-parent ancestors, newest first."""
@@ -226,15 +219,15 @@ class Objects:
 
     def forget(self, oid: str) -> None:
         """Drop `oid` from the decoded-object cache (its object was expired)."""
-        with self._cache.lock:
-            self._cache.items.pop(oid, None)
+        with self._cache_lock:
+            self._cache.pop(oid, None)
 
     def commit_ids(self, prefix: str) -> list[str]:
         """The ids of the commits whose id starts with `prefix`."""
         return [k.rsplit("/", 1)[1] for k in self.store.list(f"commits/{prefix}")]
 
     def has_commit(self, oid: str) -> bool:
-        return self._cache.get(oid) is not None or self.store.exists(f"commits/{oid}")
+        return self._cached(oid) is not None or self.store.exists(f"commits/{oid}")
 
     # chunk data ------------------------------------------------------------------------
 
@@ -286,16 +279,13 @@ class Objects:
         injected = runtime.current().executor
         if injected is not None:
             return injected
-        if self._pool is None or self._pool_pid != os.getpid():
-            self._pool_pid = os.getpid()
-            self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="zarrlake-io")
-        return self._pool
+        return self._pool.get()
 
     def close(self) -> None:
         """Wait for background work (a committed session's staged-record cleanup) to end, so
         the backends are never closed under a thread still using them."""
-        pool, self._pool = self._pool, None
-        if pool is not None and self._pool_pid == os.getpid():
+        pool = self._pool.take()
+        if pool is not None:
             pool.shutdown(wait=True)
 
     def map[A, R](self, fn: Callable[[A], R], items: list[A]) -> list[R]:
