@@ -46,19 +46,34 @@ def _list(ctx: typer.Context, kind: str, json_out: bool) -> None:
     console.print(table)
 
 
-@branch_app.callback()
-def _branch_default(ctx: typer.Context, json_out: JsonOpt = False) -> None:
-    if ctx.invoked_subcommand is None:
-        _list(ctx, "branch", json_out)
+def _add_listing(app: typer.Typer, kind: str) -> None:
+    """`list`, and the group's default action, for branches or tags."""
+
+    def default(ctx: typer.Context, json_out: JsonOpt = False) -> None:
+        if ctx.invoked_subcommand is None:
+            _list(ctx, kind, json_out)
+
+    def listing(ctx: typer.Context, json_out: JsonOpt = False) -> None:
+        _list(ctx, kind, json_out)
+
+    plural = "branches" if kind == "branch" else "tags"
+    listing.__doc__ = (
+        f"List {plural} and the commits they point at.\n\n"
+        f"Example: zarrlake -r ./myrepo {kind} list --json"
+    )
+    app.callback()(default)
+    app.command("list")(listing)
 
 
-@branch_app.command("list")
-def branch_list(ctx: typer.Context, json_out: JsonOpt = False) -> None:
-    """List branches and the commits they point at.
+def _created(kind: str, name: str, cid: str, json_out: bool) -> None:
+    if json_out:
+        print_json({kind: name, "commit": cid})
+    else:
+        console.print(f"Created {kind} [bold]{name}[/] at {short(cid)}")
 
-    Example: zarrlake -r ./myrepo branch list --json
-    """
-    _list(ctx, "branch", json_out)
+
+_add_listing(branch_app, "branch")
+_add_listing(tag_app, "tag")
 
 
 @branch_app.command("create")
@@ -72,11 +87,7 @@ def branch_create(
 
     Example: zarrlake -r ./myrepo branch create experiment --at v1.0
     """
-    cid = options(ctx).open().create_branch(name, at=at)
-    if json_out:
-        print_json({"branch": name, "commit": cid})
-    else:
-        console.print(f"Created branch [bold]{name}[/] at {short(cid)}")
+    _created("branch", name, options(ctx).open().create_branch(name, at=at), json_out)
 
 
 @branch_app.command("delete")
@@ -165,21 +176,6 @@ def branch_unprotect(
         console.print(f"Removed protection of [bold]{escape(pattern)}[/]")
 
 
-@tag_app.callback()
-def _tag_default(ctx: typer.Context, json_out: JsonOpt = False) -> None:
-    if ctx.invoked_subcommand is None:
-        _list(ctx, "tag", json_out)
-
-
-@tag_app.command("list")
-def tag_list(ctx: typer.Context, json_out: JsonOpt = False) -> None:
-    """List tags and the commits they point at.
-
-    Example: zarrlake -r ./myrepo tag list --json
-    """
-    _list(ctx, "tag", json_out)
-
-
 @tag_app.command("create")
 def tag_create(
     ctx: typer.Context,
@@ -191,11 +187,7 @@ def tag_create(
 
     Example: zarrlake -r ./myrepo tag create v1.0 --at main
     """
-    cid = options(ctx).open().create_tag(name, at=at)
-    if json_out:
-        print_json({"tag": name, "commit": cid})
-    else:
-        console.print(f"Created tag [bold]{name}[/] at {short(cid)}")
+    _created("tag", name, options(ctx).open().create_tag(name, at=at), json_out)
 
 
 @tag_app.command("delete")

@@ -57,6 +57,7 @@ from zarrlake.metastore.bucket_format import (
     page_id,
 )
 from zarrlake.metastore.bucket_runs import Load
+from zarrlake.metastore.checks import check_found
 from zarrlake.retry import DEFAULT_POLICY, RetryPolicy
 from zarrlake.storage import ObjectStore, open_storage
 from zarrlake.storage.retrying import RetryingObjectStore
@@ -207,11 +208,7 @@ class BucketMetaStore(MetaStoreBackend):
     def _set_if(self, partition: str, key: bytes, value: bytes, expected: int | None) -> int:
         def plan(head: Head | None, load: Load) -> tuple[list[tuple[bytes, bytes]], list]:
             current = None if head is None else runs.lookup(head, key, load)
-            found = None if current is None else current[1]
-            if found != expected:
-                raise CASFailedError(
-                    f"{partition}/{key!r}: expected version {expected}, found {found}"
-                )
+            check_found(partition, key, None if current is None else current[1], expected)
             return [(key, value)], []
 
         return self._mutate(partition, plan, cas=(key, expected))[0]
@@ -219,11 +216,7 @@ class BucketMetaStore(MetaStoreBackend):
     def _delete_if(self, partition: str, key: bytes, expected: int) -> None:
         def plan(head: Head | None, load: Load) -> tuple[list[tuple[bytes, bytes]], list]:
             current = None if head is None else runs.lookup(head, key, load)
-            found = None if current is None else current[1]
-            if found != expected:
-                raise CASFailedError(
-                    f"{partition}/{key!r}: expected version {expected}, found {found}"
-                )
+            check_found(partition, key, None if current is None else current[1], expected)
             return [], [key]
 
         self._mutate(partition, plan)

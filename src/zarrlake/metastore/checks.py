@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from zarrlake.errors import InvalidInputError
+from zarrlake.errors import CASFailedError, InvalidInputError
 
 MAX_KEY_BYTES = 2048
 """Longest key accepted by every backend (PostgreSQL's B-tree entries must stay < 2.7 kB)."""
@@ -37,6 +37,12 @@ def check_meta_key(key: Any, what: str = "key") -> bytes:
             f"metastore {what} is {len(key)} bytes long; the limit is {MAX_KEY_BYTES}"
         )
     return key
+
+
+def check_found(partition: str, key: bytes, found: int | None, expected: int | None) -> None:
+    """CASFailedError unless the key's version (`found`; None: absent) is the one expected."""
+    if found != expected:
+        raise CASFailedError(f"{partition}/{key!r}: expected version {expected}, found {found}")
 
 
 def check_value(value: Any) -> bytes:

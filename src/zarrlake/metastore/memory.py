@@ -12,10 +12,11 @@ import itertools
 import threading
 from typing import Any
 
-from zarrlake.errors import CASFailedError, ConfigurationError, InvalidInputError
+from zarrlake.errors import ConfigurationError, InvalidInputError
 from zarrlake.forksafe import PerProcess
 from zarrlake.metastore import register
 from zarrlake.metastore.base import Item, MetaStoreBackend
+from zarrlake.metastore.checks import check_found
 
 _VERSIONS = itertools.count(1)
 
@@ -116,11 +117,7 @@ class MemoryMetaStore(MetaStoreBackend):
         with data.lock.get():
             part = data.partitions.setdefault(partition, _Partition())
             current = part.values.get(key)
-            found = None if current is None else current[1]
-            if found != expected:
-                raise CASFailedError(
-                    f"{partition}/{key!r}: expected version {expected}, found {found}"
-                )
+            check_found(partition, key, None if current is None else current[1], expected)
             return part.put(key, value)
 
     def _delete_if(self, partition: str, key: bytes, expected: int) -> None:
@@ -128,11 +125,7 @@ class MemoryMetaStore(MetaStoreBackend):
         with data.lock.get():
             part = data.partitions.setdefault(partition, _Partition())
             current = part.values.get(key)
-            found = None if current is None else current[1]
-            if found != expected:
-                raise CASFailedError(
-                    f"{partition}/{key!r}: expected version {expected}, found {found}"
-                )
+            check_found(partition, key, None if current is None else current[1], expected)
             part.remove(key)
 
     def _drop_partition(self, partition: str) -> None:

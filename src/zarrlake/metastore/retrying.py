@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from zarrlake.errors import CASFailedError, TransientError
+from zarrlake.errors import TransientError
 from zarrlake.metastore.base import Item, MetaStore, WrapperMetaStore
-from zarrlake.metastore.checks import check_value
+from zarrlake.metastore.checks import check_found, check_value
 from zarrlake.retry import DEFAULT_POLICY, RetryPolicy, retry
 
 
@@ -82,11 +82,7 @@ class RetryingMetaStore(WrapperMetaStore):
                 current = self.inner.get(partition, key)
                 if current is not None and current[0] == value and current[1] != expected:
                     return current[1]  # our earlier attempt landed; its reply was lost
-                found = None if current is None else current[1]
-                if found != expected:
-                    raise CASFailedError(
-                        f"{partition}/{key!r}: expected version {expected}, found {found}"
-                    )
+                check_found(partition, key, None if current is None else current[1], expected)
             try:
                 return self.inner.set_if(partition, key, value, expected)
             except TransientError:
@@ -104,10 +100,7 @@ class RetryingMetaStore(WrapperMetaStore):
                 current = self.inner.get(partition, key)
                 if current is None:
                     return  # gone: our earlier attempt landed (or another delete did)
-                if current[1] != expected:
-                    raise CASFailedError(
-                        f"{partition}/{key!r}: expected version {expected}, found {current[1]}"
-                    )
+                check_found(partition, key, current[1], expected)
             try:
                 self.inner.delete_if(partition, key, expected)
             except TransientError:

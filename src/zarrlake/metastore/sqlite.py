@@ -19,7 +19,6 @@ from urllib.parse import parse_qsl
 
 from zarrlake.errors import (
     BackendError,
-    CASFailedError,
     ConfigurationError,
     InvalidInputError,
     TransientError,
@@ -27,6 +26,7 @@ from zarrlake.errors import (
 from zarrlake.forksafe import PerProcess
 from zarrlake.metastore import register
 from zarrlake.metastore.base import Item, MetaStoreBackend
+from zarrlake.metastore.checks import check_found
 from zarrlake.metastore.filelock import file_lock
 
 BUSY_TIMEOUT = 30.0
@@ -328,11 +328,7 @@ class SqliteMetaStore(MetaStoreBackend):
             row = conn.execute(
                 "SELECT version FROM kv WHERE partition = ? AND key = ?", (partition, key)
             ).fetchone()
-            found = None if row is None else row[0]
-            if found != expected:
-                raise CASFailedError(
-                    f"{partition}/{key!r}: expected version {expected}, found {found}"
-                )
+            check_found(partition, key, None if row is None else row[0], expected)
             version = self._next_versions(conn, 1)
             conn.execute(_UPSERT, (partition, key, value, version))
         return version
@@ -342,11 +338,7 @@ class SqliteMetaStore(MetaStoreBackend):
             row = conn.execute(
                 "SELECT version FROM kv WHERE partition = ? AND key = ?", (partition, key)
             ).fetchone()
-            found = None if row is None else row[0]
-            if found != expected:
-                raise CASFailedError(
-                    f"{partition}/{key!r}: expected version {expected}, found {found}"
-                )
+            check_found(partition, key, None if row is None else row[0], expected)
             conn.execute("DELETE FROM kv WHERE partition = ? AND key = ?", (partition, key))
 
     def _drop_partition(self, partition: str) -> None:

@@ -17,7 +17,7 @@ from zarrlake.storage import register
 from zarrlake.storage.base import ObjectStore
 from zarrlake.storage.keys import check_prefix
 from zarrlake.storage.local import LocalObjectStore
-from zarrlake.storage.obstore import ObstoreObjectStore, summarise
+from zarrlake.storage.obstore import ObstoreObjectStore, s3_config, summarise
 
 S3_OPTIONS = {
     "endpoint_url": str,
@@ -110,13 +110,7 @@ def open_s3(location: str, options: dict[str, Any]) -> ObjectStore:
     if prefix:
         check_prefix(prefix)
 
-    config: dict[str, Any] = {"region": options.get("region", "us-east-1")}
-    for name in ("access_key_id", "secret_access_key"):
-        if name in options:
-            config[name] = options[name]
-    if "endpoint_url" in options:
-        config["endpoint"] = options["endpoint_url"]
-        config["virtual_hosted_style_request"] = False
+    config = s3_config(options)
     client: dict[str, Any] = {}
     if "allow_http" in options:
         client["allow_http"] = options["allow_http"]

@@ -105,6 +105,18 @@ def _forksafe[F: Callable[..., Any]](primitive: F) -> F:
     return run  # type: ignore[return-value]
 
 
+def s3_config(options: dict[str, Any]) -> dict[str, Any]:
+    """obstore's S3 config (region, keys, endpoint) from zarrlake's S3 storage options."""
+    config: dict[str, Any] = {"region": options.get("region", "us-east-1")}
+    for name in ("access_key_id", "secret_access_key"):
+        if name in options:
+            config[name] = options[name]
+    if "endpoint_url" in options:
+        config["endpoint"] = options["endpoint_url"]
+        config["virtual_hosted_style_request"] = False
+    return config
+
+
 class ObstoreObjectStore(ObjectStoreBackend):
     """An ObjectStore backed by an obstore store (LocalStore, MemoryStore, S3Store, ...).
 

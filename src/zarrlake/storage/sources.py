@@ -24,7 +24,7 @@ from zarrlake.errors import (
     StaleVirtualChunkError,
     StorageError,
 )
-from zarrlake.storage.obstore import summarise
+from zarrlake.storage.obstore import s3_config, summarise
 
 SCHEMES = ("file", "s3")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -66,13 +66,7 @@ def identity_of(scheme: str, meta: Any) -> str:
 
 def _s3_config(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """obstore config and client options from zarrlake's S3 storage options."""
-    config: dict[str, Any] = {"region": options.get("region", "us-east-1")}
-    for name in ("access_key_id", "secret_access_key"):
-        if name in options:
-            config[name] = options[name]
-    if "endpoint_url" in options:
-        config["endpoint"] = options["endpoint_url"]
-        config["virtual_hosted_style_request"] = False
+    config = s3_config(options)
     client = {"allow_http": True} if options.get("allow_http") else {}
     return config, client
 
