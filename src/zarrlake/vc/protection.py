@@ -33,9 +33,11 @@ class Rule:
     allow_delete: bool = False
 
     def matches(self, branch: str) -> bool:
+        """Whether this rule's glob pattern matches `branch`."""
         return fnmatchcase(branch, self.pattern)
 
     def to_json(self) -> dict:
+        """The rule as stored and printed (a dict of its fields)."""
         return asdict(self)
 
 
@@ -65,18 +67,21 @@ class Protection:
         return rule
 
     def unprotect(self, pattern: str) -> None:
+        """Remove the rule for `pattern`; raises NotFoundError when there is none."""
         key = PREFIX + check_pattern(pattern).encode()
         if self.meta.get(self.partition, key) is None:
             raise NotFoundError(f"no protection rule for {pattern!r}")
         self.meta.delete(self.partition, key)
 
     def rules(self) -> list[Rule]:
+        """Every protection rule, by pattern."""
         out = []
         for _, value, _ in self.meta.scan(self.partition, prefix=PREFIX):
             out.append(Rule(**json.loads(value)))
         return sorted(out, key=lambda r: r.pattern)
 
     def matching(self, branch: str) -> list[Rule]:
+        """The rules whose pattern matches `branch`."""
         return [r for r in self.rules() if r.matches(branch)]
 
     def check_direct_commit(self, branch: str) -> None:
