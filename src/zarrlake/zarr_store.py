@@ -39,27 +39,60 @@ class Session(Protocol):
     """What the store needs of a session (zarrlake.Session provides it)."""
 
     @property
-    def id(self) -> str | None: ...
+    def id(self) -> str | None:
+        """The session id; None for a read-only session."""
+
     @property
-    def base_commit(self) -> str: ...
+    def base_commit(self) -> str:
+        """The commit the session reads from."""
+
     @property
-    def read_only(self) -> bool: ...
+    def read_only(self) -> bool:
+        """Whether the session refuses writes."""
+
     @property
-    def spec(self) -> object: ...
+    def spec(self) -> object:
+        """The repository spec, which makes the store picklable."""
+
     @property
-    def inline_max(self) -> int: ...
-    def lookup(self, key: str) -> ChunkRef | None: ...
-    def read(self, key: str) -> bytes | None: ...
-    def peek(self, key: str) -> tuple[bool, bytes | None]: ...
-    def exists(self, key: str) -> bool: ...
-    def list_prefix(self, prefix: str) -> list[str]: ...
-    def list_dir(self, prefix: str) -> list[str]: ...
-    def write(self, key: str, data: bytes) -> None: ...
-    def prepare(self, key: str, data: bytes) -> Change: ...
-    def stage(self, changes: list[Change]) -> None: ...
-    def write_many(self, items: list[tuple[str, bytes]]) -> None: ...
-    def delete(self, key: str) -> None: ...
-    def delete_many(self, keys: list[str]) -> None: ...
+    def inline_max(self) -> int:
+        """Chunks up to this many bytes are staged inline."""
+
+    def lookup(self, key: str) -> ChunkRef | None:
+        """The chunk reference of `key` as the session sees it, or None."""
+
+    def read(self, key: str) -> bytes | None:
+        """The bytes of `key` as the session sees it, or None."""
+
+    def peek(self, key: str) -> tuple[bool, bytes | None]:
+        """(answered, bytes or None) when the answer needs no I/O; else (False, None)."""
+
+    def exists(self, key: str) -> bool:
+        """Whether `key` exists as the session sees it."""
+
+    def list_prefix(self, prefix: str) -> list[str]:
+        """Every key under `prefix`, sorted."""
+
+    def list_dir(self, prefix: str) -> list[str]:
+        """The names directly under `prefix`."""
+
+    def write(self, key: str, data: bytes) -> None:
+        """Stage `data` under `key`."""
+
+    def prepare(self, key: str, data: bytes) -> Change:
+        """Check, hash and (if big) upload `data`; the change to stage for `key`."""
+
+    def stage(self, changes: list[Change]) -> None:
+        """Stage prepared changes."""
+
+    def write_many(self, items: list[tuple[str, bytes]]) -> None:
+        """Stage several writes at once."""
+
+    def delete(self, key: str) -> None:
+        """Stage the deletion of `key`."""
+
+    def delete_many(self, keys: list[str]) -> None:
+        """Stage the deletion of several keys."""
 
 
 def _is_metadata(key: str) -> bool:
