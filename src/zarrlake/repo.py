@@ -62,10 +62,12 @@ class Repo:
 
     @property
     def spec(self) -> RepoSpec:
+        """Where the repository is: location, metastore and storage options (picklable)."""
         return self._ctx.spec
 
     @property
     def repo_id(self) -> str:
+        """The repository's id, which names its metastore partitions."""
         return self._ctx.repo_id
 
     @property
@@ -165,6 +167,15 @@ class Repo:
         return commit_id
 
     def delete_branch(self, name: str) -> None:
+        """Delete branch `name`; its commits stay until `gc` finds nothing else reaches them.
+
+        Raises
+        ------
+        NotFoundError
+            If there is no such branch.
+        ProtectedBranchError
+            If a protection rule forbids deleting it (a ReadOnlyError; see `protect_branch`).
+        """
         self._ctx.refs.delete(BRANCH, name)
 
     def list_branches(self) -> dict[str, str]:
@@ -178,6 +189,13 @@ class Repo:
         return commit_id
 
     def delete_tag(self, name: str) -> None:
+        """Delete tag `name`; its commit stays while a branch or another tag reaches it.
+
+        Raises
+        ------
+        NotFoundError
+            If there is no such tag.
+        """
         self._ctx.refs.delete(TAG, name)
 
     def list_tags(self) -> dict[str, str]:
@@ -185,6 +203,7 @@ class Repo:
         return self._ctx.refs.list(TAG)
 
     def snapshot_of(self, commit_id: str) -> SnapshotRoot:
+        """The snapshot root of commit `commit_id` (metadata documents and range index)."""
         objects = self._ctx.objects
         return objects.read(SnapshotRoot, objects.commit(commit_id).snapshot)
 
@@ -309,6 +328,8 @@ class Repo:
 
     @property
     def session(self) -> Session:
+        """The current session of the implicit (Arraylake-style) API; `checkout("main")` on first
+        use."""
         if self._session is None:
             self.checkout("main")
         assert self._session is not None
@@ -316,10 +337,12 @@ class Repo:
 
     @property
     def root_group(self) -> zarr.Group:
+        """The root zarr group of the current session."""
         return self.session.root_group
 
     @property
     def store(self) -> SessionStore:
+        """The zarr store of the current session."""
         return self.session.store
 
     def commit(self, message: str, *, on_conflict: str = "fail") -> str:
@@ -410,6 +433,7 @@ class Repo:
         )
 
     def unprotect_branch(self, name_or_glob: str) -> None:
+        """Remove the protection rule for `name_or_glob`; NotFoundError if there is none."""
         Protection(self._ctx.meta, self._ctx.refs.partition).unprotect(name_or_glob)
 
     def protected_branches(self) -> dict[str, dict[str, bool]]:
