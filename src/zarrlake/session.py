@@ -285,11 +285,39 @@ class Session:
             flushed: "wait" for them (up to `Settings.flush_wait`, then
             `UnflushedWritesError` naming them, at once if a worker's process is gone), or
             "discard" them.
+
+        Returns
+        -------
+        str
+            The id of the new commit.
+
+        Raises
+        ------
+        ConflictError
+            If a commit that landed since the base conflicts and `on_conflict` is "fail";
+            its `conflicts` say where. The session stays open.
+        UnflushedWritesError
+            If other workers still hold unflushed writes (see `unflushed`).
+        SessionClosedError, SessionExpiredError
+            If the session was already committed or abandoned, or has expired.
+        ReadOnlyError
+            If the session is read-only, or the branch is protected against direct commits.
+
+        Examples
+        --------
+        >>> session = repo.create_session("main")
+        >>> session.commit("add day 1")  # doctest: +SKIP
         """
         return self._txn.commit(message, on_conflict, metadata, unflushed)
 
     def abandon(self) -> None:
-        """Discard the session's staged changes; the branch is untouched."""
+        """Discard the session's staged changes; the branch is untouched.
+
+        Raises
+        ------
+        SessionClosedError
+            If the session was already committed or abandoned.
+        """
         self._txn.abandon()
 
     def update_expiration(self, expires_in: timedelta) -> None:
