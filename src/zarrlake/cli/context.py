@@ -72,6 +72,7 @@ def describe_metastore(url: str) -> str:
 
 
 def options(ctx: typer.Context) -> Options:
+    """The global options of this invocation, held on the root context (created on first use)."""
     root = ctx.find_root()
     if not isinstance(root.obj, Options):
         root.obj = Options()
@@ -85,10 +86,12 @@ def print_json(value: Any) -> None:
 
 
 def short(commit_id: str | None) -> str:
+    """A commit id shortened to 12 characters, as printed in tables; "-" for none."""
     return commit_id[:12] if commit_id else "-"
 
 
 def when(value: datetime | float | None) -> str:
+    """A time as printed in tables (UTC, to the second); "-" for none."""
     if value is None:
         return "-"
     if not isinstance(value, datetime):
@@ -97,6 +100,7 @@ def when(value: datetime | float | None) -> str:
 
 
 def iso(value: datetime | float | None) -> str | None:
+    """A time as ISO 8601 in UTC, for `--json` output; None stays None."""
     if value is None:
         return None
     if not isinstance(value, datetime):
@@ -136,6 +140,7 @@ def parse_when(text: str | None) -> datetime | None:
 
 
 def parse_storage_option(text: str) -> tuple[str, Any]:
+    """(key, value) of a `--storage-option KEY=VALUE`; the value is parsed as JSON when it is."""
     key, sep, raw = text.partition("=")
     if not sep or not key:
         raise InvalidInputError(f"bad storage option {text!r}: use KEY=VALUE")
@@ -147,4 +152,5 @@ def parse_storage_option(text: str) -> tuple[str, Any]:
 
 
 def env_flag(name: str) -> bool:
+    """Whether the environment variable `name` is set to a true value (1, true, yes, on)."""
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")

@@ -31,6 +31,7 @@ def diff_rows(d: Diff) -> list[tuple[str, str, int, int]]:
 
 
 def diff_json(d: Diff) -> dict:
+    """A diff for `--json` output: `Diff.to_json` plus a per-node summary."""
     out = d.to_json()
     out["summary"] = [
         {"path": p, "change": s, "chunks_written": w, "chunks_deleted": x}
@@ -40,6 +41,7 @@ def diff_json(d: Diff) -> dict:
 
 
 def print_diff(d: Diff) -> None:
+    """Print a diff as a table of changed nodes, or "(no changes)"."""
     rows = diff_rows(d)
     if not rows:
         console.print("(no changes)")
@@ -364,6 +366,8 @@ def merge_base(
 
 
 def register(app: typer.Typer) -> None:
+    """Add the history commands (log, show, diff, merge, revert, reset, blame...) to the command
+    line."""
     app.command()(log)
     app.command()(show)
     app.command()(diff)

@@ -45,6 +45,7 @@ class History:
         self.timeout = timeout
 
     def root(self, commit_id: str) -> SnapshotRoot:
+        """The snapshot root of commit `commit_id`."""
         return self.objects.read(SnapshotRoot, self.objects.commit(commit_id).snapshot)
 
     # landing ----------------------------------------------------------------------------
