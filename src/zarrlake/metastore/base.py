@@ -188,6 +188,7 @@ class MetaStoreBackend(MetaStore):
         return self._set_if(partition, check_key(key), check_value(value), check_expected(expected))
 
     def delete_if(self, partition: str, key: bytes, expected: int) -> None:
+        """Check the arguments, then compare-and-delete (see `MetaStore.delete_if`)."""
         check_partition(partition)
         if expected is None:
             raise InvalidInputError("delete_if needs the version to expect, not None")
@@ -239,6 +240,7 @@ class WrapperMetaStore(MetaStore):
         return self.inner.set_if(partition, key, value, expected)
 
     def delete_if(self, partition: str, key: bytes, expected: int) -> None:
+        """Pass to the inner store."""
         self.inner.delete_if(partition, key, expected)
 
     def drop_partition(self, partition: str) -> None:

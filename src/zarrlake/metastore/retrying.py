@@ -105,6 +105,8 @@ class RetryingMetaStore(WrapperMetaStore):
         return retry(attempt, self.policy)
 
     def delete_if(self, partition: str, key: bytes, expected: int) -> None:
+        """Compare-and-delete with retries; after a lost reply, the key being gone means
+        ours landed, another version means someone else's write (CASFailedError)."""
         uncertain = False  # True once a delete_if may have landed without us hearing back
 
         def attempt() -> None:

@@ -164,6 +164,7 @@ class FaultyMetaStore(_Injects, WrapperMetaStore):
         return version
 
     def delete_if(self, partition: str, key: bytes, expected: int) -> None:
+        """Compare-and-delete, with faults (a failed answer's reply can be lost too)."""
         self.dice.before("delete_if")
         try:
             self.inner.delete_if(partition, key, expected)

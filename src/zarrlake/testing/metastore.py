@@ -292,6 +292,7 @@ class MetaStoreTests(RetriedMetaStoreTests):
         assert store.get(P, b"k2") is not None
 
     def test_delete_if(self, store: MetaStore):
+        """A compare-and-delete removes only the version it names, never one made anew."""
         v1 = store.set_if(P, b"k", b"1", None)
         v2 = store.set_if(P, b"k", b"2", v1)
         with pytest.raises(CASFailedError):

@@ -37,6 +37,7 @@ class DeletedThenCreatedAgain(WrapperMetaStore):
         self.lost = False
 
     def delete_if(self, partition: str, key: bytes, expected: int) -> None:
+        """Delete, then lose the first reply (recreating the key first, if asked)."""
         self.inner.delete_if(partition, key, expected)
         if not self.lost:
             self.lost = True
@@ -143,6 +144,7 @@ class RetriedMetaStoreTests:
         assert store.get(P, b"k")[0] == b"someone else"
 
     def test_lost_delete_if_response_keeps_a_key_created_again(self, store: MetaStore):
+        """A retried compare-and-delete after a lost reply never removes a key made anew."""
         version = store.set_if(P, b"k", b"v", None)
         retried = RetryingMetaStore(DeletedThenCreatedAgain(store), FAST)
         retried.delete_if(P, b"k", version)  # landed; the retry sees the key absent: done

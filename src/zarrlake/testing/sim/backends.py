@@ -201,6 +201,7 @@ class SimMetaStore(_Stops, WrapperMetaStore):
         )
 
     def delete_if(self, partition: str, key: bytes, expected: int) -> None:
+        """Compare-and-delete at a scheduling point."""
         self._call(
             f"meta.delete_if {_short(partition)} {key!r}",
             lambda: self.inner.delete_if(partition, key, expected),
