@@ -52,6 +52,7 @@ class RepoSpec:
 
     @property
     def is_local(self) -> bool:
+        """Whether the repository lives in a local directory (an absolute path)."""
         return self.location.startswith("/")
 
 
@@ -151,9 +152,11 @@ class RepoContext:
         return f"{self.repo_id}/{name}"
 
     def stage_partition(self, session_id: str) -> str:
+        """The metastore partition holding the staged records of session `session_id`."""
         return self.partition(f"stage/{session_id}")
 
     def close(self) -> None:
+        """Close the object cache's pool, the object store and the metastore."""
         self.objects.close()
         self.object_store.close()
         self.meta.close()

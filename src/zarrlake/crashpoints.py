@@ -40,5 +40,6 @@ _CRASH_AT = os.environ.get("ZARRLAKE_CRASH_AT")
 
 
 def reached(point: str) -> None:
+    """Kill this process (SIGKILL) if ZARRLAKE_CRASH_AT names `point`; otherwise nothing."""
     if point == _CRASH_AT:
         os.kill(os.getpid(), signal.SIGKILL)

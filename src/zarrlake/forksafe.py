@@ -39,6 +39,7 @@ class PerProcess[T]:
         _LIVE.add(self)
 
     def get(self) -> T:
+        """This process's value, made on first use and again after a fork."""
         value = self._value
         if value is not None and self._pid == os.getpid():
             return value

@@ -65,6 +65,7 @@ class Registry[F, S]:
             self._hooks.append(hook)
 
     def remove_hook(self, hook: Callable[[S], S]) -> None:
+        """Stop applying `hook` to stores opened from now on."""
         with self._lock:
             self._hooks.remove(hook)
 

@@ -62,10 +62,12 @@ class Repo:
 
     @property
     def spec(self) -> RepoSpec:
+        """Where the repository is: location, metastore and storage options (picklable)."""
         return self._ctx.spec
 
     @property
     def repo_id(self) -> str:
+        """The repository's id, which names its metastore partitions."""
         return self._ctx.repo_id
 
     @property
@@ -88,7 +90,37 @@ class Repo:
         content_hash: str = "blake3",
     ) -> Repo:
         """Create a new repository; AlreadyExistsError if one is there. `content_hash`
-        ("blake3" or "sha256") names its objects and checks its chunks, for good."""
+        ("blake3" or "sha256") names its objects and checks its chunks, for good.
+
+        Parameters
+        ----------
+        location
+            A local directory, or an object-store URL (``s3://bucket/prefix``).
+        metastore
+            Where refs and sessions live: ``sqlite:///path``, ``postgresql://...`` or
+            ``bucket``; default SQLite beside a local repository, the bucket for s3://.
+        storage_options
+            Object-store options (region, endpoint, credentials), as obstore takes them.
+        content_hash
+            "blake3" (default) or "sha256".
+
+        Returns
+        -------
+        Repo
+            The new, empty repository with its branch ``main``.
+
+        Raises
+        ------
+        AlreadyExistsError
+            If a repository exists at `location`.
+        ConfigurationError
+            If the storage or metastore cannot be reached.
+
+        Examples
+        --------
+        >>> repo = Repo.create("/tmp/weather")
+        >>> repo.list_branches()  # doctest: +SKIP
+        """
         spec = resolve_spec(location, metastore, storage_options)
         return cls(create_context(spec, content_hash))
 
@@ -100,7 +132,24 @@ class Repo:
         metastore: str | None = None,
         storage_options: dict | None = None,
     ) -> Repo:
-        """Open an existing repository; NotFoundError if there is none."""
+        """Open an existing repository; NotFoundError if there is none.
+
+        Parameters
+        ----------
+        location
+            A local directory, or an object-store URL (``s3://bucket/prefix``).
+        metastore
+            The metastore URL, when it is not the default for `location`.
+        storage_options
+            Object-store options (region, endpoint, credentials), as obstore takes them.
+
+        Raises
+        ------
+        NotFoundError
+            If there is no repository at `location`.
+        ConfigurationError
+            If the storage or metastore cannot be reached.
+        """
         return cls(open_context(resolve_spec(location, metastore, storage_options)))
 
     @classmethod
@@ -130,14 +179,48 @@ class Repo:
     def resolve(self, ref: str, *, as_of: datetime | None = None) -> str:
         """The commit id a branch, tag, (unique prefix of a) commit id or ref expression
         (main~3, main^2) names. With `as_of`, the newest commit of `ref`'s first-parent
-        history made at or before that time (naive: UTC)."""
+        history made at or before that time (naive: UTC).
+
+        Parameters
+        ----------
+        ref
+            A branch, tag, commit id (or unique prefix), or an expression such as
+            ``main~3`` or ``v1^2``.
+        as_of
+            Travel back along `ref`'s first-parent history to this time.
+
+        Returns
+        -------
+        str
+            The full commit id.
+
+        Raises
+        ------
+        NotFoundError
+            If `ref` names nothing, or no commit is as old as `as_of`.
+        ExpiredHistoryError
+            If the history the expression walks was dropped by `expire`.
+        """
         commit_id = resolve_ref(self._ctx.refs, self._ctx.objects, ref)
         if as_of is None:
             return commit_id
         return commit_as_of(self._ctx.objects, commit_id, as_of, ref)
 
     def log(self, ref: str = "main", limit: int | None = None) -> list[Commit]:
-        """Commits reachable from `ref` along first parents, newest first."""
+        """Commits reachable from `ref` along first parents, newest first.
+
+        Parameters
+        ----------
+        ref
+            Where to start: a branch, tag, commit id or ref expression.
+        limit
+            At most this many commits (None: the whole history).
+
+        Returns
+        -------
+        list of Commit
+            Newest first; it ends early where `expire` dropped older history.
+        """
         if limit is not None and (not isinstance(limit, int) or limit < 0):
             raise InvalidInputError(f"limit must be a non-negative integer, not {limit!r}")
         out = []
@@ -165,6 +248,15 @@ class Repo:
         return commit_id
 
     def delete_branch(self, name: str) -> None:
+        """Delete branch `name`; its commits stay until `gc` finds nothing else reaches them.
+
+        Raises
+        ------
+        NotFoundError
+            If there is no such branch.
+        ProtectedBranchError
+            If a protection rule forbids deleting it (a ReadOnlyError; see `protect_branch`).
+        """
         self._ctx.refs.delete(BRANCH, name)
 
     def list_branches(self) -> dict[str, str]:
@@ -178,6 +270,13 @@ class Repo:
         return commit_id
 
     def delete_tag(self, name: str) -> None:
+        """Delete tag `name`; its commit stays while a branch or another tag reaches it.
+
+        Raises
+        ------
+        NotFoundError
+            If there is no such tag.
+        """
         self._ctx.refs.delete(TAG, name)
 
     def list_tags(self) -> dict[str, str]:
@@ -185,11 +284,28 @@ class Repo:
         return self._ctx.refs.list(TAG)
 
     def snapshot_of(self, commit_id: str) -> SnapshotRoot:
+        """The snapshot root of commit `commit_id` (metadata documents and range index)."""
         objects = self._ctx.objects
         return objects.read(SnapshotRoot, objects.read_commit(commit_id).snapshot)
 
     def diff(self, from_ref: str, to_ref: str) -> Diff:
-        """What changed between two refs (branches, tags or commit ids)."""
+        """What changed between two refs (branches, tags or commit ids).
+
+        Parameters
+        ----------
+        from_ref, to_ref
+            The two states to compare: branches, tags, commit ids or ref expressions.
+
+        Returns
+        -------
+        Diff
+            Nodes added, deleted or changed, and chunks written and deleted, per node.
+
+        Examples
+        --------
+        >>> d = repo.diff("v1.0", "main")
+        >>> d.summary()  # doctest: +SKIP
+        """
         a, b = self.resolve(from_ref), self.resolve(to_ref)
         return diff_snapshots(self._ctx.objects, self.snapshot_of(a), self.snapshot_of(b))
 
@@ -243,7 +359,39 @@ class Repo:
         isolation: str = "snapshot",
     ) -> Session:
         """Start a transaction on `branch`, based on its current head. Use it as a context
-        manager (`with repo.create_session() as s:`) to abandon it if the block raises."""
+        manager (`with repo.create_session() as s:`) to abandon it if the block raises.
+
+        Parameters
+        ----------
+        branch
+            The branch the session will commit to.
+        message, author
+            Recorded on the commit (the message can also be given to `Session.commit`).
+        expires_in
+            Staged writes of a session neither committed nor extended by then are dropped.
+        isolation
+            "snapshot": the commit conflicts with concurrent commits that wrote the same
+            keys; "serializable": also with those that wrote keys this session read.
+
+        Returns
+        -------
+        Session
+            A writable session; pickle it (or `join_session(session.id)`) to write from
+            other processes.
+
+        Raises
+        ------
+        NotFoundError
+            If there is no such branch.
+        InvalidInputError
+            If `branch` is a tag, or an argument is malformed.
+
+        Examples
+        --------
+        >>> with repo.create_session("main", message="add day 1") as s:
+        ...     zarr.open_group(s.store)["t2m"][0] = day1
+        ...     s.commit()
+        """
         from zarrlake.session import Session
 
         check_ref_name(branch, "branch")
@@ -268,7 +416,15 @@ class Repo:
 
     def join_session(self, session_id: str) -> Session:
         """The same transaction, from any process: staged writes are shared. A unique
-        prefix of the id is enough."""
+        prefix of the id is enough.
+
+        Raises
+        ------
+        NotFoundError
+            If no session has that id (or the prefix is not unique).
+        SessionClosedError, SessionExpiredError
+            If the session can no longer write.
+        """
         from zarrlake.session import Session
 
         return Session(Transaction.join(self._ctx, session_id))
@@ -291,7 +447,18 @@ class Repo:
 
     def readonly_session(self, ref: str = "main", *, as_of: datetime | None = None) -> Session:
         """A read-only view of a commit, pinned when opened. With `as_of`, the newest commit
-        of `ref`'s history made at or before that time."""
+        of `ref`'s history made at or before that time.
+
+        Raises
+        ------
+        NotFoundError
+            If `ref` names nothing.
+
+        Examples
+        --------
+        >>> s = repo.readonly_session("v1.0")
+        >>> zarr.open_group(s.store, mode="r")["t2m"][0]  # doctest: +SKIP
+        """
         commit_id = self.resolve(ref, as_of=as_of)
         from zarrlake.session import Session
 
@@ -309,6 +476,8 @@ class Repo:
 
     @property
     def session(self) -> Session:
+        """The current session of the implicit (Arraylake-style) API; `checkout("main")` on first
+        use."""
         if self._session is None:
             self.checkout("main")
         assert self._session is not None
@@ -316,10 +485,12 @@ class Repo:
 
     @property
     def root_group(self) -> zarr.Group:
+        """The root zarr group of the current session."""
         return self.session.root_group
 
     @property
     def store(self) -> SessionStore:
+        """The zarr store of the current session."""
         return self.session.store
 
     def commit(self, message: str, *, on_conflict: str = "fail") -> str:
@@ -346,7 +517,30 @@ class Repo:
         fast_forward: str = "allow",
     ) -> str:
         """Merge ref `source` into branch `into` (three-way, per chunk); returns into's new
-        head: a merge commit, or source's head on a fast-forward."""
+        head: a merge commit, or source's head on a fast-forward.
+
+        Parameters
+        ----------
+        source
+            The ref to merge (branch, tag or commit).
+        into
+            The branch that moves.
+        message, author
+            Recorded on the merge commit.
+        on_conflict
+            "fail" (raise ConflictError), or resolve chunk conflicts keeping "ours" (into's)
+            or "theirs" (source's).
+        fast_forward
+            "allow" to move `into` to source's head when it is a descendant, "never" to
+            always make a merge commit.
+
+        Raises
+        ------
+        ConflictError
+            If both sides changed a chunk (or node) differently and `on_conflict` is "fail".
+        ExpiredHistoryError
+            If `expire` dropped the history the two share.
+        """
         check_ref_name(into, "branch")
         src = self.resolve(source)
         text = message if message is not None else f"Merge {source} into {into}"
@@ -410,6 +604,7 @@ class Repo:
         )
 
     def unprotect_branch(self, name_or_glob: str) -> None:
+        """Remove the protection rule for `name_or_glob`; NotFoundError if there is none."""
         Protection(self._ctx.meta, self._ctx.refs.partition).unprotect(name_or_glob)
 
     def protected_branches(self) -> dict[str, dict[str, bool]]:
@@ -439,7 +634,29 @@ class Repo:
         progress=None,  # progress(phase, done, total | None), called as phases advance
     ):  # -> zarrlake.lifecycle.gc.GcReport
         """Delete objects nothing can reach, known garbage for at least `older_than`; with
-        `full`, also find leftovers by listing every object (see zarrlake.lifecycle.gc)."""
+        `full`, also find leftovers by listing every object (see zarrlake.lifecycle.gc).
+
+        Parameters
+        ----------
+        older_than
+            Grace period: only objects known to be garbage at least this long are deleted.
+        dry_run
+            Report what would be deleted; delete nothing.
+        full
+            Also list every object, finding leftovers nothing registered (slower).
+        progress
+            Called as progress(phase, done, total or None).
+
+        Returns
+        -------
+        GcReport
+            What was deleted (objects, bytes, per kind) and what waits for a later run.
+
+        Raises
+        ------
+        GcBusyError
+            If another collection is running on the repository.
+        """
         from zarrlake.lifecycle.gc import collect
 
         return collect(self._ctx, older_than, dry_run=dry_run, full=full, progress=progress)

@@ -22,7 +22,10 @@ from typing import Protocol
 
 
 class Cancellable(Protocol):
-    def cancel(self) -> None: ...
+    """A pending timer, as `call_later` returns it."""
+
+    def cancel(self) -> None:
+        """Stop the timer if it has not fired."""
 
 
 def _thread_timer(delay: float, fn: Callable[[], None]) -> Cancellable:
@@ -69,6 +72,7 @@ _CURRENT: contextvars.ContextVar[Runtime] = contextvars.ContextVar("zarrlake_run
 
 
 def current() -> Runtime:
+    """The Runtime in effect in this context."""
     return _CURRENT.get()
 
 
@@ -78,32 +82,40 @@ def use(runtime: Runtime) -> contextvars.Token[Runtime]:
 
 
 def reset(token: contextvars.Token[Runtime]) -> None:
+    """Restore the Runtime in effect before the `use` that returned `token`."""
     _CURRENT.reset(token)
 
 
 def now() -> float:
+    """Wall-clock time, seconds since the epoch (simulated under the simulator)."""
     return _CURRENT.get().now()
 
 
 def monotonic() -> float:
+    """A monotonic clock in seconds, for timeouts and intervals."""
     return _CURRENT.get().monotonic()
 
 
 def sleep(seconds: float) -> None:
+    """Wait `seconds` (on the simulated clock under the simulator)."""
     _CURRENT.get().sleep(seconds)
 
 
 def call_later(delay: float, fn: Callable[[], None]) -> Cancellable:
+    """Run `fn` once after `delay` seconds; the returned handle cancels it."""
     return _CURRENT.get().call_later(delay, fn)
 
 
 def host() -> str:
+    """The name of the host this process runs on."""
     return _CURRENT.get().host()
 
 
 def pid() -> int:
+    """The id of this process (a simulated one under the simulator)."""
     return _CURRENT.get().pid()
 
 
 def alive(host: str, pid: int) -> bool | None:
+    """Whether process `pid` on `host` still runs; None when that cannot be told from here."""
     return _CURRENT.get().alive(host, pid)

@@ -73,18 +73,22 @@ class Session:
 
     @property
     def id(self) -> str | None:
+        """The session id (give it to `Repo.join_session` elsewhere); None when read-only."""
         return self._txn.id
 
     @property
     def read_only(self) -> bool:
+        """Whether this is a read-only view of a commit (writes raise ReadOnlyError)."""
         return self._txn.record is None
 
     @property
     def branch(self) -> str | None:
+        """The branch the session commits to; None when read-only."""
         return self._txn.record.branch if self._txn.record else None
 
     @property
     def base_commit(self) -> str:
+        """The commit the session reads from, fixed when it began."""
         return self._txn.base
 
     @property
@@ -94,18 +98,22 @@ class Session:
 
     @property
     def message(self) -> str | None:
+        """The commit message given when the session began, if any."""
         return self._txn.record.message if self._txn.record else None
 
     @property
     def author(self) -> str | None:
+        """The commit author given when the session began, if any."""
         return self._txn.record.author if self._txn.record else None
 
     @property
     def isolation(self) -> str:
+        """ "snapshot" (conflicts on written keys) or "serializable" (on read keys too)."""
         return self._txn.record.isolation if self._txn.record else "snapshot"
 
     @property
     def expires_at(self) -> datetime | None:
+        """When the session expires unless committed or extended (UTC); None when read-only."""
         return as_datetime(self._txn.record.expires_at) if self._txn.record else None
 
     @property
@@ -120,16 +128,25 @@ class Session:
 
     @property
     def inline_max(self) -> int:
+        """Chunks up to this many bytes are staged in the metastore instead of uploaded first."""
         return self._txn.inline_max
 
     # zarr access ------------------------------------------------------------------------
 
     @property
     def store(self) -> SessionStore:
+        """A zarr v3 store over this session (read-only when the session is).
+
+        Examples
+        --------
+        >>> import zarr
+        >>> arr = zarr.create_array(session.store, name="t2m", shape=(24, 180), dtype="f4")
+        """
         return SessionStore(self, read_only=self.read_only)
 
     @property
     def root_group(self) -> zarr.Group:
+        """The root zarr group of this session, opened read-only or for appending."""
         import zarr
 
         return zarr.open_group(self.store, mode="r" if self.read_only else "a")
@@ -141,9 +158,19 @@ class Session:
         return self._txn.overlay.lookup(key)
 
     def read(self, key: str, byte_range: tuple[int, int | None] | None = None) -> bytes | None:
+        """The bytes of `key` as this session sees it (staged over base), or None if absent.
+
+        Parameters
+        ----------
+        key
+            A store key, e.g. ``"t2m/c/0/0"`` or ``"t2m/zarr.json"``.
+        byte_range
+            (start, stop) to read part of the value; stop None reads to the end.
+        """
         return self._txn.overlay.read(key, byte_range)
 
     def exists(self, key: str) -> bool:
+        """Whether `key` exists as this session sees it."""
         return self._txn.overlay.exists(key)
 
     def peek(self, key: str) -> tuple[bool, bytes | None]:
@@ -152,9 +179,11 @@ class Session:
         return self._txn.overlay.peek(key)
 
     def list_prefix(self, prefix: str = "") -> list[str]:
+        """Every key under `prefix` as this session sees it, sorted."""
         return self._txn.overlay.list_prefix(prefix)
 
     def list_dir(self, prefix: str = "") -> list[str]:
+        """The names directly under `prefix` (keys and sub-directories), sorted."""
         return self._txn.overlay.list_dir(prefix)
 
     def metadata_documents(self) -> dict[str, bytes]:
@@ -164,6 +193,17 @@ class Session:
     # writes -----------------------------------------------------------------------------
 
     def write(self, key: str, data: bytes) -> None:
+        """Write `data` under `key`; chunks are buffered until flushed, metadata staged at once.
+
+        Raises
+        ------
+        ReadOnlyError
+            If the session is read-only.
+        SessionClosedError
+            If the session was committed or abandoned.
+        InvalidInputError
+            If the key is invalid or a metadata document is not valid zarr v3.
+        """
         self.stage([self.prepare(key, data)])
 
     def prepare(self, key: str, data: bytes) -> Change:
@@ -179,6 +219,7 @@ class Session:
         self._txn.require_writes().write_many(items)
 
     def delete(self, key: str) -> None:
+        """Delete `key` if it exists; deleting a missing key is not an error."""
         self.delete_many([key])
 
     def delete_many(self, keys: list[str]) -> None:
@@ -244,12 +285,49 @@ class Session:
             flushed: "wait" for them (up to `Settings.flush_wait`, then
             `UnflushedWritesError` naming them, at once if a worker's process is gone), or
             "discard" them.
+
+        Returns
+        -------
+        str
+            The id of the new commit.
+
+        Raises
+        ------
+        ConflictError
+            If a commit that landed since the base conflicts and `on_conflict` is "fail";
+            its `conflicts` say where. The session stays open.
+        UnflushedWritesError
+            If other workers still hold unflushed writes (see `unflushed`).
+        SessionClosedError, SessionExpiredError
+            If the session was already committed or abandoned, or has expired.
+        ReadOnlyError
+            If the session is read-only, or the branch is protected against direct commits.
+
+        Examples
+        --------
+        >>> session = repo.create_session("main")
+        >>> session.commit("add day 1")  # doctest: +SKIP
         """
         return self._txn.commit(message, on_conflict, metadata, unflushed)
 
     def abandon(self) -> None:
-        """Discard the session's staged changes; the branch is untouched."""
+        """Discard the session's staged changes; the branch is untouched.
+
+        Raises
+        ------
+        SessionClosedError
+            If the session was already committed or abandoned.
+        """
         self._txn.abandon()
 
     def update_expiration(self, expires_in: timedelta) -> None:
+        """Make the session expire `expires_in` from now (at most 7 days).
+
+        Raises
+        ------
+        SessionClosedError
+            If the session was committed or abandoned.
+        SessionExpiredError
+            If it has already expired.
+        """
         self._txn.update_expiration(expires_in)

@@ -32,6 +32,9 @@ UPDATE_POLICY = RetryPolicy(attempts=100, base_delay=0.0005, max_delay=0.05)
 
 
 class Status(StrEnum):
+    """The life of a session: open, committing (sealed under a lease), then one of the final
+    states."""
+
     OPEN = "open"
     COMMITTING = "committing"
     COMMITTED = "committed"
@@ -40,11 +43,15 @@ class Status(StrEnum):
 
 
 class Isolation(StrEnum):
+    """How a commit checks for conflicts: written keys only (snapshot), or read ones too
+    (serializable)."""
+
     SNAPSHOT = "snapshot"
     SERIALIZABLE = "serializable"
 
 
 def check_expiry(expires_in: object) -> timedelta:
+    """`expires_in` if it is a timedelta between 1 second and MAX_EXPIRY; else InvalidInputError."""
     if not isinstance(expires_in, timedelta):
         raise InvalidInputError(f"expires_in must be a datetime.timedelta, not {expires_in!r}")
     if expires_in < timedelta(seconds=1) or expires_in > MAX_EXPIRY:
@@ -55,6 +62,7 @@ def check_expiry(expires_in: object) -> timedelta:
 
 
 def check_isolation(isolation: object) -> Isolation:
+    """The Isolation named by `isolation`; InvalidInputError for an unknown level."""
     try:
         return Isolation(isolation)
     except ValueError:
@@ -63,6 +71,7 @@ def check_isolation(isolation: object) -> Isolation:
 
 
 def as_datetime(ts: float | None) -> datetime | None:
+    """A UTC datetime from seconds since the epoch; None stays None."""
     return None if ts is None else datetime.fromtimestamp(ts, UTC)
 
 
@@ -100,19 +109,23 @@ class SessionRecord:
     nonce: str = ""  # makes every stored version unique (lost-response detection)
 
     def encode(self) -> bytes:
+        """The record as stored (JSON), with a fresh nonce so every update changes its bytes."""
         return json.dumps(asdict(replace(self, nonce=secrets.token_hex(4)))).encode()
 
     @classmethod
     def decode(cls, data: bytes) -> SessionRecord:
+        """A stored record; fields unknown to this version are ignored."""
         doc = json.loads(data)
         return cls(**{k: v for k, v in doc.items() if k in cls.__dataclass_fields__})
 
     @property
     def created_time(self) -> datetime:
+        """When the session was created, as a UTC datetime."""
         return datetime.fromtimestamp(self.created, UTC)
 
     @property
     def expires_time(self) -> datetime:
+        """When the session expires unless extended, as a UTC datetime."""
         return datetime.fromtimestamp(self.expires_at, UTC)
 
     def info(self, now: float) -> SessionInfo:
@@ -173,6 +186,7 @@ class SessionRecords:
         return rec, self.meta.set_if(self.partition, rec.id.encode(), rec.encode(), None)
 
     def get(self, session_id: str) -> tuple[SessionRecord, int]:
+        """(record, version) of session `session_id`; NotFoundError when there is none."""
         got = self.meta.get(self.partition, session_id.encode())
         if got is None:
             raise NotFoundError(f"no session {session_id!r}")
@@ -200,6 +214,7 @@ class SessionRecords:
         raise ZarrLakeError(f"session {session_id}: record kept changing; try again")
 
     def scan(self, prefix: str = "") -> Iterator[SessionRecord]:
+        """The records whose session ids start with `prefix`."""
         for _, value, _ in self.meta.scan(self.partition, prefix=prefix.encode()):
             yield SessionRecord.decode(value)
 

@@ -14,6 +14,10 @@ from zarrlake.errors import InvalidInputError
 
 
 def check_metadata(key: str, data: bytes) -> None:
+    """Refuse a zarr v3 metadata document that zarr itself could not open.
+
+    Raises InvalidInputError naming `key` when the document's node_type is unknown or its fields are
+    invalid; other JSON (and non-v3 documents) is left alone."""
     try:
         doc = json.loads(data)
     except ValueError:

@@ -39,27 +39,60 @@ class StoreSession(Protocol):
     """What the store needs of a session (zarrlake.Session provides it)."""
 
     @property
-    def id(self) -> str | None: ...
+    def id(self) -> str | None:
+        """The session id; None for a read-only session."""
+
     @property
-    def base_commit(self) -> str: ...
+    def base_commit(self) -> str:
+        """The commit the session reads from."""
+
     @property
-    def read_only(self) -> bool: ...
+    def read_only(self) -> bool:
+        """Whether the session refuses writes."""
+
     @property
-    def spec(self) -> object: ...
+    def spec(self) -> object:
+        """The repository spec, which makes the store picklable."""
+
     @property
-    def inline_max(self) -> int: ...
-    def lookup(self, key: str) -> ChunkRef | None: ...
-    def read(self, key: str) -> bytes | None: ...
-    def peek(self, key: str) -> tuple[bool, bytes | None]: ...
-    def exists(self, key: str) -> bool: ...
-    def list_prefix(self, prefix: str) -> list[str]: ...
-    def list_dir(self, prefix: str) -> list[str]: ...
-    def write(self, key: str, data: bytes) -> None: ...
-    def prepare(self, key: str, data: bytes) -> Change: ...
-    def stage(self, changes: list[Change]) -> None: ...
-    def write_many(self, items: list[tuple[str, bytes]]) -> None: ...
-    def delete(self, key: str) -> None: ...
-    def delete_many(self, keys: list[str]) -> None: ...
+    def inline_max(self) -> int:
+        """Chunks up to this many bytes are staged inline."""
+
+    def lookup(self, key: str) -> ChunkRef | None:
+        """The chunk reference of `key` as the session sees it, or None."""
+
+    def read(self, key: str) -> bytes | None:
+        """The bytes of `key` as the session sees it, or None."""
+
+    def peek(self, key: str) -> tuple[bool, bytes | None]:
+        """(answered, bytes or None) when the answer needs no I/O; else (False, None)."""
+
+    def exists(self, key: str) -> bool:
+        """Whether `key` exists as the session sees it."""
+
+    def list_prefix(self, prefix: str) -> list[str]:
+        """Every key under `prefix`, sorted."""
+
+    def list_dir(self, prefix: str) -> list[str]:
+        """The names directly under `prefix`."""
+
+    def write(self, key: str, data: bytes) -> None:
+        """Stage `data` under `key`."""
+
+    def prepare(self, key: str, data: bytes) -> Change:
+        """Check, hash and (if big) upload `data`; the change to stage for `key`."""
+
+    def stage(self, changes: list[Change]) -> None:
+        """Stage prepared changes."""
+
+    def write_many(self, items: list[tuple[str, bytes]]) -> None:
+        """Stage several writes at once."""
+
+    def delete(self, key: str) -> None:
+        """Stage the deletion of `key`."""
+
+    def delete_many(self, keys: list[str]) -> None:
+        """Stage the deletion of several keys."""
 
 
 def _is_metadata(key: str) -> bool:
@@ -140,6 +173,13 @@ class SessionStore(Store):
         self.__init__(state["session"], read_only=state["read_only"])  # type: ignore[misc]
 
     def with_read_only(self, read_only: bool = False) -> SessionStore:
+        """A store over the same session, read-only or not (zarr's Store API).
+
+        Raises
+        ------
+        ReadOnlyError
+            If a writable store is asked of a read-only session.
+        """
         if not read_only and self.session.read_only:
             raise ReadOnlyError(f"{_READ_ONLY}: the session is pinned to a commit")
         return SessionStore(self.session, read_only=read_only)
@@ -168,6 +208,7 @@ class SessionStore(Store):
         prototype: BufferPrototype | None = None,
         byte_range: ByteRequest | None = None,
     ) -> Buffer | None:
+        """The value of `key` (or a byte range of it) without an event loop; None if absent."""
         data = self._get(key, byte_range)
         if data is None:
             return None
@@ -176,6 +217,9 @@ class SessionStore(Store):
     async def get(
         self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None
     ) -> Buffer | None:
+        """The value of `key` (or a byte range of it); None if absent.
+
+        Answers that need no I/O return at once; others run on a thread, off the event loop."""
         answered, data = self.session.peek(key)
         if answered:
             span = _span(byte_range, len(data or b""))
@@ -188,12 +232,21 @@ class SessionStore(Store):
     async def get_partial_values(
         self, prototype: BufferPrototype, key_ranges: Iterable[tuple[str, ByteRequest | None]]
     ) -> list[Buffer | None]:
+        """The byte ranges of several keys, read concurrently."""
         return await asyncio.gather(*(self.get(k, prototype, r) for k, r in key_ranges))
 
     async def exists(self, key: str) -> bool:
+        """Whether `key` exists as the session sees it."""
         return await asyncio.to_thread(self.session.exists, key)
 
     async def getsize(self, key: str) -> int:
+        """The size of the value of `key` in bytes, from its reference (no read).
+
+        Raises
+        ------
+        FileNotFoundError
+            If the key does not exist.
+        """
         ref = await asyncio.to_thread(self.session.lookup, key)
         if ref is None:
             raise FileNotFoundError(key)
@@ -202,6 +255,8 @@ class SessionStore(Store):
     # writes -----------------------------------------------------------------------------
 
     def set_sync(self, key: str, value: Buffer) -> None:
+        """Write `value` under `key` without an event loop (an unchanged metadata document is
+        skipped)."""
         self._check_writable()
         data = value.to_bytes()
         if _is_metadata(key) and self.session.read(key) == data:
@@ -215,10 +270,20 @@ class SessionStore(Store):
         return await asyncio.to_thread(self.session.read, key) == value.to_bytes()
 
     def delete_sync(self, key: str) -> None:
+        """Delete `key` without an event loop."""
         self._check_writable()
         self.session.delete(key)
 
     async def set(self, key: str, value: Buffer) -> None:
+        """Write `value` under `key` in the session (an unchanged metadata document is skipped).
+
+        Large values are hashed and uploaded on a thread, off the event loop.
+
+        Raises
+        ------
+        ReadOnlyError
+            If the store or its session is read-only.
+        """
         self._check_writable()
         if not isinstance(value, Buffer):
             raise TypeError(f"SessionStore.set(): expected a zarr Buffer, not {type(value)}")
@@ -235,6 +300,7 @@ class SessionStore(Store):
         await batcher.stage(change)
 
     async def set_if_not_exists(self, key: str, value: Buffer) -> None:
+        """Write `value` under `key` unless the key exists."""
         self._check_writable()
         if not await self.exists(key):
             await self.set(key, value)
@@ -245,10 +311,12 @@ class SessionStore(Store):
         await asyncio.to_thread(self.session.write_many, items)
 
     async def delete(self, key: str) -> None:
+        """Delete `key` from the session; a missing key is not an error."""
         self._check_writable()
         await asyncio.to_thread(self.session.delete, key)
 
     async def delete_dir(self, prefix: str) -> None:
+        """Delete every key under `prefix` (a group or array and all it holds)."""
         self._check_writable()
         prefix = prefix.rstrip("/")
         keys = await asyncio.to_thread(self.session.list_prefix, prefix + "/" if prefix else "")
@@ -257,13 +325,16 @@ class SessionStore(Store):
     # listing ----------------------------------------------------------------------------
 
     async def list(self) -> AsyncIterator[str]:
+        """Every key of the session, sorted."""
         for key in await asyncio.to_thread(self.session.list_prefix, ""):
             yield key
 
     async def list_prefix(self, prefix: str) -> AsyncIterator[str]:
+        """Every key under `prefix`, sorted."""
         for key in await asyncio.to_thread(self.session.list_prefix, prefix):
             yield key
 
     async def list_dir(self, prefix: str) -> AsyncIterator[str]:
+        """The names directly under `prefix` (keys and sub-directories)."""
         for key in await asyncio.to_thread(self.session.list_dir, prefix):
             yield key

@@ -54,19 +54,23 @@ class FsckCounts:
         self.task = self.progress.add_task("fsck", total=None, what="")
 
     def __call__(self, key: str, size: int) -> None:
+        """Count one object read by fsck (the progress callback) and update the display."""
         self.objects += 1
         self.bytes += size
         self.commits += key.startswith("commits/")
         self.progress.update(self.task, what=self.summary())
 
     def summary(self) -> str:
+        """The running totals in words, for the progress line."""
         return f"{self.commits} commits, {self.objects} objects, {human(self.bytes)}"
 
     def to_json(self) -> dict[str, int]:
+        """The totals for `--json` output."""
         return {"commits": self.commits, "objects": self.objects, "bytes": self.bytes}
 
 
 def human(n: int) -> str:
+    """A byte count in binary units (B, KiB, MiB, GiB), for people."""
     size = float(n)
     for unit in ("B", "KiB", "MiB", "GiB"):
         if size < 1024 or unit == "GiB":
@@ -161,6 +165,7 @@ def demo(
 
 
 def register(app: typer.Typer) -> None:
+    """Add `init`, `fsck` and `demo` to the command line."""
     app.command()(init)
     app.command()(fsck)
     app.command()(demo)

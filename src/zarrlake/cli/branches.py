@@ -210,5 +210,6 @@ def tag_delete(
 
 
 def register(app: typer.Typer) -> None:
+    """Add the `branch` and `tag` command groups to the command line."""
     app.add_typer(branch_app, name="branch")
     app.add_typer(tag_app, name="tag")

@@ -72,6 +72,7 @@ def describe_metastore(url: str) -> str:
 
 
 def options(ctx: typer.Context) -> Options:
+    """The global options of this invocation, held on the root context (created on first use)."""
     root = ctx.find_root()
     if not isinstance(root.obj, Options):
         root.obj = Options()
@@ -85,6 +86,7 @@ def print_json(value: Any) -> None:
 
 
 def when(value: datetime | float | None) -> str:
+    """A time as printed in tables (UTC, to the second); "-" for none."""
     if value is None:
         return "-"
     if not isinstance(value, datetime):
@@ -124,6 +126,7 @@ def parse_when(text: str | None) -> datetime | None:
 
 
 def parse_storage_option(text: str) -> tuple[str, Any]:
+    """(key, value) of a `--storage-option KEY=VALUE`; the value is parsed as JSON when it is."""
     key, sep, raw = text.partition("=")
     if not sep or not key:
         raise InvalidInputError(f"bad storage option {text!r}: use KEY=VALUE")
@@ -135,4 +138,5 @@ def parse_storage_option(text: str) -> tuple[str, Any]:
 
 
 def env_flag(name: str) -> bool:
+    """Whether the environment variable `name` is set to a true value (1, true, yes, on)."""
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")

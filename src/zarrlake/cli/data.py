@@ -210,5 +210,6 @@ def _expand(selection: tuple, ndim: int) -> tuple:
 
 
 def register(app: typer.Typer) -> None:
+    """Add `ls` and `cat` to the command line."""
     app.command()(ls)
     app.command()(cat)

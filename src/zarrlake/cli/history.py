@@ -26,6 +26,7 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print as JSON.")]
 
 
 def diff_json(d: Diff) -> dict:
+    """A diff for `--json` output: `Diff.to_json` plus a per-node summary."""
     out = d.to_json()
     out["summary"] = [
         {"path": p, "change": s, "chunks_written": w, "chunks_deleted": x}
@@ -35,6 +36,7 @@ def diff_json(d: Diff) -> dict:
 
 
 def print_diff(d: Diff) -> None:
+    """Print a diff as a table of changed nodes, or "(no changes)"."""
     rows = diff_rows(d)
     if not rows:
         console.print("(no changes)")
@@ -359,6 +361,8 @@ def merge_base(
 
 
 def register(app: typer.Typer) -> None:
+    """Add the history commands (log, show, diff, merge, revert, reset, blame...) to the command
+    line."""
     app.command()(log)
     app.command()(show)
     app.command()(diff)

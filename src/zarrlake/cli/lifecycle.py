@@ -21,6 +21,7 @@ PHASES = {
 
 
 def human(n: int) -> str:
+    """A byte count in binary units (B to TiB), for people."""
     size = float(n)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if size < 1024 or unit == "TiB":
@@ -46,6 +47,7 @@ class Bars:
         self.tasks: dict[str, int] = {}
 
     def __call__(self, phase: str, done: int, total: int | None) -> None:
+        """Show `done` of `total` for `phase` (the gc and expire progress callback)."""
         if phase not in self.tasks:
             self.tasks[phase] = self.progress.add_task(PHASES.get(phase, phase), total=total)
         self.progress.update(self.tasks[phase], completed=done, total=total)
@@ -134,5 +136,6 @@ def expire(
 
 
 def register(app: typer.Typer) -> None:
+    """Add `gc` and `expire` to the command line."""
     app.command("gc")(gc)
     app.command("expire")(expire)

@@ -53,4 +53,5 @@ def copy(
 
 
 def register(root: typer.Typer) -> None:
+    """Add the `metastore` command group to the command line."""
     root.add_typer(app, name="metastore")

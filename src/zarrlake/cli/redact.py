@@ -28,9 +28,11 @@ class Redactor:
         self.values: set[str] = set()
 
     def add(self, values: Iterable[object]) -> None:
+        """Register secret values to mask (empty and boolean values are not secrets)."""
         self.values.update(str(v) for v in values if v not in (None, "", True, False))
 
     def __call__(self, text: str) -> str:
+        """`text` with URL passwords, secret query parameters and registered secrets masked."""
         text = _URL_PASSWORD.sub(rf"\g<head>:{MASK}@", text)
         text = _QUERY_SECRET.sub(rf"\g<head>{MASK}", text)
         for value in sorted(self.values, key=len, reverse=True):
@@ -46,6 +48,7 @@ class RedactingFormatter(logging.Formatter):
     """Log records pass through `redact` before they reach stderr."""
 
     def format(self, record: logging.LogRecord) -> str:
+        """The formatted log record with secrets masked."""
         return redact(super().format(record))
 
 

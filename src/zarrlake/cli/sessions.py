@@ -32,6 +32,7 @@ IdArg = Annotated[
 
 
 def record_json(rec: SessionInfo) -> dict:
+    """A session's record for `--json` output (times as ISO 8601)."""
     return {
         "id": rec.id,
         "branch": rec.branch,
@@ -184,4 +185,5 @@ def extend(
 
 
 def register(app: typer.Typer) -> None:
+    """Add the `sessions` command group to the command line."""
     app.add_typer(sessions_app, name="sessions")

@@ -97,4 +97,5 @@ def ui(
 
 
 def register(app: typer.Typer) -> None:
+    """Add `ui` to the command line."""
     app.command()(ui)

@@ -139,6 +139,7 @@ def stats(
 
 
 def register(app: typer.Typer) -> None:
+    """Add the `virtual` group, `import-virtual`, `materialize` and `stats` to the command line."""
     app.add_typer(virtual_app, name="virtual")
     app.command("import-virtual")(import_virtual)
     app.command("materialize")(materialize)

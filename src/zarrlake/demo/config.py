@@ -30,6 +30,7 @@ class DemoConfig:
 
     @property
     def location(self) -> str:
+        """The repository location as `Repo.create` takes it (the directory path)."""
         return str(self.directory)
 
     @property

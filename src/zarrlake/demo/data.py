@@ -41,6 +41,7 @@ class Grid:
 
     @property
     def hours(self) -> int:
+        """The number of hourly time steps."""
         return self.days * HOURS_PER_DAY
 
     @property
@@ -60,10 +61,12 @@ class Grid:
 
     @property
     def spatial_chunks(self) -> int:
+        """Chunks per time step (tiles along lat times tiles along lon)."""
         return self.tiles[0] * self.tiles[1]
 
     @property
     def rows_per_day(self) -> int:
+        """Cells of one variable in one day."""
         return HOURS_PER_DAY * self.lat * self.lon
 
     def day_bytes(self) -> int:
@@ -71,6 +74,7 @@ class Grid:
         return self.rows_per_day * 4 * len(VARIABLES)
 
     def raw_bytes(self) -> int:
+        """Uncompressed bytes of the whole dataset."""
         return self.days * self.day_bytes()
 
     def tile_slices(self, chunk: int) -> tuple[slice, slice]:

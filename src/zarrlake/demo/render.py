@@ -45,9 +45,11 @@ class Narrator:
         self.sections = 0
 
     def say(self, text: str) -> None:
+        """Print one line of the story."""
         self.console.print(text)
 
     def banner(self, directory: str, replaced: bool) -> None:
+        """Print the opening panel: what zarrlake is, when and where the demo runs."""
         self.console.print(
             Panel(
                 "zarrlake: Zarr arrays with database guarantees: atomic commits, snapshot "
@@ -68,6 +70,7 @@ class Narrator:
 
     @contextmanager
     def progress(self, description: str, total: int) -> Iterator[DayProgress]:
+        """A progress bar over `total` days; the yielded handle reports each one."""
         with Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
@@ -93,6 +96,7 @@ class Narrator:
         self.say(f"... {total} commits on main.\n")
 
     def diff(self, d: Diff) -> None:
+        """Print a diff as a table of changed nodes, or "(no changes)"."""
         rows = diff_rows(d)
         if not rows:
             self.say("(no changes)")
@@ -107,6 +111,7 @@ class Narrator:
         self.console.print(table)
 
     def time_travel(self, tt: TimeTravel, last_day: int) -> None:
+        """Tell what reading at the tag showed against main."""
         self.say(
             f"\n[bold]Time travel.[/] {tt.tag} was tagged at {short(tt.tag_commit)}; "
             f"{tt.days_after_tag} more day{'s' if tt.days_after_tag != 1 else ''} landed since."
@@ -123,6 +128,7 @@ class Narrator:
         )
 
     def replay(self, r: Replay) -> None:
+        """Tell what re-running a day's job did: a commit without changes, nothing stored twice."""
         changes = "no changes" if not any(r.changes.values()) else str(r.changes)
         self.say(
             f"\n[bold]Idempotent re-run.[/] The job for {r.day} ran again (a retried "
@@ -133,6 +139,7 @@ class Narrator:
         )
 
     def writers(self, outcomes: Iterable[WriterOutcome]) -> None:
+        """Tell which concurrent writers landed and which hit a conflict (and on what)."""
         for w in outcomes:
             if w.status == "landed":
                 self.say(f"  {w.name}: {w.region} -> landed {short(w.commit)}")
@@ -142,6 +149,7 @@ class Narrator:
                     self.say(f"      {escape(c)}")
 
     def failed_job(self, f: FailedJob) -> None:
+        """Tell that a failed job left main, its data and its sessions as they were."""
         self.say(f"  the job failed: [red]{escape(f.error)}[/]")
         moved = "unchanged" if f.head_after == f.head_before else "[red]MOVED[/]"
         data = "untouched" if f.data_untouched else "[red]CHANGED[/]"
@@ -151,12 +159,14 @@ class Narrator:
         )
 
     def merge(self, m: MergeOutcome) -> None:
+        """Tell what merging the branch into main did."""
         self.say(
             f"  merged {m.branch} ({short(m.branch_commit)}) into main: {short(m.merge_commit)}"
             f"; main {'has' if m.main_has_change else '[red]lacks[/]'} the branch's change"
         )
 
     def gc(self, g: GcOutcome) -> None:
+        """Tell what garbage collection deleted and reclaimed."""
         self.say("[bold]$ zarrlake gc --older-than 0s --full[/]")
         self.say(
             f"  deleted {g.objects_deleted:,} objects that no commit references, "
@@ -166,6 +176,7 @@ class Narrator:
         )
 
     def summary(self, s: Summary, elapsed: float) -> None:
+        """Print the closing table: commits, refs, arrays, chunks, bytes written and stored."""
         table = Table(show_header=False, box=None)
         table.add_column(style="bold")
         table.add_column(justify="right")
@@ -186,6 +197,7 @@ class Narrator:
         self.console.print(table)
 
     def done(self, directory: str, ui: bool = True) -> None:
+        """Print where the repository is and commands to explore it."""
         r = f"zarrlake -r {directory}"
         lines = [
             f"Repository: [bold]{directory}[/] (objects + metastore.sqlite)",
@@ -210,6 +222,7 @@ class DayProgress:
         self._task = task
 
     def day(self, day: int, rows: int, commit: str, seconds: float) -> None:
+        """Report one ingested day (rows, commit, time) and advance the bar."""
         self._progress.console.print(
             f"  {day_name(day)}: {rows:,} rows -> commit [yellow]{short(commit)}[/] "
             f"({seconds:.1f} s)"
@@ -217,4 +230,5 @@ class DayProgress:
         self._progress.advance(self._task)
 
     def note(self, text: str) -> None:
+        """Print a note above the progress bar."""
         self._progress.console.print(f"  {text}")

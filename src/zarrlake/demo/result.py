@@ -112,4 +112,5 @@ class DemoResult:
     elapsed_seconds: float
 
     def to_json(self) -> dict[str, Any]:
+        """The result as a plain dict, for `zarrlake demo --json`."""
         return asdict(self)

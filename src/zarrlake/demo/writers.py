@@ -26,6 +26,8 @@ class WriterJob:
     delta: float
 
     def describe(self) -> str:
+        """The writer's region in slice notation, e.g. `t2m[0:24, :]`."""
+
         def part(s: slice) -> str:
             return ":" if s.start is None and s.stop is None else f"{s.start or 0}:{s.stop}"
 

@@ -35,15 +35,21 @@ class NodeChangeKind(StrEnum):
 
 @dataclass(frozen=True)
 class NodeChange:
+    """How a commit changed one node: its kind of change and whether the node is an array (else a
+    group)."""
+
     kind: NodeChangeKind
     is_array: bool
 
     def to_json(self) -> list:
+        """The compact `[kind, is_array]` form stored in the change set's header."""
         return [str(self.kind), self.is_array]
 
 
 @dataclass(frozen=True)
 class ChangeSet:
+    """The keys a commit wrote or deleted (sorted, with one op each) and its node changes."""
+
     keys: np.ndarray = field(default_factory=lambda: columns.keys_array([]))  # sorted
     ops: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))  # WRITE / DELETE
     nodes: dict[str, NodeChange] = field(default_factory=dict)  # node path -> change
@@ -52,6 +58,7 @@ class ChangeSet:
         return len(self.keys)
 
     def encode(self, algo: Hash = Hash.SHA256) -> tuple[str, bytes]:
+        """Frame the change set as a columnar object; returns (object id, bytes)."""
         return envelope.encode_columns(
             envelope.KIND_CHANGES,
             {"nodes": {p: n.to_json() for p, n in self.nodes.items()}},
@@ -61,6 +68,7 @@ class ChangeSet:
 
     @classmethod
     def decode(cls, oid: str, data: bytes) -> ChangeSet:
+        """Read back a change set stored under `oid`, verifying its checksum."""
         payload = envelope.decode(envelope.KIND_CHANGES, oid, data)
         meta, c = columns.unpack(payload, f"changes object {oid}")
         try:

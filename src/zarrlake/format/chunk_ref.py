@@ -11,6 +11,8 @@ from zarrlake.errors import CorruptionError
 
 
 class RefKind(IntEnum):
+    """Where a reference's bytes live; stored as one byte per manifest entry."""
+
     OBJECT = 0  # a content-addressed chunk object: chunks/<digest hex>
     INLINE = 1  # the bytes are held in the manifest itself
     LOCATION = 2  # a byte range of another object of the repository (a pack)
@@ -19,6 +21,9 @@ class RefKind(IntEnum):
 
 @dataclass(frozen=True, slots=True)
 class ChunkRef:
+    """Where the bytes of one key live (a chunk object, inline, a pack range or an outside file) and
+    their checksum."""
+
     kind: RefKind
     digest: bytes  # content hash of the referenced bytes (the repository's): verified on read
     length: int
@@ -32,10 +37,12 @@ class ChunkRef:
 
     @classmethod
     def inline(cls, data: bytes, digest: bytes) -> ChunkRef:
+        """A reference holding small chunk bytes in the manifest itself."""
         return cls(RefKind.INLINE, digest, len(data), data=data)
 
     @classmethod
     def object(cls, digest: bytes, length: int) -> ChunkRef:
+        """A reference to the content-addressed chunk object named by `digest`."""
         return cls(RefKind.OBJECT, digest, length)
 
     @classmethod
@@ -60,6 +67,9 @@ class ChunkRef:
 
     @classmethod
     def from_virtual_body(cls, digest: bytes, length: int, body: bytes, what: str) -> ChunkRef:
+        """Rebuild a VIRTUAL reference from its stored body (offset, location, identity).
+
+        Raises CorruptionError naming `what` when the body cannot be decoded."""
         try:
             (offset,) = _OFFSET.unpack_from(body)
             location, identity = body[_OFFSET.size :].decode().split("\0")
@@ -78,4 +88,5 @@ def virtual_digest(location: str, offset: int, length: int, identity: str) -> by
 
 
 def chunk_object_key(digest: bytes) -> str:
+    """The storage key of the chunk object with this digest (`chunks/<hex>`)."""
     return f"chunks/{digest.hex()}"

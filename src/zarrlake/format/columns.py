@@ -32,6 +32,9 @@ def pack(meta: dict[str, Any], columns: dict[str, np.ndarray], prefix: bytes = b
 
 
 def unpack(payload: bytes | memoryview, what: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The (header meta, named columns) of a `pack`ed payload, without copying the buffers.
+
+    Raises CorruptionError naming `what` when the payload is truncated or malformed."""
     try:
         (hlen,) = _LEN.unpack_from(payload)
         header = json.loads(bytes(payload[_LEN.size : _LEN.size + hlen]))

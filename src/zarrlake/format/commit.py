@@ -13,6 +13,8 @@ from zarrlake.format.digest import Hash
 
 @dataclass(frozen=True)
 class CommitRecord:
+    """One commit as stored: its parents, snapshot and change set ids, and who, when and why."""
+
     parents: tuple[str, ...]
     snapshot: str
     changes: str
@@ -26,9 +28,11 @@ class CommitRecord:
 
     @property
     def time(self) -> datetime:
+        """The commit time as a timezone-aware UTC datetime."""
         return datetime.fromtimestamp(self.timestamp, UTC)
 
     def encode(self, algo: Hash = Hash.SHA256) -> tuple[str, bytes]:
+        """Frame the record as canonical JSON; returns (object id, bytes)."""
         doc = asdict(self)
         doc["parents"] = list(self.parents)
         if not self.metadata:
@@ -37,6 +41,7 @@ class CommitRecord:
 
     @classmethod
     def decode(cls, oid: str, data: bytes) -> CommitRecord:
+        """Read back a commit stored under `oid`, verifying its checksum."""
         payload = envelope.decode(envelope.KIND_COMMIT, oid, data)
         try:
             doc = json.loads(bytes(payload))

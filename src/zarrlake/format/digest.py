@@ -22,11 +22,14 @@ _THREADED_BYTES = 1 << 20
 
 
 class Hash(IntEnum):
+    """The content-hash algorithms a repository can name its objects by (value stored in frames)."""
+
     SHA256 = 1
     BLAKE3 = 2
 
     @property
     def label(self) -> str:
+        """The name used in configs and on the command line ("sha256", "blake3")."""
         return self.name.lower()
 
 
@@ -37,6 +40,7 @@ LEGACY = Hash.SHA256
 
 
 def digest(algo: Hash, data: bytes | memoryview) -> bytes:
+    """The 32-byte digest of `data`; large BLAKE3 inputs are hashed on several threads."""
     if algo is Hash.BLAKE3:
         threads = blake3.blake3.AUTO if len(data) >= _THREADED_BYTES else 1
         return blake3.blake3(data, max_threads=threads).digest()

@@ -38,6 +38,7 @@ ID_LENGTH = 40
 
 
 def object_id(data: bytes, algo: Hash = Hash.SHA256) -> str:
+    """The id an object with these framed bytes is stored under: its truncated hex digest."""
     return digest(algo, data).hex()[:ID_LENGTH]
 
 

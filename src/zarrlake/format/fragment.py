@@ -50,6 +50,7 @@ class FragmentIndex:
         return len(self.writes) + len(self.deletes)
 
     def encode(self, algo: Hash = Hash.SHA256) -> tuple[str, bytes]:
+        """Frame the index as a columnar object; returns (object id, bytes)."""
         meta, cols = self.writes.columns()
         return envelope.encode_columns(
             envelope.KIND_FRAGMENT,
@@ -64,6 +65,7 @@ class FragmentIndex:
 
     @classmethod
     def decode(cls, oid: str, data: bytes) -> FragmentIndex:
+        """Read back a fragment index stored under `oid`, verifying its checksum."""
         payload = envelope.decode(envelope.KIND_FRAGMENT, oid, data)
         meta, c = columns.unpack(payload, f"fragment index {oid}")
         writes = ManifestRange.from_columns(
@@ -89,12 +91,14 @@ class FragmentRecord:
     blob: bytes | None = None  # the whole fragment, when it is small (no object written)
 
     def encode(self) -> bytes:
+        """The record as stored: a JSON head, then the inline blob if it has one."""
         doc = {k: v for k, v in asdict(self).items() if k != "blob"}
         head = json.dumps(doc, separators=(",", ":")).encode()
         return head if self.blob is None else head + b"\n" + self.blob
 
     @classmethod
     def decode(cls, data: bytes) -> FragmentRecord:
+        """Parse a stored record; raises CorruptionError when it is malformed."""
         head, sep, blob = data.partition(b"\n")
         try:
             return cls(**json.loads(head), blob=blob if sep else None)
@@ -109,6 +113,7 @@ class FragmentRecord:
 
     @property
     def span(self) -> tuple[int, int]:
+        """The (start, end) byte range of the index within the fragment object."""
         return self.index_offset, self.index_offset + self.index_length
 
     @property

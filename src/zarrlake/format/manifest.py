@@ -21,6 +21,8 @@ TARGET_ENTRIES = 4096
 
 @dataclass(frozen=True)
 class ManifestRange:
+    """A sorted, immutable run of (key -> chunk reference) entries held as numpy columns."""
+
     keys: np.ndarray  # S<n>, sorted, unique
     kind: np.ndarray  # uint8
     digest: np.ndarray  # (n, 32) uint8
@@ -38,10 +40,12 @@ class ManifestRange:
 
     @classmethod
     def empty(cls) -> ManifestRange:
+        """A range with no entries."""
         return _from_refs([], [])
 
     @property
     def first_key(self) -> bytes:
+        """The smallest key, which the snapshot's range index is searched by."""
         return bytes(self.keys[0])
 
     def index(self, key: bytes) -> int:
@@ -50,6 +54,7 @@ class ManifestRange:
         return i if i < len(self.keys) and self.keys[i] == key else -1
 
     def ref_at(self, i: int) -> ChunkRef:
+        """The reference of the entry at position `i`, built from the columns."""
         kind = RefKind(int(self.kind[i]))
         off, length = int(self.offset[i]), int(self.length[i])
         loc = int(self.loc[i])
@@ -64,6 +69,7 @@ class ManifestRange:
         )
 
     def get(self, key: bytes) -> ChunkRef | None:
+        """The reference stored for `key`, or None when the range does not hold it."""
         i = self.index(key)
         return self.ref_at(i) if i >= 0 else None
 
@@ -74,6 +80,7 @@ class ManifestRange:
         return slice(lo, hi)
 
     def iter_keys(self, start: bytes = b"", stop: bytes | None = None) -> Iterator[bytes]:
+        """The keys in [start, stop) in order, as bytes."""
         yield from (bytes(k) for k in self.keys[self.key_slice(start, stop)])
 
     def merge(self, changes: Sequence[tuple[bytes, ChunkRef | None]]) -> list[ManifestRange]:
@@ -177,6 +184,8 @@ class ManifestRange:
 
     @classmethod
     def from_columns(cls, meta: dict, c: dict[str, np.ndarray]) -> ManifestRange:
+        """Build a range from decoded columns and header (shared by manifests and fragment
+        indexes)."""
         return cls(
             keys=c["keys"],
             kind=c["kind"],
@@ -190,11 +199,13 @@ class ManifestRange:
         )
 
     def encode(self, algo: Hash = Hash.SHA256) -> tuple[str, bytes]:
+        """Frame the range as a columnar object; returns (object id, bytes)."""
         meta, cols = self.columns()
         return envelope.encode_columns(envelope.KIND_MANIFEST, meta, cols, algo)
 
     @classmethod
     def decode(cls, oid: str, data: bytes) -> ManifestRange:
+        """Read back a range stored under `oid`, verifying its checksum."""
         payload = envelope.decode(envelope.KIND_MANIFEST, oid, data)
         meta, c = columns.unpack(payload, f"manifest object {oid}")
         return cls.from_columns(meta, c)
@@ -357,10 +368,12 @@ class RangeView:
         return RangeView(self.sources, self.positions[part], self.keys[part])
 
     def without_keys(self, keys: np.ndarray) -> RangeView:
+        """The view minus the entries whose keys are in `keys` (self when nothing is dropped)."""
         if not len(self) or not len(keys):
             return self
         keep = ~np.isin(self.keys, keys)
         return RangeView(self.sources, self.positions[keep], self.keys[keep])
 
     def ref_at(self, i: int) -> ChunkRef:
+        """The reference of the entry at position `i`, copying out only that entry."""
         return self.take(slice(i, i + 1)).ref_at(0)

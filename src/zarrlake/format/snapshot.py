@@ -16,6 +16,7 @@ from zarrlake.format.digest import Hash
 
 
 def is_meta_key(key: str) -> bool:
+    """Whether `key` is a node metadata document, which the snapshot root holds inline."""
     return key == "zarr.json" or key.endswith("/zarr.json")
 
 
@@ -26,12 +27,15 @@ def node_path(meta_key: str) -> str:
 
 @dataclass(frozen=True)
 class RangeIndex:
+    """The snapshot's directory of manifest ranges: first key, object id and entry count of each."""
+
     first_keys: np.ndarray  # S<n>, sorted
     ids: tuple[str, ...]
     counts: np.ndarray  # uint64
 
     @classmethod
     def empty(cls) -> RangeIndex:
+        """The index of a snapshot without chunks."""
         return cls(columns.keys_array([]), (), np.zeros(0, np.uint64))
 
     def __len__(self) -> int:
@@ -44,15 +48,19 @@ class RangeIndex:
         return max(int(np.searchsorted(self.first_keys, key, side="right")) - 1, 0)
 
     def total(self) -> int:
+        """The number of chunk entries over all ranges."""
         return int(self.counts.sum())
 
 
 @dataclass(frozen=True)
 class SnapshotRoot:
+    """The root of a snapshot: every node's metadata document plus the range index."""
+
     meta: dict[str, bytes] = field(default_factory=dict)  # metadata key -> document bytes
     ranges: RangeIndex = field(default_factory=RangeIndex.empty)
 
     def encode(self, algo: Hash = Hash.SHA256) -> tuple[str, bytes]:
+        """Frame the root as a columnar object; returns (object id, bytes)."""
         keys = sorted(self.meta)
         docs = [self.meta[k] for k in keys]
         offsets = np.cumsum([0] + [len(d) for d in docs], dtype=np.uint64)
@@ -69,6 +77,7 @@ class SnapshotRoot:
 
     @classmethod
     def decode(cls, oid: str, data: bytes) -> SnapshotRoot:
+        """Read back a snapshot root stored under `oid`, verifying its checksum."""
         payload = envelope.decode(envelope.KIND_SNAPSHOT, oid, data)
         meta, c = columns.unpack(payload, f"snapshot object {oid}")
         offs = c["meta_offsets"]

@@ -17,11 +17,15 @@ _KINDS = {k.value: k for k in RefKind}
 
 @dataclass(frozen=True, slots=True)
 class StagedRecord:
+    """One staged write or delete of one key, as held in the metastore with the session that staged
+    it."""
+
     op: int
     writer: bytes  # 8 bytes naming the session handle that staged it
     ref: ChunkRef | None  # None for deletes
 
     def encode(self) -> bytes:
+        """The record as stored: a fixed header, then inline bytes or the virtual body."""
         if self.ref is None:
             return _HEAD.pack(self.op, 0, self.writer, b"\0" * 32, 0)
         head = _HEAD.pack(self.op, self.ref.kind, self.writer, self.ref.digest, self.ref.length)
@@ -31,6 +35,7 @@ class StagedRecord:
 
     @classmethod
     def decode(cls, data: bytes, key: str) -> StagedRecord:
+        """Parse the stored record for `key`; raises CorruptionError when it is malformed."""
         try:
             op, kind, writer, digest, length = _HEAD.unpack_from(data)
         except struct.error as e:

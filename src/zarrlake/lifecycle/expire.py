@@ -39,6 +39,7 @@ class ExpireReport:
     seconds: float = 0.0
 
     def to_dict(self) -> dict:
+        """The report as a plain dict, for `--json` output."""
         return dict(self.__dict__)
 
 

@@ -70,6 +70,7 @@ class GcReport:
     seconds: float = 0.0
 
     def count(self, key: str, size: int) -> None:
+        """Record one deleted object of `size` bytes, in the totals and under its kind."""
         kind = kind_of(key)
         n, b = self.by_kind.get(kind, (0, 0))
         self.by_kind[kind] = (n + 1, b + size)
@@ -77,12 +78,14 @@ class GcReport:
         self.bytes_deleted += size
 
     def to_dict(self) -> dict:
+        """The report as a plain dict (per-kind counts as objects/bytes), for `--json` output."""
         doc = dict(self.__dict__)
         doc["by_kind"] = {k: {"objects": n, "bytes": b} for k, (n, b) in self.by_kind.items()}
         return doc
 
 
 def check_older_than(older_than: object) -> timedelta:
+    """`older_than` if it is a timedelta between zero and MAX_GRACE; else InvalidInputError."""
     if not isinstance(older_than, timedelta):
         raise InvalidInputError(f"older_than must be a datetime.timedelta, not {older_than!r}")
     if older_than < timedelta(0):
@@ -252,6 +255,8 @@ class Collector:
         return data
 
     def size(self, key: str, known: int | None) -> int:
+        """The size of `key` to report: cached, `known` for chunks, or read (-1 once the object is
+        gone)."""
         if key in self.sizes:
             return self.sizes[key]
         if known is not None and kind_of(key) == "chunks":
@@ -264,6 +269,9 @@ class Collector:
     # the run ------------------------------------------------------------------------------
 
     def run(self, older_than: timedelta, dry_run: bool, full: bool) -> GcReport:
+        """One collection: take the gc lock (unless `dry_run`), mark and sweep, report.
+
+        A dry run takes no lock and deletes nothing; it reports what a real run would delete."""
         start = time.monotonic()
         grace = check_older_than(older_than).total_seconds()
         self.report = GcReport(dry_run=dry_run, full=full)
@@ -338,6 +346,11 @@ class Collector:
     def sweep(
         self, reach: Reach, due: list[str], pool: dict[str, int | None], listed_only: set[str]
     ) -> None:
+        """Enter the sweep phase, re-check what is live, then delete the `due` objects still
+        unreached.
+
+        Objects only a listing found wait while writers hold unflushed writes, and metadata objects
+        wait while a commit is under way; deleting stops at the phase's deadline."""
         phase = self.state.begin_sweep()
         crashpoints.reached("gc_after_sweep_begins")
         try:

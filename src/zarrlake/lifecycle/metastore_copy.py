@@ -46,6 +46,7 @@ class CopyReport:
     seconds: float
 
     def to_dict(self) -> dict:
+        """The report as a plain dict, for `--json` output."""
         return asdict(self)
 
 

@@ -148,6 +148,7 @@ class MetaStoreBackend(MetaStore):
         """Delete every key of the partition."""
 
     def get(self, partition: str, key: bytes) -> tuple[bytes, int] | None:
+        """Check the arguments, then read the key through the backend's `_get`."""
         return self._get(check_partition(partition), check_meta_key(key))
 
     def scan(
@@ -157,16 +158,20 @@ class MetaStoreBackend(MetaStore):
         prefix: bytes | None = None,
         limit: int | None = None,
     ) -> Iterator[Item]:
+        """Check the arguments, then page through the backend's `_scan` up to `limit` items."""
         check_partition(partition)
         low, high = scan_range(start, prefix)
         limit = check_limit(limit)
         return paged_scan(lambda at, size: self._scan(partition, at, high, size), low, limit)
 
     def set(self, partition: str, key: bytes, value: bytes) -> int:
+        """Check the arguments, then write one key; returns its new version."""
         check_partition(partition)
         return self._write(partition, [(check_meta_key(key), check_value(value))], [])[0]
 
     def set_many(self, partition: str, items: Iterable[tuple[bytes, bytes | None]]) -> None:
+        """Check the arguments, then write and delete the batch in one `_write` (a None value
+        deletes)."""
         check_partition(partition)
         changes = check_items(items)
         if changes:
@@ -174,21 +179,25 @@ class MetaStoreBackend(MetaStore):
             self._write(partition, writes, sorted(k for k, v in changes.items() if v is None))
 
     def delete(self, partition: str, key: bytes) -> None:
+        """Check the arguments, then delete the key through `_write`."""
         self._write(check_partition(partition), [], [check_meta_key(key)])
 
     def set_if(self, partition: str, key: bytes, value: bytes, expected: int | None) -> int:
+        """Check the arguments, then compare-and-swap through the backend's `_set_if`."""
         check_partition(partition)
         return self._set_if(
             partition, check_meta_key(key), check_value(value), check_expected(expected)
         )
 
     def delete_if(self, partition: str, key: bytes, expected: int) -> None:
+        """Check the arguments, then compare-and-delete (see `MetaStore.delete_if`)."""
         check_partition(partition)
         if expected is None:
             raise InvalidInputError("delete_if needs the version to expect, not None")
         self._delete_if(partition, check_meta_key(key), check_expected(expected))  # type: ignore[arg-type]
 
     def drop_partition(self, partition: str) -> None:
+        """Check the partition name, then drop it through `_drop_partition`."""
         self._drop_partition(check_partition(partition))
 
 
@@ -203,6 +212,7 @@ class WrapperMetaStore(MetaStore):
         return f"{type(self).__name__}({self.inner!r})"
 
     def get(self, partition: str, key: bytes) -> tuple[bytes, int] | None:
+        """Pass to the inner store."""
         return self.inner.get(partition, key)
 
     def scan(
@@ -212,32 +222,42 @@ class WrapperMetaStore(MetaStore):
         prefix: bytes | None = None,
         limit: int | None = None,
     ) -> Iterator[Item]:
+        """Pass to the inner store."""
         return self.inner.scan(partition, start, prefix, limit)
 
     def set(self, partition: str, key: bytes, value: bytes) -> int:
+        """Pass to the inner store."""
         return self.inner.set(partition, key, value)
 
     def set_many(self, partition: str, items: Iterable[tuple[bytes, bytes | None]]) -> None:
+        """Pass to the inner store."""
         self.inner.set_many(partition, items)
 
     def delete(self, partition: str, key: bytes) -> None:
+        """Pass to the inner store."""
         self.inner.delete(partition, key)
 
     def set_if(self, partition: str, key: bytes, value: bytes, expected: int | None) -> int:
+        """Pass to the inner store."""
         return self.inner.set_if(partition, key, value, expected)
 
     def delete_if(self, partition: str, key: bytes, expected: int) -> None:
+        """Pass to the inner store."""
         self.inner.delete_if(partition, key, expected)
 
     def drop_partition(self, partition: str) -> None:
+        """Pass to the inner store."""
         self.inner.drop_partition(partition)
 
     def close(self) -> None:
+        """Close the inner store."""
         self.inner.close()
 
     @property  # type: ignore[override]
     def remote(self) -> bool:
+        """Whether the inner store is remote."""
         return self.inner.remote
 
     def take_turns(self, name: str) -> AbstractContextManager[bool]:
+        """The inner store's turn-taking lock for `name`."""
         return self.inner.take_turns(name)

@@ -139,6 +139,7 @@ class BucketMetaStore(MetaStoreBackend):
         return (BucketMetaStore.open, (*self._reopen, self.url))
 
     def close(self) -> None:
+        """Refuse further calls and close the underlying object store."""
         self._closed = True
         self._raw.close()
 

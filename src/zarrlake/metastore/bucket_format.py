@@ -50,6 +50,7 @@ class Names:
         self.pages = f"{base}/pages/"
 
     def page(self, page_id: str) -> str:
+        """The object key of the page named `page_id`."""
         return self.pages + page_id
 
 
@@ -103,6 +104,7 @@ class Run:
 
     @property
     def size(self) -> int:
+        """The bytes of keys and values over the run's pages."""
         return sum(p.size for p in self.pages)
 
 
@@ -228,6 +230,7 @@ class _Reader:
 
 
 def encode_head(head: Head) -> bytes:
+    """Serialize a partition head (counters, recent writes, runs, inline entries)."""
     w = _Writer(HEAD)
     w.u64(head.salt)
     w.u64(head.seq)
@@ -249,6 +252,7 @@ def encode_head(head: Head) -> bytes:
 
 
 def decode_head(data: bytes, where: str) -> Head:
+    """Parse a head object read from `where`; raises CorruptionError when it is malformed."""
     try:
         r = _Reader(data, HEAD, where)
         salt, seq, gen = r.u64(), r.u64(), r.u64()
@@ -268,12 +272,14 @@ def decode_head(data: bytes, where: str) -> Head:
 
 
 def encode_page(table: Table) -> bytes:
+    """Serialize a table as an immutable page object."""
     w = _Writer(PAGE)
     w.table(table)
     return w.finish()
 
 
 def decode_page(data: bytes, where: str) -> Table:
+    """Parse a page object read from `where`; raises CorruptionError when it is malformed."""
     try:
         r = _Reader(data, PAGE, where)
         table = r.table()

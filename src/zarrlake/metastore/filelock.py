@@ -60,6 +60,7 @@ class FileLock:
             raise
 
     def release(self) -> None:
+        """Unlock the file, then let the next thread of this process take its turn."""
         assert self.fd is not None
         fcntl.flock(self.fd, fcntl.LOCK_UN)
         self.threads.release()

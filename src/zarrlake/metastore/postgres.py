@@ -239,6 +239,7 @@ class PostgresMetaStore(MetaStoreBackend):
             raise BackendError(f"PostgreSQL at {self.where}: {problem}") from None
 
     def close(self) -> None:
+        """Refuse further calls and close the spare connection and the pool."""
         self._closed = True
         spare = self._take_spare()
         if spare is not None:

@@ -29,6 +29,7 @@ class RetryingMetaStore(WrapperMetaStore):
         return (RetryingMetaStore, (self.inner, self.policy))
 
     def get(self, partition: str, key: bytes) -> tuple[bytes, int] | None:
+        """Read with retries on transient errors."""
         return retry(lambda: self.inner.get(partition, key), self.policy)
 
     def scan(
@@ -63,16 +64,24 @@ class RetryingMetaStore(WrapperMetaStore):
             yield item
 
     def set(self, partition: str, key: bytes, value: bytes) -> int:
+        """Write with retries on transient errors."""
         return retry(lambda: self.inner.set(partition, key, value), self.policy)
 
     def set_many(self, partition: str, items: Iterable[tuple[bytes, bytes | None]]) -> None:
+        """Write the batch with retries (the items are buffered so a retry can resend them)."""
         batch = list(items)  # an iterator could only be consumed once
         retry(lambda: self.inner.set_many(partition, batch), self.policy)
 
     def delete(self, partition: str, key: bytes) -> None:
+        """Delete with retries on transient errors."""
         retry(lambda: self.inner.delete(partition, key), self.policy)
 
     def set_if(self, partition: str, key: bytes, value: bytes, expected: int | None) -> int:
+        """Compare-and-swap with retries, telling a lost reply from a real conflict.
+
+        After a transient failure the attempt may have landed: a retry first reads the key and
+        returns its version when it holds our value, so a lost reply is not reported as a
+        conflict."""
         value = check_value(value)
         uncertain = False  # True once a set_if may have landed without us hearing back
 
@@ -92,6 +101,8 @@ class RetryingMetaStore(WrapperMetaStore):
         return retry(attempt, self.policy)
 
     def delete_if(self, partition: str, key: bytes, expected: int) -> None:
+        """Compare-and-delete with retries; after a lost reply, the key being gone means
+        ours landed, another version means someone else's write (CASFailedError)."""
         uncertain = False  # True once a delete_if may have landed without us hearing back
 
         def attempt() -> None:
@@ -110,4 +121,5 @@ class RetryingMetaStore(WrapperMetaStore):
         retry(attempt, self.policy)
 
     def drop_partition(self, partition: str) -> None:
+        """Drop the partition with retries on transient errors."""
         retry(lambda: self.inner.drop_partition(partition), self.policy)

@@ -211,6 +211,7 @@ class SqliteMetaStore(MetaStoreBackend):
             raise
 
     def close(self) -> None:
+        """Refuse further calls and close the connections."""
         self._closed = True
         conns = self._conns.take()
         if conns is not None:

@@ -102,7 +102,36 @@ def write_array(
     `repo` on `branch` as one commit. Rows are first repartitioned by chunk, so every chunk
     has exactly one writer. Other keyword options are data source options (metastore,
     storage options, author, layout, shape/chunks/dtype/dims to create the array).
-    zarrlake errors (ConflictError, InvalidInputError, ...) arrive as themselves."""
+    zarrlake errors (ConflictError, InvalidInputError, ...) arrive as themselves.
+
+    Parameters
+    ----------
+    df
+        Rows with one long column per dimension and the value column(s).
+    repo
+        The repository location (path or URL).
+    array, arrays
+        The target array path, or several arrays sharing dims, shape and chunks.
+    branch, message
+        The branch the job commits to, and the commit message.
+    mode
+        "append" writes the rows' cells into the array; "overwrite" replaces its contents
+        in the same commit (chunks no row writes are deleted).
+    partitions
+        Spark partitions to write with (default: up to 4 per core, at most one per chunk).
+
+    Raises
+    ------
+    InvalidInputError
+        If a dimension column is missing or an option is malformed.
+    ConflictError
+        If a concurrent commit changed the same chunks.
+
+    Examples
+    --------
+    >>> from zarrlake.spark import write_array
+    >>> write_array(df, repo="/data/weather", array="t2m", message="day 1")  # doctest: +SKIP
+    """
     from pyspark.sql import functions as F
 
     from zarrlake.spark import options as opts
@@ -166,7 +195,31 @@ def map_regions[R, T](
     session re-joined on its executor; returns the results in region order. Commit the
     session on the driver afterwards: the whole run becomes one commit. Each task attempt
     stages under its own writer, flushed before the task ends; only the attempts whose
-    results Spark returns count, so a failed or speculative attempt contributes nothing."""
+    results Spark returns count, so a failed or speculative attempt contributes nothing.
+
+    Parameters
+    ----------
+    spark
+        The active Spark session.
+    session
+        An open zarrlake session (or a read-only one, to read in parallel).
+    regions
+        The units of work (e.g. slices or chunk coordinates); each goes to one task call.
+    fn
+        Called as fn(session, region) on an executor.
+    num_slices
+        Spark partitions (default: up to 2 per core).
+
+    Returns
+    -------
+    list
+        fn's results, in the order of `regions`.
+
+    Raises
+    ------
+    SessionClosedError
+        If the session is no longer open.
+    """
     if not session.read_only and session.status != "open":
         raise SessionClosedError(f"session {session.id} is {session.status}; start a new session")
     items = list(regions)

@@ -81,14 +81,17 @@ class ArrayInfo:
 
     @property
     def column(self) -> str:
+        """The name of the value column: the array's last path segment."""
         return self.path.rsplit("/", 1)[-1]
 
     @property
     def grid(self) -> tuple[int, ...]:
+        """The number of chunks along each dimension."""
         return tuple(-(-s // c) for s, c in zip(self.shape, self.chunks, strict=True))
 
     @property
     def spark_type(self) -> DataType:
+        """The Spark type of the value column; InvalidInputError for a dtype Spark lacks."""
         try:
             return _SPARK_TYPES[self.dtype]
         except KeyError:
@@ -103,14 +106,20 @@ class ArrayInfo:
         return _WIDENED.get(self.dtype, self.dtype)
 
     def schema(self) -> StructType:
+        """The cell-layout schema: one long per dimension, then the value column."""
         fields = [StructField(d, LongType(), False) for d in self.dims]
         return StructType([*fields, StructField(self.column, self.spark_type, False)])
 
     def chunk_key(self, array: zarr.Array, coords: tuple[int, ...]) -> str:
+        """The store key of chunk `coords` of `array` (its chunk key encoding applied)."""
         return f"{self.path}/{array.metadata.encode_chunk_key(coords)}"
 
     @classmethod
     def of(cls, array: zarr.Array, path: str) -> ArrayInfo:
+        """What the data source needs of `array` at `path`; its dimension names become columns.
+
+        Raises InvalidInputError when the array has no (or repeated) dimension names, or one equal
+        to its value column."""
         dims = array.metadata.dimension_names if array.metadata.zarr_format == 3 else None
         if not dims or any(not d for d in dims):
             raise InvalidInputError(

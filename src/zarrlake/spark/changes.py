@@ -24,6 +24,7 @@ CHUNKS_PER_PARTITION = 64
 
 
 def change_schema(info: ArrayInfo, layout: str) -> StructType:
+    """The change feed's schema: dimensions, the change kind, then the layout's value columns."""
     for name in (CHANGE, SHAPE):
         if name in info.dims or name == info.column:
             raise InvalidInputError(
@@ -39,6 +40,7 @@ def change_schema(info: ArrayInfo, layout: str) -> StructType:
 
 
 def parse_range(spec: str) -> tuple[str, str]:
+    """(from, to) of the `changes` option, "FROM..TO"; InvalidInputError otherwise."""
     a, sep, b = spec.partition("..")
     if not sep or not a.strip() or not b.strip() or ".." in b:
         raise InvalidInputError(f"option 'changes' must be 'FROM..TO' (two refs), not {spec!r}")
@@ -57,6 +59,7 @@ class ChangeFeed:
 
     @classmethod
     def plan(cls, options, path: str) -> ChangeFeed:
+        """Plan the feed of array `path` between the refs named by the `changes` option."""
         old, new = parse_range(opts.required(options, "changes", "FROM..TO"))
         repo = opts.RepoOptions.parse(options).open()
         diff = repo.diff(old, new)
@@ -82,11 +85,15 @@ class ChangeFeed:
 
 
 class ChangeRun(InputPartition):
+    """One input partition of a change feed: the changed chunks it reads, with their kind."""
+
     def __init__(self, rows: list[tuple[tuple[int, ...], str]]) -> None:
         self.rows = rows
 
 
 class ChangeReader(DataSourceReader):
+    """Reads a planned change feed: one row per changed chunk (or cell), with its kind."""
+
     def __init__(self, feed: ChangeFeed, layout: str) -> None:
         self.handle = SessionHandle(feed.session)
         self.info = feed.info
@@ -94,6 +101,7 @@ class ChangeReader(DataSourceReader):
         self.layout = layout
 
     def partitions(self) -> list[ChangeRun]:
+        """The changed chunks split into runs (one input partition each)."""
         rows = self.changed
         if not rows:
             return [ChangeRun([])]
@@ -101,6 +109,7 @@ class ChangeReader(DataSourceReader):
         return [ChangeRun(rows[i : i + n]) for i in range(0, len(rows), n)]
 
     def read(self, partition: ChangeRun) -> Iterator[pa.RecordBatch]:
+        """The rows of one run: coordinates, change kind and the new values at TO."""
         info, rows = self.info, partition.rows
         if not rows:
             return

@@ -44,6 +44,7 @@ def group_by_chunk(
 
 
 def chunk_box(info: ArrayInfo, coords: tuple[int, ...]) -> tuple[slice, ...]:
+    """The region of chunk `coords` in array coordinates (clipped at the array's edge)."""
     return tuple(
         slice(c * n, min((c + 1) * n, s))
         for c, n, s in zip(coords, info.chunks, info.shape, strict=True)

@@ -29,6 +29,7 @@ BATCH_BYTES = 16 << 20
 
 
 def layout_of(options) -> str:
+    """The `layout` option: "cells" (default) or "chunks"; InvalidInputError otherwise."""
     layout = (opts.get_names(options, "layout") or (CELLS,))[0].lower()
     if layout not in (CELLS, CHUNKS):
         raise InvalidInputError(f"option 'layout' must be 'cells' or 'chunks', not {layout!r}")
@@ -45,6 +46,7 @@ def binary_values(options) -> bool:
 
 
 def chunk_schema(info: ArrayInfo, binary: bool = False) -> StructType:
+    """The chunk-layout schema: a long per dimension, the chunk's shape, and its values."""
     if SHAPE in info.dims or info.column == SHAPE:
         raise InvalidInputError(
             f"array {info.path!r}: the chunk layout has a column {SHAPE!r}, which its "
@@ -62,6 +64,7 @@ def chunk_schema(info: ArrayInfo, binary: bool = False) -> StructType:
 
 
 def chunk_extent(info: ArrayInfo, coords: tuple[int, ...]) -> tuple[slice, ...]:
+    """The region of chunk `coords` in array coordinates (clipped at the array's edge)."""
     return tuple(
         slice(k * c, min((k + 1) * c, s))
         for k, c, s in zip(coords, info.chunks, info.shape, strict=True)
@@ -100,6 +103,7 @@ def arrow_schema(schema: StructType) -> pa.Schema:
 
 
 def chunk_names(info: ArrayInfo) -> list[str]:
+    """The column names of the chunk layout, in order."""
     return [*info.dims, SHAPE, info.column]
 
 
@@ -110,13 +114,16 @@ class ChunkReader(ZarrLakeReader):
 
     @staticmethod
     def row_bytes(info: ArrayInfo) -> int:
+        """The bytes per value, which the partition size is measured in."""
         return np.dtype(info.dtype).itemsize
 
     def to_elements(self, d: int, low: int | None, high: int | None):
+        """Bounds on chunk coordinates as bounds on element indexes along dimension `d`."""
         c = self.info.chunks[d]
         return (None if low is None else low * c), (None if high is None else high * c)
 
     def read(self, partition: ChunkRun) -> Iterator[pa.RecordBatch]:
+        """The record batches of one run of chunks, one row per chunk."""
         if partition.stop <= partition.start:
             return
         array = self.array()
@@ -170,6 +177,7 @@ class ChunkSink:
         self._pool = ThreadPoolExecutor(WRITE_THREADS, thread_name_prefix="zarrlake-chunks")
 
     def add(self, batch: pa.RecordBatch) -> None:
+        """Write the whole chunks of one Arrow batch (a row per chunk)."""
         info = self.info
         n = batch.num_rows
         if n == 0:
@@ -224,6 +232,7 @@ class ChunkSink:
         """Every chunk is written when add() returns; nothing is buffered."""
 
     def stop(self) -> None:
+        """Wait for the pending chunk writes and stop the writer pool."""
         self._pool.shutdown()
 
 

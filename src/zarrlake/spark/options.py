@@ -21,6 +21,7 @@ def _lower(options: Mapping[str, str]) -> dict[str, str]:
 
 
 def required(options: Mapping[str, str], name: str, what: str) -> str:
+    """The option `name`, stripped; InvalidInputError naming `what` when missing or blank."""
     value = _lower(options).get(name)
     if value is None or not str(value).strip():
         raise InvalidInputError(f"the zarrlake data source needs option {name!r} ({what})")
@@ -28,6 +29,7 @@ def required(options: Mapping[str, str], name: str, what: str) -> str:
 
 
 def get_int(options: Mapping[str, str], name: str, default: int | None) -> int | None:
+    """The option `name` as a positive int (`default` when unset); InvalidInputError otherwise."""
     value = _lower(options).get(name)
     if value is None:
         return default
@@ -41,6 +43,7 @@ def get_int(options: Mapping[str, str], name: str, default: int | None) -> int |
 
 
 def get_ints(options: Mapping[str, str], name: str) -> tuple[int, ...] | None:
+    """The option `name` as a tuple of ints ("1,2" or "(1, 2)"), or None when unset."""
     value = _lower(options).get(name)
     if value is None:
         return None
@@ -78,6 +81,7 @@ class RepoOptions:
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> RepoOptions:
+        """The repository options of a read or write: location, metastore, storage options."""
         location = required(options, "repo", "the repository location: a path or URL")
         lowered = _lower(options)
         storage: dict[str, Any] = {}
@@ -90,6 +94,7 @@ class RepoOptions:
         return cls(location, lowered.get("metastore") or None, storage)
 
     def open(self):  # -> zarrlake.Repo
+        """Open the repository these options name."""
         from zarrlake.repo import Repo
 
         return Repo.open(

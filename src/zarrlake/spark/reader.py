@@ -129,6 +129,7 @@ class ZarrLakeReader(DataSourceReader):
         return rows.reshape(-1)
 
     def partitions(self) -> list[ChunkRun]:
+        """The chunk grid (after filters) split into runs of about `partition_rows` rows."""
         ranges = self._chunk_ranges()
         rows = self._rows_per_chunk(ranges)
         if rows.size == 0:
@@ -146,6 +147,7 @@ class ZarrLakeReader(DataSourceReader):
     # tasks ------------------------------------------------------------------------------
 
     def array(self) -> zarr.Array:
+        """The array at the planned commit, opened once per task."""
         info = self.info
         return self.handle.array(
             info.path, lambda s: open_array(s, info.path, ref=self.handle.session.base_commit)
@@ -165,6 +167,7 @@ class ZarrLakeReader(DataSourceReader):
             yield chunk, box
 
     def read(self, partition: ChunkRun) -> Iterator[pa.RecordBatch]:
+        """The record batches of one run of chunks, one row per cell."""
         if partition.stop <= partition.start:
             return
         array = self.array()

@@ -28,6 +28,7 @@ MAX_SLAB = 64 << 20
 
 
 def column(batch: pa.RecordBatch | pa.Table, name: str, what: str) -> np.ndarray:
+    """A column of `batch` as numpy; InvalidInputError naming `what` if it holds nulls."""
     col = batch.column(name)
     if col.null_count:
         raise InvalidInputError(f"{what} column {name!r} has {col.null_count} null value(s)")
@@ -58,6 +59,8 @@ class RowSink:
     # input ------------------------------------------------------------------------------
 
     def add(self, batch: pa.RecordBatch) -> None:
+        """Write the cells of one Arrow batch into their chunks (buffering rows that arrive out of
+        order)."""
         n = batch.num_rows
         if n == 0:
             return
@@ -90,6 +93,7 @@ class RowSink:
             self._add_loose(index, values)
 
     def close(self) -> None:
+        """Write what is still buffered."""
         self._end_run()
         self._flush_loose()
 

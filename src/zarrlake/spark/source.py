@@ -35,6 +35,7 @@ class ZarrLakeSource(DataSource):
 
     @classmethod
     def name(cls) -> str:
+        """The format name: `spark.read.format("zarrlake")`."""
         return "zarrlake"
 
     def _read_target(self):  # -> (readonly Session, ArrayInfo, ref)
@@ -64,6 +65,7 @@ class ZarrLakeSource(DataSource):
         return info.schema()
 
     def schema(self) -> StructType:
+        """The schema of the read (cells, chunks or change feed) the options describe."""
         if self._given().get("changes"):
             from zarrlake.spark.changes import ChangeFeed
 
@@ -72,6 +74,7 @@ class ZarrLakeSource(DataSource):
         return self._schema_of(info)
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        """The batch reader for the options: an array at a ref, or a change feed."""
         from zarrlake.spark.reader import ZarrLakeReader
 
         if self._given().get("changes"):
@@ -101,6 +104,7 @@ class ZarrLakeSource(DataSource):
             )
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        """The batch writer: opens the job's session on the branch, which the driver commits."""
         from zarrlake.spark.writer import ZarrLakeWriter
 
         repo_options = opts.RepoOptions.parse(self.options)

@@ -27,6 +27,8 @@ SCAN_COMMITS = 10_000
 
 
 def stream_id(options) -> str:
+    """The id a streaming query's commits are recorded under: `stream_id`, else its checkpoint
+    location."""
     given = {k.lower(): v for k, v in dict(options).items()}
     value = given.get("stream_id") or given.get("checkpointlocation") or given.get("path")
     if not value:
@@ -67,6 +69,7 @@ class ZarrLakeStreamWriter(DataSourceStreamArrowWriter):
     # executors --------------------------------------------------------------------------
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WrittenChunks:
+        """Write one task's rows of a micro-batch into the batch's open session."""
         repo = self._repo()
         pending = self._pending(repo)
         if pending is None:
@@ -87,6 +90,10 @@ class ZarrLakeStreamWriter(DataSourceStreamArrowWriter):
 
     @keep_conflicts
     def commit(self, messages: list[WrittenChunks | None], batchId: int) -> None:
+        """Commit the micro-batch's session (once: a replayed batch is abandoned).
+
+        The commit records the stream id and batch id, so a restarted query recognises batches it
+        already committed; a new session is opened for the next batch either way."""
         repo = self._repo()
         pending = self._pending(repo)
         if pending is None:
@@ -110,6 +117,7 @@ class ZarrLakeStreamWriter(DataSourceStreamArrowWriter):
             self.open_session()
 
     def abort(self, messages: list[WrittenChunks | None], batchId: int) -> None:
+        """Abandon the micro-batch's session and open a fresh one for the retry."""
         repo = self._repo()
         pending = self._pending(repo)
         if pending is not None:

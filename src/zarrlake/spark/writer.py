@@ -46,6 +46,7 @@ def accept(session: Session, tag: str, messages: list[WrittenChunks | None]) -> 
 
 
 def partition_id() -> int:
+    """The Spark partition id of the running task; -1 outside a task."""
     from pyspark import TaskContext
 
     ctx = TaskContext.get()
@@ -67,6 +68,7 @@ class ZarrLakeWriter(DataSourceArrowWriter):
 
     @property
     def session(self) -> Session:
+        """The job's session, joined once per task."""
         return self.handle.session
 
     def opened(self) -> dict[str, zarr.Array]:
@@ -80,6 +82,7 @@ class ZarrLakeWriter(DataSourceArrowWriter):
     # executors --------------------------------------------------------------------------
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WrittenChunks:
+        """Write one task's rows into the job's session; the message says what it wrote."""
         return write_batches(
             self.session, self.tag, self.opened(), self.arrays, self.layout, self.replace, iterator
         )

@@ -122,19 +122,24 @@ class ObjectStoreBackend(ObjectStore):
         raise _no_conditional_updates(self)
 
     def get(self, key: str, byte_range: ByteRange | None = None) -> bytes:
+        """Check the key and byte range, then read through the backend's `_get`."""
         check_object_key(key)
         return self._get(key, None if byte_range is None else check_range(key, byte_range))
 
     def put(self, key: str, data: bytes) -> None:
+        """Check the key, then write through the backend's `_put`."""
         self._put(check_object_key(key), data)
 
     def put_if_absent(self, key: str, data: bytes) -> bool:
+        """Check the key, then create through `_put_if_absent`; False if it exists."""
         return self._put_if_absent(check_object_key(key), data)
 
     def delete(self, key: str) -> None:
+        """Check the key, then delete through the backend's `_delete`."""
         self._delete(check_object_key(key))
 
     def delete_many(self, keys: list[str]) -> None:
+        """Check the keys, then delete them through `_delete_many`."""
         self._delete_many([check_object_key(k) for k in keys])
 
     def _delete_many(self, keys: list[str]) -> None:
@@ -143,16 +148,20 @@ class ObjectStoreBackend(ObjectStore):
             self._delete(key)
 
     def list(self, prefix: str = "") -> Iterator[str]:
+        """Check the prefix, then list through the backend's `_list`."""
         check_prefix(prefix)
         return self._list(prefix)
 
     def exists(self, key: str) -> bool:
+        """Check the key, then ask the backend's `_exists`."""
         return self._exists(check_object_key(key))
 
     def get_tagged(self, key: str) -> tuple[bytes, str]:
+        """Check the key, then read it with its version tag through `_get_tagged`."""
         return self._get_tagged(check_object_key(key))
 
     def put_if(self, key: str, data: bytes, tag: str | None) -> str:
+        """Check the key, then update it conditionally on `tag` through `_put_if`."""
         return self._put_if(check_object_key(key), data, tag)
 
 
@@ -165,39 +174,50 @@ class WrapperObjectStore(ObjectStore):
 
     @property  # type: ignore[override]
     def remote(self) -> bool:
+        """Whether the wrapped store is remote."""
         return self.inner.remote
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.inner!r})"
 
     def get(self, key: str, byte_range: ByteRange | None = None) -> bytes:
+        """Pass to the inner store."""
         return self.inner.get(key, byte_range)
 
     def put(self, key: str, data: bytes) -> None:
+        """Pass to the inner store."""
         self.inner.put(key, data)
 
     def put_if_absent(self, key: str, data: bytes) -> bool:
+        """Pass to the inner store."""
         return self.inner.put_if_absent(key, data)
 
     def delete(self, key: str) -> None:
+        """Pass to the inner store."""
         self.inner.delete(key)
 
     def delete_many(self, keys: list[str]) -> None:
+        """Pass to the inner store."""
         self.inner.delete_many(keys)
 
     def list(self, prefix: str = "") -> Iterator[str]:
+        """Pass to the inner store."""
         return self.inner.list(prefix)
 
     def exists(self, key: str) -> bool:
+        """Pass to the inner store."""
         return self.inner.exists(key)
 
     def get_tagged(self, key: str) -> tuple[bytes, str]:
+        """Pass to the inner store."""
         return self.inner.get_tagged(key)
 
     def put_if(self, key: str, data: bytes, tag: str | None) -> str:
+        """Pass to the inner store."""
         return self.inner.put_if(key, data, tag)
 
     def close(self) -> None:
+        """Close the inner store."""
         self.inner.close()
 
 

@@ -75,6 +75,7 @@ class Helper:
         return value
 
     def close(self) -> None:
+        """Close the pipe to the helper process and wait for it to exit."""
         self._to.close()
         self._proc.wait()
 

@@ -52,6 +52,7 @@ def _check_segments(text: str, segments: list[str], *, what: str) -> None:
 
 
 def check_range(key: str, byte_range: Any) -> tuple[int, int]:
+    """The (start, end) of a byte range; raises InvalidInputError unless 0 <= start <= end."""
     try:
         start, end = byte_range
     except (TypeError, ValueError):

@@ -17,6 +17,11 @@ _PLAIN = re.compile(r"[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*")
 
 
 class LocalObjectStore(ObstoreObjectStore):
+    """Objects as files under a local directory; whole plain files are read directly (faster than
+    obstore).
+
+    A directory has no conditional updates, so its metastore must be SQLite, not the bucket."""
+
     def __init__(self, store: Any, root: Path) -> None:
         super().__init__(store, root.as_uri(), recipe=(str(root), ()), remote=False)
         self.root = root

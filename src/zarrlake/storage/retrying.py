@@ -37,12 +37,18 @@ class RetryingObjectStore(WrapperObjectStore):
             return False
 
     def get(self, key: str, byte_range: ByteRange | None = None) -> bytes:
+        """Read with retries on transient errors."""
         return retry(lambda: self.inner.get(key, byte_range), self.policy)
 
     def put(self, key: str, data: bytes) -> None:
+        """Write with retries on transient errors."""
         retry(lambda: self.inner.put(key, data), self.policy)
 
     def put_if_absent(self, key: str, data: bytes) -> bool:
+        """Create with retries, telling a lost reply from an existing object.
+
+        After a transient failure the first attempt may have landed: when a retry finds the key
+        taken, it counts as created if the stored bytes are ours."""
         failed_before = False
 
         def attempt() -> bool:
@@ -58,9 +64,11 @@ class RetryingObjectStore(WrapperObjectStore):
         return retry(attempt, self.policy)
 
     def delete(self, key: str) -> None:
+        """Delete with retries on transient errors."""
         retry(lambda: self.inner.delete(key), self.policy)
 
     def delete_many(self, keys: list[str]) -> None:
+        """Delete the keys with retries on transient errors."""
         retry(lambda: self.inner.delete_many(keys), self.policy)
 
     def list(self, prefix: str = "") -> Iterator[str]:
@@ -68,9 +76,11 @@ class RetryingObjectStore(WrapperObjectStore):
         return iter(retry(lambda: list(self.inner.list(prefix)), self.policy))
 
     def exists(self, key: str) -> bool:
+        """Ask with retries on transient errors."""
         return retry(lambda: self.inner.exists(key), self.policy)
 
     def get_tagged(self, key: str) -> tuple[bytes, str]:
+        """Read with its version tag, with retries on transient errors."""
         return retry(lambda: self.inner.get_tagged(key), self.policy)
 
     # put_if is passed through untouched (WrapperObjectStore): after a lost reply only the

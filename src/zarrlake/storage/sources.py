@@ -82,6 +82,7 @@ class SourceReader:
         self._lock = threading.Lock()
 
     def store(self, scheme: str, bucket: str) -> Any:
+        """The obstore store for a scheme and bucket, opened once and shared by threads."""
         with self._lock:
             store = self._stores.get((scheme, bucket))
             if store is None:

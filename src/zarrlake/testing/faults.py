@@ -111,6 +111,7 @@ class FaultyMetaStore(_Injects, WrapperMetaStore):
         self._make_dice(seed, error_rate, lost_response_rate, latency)
 
     def get(self, partition: str, key: bytes) -> tuple[bytes, int] | None:
+        """Read through the inner store, after maybe failing first (an injected error)."""
         self.dice.before("get")
         return self.inner.get(partition, key)
 
@@ -121,6 +122,7 @@ class FaultyMetaStore(_Injects, WrapperMetaStore):
         prefix: bytes | None = None,
         limit: int | None = None,
     ) -> Iterator[Item]:
+        """Scan through the inner store; the start and each page may fail."""
         self.dice.before("scan")
         return self._pages(self.inner.scan(partition, start, prefix, limit))
 
@@ -131,22 +133,27 @@ class FaultyMetaStore(_Injects, WrapperMetaStore):
                 self.dice.before("scan page")
 
     def set(self, partition: str, key: bytes, value: bytes) -> int:
+        """Write through the inner store; may fail before, or lose the reply after it landed."""
         self.dice.before("set")
         version = self.inner.set(partition, key, value)
         self.dice.after_write("set")
         return version
 
     def set_many(self, partition: str, items: Iterable[tuple[bytes, bytes | None]]) -> None:
+        """Write the batch through the inner store; may fail before, or lose the reply after."""
         self.dice.before("set_many")
         self.inner.set_many(partition, items)
         self.dice.after_write("set_many")
 
     def delete(self, partition: str, key: bytes) -> None:
+        """Delete through the inner store; may fail before, or lose the reply after."""
         self.dice.before("delete")
         self.inner.delete(partition, key)
         self.dice.after_write("delete")
 
     def set_if(self, partition: str, key: bytes, value: bytes, expected: int | None) -> int:
+        """Compare-and-swap through the inner store; may fail before, or lose the reply (a refusal
+        too)."""
         self.dice.before("set_if")
         try:
             version = self.inner.set_if(partition, key, value, expected)
@@ -157,6 +164,7 @@ class FaultyMetaStore(_Injects, WrapperMetaStore):
         return version
 
     def delete_if(self, partition: str, key: bytes, expected: int) -> None:
+        """Compare-and-delete, with faults (a failed answer's reply can be lost too)."""
         self.dice.before("delete_if")
         try:
             self.inner.delete_if(partition, key, expected)
@@ -166,6 +174,7 @@ class FaultyMetaStore(_Injects, WrapperMetaStore):
         self.dice.after_write("delete_if")
 
     def drop_partition(self, partition: str) -> None:
+        """Drop through the inner store, after maybe failing first."""
         self.dice.before("drop_partition")
         self.inner.drop_partition(partition)
 
@@ -192,43 +201,53 @@ class FaultyObjectStore(_Injects, WrapperObjectStore):
         self.dice.after_write(f"{op} {key!r} on {self.url}")
 
     def get(self, key: str, byte_range: ByteRange | None = None) -> bytes:
+        """Read through the inner store, after maybe failing first (an injected error)."""
         self._before("GET", key)
         return self.inner.get(key, byte_range)
 
     def put(self, key: str, data: bytes) -> None:
+        """Write through the inner store; may fail before, or lose the reply after it landed."""
         self._before("PUT", key)
         self.inner.put(key, data)
         self._after_write("PUT", key)
 
     def put_if_absent(self, key: str, data: bytes) -> bool:
+        """Create through the inner store; may fail before, or lose the reply after."""
         self._before("PUT-IF-ABSENT", key)
         written = self.inner.put_if_absent(key, data)
         self._after_write("PUT-IF-ABSENT", key)
         return written
 
     def delete(self, key: str) -> None:
+        """Delete through the inner store; may fail before, or lose the reply after."""
         self._before("DELETE", key)
         self.inner.delete(key)
         self._after_write("DELETE", key)
 
     def delete_many(self, keys: list[str]) -> None:
+        """Delete the keys through the inner store; may fail before, or lose the reply after."""
         self._before("DELETE-MANY", f"{len(keys)} keys")
         self.inner.delete_many(keys)
         self._after_write("DELETE-MANY", f"{len(keys)} keys")
 
     def list(self, prefix: str = "") -> Iterator[str]:
+        """List through the inner store, after maybe failing first."""
         self._before("LIST", prefix)
         return self.inner.list(prefix)
 
     def exists(self, key: str) -> bool:
+        """Ask the inner store, after maybe failing first."""
         self._before("HEAD", key)
         return self.inner.exists(key)
 
     def get_tagged(self, key: str) -> tuple[bytes, str]:
+        """Read with its tag through the inner store, after maybe failing first."""
         self._before("GET", key)
         return self.inner.get_tagged(key)
 
     def put_if(self, key: str, data: bytes, tag: str | None) -> str:
+        """Update conditionally through the inner store; may fail before, or lose the reply
+        after."""
         self._before("CONDITIONAL PUT", key)
         try:
             new = self.inner.put_if(key, data, tag)

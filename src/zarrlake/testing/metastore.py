@@ -29,6 +29,7 @@ RACE_ROUNDS = 200
 
 
 def keys(items) -> list[bytes]:
+    """The keys of scanned (key, value, version) items."""
     return [k for k, _, _ in items]
 
 
@@ -70,15 +71,18 @@ class MetaStoreTests(RetriedMetaStoreTests):
 
     @pytest.fixture
     def store_url(self) -> str:
+        """The URL of the store under test; a subclass must supply this fixture."""
         raise NotImplementedError("a MetaStoreTests subclass supplies the store_url fixture")
 
     @pytest.fixture
     def store(self, store_url: str) -> Iterator[MetaStore]:
+        """A store opened from `store_url`, closed after the test."""
         meta = open_metastore(store_url)
         yield meta
         meta.close()
 
     def test_read_after_write(self, store: MetaStore):
+        """A write is read back at once with its version; rewriting gives a new version."""
         version = store.set(P, b"k", b"v1")
         assert isinstance(version, int)
         assert store.get(P, b"k") == (b"v1", version)
@@ -87,6 +91,7 @@ class MetaStoreTests(RetriedMetaStoreTests):
         assert store.get(P, b"k") == (b"v2", v2)
 
     def test_get_missing_is_none(self, store: MetaStore):
+        """A missing key (or partition) reads as None, with no prefix matching."""
         assert store.get(P, b"nope") is None
         assert store.get("no-such-partition", b"k") is None
         store.set(P, b"k", b"v")
@@ -94,6 +99,7 @@ class MetaStoreTests(RetriedMetaStoreTests):
         assert store.get(P, b"") is None
 
     def test_values_roundtrip_exactly(self, store: MetaStore):
+        """Values come back byte for byte: empty, 1 MiB, every byte value, an empty key."""
         big = random.Random(1).randbytes(1 << 20)
         store.set(P, b"empty", b"")
         store.set(P, b"big", big)
@@ -108,6 +114,7 @@ class MetaStoreTests(RetriedMetaStoreTests):
         assert store.get(P, b"")[0] == b"empty key"
 
     def test_two_handles_share_data(self, store_url: str, store: MetaStore):
+        """Two handles on one URL see each other's writes and deletes."""
         other = open_metastore(store_url)
         try:
             version = store.set(P, b"k", b"v")
@@ -118,6 +125,7 @@ class MetaStoreTests(RetriedMetaStoreTests):
             other.close()
 
     def test_pickle_reopens_same_store(self, store: MetaStore):
+        """An unpickled store reopens the same data."""
         version = store.set(P, b"k", b"v")
         clone = pickle.loads(pickle.dumps(store))
         try:
@@ -126,6 +134,7 @@ class MetaStoreTests(RetriedMetaStoreTests):
             clone.close()
 
     def test_scan_is_in_byte_order(self, store: MetaStore):
+        """Scans yield keys in byte order, with each key's value and version."""
         shuffled = ODD_KEYS[:]
         random.Random(7).shuffle(shuffled)
         versions = {k: store.set(P, k, b"v" + k) for k in shuffled}
@@ -147,6 +156,7 @@ class MetaStoreTests(RetriedMetaStoreTests):
         assert all(v == b"v" + k and ver == versions[k] for k, v, ver in items)
 
     def test_scan_from_start_key(self, store: MetaStore):
+        """A scan from `start` yields exactly the keys >= start."""
         for k in ODD_KEYS:
             store.set(P, k, b"x")
         ordered = sorted(ODD_KEYS)
@@ -154,6 +164,7 @@ class MetaStoreTests(RetriedMetaStoreTests):
             assert keys(store.scan(P, start=start)) == [k for k in ordered if k >= start], start
 
     def test_scan_prefix(self, store: MetaStore):
+        """A prefix scan yields exactly the keys with that prefix, 0xff bytes included."""
         for k in [*ODD_KEYS, b"\xff\x00", b"aa", b"b\xff"]:
             store.set(P, k, b"x")
         assert keys(store.scan(P, prefix=b"a")) == [b"a", b"a\x00", b"aa", b"ab"]
@@ -169,6 +180,7 @@ class MetaStoreTests(RetriedMetaStoreTests):
         assert keys(store.scan(P, start=b"z", prefix=b"a")) == []
 
     def test_scan_limit(self, store: MetaStore):
+        """A scan stops after `limit` items, with start and prefix too."""
         for k in ODD_KEYS:
             store.set(P, k, b"x")
         ordered = sorted(ODD_KEYS)
@@ -179,6 +191,7 @@ class MetaStoreTests(RetriedMetaStoreTests):
         assert keys(store.scan(P, limit=100)) == ordered
 
     def test_scan_streams_across_pages(self, store: MetaStore):
+        """A scan longer than a page streams, and a suspended scan does not block writers."""
         n = PAGE_SIZE * 2 + 17
         store.set_many(P, [(f"k{i:06d}".encode(), str(i).encode()) for i in range(n)])
         items = store.scan(P)
@@ -195,6 +208,7 @@ class MetaStoreTests(RetriedMetaStoreTests):
         assert len(list(store.scan(P, prefix=b"k"))) == n
 
     def test_partitions_are_isolated(self, store: MetaStore):
+        """Keys of one partition never show in another, even one whose name it prefixes."""
         store.set("a", b"k", b"in a")
         store.set("a/b", b"k", b"in a/b")
         store.set("ab", b"k2", b"in ab")
@@ -208,6 +222,7 @@ class MetaStoreTests(RetriedMetaStoreTests):
         assert keys(store.scan("ab")) == [b"k2"]
 
     def test_set_many_writes_and_deletes(self, store: MetaStore):
+        """`set_many` writes and deletes (None) in one call; empty batches and iterators work."""
         store.set_many(P, [(b"a", b"1"), (b"b", b"2"), (b"c", b"3")])
         store.set_many(P, [(b"a", None), (b"b", b"22"), (b"d", b"4"), (b"missing", None)])
         assert [(k, v) for k, v, _ in store.scan(P)] == [(b"b", b"22"), (b"c", b"3"), (b"d", b"4")]
@@ -216,11 +231,13 @@ class MetaStoreTests(RetriedMetaStoreTests):
         assert store.get(P, b"e")[0] == b"5"
 
     def test_set_many_last_write_of_a_key_wins(self, store: MetaStore):
+        """A batch naming a key twice keeps its last value (or deletion)."""
         store.set_many(P, [(b"k", b"first"), (b"k", b"second"), (b"gone", b"x"), (b"gone", None)])
         assert store.get(P, b"k")[0] == b"second"
         assert store.get(P, b"gone") is None
 
     def test_set_many_gives_new_distinct_versions(self, store: MetaStore):
+        """Every key a batch writes gets a new version, which `set_if` then compares against."""
         old = store.set(P, b"a", b"0")
         store.set_many(P, [(b"a", b"1"), (b"b", b"2")])
         va, vb = store.get(P, b"a")[1], store.get(P, b"b")[1]
@@ -230,6 +247,7 @@ class MetaStoreTests(RetriedMetaStoreTests):
         assert store.set_if(P, b"a", b"x", va) not in (old, va, vb)
 
     def test_set_many_with_a_bad_item_writes_nothing(self, store: MetaStore):
+        """A batch with an invalid item is refused whole."""
         store.set(P, b"a", b"old")
         with pytest.raises(InvalidInputError):
             store.set_many(P, [(b"a", b"new"), (b"b", b"2"), ("c", b"3")])
@@ -263,6 +281,7 @@ class MetaStoreTests(RetriedMetaStoreTests):
         assert {v for _, v, _ in store.scan(P)} == {str(rounds).encode()}
 
     def test_delete(self, store: MetaStore):
+        """Delete removes a key; deleting a missing key (or in an unused partition) is fine."""
         store.set(P, b"k", b"v")
         store.set(P, b"k2", b"v")
         store.delete(P, b"k")
@@ -273,6 +292,7 @@ class MetaStoreTests(RetriedMetaStoreTests):
         assert store.get(P, b"k2") is not None
 
     def test_delete_if(self, store: MetaStore):
+        """A compare-and-delete removes only the version it names, never one made anew."""
         v1 = store.set_if(P, b"k", b"1", None)
         v2 = store.set_if(P, b"k", b"2", v1)
         with pytest.raises(CASFailedError):
@@ -290,6 +310,8 @@ class MetaStoreTests(RetriedMetaStoreTests):
             store.delete_if(P, b"k", None)  # type: ignore[arg-type]
 
     def test_drop_partition(self, store: MetaStore):
+        """Dropping a partition removes all its keys (over pages) and no other's; it can be
+        reused."""
         store.set_many("doomed", [(f"{i}".encode(), b"x") for i in range(PAGE_SIZE + 10)])
         store.set("kept", b"k", b"v")
         store.drop_partition("doomed")
@@ -301,6 +323,8 @@ class MetaStoreTests(RetriedMetaStoreTests):
         assert keys(store.scan("doomed")) == [b"again"]
 
     def test_cas_success_and_failure(self, store: MetaStore):
+        """`set_if` succeeds only against the current version and leaves the value alone
+        otherwise."""
         v1 = store.set(P, b"k", b"1")
         v2 = store.set_if(P, b"k", b"2", v1)
         assert v2 != v1
@@ -313,6 +337,7 @@ class MetaStoreTests(RetriedMetaStoreTests):
         assert store.get(P, b"absent") is None
 
     def test_cas_must_not_exist(self, store: MetaStore):
+        """`set_if(..., None)` creates a key only if it does not exist (again after a delete)."""
         v1 = store.set_if(P, b"k", b"first", None)
         assert store.get(P, b"k") == (b"first", v1)
         with pytest.raises(CASFailedError):
@@ -324,6 +349,8 @@ class MetaStoreTests(RetriedMetaStoreTests):
         assert store.get(P, b"k") == (b"third", v2)
 
     def test_versions_change_on_every_write_and_are_never_reused(self, store: MetaStore):
+        """Every write gives a new version, never one the key had before, even after delete or
+        drop."""
         versions = [store.set(P, b"k", b"same")]
         versions.append(store.set(P, b"k", b"same"))  # same bytes, still a new version
         versions.append(store.set_if(P, b"k", b"same", versions[-1]))
@@ -340,6 +367,7 @@ class MetaStoreTests(RetriedMetaStoreTests):
                 store.set_if(P, b"k", b"late", old)
 
     def test_cas_race_threads(self, store: MetaStore):
+        """Threads racing compare-and-swap increments of one counter never lose an update."""
         store.set(P, b"counter", b"0")
         barrier = threading.Barrier(RACE_THREADS, timeout=60)
         wins: list[list[int]] = [[] for _ in range(RACE_THREADS)]
@@ -366,6 +394,7 @@ class MetaStoreTests(RetriedMetaStoreTests):
 
     @pytest.mark.parametrize("call", BAD_CALLS.values(), ids=BAD_CALLS.keys())
     def test_bad_arguments_are_invalid_input(self, store: MetaStore, call):
+        """Invalid arguments raise InvalidInputError (a ValueError) and write nothing."""
         fn, complaint = call
         with pytest.raises(InvalidInputError, match=complaint) as info:
             fn(store)
@@ -373,6 +402,7 @@ class MetaStoreTests(RetriedMetaStoreTests):
         assert list(store.scan("p")) == []  # nothing was written
 
     def test_closed_store_says_so(self, store: MetaStore):
+        """A call on a closed store raises ConfigurationError saying it is closed."""
         store.set("p", b"k", b"v")
         store.close()
         with pytest.raises(ConfigurationError, match="closed"):

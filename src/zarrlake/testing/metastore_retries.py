@@ -21,6 +21,7 @@ class OverwrittenAfterLanding(WrapperMetaStore):
     """set_if lands, another writer overwrites it, then our response is lost."""
 
     def set_if(self, partition: str, key: bytes, value: bytes, expected: int | None) -> int:
+        """Land the swap, let another writer overwrite it, then lose the reply."""
         self.inner.set_if(partition, key, value, expected)
         self.inner.set(partition, key, b"someone else")
         raise TransientError("response lost")
@@ -36,6 +37,7 @@ class DeletedThenCreatedAgain(WrapperMetaStore):
         self.lost = False
 
     def delete_if(self, partition: str, key: bytes, expected: int) -> None:
+        """Delete, then lose the first reply (recreating the key first, if asked)."""
         self.inner.delete_if(partition, key, expected)
         if not self.lost:
             self.lost = True
@@ -48,6 +50,8 @@ class RetriedMetaStoreTests:
     """Needs a `store` fixture (MetaStoreTests has it)."""
 
     def test_cas_increments_survive_faults(self, store: MetaStore):
+        """Counter increments through retries under errors and lost replies are each counted
+        once."""
         faulty = FaultyMetaStore(store, seed=1, error_rate=0.05, lost_response_rate=0.05)
         retried = RetryingMetaStore(faulty, FAST)
         done = conflicts = 0
@@ -65,6 +69,7 @@ class RetriedMetaStoreTests:
         assert faulty.errors_injected > 0 and faulty.responses_lost > 0
 
     def test_set_and_set_many_with_faults_reach_the_intended_state(self, store: MetaStore):
+        """Random writes through retries under faults end in the state a fault-free run would."""
         faulty = FaultyMetaStore(store, seed=2, error_rate=0.05, lost_response_rate=0.05)
         retried = RetryingMetaStore(faulty, FAST)
         rng = random.Random(3)
@@ -97,6 +102,7 @@ class RetriedMetaStoreTests:
         assert faulty.errors_injected > 0 and faulty.responses_lost > 0
 
     def test_scan_restarts_after_the_last_key_yielded(self, store: MetaStore):
+        """A scan interrupted by errors resumes after its last key: no key is lost or repeated."""
         n = 1234
         store.set_many(P, [(f"k{i:05d}".encode(), b"v") for i in range(n)])
         faulty = FaultyMetaStore(store, seed=4, error_rate=0.3)
@@ -110,6 +116,7 @@ class RetriedMetaStoreTests:
         assert limited == [f"k{i:05d}".encode() for i in range(250)]
 
     def test_lost_cas_response_is_not_a_false_conflict(self, store: MetaStore):
+        """A swap that landed but whose reply was lost is reported as done, not as a conflict."""
         faulty = FaultyMetaStore(store, seed=5, lost_response_rate=1.0)
         retried = RetryingMetaStore(faulty, FAST)
         created = retried.set_if(P, b"k", b"v1", None)
@@ -119,6 +126,7 @@ class RetriedMetaStoreTests:
         assert faulty.responses_lost == 2
 
     def test_failed_cas_stays_failed_when_its_response_is_lost(self, store: MetaStore):
+        """A swap that failed still fails when its reply was lost."""
         current = store.set(P, b"k", b"theirs")
         retried = RetryingMetaStore(FaultyMetaStore(store, seed=6, lost_response_rate=1.0), FAST)
         with pytest.raises(CASFailedError):
@@ -128,6 +136,7 @@ class RetriedMetaStoreTests:
         assert store.get(P, b"k") == (b"theirs", current)
 
     def test_lost_response_then_overwritten_is_a_conflict(self, store: MetaStore):
+        """A landed swap overwritten before the retry checks it is reported as a conflict."""
         version = store.set(P, b"k", b"start")
         retried = RetryingMetaStore(OverwrittenAfterLanding(store), FAST)
         with pytest.raises(CASFailedError):
@@ -135,6 +144,7 @@ class RetriedMetaStoreTests:
         assert store.get(P, b"k")[0] == b"someone else"
 
     def test_lost_delete_if_response_keeps_a_key_created_again(self, store: MetaStore):
+        """A retried compare-and-delete after a lost reply never removes a key made anew."""
         version = store.set_if(P, b"k", b"v", None)
         retried = RetryingMetaStore(DeletedThenCreatedAgain(store), FAST)
         retried.delete_if(P, b"k", version)  # landed; the retry sees the key absent: done

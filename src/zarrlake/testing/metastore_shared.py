@@ -43,6 +43,7 @@ class SharedMetaStoreTests:
     """For backends that processes share; needs MetaStoreTests' fixtures."""
 
     def test_cas_race_processes(self, store_url: str, store: MetaStore):
+        """Processes racing compare-and-swap increments of one counter never lose an update."""
         store.set(P, b"counter", b"0")
         ctx = multiprocessing.get_context("spawn")
         barrier = ctx.Barrier(RACE_PROCESSES, timeout=120)
@@ -103,6 +104,7 @@ class SharedMetaStoreTests:
                 meta.close()
 
     def test_store_survives_fork(self, store: MetaStore):
+        """A forked child can use its parent's store, and the parent still can afterwards."""
         store.set(P, b"parent", b"before")  # the parent now holds open connections
         ctx = multiprocessing.get_context("fork")
         with warnings.catch_warnings():

@@ -46,14 +46,18 @@ class ObjectStoreTests:
 
     @pytest.fixture
     def location(self) -> tuple[str, dict[str, Any]]:
+        """(location, storage options) of the store under test; a subclass must supply this
+        fixture."""
         raise NotImplementedError("an ObjectStoreTests subclass supplies the location fixture")
 
     @pytest.fixture
     def store(self, location: tuple[str, dict[str, Any]]) -> ObjectStore:
+        """The store at `location`, opened without retries so faults show."""
         where, options = location
         return open_storage(where, retry_policy=None, **options)
 
     def test_read_after_write(self, store: ObjectStore) -> None:
+        """Objects read back byte for byte at once: every byte value, 3 MiB, empty."""
         every_byte = bytes(range(256)) * 4
         big = os.urandom(3 * 1024 * 1024 + 17)
         store.put("zarr.json", b'{"zarr_format": 3}')
@@ -67,6 +71,7 @@ class ObjectStoreTests:
         assert type(store.get("c/0/0")) is bytes
 
     def test_overwrite_via_put(self, store: ObjectStore) -> None:
+        """`put` replaces an existing object, also with empty bytes."""
         store.put("ref", b"first version")
         store.put("ref", b"second")
         assert store.get("ref") == b"second"
@@ -84,10 +89,12 @@ class ObjectStoreTests:
 
     @pytest.mark.parametrize(("start", "end"), [(0, 0), (0, 5), (3, 7)])
     def test_byte_ranges_of_empty_object(self, store: ObjectStore, start: int, end: int) -> None:
+        """Any byte range of an empty object reads as empty."""
         store.put("empty", b"")
         assert store.get("empty", (start, end)) == b""
 
     def test_byte_range_within_large_object(self, store: ObjectStore) -> None:
+        """A byte range reads that slice; one past the end is clipped."""
         big = os.urandom(2 * 1024 * 1024)
         store.put("big", big)
         assert store.get("big", (1_000_000, 1_500_000)) == big[1_000_000:1_500_000]
@@ -97,6 +104,7 @@ class ObjectStoreTests:
     def test_missing_key_raises_not_found_naming_key(
         self, store: ObjectStore, byte_range: tuple[int, int] | None
     ) -> None:
+        """Reading a missing key raises NotFoundError (a KeyError) naming the key and store."""
         with pytest.raises(NotFoundError) as info:
             store.get("no/such/key", byte_range)
         assert "no/such/key" in str(info.value)
@@ -105,11 +113,13 @@ class ObjectStoreTests:
 
     @pytest.mark.parametrize("byte_range", [(5, 2), (-1, 3), (1,)])
     def test_invalid_byte_range(self, store: ObjectStore, byte_range: Any) -> None:
+        """A malformed byte range raises InvalidInputError."""
         store.put("ten", DATA)
         with pytest.raises(InvalidInputError, match="byte range"):
             store.get("ten", byte_range)
 
     def test_put_if_absent_creates_once_and_never_overwrites(self, store: ObjectStore) -> None:
+        """`put_if_absent` creates a missing key only, and again after a delete."""
         assert store.put_if_absent("refs/main", b"first") is True
         assert store.put_if_absent("refs/main", b"second") is False
         assert store.put_if_absent("refs/main", b"first") is False
@@ -119,6 +129,7 @@ class ObjectStoreTests:
         assert store.get("refs/main") == b"third"
 
     def test_delete(self, store: ObjectStore) -> None:
+        """Delete removes one object only; deleting a missing key is fine."""
         store.put("a/b", b"x")
         store.put("a/c", b"y")
         store.delete("a/b")
@@ -131,6 +142,7 @@ class ObjectStoreTests:
         assert sorted(store.list()) == ["a/c"]
 
     def test_exists(self, store: ObjectStore) -> None:
+        """`exists` is true for objects only, not for prefixes ("directories")."""
         assert store.exists("k") is False
         store.put("k", b"")
         assert store.exists("k") is True
@@ -199,6 +211,7 @@ class ObjectStoreTests:
     @pytest.mark.parametrize("key", BAD_KEYS)
     @pytest.mark.parametrize("op", ["get", "range", "put", "put_if_absent", "delete", "exists"])
     def test_invalid_keys_rejected(self, store: ObjectStore, key: str, op: str) -> None:
+        """Every operation refuses an invalid key with InvalidInputError."""
         calls = {
             "get": lambda: store.get(key),
             "range": lambda: store.get(key, (0, 1)),
@@ -214,6 +227,7 @@ class ObjectStoreTests:
 
     @pytest.mark.parametrize("prefix", ["/a", "a//", "../x", "a\x01"])
     def test_invalid_list_prefix_rejected(self, store: ObjectStore, prefix: str) -> None:
+        """Listing refuses an invalid prefix with InvalidInputError."""
         with pytest.raises(InvalidInputError, match="invalid list prefix"):
             list(store.list(prefix))
 
@@ -221,6 +235,7 @@ class ObjectStoreTests:
         "key", ["a b", "ü/ñ", "a%20b", "a:b", "a+b=c&d", "#1/x", ".hidden", "~x"]
     )
     def test_unusual_but_valid_keys_round_trip(self, store: ObjectStore, key: str) -> None:
+        """Valid keys with unusual characters are stored, listed and read back unchanged."""
         store.put(key, key.encode())
         assert store.get(key) == key.encode()
         assert list(store.list()) == [key]
@@ -305,6 +320,7 @@ class ForkedObjectStoreTests:
     keeps working. Needs ObjectStoreTests' fixtures."""
 
     def test_store_survives_fork(self, store: ObjectStore) -> None:
+        """A forked child can use its parent's store, and the parent still can afterwards."""
         import warnings
 
         store.put("fork/parent", b"before")

@@ -19,6 +19,7 @@ class ConditionalObjectStoreTests:
     """Needs ObjectStoreTests' fixtures."""
 
     def test_put_if_creates_only_when_absent(self, store: ObjectStore) -> None:
+        """`put_if(key, data, None)` creates a missing object only."""
         tag = store.put_if("c/k", b"first", None)
         assert store.get_tagged("c/k") == (b"first", tag)
         with pytest.raises(CASFailedError, match="c/k"):
@@ -26,6 +27,7 @@ class ConditionalObjectStoreTests:
         assert store.get("c/k") == b"first"
 
     def test_put_if_replaces_only_the_version_read(self, store: ObjectStore) -> None:
+        """`put_if` replaces only the version its tag names; a stale tag is refused."""
         tag = store.put_if("c/k", b"one", None)
         newer = store.put_if("c/k", b"two", tag)
         assert newer != tag
@@ -38,6 +40,7 @@ class ConditionalObjectStoreTests:
         assert store.get("c/k") == b"overwritten"
 
     def test_put_if_with_a_tag_on_a_missing_object_is_refused(self, store: ObjectStore) -> None:
+        """`put_if` with a tag is refused once the object was deleted."""
         tag = store.put_if("c/k", b"one", None)
         store.delete("c/k")
         with pytest.raises(CASFailedError):

@@ -31,12 +31,14 @@ class Model:
         self.lost_creates = 0  # put_if_absent calls that wrote, lost the response, said True
 
     def steps(self, n: int) -> Iterator[tuple[str, str, bytes]]:
+        """`n` random operations (put, put_if_absent, delete) with unique bytes each."""
         for i in range(n):
             op = self.rng.choice(["put", "put_if_absent", "delete"])
             key = self.rng.choice(self.keys)
             yield op, key, f"op {i} {op} {key}".encode()  # unique bytes per operation
 
     def check(self, store: ObjectStore) -> None:
+        """Assert that `store` holds exactly the modelled objects."""
         assert sorted(store.list()) == sorted(self.state)
         for key, data in self.state.items():
             assert store.get(key) == data
@@ -50,6 +52,7 @@ class OtherWriterWins(WrapperObjectStore):
         self.calls = 0
 
     def put_if_absent(self, key: str, data: bytes) -> bool:
+        """Let another writer create the key, time out once, then pass calls on."""
         self.calls += 1
         if self.calls == 1:
             self.inner.put(key, b"someone else")
@@ -61,6 +64,7 @@ class RetriedObjectStoreTests:
     """Needs a `store` fixture (ObjectStoreTests has it)."""
 
     def test_random_operations_end_in_intended_state(self, store: ObjectStore) -> None:
+        """Random operations through retries under faults end in the modelled state."""
         faulty = FaultyObjectStore(store, seed=7, error_rate=0.05, lost_response_rate=0.05)
         retried = RetryingObjectStore(faulty, FAST)
         model = Model(seed=11)
@@ -120,6 +124,7 @@ class RetriedObjectStoreTests:
         assert faulty.responses_lost > 0
 
     def test_injected_error_happens_before_the_operation(self, store: ObjectStore) -> None:
+        """An injected error leaves the store untouched."""
         faulty = FaultyObjectStore(store, seed=1, error_rate=1.0)
         with pytest.raises(TransientError, match="injected fault"):
             faulty.put("k", b"v")
@@ -138,6 +143,7 @@ class RetriedObjectStoreTests:
         assert faulty.responses_lost == 0
 
     def test_lost_response_happens_after_the_write(self, store: ObjectStore) -> None:
+        """A lost response comes after the operation took effect."""
         faulty = FaultyObjectStore(store, seed=1, lost_response_rate=1.0)
         with pytest.raises(TransientError, match="response lost"):
             faulty.put("a", b"1")
@@ -152,6 +158,8 @@ class RetriedObjectStoreTests:
         assert faulty.errors_injected == 0
 
     def test_same_seed_same_faults(self, store: ObjectStore) -> None:
+        """The same seed injects the same faults (runs are reproducible)."""
+
         def run(seed: int) -> list[bool]:
             faulty = FaultyObjectStore(store, seed=seed, error_rate=0.3)
             outcome = []
@@ -167,6 +175,7 @@ class RetriedObjectStoreTests:
         assert run(5) != run(6)
 
     def test_retry_gives_up_after_policy_attempts(self, store: ObjectStore) -> None:
+        """Retries stop after the policy's attempts and raise the last error."""
         faulty = FaultyObjectStore(store, seed=1, error_rate=1.0)
         retried = RetryingObjectStore(faulty, RetryPolicy(attempts=3, base_delay=0.0001))
         with pytest.raises(TransientError):
@@ -175,6 +184,7 @@ class RetriedObjectStoreTests:
         assert not store.exists("k")
 
     def test_retry_does_not_retry_permanent_errors(self, store: ObjectStore) -> None:
+        """Not-found and invalid-input errors are raised at once, not retried."""
         faulty = FaultyObjectStore(store, seed=1)
         retried = RetryingObjectStore(faulty, FAST)
         with pytest.raises(NotFoundError, match="missing"):
@@ -194,5 +204,6 @@ class RetriedObjectStoreTests:
         "kwargs", [{"error_rate": 1.5}, {"lost_response_rate": -0.1}, {"latency": -1.0}]
     )
     def test_fault_parameters_validated(self, store: ObjectStore, kwargs: dict[str, float]) -> None:
+        """Fault rates outside [0, 1] and negative latencies are refused with InvalidInputError."""
         with pytest.raises(InvalidInputError):
             FaultyObjectStore(store, seed=0, **kwargs)

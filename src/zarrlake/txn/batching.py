@@ -21,6 +21,8 @@ class _Ticket[T]:
 
 
 class GroupCommit[T]:
+    """Shares one call of `write` among callers that arrive while a write is in flight."""
+
     def __init__(self, write: Callable[[list[T]], None]) -> None:
         self._write = write
         self._cond = threading.Condition()
@@ -28,6 +30,9 @@ class GroupCommit[T]:
         self._busy = False
 
     def submit(self, items: list[T]) -> None:
+        """Have `items` written, in this caller's batch or a concurrent one; returns once durable.
+
+        Raises what the write of the batch holding `items` raised."""
         ticket = _Ticket(items)
         with self._cond:
             self._queue.append(ticket)

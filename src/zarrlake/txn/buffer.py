@@ -33,6 +33,8 @@ class Batch:
         return bool(self.changes or self.reads or self.listed)
 
     def add(self, key: str, ref: ChunkRef | None) -> None:
+        """Buffer a write (or a delete, `ref` None) of `key`, keeping the inline byte count
+        current."""
         old = self.changes.get(key)
         if old is not None and old.kind == RefKind.INLINE:
             self.data_bytes -= old.length
@@ -89,6 +91,7 @@ class WriteBuffer:
         return batch
 
     def done(self, batch: Batch) -> None:
+        """Forget `batch` once its fragment is durable (reads then find it in staging)."""
         with self.lock:
             self.flushing.remove(batch)
 

@@ -36,11 +36,20 @@ class CommitHandle(Protocol):
 
     version: int | None
 
-    def load(self) -> tuple[SessionRecord, int]: ...
-    def current(self) -> tuple[SessionRecord, int]: ...
-    def check_writable(self, rec: SessionRecord, version: int) -> None: ...
-    def flush(self, check: bool = True, final: bool = False) -> object: ...
-    def gather(self) -> Gathered: ...
+    def load(self) -> tuple[SessionRecord, int]:
+        """Re-read the session record and its version from the metastore."""
+
+    def current(self) -> tuple[SessionRecord, int]:
+        """The session record and version as this handle last saw them (read if never)."""
+
+    def check_writable(self, rec: SessionRecord, version: int) -> None:
+        """Raise unless the session of `rec` still accepts writes (open, not expired)."""
+
+    def flush(self, check: bool = True, final: bool = False) -> object:
+        """Make this handle's buffered writes durable; `final` for the commit's own flush."""
+
+    def gather(self) -> Gathered:
+        """Every worker's staged changes, merged into one change table."""
 
 
 CONFLICT_POLICIES = ("fail", "ours", "theirs")
@@ -52,6 +61,7 @@ LEASE_MARGIN = 60.0
 
 
 def check_metadata_dict(metadata: object) -> dict[str, str]:
+    """The commit metadata as a new dict; {} for None, InvalidInputError unless str to str."""
     if metadata is None:
         return {}
     if not isinstance(metadata, dict) or not all(
@@ -97,6 +107,7 @@ def counted(markers: list[Unflushed], accepts: dict[str, set[str]]) -> list[Unfl
 
 
 def describe_unflushed(markers: list[Unflushed]) -> list[str]:
+    """One line per unflushed worker: its writer id, pid, host and whether it runs."""
     out = []
     for m in markers:
         state = {True: "running", False: "gone", None: "on another host"}[m.alive]
@@ -107,6 +118,7 @@ def describe_unflushed(markers: list[Unflushed]) -> list[str]:
 
 
 def unflushed_error(session_id: str, markers: list[Unflushed]) -> UnflushedWritesError:
+    """The error a commit raises when workers still hold unflushed writes, naming them."""
     workers = describe_unflushed(markers)
     error = UnflushedWritesError(
         f"session {session_id}: {len(workers)} worker(s) hold writes they have not flushed: "

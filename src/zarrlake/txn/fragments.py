@@ -57,6 +57,7 @@ class StagedFragments:
         )
 
     def index(self, record: FragmentRecord) -> FragmentIndex:
+        """The index of a staged fragment, read once and cached while small."""
         cached = self._cache.get(record.location)
         if cached is not None:
             return cached
@@ -77,10 +78,12 @@ class StagedFragments:
         return FragmentIndex.decode(record.index_id, data)
 
     def remember(self, record: FragmentRecord, index: FragmentIndex) -> None:
+        """Cache the index of a fragment this handle wrote, unless it is large."""
         if len(index) < CACHED_ENTRIES:
             self._cache[record.location] = index
 
     def indexes(self, records: list[FragmentRecord]) -> list[FragmentIndex]:
+        """The indexes of `records`, read in parallel."""
         return self.objects.map(self.index, records)
 
     # reads --------------------------------------------------------------------------------

@@ -86,6 +86,9 @@ class Overlay:
         return ref if staged else self.view.get(key)
 
     def read(self, key: str, byte_range: tuple[int, int | None] | None = None) -> bytes | None:
+        """The bytes of `key` as the session sees it (staged over base), or None if absent.
+
+        A serializable session records the read, so a commit can check nobody changed the key."""
         span = check_byte_range(byte_range) if byte_range is not None else None
         ref = self.lookup(key)
         if self.serializable and key not in self._reads_recorded and self.record_reads:
@@ -97,6 +100,7 @@ class Overlay:
         return data if span is None else data[span[0] : span[1]]
 
     def exists(self, key: str) -> bool:
+        """Whether `key` exists as the session sees it."""
         return self.lookup(key) is not None
 
     def staged_keys(self, prefix: str) -> dict[str, bool]:
@@ -110,6 +114,8 @@ class Overlay:
         return out
 
     def list_prefix(self, prefix: str = "") -> list[str]:
+        """Every key under `prefix` as the session sees it, sorted (recorded for serializable
+        sessions)."""
         check_prefix(prefix)
         keys = set(self.view.keys(prefix))
         for k, deleted in self.staged_keys(prefix).items():
@@ -132,6 +138,8 @@ class Overlay:
         return dict(sorted(docs.items()))
 
     def list_dir(self, prefix: str = "") -> list[str]:
+        """The names directly under `prefix` (keys and sub-directories), as the session sees
+        them."""
         prefix = prefix.rstrip("/") + "/" if prefix.strip("/") else ""
         check_prefix(prefix)
         if self.staging is None:

@@ -152,6 +152,7 @@ class Staging:
         )
 
     def fragments(self) -> list[FragmentRecord]:
+        """The records of every fragment staged in this session, by any worker."""
         scan = self.meta.scan(self.partition, FRAGMENT, FRAGMENT)
         return [FragmentRecord.decode(v) for _, v, _ in scan]
 
@@ -183,13 +184,18 @@ class Staging:
         return {"host": runtime.host(), "pid": runtime.pid(), "since": since, "tag": tag}
 
     def mark_unflushed(self, generation: int, since: float, tag: str | None) -> None:
+        """Note that this handle holds buffered writes of `generation` since `since`.
+
+        A commit finds the markers and waits for (or refuses) workers that never flushed."""
         doc = self._marker_doc(since, tag)
         self.meta.set_many(self.partition, [(self._marker(generation), json.dumps(doc).encode())])
 
     def unflushed(self) -> list[Unflushed]:
+        """The markers of every handle that holds writes it has not flushed."""
         return [_unflushed(k, v) for k, v, _ in self.meta.scan(self.partition, DIRTY, DIRTY)]
 
     def drop_markers(self, generations: Iterable[int]) -> None:
+        """Remove this handle's markers for flushed `generations`."""
         self.meta.set_many(self.partition, [(self._marker(g), None) for g in generations])
 
     def forget_unflushed(self, markers: Iterable[Unflushed]) -> None:
@@ -206,17 +212,20 @@ class Staging:
     # accepted writers (Spark task commits) ------------------------------------------------
 
     def accept(self, tag: str, writers: Iterable[str]) -> None:
+        """Record the writers whose fragments a Spark task commit `tag` accepts."""
         self.meta.set_many(
             self.partition, [(ACCEPT + tag.encode(), json.dumps(sorted(set(writers))).encode())]
         )
 
     def accepted(self) -> dict[str, set[str]]:
+        """Accepted writers by task commit tag; a commit ignores fragments of the others."""
         return {
             k[1:].decode(): set(json.loads(v))
             for k, v, _ in self.meta.scan(self.partition, ACCEPT, ACCEPT)
         }
 
     def clear(self) -> None:
+        """Drop every staging record of the session (after commit or abandon)."""
         self.meta.drop_partition(self.partition)
 
 

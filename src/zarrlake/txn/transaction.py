@@ -119,13 +119,16 @@ class Transaction:
 
     @property
     def id(self) -> str | None:
+        """The session id, or None for a read-only handle."""
         return self.record.id if self.record else None
 
     @property
     def inline_max(self) -> int:
+        """Chunks up to this many bytes are staged inline instead of uploaded."""
         return self.ctx.settings.stage_inline_max
 
     def load(self) -> tuple[SessionRecord, int]:
+        """Re-read the session record and its version from the metastore."""
         assert self.record is not None
         self.record, self.version = committing.load(self.ctx, self.record.id)
         return self.record, self.version
@@ -147,6 +150,7 @@ class Transaction:
         rec.check_writable(self.ctx.clock())
 
     def check_open(self) -> None:
+        """Raise unless the session still accepts writes."""
         self.check_writable(*self.load())
 
     def writes_or_raise(self) -> Writes:
@@ -169,6 +173,7 @@ class Transaction:
     # writes and commit ------------------------------------------------------------------
 
     def stage(self, changes: list[Change]) -> None:
+        """Buffer `changes` through this handle's writes (refused when read-only)."""
         self.require_writes().stage(changes)
 
     def flush(self, check: bool = True, final: bool = False) -> list[FragmentRecord]:
@@ -190,6 +195,7 @@ class Transaction:
         return writer
 
     def accept_writers(self, tag: str, writers: list[str]) -> None:
+        """Record which writers' fragments the Spark task commit `tag` accepts."""
         self.require_writes()
         assert self.staging is not None
         self.staging.accept(tag, writers)
@@ -244,6 +250,8 @@ class Transaction:
         metadata: dict[str, str] | None,
         unflushed: str = "wait",
     ) -> str:
+        """Commit the session, then read the new commit and drop staged records in the
+        background."""
         self.writes_or_raise()
         commit_id = committing.commit(self, message, on_conflict, metadata, unflushed)
         # From now on this handle reads the commit it made; its staged records are dead
@@ -263,12 +271,14 @@ class Transaction:
         staging.clear()
 
     def abandon(self) -> None:
+        """Stop background flushing and abandon the session (its staged writes are dropped)."""
         self.writes_or_raise()
         assert self.writes is not None
         self.writes.stop()
         committing.abandon(self)
 
     def update_expiration(self, expires_in: timedelta) -> None:
+        """Move the session's expiry to `expires_in` from now."""
         self.writes_or_raise()
         check_expiry(expires_in)
 

@@ -80,6 +80,7 @@ class Writes:
 
     @property
     def writer(self) -> str:
+        """This handle's writer id (hex), which its staged records carry."""
         return self.staging.writer.hex()
 
     # preparing ----------------------------------------------------------------------------
@@ -302,11 +303,13 @@ class Writes:
             self._error = e
 
     def raise_background_error(self) -> None:
+        """Raise (once) the error a background flush hit, if any."""
         error, self._error = self._error, None
         if error is not None:
             raise error
 
     def stop(self) -> None:
+        """Cancel the pending background flush, if any."""
         timer, self._timer = self._timer, None
         if timer is not None:
             timer.cancel()

@@ -58,6 +58,7 @@ def jsonable(value: Any) -> Any:
 
 
 def status_of(exc: Exception) -> int:
+    """The HTTP status for an error: 404 not found, 400 bad input, else 500."""
     if isinstance(exc, NotFoundError):
         return 404
     if isinstance(exc, InvalidInputError | ValueError | IndexError | KeyError):
@@ -77,6 +78,7 @@ class TokenMiddleware(BaseHTTPMiddleware):
         return given is not None and secrets.compare_digest(given.encode(), self.token.encode())
 
     async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
+        """Answer 401 unless the request carries the token; set the cookie when given by query."""
         header = request.headers.get("authorization", "")
         bearer = header[7:] if header.lower().startswith("bearer ") else None
         query = request.query_params.get("token")

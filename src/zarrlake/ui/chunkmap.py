@@ -66,6 +66,7 @@ def parse_slice(text: str, grid: tuple[int, ...]) -> MapSlice:
 
 
 def slice_text(s: MapSlice, nd: int) -> str:
+    """The slice as in the `slice` parameter: ":" for the drawn dimensions, an index for others."""
     return ",".join(":" if d in (s.rows, s.cols) else str(s.index.get(d, 0)) for d in range(nd))
 
 

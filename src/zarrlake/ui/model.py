@@ -39,6 +39,7 @@ class LRU:
         self.lock = threading.Lock()  # cachetools caches are not thread-safe
 
     def get(self, key: Any, make: Callable[[], Any]) -> Any:
+        """The cached value for `key`, made by `make` (outside the lock) on a miss."""
         with self.lock:
             if key in self.items:
                 return self.items[key]
@@ -102,20 +103,24 @@ class Model:
     # refs ---------------------------------------------------------------------------------
 
     def resolve(self, ref: str) -> str:
+        """The commit id a ref names; InvalidInputError for an empty or overlong ref."""
         if not isinstance(ref, str) or not ref or len(ref) > 1024:
             raise InvalidInputError("a ref must be a non-empty string of at most 1024 characters")
         return self.repo.resolve(ref)
 
     def commit(self, commit_id: str) -> Commit:
+        """The commit `commit_id` (cached)."""
         return self.cache.get(("commit", commit_id), lambda: self.repo.log(commit_id, limit=1)[0])
 
     def group(self, commit_id: str) -> zarr.Group:
+        """The root group of the repository at `commit_id`, read-only."""
         session = self.repo.readonly_session(commit_id)
         return zarr.open_group(session.store, mode="r")
 
     # pages --------------------------------------------------------------------------------
 
     def home(self) -> dict:
+        """The home page's data: branches and tags with their head commits."""
         branches = []
         for name, head in sorted(self.repo.list_branches().items()):
             c = self.commit(head)
@@ -158,6 +163,7 @@ class Model:
         }
 
     def log(self, ref: str, page: int) -> dict:
+        """One page of `ref`'s log, and where history was expired if it ends there."""
         head = self.resolve(ref)
         commits = self.repo.log(head, limit=(page + 1) * LOG_PAGE + 1)
         shown = commits[page * LOG_PAGE : (page + 1) * LOG_PAGE]
@@ -202,6 +208,7 @@ class Model:
     # tree and arrays ----------------------------------------------------------------------
 
     def node(self, commit_id: str, path: str) -> zarr.Group | zarr.Array:
+        """The group or array at `path` of commit `commit_id`; NotFoundError if absent."""
         path = check_path(path)
         if not self.repo.readonly_session(commit_id).exists("zarr.json"):
             shown = path or "/"
@@ -215,12 +222,14 @@ class Model:
             raise NotFoundError(f"no group or array {path!r} at commit {commit_id[:12]}") from None
 
     def array(self, commit_id: str, path: str) -> zarr.Array:
+        """The array at `path`; InvalidInputError if it is a group."""
         node = self.node(commit_id, path)
         if not isinstance(node, zarr.Array):
             raise InvalidInputError(f"{path!r} is a group, not an array")
         return node
 
     def tree(self, commit_id: str, path: str) -> dict:
+        """The tree page's data: a group's attributes, child groups and arrays."""
         try:
             node = self.node(commit_id, path)
         except NotFoundError:
@@ -266,6 +275,7 @@ def chunk_grid(arr: zarr.Array) -> tuple[int, ...]:
 
 
 def array_info(arr: zarr.Array, path: str) -> dict:
+    """What the array page shows of `arr`: shape, chunking, dtype, codecs, attributes."""
     meta = arr.metadata.to_dict()
     fill = arr.fill_value
     return {

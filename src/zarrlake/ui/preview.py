@@ -35,9 +35,11 @@ class Selection:
 
     @property
     def drawn(self) -> list[int]:
+        """The dimensions drawn (given as ranges), in order."""
         return [d for d, it in enumerate(self.items) if isinstance(it, tuple)]
 
     def text(self) -> str:
+        """The selection as in the `slice` parameter (`start:stop` for drawn dimensions)."""
         return ",".join(
             f"{it[0]}:{it[1]}" if isinstance(it, tuple) else str(it) for it in self.items
         )
@@ -128,6 +130,7 @@ class Preview:
     chunks_read: int
 
     def summary(self) -> dict[str, Any]:
+        """Statistics of the sampled values (min, max, NaN and fill counts) and sampling steps."""
         finite = self.values[np.isfinite(self.values) & ~self.fill_mask]
         return {
             "samples": list(self.values.shape),

@@ -34,6 +34,7 @@ def param(request: Request, name: str, default: str | None = None) -> str:
 
 
 def float_param(request: Request, name: str) -> float | None:
+    """The query parameter `name` as a finite float, or None when absent."""
     text = request.query_params.get(name)
     if text in (None, ""):
         return None
@@ -70,9 +71,11 @@ class Pages:
     # home and history -----------------------------------------------------------------------
 
     def home(self, request: Request) -> Response:
+        """The home page: branches and tags."""
         return self.render(request, "home.html", self.model.home())
 
     def log(self, request: Request) -> Response:
+        """A page of a ref's commit log."""
         ref = param(request, "ref", "main")
         page_text = param(request, "page", "0")
         if not page_text.isdigit() or len(page_text) > 9:
@@ -80,6 +83,7 @@ class Pages:
         return self.render(request, "log.html", self.model.log(ref, int(page_text)))
 
     def commit(self, request: Request) -> Response:
+        """One commit and its changes against its first parent."""
         commit_id = self.model.resolve(request.path_params["ref"])
         c = self.model.commit(commit_id)
         parent = c.parent_ids[0] if c.parent_ids else None
@@ -92,6 +96,7 @@ class Pages:
         return self.render(request, "commit.html", data)
 
     def diff(self, request: Request) -> Response:
+        """The changes between two refs."""
         a_ref, b_ref = param(request, "from"), param(request, "to")
         a, b = self.model.resolve(a_ref), self.model.resolve(b_ref)
         data = {"from_ref": a_ref, "to_ref": b_ref}
@@ -142,6 +147,7 @@ class Pages:
         return None
 
     def chunk_map(self, request: Request) -> Response:
+        """The map of chunks of one array changed between two commits."""
         b_ref = param(request, "to")
         b = self.model.resolve(b_ref)
         a_text = request.query_params.get("from") or ""
@@ -168,6 +174,7 @@ class Pages:
     # tree and arrays ------------------------------------------------------------------------
 
     def tree(self, request: Request) -> Response:
+        """The groups and arrays under a path at a ref."""
         ref = param(request, "ref", "main")
         commit_id = self.model.resolve(ref)
         data = {"ref": ref, "commit": commit_id}
@@ -193,6 +200,7 @@ class Pages:
         return {"slice": sel.text(), "drawn": sel.drawn, **p.summary()}, p
 
     def array(self, request: Request) -> Response:
+        """One array's metadata, with a preview of a slice (and optionally a comparison)."""
         ref = param(request, "ref", "main")
         path = param(request, "path")
         commit_id = self.model.resolve(ref)
@@ -223,6 +231,7 @@ class Pages:
         return self.render(request, "array.html", data)
 
     def preview_png(self, request: Request) -> Response:
+        """The preview of an array slice as a PNG image."""
         commit_id = self.model.resolve(param(request, "ref", "main"))
         _, p = self._preview(
             commit_id, param(request, "path"), request.query_params.get("slice") or None
@@ -239,4 +248,5 @@ class Pages:
         )
 
     def colorbar_png(self, request: Request) -> Response:
+        """The preview's colour scale as a PNG image."""
         return Response(preview.colorbar_png(), media_type="image/png")

@@ -31,6 +31,8 @@ def chunk_key(array_path: str, doc: bytes, coords: tuple[int, ...]) -> str:
 
 
 class Blame:
+    """Finds the commit that last wrote a chunk, walking history from a head."""
+
     def __init__(self, objects: Objects) -> None:
         self.objects = objects
 

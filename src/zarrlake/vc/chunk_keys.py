@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
 
 def load_doc(doc: bytes | None) -> dict:
+    """A zarr.json document as a dict; {} when absent, malformed or not an object."""
     if not doc:
         return {}
     try:
@@ -23,6 +24,7 @@ def load_doc(doc: bytes | None) -> dict:
 
 
 def is_array_doc(doc: bytes | None) -> bool:
+    """Whether a zarr.json document describes an array (else a group or nothing)."""
     return load_doc(doc).get("node_type") == "array"
 
 
@@ -73,5 +75,6 @@ class KeyNamer:
         return enc
 
     def name(self, key: str) -> tuple[str, tuple[int, ...] | None]:
+        """(node path, chunk coordinates or None) of a store key."""
         node = self.node_of(key)
         return node, self.coords(node, key)

@@ -33,6 +33,7 @@ class Commit:
 
     @classmethod
     def from_record(cls, cid: str, rec: CommitRecord) -> Commit:
+        """The public view of the stored commit record `rec` named `cid`."""
         return cls(
             cid, rec.parents, rec.message, rec.author, rec.time, rec.session_id, rec.metadata
         )

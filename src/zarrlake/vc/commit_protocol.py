@@ -201,6 +201,9 @@ def change_set(changes: ChangeTable, old_meta: dict[str, bytes]) -> ChangeSet:
 
 @dataclass
 class CommitRequest:
+    """Everything one commit attempt needs: the branch and base it builds on, the staged changes,
+    and what to record."""
+
     branch: str
     base: str
     changes: ChangeTable

@@ -31,6 +31,13 @@ class Diff:
     """Per node in `metadata_changed`, what changed in its zarr.json (`metadata_changes`)."""
 
     def is_empty(self) -> bool:
+        """Whether nothing changed: no node added, deleted or changed, no chunk written or deleted.
+
+        Returns
+        -------
+        bool
+            True when the two states hold the same data and metadata.
+        """
         return not (
             self.nodes_added
             or self.nodes_deleted
@@ -64,6 +71,15 @@ class Diff:
         return rows
 
     def to_json(self) -> dict:
+        """The differences as JSON-ready data: sorted lists, chunk coordinates as lists.
+
+        Returns
+        -------
+        dict
+            Keys `nodes_added`, `nodes_deleted`, `metadata_changed`, `chunks_written`,
+            `chunks_deleted` and `metadata`: what `zarrlake diff --json` prints.
+        """
+
         def chunks(d: dict[str, set]) -> dict[str, list]:
             return {
                 p: sorted(list(c) if isinstance(c, tuple) else [c] for c in s)

@@ -45,9 +45,11 @@ class GcContext(Protocol):
     objects: Objects
     clock: Callable[[], float]
 
-    def partition(self, name: str) -> str: ...
+    def partition(self, name: str) -> str:
+        """The metastore partition `name` of this repository."""
 
-    def stage_partition(self, session_id: str) -> str: ...
+    def stage_partition(self, session_id: str) -> str:
+        """The metastore partition holding the staged records of session `session_id`."""
 
 
 PHASE = b"phase"
@@ -63,20 +65,27 @@ LOCK_TTL = 3600.0
 
 @dataclass(frozen=True)
 class Phase:
+    """The sweep epoch: whether a collector is sweeping, and until when it may delete."""
+
     epoch: int = 0
     sweeping: bool = False
     deadline: float = 0.0
 
     def encode(self) -> bytes:
+        """The phase as stored in the metastore (JSON)."""
         return json.dumps(asdict(self)).encode()
 
     @classmethod
     def decode(cls, data: bytes | None) -> Phase:
+        """The stored phase; the idle epoch 0 when none was stored yet."""
         return cls(**json.loads(data)) if data else cls()
 
 
 @dataclass(frozen=True)
 class Candidate:
+    """An object the collector learned may be garbage, and since when (the grace period counts from
+    then)."""
+
     key: str
     first_seen: float
     size: int | None = None
@@ -89,6 +98,7 @@ class Candidate:
 
 
 def partition(ctx: GcContext) -> str:
+    """The metastore partition holding the gc records of this repository."""
     return ctx.partition("gc")
 
 
@@ -126,6 +136,7 @@ class GcState:
         return self.clock() - lock["since"] > LOCK_TTL
 
     def release(self) -> None:
+        """Drop the gc lock, if this collector still owns it."""
         got = self.meta.get(self.partition, LOCK)
         if got is not None and json.loads(got[0])["owner"] == self.owner:
             self.meta.set_many(self.partition, [(LOCK, None)])
@@ -133,6 +144,7 @@ class GcState:
     # phase --------------------------------------------------------------------------------
 
     def phase(self) -> tuple[Phase, int | None]:
+        """The current phase and its version (None when never stored), for compare-and-swap."""
         got = self.meta.get(self.partition, PHASE)
         return (Phase.decode(got[0]), got[1]) if got else (Phase(), None)
 
@@ -159,9 +171,11 @@ class GcState:
         return new
 
     def may_delete(self, phase: Phase) -> bool:
+        """Whether the sweep of `phase` may still delete: its deadline, less a margin, is ahead."""
         return self.clock() < phase.deadline - DELETE_MARGIN
 
     def end_sweep(self, phase: Phase) -> None:
+        """Move the phase back to idle (same epoch), unless another collector moved it meanwhile."""
         current, version = self.phase()
         if current == phase:
             self.meta.set_if(self.partition, PHASE, Phase(phase.epoch).encode(), version)
@@ -169,6 +183,7 @@ class GcState:
     # candidates -----------------------------------------------------------------------------
 
     def candidates(self) -> dict[str, Candidate]:
+        """Every recorded candidate, by object key."""
         out = {}
         for k, v, _ in self.meta.scan(self.partition, prefix=CANDIDATE):
             key = k[len(CANDIDATE) :].decode()
@@ -212,6 +227,7 @@ class GcState:
             self.meta.set_many(self.partition, items[i : i + 1000])
 
     def drop(self, keys: Sequence[str]) -> None:
+        """Forget the candidates for `keys` (deleted or found live), in batches of 1000."""
         for i in range(0, len(keys), 1000):
             batch = keys[i : i + 1000]
             self.meta.set_many(self.partition, [(CANDIDATE + k.encode(), None) for k in batch])
@@ -244,6 +260,8 @@ class WriteGuard:
         return phase
 
     def begin(self) -> Phase:
+        """The token to take before uploading: the current phase (or the last one read, if
+        recent)."""
         last = self._last
         if last is not None and not last[1].sweeping and runtime.monotonic() - last[0] < self.REUSE:
             return last[1]

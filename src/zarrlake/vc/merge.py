@@ -46,6 +46,7 @@ class History:
         self.timeout = timeout
 
     def root(self, commit_id: str) -> SnapshotRoot:
+        """The snapshot root of commit `commit_id`."""
         return self.objects.read(SnapshotRoot, self.objects.read_commit(commit_id).snapshot)
 
     # landing ----------------------------------------------------------------------------

@@ -82,6 +82,7 @@ class Objects:
         return oid, (f"{PREFIXES[type(obj)]}/{oid}", data)
 
     def write[T: (ManifestRange, SnapshotRoot, ChangeSet, CommitRecord)](self, obj: T) -> str:
+        """Store a format object under its content id (a no-op if it exists); returns the id."""
         oid, (key, data) = self.encode(obj)
         self.store.put_if_absent(key, data)
         return oid
@@ -99,6 +100,9 @@ class Objects:
     def read[T: (ManifestRange, SnapshotRoot, ChangeSet, CommitRecord)](
         self, cls: type[T], oid: str
     ) -> T:
+        """The format object of type `cls` stored under `oid`, through the cache.
+
+        Concurrent readers of one object share a single fetch."""
         cached = self._cached(oid)
         if isinstance(cached, cls):
             return cached
@@ -227,6 +231,7 @@ class Objects:
         return [k.rsplit("/", 1)[1] for k in self.store.list(f"commits/{prefix}")]
 
     def has_commit(self, oid: str) -> bool:
+        """Whether commit `oid` is cached or its record is still stored (not expired)."""
         return self._cached(oid) is not None or self.store.exists(f"commits/{oid}")
 
     # chunk data ------------------------------------------------------------------------
@@ -289,12 +294,14 @@ class Objects:
             pool.shutdown(wait=True)
 
     def map[A, R](self, fn: Callable[[A], R], items: list[A]) -> list[R]:
+        """`fn` over `items` on the shared I/O pool (inline for zero or one item), in order."""
         if len(items) <= 1:
             return [fn(i) for i in items]
         return list(self.pool.map(fn, items))
 
 
 def describe(ref: ChunkRef) -> str:
+    """Where a reference's bytes live, in words (for error messages and `zarrlake` output)."""
     if ref.kind == RefKind.INLINE:
         return "inline"
     if ref.kind == RefKind.OBJECT:

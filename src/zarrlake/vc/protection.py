@@ -30,9 +30,11 @@ class Rule:
     allow_delete: bool = False
 
     def matches(self, branch: str) -> bool:
+        """Whether this rule's glob pattern matches `branch`."""
         return fnmatchcase(branch, self.pattern)
 
     def to_json(self) -> dict:
+        """The rule as stored and printed (a dict of its fields)."""
         return asdict(self)
 
 
@@ -62,6 +64,7 @@ class Protection:
         return rule
 
     def unprotect(self, pattern: str) -> None:
+        """Remove the rule for `pattern`; raises NotFoundError when there is none."""
         key = PREFIX + check_pattern(pattern).encode()
         got = self.meta.get(self.partition, key)
         if got is None:
@@ -70,12 +73,14 @@ class Protection:
             self.meta.delete_if(self.partition, key, got[1])
 
     def rules(self) -> list[Rule]:
+        """Every protection rule, by pattern."""
         out = []
         for _, value, _ in self.meta.scan(self.partition, prefix=PREFIX):
             out.append(Rule(**json.loads(value)))
         return sorted(out, key=lambda r: r.pattern)
 
     def matching(self, branch: str) -> list[Rule]:
+        """The rules whose pattern matches `branch`."""
         return [r for r in self.rules() if r.matches(branch)]
 
     def check_direct_commit(self, branch: str) -> None:

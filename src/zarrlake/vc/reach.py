@@ -30,6 +30,7 @@ EXPIRED_PREFIX = "expired/"
 
 
 def kind_of(key: str) -> str:
+    """The kind of a storage key: its first path segment (`chunks`, `manifests`, ...)."""
     return key.split("/", 1)[0]
 
 
@@ -97,6 +98,7 @@ class Reach:
         self.live: set[str] = set()
 
     def add_keys(self, keys: Iterable[str]) -> None:
+        """Mark `keys` live."""
         self.live.update(keys)
 
     def add_commits(self, starts: Iterable[str]) -> None:
@@ -114,6 +116,9 @@ class Reach:
             stack.extend(p for p in rec.parents if p not in self.expired)
 
     def add_snapshot(self, sid: str) -> None:
+        """Mark a snapshot live with its manifest ranges and every object they reference.
+
+        Ranges already marked (shared with another snapshot) are not read again."""
         key = f"{PREFIXES[SnapshotRoot]}/{sid}"
         if key in self.live:
             return

@@ -77,6 +77,7 @@ class Walk:
         self.cut: dict[str, ExpiredHistoryError] = {}
 
     def parents(self, cid: str) -> list[str]:
+        """The parents of `cid` whose records remain; an expired one is noted in `cut`."""
         kept = []
         for p in self.objects.read_commit(cid).parents:
             try:

@@ -22,6 +22,9 @@ TAG = "tag"
 
 
 class Refs:
+    """Branches and tags of one repository: names to commit ids in the metastore, moved by
+    compare-and-swap."""
+
     def __init__(
         self,
         meta: MetaStore,
@@ -61,6 +64,7 @@ class Refs:
         return (self._commit(got[0]), got[1]) if got else None
 
     def require(self, kind: str, name: str) -> tuple[str, int]:
+        """(commit id, version) of a branch or tag; raises the missing-ref error when absent."""
         got = self.get(kind, name)
         if got is None:
             raise self.missing(f"{kind} {name!r} does not exist")
@@ -74,6 +78,8 @@ class Refs:
         return NotFoundError(message)
 
     def create(self, kind: str, name: str, commit_id: str) -> None:
+        """Create a branch or tag at `commit_id`; AlreadyExistsError if the name is taken by either
+        kind."""
         check_ref_name(name, kind)
         other = TAG if kind == BRANCH else BRANCH
         if self.get(other, name) is not None:
@@ -95,6 +101,8 @@ class Refs:
         )
 
     def delete(self, kind: str, name: str) -> None:
+        """Delete a branch (unless protected) or tag, registering its head for garbage
+        collection."""
         check_ref_name(name, kind)
         head, version = self.require(kind, name)
         if kind == BRANCH:
@@ -109,6 +117,7 @@ class Refs:
         self.dropped(head)
 
     def list(self, kind: str) -> dict[str, str]:
+        """Every ref of `kind`, name to commit id."""
         prefix = f"{kind}/".encode()
         return {
             k[len(prefix) :].decode(): self._commit(v)

@@ -18,15 +18,19 @@ _AFTER_SEGMENT = (
 
 
 class SnapshotView:
+    """Reads keys of one snapshot: metadata from the root, chunks through its manifest ranges."""
+
     def __init__(self, objects: Objects, root: SnapshotRoot, snapshot_id: str) -> None:
         self.objects = objects
         self.root = root
         self.snapshot_id = snapshot_id
 
     def range(self, i: int) -> ManifestRange:
+        """The manifest range at position `i` of the root's range index."""
         return self.objects.read(ManifestRange, self.root.ranges.ids[i])
 
     def get(self, key: str) -> ChunkRef | None:
+        """The reference stored for `key` in this snapshot, or None."""
         if is_meta_key(key):
             doc = self.root.meta.get(key)
             return self.objects.inline(doc) if doc is not None else None

@@ -50,6 +50,7 @@ class VirtualSources:
         return prefix
 
     def prefixes(self) -> list[str]:
+        """The allowed virtual source prefixes."""
         return [
             k[len(PREFIX) :].decode() for k, _, _ in self.meta.scan(self.partition, prefix=PREFIX)
         ]

@@ -16,6 +16,8 @@ from zarrlake.vc.objects import Objects
 
 @dataclass(frozen=True)
 class RepoStats:
+    """Size of one commit's snapshot: nodes, stored and virtual chunks and bytes, history length."""
+
     commit_id: str
     commits: int  # in the first-parent history, the initial commit included
     groups: int

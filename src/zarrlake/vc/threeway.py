@@ -50,6 +50,7 @@ class SideChanges:
     pos: np.ndarray  # position in that range
 
     def ref(self, i: int) -> ChunkRef | None:
+        """The new reference of changed key `i`, or None when that side deleted it."""
         return None if self.deleted[i] else self.ranges[self.owner[i]].ref_at(int(self.pos[i]))
 
 

@@ -31,10 +31,12 @@ class VirtualArray:
 
     @property
     def shape(self) -> tuple[int, ...]:
+        """The array's shape, from its metadata."""
         return tuple(self.metadata["shape"])
 
     @property
     def chunks(self) -> tuple[int, ...]:
+        """The array's chunk shape, from its metadata."""
         return tuple(self.metadata["chunk_grid"]["configuration"]["chunk_shape"])
 
     def layout(self) -> dict[str, Any]:
@@ -42,6 +44,7 @@ class VirtualArray:
         return {k: v for k, v in self.metadata.items() if k != "shape"}
 
     def refs(self) -> int:
+        """How many chunks hold a reference (the others read as fill value)."""
         return int((self.paths != NO_PATH).sum())
 
 
@@ -56,6 +59,7 @@ class VirtualDataset:
     label: str = ""  # the file it came from, for messages
 
     def urls(self) -> set[str]:
+        """Every source URL the dataset's references point into."""
         out: set[str] = set()
         for arr in self.arrays.values():
             out.update(str(p) for p in np.unique(arr.paths) if p != NO_PATH)

@@ -24,6 +24,7 @@ _ENCODING_KEYS = ("units", "calendar", "dtype", "_FillValue")
 
 
 def group_prefix(group: str) -> str:
+    """The store prefix of `group` (slashes stripped); InvalidInputError unless a string."""
     if not isinstance(group, str):
         raise InvalidInputError(f"group must be a string path, not {group!r}")
     return group.strip("/")

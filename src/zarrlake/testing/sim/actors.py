@@ -65,13 +65,16 @@ class Actor:
 
     @property
     def model(self):  # -> Model
+        """The run's model, which the actor reports outcomes to."""
         return self.world.model
 
     def start(self, program: Callable[[Actor], None]) -> None:
+        """Run `program` as this actor in its simulated process."""
         self.world.sched.spawn(self.process, self.name, lambda: program(self))
         self.world.programs[self.process.pid] = self
 
     def open(self) -> Repo:
+        """The actor's repository, opened on first use (retried while opening fails)."""
         while self.repo is None:
             try:
                 with self.op("open the repository"):
@@ -85,6 +88,7 @@ class Actor:
 
     @contextmanager
     def op(self, label: str) -> Iterator[None]:
+        """Trace one library operation; corruption it raises fails the run as a Violation."""
         sched = self.world.sched
         with sched.op(label):
             me = sched._me()
@@ -104,6 +108,7 @@ class Actor:
                     self.world.committing.discard(self.process.pid)
 
     def note(self, text: str) -> None:
+        """Add an outcome line under the current operation in the trace."""
         sched = self.world.sched
         self.world.trace.op(sched, sched._me(), f"  -> {text}")
 
@@ -113,12 +118,15 @@ class Actor:
             self.world.sched.sleep(self.rng.choice((0.05, 0.5, 2.0, 20.0)))
 
     def key(self) -> str:
+        """A key drawn from the world's keys."""
         return self.rng.choice(self.world.keys)
 
     def value(self) -> bytes:
+        """A value drawn from the world's values."""
         return self.rng.choice(self.world.values)
 
     def branch(self) -> str:
+        """A branch drawn from those the actors work on."""
         return self.rng.choice(BRANCHES)
 
 
@@ -137,6 +145,7 @@ class Writing:
         actor.world.handles_of.setdefault(actor.process.pid, []).append(self.h)
 
     def write(self, key: str, value: bytes | None) -> None:
+        """Write (or delete, `value` None) one key; the model learns what may now be staged."""
         a, model = self.actor, self.actor.model
         # A write may flush the handle's buffer (full, or its oldest write too old) before
         # it returns, or be cut off after that: until it returns, its value may be staged.
@@ -156,6 +165,7 @@ class Writing:
         model.wrote(self.h, key, value, certain=value is not None or None not in view)
 
     def read(self, keys: list[str]) -> None:
+        """Read `keys` in the session and have the model check what it saw."""
         a = self.actor
         got = {}
         try:
@@ -167,6 +177,7 @@ class Writing:
         a.model.check_session_read(a.name, self.m, self.h, got)
 
     def flush(self) -> bool:
+        """Flush the handle; returns whether it is known to have succeeded."""
         a, model = self.actor, self.actor.model
         model.flush_begins(self.h)
         try:
@@ -208,6 +219,7 @@ class Writing:
         return cid
 
     def abandon(self) -> None:
+        """Abandon the session; the model marks it closed if that was acknowledged."""
         try:
             with self.actor.op(f"abandon {self.m.sid[:6]}"):
                 self.s.abandon()
@@ -217,6 +229,7 @@ class Writing:
 
 
 def begin_session(a: Actor, branch: str) -> Writing | None:
+    """A new session on `branch` with drawn expiry and isolation; None if it could not begin."""
     repo = a.open()
     expires = a.rng.choice((timedelta(minutes=2), timedelta(hours=1), timedelta(hours=24)))
     isolation = "serializable" if a.rng.random() < 0.15 else "snapshot"
@@ -231,6 +244,7 @@ def begin_session(a: Actor, branch: str) -> Writing | None:
 
 
 def join(a: Actor, m: SessionModel) -> Writing | None:
+    """A new handle on session `m` in this actor's process; None if joining failed."""
     repo = a.open()
     try:
         with a.op(f"join session {m.sid[:6]}"):
@@ -241,6 +255,7 @@ def join(a: Actor, m: SessionModel) -> Writing | None:
 
 
 def commit_with_retries(w: Writing, a: Actor, unflushed: str = "wait") -> None:
+    """Commit with a drawn conflict policy, retrying a conflict up to three times."""
     policy = a.rng.choice(("fail", "fail", "ours", "theirs"))
     for _ in range(3):
         try:
@@ -262,6 +277,8 @@ def commit_with_retries(w: Writing, a: Actor, unflushed: str = "wait") -> None:
 
 
 def isolated_writer(a: Actor) -> None:
+    """The program of a writer: sessions of a few writes, maybe a read and a flush, then commit or
+    abandon."""
     for _ in range(a.world.ops):
         w = begin_session(a, a.branch())
         if w is None:
@@ -338,6 +355,7 @@ def cooperative(a: Actor) -> None:
 
 
 def coop_worker(a: Actor, m: SessionModel, keys: list[str]) -> None:
+    """The program of a worker joining a driver's session: write some of its keys, maybe flush."""
     w = join(a, m)
     if w is None:
         return
@@ -355,6 +373,8 @@ def coop_worker(a: Actor, m: SessionModel, keys: list[str]) -> None:
 
 
 def reader(a: Actor) -> None:
+    """The program of a reader: read pinned commits or branches as of a time, checked against the
+    model."""
     repo = a.open()
     for _ in range(a.world.ops):
         a.think()
@@ -415,6 +435,7 @@ def _history_op(a: Actor, intent: Intent, label: str, call: Callable[[], str]) -
 
 
 def merger(a: Actor) -> None:
+    """The program that merges one branch into the other, or reverts commits."""
     repo = a.open()
     for _ in range(a.world.ops):
         a.think()
@@ -527,6 +548,7 @@ def _done(fn: Callable[[str], None], name: str) -> str:
 
 
 def collector(a: Actor) -> None:
+    """The program running garbage collection with drawn grace periods (full or incremental)."""
     repo = a.open()
     for _ in range(a.world.ops):
         a.think()
@@ -544,6 +566,7 @@ def collector(a: Actor) -> None:
 
 
 def expirer(a: Actor) -> None:
+    """The program expiring old history with drawn ages and branches."""
     repo = a.open()
     for _ in range(a.world.ops):
         a.think()

@@ -86,20 +86,27 @@ class _Stops:
 
 
 class SimObjectStore(_Stops, WrapperObjectStore):
+    """The object store as actors see it: every call stops at the scheduler and may get a fault."""
+
     def __init__(self, inner: DictObjectStore, world: World) -> None:
         super().__init__(inner)
         self.world = world
 
     def get(self, key: str, byte_range: ByteRange | None = None) -> bytes:
+        """Read, after the scheduler lets this call run (and maybe faults it)."""
         return self._call(f"get {key}", lambda: self.inner.get(key, byte_range), False)
 
     def put(self, key: str, data: bytes) -> None:
+        """Write, after the scheduler lets this call run (and maybe faults it)."""
         self._call(f"put {key}", lambda: self.inner.put(key, data), True)
 
     def put_if_absent(self, key: str, data: bytes) -> bool:
+        """Create, after the scheduler lets this call run (and maybe faults it)."""
         return self._call(f"put_if_absent {key}", lambda: self.inner.put_if_absent(key, data), True)
 
     def delete(self, key: str) -> None:
+        """Delete, telling the world what was deleted (the model checks it was garbage)."""
+
         def delete() -> None:
             existed = self.inner.exists(key)
             self.inner.delete(key)
@@ -109,6 +116,8 @@ class SimObjectStore(_Stops, WrapperObjectStore):
         self._call(f"delete {key}", delete, True)
 
     def delete_many(self, keys: list[str]) -> None:
+        """Delete the keys, telling the world which existed (the model checks them)."""
+
         def delete_many() -> None:
             existed = [key for key in keys if self.inner.exists(key)]
             self.inner.delete_many(keys)
@@ -118,21 +127,27 @@ class SimObjectStore(_Stops, WrapperObjectStore):
         self._call(f"delete_many {len(keys)} keys", delete_many, True)
 
     def list(self, prefix: str = "") -> Iterator[str]:
+        """List, after the scheduler lets this call run (and maybe faults it)."""
         return iter(self._call(f"list {prefix}", lambda: list(self.inner.list(prefix)), False))
 
     def exists(self, key: str) -> bool:
+        """Ask, after the scheduler lets this call run (and maybe faults it)."""
         return self._call(f"exists {key}", lambda: self.inner.exists(key), False)
 
     def close(self) -> None:
+        """Nothing: the world's store outlives every actor's handle."""
         pass
 
 
 class SimMetaStore(_Stops, WrapperMetaStore):
+    """The metastore as actors see it: every call stops at the scheduler and may get a fault."""
+
     def __init__(self, inner: MetaStore, world: World) -> None:
         super().__init__(inner)
         self.world = world
 
     def get(self, partition: str, key: bytes) -> tuple[bytes, int] | None:
+        """Read, after the scheduler lets this call run (and maybe faults it)."""
         return self._call(
             f"meta.get {_short(partition)} {key!r}", lambda: self.inner.get(partition, key), False
         )
@@ -144,12 +159,15 @@ class SimMetaStore(_Stops, WrapperMetaStore):
         prefix: bytes | None = None,
         limit: int | None = None,
     ) -> Iterator[Item]:
+        """Scan (the whole result at once), after the scheduler lets this call run (and maybe faults
+        it)."""
         what = f"meta.scan {_short(partition)} {prefix or start!r}"
         return iter(
             self._call(what, lambda: list(self.inner.scan(partition, start, prefix, limit)), False)
         )
 
     def set(self, partition: str, key: bytes, value: bytes) -> int:
+        """Write, after the scheduler lets this call run (and maybe faults it)."""
         return self._call(
             f"meta.set {_short(partition)} {key!r}",
             lambda: self.inner.set(partition, key, value),
@@ -157,6 +175,7 @@ class SimMetaStore(_Stops, WrapperMetaStore):
         )
 
     def set_many(self, partition: str, items: Iterable[tuple[bytes, bytes | None]]) -> None:
+        """Write the batch, after the scheduler lets this call run (and maybe faults it)."""
         batch = list(items)
         keys = ", ".join(repr(k) for k, _ in batch[:3]) + (" ..." if len(batch) > 3 else "")
         self._call(
@@ -166,6 +185,7 @@ class SimMetaStore(_Stops, WrapperMetaStore):
         )
 
     def delete(self, partition: str, key: bytes) -> None:
+        """Delete, after the scheduler lets this call run (and maybe faults it)."""
         self._call(
             f"meta.delete {_short(partition)} {key!r}",
             lambda: self.inner.delete(partition, key),
@@ -173,6 +193,7 @@ class SimMetaStore(_Stops, WrapperMetaStore):
         )
 
     def set_if(self, partition: str, key: bytes, value: bytes, expected: int | None) -> int:
+        """Compare-and-swap, after the scheduler lets this call run (and maybe faults it)."""
         return self._call(
             f"meta.set_if {_short(partition)} {key!r}",
             lambda: self.inner.set_if(partition, key, value, expected),
@@ -180,6 +201,7 @@ class SimMetaStore(_Stops, WrapperMetaStore):
         )
 
     def delete_if(self, partition: str, key: bytes, expected: int) -> None:
+        """Compare-and-delete at a scheduling point."""
         self._call(
             f"meta.delete_if {_short(partition)} {key!r}",
             lambda: self.inner.delete_if(partition, key, expected),
@@ -187,11 +209,13 @@ class SimMetaStore(_Stops, WrapperMetaStore):
         )
 
     def drop_partition(self, partition: str) -> None:
+        """Drop the partition, after the scheduler lets this call run (and maybe faults it)."""
         self._call(
             f"meta.drop {_short(partition)}", lambda: self.inner.drop_partition(partition), True
         )
 
     def close(self) -> None:
+        """Nothing: the world's store outlives every actor's handle."""
         pass
 
 
@@ -209,6 +233,7 @@ def install(world: World) -> None:
 
 
 def uninstall() -> None:
+    """Stop `sim://` locations from opening a world's stores."""
     _WORLD.clear()
 
 

@@ -38,6 +38,7 @@ class Summary:
     seconds: float = 0.0
 
     def add(self, result: Result) -> None:
+        """Count one seed's result in the totals."""
         self.seeds += 1
         self.steps += result.steps
         self.commits += result.commits
@@ -48,6 +49,7 @@ class Summary:
             self.failures.append((result.config, result.failure))
 
     def merge(self, other: Summary) -> None:
+        """Add the totals of another batch (from a worker process)."""
         self.seeds += other.seeds
         self.steps += other.steps
         self.commits += other.commits
@@ -56,6 +58,7 @@ class Summary:
         self.failures += other.failures
 
     def lines(self) -> list[str]:
+        """The summary as printed: totals, faults injected, checks made, failures."""
         out = [
             f"seeds: {self.seeds:,}   steps: {self.steps:,}   commits verified: "
             f"{self.commits:,}   failures: {len(self.failures)}   seconds: {self.seconds:.1f}",
@@ -114,6 +117,7 @@ def run_many(
 
 
 def replay_command(config: Config, bug: str | None) -> str:
+    """The command line that replays `config` (with the planted `bug`, if any)."""
     parts = ["python -m zarrlake.testing.sim replay", str(config.seed)]
     if config.actors is not None:
         parts.append(f"--actors {','.join(config.actors)}")
@@ -152,6 +156,8 @@ def _seeds(text: str) -> range:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The `python -m zarrlake.testing.sim` command: run, replay, shrink or soak seeds; returns the
+    exit code."""
     parser = argparse.ArgumentParser(prog="python -m zarrlake.testing.sim", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     for name in ("run", "replay", "soak"):

@@ -16,6 +16,8 @@ from enum import StrEnum
 
 
 class Fault(StrEnum):
+    """The kinds of fault the scheduler can give one backend call."""
+
     ERROR = "error before the call"
     LOST = "lost reply"
     DELAY = "delay"
@@ -47,6 +49,8 @@ class FaultPlan:
 
     @classmethod
     def drawn(cls, rng: random.Random) -> FaultPlan:
+        """A plan drawn from `rng`: a profile (calm, flaky, crashy, jumpy, everything) and its
+        rates."""
         profile = rng.choice(("calm", "flaky", "crashy", "jumpy", "everything", "everything"))
         plan = cls()
         if profile in ("flaky", "everything"):
@@ -86,9 +90,11 @@ class FaultPlan:
         return None
 
     def delay_for(self, rng: random.Random) -> float:
+        """The length of one injected delay, in simulated seconds."""
         return rng.choice((0.01, 0.2, 2.0))
 
     def clock_jump(self, rng: random.Random) -> float:
+        """How far to move the clock forward now (0 mostly), counted when it jumps."""
         if self.jump and rng.random() < self.jump:
             self.counts["clock jump"] += 1
             return rng.choice(JUMPS) * rng.uniform(1.0, 1.5)

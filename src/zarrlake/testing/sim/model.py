@@ -53,6 +53,9 @@ class Violation(AssertionError):
 
 
 class Outcome(StrEnum):
+    """What an operation's caller knows of it: running, acknowledged, failed, or unknown (it may
+    have happened)."""
+
     RUNNING = "running"
     ACKED = "acknowledged"
     FAILED = "failed"  # definitely did nothing
@@ -92,6 +95,8 @@ class Handle:
 
 @dataclass(eq=False)
 class SessionModel:
+    """A session as the model knows it: its handles, and the commit it landed if any."""
+
     sid: str
     branch: str
     base: str
@@ -102,6 +107,8 @@ class SessionModel:
 
 @dataclass
 class CommitInfo:
+    """A commit as the model knows it: its parents, state, changed keys and the objects it needs."""
+
     parents: tuple[str, ...]
     state: State
     timestamp: float
@@ -134,9 +141,11 @@ class Model:
     # reading the stores -----------------------------------------------------------------
 
     def refs(self) -> tuple[dict[str, str], dict[str, str]]:
+        """(branches, tags) as stored now."""
         return self.obs.refs.list(BRANCH), self.obs.refs.list(TAG)
 
     def read_state(self, snapshot: str) -> tuple[State, frozenset[str]]:
+        """(key -> value, objects needed) of a snapshot, read directly from the stores."""
         objects = self.obs.objects
         root = objects.read(SnapshotRoot, snapshot)
         view = SnapshotView(objects, root, snapshot)
@@ -183,6 +192,7 @@ class Model:
     # intents ----------------------------------------------------------------------------
 
     def begin(self, intent: Intent) -> Intent:
+        """Register an operation that may move a ref, in the order operations began."""
         self.seq += 1
         intent.began = self.seq
         self.intents.append(intent)
@@ -249,6 +259,7 @@ class Model:
     # sessions ---------------------------------------------------------------------------
 
     def session(self, sid: str, branch: str, base: str) -> SessionModel:
+        """The model of session `sid`, made on first sight."""
         s = self.sessions.get(sid)
         if s is None:
             s = self.sessions[sid] = SessionModel(sid, branch, base)
@@ -261,6 +272,7 @@ class Model:
         return frozenset({self.commits[s.base].state.get(key)})
 
     def wrote(self, h: Handle, key: str, value: Value, certain: bool) -> None:
+        """Record a write by handle `h`: certain once acknowledged, else one more possible value."""
         if certain:
             h.written[key] = frozenset({value})
         else:
@@ -285,9 +297,11 @@ class Model:
             self.recheck(s, f"{h.name}'s {what} returned")
 
     def flush_failed(self, h: Handle) -> None:
+        """Forget the handle's pending flush (it may or may not have landed)."""
         h.pending = None
 
     def recheck(self, s: SessionModel, why: str) -> None:
+        """Check again that the commit session `s` landed holds what it must."""
         assert s.landed is not None
         intent = next(i for i in self.intents if i.kind == "commit" and i.landed == s.landed)
         self._check_session_commit(s.landed, intent, why)
@@ -539,6 +553,7 @@ class Model:
     # reads ------------------------------------------------------------------------------
 
     def check_read(self, who: str, cid: str, got: dict[str, Value]) -> None:
+        """Check values read at commit `cid` against that commit's state."""
         info = self.commits.get(cid)
         if info is None:
             self.learn(cid)
@@ -552,6 +567,8 @@ class Model:
                 )
 
     def check_session_read(self, who: str, s: SessionModel, h: Handle, got: dict) -> None:
+        """Check values read in a session: its own writes, else the base (others' flushed writes may
+        show)."""
         others = [o for o in s.handles if o is not h]
         got = {
             k: v
@@ -572,6 +589,7 @@ class Model:
     # retention and deletes --------------------------------------------------------------
 
     def live_sessions(self, now: float) -> list[dict]:
+        """The session records still open (not expired at `now`) or committing."""
         out = []
         for _, value, _ in self.obs.meta.scan(self.obs.partition("sessions")):
             rec = json.loads(value)
@@ -623,6 +641,8 @@ class Model:
         return keep
 
     def check_delete(self, key: str, by: str, now: float) -> None:
+        """Check that deleting `key` (by `by`) was allowed: unreachable, past its grace, not
+        retained."""
         self.counts["deletes checked"] += 1
         grace = self.gc_grace.get(by)
         if key.startswith("commits/") and by in self.expire_floor:

@@ -56,6 +56,9 @@ class Process:
 
 @dataclass(eq=False)
 class Actor:
+    """One greenlet of a simulated process: when it wakes, what it waits for, where it is
+    stopped."""
+
     name: str
     process: Process
     glet: greenlet.greenlet | None = None
@@ -91,6 +94,7 @@ class Scheduler:
     # processes and actors ---------------------------------------------------------------
 
     def process(self, name: str) -> Process:
+        """A new simulated process with its own pid and a runtime on the simulated clock."""
         proc = Process(1000 + len(self.processes), name)
         proc.runtime = runtime.Runtime(
             now=self.clock,
@@ -108,6 +112,7 @@ class Scheduler:
     def spawn(
         self, proc: Process, name: str, fn: Callable[[], None], background: bool = False
     ) -> Actor:
+        """Start `fn` as a new actor of `proc`; `background` actors do not keep the run going."""
         actor = Actor(name, proc, background=background, wake=self.now)
 
         def body() -> None:
@@ -130,6 +135,7 @@ class Scheduler:
         return actor
 
     def alive(self, host: str, pid: int) -> bool | None:
+        """Whether simulated process `pid` still runs; None for another host."""
         if host != HOST:
             return None
         return any(p.pid == pid and p.alive for p in self.processes)
@@ -143,6 +149,7 @@ class Scheduler:
         self.trace.event(self, f"{proc.name} (pid {proc.pid}) killed {why}")
 
     def clock(self) -> float:
+        """The simulated time."""
         return self.now
 
     # called from actors -----------------------------------------------------------------
@@ -171,12 +178,14 @@ class Scheduler:
         return fault
 
     def crash_me(self, why: str) -> None:
+        """Kill the calling actor's process (a simulated crash); never returns."""
         actor = self._me()
         self.kill(actor.process, why)
         self.main.switch()
         raise Crashed  # never resumed; unwound only at the end of the run
 
     def sleep(self, seconds: float) -> None:
+        """Let the calling actor sleep `seconds` of simulated time."""
         actor = self._me()
         actor.wake = self.now + max(seconds, 0.0)
         self.main.switch()
@@ -184,6 +193,7 @@ class Scheduler:
             raise Crashed
 
     def wait_until(self, ready: Callable[[], bool]) -> None:
+        """Park the calling actor until `ready()` holds."""
         actor = self._me()
         while not ready():  # another actor may have taken what made it ready first
             actor.blocked = ready
@@ -207,6 +217,7 @@ class Scheduler:
                 proc.holder = None
 
     def call_later(self, proc: Process, delay: float, fn: Callable[[], None]) -> _Timer:
+        """Run `fn` in process `proc` after `delay` simulated seconds; the handle cancels it."""
         handle = _Timer()
         self._seq += 1
         heapq.heappush(self._timers, (self.now + delay, self._seq, proc, fn, handle))
@@ -299,6 +310,7 @@ class SimFuture(Future):
         self._sched = sched
 
     def result(self, timeout: float | None = None) -> Any:
+        """The result, waiting cooperatively (other actors run meanwhile); `timeout` is ignored."""
         if not self.done():
             self._sched.wait_until(self.done)
         return super().result(0)
@@ -313,6 +325,7 @@ class SimExecutor(Executor):
         self.proc = proc
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
+        """Run `fn` as a background actor; the future completes when it returns."""
         future = SimFuture(self.sched)
 
         def task() -> None:
@@ -328,7 +341,9 @@ class SimExecutor(Executor):
         return future
 
     def map(self, fn: Callable[..., Any], *iterables: Any, timeout=None, chunksize=1) -> Iterator:
+        """`fn` over the arguments, inline in the calling actor."""
         return iter([fn(*args) for args in zip(*iterables, strict=False)])
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Nothing: background actors end with the run."""
         pass

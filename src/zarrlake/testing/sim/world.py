@@ -111,6 +111,7 @@ class Config:
     """Known issues to provoke (see KNOWN_ISSUES); by default a run steers clear of them."""
 
     def describe(self) -> str:
+        """The config in words, as the failure report prints it."""
         parts = [f"seed {self.seed}"]
         if self.actors is not None:
             parts.append(f"actors {','.join(self.actors)}")
@@ -126,6 +127,8 @@ class Config:
 
 @dataclass
 class Result:
+    """What one run did: steps, checks, faults, commits, and the failure with its trace if one."""
+
     config: Config
     actors: tuple[str, ...]
     ops: int
@@ -140,6 +143,7 @@ class Result:
 
     @property
     def ok(self) -> bool:
+        """Whether every invariant held."""
         return self.failure is None
 
 
@@ -184,12 +188,14 @@ class World:
         self.ops = config.ops if config.ops is not None else ops
 
     def new_id(self, prefix: str) -> str:
+        """A fresh id with `prefix`, deterministic within the run."""
         self._ids += 1
         return f"{prefix}{self._ids}"
 
     # events from the backends (inside actors) -------------------------------------------
 
     def after_call(self, actor, what: str, result: object) -> None:
+        """Note what a backend call changed, so the step's checks read only what they must."""
         op, _, rest = what.partition(" ")
         if op in META_WRITES:
             if rest.startswith("refs"):
@@ -202,6 +208,8 @@ class World:
             self.events.append((f"expired {rest[len(EXPIRED_PREFIX) :]}", actor.name))
 
     def may_jump(self, seconds: float) -> bool:
+        """Whether the clock may jump `seconds` now (not past a committer's lease, unless
+        provoked)."""
         if seconds < LEASE_SAFE_JUMP or "paused-committer" in self.config.issues:
             return True
         return not any(p.alive for p in self.sched.processes if p.pid in self.committing)
@@ -228,12 +236,14 @@ class World:
             self.model.flush_begins(h)
 
     def deleted(self, key: str) -> None:
+        """Record that the calling actor deleted `key` (checked after the step)."""
         actor = self.sched._me()
         self.events.append((f"deleted {key}", actor.name))
 
     # the run ----------------------------------------------------------------------------
 
     def setup(self) -> RepoContext:
+        """Create the repository with its first commit; returns its context."""
         ctx = create_context(self.spec)
         ctx.settings = self.settings
         repo = Repo(ctx)
@@ -252,12 +262,15 @@ class World:
         return ctx
 
     def start_actors(self) -> None:
+        """Start every actor of the run with its program and its own random stream."""
         for name in self.kinds:
             kind = name.rstrip("0123456789")
             actor = Actor(self, name, random.Random(f"{self.config.seed}/{name}"))
             actor.start(PROGRAMS[kind])
 
     def check_step(self) -> None:
+        """Check the invariants after a step: refs and commits, each deletion and expiry, actor
+        errors."""
         model = self.model
         now = self.sched.now
         if self.refs_moved:
