@@ -3,4 +3,9 @@ per test run by the plugins below and stopped by PID afterwards."""
 
 from __future__ import annotations
 
+import pytest
+
+# The shared helpers assert too: rewrite them like test modules, for readable failures.
+pytest.register_assert_rewrite("tests.helpers")
+
 pytest_plugins = ["tests.fixtures.postgres", "tests.fixtures.s3", "tests.fixtures.spark"]

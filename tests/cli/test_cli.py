@@ -4,9 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -17,35 +14,7 @@ import pytest
 import zarr
 
 import zarrlake as zl
-
-ZARRLAKE = str(Path(sys.executable).with_name("zarrlake"))
-
-
-def run(
-    *args: str, env: dict | None = None, cwd: Path | None = None
-) -> subprocess.CompletedProcess:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("ZARRLAKE_")}
-    full_env = {**clean, **(env or {})}
-    return subprocess.run(
-        [ZARRLAKE, *args], capture_output=True, text=True, env=full_env, cwd=cwd, timeout=120
-    )
-
-
-def ok(*args: str, **kw) -> subprocess.CompletedProcess:
-    res = run(*args, **kw)
-    assert res.returncode == 0, f"{args}: exit {res.returncode}\n{res.stderr}"
-    return res
-
-
-def fails(*args: str, code: int = 1, **kw) -> str:
-    """Run a command that must fail; return its single stderr line."""
-    res = run(*args, **kw)
-    assert res.returncode == code, f"{args}: exit {res.returncode}\n{res.stdout}\n{res.stderr}"
-    assert "Traceback" not in res.stderr
-    lines = res.stderr.strip().splitlines()
-    assert len(lines) == 1, res.stderr
-    assert lines[0].startswith("zarrlake: error: ")
-    return lines[0]
+from tests.helpers.cli_process import fails, ok, run
 
 
 @pytest.fixture

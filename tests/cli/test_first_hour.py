@@ -16,7 +16,7 @@ import zarr
 
 import zarrlake as zl
 import zarrlake.cli
-from tests.cli.test_cli import fails, ok, run
+from tests.helpers.cli_process import fails, ok, run
 
 CLI_DIR = Path(zarrlake.cli.__file__).parent
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from tests.cli.test_cli import fails, ok
-from tests.history.conftest import chunk_values, commit_chunks
+from tests.helpers.cli_process import fails, ok
+from tests.helpers.history import chunk_values, commit_chunks
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pytest
 
 import zarrlake as zl
 from tests.helpers.cli import fails, ok
-from tests.history.conftest import commit_chunks
+from tests.helpers.history import commit_chunks
 from zarrlake.errors import ExpiredHistoryError
 
 ENDED = "history before {} was expired on "

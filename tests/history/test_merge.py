@@ -9,7 +9,7 @@ import pytest
 import zarr
 
 import zarrlake as zl
-from tests.history.conftest import CHUNK, NCHUNKS, chunk_values, commit_chunks
+from tests.helpers.history import CHUNK, NCHUNKS, chunk_values, commit_chunks
 from zarrlake.errors import InvalidInputError
 
 

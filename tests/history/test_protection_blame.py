@@ -6,7 +6,7 @@ import pytest
 import zarr
 
 import zarrlake as zl
-from tests.history.conftest import commit_chunks
+from tests.helpers.history import commit_chunks
 from zarrlake.errors import InvalidInputError, ReadOnlyError
 
 

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import zarrlake as zl
-from tests.history.conftest import commit_chunks
+from tests.helpers.history import commit_chunks
 from zarrlake.errors import InvalidInputError
 from zarrlake.validate import check_ref_name
 

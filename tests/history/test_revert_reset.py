@@ -8,7 +8,7 @@ import pytest
 import zarr
 
 import zarrlake as zl
-from tests.history.conftest import chunk_values, commit_chunks
+from tests.helpers.history import chunk_values, commit_chunks
 
 
 def test_revert_of_a_middle_commit_restores_exactly_its_chunks_and_metadata(repo):

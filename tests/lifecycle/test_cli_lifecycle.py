@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import zarrlake as zl
-from tests.lifecycle.conftest import all_objects, chunk, unreachable
+from tests.helpers.lifecycle import all_objects, chunk, unreachable
 
 ZARRLAKE = str(Path(sys.executable).with_name("zarrlake"))
 

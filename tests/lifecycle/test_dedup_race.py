@@ -18,7 +18,7 @@ from datetime import timedelta
 import pytest
 
 import zarrlake as zl
-from tests.lifecycle.conftest import chunk, fsck
+from tests.helpers.lifecycle import chunk, fsck
 from zarrlake import crashpoints
 from zarrlake.format.chunk_ref import RefKind, chunk_object_key
 from zarrlake.format.digest import DEFAULT, digest

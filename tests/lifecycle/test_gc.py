@@ -11,7 +11,7 @@ from functools import partial
 import pytest
 
 import zarrlake as zl
-from tests.lifecycle.conftest import all_objects, chunk, fsck, reachable, unreachable
+from tests.helpers.lifecycle import all_objects, chunk, fsck, reachable, unreachable
 from zarrlake.errors import InvalidInputError
 from zarrlake.format.chunk_ref import chunk_object_key
 from zarrlake.format.digest import DEFAULT, digest

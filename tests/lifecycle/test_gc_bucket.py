@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 import zarrlake as zl
-from tests.lifecycle.conftest import all_objects, chunk, fsck, reachable, unreachable
+from tests.helpers.lifecycle import all_objects, chunk, fsck, reachable, unreachable
 from zarrlake.errors import GcBusyError
 from zarrlake.metastore.bucket_format import segment
 from zarrlake.vc.gc_protocol import GcState

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import zarrlake as zl
-from tests.lifecycle.conftest import chunk, fsck, unreachable
+from tests.helpers.lifecycle import chunk, fsck, unreachable
 from zarrlake.crashpoints import GC_POINTS
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 
 import zarrlake as zl
-from tests.lifecycle.conftest import all_objects, chunk, fsck, reachable, unreachable
+from tests.helpers.lifecycle import all_objects, chunk, fsck, reachable, unreachable
 from zarrlake.errors import GcBusyError
 from zarrlake.vc.gc_protocol import GcState
 

@@ -21,7 +21,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import zarrlake as zl
-from tests.lifecycle.conftest import chunk, fsck, guarded_write
+from tests.helpers.lifecycle import chunk, fsck, guarded_write
 from zarrlake.errors import GcBusyError, StorageError, ZarrLakeError
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 import zarrlake as zl
-from tests.lifecycle.conftest import chunk
+from tests.helpers.lifecycle import chunk
 from zarrlake import metastore as metastores
 from zarrlake.errors import (
     AlreadyExistsError,

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 import zarrlake as zl
-from tests.lifecycle.conftest import all_objects, chunk, fsck, reachable, unreachable
+from tests.helpers.lifecycle import all_objects, chunk, fsck, reachable, unreachable
 
 
 @pytest.mark.slow

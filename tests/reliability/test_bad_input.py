@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import zarrlake as zl
-from tests.reliability.conftest import size
+from tests.helpers.reliability import size
 
 SETTINGS = settings(
     max_examples=size(25, 500),

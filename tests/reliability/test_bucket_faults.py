@@ -296,7 +296,7 @@ def test_concurrent_writers_on_a_flaky_bucket_only_repository(s3_location, tmp_p
     is its bucket (moto's S3 server), with faults injected into every storage request, the
     metastore's own conditional writes included: the branch history is exactly the
     acknowledged commits, and the state after each is their serial replay."""
-    from tests.reliability.conftest import size
+    from tests.helpers.reliability import size
     from tests.reliability.workers import check_history, run_workers, setup_repo
 
     location, options = s3_location

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.reliability.conftest import size
+from tests.helpers.reliability import size
 from tests.reliability.workers import check_history, run_workers, setup_repo
 
 PROCS = size(4, 16)

@@ -23,7 +23,7 @@ import pytest
 import zarr
 
 import zarrlake as zl
-from tests.reliability.conftest import size
+from tests.helpers.reliability import size
 from zarrlake.crashpoints import POINTS
 from zarrlake.session_records import SessionRecord
 

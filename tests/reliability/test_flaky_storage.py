@@ -6,7 +6,7 @@ no ConflictError may come from a lost response to a write that did land."""
 from __future__ import annotations
 
 import zarrlake as zl
-from tests.reliability.conftest import size
+from tests.helpers.reliability import size
 from tests.reliability.workers import check_history, run_workers, setup_repo
 from zarrlake.errors import TransientError
 from zarrlake.metastore.base import MetaStore, WrapperMetaStore

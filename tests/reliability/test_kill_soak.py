@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 import zarrlake as zl
-from tests.reliability.conftest import size
+from tests.helpers.reliability import size
 from tests.reliability.kill_workers import SIDE_KEY, SIDES
 from tests.reliability.workers import COUNTER_KEY, COUNTERS, _int, setup_repo
 from zarrlake.crashpoints import GC_POINTS, POINTS

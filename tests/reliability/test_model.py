@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 import zarrlake as zl
-from tests.reliability.conftest import FIGURES, size
+from tests.helpers.reliability import FIGURES, size
 
 ARRAYS = ("a", "b")
 CHUNKS = 3

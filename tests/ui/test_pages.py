@@ -14,10 +14,9 @@ from PIL import Image
 from starlette.testclient import TestClient
 
 import zarrlake as zl
+from tests.helpers.ui import Built
 from zarrlake.ui import create_app
 from zarrlake.ui.preview import MAX_CHUNKS
-
-from .conftest import Built
 
 
 @pytest.fixture(scope="module")

@@ -11,9 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.helpers.ui import Built
 from zarrlake.cli.ui import is_loopback
-
-from .conftest import Built
 
 TOKEN = "a-token-of-at-least-16-chars"
 

@@ -7,8 +7,8 @@ import json
 import os
 
 import zarrlake as zl
-from tests.cli.test_cli import fails, ok, run
-from tests.virtual.conftest import urls
+from tests.helpers.cli_process import fails, ok, run
+from tests.helpers.virtual import urls
 
 
 def test_virtual_commands(tmp_path, archives):

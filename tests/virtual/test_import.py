@@ -13,7 +13,7 @@ import xarray as xr
 import zarr
 
 import zarrlake as zl
-from tests.virtual.conftest import assert_same, day_dataset, encoding, urls
+from tests.helpers.virtual import assert_same, day_dataset, encoding, urls
 from zarrlake.format.chunk_ref import RefKind
 
 

@@ -10,7 +10,7 @@ import xarray as xr
 
 import zarrlake as zl
 from tests.fixtures.s3 import s3_client
-from tests.virtual.conftest import assert_same, day_dataset, urls
+from tests.helpers.virtual import assert_same, day_dataset, urls
 
 
 def test_spark_import_in_any_order_is_one_commit(spark, repo, archives):

@@ -1,4 +1,4 @@
-"""A writer process for the first-hour tests: it stages one change in a session of its own,
+"""A writer process for test_xarray_writers.py: it stages one change in a session of its own,
 says "ready", commits when told "commit" on stdin, and prints the outcome as one JSON line."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 14 item 12: Dask. A session pickled to the worker processes of a distributed
+"""Dask. A session pickled to the worker processes of a distributed
 LocalCluster; the workers write cooperatively (xarray region writes and dask.array.store),
 then the client makes one commit."""
 

@@ -1,4 +1,4 @@
-"""Issue 14 items 5 and 10: sessions of a deleted branch, and one type for times."""
+"""Sessions of a deleted branch, and one type (datetime) for every time the API returns."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 14 items 2 and 4: xarray on session stores. No consolidated metadata (written or
+"""xarray on session stores, as people first use them. No consolidated metadata (written or
 trusted), writers in two real processes that each add a variable both commit, and a
 session reading the commit it made."""
 
@@ -16,7 +16,7 @@ import zarr
 
 import zarrlake as zl
 
-WORKER = Path(__file__).with_name("worker.py")
+WORKER = Path(__file__).with_name("xarray_worker.py")
 
 
 @pytest.fixture
