@@ -284,7 +284,7 @@ class CommitProtocol:
                         )
                 if conflicts:
                     policy_ok = req.on_conflict in ("ours", "theirs") and all(
-                        c.kind == "chunk" for c in conflicts
+                        c.kind == ConflictKind.CHUNK for c in conflicts
                     )
                     if not policy_ok:
                         raise ConflictError(conflicts)
