@@ -1,0 +1,28 @@
+"""The library issues the simulator found and that are not fixed yet (world.KNOWN_ISSUES):
+each still fails at the seed the README names when provoked, and passes when not. A fix
+makes its case fail here: then drop the issue, its steering, and its README entry."""
+
+from __future__ import annotations
+
+import pytest
+
+from zarrlake.testing.sim import Config, run
+from zarrlake.testing.sim.world import KNOWN_ISSUES
+
+CASES = {
+    "paused-committer": (Config(17, ops=1), "holds"),
+    "old-targets": (Config(2273), "which a branch or open session keeps"),
+    "reset-after-crash": (Config(4017), "committed twice"),
+}
+
+
+def test_every_known_issue_has_a_case():
+    assert set(CASES) == set(KNOWN_ISSUES)
+
+
+@pytest.mark.parametrize("issue", sorted(CASES))
+def test_known_issue_still_reproduces(issue):
+    config, symptom = CASES[issue]
+    provoked = run(Config(**{**config.__dict__, "issues": frozenset({issue})}))
+    assert provoked.failure is not None and symptom in provoked.failure, provoked.failure
+    assert run(config).ok  # steered clear of by default
