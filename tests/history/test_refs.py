@@ -180,3 +180,18 @@ def test_names_that_look_like_commit_history_still_work(repo):
     repo.create_branch("release/1.x", at="main~1")
     assert repo.resolve("release/1.x") == repo.resolve("main^")
     assert repo.resolve("release/1.x~0") != c
+
+
+def test_as_of_a_commits_own_time_finds_it(tmp_path):
+    """A commit's time, as `log` shows it (microseconds), resolves to that commit: float
+    seconds are compared at the precision they are shown with."""
+    repo = zl.Repo.create(tmp_path / "repo")
+    for i in range(20):
+        s = repo.create_session()
+        s.write(
+            "zarr.json", b'{"zarr_format": 3, "node_type": "group", "attributes": {"i": %d}}' % i
+        )
+        s.commit(f"c{i}")
+    for entry in repo.log("main"):
+        assert repo.resolve("main", as_of=entry.timestamp) == entry.id
+        assert repo.resolve("main", as_of=entry.timestamp.replace(tzinfo=None)) == entry.id

@@ -137,10 +137,11 @@ def commit_as_of(objects: Objects, head: str, as_of: datetime, ref: str) -> str:
     UTC); `ref` names `head` in errors."""
     if not isinstance(as_of, datetime):
         raise InvalidInputError(f"as_of must be a datetime, not {as_of!r}")
-    ts = (as_of if as_of.tzinfo else as_of.replace(tzinfo=UTC)).timestamp()
+    at = as_of if as_of.tzinfo else as_of.replace(tzinfo=UTC)
     oldest, rec = head, objects.read_commit(head)
     for oldest, rec in objects.history(head):
-        if rec.timestamp <= ts:
+        # at the microseconds a commit's time is shown with, so its own time finds it
+        if datetime.fromtimestamp(rec.timestamp, UTC) <= at:
             return oldest
     message = f"{ref!r} has no commit at or before {as_of.isoformat()}"
     expired = objects.expired(rec.parents[0]) if rec.parents else None
