@@ -270,6 +270,9 @@ class RepoMachine(RuleBasedStateMachine):
             clash |= len(values) > 1
             contents[key] = by_writer[txn.latest[key]]
         base = self.commits[txn.base].state
+        # what the base already holds is no change (written back unchanged, or written and
+        # deleted again where the base has nothing)
+        contents = {k: v for k, v in contents.items() if base.get(k) != v}
         ours_data, ours_nodes = changes_of(base, contents)
         between = []
         cid = head
