@@ -9,6 +9,8 @@ from typing import Any
 from zarrlake.errors import InvalidInputError
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_PLAIN_KEY = re.compile(r"(?!\.\.?(?:/|$))[\w.-]+(?:/(?!\.\.?(?:/|$))[\w.-]+)*", re.ASCII)
+"""Keys that pass every check below (the library's own keys), tested in one match."""
 _LOCAL_TEMP_SUFFIX = re.compile(r"#\d+$")
 
 
@@ -19,6 +21,8 @@ def check_object_key(key: str) -> str:
     segments, no control characters, and no final '#<digits>' (reserved by local directories
     for in-flight temporary files), so one repository can move between backends unchanged.
     """
+    if isinstance(key, str) and _PLAIN_KEY.fullmatch(key):
+        return key
     if not isinstance(key, str) or not key:
         raise InvalidInputError(f"invalid object key {key!r}: must be a non-empty string")
     _check_segments(key, key.split("/"), what="object key")
