@@ -481,6 +481,23 @@ def merger(a: Actor) -> None:
             )
 
 
+def _toggle_ref(a: Actor, kind: str, name: str, exists: bool, known: list[str]) -> None:
+    """Delete the tag or branch `name` if it exists, else create it at a known commit."""
+    repo = a.open()
+    delete, create = {
+        "tag": (repo.delete_tag, repo.create_tag),
+        "branch": (repo.delete_branch, repo.create_branch),
+    }[kind]
+    if exists:
+        intent = Intent(a.world.new_id(kind[0]), f"delete-{kind}", name, a.name)
+        _history_op(a, intent, f"delete {kind} {name}", partial(_done, delete, name))
+        return
+    at = a.rng.choice(known)
+    intent = Intent(a.world.new_id(kind[0]), f"create-{kind}", name, a.name)
+    intent.target = at
+    _history_op(a, intent, f"{kind} {name} at {at[:8]}", partial(create, name, at))
+
+
 def admin(a: Actor) -> None:
     """Resets, branches and tags, protection rules."""
     repo = a.open()
@@ -503,30 +520,9 @@ def admin(a: Actor) -> None:
             )
         elif roll < 0.55 and known:
             name = a.rng.choice(("t1", "t2"))
-            if name in model.tags:
-                intent = Intent(a.world.new_id("t"), "delete-tag", name, a.name)
-                _history_op(a, intent, f"delete tag {name}", partial(_done, repo.delete_tag, name))
-            else:
-                at = a.rng.choice(known)
-                intent = Intent(a.world.new_id("t"), "create-tag", name, a.name)
-                intent.target = at
-                _history_op(
-                    a, intent, f"tag {name} at {at[:8]}", partial(repo.create_tag, name, at)
-                )
+            _toggle_ref(a, "tag", name, name in model.tags, known)
         elif roll < 0.75 and known:
-            name = "f1"
-            if name in model.heads:
-                intent = Intent(a.world.new_id("b"), "delete-branch", name, a.name)
-                _history_op(
-                    a, intent, f"delete branch {name}", partial(_done, repo.delete_branch, name)
-                )
-            else:
-                at = a.rng.choice(known)
-                intent = Intent(a.world.new_id("b"), "create-branch", name, a.name)
-                intent.target = at
-                _history_op(
-                    a, intent, f"branch {name} at {at[:8]}", partial(repo.create_branch, name, at)
-                )
+            _toggle_ref(a, "branch", "f1", "f1" in model.heads, known)
         else:
             try:
                 if a.rng.random() < 0.5:
