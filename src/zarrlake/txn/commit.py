@@ -45,8 +45,11 @@ class CommitHandle(Protocol):
     def check_writable(self, rec: SessionRecord, version: int) -> None:
         """Raise unless the session of `rec` still accepts writes (open, not expired)."""
 
-    def flush(self, check: bool = True, final: bool = False) -> object:
+    def flush(self, check: bool = True, final: bool = False, settle: bool = True) -> object:
         """Make this handle's buffered writes durable; `final` for the commit's own flush."""
+
+    def settle_flushed(self) -> bool:
+        """Settle the uploads of a `settle=False` flush; False if it had none."""
 
     def gather(self) -> Gathered:
         """Every worker's staged changes, merged into one change table."""
@@ -152,7 +155,9 @@ def commit(
             f"unflushed must be one of {', '.join(UNFLUSHED_POLICIES)}, not {unflushed!r}"
         )
     props = check_metadata_dict(metadata)
-    txn.flush(check=False, final=True)  # this handle's writes are durable first (seal checks)
+    # This handle's writes are durable first; the seal checks the session is still open, and
+    # its gc-phase read settles their uploads (one round trip less on a remote metastore).
+    txn.flush(check=False, final=True, settle=False)
     deadline = runtime.monotonic() + txn.ctx.settings.flush_wait
     while True:
         try:
@@ -179,7 +184,7 @@ def _commit(txn: CommitHandle, message: str | None, on_conflict: str, props: dic
     # phase (a sweep that is deleting ends before we reuse objects), the branch head.
     protected, idle, head, sealed = ctx.together(
         lambda: check_direct_commit(ctx.meta, ctx.refs.partition, rec.branch),
-        ctx.write_guard.wait_idle,
+        lambda: txn.settle_flushed() or ctx.write_guard.wait_idle(),
         lambda: ctx.refs.get(BRANCH, rec.branch),
         lambda: seal(txn, rec, version),
     )

@@ -176,12 +176,19 @@ class Transaction:
         """Buffer `changes` through this handle's writes (refused when read-only)."""
         self.require_writes().stage(changes)
 
-    def flush(self, check: bool = True, final: bool = False) -> list[FragmentRecord]:
+    def flush(
+        self, check: bool = True, final: bool = False, settle: bool = True
+    ) -> list[FragmentRecord]:
         """Make this handle's buffered writes durable (a no-op for read-only handles and
         after a commit)."""
         if self.writes is None or self.committed is not None:
             return []
-        return self.writes.flush(check, final)
+        return self.writes.flush(check, final, settle)
+
+    def settle_flushed(self) -> bool:
+        """Check that gc left the uploads of a `settle=False` flush alone; False if there
+        were none (see Writes.settle_flushed)."""
+        return self.writes is not None and self.writes.settle_flushed()
 
     def wait(self) -> None:
         """Wait for this handle's background work: the clean-up after its commit."""

@@ -71,6 +71,7 @@ class Writes:
         self.buffer = overlay.buffer
         self.tag: str | None = None
         self.flushed: list[FragmentRecord] = []  # this handle's fragments, in order
+        self._unsettled: tuple[Batch, FragmentRecord] | None = None  # see settle_flushed
         self._seq = 0
         self._flush_lock = threading.Lock()
         self._timer: runtime.Cancellable | None = None
@@ -200,11 +201,14 @@ class Writes:
 
     # flushing -----------------------------------------------------------------------------
 
-    def flush(self, check: bool = True, final: bool = False) -> list[FragmentRecord]:
+    def flush(
+        self, check: bool = True, final: bool = False, settle: bool = True
+    ) -> list[FragmentRecord]:
         """Make every buffered write of this handle durable; returns the fragments written.
         `check=False` skips re-reading the session's status after registering (a commit's
         seal, which follows, does that); `final` (this handle commits) gives up uploads that
-        were prepared but never staged."""
+        were prepared but never staged; `settle=False` leaves checking that gc left the
+        uploads alone to `settle_flushed` (a commit does it together with its seal)."""
         self.raise_background_error()
         with self._flush_lock:
             with self.buffer.lock:
@@ -222,6 +226,10 @@ class Writes:
             except BaseException:
                 self.buffer.restore(batch)  # not durable: a later flush tries again
                 raise
+            if not settle:
+                self._unsettled = (batch, record)
+                self.flushed.append(record)
+                return [record]
             try:
                 self._settle(batch, record, check)
             finally:
@@ -257,6 +265,19 @@ class Writes:
         self.fragments.remember(record, index)
         crashpoints.reached("after_staging")
         return record
+
+    def settle_flushed(self) -> bool:
+        """Settle the uploads of the last flush made with `settle=False` (see `_settle`);
+        False if it had none, so nothing read the gc phase."""
+        pending, self._unsettled = self._unsettled, None
+        if pending is None:
+            return False
+        batch, record = pending
+        try:
+            self._settle(batch, record, False)
+        finally:
+            self.buffer.done(batch)
+        return bool(batch.uploads)
 
     def _settle(self, batch: Batch, record: FragmentRecord, check: bool) -> None:
         """Re-check the session is open and the uploads still exist (both read the
