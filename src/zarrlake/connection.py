@@ -85,7 +85,7 @@ class FlushPolicy:
     """When a handle flushes its buffered writes by itself."""
 
     max_entries: int = 100_000
-    max_bytes: int = 8 << 20  # inline chunk bytes, or bytes of uploads kept for gc
+    max_bytes: int = 2 << 20  # inline chunk bytes, or bytes of uploads kept for gc
     max_age: float = 60.0  # seconds since the oldest unflushed write
     idle: float | None = 5.0  # seconds without writes (None: never in the background)
 

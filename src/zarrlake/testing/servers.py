@@ -302,8 +302,11 @@ def running_moto(log_path: Path | None = None) -> Iterator[str]:
 
         stack.callback(stop)
         copier.start()
-        ready.wait(START_TIMEOUT)
+        started = ready.wait(START_TIMEOUT)
         if "endpoint" not in found:
+            if started:  # its output ended: it is exiting (it may not be reaped yet)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(STOP_TIMEOUT)
             state = "did not start" if proc.poll() is None else f"exited ({proc.returncode})"
             stop()
             raise ServerError(
