@@ -12,12 +12,14 @@ from zarrlake.testing.sim.world import KNOWN_ISSUES
 CASES = {
     "paused-committer": (Config(17, ops=1), "holds"),
     "old-targets": (Config(2273), "which a branch or open session keeps"),
-    "reset-after-crash": (Config(4017), "committed twice"),
 }
+NO_SEED_NOW = {"reset-after-crash"}
+"""Known issues no seed reproduces at present: seed 4017 did until the commit's gc-phase
+read moved after its seal, and 24,000 seeds searched since found none (see README)."""
 
 
 def test_every_known_issue_has_a_case():
-    assert set(CASES) == set(KNOWN_ISSUES)
+    assert set(CASES) | NO_SEED_NOW == set(KNOWN_ISSUES)
 
 
 @pytest.mark.parametrize("issue", sorted(CASES))

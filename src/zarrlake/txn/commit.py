@@ -180,11 +180,10 @@ def _commit(txn: CommitHandle, message: str | None, on_conflict: str, props: dic
     ctx = txn.ctx
     rec, version = txn.current()
     txn.check_writable(rec, version)
-    # The reads that need not wait for the seal go out with it: protection rules, the gc
-    # phase (a sweep that is deleting ends before we reuse objects), the branch head.
-    protected, idle, head, sealed = ctx.together(
+    # The reads that need not wait for the seal go out with it: protection rules and the
+    # branch head.
+    protected, head, sealed = ctx.together(
         lambda: check_direct_commit(ctx.meta, ctx.refs.partition, rec.branch),
-        lambda: txn.settle_flushed() or ctx.write_guard.wait_idle(),
         lambda: ctx.refs.get(BRANCH, rec.branch),
         lambda: seal(txn, rec, version),
     )
@@ -192,8 +191,16 @@ def _commit(txn: CommitHandle, message: str | None, on_conflict: str, props: dic
     rec, version = cast(tuple[SessionRecord, int], sealed)
     crashpoints.reached("after_seal")
     try:
-        raise_first([protected, idle, head])  # the seal is undone below
-        staged = txn.gather()
+        raise_first([protected, head])  # the seal is undone below
+        # The gc phase is read only once the seal has landed: a sweep that begins later
+        # sees this session committing and keeps what a commit may reuse, one that began
+        # earlier is waited for (reading it alongside the seal let both miss each other).
+        # The same read settles this handle's last uploads; the gather goes out with it.
+        idle, gathered = ctx.together(
+            lambda: txn.settle_flushed() or ctx.write_guard.wait_idle(), txn.gather
+        )
+        raise_first([idle, gathered])
+        staged = cast(Gathered, gathered)
         request = CommitRequest(
             branch=rec.branch,
             base=rec.base,
