@@ -48,6 +48,28 @@ def _process_alive(host: str, pid: int) -> bool | None:
     return True
 
 
+def _read(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+_BOOT = _read("/proc/sys/kernel/random/boot_id")
+try:
+    _PIDNS = str(os.stat("/proc/self/ns/pid").st_ino)
+except OSError:
+    _PIDNS = ""
+
+
+def _start_time(pid: int) -> str:
+    """The start time of process `pid` in clock ticks since boot ("" where unknown): with
+    the boot id and pid namespace it tells a process from a later one given the same pid."""
+    stat = _read(f"/proc/{pid}/stat")
+    return stat.rsplit(")", 1)[-1].split()[19] if stat else ""
+
+
 @dataclass(frozen=True)
 class Runtime:
     """The clock, waits, threads and process identity the library uses."""
@@ -119,3 +141,34 @@ def pid() -> int:
 def alive(host: str, pid: int) -> bool | None:
     """Whether process `pid` on `host` still runs; None when that cannot be told from here."""
     return _CURRENT.get().alive(host, pid)
+
+
+def identity() -> str:
+    """This process as `identity_alive` can judge it from elsewhere: host, boot id, pid
+    namespace, pid and start time. Containers sharing a host name but not a pid namespace
+    (host networking) then never mistake each other's processes for their own."""
+    rt = _CURRENT.get()
+    pid = rt.pid()
+    start = _start_time(pid) if rt is REAL else ""
+    return "|".join((rt.host(), _BOOT, _PIDNS, str(pid), start))
+
+
+def identity_alive(ident: str) -> bool | None:
+    """Whether the process `identity()` returned `ident` still runs; None when that cannot
+    be told from here (another host, boot or pid namespace)."""
+    try:
+        host, boot, ns, pid, start = ident.split("|")
+    except ValueError:
+        return None
+    if host != _CURRENT.get().host() or boot != _BOOT or ns != _PIDNS:
+        return None
+    running = alive(host, int(pid))
+    if running and start and start != _start_time(int(pid)):
+        return False  # the pid was given to a later process
+    return running
+
+
+def identity_pid(ident: str) -> tuple[str, int]:
+    """(host, pid) of an `identity()`, for messages."""
+    parts = ident.split("|")
+    return parts[0], int(parts[3]) if len(parts) == 5 else 0
