@@ -120,6 +120,13 @@ class UnflushedWritesError(SessionError):
         self.markers: list = []  # the staging markers behind `workers`
 
 
+class UnfinishedWritersError(UnflushedWritesError):
+    """A worker of the session failed or its process died before it finished, so what it
+    staged may be a part of its work. The commit refuses rather than choose for the caller:
+    `commit(unfinished="discard")` leaves out everything those workers staged,
+    `unfinished="include"` keeps what they flushed. `workers` describes each."""
+
+
 class ConflictKind(StrEnum):
     """What a Conflict is about; a str, so JSON and command-line output show its value."""
 

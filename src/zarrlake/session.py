@@ -4,10 +4,11 @@ engine in `zarrlake.txn`.
 
 Durability: metadata documents are staged durably when written. Chunk writes are buffered
 by each handle and become durable when it flushes: `flush()`, a `commit()` from the same
-handle, pickling the handle (sending the session to a worker or back), the end of a Spark
-task, or on their own once the handle has been idle for five seconds (or its buffer is full).
-A commit waits for other workers' unflushed writes and refuses, naming the worker, rather
-than leave them out."""
+handle, the handle finishing (its `with` block ends, `close()`, pickling it, the handle
+going away, its process ending normally, its Spark task committing), or on their own once
+the handle has been idle for five seconds (or its buffer is full). A commit counts what
+finished workers wrote and what live ones flushed, waits for live workers' unflushed
+writes, and refuses, naming them, when a worker failed or died (txn/writers.py)."""
 
 from __future__ import annotations
 
@@ -45,14 +46,23 @@ class Session:
     def __enter__(self) -> Session:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
-        """Leaving a `with` block by an exception abandons the session unless it committed
-        (or was closed otherwise); leaving it normally changes nothing. The block's own
-        exception is what propagates, even if abandoning fails too."""
-        if exc_type is None or self.read_only or self.committed_as is not None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, *rest: object
+    ) -> None:
+        """Leaving a `with` block normally finishes this handle's writer (`close`). Leaving
+        it by an exception abandons the session if this handle began it; a worker that
+        joined marks its writer failed instead, so the commit refuses to count its part
+        without being told to. The block's own exception is what propagates."""
+        if self.read_only or self.committed_as is not None:
+            return
+        if exc_type is None:
+            self.close()
             return
         with suppress(ZarrLakeError):
-            self.abandon()
+            if self._txn.created:
+                self.abandon()
+            else:
+                self._txn.fail(f"its with block raised {exc_type.__name__}: {exc}"[:300])
 
     def __repr__(self) -> str:
         if self.read_only:
@@ -231,6 +241,12 @@ class Session:
         of the session for every worker and its commit, whatever happens to this process."""
         self._txn.flush()
 
+    def close(self) -> None:
+        """Finish this handle's writer: flush, and record that its work is complete, so a
+        commit counts it even after this process ends. Writing again reopens it. Leaving a
+        `with` block, the handle going away and the process ending normally do the same."""
+        self._txn.finish()
+
     def wait(self) -> None:
         """Wait for the background work of this handle (the clean-up of staged records after
         its commit), e.g. before measuring the metastore or closing the repository."""
@@ -267,6 +283,7 @@ class Session:
         on_conflict: str = "fail",
         metadata: dict[str, str] | None = None,
         unflushed: str = "wait",
+        unfinished: str | None = None,
     ) -> str:
         """Make the session's changes one commit on its branch; returns the commit id.
         Afterwards this session's store reads the commit it made.
@@ -285,6 +302,10 @@ class Session:
             flushed: "wait" for them (up to `Settings.flush_wait`, then
             `UnflushedWritesError` naming them, at once if a worker's process is gone), or
             "discard" them.
+        unfinished
+            What to do about workers that failed (their `with` block raised) or whose process
+            died before finishing: None refuses with `UnfinishedWritersError` naming them;
+            "discard" leaves out everything they staged; "include" keeps what they flushed.
 
         Returns
         -------
@@ -298,6 +319,8 @@ class Session:
             its `conflicts` say where. The session stays open.
         UnflushedWritesError
             If other workers still hold unflushed writes (see `unflushed`).
+        UnfinishedWritersError
+            If a worker failed or died before finishing (see `unfinished`).
         SessionClosedError, SessionExpiredError
             If the session was already committed or abandoned, or has expired.
         ReadOnlyError
@@ -308,7 +331,7 @@ class Session:
         >>> session = repo.create_session("main")
         >>> session.commit("add day 1")  # doctest: +SKIP
         """
-        return self._txn.commit(message, on_conflict, metadata, unflushed)
+        return self._txn.commit(message, on_conflict, metadata, unflushed, unfinished)
 
     def abandon(self) -> None:
         """Discard the session's staged changes; the branch is untouched.

@@ -15,11 +15,12 @@ from zarrlake.errors import (
     InvalidInputError,
     NotFoundError,
     SessionClosedError,
+    UnfinishedWritersError,
     UnflushedWritesError,
     ZarrLakeError,
 )
 from zarrlake.session_records import SessionRecord, Status
-from zarrlake.txn.staging import Staging, Unflushed
+from zarrlake.txn.staging import Staging
 from zarrlake.vc.change_table import Gathered
 from zarrlake.vc.commit_protocol import CommitProtocol, CommitRequest
 from zarrlake.vc.gc_protocol import register_staged
@@ -103,37 +104,6 @@ def load(ctx: RepoContext, session_id: str) -> tuple[SessionRecord, int]:
     return rec, version
 
 
-def counted(markers: list[Unflushed], accepts: dict[str, set[str]]) -> list[Unflushed]:
-    """The markers whose writes a commit needs: untagged ones, and those of accepted
-    writers (a tagged writer not accepted is a failed or speculative Spark task attempt)."""
-    return [m for m in markers if m.tag is None or m.writer in accepts.get(m.tag, ())]
-
-
-def describe_unflushed(markers: list[Unflushed]) -> list[str]:
-    """One line per unflushed worker: its writer id, pid, host and whether it runs."""
-    out = []
-    for m in markers:
-        state = {True: "running", False: "gone", None: "on another host"}[m.alive]
-        if m.error:
-            state = m.error
-        out.append(f"worker {m.writer} (pid {m.pid} on {m.host}, {state})")
-    return out
-
-
-def unflushed_error(session_id: str, markers: list[Unflushed]) -> UnflushedWritesError:
-    """The error a commit raises when workers still hold unflushed writes, naming them."""
-    workers = describe_unflushed(markers)
-    error = UnflushedWritesError(
-        f"session {session_id}: {len(workers)} worker(s) hold writes they have not flushed: "
-        f"{'; '.join(workers)}. Call session.flush() in each worker (returning or pickling "
-        "the session flushes it), then commit again; or commit without them: "
-        "commit(..., unflushed='discard')",
-        workers,
-    )
-    error.markers = markers
-    return error
-
-
 def commit(
     txn: CommitHandle,
     message: str | None,
@@ -142,10 +112,10 @@ def commit(
     unflushed: str = "wait",
 ) -> str:
     """Make the session's staged changes one commit on its branch; returns the commit id.
-    Other workers still holding unflushed writes are waited for (they flush on their own
-    within five seconds of their last write) up to Settings.flush_wait; then, or at once if a
-    worker's process is gone, UnflushedWritesError names them. `unflushed="discard"`
-    commits without them."""
+    Live workers still holding unflushed writes are waited for (they flush when they finish,
+    or within five seconds of their last write) up to Settings.flush_wait, then
+    UnflushedWritesError names them (`unflushed="discard"` commits without them). Workers
+    that failed or are gone: see txn/writers.py (UnfinishedWritersError)."""
     if on_conflict not in CONFLICT_POLICIES:
         raise InvalidInputError(
             f"on_conflict must be one of {', '.join(CONFLICT_POLICIES)}, not {on_conflict!r}"
@@ -162,14 +132,13 @@ def commit(
     while True:
         try:
             return _commit(txn, message, on_conflict, props)
-        except UnflushedWritesError as e:
-            markers = e.markers
+        except UnfinishedWritersError:
+            raise  # the caller chooses (see txn/writers.py); waiting changes nothing
+        except UnflushedWritesError as e:  # live workers: they flush soon, or finish
             assert txn.staging is not None
             if unflushed == "discard":
-                txn.staging.forget_unflushed(markers)
-            elif any(m.alive is False or m.error for m in markers) or (
-                runtime.monotonic() > deadline
-            ):
+                txn.staging.forget_unflushed({m.writer for m in e.markers})
+            elif runtime.monotonic() > deadline:
                 raise
             else:
                 runtime.sleep(POLL)

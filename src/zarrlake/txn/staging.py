@@ -1,12 +1,15 @@
 """A session's staging records, held in its own metastore partition.
 
+Keys (`StagingKeys` encodes and parses them; `<writer>` is a handle's writer id in hex):
 - `w<key>\\0<writer>`: a metadata document (`zarr.json`) staged by one handle, inline. They
   are few, durable as soon as staged, and seen at once by every worker of the session.
 - `f<writer><seq>`: one record per staged fragment (format/fragment.py), the chunk writes,
   deletes and reads one handle flushed together.
-- `d<writer><generation>`: a handle holds chunk writes it has not flushed yet (its host,
-  pid and since when). A commit waits for these to go, or refuses, naming the worker:
-  writes that were never made durable are never silently left out.
+- `d<writer><generation>`: a handle holds chunk writes it has not flushed yet (who and since
+  when). A commit waits for these to go, or refuses, naming the worker: writes that were
+  never made durable are never silently left out.
+- `s<writer>`: a writer's state (writing, finished, failed) and its process, so a commit can
+  tell a worker that ended normally from one that failed or died (txn/writers.py).
 - `a<tag>`: the writers whose fragments carrying `tag` count (a Spark job accepts the task
   attempts that committed; the fragments of failed or speculative attempts do not count).
 
@@ -19,7 +22,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from enum import StrEnum
 from itertools import groupby
 
 from zarrlake import runtime
@@ -32,6 +36,104 @@ META = b"w"
 FRAGMENT = b"f"
 DIRTY = b"d"
 ACCEPT = b"a"
+WRITER = b"s"
+_WRITER_HEX = 16
+
+
+class StagingKeys:
+    """The one codec of staging record keys (writer ids in hex everywhere)."""
+
+    @staticmethod
+    def meta(key: str, writer: str) -> bytes:
+        """The key of `writer`'s record of metadata document `key`."""
+        return META + key.encode() + b"\0" + writer.encode()
+
+    @staticmethod
+    def meta_prefix(key: str = "") -> bytes:
+        """The prefix of every writer's record of `key` (of keys under `key` if it ends
+        without the separator: `meta_prefix("")` is every metadata record)."""
+        return META + key.encode() + (b"\0" if key else b"")
+
+    @staticmethod
+    def parse_meta(k: bytes) -> tuple[str, str]:
+        """(document key, writer) of a metadata record key; zarr keys hold no NUL, and
+        records staged before writer ids were hex hold the 8 raw bytes."""
+        key, writer = k[1:].split(b"\0", 1)
+        return key.decode(), writer.decode() if len(writer) == _WRITER_HEX else writer.hex()
+
+    @staticmethod
+    def fragment(writer: str, seq: int) -> bytes:
+        """The key of `writer`'s fragment number `seq`."""
+        return FRAGMENT + f"{writer}{seq:08x}".encode()
+
+    @staticmethod
+    def marker(writer: str, generation: int) -> bytes:
+        """The key of `writer`'s unflushed-writes marker for one buffer generation."""
+        return DIRTY + f"{writer}{generation:08x}".encode()
+
+    @staticmethod
+    def marker_writer(k: bytes) -> str:
+        """The writer of an unflushed-writes marker key."""
+        return k[1 : 1 + _WRITER_HEX].decode()
+
+    @staticmethod
+    def writer(writer: str) -> bytes:
+        """The key of a writer's state record."""
+        return WRITER + writer.encode()
+
+    @staticmethod
+    def accept(tag: str) -> bytes:
+        """The key of the accepted writers of task-commit `tag`."""
+        return ACCEPT + tag.encode()
+
+
+class WriterState(StrEnum):
+    """A writer's life: writing, then finished (it ended normally) or failed (it raised, or
+    its Spark attempt failed). A writer still writing whose process is dead is gone."""
+
+    WRITING = "writing"
+    FINISHED = "finished"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class Writer:
+    """The state record of one writer of a session."""
+
+    writer: str
+    state: WriterState
+    identity: str  # runtime.identity() of its process
+    since: float  # when it entered this state (epoch seconds)
+    tag: str | None = None
+    error: str | None = None
+
+    @property
+    def host(self) -> str:
+        """The host its process runs on."""
+        return runtime.identity_pid(self.identity)[0]
+
+    @property
+    def pid(self) -> int:
+        """Its process id."""
+        return runtime.identity_pid(self.identity)[1]
+
+    @property
+    def alive(self) -> bool | None:
+        """Whether its process still runs: None when that cannot be told from here."""
+        return runtime.identity_alive(self.identity)
+
+    def encode(self) -> bytes:
+        """The record as stored (JSON)."""
+        doc = {"state": str(self.state), "identity": self.identity, "since": self.since}
+        doc |= {k: v for k, v in (("tag", self.tag), ("error", self.error)) if v is not None}
+        return json.dumps(doc).encode()
+
+    @classmethod
+    def decode(cls, writer: str, data: bytes) -> Writer:
+        """A stored record of `writer`."""
+        doc = json.loads(data)
+        state = WriterState(doc["state"])
+        return cls(writer, state, doc["identity"], doc["since"], doc.get("tag"), doc.get("error"))
 
 
 @dataclass(frozen=True)
@@ -44,10 +146,13 @@ class Unflushed:
     since: float
     tag: str | None = None
     error: str | None = None  # its writes failed to settle
+    identity: str | None = None
 
     @property
     def alive(self) -> bool | None:
         """Whether its process still runs: None when it runs on another host."""
+        if self.identity is not None:
+            return runtime.identity_alive(self.identity)
         return runtime.alive(self.host, self.pid)
 
 
@@ -60,6 +165,16 @@ class State:
     fragments: list[FragmentRecord]
     unflushed: list[Unflushed]
     accepted: dict[str, set[str]]
+    writers: dict[str, Writer] = field(default_factory=dict)
+    meta_writers: set[str] = field(default_factory=set)  # writers that staged metadata
+
+
+def counts(
+    writer: str, tag: str | None, accepts: dict[str, set[str]], own: str | None = None
+) -> bool:
+    """Whether what `writer` staged counts: untagged writers, the reading handle's own, and
+    tagged writers their task commit accepted (not a failed or speculative Spark attempt)."""
+    return tag is None or writer == own or writer in accepts.get(tag, ())
 
 
 class Staging:
@@ -70,26 +185,35 @@ class Staging:
         self.partition = partition
         self.writer = writer
 
+    @property
+    def writer_id(self) -> str:
+        """This handle's writer id as staging keys carry it."""
+        return self.writer.hex()
+
     # metadata documents -------------------------------------------------------------------
 
-    def stage_meta(self, items: Iterable[tuple[str, ChunkRef | None]]) -> None:
-        """Stage metadata documents (inline references) or their deletion, durably."""
+    def stage_meta(
+        self, items: Iterable[tuple[str, ChunkRef | None]], also: Iterable[tuple[bytes, bytes]] = ()
+    ) -> None:
+        """Stage metadata documents (inline references) or their deletion, durably (with
+        `also`, more records in the same transaction: the writer's state)."""
         self.meta.set_many(
             self.partition,
             [
                 (
-                    META + k.encode() + b"\0" + self.writer,
+                    StagingKeys.meta(k, self.writer_id),
                     StagedRecord(OP_WRITE if r else OP_DELETE, self.writer, r).encode(),
                 )
                 for k, r in items
-            ],
+            ]
+            + list(also),
         )
 
     def lookup_meta(self, key: str) -> tuple[bool, ChunkRef | None]:
         """(staged?, ref) of the latest record of any worker; ref None with staged=True means
         the document was deleted."""
         latest = max(
-            self.meta.scan(self.partition, prefix=META + key.encode() + b"\0"),
+            self.meta.scan(self.partition, prefix=StagingKeys.meta_prefix(key)),
             key=lambda item: item[2],
             default=None,
         )
@@ -100,47 +224,62 @@ class Staging:
     def meta_keys(self, prefix: str = "") -> Iterator[tuple[str, bool]]:
         """(key, deleted?) of staged documents under `prefix`, in key order (the latest
         record of any worker decides, as in `lookup_meta`)."""
-        for key, group in groupby(
+        for k, group in groupby(
             self.meta.scan(self.partition, prefix=META + prefix.encode()),
-            key=lambda item: item[0][1:-9],  # strip "w" and "\\0" + 8-byte writer
+            key=lambda item: StagingKeys.parse_meta(item[0])[0],
         ):
-            k = key.decode()
             _, value, _ = max(group, key=lambda item: item[2])
             yield k, StagedRecord.decode(value, k).op == OP_DELETE
 
-    def state(self) -> State:
-        """Every staging record of the session, from one scan."""
+    def state(self, excluded: frozenset[str] = frozenset()) -> State:
+        """Every staging record of the session, from one scan; what the writers in
+        `excluded` staged is left out (a commit that discards them)."""
         meta: dict[str, bytes | None] = {}
         clashes: list[str] = []
-        fragments, unflushed, accepted = [], [], {}
-        prev, name, content = None, "", b""
+        fragments, unflushed, accepted, writers = [], [], {}, {}
+        meta_writers: set[str] = set()
+        prev, content = None, b""
         for k, v, _ in self.meta.scan(self.partition):
             kind = k[:1]
             if kind == META:
-                key = k[1:-9]  # strip "w" and "\0" + 8-byte writer
-                if key == prev:
+                name, writer = StagingKeys.parse_meta(k)
+                meta_writers.add(writer)
+                if writer in excluded:
+                    continue
+                if name == prev:
                     if StagedRecord.content(v) != content and clashes[-1:] != [name]:
                         clashes.append(name)
                     continue
-                prev, name, content = key, key.decode(), StagedRecord.content(v)
+                prev, content = name, StagedRecord.content(v)
                 ref = StagedRecord.decode(v, name).ref
                 meta[name] = None if ref is None else (ref.data or b"")
             elif kind == FRAGMENT:
-                fragments.append(FragmentRecord.decode(v))
+                record = FragmentRecord.decode(v)
+                if record.writer not in excluded:
+                    fragments.append(record)
             elif kind == DIRTY:
                 unflushed.append(_unflushed(k, v))
             elif kind == ACCEPT:
                 accepted[k[1:].decode()] = set(json.loads(v))
-        return State(meta, clashes, fragments, unflushed, accepted)
+            elif kind == WRITER:
+                writers[k[1:].decode()] = Writer.decode(k[1:].decode(), v)
+        return State(meta, clashes, fragments, unflushed, accepted, writers, meta_writers)
 
     # fragments ----------------------------------------------------------------------------
 
-    def register(self, record: FragmentRecord, markers: Iterable[int]) -> None:
+    def register(
+        self,
+        record: FragmentRecord,
+        markers: Iterable[int],
+        also: Iterable[tuple[bytes, bytes | None]] = (),
+    ) -> None:
         """Register a flushed fragment and, in the same transaction, drop the markers of the
-        writes it holds."""
-        items: list[tuple[bytes, bytes | None]] = [(_fragment_key(record), record.encode())]
+        writes it holds (with `also`, more records: the writer's state)."""
+        items: list[tuple[bytes, bytes | None]] = [
+            (StagingKeys.fragment(record.writer, record.seq), record.encode())
+        ]
         items += [(self._marker(g), None) for g in markers]
-        self.meta.set_many(self.partition, items)
+        self.meta.set_many(self.partition, items + list(also))
 
     def unregister(self, record: FragmentRecord, marker: int, error: str) -> None:
         """Withdraw a fragment whose writes could not be settled, and leave a marker that
@@ -148,7 +287,10 @@ class Staging:
         doc = self._marker_doc(0.0, None) | {"error": error}
         self.meta.set_many(
             self.partition,
-            [(_fragment_key(record), None), (self._marker(marker), json.dumps(doc).encode())],
+            [
+                (StagingKeys.fragment(record.writer, record.seq), None),
+                (self._marker(marker), json.dumps(doc).encode()),
+            ],
         )
 
     def fragments(self) -> list[FragmentRecord]:
@@ -157,8 +299,8 @@ class Staging:
         return [FragmentRecord.decode(v) for _, v, _ in scan]
 
     def visible_fragments(self) -> list[FragmentRecord]:
-        """The fragments reads see: untagged ones, this handle's own, and tagged ones of
-        accepted writers (one scan over the `a`..`f` records)."""
+        """The fragments reads see: those that count (`counts`) for this handle (one scan
+        over the `a`..`f` records)."""
         records, accepts = [], {}
         for k, v, _ in self.meta.scan(self.partition, ACCEPT):
             if k[:1] > FRAGMENT:
@@ -167,54 +309,86 @@ class Staging:
                 accepts[k[1:].decode()] = set(json.loads(v))
             elif k[:1] == FRAGMENT:
                 records.append(FragmentRecord.decode(v))
-        own = self.writer.hex()
-        return [
-            r
-            for r in records
-            if r.tag is None or r.writer == own or r.writer in accepts.get(r.tag, ())
-        ]
+        own = self.writer_id
+        return [r for r in records if counts(r.writer, r.tag, accepts, own)]
 
     # unflushed writes -----------------------------------------------------------------------
 
     def _marker(self, generation: int) -> bytes:
-        return DIRTY + self.writer.hex().encode() + f"{generation:08x}".encode()
+        return StagingKeys.marker(self.writer_id, generation)
 
     @staticmethod
     def _marker_doc(since: float, tag: str | None) -> dict:
-        return {"host": runtime.host(), "pid": runtime.pid(), "since": since, "tag": tag}
+        return {
+            "host": runtime.host(),
+            "pid": runtime.pid(),
+            "identity": runtime.identity(),
+            "since": since,
+            "tag": tag,
+        }
 
-    def mark_unflushed(self, generation: int, since: float, tag: str | None) -> None:
-        """Note that this handle holds buffered writes of `generation` since `since`.
+    def mark_unflushed(
+        self,
+        generation: int,
+        since: float,
+        tag: str | None,
+        also: Iterable[tuple[bytes, bytes]] = (),
+    ) -> None:
+        """Note that this handle holds buffered writes of `generation` since `since` (with
+        `also`, more records in the same transaction: the writer's state).
 
         A commit finds the markers and waits for (or refuses) workers that never flushed."""
         doc = self._marker_doc(since, tag)
-        self.meta.set_many(self.partition, [(self._marker(generation), json.dumps(doc).encode())])
+        self.meta.set_many(
+            self.partition, [(self._marker(generation), json.dumps(doc).encode()), *also]
+        )
 
     def unflushed(self) -> list[Unflushed]:
         """The markers of every handle that holds writes it has not flushed."""
         return [_unflushed(k, v) for k, v, _ in self.meta.scan(self.partition, DIRTY, DIRTY)]
 
-    def drop_markers(self, generations: Iterable[int]) -> None:
-        """Remove this handle's markers for flushed `generations`."""
-        self.meta.set_many(self.partition, [(self._marker(g), None) for g in generations])
+    def drop_markers(
+        self, generations: Iterable[int], also: Iterable[tuple[bytes, bytes]] = ()
+    ) -> None:
+        """Remove this handle's markers for flushed `generations` (with `also`, more records
+        in the same transaction)."""
+        items: list[tuple[bytes, bytes | None]] = [(self._marker(g), None) for g in generations]
+        self.meta.set_many(self.partition, items + list(also))
 
-    def forget_unflushed(self, markers: Iterable[Unflushed]) -> None:
-        """Drop markers (their writes are given up: `commit(unflushed="discard")`)."""
-        keys = {m.writer for m in markers}
+    def forget_unflushed(self, writers: Iterable[str]) -> None:
+        """Drop the markers of `writers` (their unflushed writes are given up)."""
+        keys = set(writers)
         drop = [
             (k, None)
             for k, _, _ in self.meta.scan(self.partition, DIRTY, DIRTY)
-            if k[1:17].decode() in keys
+            if StagingKeys.marker_writer(k) in keys
         ]
         if drop:
             self.meta.set_many(self.partition, drop)
+
+    # writer states --------------------------------------------------------------------------
+
+    def writer_record(
+        self, state: WriterState, tag: str | None, error: str | None = None
+    ) -> tuple[bytes, bytes]:
+        """This handle's writer state record, to store with other records."""
+        rec = Writer(self.writer_id, state, runtime.identity(), runtime.now(), tag, error)
+        return StagingKeys.writer(self.writer_id), rec.encode()
+
+    def writers(self) -> dict[str, Writer]:
+        """The state records of every writer of the session."""
+        return {
+            k[1:].decode(): Writer.decode(k[1:].decode(), v)
+            for k, v, _ in self.meta.scan(self.partition, WRITER, WRITER)
+        }
 
     # accepted writers (Spark task commits) ------------------------------------------------
 
     def accept(self, tag: str, writers: Iterable[str]) -> None:
         """Record the writers whose fragments a Spark task commit `tag` accepts."""
         self.meta.set_many(
-            self.partition, [(ACCEPT + tag.encode(), json.dumps(sorted(set(writers))).encode())]
+            self.partition,
+            [(StagingKeys.accept(tag), json.dumps(sorted(set(writers))).encode())],
         )
 
     def accepted(self) -> dict[str, set[str]]:
@@ -232,14 +406,11 @@ class Staging:
 def _unflushed(key: bytes, value: bytes) -> Unflushed:
     doc = json.loads(value)
     return Unflushed(
-        key[1:17].decode(),
+        StagingKeys.marker_writer(key),
         doc["host"],
         doc["pid"],
         doc["since"],
         doc.get("tag"),
         doc.get("error"),
+        doc.get("identity"),
     )
-
-
-def _fragment_key(record: FragmentRecord) -> bytes:
-    return FRAGMENT + f"{record.writer}{record.seq:08x}".encode()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import secrets
+import weakref
 from concurrent.futures import Future
 from dataclasses import replace
 from datetime import timedelta
@@ -17,9 +18,10 @@ from zarrlake.format.fragment import FragmentRecord
 from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.session_records import SessionRecord, Status, check_expiry
 from zarrlake.txn import commit as committing
-from zarrlake.txn.fragments import StagedFragments, accepted
+from zarrlake.txn import writers
+from zarrlake.txn.fragments import StagedFragments
 from zarrlake.txn.overlay import Overlay
-from zarrlake.txn.staging import Staging
+from zarrlake.txn.staging import Staging, counts
 from zarrlake.txn.writes import Writes
 from zarrlake.vc.change_table import Change, ChangeTable, Gathered
 from zarrlake.vc.chunk_keys import KeyNamer
@@ -44,6 +46,8 @@ class Transaction:
         self.version = version  # of `record` as last read or written here (None: unknown)
         self.base = base
         self.committed: str | None = None
+        self.created = False  # this handle began the session (others joined it)
+        self.unfinished: writers.Unfinished | None = None  # the commit's choice, see writers
         self.cleanup: Future[None] | None = None  # dropping the staged records after commit
         self.writer = secrets.token_bytes(8)
         self.staging = (
@@ -60,7 +64,7 @@ class Transaction:
                 self.staging,
                 self.fragments,
                 self.overlay,
-                self.check_open,
+                _OpenCheck(ctx, record.id) if record else lambda: None,
                 self.inline_max,
                 ctx.together,
                 ctx.clock,
@@ -71,6 +75,10 @@ class Transaction:
         )
         if self.writes is not None:
             self.overlay.record_reads = self.writes.record_reads
+            # The handle going away (a task returning, a worker dropping its copy) finishes
+            # its writer; the write path holds no reference back to this handle.
+            weakref.finalize(self, self.writes.release)
+            writers.on_terminate()
 
     def _view_of(self, commit_id: str) -> SnapshotView:
         objects = self.ctx.objects
@@ -93,7 +101,9 @@ class Transaction:
         """A new session on `branch`, based on its current head."""
         head, _ = ctx.refs.require(BRANCH, branch)
         rec, version = ctx.records.new(branch, head, message, author, expires_in, isolation)
-        return cls(ctx, rec, head, version)
+        txn = cls(ctx, rec, head, version)
+        txn.created = True
+        return txn
 
     @classmethod
     def join(cls, ctx: RepoContext, session_id: str) -> Transaction:
@@ -153,6 +163,16 @@ class Transaction:
         """Raise unless the session still accepts writes."""
         self.check_writable(*self.load())
 
+    def finish(self) -> None:
+        """Flush and record this handle's writer finished (a no-op if it never wrote)."""
+        if self.writes is not None and self.committed is None:
+            self.writes.finish()
+
+    def fail(self, error: str) -> None:
+        """Drop this handle's unflushed writes and record its writer failed."""
+        if self.writes is not None and self.committed is None:
+            self.writes.fail(error)
+
     def writes_or_raise(self) -> Writes:
         """The write path; ReadOnlyError for a read-only handle."""
         if self.writes is None:
@@ -210,14 +230,23 @@ class Transaction:
     def gather(self, strict: bool = True) -> Gathered:
         """Every worker's staged changes as one table, with the keys read and prefixes
         listed (serializable sessions) and the fragments a commit writes out; ConflictError
-        if two workers staged different bytes for one key; if `strict`,
-        UnflushedWritesError if a worker holds writes it has not flushed."""
+        if two workers staged different bytes for one key. If `strict`, the writers' rule
+        (txn/writers.py) applies: UnfinishedWritersError if a worker failed or is gone
+        (unless `self.unfinished` chose), UnflushedWritesError if a live one holds writes it
+        has not flushed."""
         assert self.staging is not None and self.record is not None
         state = self.staging.state()
-        markers = committing.counted(state.unflushed, state.accepted) if strict else []
-        if markers:
-            raise committing.unflushed_error(self.record.id, markers)
-        got = self.fragments.gather(accepted(state.fragments, state.accepted))
+        if strict:
+            verdict = writers.judge(state, self.staging.writer_id, self.unfinished)
+            if verdict.unfinished and self.unfinished is None:
+                raise writers.refuse(self.record.id, verdict)
+            if verdict.waiting:
+                raise writers.waiting_error(self.record.id, verdict.waiting)
+            if verdict.excluded:
+                state = self.staging.state(verdict.excluded)
+        got = self.fragments.gather(
+            [r for r in state.fragments if counts(r.writer, r.tag, state.accepted)]
+        )
         clashes = state.clashes + got.clashes
         if clashes:
             raise self._clash_error(state.meta, clashes)
@@ -256,16 +285,23 @@ class Transaction:
         on_conflict: str,
         metadata: dict[str, str] | None,
         unflushed: str = "wait",
+        unfinished: str | None = None,
     ) -> str:
         """Commit the session, then read the new commit and drop staged records in the
-        background."""
+        background. `unfinished` is what to do with writers that failed or are gone (see
+        txn/writers.py); `unflushed="discard"` implies "include", as it always did."""
         self.writes_or_raise()
+        policy = writers.check_unfinished(unfinished)
+        if policy is None and unflushed == "discard":
+            policy = writers.Unfinished.INCLUDE
+        self.unfinished = policy
         commit_id = committing.commit(self, message, on_conflict, metadata, unflushed)
         # From now on this handle reads the commit it made; its staged records are dead
         # (the session refuses writes), so dropping them need not delay the caller.
         self.committed = commit_id
         assert self.writes is not None and self.staging is not None
         self.writes.stop()
+        self.writes.committed()
         self.view = self._view_of(commit_id)
         self.overlay = Overlay(self.ctx.objects, self.view, None)
         self.cleanup = self.ctx.objects.pool.submit(self._drop_staged, self.staging)
@@ -295,3 +331,20 @@ class Transaction:
 
         assert self.record is not None
         self.record, self.version = self.ctx.records.update(self.record.id, change)
+
+
+class _OpenCheck:
+    """`Transaction.check_open` for the write path, holding no reference to the handle (so
+    the handle can be collected, and its writer finished, while the write path lives on)."""
+
+    __slots__ = ("ctx", "session_id")
+
+    def __init__(self, ctx: RepoContext, session_id: str) -> None:
+        self.ctx, self.session_id = ctx, session_id
+
+    def __call__(self) -> None:
+        rec, version = committing.load(self.ctx, self.session_id)
+        if rec.status == Status.OPEN and self.ctx.clock() > rec.expires_at:
+            with contextlib.suppress(CASFailedError):
+                self.ctx.records.swap(replace(rec, status=Status.EXPIRED), version)
+        rec.check_writable(self.ctx.clock())

@@ -11,27 +11,32 @@ sweep is written again before the flush returns.
 
 from __future__ import annotations
 
+import logging
+import os
 import secrets
 import threading
 from collections.abc import Callable
 
 from zarrlake import crashpoints, runtime
 from zarrlake.connection import FlushPolicy
-from zarrlake.errors import InvalidInputError, ZarrLakeError
+from zarrlake.errors import InvalidInputError, SessionError, ZarrLakeError
 from zarrlake.format import fragment
 from zarrlake.format.chunk_ref import chunk_object_key
 from zarrlake.format.fragment import FragmentRecord
 from zarrlake.format.snapshot import is_meta_key
+from zarrlake.txn import writers
 from zarrlake.txn.batching import GroupCommit
 from zarrlake.txn.buffer import Batch
 from zarrlake.txn.fragments import StagedFragments
 from zarrlake.txn.overlay import Overlay
-from zarrlake.txn.staging import Staging
+from zarrlake.txn.staging import Staging, WriterState
 from zarrlake.validate import check_zarr_key
 from zarrlake.vc.change_table import Change
 from zarrlake.vc.gc_protocol import WriteGuard
 from zarrlake.vc.objects import Objects
 from zarrlake.zarr_metadata import check_metadata
+
+log = logging.getLogger("zarrlake")
 
 
 def check_data(key: str, data: object) -> bytes:
@@ -78,6 +83,75 @@ class Writes:
         self._last_write = 0.0
         self._error: BaseException | None = None  # of a flush in the background
         self._meta = GroupCommit[Change](self._stage_meta)
+        self.pid = os.getpid()  # a forked child writes as a writer of its own
+        self.state: WriterState | None = None  # of this writer's record, as last stored
+
+    # the writer's state ---------------------------------------------------------------------
+
+    def _entering(self) -> list[tuple[bytes, bytes]]:
+        """The writer record to store with this handle's first write since it began or
+        finished (it is writing again), or nothing."""
+        if self.state == WriterState.WRITING:
+            return []
+        self.state = WriterState.WRITING
+        writers.track(self)
+        return [self.staging.writer_record(WriterState.WRITING, self.tag)]
+
+    def _adopt(self) -> None:
+        """In a forked child, become a writer of its own: the parent's buffered writes, locks,
+        timer and writer id are the parent's."""
+        if self.pid == os.getpid():
+            return
+        self.pid = os.getpid()
+        self.staging.writer = secrets.token_bytes(8)
+        self.buffer.__init__()  # type: ignore[misc]
+        self._flush_lock = threading.Lock()
+        self._timer = None
+        self._unsettled = None
+        self._seq = 0
+        self.state = None
+        self.flushed = []
+        self._meta = GroupCommit[Change](self._stage_meta)
+
+    def finish(self) -> None:
+        """Flush, then record this writer as finished in the same metastore transaction: a
+        commit counts what it staged even once its process is gone."""
+        self.stop()
+        self._adopt()
+        if self.state != WriterState.WRITING and not self.buffer.current:
+            return
+        self.flush(finish=True)
+
+    def fail(self, error: str) -> None:
+        """Give up this handle's unflushed writes and record the writer as failed: a commit
+        then refuses unless told what to do with what it flushed."""
+        self.stop()
+        self._adopt()
+        with self._flush_lock, self.buffer.lock:
+            markers = self.buffer.current.markers
+            self.buffer.current = Batch(self.buffer.generation)
+            record = self.staging.writer_record(WriterState.FAILED, self.tag, error)
+            self.staging.drop_markers(markers, also=[record])
+            self.state = WriterState.FAILED
+        writers.untrack(self)
+
+    def committed(self) -> None:
+        """This handle committed the session: its writer has nothing left to finish."""
+        self.state = WriterState.FINISHED
+        writers.untrack(self)
+
+    def release(self) -> None:
+        """Finish when the handle goes away or its process ends; nobody is left to raise to,
+        so a failure is logged (the commit then finds this writer unfinished)."""
+        if self.pid != os.getpid():
+            return
+        self.together = _in_turn  # at interpreter exit, thread pools take no more work
+        try:
+            self.finish()
+        except SessionError as e:  # the session ended first: nothing left to count
+            log.debug("zarrlake writer %s: %s", self.writer, e)
+        except Exception as e:
+            log.warning("zarrlake writer %s could not finish: %s", self.writer, e)
 
     @property
     def writer(self) -> str:
@@ -119,6 +193,7 @@ class Writes:
     def stage(self, changes: list[Change]) -> None:
         """Stage prepared writes: metadata documents durably now (concurrent callers share
         one metastore transaction), chunk changes into the buffer."""
+        self._adopt()
         self.raise_background_error()
         meta = [c for c in changes if is_meta_key(c[0])]
         if meta:
@@ -128,7 +203,13 @@ class Writes:
             self._buffer(chunks)
 
     def _stage_meta(self, items: list[Change]) -> None:
-        self.staging.stage_meta(items)
+        entering = self._entering()
+        try:
+            self.staging.stage_meta(items, also=entering)
+        except BaseException:
+            if entering:
+                self.state = None
+            raise
         crashpoints.reached("after_staging")
         self.check_open()
 
@@ -150,7 +231,13 @@ class Writes:
         from the record this handle holds: `Transaction.require_writes`)."""
         generation = self.buffer.generation = self.buffer.generation + 1
         batch.since = runtime.monotonic()
-        self.staging.mark_unflushed(generation, self.clock(), self.tag)
+        entering = self._entering()
+        try:
+            self.staging.mark_unflushed(generation, self.clock(), self.tag, also=entering)
+        except BaseException:
+            if entering:
+                self.state = None
+            raise
         batch.markers.append(generation)
 
     def _full(self, batch: Batch) -> bool:
@@ -165,6 +252,7 @@ class Writes:
     def record_reads(self, keys: list[str], prefixes: list[str] = ()) -> None:  # type: ignore[assignment]
         """Remember keys read and prefixes listed (serializable sessions); flushed with the
         writes."""
+        self._adopt()
         with self.buffer.lock:
             batch = self.buffer.current
             if not batch.markers:
@@ -190,39 +278,45 @@ class Writes:
             self.stage([(k, None) for k in present])
 
     def start_writer(self, tag: str | None) -> str:
-        """Flush, then stage what follows under a new writer id; with `tag`, its fragments
+        """Finish, then stage what follows under a new writer id; with `tag`, its fragments
         count only once accepted (`Staging.accept`). Returns the new writer id."""
-        self.flush()
+        self.finish()
         with self._flush_lock, self.buffer.lock:
             self.staging.writer = secrets.token_bytes(8)
             self.tag = tag
             self._seq = 0
+            self.state = None
             return self.writer
 
     # flushing -----------------------------------------------------------------------------
 
     def flush(
-        self, check: bool = True, final: bool = False, settle: bool = True
+        self, check: bool = True, final: bool = False, settle: bool = True, finish: bool = False
     ) -> list[FragmentRecord]:
         """Make every buffered write of this handle durable; returns the fragments written.
         `check=False` skips re-reading the session's status after registering (a commit's
         seal, which follows, does that); `final` (this handle commits) gives up uploads that
         were prepared but never staged; `settle=False` leaves checking that gc left the
-        uploads alone to `settle_flushed` (a commit does it together with its seal)."""
+        uploads alone to `settle_flushed` (a commit does it together with its seal);
+        `finish` records the writer finished with its last fragment (see `finish`)."""
+        self._adopt()
         self.raise_background_error()
         with self._flush_lock:
             with self.buffer.lock:
                 if final and not self.buffer.uploading:
                     self.buffer.pending.clear()
                 current = self.buffer.current
+                finished = self._finished() if finish else []
                 if not current:
-                    if current.markers and not self.buffer.claims_uploads:
-                        self.staging.drop_markers(current.markers)  # nothing left to flush
+                    if (current.markers or finished) and not self.buffer.claims_uploads:
+                        self.staging.drop_markers(current.markers, also=finished)
                         current.markers = []
+                        self._finishing(finished)
                     return []
                 batch = self.buffer.take()
             try:
-                record = self._write_fragment(batch)
+                record = self._write_fragment(batch, finished)
+                self._finishing(finished)
             except BaseException:
                 self.buffer.restore(batch)  # not durable: a later flush tries again
                 raise
@@ -237,7 +331,19 @@ class Writes:
             self.flushed.append(record)
             return [record]
 
-    def _write_fragment(self, batch: Batch) -> FragmentRecord:
+    def _finished(self) -> list[tuple[bytes, bytes]]:
+        if self.state != WriterState.WRITING:
+            return []
+        return [self.staging.writer_record(WriterState.FINISHED, self.tag)]
+
+    def _finishing(self, finished: list[tuple[bytes, bytes]]) -> None:
+        if finished:
+            self.state = WriterState.FINISHED
+            writers.untrack(self)
+
+    def _write_fragment(
+        self, batch: Batch, also: list[tuple[bytes, bytes]] | None = None
+    ) -> FragmentRecord:
         location = f"{fragment.PREFIX}{secrets.token_hex(20)}"
         blob, index, index_id, offset = fragment.build(
             location, batch.changes, batch.reads, batch.listed, self.objects.algo
@@ -261,7 +367,7 @@ class Writes:
             tag=self.tag,
             blob=blob if small else None,
         )
-        self.staging.register(record, batch.markers)
+        self.staging.register(record, batch.markers, also or ())
         self.fragments.remember(record, index)
         crashpoints.reached("after_staging")
         return record
@@ -334,3 +440,14 @@ class Writes:
         timer, self._timer = self._timer, None
         if timer is not None:
             timer.cancel()
+
+
+def _in_turn(*calls: Callable[[], object]) -> list[object]:
+    """`RepoContext.together` without threads: each call's result or exception, in turn."""
+    out: list[object] = []
+    for call in calls:
+        try:
+            out.append(call())
+        except Exception as e:
+            out.append(e)
+    return out

@@ -1,0 +1,203 @@
+"""Writers of a cooperative session: when a handle's work counts, and what a commit does
+about the others.
+
+Every handle that writes is a writer with a state record (txn/staging.py `Writer`):
+writing; finished (its process ended normally, its `with` block ended, it was closed,
+returned, pickled back or garbage-collected, or its Spark task committed); failed (its
+`with` block raised); gone (still writing, but its process is dead). A commit counts what
+finished writers staged and what live writers flushed, waits (bounded) for live writers'
+unflushed writes, and refuses, naming them, when a writer failed or is gone, unless the
+caller chose: `unfinished="discard"` leaves out all they staged, `"include"` keeps what
+they flushed.
+
+Process exit is a finish point: `track` registers each writing handle of this process with
+`atexit` and with `multiprocessing`'s finalizers (a forked `multiprocessing` child leaves by
+`os._exit`, which skips `atexit`), and `on_terminate` finishes them when a `multiprocessing`
+pool terminates its workers.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+import weakref
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
+
+from zarrlake.errors import InvalidInputError, UnfinishedWritersError, UnflushedWritesError
+from zarrlake.txn.staging import State, Unflushed, Writer, WriterState, counts
+
+log = logging.getLogger("zarrlake")
+
+
+class Unfinished(StrEnum):
+    """What a commit does with writers that failed or are gone (None: refuse)."""
+
+    DISCARD = "discard"
+    """Leave out everything they staged, flushed or not."""
+    INCLUDE = "include"
+    """Keep what they flushed; give up what they never flushed."""
+
+
+def check_unfinished(value: object) -> Unfinished | None:
+    """The policy named by `value` (None refuses); InvalidInputError naming the choices."""
+    if value is None:
+        return None
+    try:
+        return Unfinished(value)
+    except ValueError:
+        choices = ", ".join(repr(str(u)) for u in Unfinished)
+        raise InvalidInputError(f"unfinished must be None, {choices}, not {value!r}") from None
+
+
+# finishing at process exit ---------------------------------------------------------------
+
+
+class Finishing(Protocol):
+    """What process exit asks of a writing handle."""
+
+    pid: int
+
+    def release(self) -> None:
+        """Flush and finish, logging (not raising) what goes wrong."""
+
+
+_LIVE: weakref.WeakSet[Finishing] = weakref.WeakSet()
+_HOOKED: set[int] = set()  # pids whose exit hooks are installed
+_LOCK = threading.Lock()
+
+
+def track(handle: Finishing) -> None:
+    """Finish `handle` when this process ends normally, if it has not finished before."""
+    with _LOCK:
+        _LIVE.add(handle)
+        pid = os.getpid()
+        if pid in _HOOKED:
+            return
+        _HOOKED.add(pid)
+    atexit.register(finish_all)
+    from multiprocessing import util  # a fork child of multiprocessing skips atexit
+
+    util.Finalize(None, finish_all, exitpriority=100)
+
+
+def on_terminate() -> None:
+    """In the main thread of a `multiprocessing` child, finish this process's writers on
+    SIGTERM too: `Pool` ends its workers that way when its `with` block closes, often
+    before the garbage collector has dropped the handles their tasks used. A handler the
+    program installed itself is left alone."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    import multiprocessing
+    import signal
+
+    if multiprocessing.parent_process() is None:
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def finish_and_die(signum: int, frame: object) -> None:
+        finish_all()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, finish_and_die)
+
+
+def untrack(handle: Finishing) -> None:
+    """`handle` finished (or failed): process exit need not finish it."""
+    _LIVE.discard(handle)
+
+
+def finish_all() -> None:
+    """Finish every writing handle this process made (not those a fork inherited)."""
+    pid = os.getpid()
+    for handle in list(_LIVE):
+        if handle.pid == pid:
+            handle.release()
+
+
+# the commit's rule -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a commit makes of the session's writers."""
+
+    unfinished: list[str]  # failed or gone writers, described
+    unfinished_ids: frozenset[str]
+    waiting: list[Unflushed]  # live writers' unflushed writes
+    excluded: frozenset[str]  # writers whose staged writes the commit leaves out
+
+
+def judge(state: State, own: str, unfinished: Unfinished | None) -> Verdict:
+    """Apply the writers' rule to the session's staging `state` for a commit by the handle
+    whose writer is `own`. Spark's tagged writers keep their own rule: a task attempt counts
+    once its task commit accepted it."""
+    bad: dict[str, str] = {}
+    for w in state.writers.values():
+        if w.tag is not None or w.writer == own:
+            continue
+        if w.state == WriterState.FAILED:
+            bad[w.writer] = f"failed: {w.error or 'its with block raised'}"
+        elif w.state == WriterState.WRITING and w.alive is False:
+            bad[w.writer] = "gone: its process ended without finishing"
+    markers = [
+        m for m in state.unflushed if m.writer != own and counts(m.writer, m.tag, state.accepted)
+    ]
+    for m in markers:
+        if m.writer in bad:
+            continue
+        if m.error:
+            bad[m.writer] = m.error
+        elif m.alive is False:
+            bad[m.writer] = "gone: its process ended holding writes it never flushed"
+    described = [_describe(state, w, why) for w, why in bad.items()]
+    waiting = [m for m in markers if m.writer not in bad]
+    excluded = frozenset(bad) if unfinished == Unfinished.DISCARD else frozenset()
+    return Verdict(described, frozenset(bad), waiting, excluded)
+
+
+def _describe(state: State, writer: str, why: str) -> str:
+    rec: Writer | Unflushed | None = state.writers.get(writer)
+    if rec is None:
+        rec = next(m for m in state.unflushed if m.writer == writer)
+    frags = [f for f in state.fragments if f.writer == writer]
+    unflushed = sum(m.writer == writer for m in state.unflushed)
+    staged = f"{len(frags)} fragment(s) of {sum(f.entries for f in frags)} chunk change(s)"
+    if writer in state.meta_writers:
+        staged += ", metadata"
+    if unflushed:
+        staged += ", and writes it never flushed"
+    return f"worker {writer} (pid {rec.pid} on {rec.host}, {why}; staged {staged})"
+
+
+def refuse(session_id: str, verdict: Verdict) -> UnfinishedWritersError:
+    """The error of a commit that will not choose for the caller what unfinished writers'
+    writes become."""
+    error = UnfinishedWritersError(
+        f"session {session_id}: {len(verdict.unfinished)} worker(s) did not finish, so what "
+        f"they staged may be part of their work: {'; '.join(verdict.unfinished)}. Nothing "
+        "was committed. Write their part again (from a new worker) and commit, or choose: "
+        "commit(..., unfinished='discard') leaves out everything they staged, "
+        "unfinished='include' keeps what they flushed",
+        verdict.unfinished,
+    )
+    return error
+
+
+def waiting_error(session_id: str, markers: list[Unflushed]) -> UnflushedWritesError:
+    """The error a commit raises while live workers hold writes they have not flushed."""
+    workers = [f"worker {m.writer} (pid {m.pid} on {m.host}, running)" for m in markers]
+    error = UnflushedWritesError(
+        f"session {session_id}: {len(workers)} worker(s) hold writes they have not flushed: "
+        f"{'; '.join(workers)}. Call session.flush() (or finish the worker: leave its `with` "
+        "block, close it, or let its task or process end) in each worker, then commit "
+        "again; or commit without those writes: commit(..., unflushed='discard')",
+        workers,
+    )
+    error.markers = markers
+    return error

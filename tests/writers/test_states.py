@@ -1,0 +1,97 @@
+"""Writers that fail or die: the commit refuses, naming them, and counts their writes only
+if the caller says so (`unfinished="discard"` or `"include"`)."""
+
+from __future__ import annotations
+
+import multiprocessing
+
+import pytest
+
+import zarrlake as zl
+from tests.writers.conftest import rows_at
+from tests.writers.workers import (
+    flush_then_exit_hard,
+    write_rows,
+    write_then_die,
+    write_then_raise,
+)
+
+FORK = multiprocessing.get_context("fork")
+
+
+def run(target, args) -> int:
+    """Run `target(args)` in a child process; its pid."""
+    p = FORK.Process(target=target, args=(args,))
+    p.start()
+    p.join()
+    return p.pid
+
+
+@pytest.fixture
+def job(where):
+    """A session where a healthy worker wrote rows 0-3 and ended."""
+    repo = zl.Repo.open(**where)
+    s = repo.create_session(message="job")
+    run(write_rows, (where, s.id, [0, 1, 2, 3]))
+    return repo, s
+
+
+def test_a_worker_killed_after_flushing_half_its_region_is_refused(job, where):
+    repo, s = job
+    pid = run(write_then_die, (where, s.id, [4, 5], [6, 7]))
+    with pytest.raises(zl.UnfinishedWritersError) as e:
+        s.commit()
+    assert f"pid {pid}" in str(e.value) and "gone" in str(e.value)
+    assert "unfinished='discard'" in str(e.value)
+    assert len(e.value.workers) == 1
+    assert rows_at(repo) == []  # nothing landed
+    s.commit(unfinished="include")  # what it flushed
+    assert rows_at(repo) == [0, 1, 2, 3, 4, 5]
+
+
+def test_discard_leaves_out_everything_a_dead_worker_staged(job, where):
+    repo, s = job
+    run(write_then_die, (where, s.id, [4, 5], [6, 7]))
+    s.commit(unfinished="discard")
+    assert rows_at(repo) == [0, 1, 2, 3]
+
+
+def test_a_worker_whose_with_block_raised_is_failed(job, where):
+    repo, s = job
+    pid = run(write_then_raise, (where, s.id, [8, 9, 10, 11]))
+    with pytest.raises(zl.UnfinishedWritersError) as e:
+        s.commit()
+    assert f"pid {pid}" in str(e.value) and "RuntimeError: bad input row" in str(e.value)
+    assert repo.session_info(s.id).status == "open"  # a worker failing is not the job's end
+    s.commit(unfinished="include")
+    assert rows_at(repo) == [0, 1, 2, 3, 8, 9]
+
+
+def test_a_worker_that_left_by_os_exit_is_gone_though_it_flushed(job, where):
+    repo, s = job
+    run(flush_then_exit_hard, (where, s.id, [12, 13]))
+    with pytest.raises(zl.UnfinishedWritersError, match="gone"):
+        s.commit()
+    s.commit(unfinished="discard")
+    assert rows_at(repo) == [0, 1, 2, 3]
+
+
+def test_the_old_unflushed_discard_keeps_what_the_dead_flushed(job, where):
+    repo, s = job
+    run(write_then_die, (where, s.id, [4, 5], [6, 7]))
+    s.commit(unflushed="discard")
+    assert rows_at(repo) == [0, 1, 2, 3, 4, 5]
+
+
+def test_an_unknown_choice_names_the_valid_ones(job):
+    _, s = job
+    with pytest.raises(zl.InvalidInputError, match="'discard', 'include'"):
+        s.commit(unfinished="keep")
+
+
+def test_a_handle_in_the_same_process_finishes_when_it_goes_away(where):
+    repo = zl.Repo.open(**where)
+    s = repo.create_session()
+    write_rows((where, s.id, [0, 1]))  # its handle is dropped on return: finished
+    s.commit()
+    assert rows_at(repo) == [0, 1]

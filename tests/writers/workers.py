@@ -1,0 +1,64 @@
+"""Worker functions for the writer-lifecycle tests: module level, so every multiprocessing
+start method can import them. Each joins a session by id and writes rows of array `t`
+(one chunk per row, value = row number + 1), as a user's worker would: no flush, no commit."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import zarr
+
+import zarrlake as zl
+
+ROWS, COLS = 16, 4
+
+
+def open_rows(where: dict, session_id: str) -> tuple[zl.Session, zarr.Array]:
+    """Join the session and open its array `t`."""
+    session = zl.Repo.open(**where).join_session(session_id)
+    return session, zarr.open_array(session.store, path="t", mode="r+")
+
+
+def write_rows(args: tuple[dict, str, list[int]]) -> int:
+    """Join, write `rows`, end: what the seeds' workers do."""
+    where, session_id, rows = args
+    _, arr = open_rows(where, session_id)
+    for r in rows:
+        arr[r] = r + 1
+    return os.getpid()
+
+
+def write_then_die(args: tuple[dict, str, list[int], list[int]]) -> None:
+    """Write and flush `flushed`, write `buffered` without flushing, then be SIGKILLed."""
+    where, session_id, flushed, buffered = args
+    session, arr = open_rows(where, session_id)
+    for r in flushed:
+        arr[r] = r + 1
+    session.flush()
+    for r in buffered:
+        arr[r] = r + 1
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def write_then_raise(args: tuple[dict, str, list[int]]) -> None:
+    """Write `rows` inside `with session:`, flush half, then raise: the writer fails."""
+    where, session_id, rows = args
+    session, arr = open_rows(where, session_id)
+    with session:
+        for r in rows[: len(rows) // 2]:
+            arr[r] = r + 1
+        session.flush()
+        for r in rows[len(rows) // 2 :]:
+            arr[r] = r + 1
+        raise RuntimeError("bad input row")
+
+
+def flush_then_exit_hard(args: tuple[dict, str, list[int]]) -> None:
+    """Write and flush `rows`, then leave by os._exit (no exit hooks run): gone."""
+    where, session_id, rows = args
+    session, arr = open_rows(where, session_id)
+    for r in rows:
+        arr[r] = r + 1
+    session.flush()
+    os._exit(0)
