@@ -120,9 +120,9 @@ class Transaction:
         return cls(ctx, None, base) if session_id is None else cls.join(ctx, session_id)
 
     def __reduce__(self) -> tuple[object, ...]:
-        """A handle pickles after flushing its writes (sending a session to or back from a
-        worker makes what it wrote durable)."""
-        self.flush()
+        """A handle pickles after finishing its writer (sending a session to or back from a
+        worker makes what it wrote durable and counted)."""
+        self.finish()
         return (Transaction.reopen, (self.ctx.spec, self.id, self.base))
 
     # state ------------------------------------------------------------------------------

@@ -21,10 +21,14 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import signal
 import threading
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
+from types import FrameType
 from typing import Protocol
 
 from zarrlake.errors import InvalidInputError, UnfinishedWritersError, UnflushedWritesError
@@ -85,26 +89,67 @@ def track(handle: Finishing) -> None:
 
 
 def on_terminate() -> None:
-    """In the main thread of a `multiprocessing` child, finish this process's writers on
-    SIGTERM too: `Pool` ends its workers that way when its `with` block closes, often
-    before the garbage collector has dropped the handles their tasks used. A handler the
-    program installed itself is left alone."""
+    """In the main thread of a `multiprocessing` child, finish this process's writers when a
+    pool terminates it idle: `Pool` ends its workers by SIGTERM when its `with` block
+    closes, often before the garbage collector has dropped the handles their tasks used. A
+    worker terminated in the middle of a task dies as before (its writers are then gone:
+    its region may be half written). A handler the program installed is left alone."""
     if threading.current_thread() is not threading.main_thread():
         return
     import multiprocessing
-    import signal
 
     if multiprocessing.parent_process() is None:
         return
     if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
         return
 
-    def finish_and_die(signum: int, frame: object) -> None:
-        finish_all()
+    def terminated(signum: int, frame: FrameType | None) -> None:
+        global _EXIT_AFTER_FINISHING
+        state = _interrupted(frame)
+        if state == "finishing":  # a handle was finishing: exit once it has
+            _EXIT_AFTER_FINISHING = True
+            return
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if state == "idle":  # exit normally: multiprocessing's finalizers finish the writers
+            raise SystemExit(128 + signum)
         os.kill(os.getpid(), signal.SIGTERM)
 
-    signal.signal(signal.SIGTERM, finish_and_die)
+    signal.signal(signal.SIGTERM, terminated)
+
+
+_EXIT_AFTER_FINISHING = False
+_FINISHING = 0  # releases under way in this process
+_MP = os.sep + "multiprocessing" + os.sep
+
+
+def _interrupted(frame: FrameType | None) -> str:
+    """What the main thread was doing when a signal came: "idle" (waiting for a task in
+    multiprocessing's pool loop), "finishing" (a handle's release), or "busy"."""
+    if _FINISHING:
+        return "finishing"
+    while frame is not None:
+        code = frame.f_code
+        if _MP not in code.co_filename:
+            return "busy"
+        if code.co_name == "worker" and code.co_filename.endswith("pool.py"):
+            return "idle"
+        frame = frame.f_back
+    return "busy"
+
+
+@contextmanager
+def finishing() -> Iterator[None]:
+    """Around a handle's release: a pool's SIGTERM meanwhile waits for it to end (see
+    on_terminate)."""
+    global _FINISHING, _EXIT_AFTER_FINISHING
+    _FINISHING += 1
+    try:
+        yield
+    finally:
+        _FINISHING -= 1
+    if _EXIT_AFTER_FINISHING and not _FINISHING:  # deliver the SIGTERM again, now
+        _EXIT_AFTER_FINISHING = False
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def untrack(handle: Finishing) -> None:

@@ -146,12 +146,13 @@ class Writes:
         if self.pid != os.getpid():
             return
         self.together = _in_turn  # at interpreter exit, thread pools take no more work
-        try:
-            self.finish()
-        except SessionError as e:  # the session ended first: nothing left to count
-            log.debug("zarrlake writer %s: %s", self.writer, e)
-        except Exception as e:
-            log.warning("zarrlake writer %s could not finish: %s", self.writer, e)
+        with writers.finishing():
+            try:
+                self.finish()
+            except SessionError as e:  # the session ended first: nothing left to count
+                log.debug("zarrlake writer %s: %s", self.writer, e)
+            except Exception as e:
+                log.warning("zarrlake writer %s could not finish: %s", self.writer, e)
 
     @property
     def writer(self) -> str:
