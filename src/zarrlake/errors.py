@@ -120,6 +120,11 @@ class UnflushedWritesError(SessionError):
         self.markers: list = []  # the staging markers behind `workers`
 
 
+class NoChangesError(SessionError):
+    """The session changes nothing: committing it is refused unless asked for
+    (`commit(allow_empty=True)`, for idempotent re-runs). The session stays open."""
+
+
 class UnfinishedWritersError(UnflushedWritesError):
     """A worker of the session failed or its process died before it finished, so what it
     staged may be a part of its work. The commit refuses rather than choose for the caller:

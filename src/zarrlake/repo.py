@@ -22,7 +22,9 @@ from zarrlake.errors import (
 )
 from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.session_records import DEFAULT_EXPIRY, SessionInfo
+from zarrlake.txn.staging import Staging
 from zarrlake.txn.transaction import Transaction
+from zarrlake.txn.writers import WriterInfo, describe
 from zarrlake.validate import check_ref_name
 from zarrlake.vc.blame import Blame
 from zarrlake.vc.commit_info import Commit
@@ -433,6 +435,13 @@ class Repo:
         """The state of a session (any status), by id or unique id prefix."""
         return self._ctx.records.find(session_id).info(self._ctx.clock())
 
+    def session_writers(self, session_id: str) -> list[WriterInfo]:
+        """The writers of a session (by id or unique prefix) with their states: writing,
+        finished, failed or gone (see Session.commit's `unfinished`)."""
+        rec = self._ctx.records.find(session_id)
+        staging = Staging(self._ctx.meta, self._ctx.stage_partition(rec.id), b"")
+        return describe(staging.state())
+
     def list_sessions(self, branch: str | None = None) -> list[SessionInfo]:
         """Open, unexpired sessions (optionally of one branch), oldest first."""
         now = self._ctx.clock()
@@ -493,10 +502,10 @@ class Repo:
         """The zarr store of the current session."""
         return self.session.store
 
-    def commit(self, message: str, *, on_conflict: str = "fail") -> str:
+    def commit(self, message: str, *, on_conflict: str = "fail", allow_empty: bool = False) -> str:
         """Commit the current session, then start a fresh one on the same branch."""
         session = self.session
-        commit_id = session.commit(message, on_conflict=on_conflict)
+        commit_id = session.commit(message, on_conflict=on_conflict, allow_empty=allow_empty)
         assert session.branch is not None
         self._session = self.create_session(session.branch)
         return commit_id

@@ -284,6 +284,7 @@ class Session:
         metadata: dict[str, str] | None = None,
         unflushed: str = "wait",
         unfinished: str | None = None,
+        allow_empty: bool = False,
     ) -> str:
         """Make the session's changes one commit on its branch; returns the commit id.
         Afterwards this session's store reads the commit it made.
@@ -306,6 +307,9 @@ class Session:
             What to do about workers that failed (their `with` block raised) or whose process
             died before finishing: None refuses with `UnfinishedWritersError` naming them;
             "discard" leaves out everything they staged; "include" keeps what they flushed.
+        allow_empty
+            Commit even if the session changes nothing (an idempotent re-run); otherwise
+            `NoChangesError`, and the session stays open.
 
         Returns
         -------
@@ -321,6 +325,8 @@ class Session:
             If other workers still hold unflushed writes (see `unflushed`).
         UnfinishedWritersError
             If a worker failed or died before finishing (see `unfinished`).
+        NoChangesError
+            If the session changes nothing and `allow_empty` is False.
         SessionClosedError, SessionExpiredError
             If the session was already committed or abandoned, or has expired.
         ReadOnlyError
@@ -331,7 +337,7 @@ class Session:
         >>> session = repo.create_session("main")
         >>> session.commit("add day 1")  # doctest: +SKIP
         """
-        return self._txn.commit(message, on_conflict, metadata, unflushed, unfinished)
+        return self._txn.commit(message, on_conflict, metadata, unflushed, unfinished, allow_empty)
 
     def abandon(self) -> None:
         """Discard the session's staged changes; the branch is untouched.

@@ -95,6 +95,7 @@ def test_ingest_and_time_travel(demo_run):
 def test_an_identical_rerun_stores_no_chunk_bytes(demo_run):
     _, result, _ = demo_run
     replay = result["replay"]
+    assert "NoChangesError" in replay["refused"]  # first refused; then asked for (allow_empty)
     assert replay["commit"] != replay["previous_head"]
     assert not any(replay["changes"].values())
     assert replay["stored_bytes_added"] == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -12,9 +13,10 @@ from zarrlake.cli.context import console, options, parse_duration, print_json, w
 from zarrlake.cli.history import diff_json, print_diff
 from zarrlake.errors import InvalidInputError
 from zarrlake.present import iso, short
+from zarrlake.session_records import as_datetime
 
 if TYPE_CHECKING:
-    from zarrlake.repo import SessionInfo
+    from zarrlake.repo import SessionInfo, WriterInfo
 
 sessions_app = typer.Typer(
     help="List, inspect, abandon or extend open sessions (default: list).\n\n"
@@ -47,16 +49,42 @@ def record_json(rec: SessionInfo) -> dict:
     }
 
 
+def writer_json(w: WriterInfo) -> dict:
+    """A session writer for `--json` output."""
+    return {
+        "writer": w.writer,
+        "state": w.state,
+        "pid": w.pid,
+        "host": w.host,
+        "since": iso(as_datetime(w.since)) if w.since is not None else None,
+        "tag": w.tag,
+        "error": w.error,
+        "fragments": w.fragments,
+        "chunks": w.chunks,
+        "unflushed": w.unflushed,
+    }
+
+
+def writers_summary(writers: list[WriterInfo]) -> str:
+    """'3 finished, 1 gone' (or '-')."""
+    counts = Counter(w.state for w in writers)
+    return ", ".join(f"{n} {state}" for state, n in sorted(counts.items())) or "-"
+
+
 def _list(ctx: typer.Context, branch: str | None, json_out: bool) -> None:
-    records = options(ctx).open().list_sessions(branch)
+    repo = options(ctx).open()
+    records = repo.list_sessions(branch)
+    writers = {r.id: repo.session_writers(r.id) for r in records}
     if json_out:
-        print_json([record_json(r) for r in records])
+        print_json(
+            [record_json(r) | {"writers": [writer_json(w) for w in writers[r.id]]} for r in records]
+        )
         return
     if not records:
         console.print("(no open sessions)")
         return
     table = Table(box=None, header_style="bold")
-    for col in ("session", "branch", "base", "expires", "author", "message"):
+    for col in ("session", "branch", "base", "expires", "writers", "author", "message"):
         table.add_column(col)
     for r in records:
         table.add_row(
@@ -64,6 +92,7 @@ def _list(ctx: typer.Context, branch: str | None, json_out: bool) -> None:
             escape(r.branch),
             short(r.base),
             when(r.expires_at),
+            writers_summary(writers[r.id]),
             escape(r.author or "-"),
             escape(r.message or ""),
         )
@@ -102,13 +131,31 @@ def show(ctx: typer.Context, session_id: IdArg, json_out: JsonOpt = False) -> No
     repo = options(ctx).open()
     rec = repo.session_info(session_id)
     changes = repo.join_session(rec.id).changes() if rec.status == "open" else None
+    writers = repo.session_writers(rec.id)
     if json_out:
         out = record_json(rec)
+        out["writers"] = [writer_json(w) for w in writers]
         out["changes"] = diff_json(changes) if changes is not None else None
         print_json(out)
         return
     for key, value in record_json(rec).items():
         console.print(f"{key + ':':12} {escape(str(value if value is not None else '-'))}")
+    if writers:
+        console.print("\nwriters:")
+        table = Table(box=None, header_style="bold")
+        for col in ("writer", "state", "process", "since", "flushed", "note"):
+            table.add_column(col)
+        for w in writers:
+            table.add_row(
+                w.writer,
+                w.state,
+                f"pid {w.pid} on {escape(w.host)}",
+                when(as_datetime(w.since)) if w.since is not None else "-",
+                f"{w.fragments} fragment(s), {w.chunks} chunk(s)"
+                + (" + unflushed writes" if w.unflushed else ""),
+                escape(w.error or (f"tag {w.tag}" if w.tag else "")),
+            )
+        console.print(table)
     if changes is not None:
         console.print("\nuncommitted changes:")
         print_diff(changes)

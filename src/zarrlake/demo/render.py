@@ -132,7 +132,9 @@ class Narrator:
         changes = "no changes" if not any(r.changes.values()) else str(r.changes)
         self.say(
             f"\n[bold]Idempotent re-run.[/] The job for {r.day} ran again (a retried "
-            f"pipeline): commit {short(r.commit)} landed; diff against the previous head: "
+            f"pipeline). It changed nothing, so its commit was refused: {escape(r.refused)}. "
+            "Run again with .option('allow_empty', 'true'), "
+            f"commit {short(r.commit)} landed; diff against the previous head: "
             f"{changes}; it sent {mb(r.day_bytes)}, the repository's objects grew by "
             f"{mb(r.disk_bytes_added)} (the commit's own records: identical chunks "
             "are stored once)."

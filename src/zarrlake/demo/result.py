@@ -43,6 +43,7 @@ class Replay:
     stored_bytes_added: int  # chunk bytes main references, after minus before
     disk_bytes_added: int  # the repository's objects on disk (commit records only)
     day_bytes: int  # what the job sent, uncompressed
+    refused: str = ""  # the first run's error: a commit that changes nothing is refused
 
 
 @dataclass

@@ -90,8 +90,10 @@ def ingest_day(
     branch: str = "main",
     fail_chunk: int = -1,
     revision: int = 0,
+    allow_empty: bool = False,
 ) -> None:
-    """One Spark job: the day's rows into every array of `arrays`, as one commit."""
+    """One Spark job: the day's rows into every array of `arrays`, as one commit (refused
+    if it changes nothing, unless `allow_empty`)."""
     (
         day_frame(spark, grid, day, fail_chunk, revision)
         .write.format("zarrlake")
@@ -99,6 +101,7 @@ def ingest_day(
         .option("branch", branch)
         .option("arrays", ",".join(arrays))
         .option("message", f"Ingest {day_name(day)}")
+        .option("allow_empty", str(allow_empty).lower())
         .mode("append")
         .save()
     )
@@ -110,4 +113,6 @@ def job_error(error: BaseException) -> str:
         line = line.strip()
         if line.startswith(("RuntimeError:", "ValueError:", "zarrlake.")):
             return line
+        if "zarrlake.errors." in line:
+            return line[line.index("zarrlake.errors.") :]
     return type(error).__name__

@@ -153,11 +153,17 @@ class Story:
         return tt
 
     def replay(self, spark: SparkSession) -> Replay:
-        """A retried pipeline re-ingests a day with the same bytes: a commit, no new data."""
+        """A retried pipeline re-ingests a day with the same bytes: refused as a commit that
+        changes nothing; asked to, an empty commit, and no new data."""
         before, stored = self.repo.resolve("main"), self.repo.stats("main").bytes
         on_disk = object_bytes(self.cfg.directory)
-        self._ingest(spark, 1)
-        self.written_bytes += self.grid.day_bytes()
+        try:
+            self._ingest(spark, 1)
+            refused = ""
+        except Exception as e:  # NoChangesError, raised by the job's commit on the driver
+            refused = job_error(e)
+        self._ingest(spark, 1, allow_empty=True)
+        self.written_bytes += self.grid.day_bytes()  # the refused run committed nothing
         after = self.repo.resolve("main")
         r = Replay(
             day=day_name(1),
@@ -167,6 +173,7 @@ class Story:
             stored_bytes_added=self.repo.stats("main").bytes - stored,
             disk_bytes_added=object_bytes(self.cfg.directory) - on_disk,
             day_bytes=self.grid.day_bytes(),
+            refused=refused,
         )
         self.say.replay(r)
         return r

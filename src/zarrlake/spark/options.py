@@ -42,6 +42,17 @@ def get_int(options: Mapping[str, str], name: str, default: int | None) -> int |
     return n
 
 
+def get_flag(options: Mapping[str, str], name: str) -> bool:
+    """The option `name` as a boolean ("true"/"false", any case; False when unset)."""
+    value = _lower(options).get(name)
+    if value is None:
+        return False
+    flag = str(value).strip().lower()
+    if flag not in ("true", "false"):
+        raise InvalidInputError(f"option {name!r} must be 'true' or 'false', not {value!r}")
+    return flag == "true"
+
+
 def get_ints(options: Mapping[str, str], name: str) -> tuple[int, ...] | None:
     """The option `name` as a tuple of ints ("1,2" or "(1, 2)"), or None when unset."""
     value = _lower(options).get(name)

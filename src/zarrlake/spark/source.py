@@ -127,7 +127,8 @@ class ZarrLakeSource(DataSource):
             with contextlib.suppress(SessionClosedError):
                 session.abandon()
             raise
-        return ZarrLakeWriter(session, infos, replace=overwrite, layout=layout)
+        allow_empty = opts.get_flag(self.options, "allow_empty")
+        return ZarrLakeWriter(session, infos, overwrite, layout, allow_empty)
 
     def streamWriter(self, schema: StructType, overwrite: bool):
         """df.writeStream.format("zarrlake"): one commit per micro-batch, exactly once; the

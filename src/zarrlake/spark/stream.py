@@ -108,6 +108,7 @@ class ZarrLakeStreamWriter(DataSourceStreamArrowWriter):
                 session.commit(
                     f"stream {self.sid} batch {batchId}",
                     metadata={STREAM: self.sid, BATCH: str(batchId)},
+                    allow_empty=True,  # an empty micro-batch still records its progress
                 )
         except BaseException:
             with contextlib.suppress(SessionClosedError):

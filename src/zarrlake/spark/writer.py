@@ -58,12 +58,18 @@ class ZarrLakeWriter(DataSourceArrowWriter):
     session there on first use (so abort works even when the session is already closed)."""
 
     def __init__(
-        self, session: Session, arrays: list[ArrayInfo], replace: bool, layout: str = CELLS
+        self,
+        session: Session,
+        arrays: list[ArrayInfo],
+        replace: bool,
+        layout: str = CELLS,
+        allow_empty: bool = False,
     ) -> None:
         self.handle = SessionHandle(session)
         self.arrays = arrays
         self.replace = replace
         self.layout = layout
+        self.allow_empty = allow_empty  # a job that changes nothing commits anyway
         self.tag = f"spark-{secrets.token_hex(8)}"  # this job's task attempts stage under it
 
     @property
@@ -97,7 +103,7 @@ class ZarrLakeWriter(DataSourceArrowWriter):
             written = self._check_single_writers(messages)
             if self.replace:
                 self._delete_unwritten(written)
-            self.session.commit()
+            self.session.commit(allow_empty=self.allow_empty)
         except BaseException:
             with contextlib.suppress(SessionClosedError):
                 self.session.abandon()

@@ -36,6 +36,7 @@ class CommitHandle(Protocol):
     staging: Staging | None
 
     version: int | None
+    allow_empty: bool
 
     def load(self) -> tuple[SessionRecord, int]:
         """Re-read the session record and its version from the metastore."""
@@ -182,6 +183,7 @@ def _commit(txn: CommitHandle, message: str | None, on_conflict: str, props: dic
             reads=(staged.reads, staged.listed) if rec.isolation == "serializable" else None,
             timeout=ctx.settings.commit_timeout,
             metadata=props,
+            allow_empty=txn.allow_empty,
         )
         commit_id = CommitProtocol(ctx.objects, ctx.refs).run(
             request,

@@ -48,6 +48,7 @@ class Transaction:
         self.committed: str | None = None
         self.created = False  # this handle began the session (others joined it)
         self.unfinished: writers.Unfinished | None = None  # the commit's choice, see writers
+        self.allow_empty = True
         self.cleanup: Future[None] | None = None  # dropping the staged records after commit
         self.writer = secrets.token_bytes(8)
         self.staging = (
@@ -286,6 +287,7 @@ class Transaction:
         metadata: dict[str, str] | None,
         unflushed: str = "wait",
         unfinished: str | None = None,
+        allow_empty: bool = False,
     ) -> str:
         """Commit the session, then read the new commit and drop staged records in the
         background. `unfinished` is what to do with writers that failed or are gone (see
@@ -295,6 +297,7 @@ class Transaction:
         if policy is None and unflushed == "discard":
             policy = writers.Unfinished.INCLUDE
         self.unfinished = policy
+        self.allow_empty = allow_empty
         commit_id = committing.commit(self, message, on_conflict, metadata, unflushed)
         # From now on this handle reads the commit it made; its staged records are dead
         # (the session refuses writes), so dropping them need not delay the caller.

@@ -165,6 +165,62 @@ def finish_all() -> None:
             handle.release()
 
 
+# what users see ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WriterInfo:
+    """One writer of a session as `sessions show` lists it. `state` is writing, finished,
+    failed or gone (still writing, its process dead)."""
+
+    writer: str
+    state: str
+    pid: int
+    host: str
+    since: float | None
+    tag: str | None
+    error: str | None
+    fragments: int  # fragments it flushed
+    chunks: int  # chunk changes in them
+    unflushed: bool  # holds writes it has not flushed
+
+
+def describe(state: State) -> list[WriterInfo]:
+    """Every writer of the session with a state record or unflushed writes, oldest first."""
+    out = []
+    ids = list(state.writers) + [m.writer for m in state.unflushed if m.writer not in state.writers]
+    for w in dict.fromkeys(ids):
+        rec: Writer | Unflushed | None = state.writers.get(w)
+        marker = next((m for m in state.unflushed if m.writer == w), None)
+        if rec is None:
+            rec = marker
+        assert rec is not None
+        if isinstance(rec, Writer):
+            kind = str(rec.state)
+            since: float | None = rec.since
+            error = rec.error
+        else:
+            kind, since, error = str(WriterState.WRITING), None, rec.error
+        if kind == WriterState.WRITING and rec.alive is False:
+            kind = "gone"
+        frags = [f for f in state.fragments if f.writer == w]
+        out.append(
+            WriterInfo(
+                w,
+                kind,
+                rec.pid,
+                rec.host,
+                since,
+                rec.tag,
+                error or (marker and marker.error),
+                len(frags),
+                sum(f.entries for f in frags),
+                marker is not None,
+            )
+        )
+    return sorted(out, key=lambda i: i.since or 0.0)
+
+
 # the commit's rule -------------------------------------------------------------------------
 
 

@@ -84,6 +84,8 @@ class Writes:
         self._error: BaseException | None = None  # of a flush in the background
         self._meta = GroupCommit[Change](self._stage_meta)
         self.pid = os.getpid()  # a forked child writes as a writer of its own
+        # Under the simulator, processes end only as it says: no finishing on collection.
+        self.simulated = runtime.current() is not runtime.REAL
         self.state: WriterState | None = None  # of this writer's record, as last stored
 
     # the writer's state ---------------------------------------------------------------------
@@ -143,7 +145,7 @@ class Writes:
     def release(self) -> None:
         """Finish when the handle goes away or its process ends; nobody is left to raise to,
         so a failure is logged (the commit then finds this writer unfinished)."""
-        if self.pid != os.getpid():
+        if self.pid != os.getpid() or self.simulated:
             return
         self.together = _in_turn  # at interpreter exit, thread pools take no more work
         with writers.finishing():

@@ -30,6 +30,11 @@ class ChangeTable:
     writes: ManifestRange | RangeView = field(default_factory=ManifestRange.empty)  # sorted
     deletes: np.ndarray = field(default_factory=lambda: columns.keys_array([]))  # sorted
 
+    @property
+    def empty(self) -> bool:
+        """Whether the table changes nothing."""
+        return not (self.meta or len(self.writes) or len(self.deletes))
+
     @classmethod
     def from_list(cls, changes: Iterable[Change]) -> ChangeTable:
         """The table of (key, reference or None) pairs; a later pair for a key wins."""

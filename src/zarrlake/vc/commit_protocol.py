@@ -17,6 +17,7 @@ from zarrlake.errors import (
     Conflict,
     ConflictError,
     ConflictKind,
+    NoChangesError,
     TransientError,
 )
 from zarrlake.format import columns
@@ -215,6 +216,7 @@ class CommitRequest:
     reads: tuple[list[str], list[str]] | None = None  # serializable sessions only
     timeout: float = 60.0
     metadata: dict[str, str] | None = None
+    allow_empty: bool = True  # False: NoChangesError when nothing differs from the base
 
 
 class CommitProtocol:
@@ -259,6 +261,12 @@ class CommitProtocol:
         version) if the caller read it already, saves reading it again."""
         base_root = self.objects.read(SnapshotRoot, self.objects.snapshot_of(req.base))
         req.changes = drop_unchanged(self.objects, base_root, req.changes)
+        if not req.allow_empty and req.changes.empty:
+            raise NoChangesError(
+                f"session {req.session_id} changes nothing on {req.branch!r} (every write "
+                "matches its base commit, or nothing was written); nothing was committed and "
+                "the session stays open: commit(allow_empty=True) records an empty commit"
+            )
         ours = change_set(req.changes, base_root.meta)
 
         def build(head: str) -> str:
