@@ -8,7 +8,7 @@ kept, and keys two workers changed differently are reported as clashes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,13 +26,6 @@ _NO_KEYS = columns.keys_array([])
 _NO_POSITIONS = np.zeros(0, np.int32)
 CACHED_ENTRIES = 500_000
 """Staged entries whose fragment indexes a handle keeps decoded for reads."""
-
-
-def accepted(
-    records: Iterable[FragmentRecord], accepts: dict[str, set[str]]
-) -> list[FragmentRecord]:
-    """The records that count: untagged ones, and tagged ones of accepted writers."""
-    return [r for r in records if r.tag is None or r.writer in accepts.get(r.tag, ())]
 
 
 @dataclass(frozen=True)
