@@ -25,6 +25,7 @@ from zarrlake.format.snapshot import is_meta_key
 from zarrlake.txn.batching import GroupCommit
 from zarrlake.txn.buffer import Batch
 from zarrlake.txn.fragments import StagedFragments
+from zarrlake.txn.node_change import check_node_change
 from zarrlake.txn.overlay import Overlay
 from zarrlake.txn.staging import Staging
 from zarrlake.validate import check_zarr_key
@@ -94,7 +95,7 @@ class Writes:
     def _change_for(self, item: tuple[str, bytes]) -> Change:
         key, data = item
         if is_meta_key(key):
-            check_metadata(key, data)
+            check_node_change(self.overlay, key, check_metadata(key, data))
             return key, self.objects.inline(bytes(data))
         if len(data) <= self.inline_max:
             return key, self.objects.inline(bytes(data))
