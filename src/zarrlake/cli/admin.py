@@ -124,8 +124,8 @@ def fsck(
 def fsck_json(
     ctx: typer.Context, ref: str | None, sources: bool, counts: FsckCounts, expired: list
 ) -> None:
-    """`fsck --json`: print exactly one JSON document (problems, expired history, and the
-    error that stopped the check, if one did); exit 1 unless all is well."""
+    """`fsck --json`: print exactly one JSON document (problems, expired history, and under
+    `error` the error that stopped the check, if one did); exit 1 unless all is well."""
     problems: list[str] = []
     error: str | None = None
     try:
@@ -143,16 +143,14 @@ def fsck_json(
         {"commit": e.commit, "expired_parent": e.parent, "expired_at": iso(e.expired_at)}
         for e in expired
     ]
-    print_json(
-        {
-            "ref": ref,
-            "ok": not problems and error is None,
-            "checked": counts.to_json(),
-            "problems": problems,
-            "expired_history": ends,
-            "error": error,
-        }
-    )
+    report = {
+        "ref": ref,
+        "ok": not problems and error is None,
+        "checked": counts.to_json(),
+        "problems": problems,
+        "expired_history": ends,
+    }
+    print_json(report if error is None else {**report, "error": error})
     if problems or error is not None:
         raise typer.Exit(1)
 
