@@ -5,10 +5,16 @@ The suite's `set`/`get` helpers bypass the store: they go through the session's 
 write/read (writable) or commit through a separate session and re-pin the read-only
 session to the new head (read-only). Tests that cannot apply to a read-only, versioned
 store are overridden with tests of zarrlake's documented behaviour.
+
+A `zarr.json` must be a zarr v3 metadata document zarr can open: the suite's helpers write
+one (carrying the suite's bytes as an attribute) where the suite asks for other bytes under
+such a key, and the tests that write other bytes there through the store itself are
+overridden to write documents, and to check that the suite's bytes are refused.
 """
 
 from __future__ import annotations
 
+import json
 import pickle
 from typing import Any
 
@@ -19,6 +25,7 @@ from zarr.core.sync import _collect_aiterator, sync
 from zarr.testing.store import StoreTests
 
 import zarrlake as zl
+from zarrlake.errors import InvalidInputError
 from zarrlake.zarr_store import SessionStore
 
 
@@ -30,6 +37,21 @@ def repo_of(store: SessionStore) -> zl.Repo:
 READ_ONLY_MESSAGE = "store was opened in read-only mode and does not support writing"
 
 
+def is_meta(key: str) -> bool:
+    return key == "zarr.json" or key.endswith("/zarr.json")
+
+
+def doc(data: bytes = b"") -> bytes:
+    """A zarr v3 group document carrying `data` (hex) as an attribute."""
+    attributes = {"suite_bytes": data.hex()}
+    return json.dumps({"zarr_format": 3, "node_type": "group", "attributes": attributes}).encode()
+
+
+def fit(key: str, data: bytes) -> bytes:
+    """What the suite's helpers write: `data`, or a document carrying it under `zarr.json`."""
+    return doc(data) if is_meta(key) else data
+
+
 class TestWritableSessionStore(StoreTests[SessionStore, cpu.Buffer]):
     """A writable session on a branch; nothing is committed, the store is the session."""
 
@@ -37,7 +59,7 @@ class TestWritableSessionStore(StoreTests[SessionStore, cpu.Buffer]):
     buffer_cls = cpu.Buffer
 
     async def set(self, store: SessionStore, key: str, value: Buffer) -> None:
-        store.session.write(key, value.to_bytes())
+        store.session.write(key, fit(key, value.to_bytes()))
 
     async def get(self, store: SessionStore, key: str) -> Buffer:
         data = store.session.read(key)
@@ -73,10 +95,105 @@ class TestWritableSessionStore(StoreTests[SessionStore, cpu.Buffer]):
         committed."""
         repo, branch = repo_of(store), store.session.branch
         assert branch is not None
-        await store.set("a/zarr.json", self.buffer_cls.from_bytes(b"{}"))
+        await store.set("a/zarr.json", self.buffer_cls.from_bytes(doc()))
         assert repo.readonly_session(branch).read("a/zarr.json") is None
         store.session.commit("publish")
-        assert repo.readonly_session(branch).read("a/zarr.json") == b"{}"
+        assert repo.readonly_session(branch).read("a/zarr.json") == doc()
+
+    # overrides: the suite writes bytes that are no zarr v3 document under zarr.json keys -----
+
+    async def assert_not_a_document(self, store: SessionStore, key: str, data: bytes) -> None:
+        """Writing `data` under metadata key `key` through the store is refused, naming the
+        key; nothing is written."""
+        before = await _collect_aiterator(store.list())
+        buf = self.buffer_cls.from_bytes(data)
+        for call in (store.set(key, buf), store._set_many([("c/9", buf), (key, buf)])):
+            with pytest.raises(InvalidInputError, match=f"metadata document '{key}'"):
+                await call
+        assert await _collect_aiterator(store.list()) == before
+
+    @pytest.mark.parametrize("key", ["zarr.json", "c/0", "foo/c/0.0", "foo/0/0"])
+    @pytest.mark.parametrize("data", [b"\x01\x02\x03\x04", b""])
+    async def test_set(self, store: SessionStore, key: str, data: bytes) -> None:
+        if is_meta(key):
+            await self.assert_not_a_document(store, key, data)
+        await super().test_set(store, key, fit(key, data))
+
+    async def test_set_many(self, store: SessionStore) -> None:
+        await self.assert_not_a_document(store, "zarr.json", b"zarr.json")
+        keys = ["zarr.json", "c/0", "foo/c/0.0", "foo/0/0"]
+        items = {k: self.buffer_cls.from_bytes(fit(k, k.encode())) for k in keys}
+        await store._set_many(items.items())
+        for k, v in items.items():
+            assert (await self.get(store, k)).to_bytes() == v.to_bytes()
+
+    async def test_exists(self, store: SessionStore) -> None:
+        await self.assert_not_a_document(store, "foo/zarr.json", b"bar")
+        assert not await store.exists("foo")
+        await store.set("foo/zarr.json", self.buffer_cls.from_bytes(doc(b"bar")))
+        assert await store.exists("foo/zarr.json")
+
+    async def test_delete(self, store: SessionStore) -> None:
+        await store.set("foo/zarr.json", self.buffer_cls.from_bytes(doc(b"bar")))
+        assert await store.exists("foo/zarr.json")
+        await store.delete("foo/zarr.json")
+        assert not await store.exists("foo/zarr.json")
+
+    async def test_delete_dir(self, store: SessionStore) -> None:
+        await self.assert_not_a_document(store, "zarr.json", b"root")
+        for key, data in [
+            ("zarr.json", doc(b"root")),
+            ("foo-bar/zarr.json", doc(b"root")),
+            ("foo/zarr.json", doc(b"bar")),
+            ("foo/c/0", b"chunk"),
+        ]:
+            await store.set(key, self.buffer_cls.from_bytes(data))
+        await store.delete_dir("foo")
+        assert await store.exists("zarr.json")
+        assert await store.exists("foo-bar/zarr.json")
+        assert not await store.exists("foo/zarr.json")
+        assert not await store.exists("foo/c/0")
+
+    async def test_list(self, store: SessionStore) -> None:
+        assert await _collect_aiterator(store.list()) == ()
+        items = {"foo/zarr.json": doc(), **{f"foo/c/{i}": b"" for i in range(10)}}
+        await store._set_many((k, self.buffer_cls.from_bytes(v)) for k, v in items.items())
+        assert sorted(await _collect_aiterator(store.list())) == sorted(items)
+
+    async def test_list_prefix(self, store: SessionStore) -> None:
+        prefixes = ("", "a/", "a/b/", "a/b/c/")
+        keys = [p + "zarr.json" for p in prefixes]
+        await store._set_many((k, self.buffer_cls.from_bytes(doc())) for k in keys)
+        for prefix in prefixes:
+            observed = sorted(await _collect_aiterator(store.list_prefix(prefix)))
+            assert observed == sorted(k for k in keys if k.startswith(prefix))
+
+    async def test_list_empty_path(self, store: SessionStore) -> None:
+        items = {"foo/bar/zarr.json": doc(), "foo/bar/c/1": b"", "foo/baz/c/0": b""}
+        await store._set_many((k, self.buffer_cls.from_bytes(v)) for k, v in items.items())
+        assert sorted(await _collect_aiterator(store.list())) == sorted(items)
+        assert sorted(await _collect_aiterator(store.list_prefix(""))) == sorted(items)
+        observed = sorted(await _collect_aiterator(store.list_prefix("foo/bar/")))
+        assert observed == ["foo/bar/c/1", "foo/bar/zarr.json"]
+
+    async def test_list_dir(self, store: SessionStore) -> None:
+        assert await _collect_aiterator(store.list_dir("")) == ()
+        b = self.buffer_cls.from_bytes
+        for root, items in [
+            ("foo", {"foo/zarr.json": b(doc(b"bar")), "foo/c/1": b(b"\x01")}),
+            (
+                "foo/bar",
+                {
+                    "foo/bar/foobar_first_child": b(b"1"),
+                    "foo/bar/foobar_second_child/zarr.json": b(doc(b"2")),
+                },
+            ),
+        ]:
+            assert await _collect_aiterator(store.list_dir(root)) == ()
+            await store._set_many(items.items())
+            expected = sorted({k.removeprefix(f"{root}/").split("/")[0] for k in items})
+            assert sorted(await _collect_aiterator(store.list_dir(root))) == expected
+            assert sorted(await _collect_aiterator(store.list_dir(f"{root}/"))) == expected
 
 
 class TestReadOnlySessionStore(StoreTests[SessionStore, cpu.Buffer]):
@@ -89,7 +206,7 @@ class TestReadOnlySessionStore(StoreTests[SessionStore, cpu.Buffer]):
     async def set(self, store: SessionStore, key: str, value: Buffer) -> None:
         repo = repo_of(store)
         writer = repo.create_session(self.branch)
-        writer.write(key, value.to_bytes())
+        writer.write(key, fit(key, value.to_bytes()))
         commit = writer.commit(f"set {key}")
         store.session = repo.readonly_session(commit)
 
@@ -101,7 +218,7 @@ class TestReadOnlySessionStore(StoreTests[SessionStore, cpu.Buffer]):
     async def set_many(self, store: SessionStore, items: dict[str, Buffer]) -> None:
         repo = repo_of(store)
         writer = repo.create_session(self.branch)
-        writer.write_many([(k, v.to_bytes()) for k, v in items.items()])
+        writer.write_many([(k, fit(k, v.to_bytes())) for k, v in items.items()])
         store.session = repo.readonly_session(writer.commit("set many"))
 
     @pytest.fixture

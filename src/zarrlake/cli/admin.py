@@ -9,6 +9,7 @@ import typer
 from rich.markup import escape
 
 from zarrlake.cli.context import console, describe_metastore, options, print_json
+from zarrlake.errors import ZarrLakeError
 from zarrlake.present import iso, short
 
 
@@ -96,29 +97,18 @@ def fsck(
 
     Example: zarrlake -r ./myrepo fsck main
     """
-    repo = options(ctx).open()
     counts = FsckCounts(progress=not json_out)
     expired: list = []
+    if json_out:  # one JSON document, whatever happens
+        fsck_json(ctx, ref, sources, counts, expired)
+        return
+    repo = options(ctx).open()
     with counts.progress:
         problems = [
             str(p)
             for p in repo.fsck(ref, on_read=counts, on_expired=expired.append, sources_only=sources)
         ]
-    if json_out:
-        ends = [
-            {"commit": e.commit, "expired_parent": e.parent, "expired_at": iso(e.expired_at)}
-            for e in expired
-        ]
-        print_json(
-            {
-                "ref": ref,
-                "ok": not problems,
-                "checked": counts.to_json(),
-                "problems": problems,
-                "expired_history": ends,
-            }
-        )
-    elif problems:
+    if problems:
         console.print(f"[red]{len(problems)} problem(s) found[/] (read {counts.summary()}):")
         for p in problems:
             console.print(f"  {p}", markup=False)
@@ -128,6 +118,40 @@ def fsck(
     for e in expired:
         console.print(f"  {e} (expire; not a problem)", markup=False)
     if problems:
+        raise typer.Exit(1)
+
+
+def fsck_json(
+    ctx: typer.Context, ref: str | None, sources: bool, counts: FsckCounts, expired: list
+) -> None:
+    """`fsck --json`: print exactly one JSON document (problems, expired history, and under
+    `error` the error that stopped the check, if one did); exit 1 unless all is well."""
+    problems: list[str] = []
+    error: str | None = None
+    try:
+        repo = options(ctx).open()
+        problems = [
+            str(p)
+            for p in repo.fsck(ref, on_read=counts, on_expired=expired.append, sources_only=sources)
+        ]
+    except Exception as e:  # reported inside the document instead of as a second output
+        text = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e).strip()
+        error = text.splitlines()[0] if text else type(e).__name__
+        if not isinstance(e, ZarrLakeError | ValueError | KeyError | IndexError | OSError):
+            error = f"internal error: {type(e).__name__}: {error}"
+    ends = [
+        {"commit": e.commit, "expired_parent": e.parent, "expired_at": iso(e.expired_at)}
+        for e in expired
+    ]
+    report = {
+        "ref": ref,
+        "ok": not problems and error is None,
+        "checked": counts.to_json(),
+        "problems": problems,
+        "expired_history": ends,
+    }
+    print_json(report if error is None else {**report, "error": error})
+    if problems or error is not None:
         raise typer.Exit(1)
 
 

@@ -28,6 +28,7 @@ from zarrlake.txn import writers
 from zarrlake.txn.batching import GroupCommit
 from zarrlake.txn.buffer import Batch
 from zarrlake.txn.fragments import StagedFragments
+from zarrlake.txn.node_change import check_node_change
 from zarrlake.txn.overlay import Overlay
 from zarrlake.txn.staging import Staging, WriterState
 from zarrlake.validate import check_zarr_key
@@ -171,7 +172,7 @@ class Writes:
     def _change_for(self, item: tuple[str, bytes]) -> Change:
         key, data = item
         if is_meta_key(key):
-            check_metadata(key, data)
+            check_node_change(self.overlay, key, check_metadata(key, data))
             return key, self.objects.inline(bytes(data))
         if len(data) <= self.inline_max:
             return key, self.objects.inline(bytes(data))

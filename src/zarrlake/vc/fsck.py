@@ -5,8 +5,10 @@ reads the commit record, change set, snapshot root and manifest ranges straight 
 object storage (bypassing the decoded-object cache) and verifies every chunk reference
 against its content hash: chunk objects, slices of pack objects and inline bytes. Virtual
 chunks are checked by their source's identity (size and mtime, or ETag) against the one taken
-at import, once per source. Each problem names the object it was found in, so a damaged
-repository can be diagnosed and repaired.
+at import, once per source. Every node metadata document (`zarr.json`) is parsed the way a
+write checks it (with zarr's own metadata classes), so one zarr could not open is reported
+with the commit and ref it was found from. Each problem names the object it was found in, so
+a damaged repository can be diagnosed and repaired.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.storage.base import ObjectStore
 from zarrlake.storage.sources import SourceReader
 from zarrlake.vc.objects import PREFIXES, describe
+from zarrlake.zarr_metadata import check_metadata
 
 _PACK_CACHE = 16
 """Whole pack objects kept while checking, so each pack is read once, not once per slice."""
@@ -37,7 +40,8 @@ class Problem:
     """One integrity problem: the object it concerns, what kind, and a readable detail."""
 
     object: str  # e.g. "commits/<id>", "chunks/<digest>", "packs/<id>[0:100]", "branch main"
-    kind: str  # "missing", "corrupt", "inconsistent" or "stale" (a changed virtual source)
+    kind: str  # "missing", "corrupt", "inconsistent", "stale" (a changed virtual source) or
+    # "invalid" (a metadata document zarr cannot open)
     detail: str
 
     def __str__(self) -> str:
@@ -76,6 +80,9 @@ class _Checker:
         self.expired: list[ExpiredHistory] = []
         self.seen: set[str] = set()  # object keys already checked (good or bad)
         self.chunks_ok: set[tuple] = set()
+        self.reached_from: dict[str, str] = {}  # commit id -> the ref (label) it was reached from
+        self.docs_ok: set[bytes] = set()  # metadata documents that parsed (in this run only)
+        self.docs_bad: dict[tuple[str, bytes], str] = {}  # (key, document) -> object reported
         self.packs: LRUCache[str, bytes | Problem] = LRUCache(_PACK_CACHE)
 
     def get(self, key: str) -> bytes:
@@ -140,11 +147,12 @@ class _Checker:
 
     def commits(self, starts: list[tuple[str, str]]) -> Iterator[tuple[str, CommitRecord]]:
         """Every reachable commit once, following all parents."""
-        stack = list(reversed(starts))
+        stack = [(cid, label, label) for cid, label in reversed(starts)]
         while stack:
-            cid, referrer = stack.pop()
+            cid, referrer, start = stack.pop()
             if not self.first_visit(f"commits/{cid}"):
                 continue
+            self.reached_from[cid] = start
             rec = self.load(CommitRecord, cid, referrer)
             if rec is None:
                 continue
@@ -152,7 +160,7 @@ class _Checker:
             for p in reversed(rec.parents):
                 when = self.expired_at(p)
                 if when is None:
-                    stack.append((p, f"commits/{cid} (parent)"))
+                    stack.append((p, f"commits/{cid} (parent)", start))
                 else:  # history ends at expired commits
                     self.expired.append(ExpiredHistory(cid, p, when))
 
@@ -164,7 +172,30 @@ class _Checker:
             return
         root = self.load(SnapshotRoot, rec.snapshot, who)
         if root is not None:
+            if not self.only_sources:
+                self.check_documents(cid, root)
             self.check_snapshot(rec.snapshot, root)
+
+    def check_documents(self, cid: str, root: SnapshotRoot) -> None:
+        """Report each metadata document of the snapshot zarr could not open (as a write
+        would refuse it), once per bad document: later commits keeping it are counted."""
+        for key, doc in root.meta.items():
+            if doc in self.docs_ok:
+                continue
+            seen = self.docs_bad.get((key, doc))
+            if seen is not None:
+                self.report(seen, "invalid", f"commits/{cid}")
+                continue
+            try:
+                check_metadata(key, doc)
+            except InvalidInputError as e:
+                obj = self.docs_bad[(key, doc)] = f"commits/{cid}:{key}"
+                reached = self.reached_from.get(cid)
+                self.report(
+                    obj, "invalid", f"{e}" + (f" (reached from {reached})" if reached else "")
+                )
+            else:
+                self.docs_ok.add(doc)
 
     def check_snapshot(self, sid: str, root: SnapshotRoot) -> None:
         who = f"snapshots/{sid}"
