@@ -281,6 +281,14 @@ class RepoMachine(RuleBasedStateMachine):
             cid = self.commits[cid].parent
         conflict = clash or cid is None or predict_conflict(ours_data, ours_nodes, between)
         FIGURES["model: transactions run"] += 1
+        if not contents and not clash:  # refused before any conflict check
+            try:
+                s.commit("model")
+            except zl.NoChangesError:
+                FIGURES["model: commits changing nothing refused"] += 1
+                assert s.status == "open"
+                return
+            raise AssertionError("a commit that changes nothing should be refused")
         if conflict:
             try:
                 s.commit("model")

@@ -47,8 +47,11 @@ class CommitHandle(Protocol):
     def check_writable(self, rec: SessionRecord, version: int) -> None:
         """Raise unless the session of `rec` still accepts writes (open, not expired)."""
 
-    def flush(self, check: bool = True, final: bool = False, settle: bool = True) -> object:
-        """Make this handle's buffered writes durable; `final` for the commit's own flush."""
+    def flush(
+        self, check: bool = True, final: bool = False, settle: bool = True, finish: bool = False
+    ) -> object:
+        """Make this handle's buffered writes durable; `final` for the commit's own flush,
+        `finish` to record its writer finished with them."""
 
     def settle_flushed(self) -> bool:
         """Settle the uploads of a `settle=False` flush; False if it had none."""
@@ -128,7 +131,7 @@ def commit(
     props = check_metadata_dict(metadata)
     # This handle's writes are durable first; the seal checks the session is still open, and
     # its gc-phase read settles their uploads (one round trip less on a remote metastore).
-    txn.flush(check=False, final=True, settle=False)
+    txn.flush(check=False, final=True, settle=False, finish=True)
     deadline = runtime.monotonic() + txn.ctx.settings.flush_wait
     while True:
         try:

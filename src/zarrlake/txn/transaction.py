@@ -198,13 +198,13 @@ class Transaction:
         self.require_writes().stage(changes)
 
     def flush(
-        self, check: bool = True, final: bool = False, settle: bool = True
+        self, check: bool = True, final: bool = False, settle: bool = True, finish: bool = False
     ) -> list[FragmentRecord]:
         """Make this handle's buffered writes durable (a no-op for read-only handles and
-        after a commit)."""
+        after a commit); `finish` records its writer finished with them."""
         if self.writes is None or self.committed is not None:
             return []
-        return self.writes.flush(check, final, settle)
+        return self.writes.flush(check, final, settle, finish)
 
     def settle_flushed(self) -> bool:
         """Check that gc left the uploads of a `settle=False` flush alone; False if there

@@ -204,6 +204,7 @@ class Writing:
                     on_conflict=policy,
                     metadata={"sim": intent.id},
                     unflushed=unflushed,
+                    allow_empty=True,  # the simulator explores the protocol, not this rule
                 )
         except DEFINITE as e:
             model.flush_failed(self.h)
