@@ -20,6 +20,7 @@ SYMPTOMS = {
     "merge_takes_theirs": r"on_conflict='fail', but: conflicts",
     "gc_ignores_open_sessions": r"still needed|cannot be read|is missing",
     "flush_skips_recheck": r"flush returned",
+    "commit_counts_gone_writers": r"gone writer counted silently",
 }
 
 

@@ -12,6 +12,8 @@ Nothing else sets them; the library never imports this module.
 - `gc_ignores_open_sessions`: garbage collection marks nothing that open sessions staged.
 - `flush_skips_recheck`: a flush acknowledges without re-checking that the session is still
   open (a write racing the commit's seal is lost).
+- `commit_counts_gone_writers`: a commit counts what a worker whose process died had
+  flushed, without the caller choosing `unfinished="include"`.
 """
 
 from __future__ import annotations
@@ -98,6 +100,18 @@ def _flush_skips_recheck() -> list[tuple[Any, str, Any]]:
     return [(Writes, "_settle", _settle)]
 
 
+def _commit_counts_gone_writers() -> list[tuple[Any, str, Any]]:
+    from zarrlake.txn import writers
+
+    original = writers.judge
+
+    def judge(state: Any, own: str, unfinished: Any) -> Any:
+        verdict = original(state, own, unfinished)
+        return writers.Verdict([], frozenset(), verdict.waiting, frozenset())
+
+    return [(writers, "judge", judge)]
+
+
 BUGS: dict[str, Callable[[], list[tuple[Any, str, Any]]]] = {
     "gc_ignores_grace": _gc_ignores_grace,
     "commit_skips_rebase_conflicts": _commit_skips_rebase_conflicts,
@@ -106,6 +120,7 @@ BUGS: dict[str, Callable[[], list[tuple[Any, str, Any]]]] = {
     "merge_takes_theirs": _merge_takes_theirs,
     "gc_ignores_open_sessions": _gc_ignores_open_sessions,
     "flush_skips_recheck": _flush_skips_recheck,
+    "commit_counts_gone_writers": _commit_counts_gone_writers,
 }
 
 

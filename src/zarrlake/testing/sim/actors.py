@@ -29,6 +29,7 @@ from zarrlake.errors import (
     ReadOnlyError,
     SessionClosedError,
     SessionExpiredError,
+    UnfinishedWritersError,
     UnflushedWritesError,
     ZarrLakeError,
 )
@@ -140,7 +141,7 @@ class Writing:
         self.actor = actor
         self.s = session
         self.m = model_session
-        self.h = Handle(f"{actor.name}#{len(model_session.handles)}")
+        self.h = Handle(f"{actor.name}#{len(model_session.handles)}", process=actor.process)
         model_session.handles.append(self.h)
         actor.world.handles_of.setdefault(actor.process.pid, []).append(self.h)
 
@@ -189,13 +190,21 @@ class Writing:
         model.flush_ok(self.m, self.h, "flush")
         return True
 
-    def commit(self, policy: str, unflushed: str = "wait") -> str | None:
+    def commit(
+        self, policy: str, unflushed: str = "wait", unfinished: str | None = None
+    ) -> str | None:
         """Commit; the outcome goes to the model. Returns the commit id if acknowledged."""
         a, model = self.actor, self.actor.model
         intent = model.begin(
             Intent(a.world.new_id("c"), "commit", self.m.branch, a.name, policy=policy)
         )
         intent.session = self.m
+        if unfinished is None and unflushed == "discard":
+            unfinished = "include"  # what unflushed="discard" implies
+        intent.unfinished = unfinished
+        intent.gone = frozenset(
+            h.name for h in self.m.handles if h.process is not None and not h.process.alive
+        )
         model.flush_begins(self.h)
         try:
             with a.op(f"commit {self.m.sid[:6]} to {self.m.branch} ({policy}, {unflushed})"):
@@ -204,6 +213,7 @@ class Writing:
                     on_conflict=policy,
                     metadata={"sim": intent.id},
                     unflushed=unflushed,
+                    unfinished=unfinished,
                     allow_empty=True,  # the simulator explores the protocol, not this rule
                 )
         except DEFINITE as e:
@@ -258,15 +268,18 @@ def join(a: Actor, m: SessionModel) -> Writing | None:
 def commit_with_retries(w: Writing, a: Actor, unflushed: str = "wait") -> None:
     """Commit with a drawn conflict policy, retrying a conflict up to three times."""
     policy = a.rng.choice(("fail", "fail", "ours", "theirs"))
+    unfinished = None
     for _ in range(3):
         try:
-            w.commit(policy, unflushed)
+            w.commit(policy, unflushed, unfinished)
             return
         except ConflictError:
             if a.rng.random() < 0.5:
                 w.abandon()
                 return
             policy = a.rng.choice(("ours", "theirs"))
+        except UnfinishedWritersError:  # a worker failed or died: the driver chooses
+            unfinished = a.rng.choice(("discard", "include"))
         except UnflushedWritesError:
             unflushed = "discard"
         except (SessionClosedError, SessionExpiredError, ReadOnlyError, InvalidInputError):

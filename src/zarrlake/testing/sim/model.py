@@ -22,7 +22,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from zarrlake.errors import NotFoundError
 from zarrlake.format.changes import ChangeSet
@@ -80,6 +80,8 @@ class Intent:
     began: int = 0
     ended: int | None = None
     group: list | None = None  # intents that may each have made the same move
+    unfinished: str | None = None  # commit: what to do with writers that failed or are gone
+    gone: frozenset[str] = frozenset()  # commit: handles whose process was dead as it began
 
 
 @dataclass(eq=False)
@@ -91,6 +93,7 @@ class Handle:
     durable: dict[str, frozenset] = field(default_factory=dict)  # registered for sure
     maybe: dict[str, set] = field(default_factory=dict)  # perhaps registered
     pending: dict[str, frozenset] | None = None  # in a flush under way
+    process: Any = None  # the simulated process it lives in (gone once that is dead)
 
 
 @dataclass(eq=False)
@@ -441,14 +444,33 @@ class Model:
         if missing:
             raise Violation(f"the change set of {cid[:12]} leaves out {sorted(missing)}")
 
-    def contributions(self, s: SessionModel) -> dict[str, list[set]]:
-        """Per key, each handle's possible latest registered change (KEEP: none)."""
+    def contributions(self, s: SessionModel, intent: Intent | None = None) -> dict[str, list[set]]:
+        """Per key, each handle's possible latest registered change (KEEP: none). Unless the
+        commit chose to include unfinished writers, a handle whose process was dead when it
+        began contributes nothing (a commit that chose nothing is refused if it staged
+        anything), and one that died during it may or may not."""
         out: dict[str, list[set]] = {}
+        drop = intent is not None and intent.unfinished != "include"
         for h in s.handles:
+            if drop and h.name in intent.gone:
+                continue
+            died = drop and h.process is not None and not h.process.alive
             for key in set(h.durable) | set(h.maybe):
                 options = set(h.durable.get(key, {KEEP})) | h.maybe.get(key, set())
-                out.setdefault(key, []).append(options)
+                out.setdefault(key, []).append(options | {KEEP} if died else options)
         return out
+
+    def _check_unfinished(self, s: SessionModel, cid: str, intent: Intent) -> None:
+        """A writer gone before the commit began, certainly holding registered writes, makes
+        a commit that chose nothing (`unfinished=None`) refuse."""
+        if intent.unfinished is not None:
+            return
+        for h in s.handles:
+            if h.name in intent.gone and h.durable:
+                raise Violation(
+                    f"session {s.sid}: commit {cid[:12]} landed although {h.name}, whose "
+                    "process was dead, had staged writes (a gone writer counted silently)"
+                )
 
     def _check_session_commit(self, cid: str, intent: Intent, why: str) -> None:
         s = intent.session
@@ -465,8 +487,17 @@ class Model:
                 f"base {s.base[:12]} (a reset conflict was missed)"
             )
         theirs = set().union(*(self.commits[c].changed for c in chain)) if chain else set()
+        self._check_unfinished(s, cid, intent)
+        unfinished = (
+            ""
+            if intent.unfinished == "include" or not intent.gone
+            else (
+                f" (unfinished={intent.unfinished!r}: nothing of {sorted(intent.gone)}, whose "
+                "process was dead, may count: a gone writer counted silently?)"
+            )
+        )
         conflicts = []
-        for key, per_handle in sorted(self.contributions(s).items()):
+        for key, per_handle in sorted(self.contributions(s, intent).items()):
             certain = [next(iter(o)) for o in per_handle if len(o) == 1 and KEEP not in o]
             if len(set(certain)) > 1:
                 raise Violation(
@@ -492,7 +523,7 @@ class Model:
             if got not in results:
                 raise Violation(
                     f"session {s.sid} ({why}): commit {cid[:12]} holds {_show(got)} at "
-                    f"{key!r}; expected one of {sorted(_show(r) for r in results)}"
+                    f"{key!r}; expected one of {sorted(_show(r) for r in results)}{unfinished}"
                 )
         if conflicts:
             raise Violation(
@@ -500,11 +531,12 @@ class Model:
                 f"{info.parents[0][:12]} changed them since its base {s.base[:12]} "
                 "(on_conflict='fail')"
             )
-        touched = set(self.contributions(s))
+        touched = set(self.contributions(s, intent))
         for key in set(parent) | set(info.state):
             if key not in touched and parent.get(key) != info.state.get(key):
                 raise Violation(
-                    f"session {s.sid}: commit {cid[:12]} changed {key!r}, which it never wrote"
+                    f"session {s.sid}: commit {cid[:12]} changed {key!r}, which it never "
+                    f"wrote{unfinished}"
                 )
 
     def _merge_bases(self, a: str, b: str) -> list[str]:
