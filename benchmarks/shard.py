@@ -1,0 +1,128 @@
+"""SHARD (issue 31): reading parts of a sharded array, plain zarr vs Icechunk vs zarrlake.
+
+One float32 array of shape `shard_shape`, inner chunks `shard_chunks`, shards
+`shard_shards` (default zarr codecs: zstd), values a smooth field plus quantised noise, so
+it compresses to about a quarter. Each engine builds it once per repetition; then, each in a
+new process (timed after imports, from before the open):
+
+- one: open + read one inner chunk (the first);
+- ten: open + read `shard_random` inner chunks picked at random (fixed seed), one at a time;
+- all: open + read the whole array.
+
+Bytes read are the process's own: `rchar` of /proc/self/io (every byte read(2), pread(2) and
+recv(2) returned, the page cache included) from before the open to the end.
+
+    python -m benchmarks.run --quick --only SHARD
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import zarr
+
+from benchmarks.engines import Engine
+from benchmarks.groups import Group, Step
+
+ARRAY = "s"
+SEED = 31
+
+SIZES = {
+    "full": {
+        "shard_shape": [32, 1024, 1024],
+        "shard_chunks": [1, 256, 256],
+        "shard_shards": [16, 1024, 1024],
+        "shard_random": 10,
+    },
+    "quick": {
+        "shard_shape": [8, 1024, 1024],
+        "shard_chunks": [1, 256, 256],
+        "shard_shards": [4, 1024, 1024],
+        "shard_random": 10,
+    },
+}
+NOTE = (
+    "SHARD (issue 31): float32 {shard_shape}, inner chunks {shard_chunks}, shards "
+    "{shard_shards} (zstd). Open + read one inner chunk, {shard_random} random inner chunks "
+    "and the whole array, each in a new process, timed from before the open; MB read = the "
+    "process's rchar (/proc/self/io) over the same span."
+)
+
+
+def values(shape: tuple[int, ...]) -> np.ndarray:
+    """A smooth field plus noise quantised to 1/64: compresses to about a quarter."""
+    rng = np.random.default_rng(SEED)
+    t, y, x = (np.arange(n, dtype="f4") for n in shape)
+    field = np.sin(y / 97)[None, :, None] + np.cos(x / 61)[None, None, :] + t[:, None, None]
+    noise = np.round(rng.normal(0, 0.5, shape).astype("f4") * 64) / 64
+    return (field + noise).astype("f4")
+
+
+def rchar() -> int:
+    """Bytes this process has read through system calls so far."""
+    with open("/proc/self/io") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("rchar:"))
+
+
+def build(engine: Engine, path: str, p: dict[str, Any]) -> dict[str, Any]:
+    """Write the array and commit it."""
+    shape = tuple(p["shard_shape"])
+    data = values(shape)
+    engine.create(path)
+    t0 = time.perf_counter()
+    arr = zarr.create_array(
+        engine.begin(),
+        name=ARRAY,
+        shape=shape,
+        dtype="f4",
+        chunks=tuple(p["shard_chunks"]),
+        shards=tuple(p["shard_shards"]),
+    )
+    arr[:] = data
+    engine.commit("sharded array")
+    return {"seconds": time.perf_counter() - t0}
+
+
+def _inner_chunks(p: dict[str, Any]) -> list[tuple[slice, ...]]:
+    shape, chunks = p["shard_shape"], p["shard_chunks"]
+    grid = [s // c for s, c in zip(shape, chunks, strict=True)]
+    rng = np.random.default_rng(SEED)
+    picks = [tuple(int(rng.integers(g)) for g in grid) for _ in range(p["shard_random"])]
+    return [
+        tuple(slice(i * c, (i + 1) * c) for i, c in zip(pick, chunks, strict=True))
+        for pick in picks
+    ]
+
+
+def read(engine: Engine, path: str, p: dict[str, Any]) -> dict[str, Any]:
+    """Open + read `p["what"]` ("one", "ten" or "all") in this new process."""
+    what = p["what"]
+    chunks = p["shard_chunks"]
+    first = tuple(slice(0, c) for c in chunks)
+    picks = {"one": [first], "ten": _inner_chunks(p), "all": [(...,)]}[what]
+    before = rchar()
+    t0 = time.perf_counter()
+    engine.open(path)
+    arr = zarr.open_array(engine.reader(), path=ARRAY, mode="r")
+    got = [arr[pick] for pick in picks]
+    seconds = time.perf_counter() - t0
+    read_bytes = rchar() - before
+    expect = values(tuple(p["shard_shape"]))
+    for pick, g in zip(picks, got, strict=True):
+        if not np.array_equal(g, expect[pick]):
+            raise AssertionError(f"SHARD {what}: read different data at {pick}")
+    out = {"seconds": seconds, "mb_read": read_bytes / 2**20}
+    if what == "all":
+        out["mb_s"] = expect.nbytes / 2**20 / seconds
+    return out
+
+
+def groups(cfg: dict[str, Any]) -> list[Group]:
+    steps = [Step("benchmarks.shard:build", "SHARD", "build.")]
+    steps += [
+        Step("benchmarks.shard:read", "SHARD", f"{what}.", {"what": what})
+        for what in ("one", "ten", "all")
+    ]
+    return [Group("SHARD", ["zarr", "icechunk", "zarrlake"], steps)]
