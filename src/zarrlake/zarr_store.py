@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any, Protocol
 
 from zarr.abc.store import (
@@ -283,6 +283,47 @@ class SessionStore(Store):
     ) -> list[Buffer | None]:
         """The byte ranges of several keys, read concurrently (ranges of one key together)."""
         return await asyncio.gather(*(self.get(k, prototype, r) for k, r in key_ranges))
+
+    async def get_ranges(
+        self,
+        key: str,
+        byte_ranges: Sequence[ByteRequest | None],
+        *,
+        prototype: BufferPrototype,
+        max_concurrency: int = 10,
+        max_gap_bytes: int = 1 << 20,
+        max_coalesced_bytes: int = 16 << 20,
+    ) -> AsyncIterator[Sequence[tuple[int, Buffer | None]]]:
+        """Many byte ranges of `key` (a shard's inner chunks), read together in one batch:
+        the repository coalesces them by block and bounds the requests in flight
+        (Settings.read_coalesce_gap, read_concurrency; zarr's own limits are not used).
+
+        Raises
+        ------
+        ExceptionGroup
+            Holding FileNotFoundError if the key is absent (as zarr's default does).
+        """
+        spans = [Span() if r is None else _span(r) for r in byte_ranges]
+        got = await asyncio.to_thread(self.session.read_ranges, key, spans)
+        if got is None:
+            raise ExceptionGroup(f"{key} is absent", [FileNotFoundError(key)])
+        yield [(i, prototype.buffer.from_bytes(data)) for i, data in enumerate(got)]
+
+    def get_ranges_sync(
+        self,
+        key: str,
+        byte_ranges: Sequence[ByteRequest | None],
+        *,
+        prototype: BufferPrototype,
+        max_gap_bytes: int = 1 << 20,
+        max_coalesced_bytes: int = 16 << 20,
+    ) -> Sequence[tuple[int, Buffer | None]]:
+        """`get_ranges` without an event loop."""
+        spans = [Span() if r is None else _span(r) for r in byte_ranges]
+        got = self.session.read_ranges(key, spans)
+        if got is None:
+            raise ExceptionGroup(f"{key} is absent", [FileNotFoundError(key)])
+        return [(i, prototype.buffer.from_bytes(data)) for i, data in enumerate(got)]
 
     async def exists(self, key: str) -> bool:
         """Whether `key` exists as the session sees it."""

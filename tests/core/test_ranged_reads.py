@@ -368,3 +368,34 @@ def any_repo_s3(s3_server: str) -> zl.Repo:
     bucket = f"zarrlake-test-{uuid.uuid4().hex[:16]}"
     s3_client(s3_server).create_bucket(Bucket=bucket)
     return zl.Repo.create(f"s3://{bucket}/repo", storage_options=s3_options(s3_server))
+
+
+def test_get_ranges_reads_a_key_in_one_batch(tmp_path: Path) -> None:
+    """zarr's get_ranges (used by its sharding codec): every range of a key in one batch, its
+    blocks fetched once; an absent key raises FileNotFoundError in a group, as zarr's does."""
+    data = payload()
+    committed(zl.Repo.create(tmp_path / "repo"), data)
+    repo, rec = reopened(zl.Repo.open(tmp_path / "repo"))
+    store = repo.readonly_session().store
+    proto = default_buffer_prototype()
+    ranges = [RangeByteRequest(BLOCK + 7, BLOCK + 9), None, SuffixByteRequest(3)]
+
+    async def collect(key: str) -> list[tuple[int, Any]]:
+        return [
+            item async for batch in store.get_ranges(key, ranges, prototype=proto) for item in batch
+        ]
+
+    got = sync(collect(KEY))
+    assert [(i, b.to_bytes()) for i, b in got] == [
+        (0, data[BLOCK + 7 : BLOCK + 9]),
+        (1, data),
+        (2, data[-3:]),
+    ]
+    assert len(rec.of("chunks/")) == 1  # the whole value covers the others: one request
+    synced = store.get_ranges_sync(KEY, ranges, prototype=proto)
+    assert [(i, b.to_bytes()) for i, b in synced] == [(i, b.to_bytes()) for i, b in got]
+    with pytest.raises(ExceptionGroup) as caught:
+        sync(collect("a/c/404"))
+    assert caught.group_contains(FileNotFoundError)
+    with pytest.raises(ExceptionGroup):
+        store.get_ranges_sync("a/c/404", ranges, prototype=proto)
