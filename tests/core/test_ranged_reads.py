@@ -294,14 +294,12 @@ def test_nearby_ranges_share_a_request(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("bound", [1, 3])
-def test_requests_in_flight_are_bounded(tmp_path: Path, bound: int) -> None:
-    """Six blocks apart from each other: never more than `bound` requests at once, and that
-    many do run together (each read waits until `bound` are in flight)."""
+def test_requests_in_flight_are_bounded(any_repo_s3: zl.Repo, bound: int) -> None:
+    """Six blocks apart from each other, on S3: never more than `bound` requests at once, and
+    that many do run together (each read waits until `bound` are in flight)."""
     data = payload(12 * BLOCK)
-    committed(zl.Repo.create(tmp_path / "repo"), data)
-    repo, rec = reopened(
-        zl.Repo.open(tmp_path / "repo"), hold=bound, read_concurrency=bound, read_coalesce_gap=0
-    )
+    committed(any_repo_s3, data)
+    repo, rec = reopened(any_repo_s3, hold=bound, read_concurrency=bound, read_coalesce_gap=0)
     store = repo.readonly_session().store
     ranges = [RangeByteRequest(i * BLOCK, i * BLOCK + 1) for i in range(0, 12, 2)]
     got = sync(store.get_partial_values(default_buffer_prototype(), [(KEY, r) for r in ranges]))
