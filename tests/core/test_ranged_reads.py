@@ -4,6 +4,7 @@ objects without a table (older repositories) are read whole and checked as befor
 
 from __future__ import annotations
 
+import os
 import secrets
 import threading
 import uuid
@@ -19,9 +20,9 @@ from zarr.core.sync import sync
 
 import zarrlake as zl
 from zarrlake.connection import RepoContext, Settings
-from zarrlake.errors import InvalidInputError
+from zarrlake.errors import InvalidInputError, StaleVirtualChunkError
 from zarrlake.format.blocks import BLOCK, TABLE_MIN, BlockTable, block_size, table_key
-from zarrlake.format.chunk_ref import chunk_object_key
+from zarrlake.format.chunk_ref import ChunkRef, chunk_object_key
 from zarrlake.format.digest import Hash, digest
 from zarrlake.storage.base import ByteRange, ObjectStore, WrapperObjectStore
 from zarrlake.vc.ranges import Span, coalesce
@@ -397,3 +398,21 @@ def test_get_ranges_reads_a_key_in_one_batch(tmp_path: Path) -> None:
     assert caught.group_contains(FileNotFoundError)
     with pytest.raises(ExceptionGroup):
         store.get_ranges_sync("a/c/404", ranges, prototype=proto)
+
+
+def test_virtual_chunks_read_only_the_ranges_asked(tmp_path: Path) -> None:
+    """A virtual chunk's ranges are read from its source (offset into the file) and checked
+    against the source's identity, like whole reads."""
+    source = tmp_path / "source.bin"
+    data = payload()
+    source.write_bytes(b"x" * 100 + data)
+    objects = zl.Repo.create(tmp_path / "repo").context.objects
+    url = source.as_uri()
+    ref = ChunkRef.virtual(url, 100, len(data), objects.sources.identity(url))
+    spans = [Span(5, 9), Span(suffix=4), Span(2 * BLOCK, 2 * BLOCK + 3)]
+    got = objects.read_ranges(ref, "v", spans)
+    assert got == [data[5:9], data[-4:], data[2 * BLOCK : 2 * BLOCK + 3]]
+    source.write_bytes(b"y" * 100 + data)  # same size, new mtime: another version
+    os.utime(source, ns=(1, 1))
+    with pytest.raises(StaleVirtualChunkError):
+        objects.read_ranges(ref, "v", spans)
