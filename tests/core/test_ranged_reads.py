@@ -282,7 +282,7 @@ def test_nearby_ranges_share_a_request(tmp_path: Path) -> None:
     data = payload()
     committed(zl.Repo.create(tmp_path / "repo"), data)
     ranges = [RangeByteRequest(10, 20), RangeByteRequest(BLOCK + 1, BLOCK + 2)]
-    far = [RangeByteRequest(0, 1), RangeByteRequest(5 * BLOCK, 5 * BLOCK + 1)]
+    far = [RangeByteRequest(2 * BLOCK, 2 * BLOCK + 1), RangeByteRequest(5 * BLOCK, 5 * BLOCK + 1)]
     repo, rec = reopened(zl.Repo.open(tmp_path / "repo"), read_coalesce_gap=BLOCK)
     store = repo.readonly_session().store
     got = sync(store.get_partial_values(default_buffer_prototype(), [(KEY, r) for r in ranges]))
@@ -291,7 +291,7 @@ def test_nearby_ranges_share_a_request(tmp_path: Path) -> None:
     rec.reads.clear()
     got = sync(store.get_partial_values(default_buffer_prototype(), [(KEY, r) for r in far]))
     assert [b.to_bytes() for b in got] == [expected(data, r) for r in far]
-    assert sorted(r[1] for r in rec.of("chunks/")) == [(0, BLOCK), (5 * BLOCK, SIZE)]
+    assert sorted(r[1] for r in rec.of("chunks/")) == [(2 * BLOCK, 3 * BLOCK), (5 * BLOCK, SIZE)]
 
 
 @pytest.mark.parametrize("bound", [1, 3])
@@ -416,3 +416,19 @@ def test_virtual_chunks_read_only_the_ranges_asked(tmp_path: Path) -> None:
     os.utime(source, ns=(1, 1))
     with pytest.raises(StaleVirtualChunkError):
         objects.read_ranges(ref, "v", spans)
+
+
+def test_small_reads_of_verified_blocks_are_served_from_memory(tmp_path: Path) -> None:
+    """zarr reads a shard's index again for every partial read: the verified last block is
+    kept, so the second read of it costs no request; large reads are not kept."""
+    data = payload()
+    committed(zl.Repo.create(tmp_path / "repo"), data)
+    repo, rec = reopened(zl.Repo.open(tmp_path / "repo"))
+    store = repo.readonly_session().store
+    assert get(store, KEY, SuffixByteRequest(100)) == data[-100:]
+    assert get(store, KEY, SuffixByteRequest(40)) == data[-40:]
+    assert get(store, KEY, RangeByteRequest(SIZE - 1000, SIZE - 990)) == data[-1000:-990]
+    assert len(rec.of("chunks/")) == 1
+    assert get(store, KEY, RangeByteRequest(0, 3 * BLOCK)) == data[: 3 * BLOCK]
+    assert get(store, KEY, RangeByteRequest(BLOCK, BLOCK + 1)) == data[BLOCK : BLOCK + 1]
+    assert len(rec.of("chunks/")) == 3  # the three-block read was not kept

@@ -60,6 +60,12 @@ def _io_pool() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=8, thread_name_prefix="zarrlake-io")
 
 
+BLOCK_CACHE_BYTES = 8 << 20
+"""Verified blocks kept per repository handle, from small ranged reads only: zarr reads a
+shard's index again for every partial read of the shard."""
+CACHED_REQUEST_BLOCKS = 2
+"""Blocks of requests at most this long are kept (a whole-array read would only churn)."""
+
 _NO_TABLE = object()
 """Cached for objects that have no block table (written before tables, or by older zarrlake)."""
 
@@ -81,6 +87,9 @@ class Objects:
         self.read_concurrency = max(1, read_concurrency)
         self.coalesce_gap = max(0, coalesce_gap)
         self._tables: LRUCache[bytes, object] = LRUCache(cache_entries)  # digest -> table
+        self._blocks: LRUCache[tuple[bytes, int, int], bytes] = LRUCache(
+            BLOCK_CACHE_BYTES, getsizeof=len
+        )  # (object digest, block size, block index) -> verified bytes
         self._reads = PerProcess(
             lambda: ThreadPoolExecutor(self.read_concurrency, thread_name_prefix="zarrlake-read")
         )
@@ -367,14 +376,19 @@ class Objects:
     def _block_ranges(
         self, ref: ChunkRef, what: str, wanted: list[tuple[int, int]]
     ) -> list[bytes] | None:
-        """Spans of a large chunk object read block by block; None if it has no table."""
+        """Spans of a large chunk object read block by block; None if it has no table.
+        Spans whose blocks were verified lately (a shard's index) are served from memory."""
         key = chunk_object_key(ref.digest)
         with self._cache_lock:
             table = self._tables.get(ref.digest)
         if table is _NO_TABLE:
             return None
         size = table.block_size if isinstance(table, BlockTable) else block_size(ref.length)
-        requests = _block_requests(wanted, size, ref.length, self.coalesce_gap)
+        out = self._cached_spans(ref.digest, size, wanted)
+        missing = [w if o is None else (0, 0) for w, o in zip(wanted, out, strict=True)]
+        requests = _block_requests(missing, size, ref.length, self.coalesce_gap)
+        if not requests:
+            return [b"" if o is None else o for o in out]
         if isinstance(table, BlockTable):
             data = self._fetch_ranges(key, requests, what)
         elif not self.store.remote:
@@ -388,13 +402,41 @@ class Objects:
             table = pending.result()
             if table is None:
                 return None
-            if table.block_size != size:  # a table made with other rules: fetch its blocks
-                requests = _block_requests(wanted, table.block_size, ref.length, 0)
-                data = self._fetch_ranges(key, requests, what)
-        assert isinstance(table, BlockTable)
+        if table.block_size != size:  # a table made with other rules: fetch its blocks
+            size, missing = table.block_size, wanted
+            requests = _block_requests(wanted, size, ref.length, 0)
+            data = self._fetch_ranges(key, requests, what)
         for (start, end), got in zip(requests, data, strict=True):
             table.verify(start, end, got, what)
-        return _assemble(requests, data, wanted)
+            if end - start <= CACHED_REQUEST_BLOCKS * size:
+                with self._cache_lock:
+                    for at in range(start, end, size):
+                        block = bytes(memoryview(got)[at - start : at - start + size])
+                        self._blocks[(ref.digest, size, at // size)] = block
+        fetched = _assemble(requests, data, missing)
+        return [f if o is None else o for f, o in zip(fetched, out, strict=True)]
+
+    def _cached_spans(
+        self, object_digest: bytes, size: int, wanted: list[tuple[int, int]]
+    ) -> list[bytes | None]:
+        """Each wanted span cut from verified blocks in memory, or None if one is missing."""
+        out: list[bytes | None] = []
+        with self._cache_lock:
+            for start, end in wanted:
+                if end <= start:
+                    out.append(b"")
+                    continue
+                first = start // size
+                blocks = [
+                    self._blocks.get((object_digest, size, b))
+                    for b in range(first, -(-end // size))
+                ]
+                if any(b is None for b in blocks):
+                    out.append(None)
+                    continue
+                joined = b"".join(blocks)  # type: ignore[arg-type]
+                out.append(joined[start - first * size : end - first * size])
+        return out
 
     def _table(self, tkey: str, ref: ChunkRef, what: str) -> BlockTable | None:
         """The block table of `ref`'s object (cached), or None if it has none."""
