@@ -2,8 +2,8 @@
 
 One float32 array of shape `shard_shape`, inner chunks `shard_chunks`, shards
 `shard_shards` (default zarr codecs: zstd), values a smooth field plus noise quantised so
-that it compresses to about a quarter (31 MB at full size). Each engine builds it once per repetition; then, each in a
-new process (timed after imports, from before the open):
+that it compresses to about a quarter (31 MB at full size). Each engine builds it once per
+repetition; then, each in a new process (timed after imports, from before the open):
 
 - one: open + read one inner chunk (the first);
 - ten: open + read `shard_random` inner chunks picked at random (fixed seed), one at a time;
