@@ -12,7 +12,11 @@ repetition; then, each in a new process (timed after imports, from before the op
 Bytes read are the process's own: `rchar` of /proc/self/io (every byte read(2), pread(2) and
 recv(2) returned, the page cache included) from before the open to the end.
 
+SHARDS3 runs the same on a moto S3 server (zarrlake's metastore in the bucket), through a
+counting relay (benchmarks/relay.py) that gives the bytes received and the requests.
+
     python -m benchmarks.run --quick --only SHARD
+    python -m benchmarks.run --only SHARDS3
 """
 
 from __future__ import annotations
@@ -97,32 +101,65 @@ def _inner_chunks(p: dict[str, Any]) -> list[tuple[slice, ...]]:
 
 
 def read(engine: Engine, path: str, p: dict[str, Any]) -> dict[str, Any]:
-    """Open + read `p["what"]` ("one", "ten" or "all") in this new process."""
+    """Open + read `p["what"]` ("one", "ten" or "all") in this new process. On S3 the bytes
+    and requests are counted by a relay in front of the server (benchmarks/relay.py): rchar
+    does not see the reads of Rust clients' sockets."""
+    if engine.remote is None:
+        before = rchar()
+        out = _read(engine, path, p)
+        return {**out, "mb_read": (rchar() - before) / 2**20}
+    from benchmarks.s3pg import relayed
+
+    with relayed(engine) as relays:
+        relays.start()
+        out = _read(engine, path, p)
+        window = relays.window()
+    return {
+        **out,
+        "mb_read": window["S3_bytes_down"] / 2**20,
+        "requests": window["S3_requests"],
+        "rounds": window["S3_rounds"],
+    }
+
+
+def _read(engine: Engine, path: str, p: dict[str, Any]) -> dict[str, Any]:
     what = p["what"]
     chunks = p["shard_chunks"]
     first = tuple(slice(0, c) for c in chunks)
     picks = {"one": [first], "ten": _inner_chunks(p), "all": [(...,)]}[what]
-    before = rchar()
     t0 = time.perf_counter()
     engine.open(path)
     arr = zarr.open_array(engine.reader(), path=ARRAY, mode="r")
     got = [arr[pick] for pick in picks]
     seconds = time.perf_counter() - t0
-    read_bytes = rchar() - before
     expect = values(tuple(p["shard_shape"]))
     for pick, g in zip(picks, got, strict=True):
         if not np.array_equal(g, expect[pick]):
             raise AssertionError(f"SHARD {what}: read different data at {pick}")
-    out = {"seconds": seconds, "mb_read": read_bytes / 2**20}
+    out = {"seconds": seconds}
     if what == "all":
         out["mb_s"] = expect.nbytes / 2**20 / seconds
     return out
 
 
-def groups(cfg: dict[str, Any]) -> list[Group]:
-    steps = [Step("benchmarks.shard:build", "SHARD", "build.")]
+def _steps(table: str, params: dict[str, Any]) -> list[Step]:
+    steps = [Step("benchmarks.shard:build", table, "build.", params)]
     steps += [
-        Step("benchmarks.shard:read", "SHARD", f"{what}.", {"what": what})
+        Step("benchmarks.shard:read", table, f"{what}.", {**params, "what": what})
         for what in ("one", "ten", "all")
     ]
-    return [Group("SHARD", ["zarr", "icechunk", "zarrlake"], steps)]
+    return steps
+
+
+def groups(cfg: dict[str, Any]) -> list[Group]:
+    """SHARD on local directories; SHARDS3 on a moto S3 server (zarrlake with its metastore
+    in the bucket, Icechunk on s3_storage; plain zarr has no S3 engine here)."""
+    return [
+        Group("SHARD", ["zarr", "icechunk", "zarrlake"], _steps("SHARD", {})),
+        Group(
+            "SHARDS3",
+            ["icechunk", "zarrlake"],
+            _steps("SHARDS3", {"backend": "bucket", "loc": "shard"}),
+            servers=True,
+        ),
+    ]
