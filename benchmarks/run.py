@@ -85,7 +85,12 @@ QUICK: dict[str, Any] = {
 S3PG = {"backend": "s3pg"}  # engines.py: objects on S3, zarrlake's metastore on PostgreSQL
 
 
-GROUP_MODULES: tuple[str, ...] = ("benchmarks.scale", "benchmarks.bucket", "benchmarks.virtual")
+GROUP_MODULES: tuple[str, ...] = (
+    "benchmarks.scale",
+    "benchmarks.bucket",
+    "benchmarks.virtual",
+    "benchmarks.shard",
+)
 """Modules that add groups: each has `groups(cfg) -> list[Group]` and may have `SIZES`
 ({"full": {...}, "quick": {...}}, merged into the configuration) and `NOTE` (a line under
 the table, {names} filled from the configuration). benchmarks/README.md."""

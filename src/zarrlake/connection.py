@@ -102,6 +102,10 @@ class Settings:
     """When session handles flush buffered chunk writes by themselves."""
     flush_wait: float = 30.0
     """Seconds a commit waits for other workers of its session to flush their writes."""
+    read_concurrency: int = 16
+    """Ranged requests (parts of chunk objects, e.g. a shard's inner chunks) in flight at once."""
+    read_coalesce_gap: int = 256 << 10
+    """Ranges of one object at most this many bytes apart are fetched in one request."""
 
 
 @dataclass
@@ -120,7 +124,13 @@ class RepoContext:
 
     def __post_init__(self) -> None:
         sources = SourceReader(dict(self.spec.storage_options))  # virtual chunks on S3
-        self.objects = Objects(self.object_store, self.hash, sources=sources)
+        self.objects = Objects(
+            self.object_store,
+            self.hash,
+            sources=sources,
+            read_concurrency=self.settings.read_concurrency,
+            coalesce_gap=self.settings.read_coalesce_gap,
+        )
         self.refs = Refs(
             self.meta,
             self.partition("refs"),

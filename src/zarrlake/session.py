@@ -23,6 +23,7 @@ from zarrlake.session_records import Status, as_datetime
 from zarrlake.txn.transaction import Transaction
 from zarrlake.vc.commit_protocol import Change
 from zarrlake.vc.diff import Diff
+from zarrlake.vc.ranges import Span
 from zarrlake.zarr_store import SessionStore
 
 if TYPE_CHECKING:
@@ -178,6 +179,11 @@ class Session:
             (start, stop) to read part of the value; stop None reads to the end.
         """
         return self._txn.overlay.read(key, byte_range)
+
+    def read_ranges(self, key: str, spans: list[Span]) -> list[bytes] | None:
+        """Byte ranges of `key` as this session sees it, reading little more than they need
+        and verified; None if absent."""
+        return self._txn.overlay.read_ranges(key, spans)
 
     def exists(self, key: str) -> bool:
         """Whether `key` exists as this session sees it."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any, Protocol
 
 from zarr.abc.store import (
@@ -18,20 +18,20 @@ from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 from zarrlake.errors import ReadOnlyError
 from zarrlake.format.chunk_ref import ChunkRef
 from zarrlake.vc.commit_protocol import Change
+from zarrlake.vc.ranges import Span
 
 _READ_ONLY = "store was opened in read-only mode and does not support writing"
 
 
-def _span(byte_range: ByteRequest | None, size: int) -> tuple[int, int] | None:
+def _span(byte_range: ByteRequest) -> Span:
+    """zarr's byte request as a Span (zarr's own argument checks: a bad one raises)."""
     match byte_range:
-        case None:
-            return None
         case RangeByteRequest(start, end):
-            return start, end
+            return Span(start, end)
         case OffsetByteRequest(offset):
-            return offset, size
+            return Span(offset)
         case SuffixByteRequest(suffix):
-            return max(size - suffix, 0), size
+            return Span(suffix=suffix)
     raise TypeError(f"Unexpected byte_range, got {byte_range!r}")
 
 
@@ -63,6 +63,9 @@ class StoreSession(Protocol):
 
     def read(self, key: str) -> bytes | None:
         """The bytes of `key` as the session sees it, or None."""
+
+    def read_ranges(self, key: str, spans: list[Span]) -> list[bytes] | None:
+        """Byte ranges of `key` as the session sees it (verified), or None if absent."""
 
     def peek(self, key: str) -> tuple[bool, bytes | None]:
         """(answered, bytes or None) when the answer needs no I/O; else (False, None)."""
@@ -130,6 +133,47 @@ class _StageBatcher:
                 f.set_result(None)
 
 
+class _ReadBatcher:
+    """Gathers the ranged reads zarr issues concurrently on one event loop (a shard's index
+    and inner chunks) and reads those of one key together, so nearby ranges share requests
+    (Objects.read_ranges); each key's batch runs on a thread."""
+
+    def __init__(self, session: StoreSession) -> None:
+        self.session = session
+        self.pending: dict[str, list[tuple[Span, asyncio.Future[bytes | None]]]] = {}
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    async def read(self, key: str, span: Span) -> bytes | None:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[bytes | None] = loop.create_future()
+        if not self.pending:
+            loop.call_soon(self._flush)
+        self.pending.setdefault(key, []).append((span, future))
+        return await future
+
+    def _flush(self) -> None:
+        batch, self.pending = self.pending, {}
+        for key, items in batch.items():
+            task = asyncio.get_running_loop().create_task(self._read(key, items))
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+
+    async def _read(self, key: str, items: list[tuple[Span, asyncio.Future[bytes | None]]]) -> None:
+        spans = [span for span, _ in items]
+        try:
+            got = await asyncio.to_thread(self.session.read_ranges, key, spans)
+        except BaseException as e:
+            for _, f in items:
+                if not f.done():
+                    f.set_exception(e)
+            if not isinstance(e, Exception):
+                raise
+            return
+        for i, (_, f) in enumerate(items):
+            if not f.done():
+                f.set_result(None if got is None else got[i])
+
+
 class SessionStore(Store):
     """A zarr store over one zarrlake session. Blocking work runs in threads, so zarr's
     concurrent requests overlap."""
@@ -150,6 +194,7 @@ class SessionStore(Store):
         super().__init__(read_only=read_only or session.read_only)
         self.session = session
         self._batchers: dict[asyncio.AbstractEventLoop, _StageBatcher] = {}
+        self._readers: dict[asyncio.AbstractEventLoop, _ReadBatcher] = {}
 
     def __eq__(self, other: object) -> bool:
         return (
@@ -193,13 +238,8 @@ class SessionStore(Store):
     def _get(self, key: str, byte_range: ByteRequest | None) -> bytes | None:
         if byte_range is None:
             return self.session.read(key)
-        _span(byte_range, 0)  # a malformed request fails whether or not the key exists
-        data = self.session.read(key)
-        if data is None:
-            return None
-        span = _span(byte_range, len(data))
-        assert span is not None
-        return data[span[0] : span[1]]
+        got = self.session.read_ranges(key, [_span(byte_range)])
+        return None if got is None else got[0]
 
     def get_sync(
         self,
@@ -219,21 +259,71 @@ class SessionStore(Store):
     ) -> Buffer | None:
         """The value of `key` (or a byte range of it); None if absent.
 
-        Answers that need no I/O return at once; others run on a thread, off the event loop."""
+        Answers that need no I/O return at once; others run on a thread, off the event loop.
+        Byte ranges read only the bytes they need (verified), and concurrent ranged reads
+        of one key share requests."""
+        span = None if byte_range is None else _span(byte_range)  # malformed: fails here
         answered, data = self.session.peek(key)
         if answered:
-            span = _span(byte_range, len(data or b""))
             if data is not None and span is not None:
-                data = data[span[0] : span[1]]
+                start, end = span.resolve(len(data))
+                data = data[start:end]
+        elif span is None:
+            data = await asyncio.to_thread(self.session.read, key)
         else:
-            data = await asyncio.to_thread(self._get, key, byte_range)
+            loop = asyncio.get_running_loop()
+            reader = self._readers.get(loop)
+            if reader is None:
+                reader = self._readers[loop] = _ReadBatcher(self.session)
+            data = await reader.read(key, span)
         return None if data is None else prototype.buffer.from_bytes(data)
 
     async def get_partial_values(
         self, prototype: BufferPrototype, key_ranges: Iterable[tuple[str, ByteRequest | None]]
     ) -> list[Buffer | None]:
-        """The byte ranges of several keys, read concurrently."""
+        """The byte ranges of several keys, read concurrently (ranges of one key together)."""
         return await asyncio.gather(*(self.get(k, prototype, r) for k, r in key_ranges))
+
+    async def get_ranges(
+        self,
+        key: str,
+        byte_ranges: Sequence[ByteRequest | None],
+        *,
+        prototype: BufferPrototype,
+        max_concurrency: int = 10,
+        max_gap_bytes: int = 1 << 20,
+        max_coalesced_bytes: int = 16 << 20,
+    ) -> AsyncIterator[Sequence[tuple[int, Buffer | None]]]:
+        """Many byte ranges of `key` (a shard's inner chunks), read together in one batch:
+        the repository coalesces them by block and bounds the requests in flight
+        (Settings.read_coalesce_gap, read_concurrency; zarr's own limits are not used).
+
+        Raises
+        ------
+        ExceptionGroup
+            Holding FileNotFoundError if the key is absent (as zarr's default does).
+        """
+        spans = [Span() if r is None else _span(r) for r in byte_ranges]
+        got = await asyncio.to_thread(self.session.read_ranges, key, spans)
+        if got is None:
+            raise ExceptionGroup(f"{key} is absent", [FileNotFoundError(key)])
+        yield [(i, prototype.buffer.from_bytes(data)) for i, data in enumerate(got)]
+
+    def get_ranges_sync(
+        self,
+        key: str,
+        byte_ranges: Sequence[ByteRequest | None],
+        *,
+        prototype: BufferPrototype,
+        max_gap_bytes: int = 1 << 20,
+        max_coalesced_bytes: int = 16 << 20,
+    ) -> Sequence[tuple[int, Buffer | None]]:
+        """`get_ranges` without an event loop."""
+        spans = [Span() if r is None else _span(r) for r in byte_ranges]
+        got = self.session.read_ranges(key, spans)
+        if got is None:
+            raise ExceptionGroup(f"{key} is absent", [FileNotFoundError(key)])
+        return [(i, prototype.buffer.from_bytes(data)) for i, data in enumerate(got)]
 
     async def exists(self, key: str) -> bool:
         """Whether `key` exists as the session sees it."""

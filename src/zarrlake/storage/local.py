@@ -1,9 +1,10 @@
-"""Local directories: obstore's LocalStore, except that whole objects are read from their
-file directly. obstore hands local reads to its async runtime, which here costs about three
-times a plain read of a 1 MiB object (benchmark W3)."""
+"""Local directories: obstore's LocalStore, except that objects and byte ranges of them are
+read from their file directly. obstore hands local reads to its async runtime, which here
+costs about three times a plain read of a 1 MiB object (benchmark W3)."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -27,11 +28,14 @@ class LocalObjectStore(ObstoreObjectStore):
         self.root = root
 
     def _get(self, key: str, byte_range: ByteRange | None) -> bytes:
-        if byte_range is not None or not _PLAIN.fullmatch(key):  # keys are checked: no ".."
+        if not _PLAIN.fullmatch(key):  # keys are checked: no ".."
             return super()._get(key, byte_range)
         try:
             with open(self.root / key, "rb") as f:
-                return f.read()
+                if byte_range is None:
+                    return f.read()
+                start, end = byte_range  # past the end: clamped, as zarr wants
+                return os.pread(f.fileno(), end - start, start) if end > start else b""
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             raise NotFoundError(f"object {key!r} not found in {self.url}") from None
         except OSError as exc:

@@ -12,6 +12,7 @@ from zarrlake.txn.fragments import StagedFragments
 from zarrlake.txn.staging import Staging
 from zarrlake.validate import check_prefix, check_zarr_key
 from zarrlake.vc.objects import Objects
+from zarrlake.vc.ranges import Span
 from zarrlake.vc.snapshot_view import SnapshotView
 
 V2_METADATA = frozenset({".zarray", ".zattrs", ".zgroup", ".zmetadata"})
@@ -96,8 +97,18 @@ class Overlay:
             self._reads_recorded.add(key)
         if ref is None:
             return None
-        data = self.objects.read_ref(ref, f"key {key!r}")
-        return data if span is None else data[span[0] : span[1]]
+        if span is None:
+            return self.objects.read_ref(ref, f"key {key!r}")
+        return self.objects.read_ranges(ref, f"key {key!r}", [Span(*span)])[0]
+
+    def read_ranges(self, key: str, spans: list[Span]) -> list[bytes] | None:
+        """Byte ranges of `key` as the session sees it, fetching only what they need
+        (Objects.read_ranges), or None if absent; recorded like `read`."""
+        ref = self.lookup(key)
+        if self.serializable and key not in self._reads_recorded and self.record_reads:
+            self.record_reads([key], [])
+            self._reads_recorded.add(key)
+        return None if ref is None else self.objects.read_ranges(ref, f"key {key!r}", spans)
 
     def exists(self, key: str) -> bool:
         """Whether `key` exists as the session sees it."""

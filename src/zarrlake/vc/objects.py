@@ -19,6 +19,7 @@ from cachetools import LRUCache
 from zarrlake import runtime
 from zarrlake.errors import CorruptionError, ExpiredHistoryError, NotFoundError, on_date
 from zarrlake.forksafe import PerProcess
+from zarrlake.format.blocks import TABLE_MIN, BlockTable, block_size, table_key
 from zarrlake.format.changes import ChangeSet
 from zarrlake.format.chunk_ref import ChunkRef, RefKind, chunk_object_key
 from zarrlake.format.commit import CommitRecord
@@ -27,6 +28,7 @@ from zarrlake.format.manifest import ManifestRange
 from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.storage.base import ObjectStore
 from zarrlake.storage.sources import SourceReader
+from zarrlake.vc.ranges import Span, coalesce, within
 
 MANIFEST_INLINE_MAX = 64
 """Chunks at most this large are kept inside manifests rather than as objects."""
@@ -45,8 +47,27 @@ PREFIXES = {
 }
 
 
+READ_CONCURRENCY = 16
+"""Ranged requests one repository handle runs at once (Settings.read_concurrency)."""
+COALESCE_GAP = 256 << 10
+"""Ranges of one object at most this far apart are fetched in one request
+(Settings.read_coalesce_gap)."""
+MAX_REQUEST = 16 << 20
+"""Merged requests stop growing at this size, so long reads still run side by side."""
+
+
 def _io_pool() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=8, thread_name_prefix="zarrlake-io")
+
+
+BLOCK_CACHE_BYTES = 8 << 20
+"""Verified blocks kept per repository handle, from small ranged reads only: zarr reads a
+shard's index again for every partial read of the shard."""
+CACHED_REQUEST_BLOCKS = 2
+"""Blocks of requests at most this long are kept (a whole-array read would only churn)."""
+
+_NO_TABLE = object()
+"""Cached for objects that have no block table (written before tables, or by older zarrlake)."""
 
 
 class Objects:
@@ -58,9 +79,21 @@ class Objects:
         algo: Hash = Hash.SHA256,
         cache_entries: int = 512,
         sources: SourceReader | None = None,
+        read_concurrency: int = READ_CONCURRENCY,
+        coalesce_gap: int = COALESCE_GAP,
     ) -> None:
         self.store = store
         self.algo = algo
+        self.read_concurrency = max(1, read_concurrency)
+        self.coalesce_gap = max(0, coalesce_gap)
+        self._tables: LRUCache[bytes, object] = LRUCache(cache_entries)  # digest -> table
+        self._blocks: LRUCache[tuple[bytes, int, int], bytes] = LRUCache(
+            BLOCK_CACHE_BYTES, getsizeof=len
+        )  # (object digest, block size, block index) -> verified bytes
+        self._reads = PerProcess(
+            lambda: ThreadPoolExecutor(self.read_concurrency, thread_name_prefix="zarrlake-read")
+        )
+        self._slots = PerProcess(lambda: threading.BoundedSemaphore(self.read_concurrency))
         self.sources = sources or SourceReader()  # where virtual chunks are read from
         self._cache: LRUCache[str, object] = LRUCache(cache_entries)  # decoded, by id
         self._snapshots: LRUCache[str, str] = LRUCache(4 * cache_entries)  # commit -> snapshot
@@ -255,6 +288,11 @@ class Objects:
             return self.inline(data), True
         key = self.digest(data)
         created = self.store.put_if_absent(chunk_object_key(key), data)
+        if len(data) >= TABLE_MIN:  # after the object: a table never names a missing one
+            table = BlockTable.build(self.algo, data, key)
+            self.store.put_if_absent(table_key(key), table.encode())
+            with self._cache_lock:
+                self._tables[key] = table
         return ChunkRef.object(key, len(data)), created
 
     def read_ref(self, ref: ChunkRef, what: str) -> bytes | memoryview:
@@ -277,6 +315,143 @@ class Objects:
             raise CorruptionError(f"{what}: checksum mismatch in its data ({describe(ref)})")
         return data
 
+    def read_ranges(self, ref: ChunkRef, what: str, spans: list[Span]) -> list[bytes]:
+        """The bytes of each span of the referenced value, verified, fetching little more
+        than the spans: a large chunk object's covering blocks (checked against its block
+        table), a pack entry's own bytes, a virtual chunk's spans; nearby ranges share a
+        request and requests run side by side (at most `read_concurrency`)."""
+        wanted = [s.resolve(ref.length) for s in spans]
+        if all(end <= start for start, end in wanted):
+            if ref.kind == RefKind.OBJECT:  # nothing to read, but the object must exist
+                self._check_exists(chunk_object_key(ref.digest), what)
+            elif ref.kind == RefKind.LOCATION:
+                assert ref.location is not None
+                self._check_exists(ref.location, what)
+            return [b""] * len(spans)
+        if ref.kind == RefKind.VIRTUAL:
+            return self._virtual_ranges(ref, wanted)
+        if ref.kind == RefKind.OBJECT and ref.length >= TABLE_MIN:
+            got = self._block_ranges(ref, what, wanted)
+            if got is not None:
+                return got
+        data = memoryview(self.read_ref(ref, what))  # small, packed, or without a table
+        return [bytes(data[start:end]) for start, end in wanted]
+
+    def _check_exists(self, key: str, what: str) -> None:
+        if not self.store.exists(key):
+            raise NotFoundError(f"{what}: its data object {key} is missing")
+
+    def _fetch_ranges(self, key: str, requests: list[tuple[int, int]], what: str) -> list[bytes]:
+        """The byte ranges `requests` of object `key`: side by side on the read pool from a
+        remote store, in turn from a local one (a read there costs less than a thread hop)."""
+
+        def one(span: tuple[int, int]) -> bytes:
+            try:
+                with self._slots.get():  # the bound holds across threads and keys
+                    return self.store.get(key, span)
+            except NotFoundError:
+                raise NotFoundError(f"{what}: its data object {key} is missing") from None
+
+        if len(requests) <= 1 or not self.store.remote:
+            return [one(r) for r in requests]
+        return list(self._reads.get().map(one, requests))
+
+    def _virtual_ranges(self, ref: ChunkRef, wanted: list[tuple[int, int]]) -> list[bytes]:
+        """Spans of a virtual chunk, each request checked against the source's identity."""
+        assert ref.location is not None
+        location = ref.location
+        requests = coalesce(wanted, self.coalesce_gap, MAX_REQUEST)
+
+        def one(span: tuple[int, int]) -> memoryview:
+            start, end = span
+            with self._slots.get():
+                return self.sources.read(location, ref.offset + start, end - start, ref.identity)
+
+        if len(requests) <= 1:
+            got = [one(r) for r in requests]
+        else:
+            got = list(self._reads.get().map(one, requests))
+        return _assemble(requests, got, wanted)
+
+    def _block_ranges(
+        self, ref: ChunkRef, what: str, wanted: list[tuple[int, int]]
+    ) -> list[bytes] | None:
+        """Spans of a large chunk object read block by block; None if it has no table.
+        Spans whose blocks were verified lately (a shard's index) are served from memory."""
+        key = chunk_object_key(ref.digest)
+        with self._cache_lock:
+            table = self._tables.get(ref.digest)
+        if table is _NO_TABLE:
+            return None
+        size = table.block_size if isinstance(table, BlockTable) else block_size(ref.length)
+        out = self._cached_spans(ref.digest, size, wanted)
+        missing = [w if o is None else (0, 0) for w, o in zip(wanted, out, strict=True)]
+        requests = _block_requests(missing, size, ref.length, self.coalesce_gap)
+        if not requests:
+            return [b"" if o is None else o for o in out]
+        if isinstance(table, BlockTable):
+            data = self._fetch_ranges(key, requests, what)
+        elif not self.store.remote:
+            table = self._table(table_key(ref.digest), ref, what)
+            if table is None:
+                return None
+            data = self._fetch_ranges(key, requests, what)
+        else:  # fetch the table along with the blocks: one round trip, not two
+            pending = self._reads.get().submit(self._table, table_key(ref.digest), ref, what)
+            data = self._fetch_ranges(key, requests, what)
+            table = pending.result()
+            if table is None:
+                return None
+        if table.block_size != size:  # a table made with other rules: fetch its blocks
+            size, missing = table.block_size, wanted
+            requests = _block_requests(wanted, size, ref.length, 0)
+            data = self._fetch_ranges(key, requests, what)
+        for (start, end), got in zip(requests, data, strict=True):
+            table.verify(start, end, got, what)
+            if end - start <= CACHED_REQUEST_BLOCKS * size:
+                with self._cache_lock:
+                    for at in range(start, end, size):
+                        block = bytes(memoryview(got)[at - start : at - start + size])
+                        self._blocks[(ref.digest, size, at // size)] = block
+        fetched = _assemble(requests, data, missing)
+        return [f if o is None else o for f, o in zip(fetched, out, strict=True)]
+
+    def _cached_spans(
+        self, object_digest: bytes, size: int, wanted: list[tuple[int, int]]
+    ) -> list[bytes | None]:
+        """Each wanted span cut from verified blocks in memory, or None if one is missing."""
+        out: list[bytes | None] = []
+        with self._cache_lock:
+            for start, end in wanted:
+                if end <= start:
+                    out.append(b"")
+                    continue
+                first = start // size
+                blocks = [
+                    self._blocks.get((object_digest, size, b))
+                    for b in range(first, -(-end // size))
+                ]
+                if any(b is None for b in blocks):
+                    out.append(None)
+                    continue
+                joined = b"".join(blocks)  # type: ignore[arg-type]
+                out.append(joined[start - first * size : end - first * size])
+        return out
+
+    def _table(self, tkey: str, ref: ChunkRef, what: str) -> BlockTable | None:
+        """The block table of `ref`'s object (cached), or None if it has none."""
+        try:
+            with self._slots.get():
+                raw = self.store.get(tkey)
+        except NotFoundError:
+            with self._cache_lock:
+                self._tables[ref.digest] = _NO_TABLE
+            return None
+        table = BlockTable.decode(raw, ref.digest, ref.length, what)
+        with self._cache_lock:
+            self._tables[ref.digest] = table
+        return table
+
     @property
     def pool(self) -> Executor:
         """Where parallel work runs: the runtime's executor if it brings one, else this
@@ -292,12 +467,45 @@ class Objects:
         pool = self._pool.take()
         if pool is not None:
             pool.shutdown(wait=True)
+        reads = self._reads.take()
+        if reads is not None:
+            reads.shutdown(wait=True)
 
     def map[A, R](self, fn: Callable[[A], R], items: list[A]) -> list[R]:
         """`fn` over `items` on the shared I/O pool (inline for zero or one item), in order."""
         if len(items) <= 1:
             return [fn(i) for i in items]
         return list(self.pool.map(fn, items))
+
+
+def _block_requests(
+    wanted: list[tuple[int, int]], size: int, length: int, gap: int
+) -> list[tuple[int, int]]:
+    """Block-aligned requests covering the non-empty `wanted` spans (gaps under `gap` bridged
+    by whole blocks, so every request is still whole blocks)."""
+    covering = [
+        (start // size * size, min(-(-end // size) * size, length))
+        for start, end in wanted
+        if end > start
+    ]
+    return coalesce(covering, gap // size * size, max(MAX_REQUEST, size))
+
+
+def _assemble(
+    requests: list[tuple[int, int]],
+    data: list[bytes] | list[memoryview],
+    wanted: list[tuple[int, int]],
+) -> list[bytes]:
+    """Each wanted span cut out of the fetched request that holds it."""
+    out = []
+    for start, end in wanted:
+        if end <= start:
+            out.append(b"")
+            continue
+        i = within(requests, start, end)
+        base = requests[i][0]
+        out.append(bytes(memoryview(data[i])[start - base : end - base]))
+    return out
 
 
 def describe(ref: ChunkRef) -> str:

@@ -1,0 +1,165 @@
+"""SHARD (issue 31): reading parts of a sharded array, plain zarr vs Icechunk vs zarrlake.
+
+One float32 array of shape `shard_shape`, inner chunks `shard_chunks`, shards
+`shard_shards` (default zarr codecs: zstd), values a smooth field plus noise quantised so
+that it compresses to about a quarter (31 MB at full size). Each engine builds it once per
+repetition; then, each in a new process (timed after imports, from before the open):
+
+- one: open + read one inner chunk (the first);
+- ten: open + read `shard_random` inner chunks picked at random (fixed seed), one at a time;
+- all: open + read the whole array.
+
+Bytes read are the process's own: `rchar` of /proc/self/io (every byte read(2), pread(2) and
+recv(2) returned, the page cache included) from before the open to the end.
+
+SHARDS3 runs the same on a moto S3 server (zarrlake's metastore in the bucket), through a
+counting relay (benchmarks/relay.py) that gives the bytes received and the requests.
+
+    python -m benchmarks.run --quick --only SHARD
+    python -m benchmarks.run --only SHARDS3
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import zarr
+
+from benchmarks.engines import Engine
+from benchmarks.groups import Group, Step
+
+ARRAY = "s"
+SEED = 31
+
+SIZES = {
+    "full": {
+        "shard_shape": [32, 1024, 1024],
+        "shard_chunks": [1, 256, 256],
+        "shard_shards": [16, 1024, 1024],
+        "shard_random": 10,
+    },
+    "quick": {
+        "shard_shape": [8, 1024, 1024],
+        "shard_chunks": [1, 256, 256],
+        "shard_shards": [4, 1024, 1024],
+        "shard_random": 10,
+    },
+}
+NOTE = (
+    "SHARD (issue 31): float32 {shard_shape}, inner chunks {shard_chunks}, shards "
+    "{shard_shards} (zstd). Open + read one inner chunk, {shard_random} random inner chunks "
+    "and the whole array, each in a new process, timed from before the open; MB read = the "
+    "process's rchar (/proc/self/io) over the same span."
+)
+
+
+def values(shape: tuple[int, ...]) -> np.ndarray:
+    """A smooth field plus noise, quantised to 1/8: zstd keeps about 24% of it."""
+    rng = np.random.default_rng(SEED)
+    t, y, x = (np.arange(n, dtype="f4") for n in shape)
+    field = np.sin(y / 97)[None, :, None] + np.cos(x / 61)[None, None, :] + t[:, None, None]
+    noise = rng.normal(0, 0.5, shape).astype("f4")
+    return (np.round((field + noise) * 8) / 8).astype("f4")
+
+
+def rchar() -> int:
+    """Bytes this process has read through system calls so far."""
+    with open("/proc/self/io") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("rchar:"))
+
+
+def build(engine: Engine, path: str, p: dict[str, Any]) -> dict[str, Any]:
+    """Write the array and commit it."""
+    shape = tuple(p["shard_shape"])
+    data = values(shape)
+    engine.create(path)
+    t0 = time.perf_counter()
+    arr = zarr.create_array(
+        engine.begin(),
+        name=ARRAY,
+        shape=shape,
+        dtype="f4",
+        chunks=tuple(p["shard_chunks"]),
+        shards=tuple(p["shard_shards"]),
+    )
+    arr[:] = data
+    engine.commit("sharded array")
+    return {"seconds": time.perf_counter() - t0}
+
+
+def _inner_chunks(p: dict[str, Any]) -> list[tuple[slice, ...]]:
+    shape, chunks = p["shard_shape"], p["shard_chunks"]
+    grid = [s // c for s, c in zip(shape, chunks, strict=True)]
+    rng = np.random.default_rng(SEED)
+    picks = [tuple(int(rng.integers(g)) for g in grid) for _ in range(p["shard_random"])]
+    return [
+        tuple(slice(i * c, (i + 1) * c) for i, c in zip(pick, chunks, strict=True))
+        for pick in picks
+    ]
+
+
+def read(engine: Engine, path: str, p: dict[str, Any]) -> dict[str, Any]:
+    """Open + read `p["what"]` ("one", "ten" or "all") in this new process. On S3 the bytes
+    and requests are counted by a relay in front of the server (benchmarks/relay.py): rchar
+    does not see the reads of Rust clients' sockets."""
+    if engine.remote is None:
+        before = rchar()
+        out = _read(engine, path, p)
+        return {**out, "mb_read": (rchar() - before) / 2**20}
+    from benchmarks.s3pg import relayed
+
+    with relayed(engine) as relays:
+        relays.start()
+        out = _read(engine, path, p)
+        window = relays.window()
+    return {
+        **out,
+        "mb_read": window["S3_bytes_down"] / 2**20,
+        "requests": window["S3_requests"],
+        "rounds": window["S3_rounds"],
+    }
+
+
+def _read(engine: Engine, path: str, p: dict[str, Any]) -> dict[str, Any]:
+    what = p["what"]
+    chunks = p["shard_chunks"]
+    first = tuple(slice(0, c) for c in chunks)
+    picks = {"one": [first], "ten": _inner_chunks(p), "all": [(...,)]}[what]
+    t0 = time.perf_counter()
+    engine.open(path)
+    arr = zarr.open_array(engine.reader(), path=ARRAY, mode="r")
+    got = [arr[pick] for pick in picks]
+    seconds = time.perf_counter() - t0
+    expect = values(tuple(p["shard_shape"]))
+    for pick, g in zip(picks, got, strict=True):
+        if not np.array_equal(g, expect[pick]):
+            raise AssertionError(f"SHARD {what}: read different data at {pick}")
+    out = {"seconds": seconds}
+    if what == "all":
+        out["mb_s"] = expect.nbytes / 2**20 / seconds
+    return out
+
+
+def _steps(table: str, params: dict[str, Any]) -> list[Step]:
+    steps = [Step("benchmarks.shard:build", table, "build.", params)]
+    steps += [
+        Step("benchmarks.shard:read", table, f"{what}.", {**params, "what": what})
+        for what in ("one", "ten", "all")
+    ]
+    return steps
+
+
+def groups(cfg: dict[str, Any]) -> list[Group]:
+    """SHARD on local directories; SHARDS3 on a moto S3 server (zarrlake with its metastore
+    in the bucket, Icechunk on s3_storage; plain zarr has no S3 engine here)."""
+    return [
+        Group("SHARD", ["zarr", "icechunk", "zarrlake"], _steps("SHARD", {})),
+        Group(
+            "SHARDS3",
+            ["icechunk", "zarrlake"],
+            _steps("SHARDS3", {"backend": "bucket", "loc": "shard"}),
+            servers=True,
+        ),
+    ]
