@@ -66,8 +66,16 @@ except OSError:
 def _start_time(pid: int) -> str:
     """The start time of process `pid` in clock ticks since boot ("" where unknown): with
     the boot id and pid namespace it tells a process from a later one given the same pid."""
+    if pid == _OWN[0]:
+        return _OWN[1]
     stat = _read(f"/proc/{pid}/stat")
-    return stat.rsplit(")", 1)[-1].split()[19] if stat else ""
+    start = stat.rsplit(")", 1)[-1].split()[19] if stat else ""
+    if pid == os.getpid():
+        _OWN[:] = [pid, start]  # a forked child has a pid of its own, so asks again
+    return start
+
+
+_OWN: list = [0, ""]
 
 
 @dataclass(frozen=True)

@@ -187,23 +187,23 @@ class WriterInfo:
 
 def describe(state: State) -> list[WriterInfo]:
     """Every writer of the session with a state record or unflushed writes, oldest first."""
+    markers = {m.writer: m for m in state.unflushed}
+    flushed: dict[str, list[int]] = {}
+    for f in state.fragments:
+        flushed.setdefault(f.writer, []).append(f.entries)
     out = []
-    ids = list(state.writers) + [m.writer for m in state.unflushed if m.writer not in state.writers]
-    for w in dict.fromkeys(ids):
-        rec: Writer | Unflushed | None = state.writers.get(w)
-        marker = next((m for m in state.unflushed if m.writer == w), None)
-        if rec is None:
-            rec = marker
+    for w in dict.fromkeys([*state.writers, *markers]):
+        marker = markers.get(w)
+        rec: Writer | Unflushed | None = state.writers.get(w, marker)
         assert rec is not None
         if isinstance(rec, Writer):
-            kind = str(rec.state)
-            since: float | None = rec.since
-            error = rec.error
+            kind, since, error = str(rec.state), rec.since, rec.error
         else:
-            kind, since, error = str(WriterState.WRITING), None, rec.error
+            kind, since, error = str(WriterState.WRITING), None, None
         if kind == WriterState.WRITING and rec.alive is False:
             kind = "gone"
-        frags = [f for f in state.fragments if f.writer == w]
+        entries = flushed.get(w, [])
+        error = error or (marker.error if marker else None)
         out.append(
             WriterInfo(
                 w,
@@ -212,9 +212,9 @@ def describe(state: State) -> list[WriterInfo]:
                 rec.host,
                 since,
                 rec.tag,
-                error or (marker and marker.error),
-                len(frags),
-                sum(f.entries for f in frags),
+                error,
+                len(entries),
+                sum(entries),
                 marker is not None,
             )
         )
