@@ -27,6 +27,7 @@ from zarrlake.txn.buffer import Batch
 from zarrlake.txn.fragments import StagedFragments
 from zarrlake.txn.overlay import Overlay
 from zarrlake.txn.staging import Staging
+from zarrlake.txn.uploads import UploadLog
 from zarrlake.validate import check_zarr_key
 from zarrlake.vc.change_table import Change
 from zarrlake.vc.gc_protocol import WriteGuard
@@ -69,6 +70,7 @@ class Writes:
         self.clock = clock
         self.policy = policy
         self.buffer = overlay.buffer
+        self.uploads = UploadLog(objects, staging.meta, staging.partition)  # gc sees them
         self.tag: str | None = None
         self.flushed: list[FragmentRecord] = []  # this handle's fragments, in order
         self._unsettled: tuple[Batch, FragmentRecord] | None = None  # see settle_flushed
@@ -104,7 +106,7 @@ class Writes:
             self.buffer.uploading += 1
         try:
             phase = self.guard.begin()
-            ref, created = self.objects.store_chunk(bytes(data))
+            ref, created = self.uploads.store_chunk(bytes(data))  # recorded first
             with self.buffer.lock:  # a reused object may be deleted by gc: keep its bytes
                 upload = (None if created else bytes(data), phase)
                 self.buffer.pending.setdefault(chunk_object_key(ref.digest), upload)
@@ -245,6 +247,7 @@ class Writes:
         small = len(blob) <= fragment.RECORD_MAX
         if not small:
             batch.hold(location, blob, self.guard.begin())  # put back if a sweep took it
+            self.uploads.record([(location, len(blob))])
             self.objects.store.put_if_absent(location, blob)
             crashpoints.reached("after_fragment_upload")
         self._seq += 1
