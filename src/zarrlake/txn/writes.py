@@ -178,6 +178,7 @@ class Writes:
         """Big chunks are uploaded in parallel, then everything is staged."""
         checked = [(check_zarr_key(key), check_data(key, data)) for key, data in items]
         big = [i for i, (_, data) in enumerate(checked) if len(data) > self.inline_max]
+        self.uploads.record_chunks([checked[i][1] for i in big])  # one metastore write
         uploaded = dict(
             zip(big, self.objects.map(self._change_for, [checked[i] for i in big]), strict=True)
         )
