@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from zarrlake import crashpoints
 from zarrlake.errors import InvalidInputError, NotFoundError, ZarrLakeError
 from zarrlake.format.commit import CommitRecord
+from zarrlake.format.fragment import FragmentRecord
 from zarrlake.format.manifest import ManifestRange
 from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.storage.local import LocalObjectStore
@@ -200,6 +201,7 @@ class Collector:
         dead: dict[str, int | None] = {}
         live: set[str] = set()
         now = self.ctx.clock()
+        finished = []
         for rec in list(self.ctx.records.scan()):
             if rec.status == "committing" and rec.lease is not None and now > rec.lease:
                 rec, _ = load(self.ctx, rec.id)
@@ -212,23 +214,35 @@ class Collector:
                 live.update(self._uploads(rec.id))
                 live.add(f"commits/{rec.base}")
                 continue
-            rows = sum(1 for _ in self.ctx.meta.scan(partition))
-            found, indexes = staged_candidates(
-                self.objects, staged_fragments(self.ctx.meta, partition)
-            )
-            uploads = uploads_partition(self.ctx, rec.id)
-            uploaded = staged_uploads(self.ctx.meta, uploads)  # flushed or not
+            finished.append(rec.id)
+        # What finished sessions left: staged records, and uploads recorded (flushed or not),
+        # read in parallel (one scan of each partition; most are empty).
+        left = self.objects.map(self._left_by, finished)
+        for sid, (rows, fragments, uploaded) in zip(finished, left, strict=True):
+            if not rows and not uploaded:
+                continue
+            found, indexes = staged_candidates(self.objects, fragments)
             found += uploaded
             dead.update(found)
             self.unread.update(indexes)
-            if (rows or uploaded) and not dry_run:
+            if not dry_run:
                 self.state.add(self.candidates, found, indexes)
                 crashpoints.reached("gc_after_register")
                 if rows:
-                    self.ctx.meta.drop_partition(partition)
+                    self.ctx.meta.drop_partition(self.ctx.stage_partition(sid))
+                uploads = uploads_partition(self.ctx, sid)
                 forget_uploads(self.ctx.meta, uploads, [k for k, _ in uploaded])
             self.report.staged_records_deleted += rows
         return dead, live
+
+    def _left_by(
+        self, session_id: str
+    ) -> tuple[int, list[FragmentRecord], list[tuple[str, int | None]]]:
+        """(staged records, staged fragments, recorded uploads) of a finished session."""
+        items = list(self.ctx.meta.scan(self.ctx.stage_partition(session_id)))
+        fragments = [FragmentRecord.decode(v) for k, v, _ in items if k[:1] == b"f"]
+        uploads = staged_uploads(self.ctx.meta, uploads_partition(self.ctx, session_id))
+        return len(items), fragments, uploads
 
     def _expire_session(self, session_id: str):  # -> SessionRecord | None
         from dataclasses import replace
