@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -187,6 +188,26 @@ def test_full_gc_after_a_killed_writer_is_abandoned(spec: dict, repo: zl.Repo):
     assert report.by_kind["chunks"][0] >= 1
     assert repo.readonly_session().read("a/c/0") == chunk(0)
     assert fsck(repo) == []
+
+
+@pytest.mark.parametrize("spec", ["sqlite"], indirect=True)
+def test_half_written_files_wait_for_their_grace(repo: zl.Repo):
+    """A half-written file whose object is live (an upload in flight, or one another writer
+    completed) stays unless it is an hour old; a dead one waits for the grace period."""
+    _base(repo)
+    live = next(iter(k for k in all_objects(repo) if k.startswith("chunks/")))
+    root = Path(repo.spec.location)
+    fresh_live, old_live = root / f"{live}#1", root / f"{live}#2"
+    dead = root / "chunks" / f"{'ab' * 32}#1"
+    for path in (fresh_live, old_live, dead):
+        path.write_bytes(b"x" * 100)
+    two_hours_ago = time.time() - 7200
+    os.utime(old_live, (two_hours_ago, two_hours_ago))
+    assert repo.gc(timedelta(hours=1), full=True).objects_deleted == 1  # old_live
+    assert sorted(_partials(repo)) == sorted(map(str, (fresh_live, dead)))
+    repo.gc(ZERO, full=True)
+    assert _partials(repo) == [str(fresh_live)]
+    assert repo.readonly_session().read("a/c/0") == chunk(0)
 
 
 def test_live_unflushed_uploads_survive_every_gc(repo: zl.Repo):

@@ -67,6 +67,10 @@ PARTIAL = re.compile(r"(.+)#\d+")
 `<key>` when complete; a writer killed in between leaves the file, which no listing shows."""
 
 
+STALE_PARTIAL = 3600.0
+"""Seconds after which a half-written file is garbage even if its object is live."""
+
+
 @dataclass(frozen=True)
 class Partial:
     """A half-written object file left in a local directory: its path, the key it was
@@ -477,11 +481,16 @@ class Collector:
         crashpoints.reached("gc_after_sweep_ends")
 
     def _dead_partials(self, reach: Reach) -> list[Partial]:
-        """Half-written files to delete: their object is not live (a live session's upload
-        in flight is: its writer recorded it first) and they are older than the grace
-        period (by modification time: nothing else records them)."""
+        """Half-written files to delete: older than the grace period (by modification time:
+        nothing else records them) if their object is not live (a live session's upload in
+        flight is: its writer recorded it first), older than STALE_PARTIAL if it is (another
+        writer completed the object; no write of one file takes that long)."""
         now = self.ctx.clock()
-        return [p for p in self.partials if p.key not in reach.live and now - p.mtime >= self.grace]
+        return [
+            p
+            for p in self.partials
+            if now - p.mtime >= (self.grace if p.key not in reach.live else STALE_PARTIAL)
+        ]
 
     def _delete_partials(self, reach: Reach, phase: Phase) -> None:
         """Delete the dead half-written files (within the sweep, before its deadline)."""
