@@ -131,7 +131,11 @@ def test_open_sessions_are_copied_along(s3_repo):
     assert report.moved_sessions == (s.id,)
     with pytest.raises(zl.SessionClosedError):
         s.commit("into the old metastore")
+    # sealed in the old copy (a collector there would keep what it staged), open in the new
+    assert repo.context.records.get(s.id)[0].status == "committing"
     on_bucket = _reopen(repo)
+    assert on_bucket.session_info(s.id).status == "open"
+    assert on_bucket.gc(timedelta(0)).objects_deleted == 0  # the copy left no lock behind
     again = on_bucket.join_session(s.id)
     assert again.read("a/c/0") == chunk(1)
     again.write("a/c/2", chunk(2))

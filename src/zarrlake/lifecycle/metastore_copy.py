@@ -5,9 +5,10 @@ repository opens with the new one from then on (and refuses the old one, whose c
 as it was).
 
 Finished sessions (committed, abandoned, expired) are copied as they are. Open sessions are
-copied along: first closed in the old metastore (a worker still writing through it then
+copied along: first sealed in the old metastore (a worker still writing through it then
 fails loudly instead of committing into the retired copy), then copied open, with what they
-staged; they go on in the new metastore (join them by id). A session in the middle of a
+staged and uploaded; they go on in the new metastore (join them by id). No collector runs
+on the old metastore during the copy (the copy holds its lock). A session in the middle of a
 commit, or a running garbage collector, makes the copy refuse: wait for them, run it again.
 
 A target that holds an older copy of the repository (it used that metastore before) is
@@ -35,8 +36,10 @@ from zarrlake.metastore.base import MetaStore
 from zarrlake.metastore.choice import BUCKET, kind_of, open_for
 from zarrlake.session_records import SessionRecord, Status
 from zarrlake.storage.base import ObjectStore
-from zarrlake.vc.gc_protocol import LOCK, uploads_partition
+from zarrlake.vc.gc_protocol import LOCK, GcState, uploads_partition
 
+MOVED_LEASE = 100 * 365 * 86400.0
+"""Seconds of the lease under which open sessions copied along stay sealed in the old copy."""
 BATCH = 1000
 """Keys written per set_many (one transaction; on the bucket, one head swap)."""
 
@@ -65,9 +68,13 @@ class CopyReport:
         return asdict(self)
 
 
-def _pages(meta: MetaStore, partition: str) -> Iterator[list[tuple[bytes, bytes]]]:
+def _pages(
+    meta: MetaStore, partition: str, skip: frozenset[bytes]
+) -> Iterator[list[tuple[bytes, bytes]]]:
     batch: list[tuple[bytes, bytes]] = []
     for key, value, _ in meta.scan(partition):
+        if key in skip:
+            continue
         batch.append((key, value))
         if len(batch) >= BATCH:
             yield batch
@@ -76,22 +83,35 @@ def _pages(meta: MetaStore, partition: str) -> Iterator[list[tuple[bytes, bytes]
         yield batch
 
 
-def _copy(source: MetaStore, target: MetaStore, partition: str, rewrite: dict[bytes, bytes]) -> int:
-    """Copy one partition (values in `rewrite` replacing the source's), over whatever the
-    target held in it (a copy stopped half-way, or an older one being replaced)."""
+def _copy(
+    source: MetaStore,
+    target: MetaStore,
+    partition: str,
+    rewrite: dict[bytes, bytes],
+    skip: frozenset[bytes],
+) -> int:
+    """Copy one partition (values in `rewrite` replacing the source's, keys in `skip` left
+    out), over whatever the target held in it (a copy stopped half-way, or an older one
+    being replaced)."""
     target.drop_partition(partition)
     n = 0
-    for batch in _pages(source, partition):
+    for batch in _pages(source, partition, skip):
         target.set_many(partition, [(k, rewrite.get(k, v)) for k, v in batch])
         n += len(batch)
     return n
 
 
 def _verify(
-    source: MetaStore, target: MetaStore, partition: str, rewrite: dict[bytes, bytes]
+    source: MetaStore,
+    target: MetaStore,
+    partition: str,
+    rewrite: dict[bytes, bytes],
+    skip: frozenset[bytes],
 ) -> None:
     theirs = target.scan(partition)
     for key, value, _ in source.scan(partition):
+        if key in skip:
+            continue
         got = next(theirs, None)
         if got is None or got[0] != key or got[1] != rewrite.get(key, value):
             raise CorruptionError(
@@ -137,8 +157,10 @@ def _sessions(ctx: RepoContext) -> tuple[list[str], list[SessionRecord]]:
 
 
 def _close(ctx: RepoContext, opened: list[SessionRecord]) -> dict[str, tuple[bytes, int]]:
-    """Close the open sessions in the old metastore (marked abandoned there), so a worker
-    still writing through it fails instead of staging or committing into the old copy.
+    """Close the open sessions in the old metastore, so a worker still writing through it
+    fails instead of staging or committing into the old copy. They are marked committing
+    there, under a lease that never runs out (MOVED_LEASE): a collector that still ran on
+    the old copy would keep what they staged and uploaded, which the new copy needs.
     Returns, by session id, its record as it was and the version of the closed one."""
     closed: dict[str, tuple[bytes, int]] = {}
     try:
@@ -155,7 +177,7 @@ def _close(ctx: RepoContext, opened: list[SessionRecord]) -> dict[str, tuple[byt
                             "copy again once its commit finishes"
                         )
                     break  # finished meanwhile: copied as it is
-                closing = replace(now, status=Status.ABANDONED)
+                closing = replace(now, status=Status.COMMITTING, lease=ctx.clock() + MOVED_LEASE)
                 try:
                     closed[rec.id] = (got[0], ctx.records.swap(closing, got[1]))
                     break
@@ -225,6 +247,7 @@ def copy_metastore(
     began = time.monotonic()
     target = open_target(ctx, to)
     closed: dict[str, tuple[bytes, int]] = {}
+    collector, locked = GcState(ctx), False
     try:
         refs = ctx.partition("refs")
         held = any(target.scan(refs, limit=1))
@@ -235,9 +258,10 @@ def copy_metastore(
                 "(copy_metastore(..., replace=True)) to drop that copy and replace it"
             )
         _check_no_gc(ctx)
+        collector.acquire()  # no collector starts on the old copy while sessions move
+        locked = True
         sessions, opened = _sessions(ctx)
         closed = _close(ctx, opened)
-        _check_no_gc(ctx)  # a collector that started meanwhile: refuse (its sessions moved)
         if held:
             _replace_target(ctx, target)
         parts = [ctx.stage_partition(sid) for sid in sessions]
@@ -249,10 +273,12 @@ def copy_metastore(
         reopened = {sid.encode(): original for sid, (original, _) in closed.items()}
         counts = {}
         # Refs last: a copy that stops half-way holds no refs, so it can be run again.
-        for partition in [sessions_partition, ctx.partition("gc"), *parts, refs]:
+        gc = ctx.partition("gc")
+        for partition in [sessions_partition, gc, *parts, refs]:
             rewrite = reopened if partition == sessions_partition else {}
-            counts[partition] = _copy(ctx.meta, target, partition, rewrite)
-            _verify(ctx.meta, target, partition, rewrite)
+            skip = frozenset([LOCK]) if partition == gc else frozenset()  # the copy's own
+            counts[partition] = _copy(ctx.meta, target, partition, rewrite, skip)
+            _verify(ctx.meta, target, partition, rewrite, skip)
         if switch:
             _switch(ctx.object_store, kind_of(to))
         elif closed:
@@ -261,13 +287,15 @@ def copy_metastore(
         _reopen(ctx, closed)
         raise
     finally:
+        if locked:
+            collector.release()
         target.close()
     return CopyReport(
         source=kind_of(ctx.spec.metastore),
         target=kind_of(to),
         refs=counts[refs],
         sessions=counts[sessions_partition],
-        gc_records=counts[ctx.partition("gc")],
+        gc_records=counts[gc],
         staged_records=sum(counts[p] for p in parts),
         partitions=len(counts),
         switched=switch,
