@@ -22,6 +22,8 @@ import pytest
 
 import zarrlake as zl
 from tests.helpers.lifecycle import all_objects, chunk, fsck
+from zarrlake.metastore.bucket_format import segment
+from zarrlake.vc.gc_protocol import uploads_partition
 
 ROOT = Path(__file__).resolve().parents[2]
 ZERO = timedelta(0)
@@ -108,6 +110,10 @@ def test_abandoned_session_is_reclaimed_by_an_incremental_gc(repo: zl.Repo, flus
     assert not report.full
     assert _left(repo, before) == set()
     assert report.by_kind["chunks"] == (N, N * BIG)
+    uploads = uploads_partition(repo.context, s.id)
+    assert list(repo.context.meta.scan(uploads)) == []
+    if repo.spec.metastore == "bucket":  # the partition's head and pages went too
+        assert list(repo.context.object_store.list(f"meta/{segment(uploads)}/")) == []
     assert repo.readonly_session().read("a/c/0") == chunk(0)
     assert fsck(repo) == []
 

@@ -357,10 +357,13 @@ def staged_uploads(meta: MetaStore, partition: str) -> list[tuple[str, int | Non
 
 def forget_uploads(meta: MetaStore, partition: str, keys: Iterable[str]) -> None:
     """Delete the upload records of `keys` (once registered as candidates). Only those: a
-    straggling writer may record more meanwhile, which the next gc run then finds."""
+    straggling writer may record more meanwhile, which the next gc run then finds. A
+    partition left empty is dropped (on the bucket metastore it would keep its head)."""
     items = [(k.encode(), None) for k in keys]
     for i in range(0, len(items), 1000):
         meta.set_many(partition, items[i : i + 1000])
+    if items and not any(True for _ in meta.scan(partition, limit=1)):
+        meta.drop_partition(partition)
 
 
 def register_staged(ctx: GcContext, session_id: str) -> int:
