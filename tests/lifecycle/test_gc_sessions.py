@@ -137,13 +137,15 @@ def test_expired_session_is_reclaimed_by_an_incremental_gc(repo: zl.Repo, flushe
     assert fsck(repo) == []
 
 
+@pytest.mark.parametrize("how", ["buffer", "flush"])
 @pytest.mark.parametrize("end", ["abandon", "expire"])
-def test_a_dead_writers_unflushed_uploads_are_reclaimed(spec: dict, repo: zl.Repo, end: str):
-    """A worker that buffered its writes (uploaded, never flushed) and died: the session is
-    then abandoned from another handle, or expires; an incremental gc reclaims its uploads."""
+def test_a_dead_writers_uploads_are_reclaimed(spec: dict, repo: zl.Repo, end: str, how: str):
+    """A worker that buffered its writes (uploaded, never flushed), or flushed them, and
+    died: the session is then abandoned from another handle, or expires; an incremental gc
+    reclaims its uploads."""
     before = _base(repo)
     s = repo.create_session()
-    _dies(spec, s.id, "buffer")
+    _dies(spec, s.id, how)
     assert len(_left(repo, before)) == N
     if end == "abandon":
         assert repo.abandon_sessions(ZERO) == [s.id]
