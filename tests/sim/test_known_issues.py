@@ -11,7 +11,8 @@ from zarrlake.testing.sim.world import KNOWN_ISSUES
 
 CASES = {
     "paused-committer": (Config(17, ops=1), "holds"),
-    "old-targets": (Config(2273), "which a branch or open session keeps"),
+    # seed 2273 until issue 29's upload records (metastore writes) shifted the schedules
+    "old-targets": (Config(4350), "which a branch or open session keeps"),
 }
 NO_SEED_NOW = {"reset-after-crash"}
 """Known issues no seed reproduces at present: seed 4017 did until the commit's gc-phase
