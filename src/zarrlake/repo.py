@@ -680,7 +680,7 @@ class Repo:
         return expire(self._ctx, older_than, branches)
 
     def copy_metastore(
-        self, to: str, *, switch: bool = True
+        self, to: str, *, switch: bool = True, replace: bool = False
     ):  # -> zarrlake.lifecycle.metastore_copy.CopyReport
         """Copy this repository's refs, sessions and gc records to another metastore, verify
         the copy, and (with `switch`) make the repository use it from now on.
@@ -693,16 +693,19 @@ class Repo:
         switch
             Record the target's kind in the repository config (reopen the repository
             afterwards; PostgreSQL and SQLite elsewhere need their URL given then).
+        replace
+            Drop and replace an older copy of this repository the target holds (one it
+            used before). Open sessions are copied along (closed in the old metastore).
 
         Raises
         ------
         ZarrLakeError
-            If a session is open or committing, or a collector runs (the copy is offline).
+            If a session is being committed, or a collector runs (the copy is offline).
         AlreadyExistsError
-            If the target already holds this repository's refs.
+            If the target already holds this repository's refs and `replace` is not given.
         CorruptionError
             If the copy read back differs (the repository keeps its old metastore).
         """
         from zarrlake.lifecycle.metastore_copy import copy_metastore
 
-        return copy_metastore(self._ctx, to, switch)
+        return copy_metastore(self._ctx, to, switch, replace)

@@ -12,6 +12,8 @@ than the grace period. The sweep protocol is in `gc_protocol`.
 
 from __future__ import annotations
 
+import os
+import re
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -21,9 +23,19 @@ from typing import TYPE_CHECKING
 from zarrlake import crashpoints
 from zarrlake.errors import InvalidInputError, NotFoundError, ZarrLakeError
 from zarrlake.format.commit import CommitRecord
+from zarrlake.format.fragment import FragmentRecord
 from zarrlake.format.manifest import ManifestRange
 from zarrlake.format.snapshot import SnapshotRoot
-from zarrlake.vc.gc_protocol import GcState, staged_candidates, staged_fragments
+from zarrlake.storage.local import LocalObjectStore
+from zarrlake.vc.gc_protocol import (
+    GcState,
+    Phase,
+    forget_uploads,
+    staged_candidates,
+    staged_fragments,
+    staged_uploads,
+    uploads_partition,
+)
 from zarrlake.vc.reach import (
     KINDS,
     WRITTEN_BY_COMMITS,
@@ -50,6 +62,49 @@ Lister = Callable[[list[str], set[str]], Iterable[str]]
 lists in parallel, filtering against a broadcast of `live`)."""
 Deleter = Callable[[list[str]], None]
 """Deletes the given object keys."""
+PARTIAL = re.compile(r"(.+)#\d+")
+"""A local directory's half-written object: obstore writes `<key>#<n>` and links it to
+`<key>` when complete; a writer killed in between leaves the file, which no listing shows."""
+
+
+STALE_PARTIAL = 3600.0
+"""Seconds after which a half-written file is garbage even if its object is live."""
+
+
+@dataclass(frozen=True)
+class Partial:
+    """A half-written object file left in a local directory: its path, the key it was
+    written for, its size and modification time."""
+
+    path: str
+    key: str
+    size: int
+    mtime: float
+
+
+def partial_uploads(store: object, prefixes: Iterable[str]) -> list[Partial]:
+    """The half-written object files under `prefixes` of a local directory store (none for
+    other stores: their uploads land whole or not at all)."""
+    while not isinstance(store, LocalObjectStore) and hasattr(store, "inner"):
+        store = store.inner
+    if not isinstance(store, LocalObjectStore):
+        return []
+    found = []
+    for prefix in prefixes:
+        top = store.root / prefix
+        for folder, _, files in os.walk(top):
+            for name in files:
+                match = PARTIAL.fullmatch(name)
+                if match is None:
+                    continue
+                path = os.path.join(folder, name)
+                rel = os.path.relpath(os.path.join(folder, match[1]), store.root)
+                try:
+                    st = os.stat(path)
+                except FileNotFoundError:
+                    continue  # its upload just completed
+                found.append(Partial(path, rel.replace(os.sep, "/"), st.st_size, st.st_mtime))
+    return found
 
 
 @dataclass
@@ -125,6 +180,8 @@ class Collector:
         self._fragment_refs: dict[str, set[str]] = {}
         self.unread: dict[str, tuple[int, int, str]] = {}  # fragment objects to read
         self.unflushed = False  # a live session's worker holds writes not flushed yet
+        self.partials: list[Partial] = []  # half-written files a full run found
+        self.grace = 0.0
 
     def _list(self, prefixes: list[str], live: set[str]) -> Iterator[str]:
         for prefix in prefixes:
@@ -148,6 +205,7 @@ class Collector:
         dead: dict[str, int | None] = {}
         live: set[str] = set()
         now = self.ctx.clock()
+        finished = []
         for rec in list(self.ctx.records.scan()):
             if rec.status == "committing" and rec.lease is not None and now > rec.lease:
                 rec, _ = load(self.ctx, rec.id)
@@ -157,20 +215,38 @@ class Collector:
             partition = self.ctx.stage_partition(rec.id)
             if rec.status in LIVE_STATUSES and not (rec.status == "open" and now > rec.expires_at):
                 live.update(self._staged_refs(partition))
+                live.update(self._uploads(rec.id))
                 live.add(f"commits/{rec.base}")
                 continue
-            rows = sum(1 for _ in self.ctx.meta.scan(partition))
-            found, indexes = staged_candidates(
-                self.objects, staged_fragments(self.ctx.meta, partition)
-            )
+            finished.append(rec.id)
+        # What finished sessions left: staged records, and uploads recorded (flushed or not),
+        # read in parallel (one scan of each partition; most are empty).
+        left = self.objects.map(self._left_by, finished)
+        for sid, (rows, fragments, uploaded) in zip(finished, left, strict=True):
+            if not rows and not uploaded:
+                continue
+            found, indexes = staged_candidates(self.objects, fragments)
+            found += uploaded
             dead.update(found)
             self.unread.update(indexes)
-            if rows and not dry_run:
+            if not dry_run:
                 self.state.add(self.candidates, found, indexes)
                 crashpoints.reached("gc_after_register")
-                self.ctx.meta.drop_partition(partition)
+                if rows:
+                    self.ctx.meta.drop_partition(self.ctx.stage_partition(sid))
+                uploads = uploads_partition(self.ctx, sid)
+                forget_uploads(self.ctx.meta, uploads, [k for k, _ in uploaded])
             self.report.staged_records_deleted += rows
         return dead, live
+
+    def _left_by(
+        self, session_id: str
+    ) -> tuple[int, list[FragmentRecord], list[tuple[str, int | None]]]:
+        """(staged records, staged fragments, recorded uploads) of a finished session."""
+        items = list(self.ctx.meta.scan(self.ctx.stage_partition(session_id)))
+        fragments = [FragmentRecord.decode(v) for k, v, _ in items if k[:1] == b"f"]
+        uploads = staged_uploads(self.ctx.meta, uploads_partition(self.ctx, session_id))
+        return len(items), fragments, uploads
 
     def _expire_session(self, session_id: str):  # -> SessionRecord | None
         from dataclasses import replace
@@ -197,15 +273,22 @@ class Collector:
             out |= self._fragment_refs[r.location]
         return out
 
+    def _uploads(self, session_id: str) -> set[str]:
+        """The objects a session recorded it uploads (flushed or not)."""
+        return {
+            k for k, _ in staged_uploads(self.ctx.meta, uploads_partition(self.ctx, session_id))
+        }
+
     def live_sessions(self) -> tuple[set[str], bool]:
-        """Objects staged by open or committing sessions (and their bases), and whether a
-        commit is in progress."""
+        """Objects staged or uploaded by open or committing sessions (and their bases), and
+        whether a commit is in progress."""
         live: set[str] = set()
         committing = False
         for rec in self.ctx.records.scan():
             if rec.status in LIVE_STATUSES:
                 committing |= rec.status == "committing"
                 live.update(self._staged_refs(self.ctx.stage_partition(rec.id)))
+                live.update(self._uploads(rec.id))
                 live.add(f"commits/{rec.base}")
         return live, committing
 
@@ -300,6 +383,7 @@ class Collector:
         # found by listing alone, now or by an earlier run
         listed_only = {k for k, c in self.candidates.items() if c.listed}
         if full:
+            self.partials = partial_uploads(self.store, [f"{k}/" for k in KINDS])
             for listed, key in enumerate(self.lister([f"{k}/" for k in KINDS], reach.live), 1):
                 if key not in fresh and key not in self.candidates:
                     listed_only.add(key)
@@ -322,10 +406,13 @@ class Collector:
         if self.unflushed:
             due = [k for k in due if k not in listed_only]
         self.report.candidates_pending = len(dead) - len(due)
+        self.grace = grace
         if dry_run:
             for key in due:
                 if (size := self.size(key, pool.get(key))) >= 0:
                     self.report.count(key, size)
+            for partial in self._dead_partials(reach):
+                self.report.count(partial.key, partial.size)
             return
         # Dead objects that wait for a later run are registered. Those deleted now need no
         # record: what found them (expired commits, dead containers, fragments, the listing)
@@ -388,9 +475,33 @@ class Collector:
                 self.progress("deleting", min(i + self.delete_batch, len(due)), len(due))
             if finished:  # what the fragments name is deleted or registered: not read again
                 self.state.expanded([c for c in self.candidates.values() if c.index])
+                self._delete_partials(reach, phase)
         finally:
             self.state.end_sweep(phase)
         crashpoints.reached("gc_after_sweep_ends")
+
+    def _dead_partials(self, reach: Reach) -> list[Partial]:
+        """Half-written files to delete: older than the grace period (by modification time:
+        nothing else records them) if their object is not live (a live session's upload in
+        flight is: its writer recorded it first), older than STALE_PARTIAL if it is (another
+        writer completed the object; no write of one file takes that long)."""
+        now = self.ctx.clock()
+        return [
+            p
+            for p in self.partials
+            if now - p.mtime >= (self.grace if p.key not in reach.live else STALE_PARTIAL)
+        ]
+
+    def _delete_partials(self, reach: Reach, phase: Phase) -> None:
+        """Delete the dead half-written files (within the sweep, before its deadline)."""
+        for partial in self._dead_partials(reach):
+            if not self.state.may_delete(phase):
+                return
+            try:
+                os.unlink(partial.path)
+            except FileNotFoundError:
+                continue
+            self.report.count(partial.key, partial.size)
 
 
 def vacuum(meta: object) -> int:

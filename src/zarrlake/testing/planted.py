@@ -9,7 +9,8 @@ Nothing else sets them; the library never imports this module.
   and reopens the session without looking for the commit it may have landed.
 - `expire_drops_tagged`: expiry keeps branch heads but not the commits tags point at.
 - `merge_takes_theirs`: a merge asked to fail on conflicting chunks takes the source's.
-- `gc_ignores_open_sessions`: garbage collection marks nothing that open sessions staged.
+- `gc_ignores_open_sessions`: garbage collection marks nothing that open sessions staged or
+  recorded uploading.
 - `flush_skips_recheck`: a flush acknowledges without re-checking that the session is still
   open (a write racing the commit's seal is lost).
 - `commit_counts_gone_writers`: a commit counts what a worker whose process died had
@@ -81,12 +82,17 @@ def _gc_ignores_open_sessions() -> list[tuple[Any, str, Any]]:
     from zarrlake.lifecycle.gc import Collector
 
     original = Collector._staged_refs
+    uploads = Collector._uploads
 
     def _staged_refs(self: Collector, partition: str) -> set[str]:
         original(self, partition)
         return set()
 
-    return [(Collector, "_staged_refs", _staged_refs)]
+    def _uploads(self: Collector, session_id: str) -> set[str]:  # their upload records too
+        uploads(self, session_id)
+        return set()
+
+    return [(Collector, "_staged_refs", _staged_refs), (Collector, "_uploads", _uploads)]
 
 
 def _flush_skips_recheck() -> list[tuple[Any, str, Any]]:

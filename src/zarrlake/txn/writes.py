@@ -31,6 +31,7 @@ from zarrlake.txn.fragments import StagedFragments
 from zarrlake.txn.node_change import check_node_change
 from zarrlake.txn.overlay import Overlay
 from zarrlake.txn.staging import Staging, WriterState
+from zarrlake.txn.uploads import UploadLog
 from zarrlake.validate import check_zarr_key
 from zarrlake.vc.change_table import Change
 from zarrlake.vc.gc_protocol import WriteGuard
@@ -75,6 +76,7 @@ class Writes:
         self.clock = clock
         self.policy = policy
         self.buffer = overlay.buffer
+        self.uploads = UploadLog(objects, staging.meta, staging.partition)  # gc sees them
         self.tag: str | None = None
         self.flushed: list[FragmentRecord] = []  # this handle's fragments, in order
         self._unsettled: tuple[Batch, FragmentRecord] | None = None  # see settle_flushed
@@ -115,6 +117,7 @@ class Writes:
         self.state = None
         self.flushed = []
         self._meta = GroupCommit[Change](self._stage_meta)
+        self.uploads = UploadLog(self.objects, self.staging.meta, self.staging.partition)
 
     def finish(self) -> None:
         """Flush, then record this writer as finished in the same metastore transaction: a
@@ -182,7 +185,7 @@ class Writes:
             self.buffer.uploading += 1
         try:
             phase = self.guard.begin()
-            ref, created = self.objects.store_chunk(bytes(data))
+            ref, created = self.uploads.store_chunk(bytes(data))  # recorded first
             with self.buffer.lock:  # a reused object may be deleted by gc: keep its bytes
                 upload = (None if created else bytes(data), phase)
                 self.buffer.pending.setdefault(chunk_object_key(ref.digest), upload)
@@ -268,6 +271,7 @@ class Writes:
         """Big chunks are uploaded in parallel, then everything is staged."""
         checked = [(check_zarr_key(key), check_data(key, data)) for key, data in items]
         big = [i for i, (_, data) in enumerate(checked) if len(data) > self.inline_max]
+        self.uploads.record_chunks([checked[i][1] for i in big])  # one metastore write
         uploaded = dict(
             zip(big, self.objects.map(self._change_for, [checked[i] for i in big]), strict=True)
         )
@@ -355,6 +359,7 @@ class Writes:
         small = len(blob) <= fragment.RECORD_MAX
         if not small:
             batch.hold(location, blob, self.guard.begin())  # put back if a sweep took it
+            self.uploads.record([(location, len(blob))])
             self.objects.store.put_if_absent(location, blob)
             crashpoints.reached("after_fragment_upload")
         self._seq += 1

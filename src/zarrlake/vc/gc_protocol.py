@@ -17,6 +17,14 @@ phase change and sees the writer's. Otherwise the writer waits out the sweep, th
 back any object of its batch that the sweep deleted. Dedup hits (`put_if_absent` finding an
 old object) are therefore safe: the object is either kept or rewritten before the write is
 acknowledged.
+
+Every object a session's writer uploads (chunk objects, fragment objects) is recorded in the
+session's uploads partition (`uploads_partition`, one key per object, its size as value)
+before it is uploaded (txn/uploads.py). While the session is open or committing, those
+objects are live; once it is finished (committed, abandoned, expired), they become
+candidates (`register_staged` at commit or abandon, the collector's session settling
+otherwise), so an incremental run reclaims what such a session uploaded whether or not a
+fragment ever named it.
 """
 
 from __future__ import annotations
@@ -329,16 +337,48 @@ def staged_candidates(
     return found, indexes
 
 
+def uploads_of(stage_partition: str) -> str:
+    """The uploads partition of the session whose staging partition is `stage_partition`
+    (`<repo>/stage/<id>` -> `<repo>/uploads/<id>`)."""
+    repo, sep, session_id = stage_partition.rpartition("/stage/")
+    assert sep, stage_partition
+    return f"{repo}/uploads/{session_id}"
+
+
+def uploads_partition(ctx: GcContext, session_id: str) -> str:
+    """The metastore partition recording every object session `session_id` uploaded."""
+    return uploads_of(ctx.stage_partition(session_id))
+
+
+def staged_uploads(meta: MetaStore, partition: str) -> list[tuple[str, int | None]]:
+    """(object key, size) of every upload recorded in an uploads partition."""
+    return [(k.decode(), json.loads(v)) for k, v, _ in meta.scan(partition)]
+
+
+def forget_uploads(meta: MetaStore, partition: str, keys: Iterable[str]) -> None:
+    """Delete the upload records of `keys` (once registered as candidates). Only those: a
+    straggling writer may record more meanwhile, which the next gc run then finds. A
+    partition left empty is dropped (on the bucket metastore it would keep its head)."""
+    items = [(k.encode(), None) for k in keys]
+    for i in range(0, len(items), 1000):
+        meta.set_many(partition, items[i : i + 1000])
+    if items and not any(True for _ in meta.scan(partition, limit=1)):
+        meta.drop_partition(partition)
+
+
 def register_staged(ctx: GcContext, session_id: str) -> int:
-    """Remember a session's staged fragments as garbage candidates, before its records are
-    dropped (abandon, commit cleanup), so an incremental gc finds them without listing: a
-    run reads each fragment's index and registers the chunk objects it names, and the mark
-    keeps whichever are still referenced. Returns how many were new."""
+    """Remember a finished session's staged fragments and recorded uploads as garbage
+    candidates, before its records are dropped (abandon, commit cleanup), so an
+    incremental gc finds them without listing: a run reads each fragment's index and
+    registers the chunk objects it names, and the mark keeps whichever are still
+    referenced. The upload records go once registered. Returns how many were new."""
     records = staged_fragments(ctx.meta, ctx.stage_partition(session_id))
-    if not records:
-        return 0
-    found, indexes = staged_candidates(ctx.objects, records)
-    if not found:
+    found, indexes = staged_candidates(ctx.objects, records) if records else ([], {})
+    uploads = uploads_partition(ctx, session_id)
+    uploaded = staged_uploads(ctx.meta, uploads)
+    if not found and not uploaded:
         return 0
     state = GcState(ctx)
-    return state.add(state.candidates(), found, indexes)
+    new = state.add(state.candidates(), [*found, *uploaded], indexes)
+    forget_uploads(ctx.meta, uploads, [k for k, _ in uploaded])
+    return new

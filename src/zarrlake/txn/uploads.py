@@ -1,0 +1,79 @@
+"""A session handle's record of the objects it uploads, made durable before each upload.
+
+An upload is known to the garbage collector from the moment it starts, not only once a
+flushed fragment names it: when the session is abandoned or expires (its writer alive,
+or killed before it flushed), the next incremental gc finds every object the session
+uploaded in its uploads partition (`gc_protocol.uploads_partition`); while the session
+is live, the same records mark those objects live.
+
+Concurrent uploads of one handle share one metastore transaction (group commit), and an
+object this handle already recorded is not recorded again, so a write of N new chunks
+costs far fewer than N metastore writes; `write_many` records all its chunks in one.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+
+from zarrlake.format.chunk_ref import ChunkRef, chunk_object_key
+from zarrlake.metastore.base import MetaStore
+from zarrlake.txn.batching import GroupCommit
+from zarrlake.vc.gc_protocol import uploads_of
+from zarrlake.vc.objects import MANIFEST_INLINE_MAX, Objects
+
+REMEMBER = 200_000
+"""Keys a handle remembers as recorded; past that it forgets them (recording again is
+harmless, only a metastore write more)."""
+
+
+class UploadLog:
+    """Records the keys a handle uploads in its session's uploads partition."""
+
+    def __init__(self, objects: Objects, meta: MetaStore, stage_partition: str) -> None:
+        self.objects = objects
+        self.meta = meta
+        self.partition = uploads_of(stage_partition)
+        self._recorded: set[str] = set()
+        self._lock = threading.Lock()
+        self._group = GroupCommit[tuple[str, int]](self._write)
+
+    def _write(self, items: list[tuple[str, int]]) -> None:
+        sizes = dict(items)
+        self.meta.set_many(
+            self.partition, [(k.encode(), json.dumps(n).encode()) for k, n in sizes.items()]
+        )
+
+    def record(self, items: list[tuple[str, int]]) -> None:
+        """Make `(key, size)` durable before those objects are uploaded; keys recorded
+        already are skipped."""
+        with self._lock:
+            new = [(k, n) for k, n in items if k not in self._recorded]
+            if len(self._recorded) > REMEMBER:
+                self._recorded.clear()
+            self._recorded.update(k for k, _ in new)
+        if not new:
+            return
+        try:
+            self._group.submit(new)
+        except BaseException:
+            with self._lock:
+                self._recorded.difference_update(k for k, _ in new)
+            raise
+
+    def record_chunks(self, chunks: list[bytes]) -> None:
+        """Record the chunk objects of many uploads about to be made, in one metastore
+        write (their uploads then find them recorded; hashing twice costs far less)."""
+        big = [d for d in chunks if len(d) > MANIFEST_INLINE_MAX]
+        digests = self.objects.map(self.objects.digest, big)
+        self.record([(chunk_object_key(h), len(d)) for h, d in zip(digests, big, strict=True)])
+
+    def store_chunk(self, data: bytes) -> tuple[ChunkRef, bool]:
+        """`Objects.store_chunk`, with the object recorded before it is uploaded."""
+        if len(data) <= MANIFEST_INLINE_MAX:
+            return self.objects.store_chunk(data)
+        digest = self.objects.digest(data)
+        key = chunk_object_key(digest)
+        self.record([(key, len(data))])
+        created = self.objects.store.put_if_absent(key, data)
+        return ChunkRef.object(digest, len(data)), created
