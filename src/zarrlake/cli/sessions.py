@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -13,7 +14,6 @@ from zarrlake.cli.context import console, options, parse_duration, print_json, w
 from zarrlake.cli.history import diff_json, print_diff
 from zarrlake.errors import InvalidInputError
 from zarrlake.present import iso, short
-from zarrlake.session_records import as_datetime
 
 if TYPE_CHECKING:
     from zarrlake.repo import SessionInfo, WriterInfo
@@ -56,7 +56,7 @@ def writer_json(w: WriterInfo) -> dict:
         "state": w.state,
         "pid": w.pid,
         "host": w.host,
-        "since": iso(as_datetime(w.since)) if w.since is not None else None,
+        "since": iso(datetime.fromtimestamp(w.since, UTC)) if w.since is not None else None,
         "tag": w.tag,
         "error": w.error,
         "fragments": w.fragments,
@@ -150,7 +150,7 @@ def show(ctx: typer.Context, session_id: IdArg, json_out: JsonOpt = False) -> No
                 w.writer,
                 w.state,
                 f"pid {w.pid} on {escape(w.host)}",
-                when(as_datetime(w.since)) if w.since is not None else "-",
+                when(datetime.fromtimestamp(w.since, UTC)) if w.since is not None else "-",
                 f"{w.fragments} fragment(s), {w.chunks} chunk(s)"
                 + (" + unflushed writes" if w.unflushed else ""),
                 escape(w.error or (f"tag {w.tag}" if w.tag else "")),
