@@ -35,7 +35,16 @@ from zarrlake.vc.conflicts import find_conflicts, merge_changes, without
 from zarrlake.vc.objects import Blob, Objects
 from zarrlake.vc.refs import BRANCH, Refs
 
-__all__ = ["Change", "ChangeTable", "CommitProtocol", "CommitRequest"]
+__all__ = ["Change", "ChangeTable", "CommitProtocol", "CommitRequest", "SessionLanded"]
+
+
+class SessionLanded(Exception):
+    """The branch already holds a commit of this request's session, made by an earlier
+    attempt whose branch update arrived late: the session must not be committed twice."""
+
+    def __init__(self, commit: str) -> None:
+        super().__init__(commit)
+        self.commit = commit
 
 
 # building snapshots ------------------------------------------------------------------
@@ -215,6 +224,8 @@ class CommitRequest:
     reads: tuple[list[str], list[str]] | None = None  # serializable sessions only
     timeout: float = 60.0
     metadata: dict[str, str] | None = None
+    keep: Callable[[], None] | None = None
+    """Called between long steps (a committer renews its lease there; it raises to stop)."""
 
 
 class CommitProtocol:
@@ -228,11 +239,16 @@ class CommitProtocol:
     def ancestry(self, head: str, base: str) -> list[CommitRecord]:
         """Commits after `base` up to `head`, newest first; ConflictError if `base` is not
         an ancestor (the branch was reset past it)."""
+        return [rec for _, rec in self.between(head, base)]
+
+    def between(self, head: str, base: str) -> list[tuple[str, CommitRecord]]:
+        """(id, record) of the commits after `base` up to `head`, newest first, as
+        `ancestry`."""
         out = []
         for cid, rec in self.objects.history(head):
             if cid == base:
                 return out
-            out.append(rec)
+            out.append((cid, rec))
         raise ConflictError(
             [Conflict("", ConflictKind.RESET, None, f"branch no longer descends from {base}")]
         )
@@ -265,7 +281,11 @@ class CommitProtocol:
             changes = req.changes
             parent_id, parent_root = req.base, base_root
             if head != req.base:
-                between = self.ancestry(head, req.base)
+                pairs = self.between(head, req.base)
+                for cid, c in pairs:  # a late commit of this session: never a second one
+                    if req.session_id is not None and c.session_id == req.session_id:
+                        raise SessionLanded(cid)
+                between = [c for _, c in pairs]
                 theirs = merge_changes(
                     [self.objects.read(ChangeSet, c.changes) for c in reversed(between)]
                 )
@@ -331,7 +351,12 @@ class CommitProtocol:
             head, version = known or self.refs.require(BRANCH, branch)
             known = None
             base = base or head
-            new = build(head)
+            try:
+                new = build(head)
+            except SessionLanded as e:
+                if e.commit in tried:  # our own attempt, whose CAS reply was lost
+                    return e.commit
+                raise
             if new == head:
                 return head
             tried.add(new)
@@ -376,7 +401,14 @@ class CommitProtocol:
         hashes known before any write); the branch moves only after all of them are durable,
         so until then even the commit record is unreachable. Staged chunk bytes are not
         copied: the manifests point into the fragments that staged them."""
-        root, range_blobs = apply_changes(self.objects, parent_root, changes, self.objects.put_all)
+        keep = req.keep
+
+        def write(blobs: list[Blob]) -> None:
+            self.objects.put_all(blobs)
+            if keep is not None:
+                keep()
+
+        root, range_blobs = apply_changes(self.objects, parent_root, changes, write)
         snapshot_id, root_blob = self.objects.encode(root)
         if change_set_ is None:  # rebased: the change set is against the new parent
             change_set_ = change_set(changes, parent_root.meta)
