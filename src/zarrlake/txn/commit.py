@@ -14,6 +14,7 @@ different partitions behind a key-value interface)."""
 from __future__ import annotations
 
 import secrets
+from collections import deque
 from dataclasses import replace
 from typing import Protocol, cast
 
@@ -21,6 +22,7 @@ from zarrlake import crashpoints, runtime
 from zarrlake.connection import RepoContext, raise_first
 from zarrlake.errors import (
     CASFailedError,
+    ExpiredHistoryError,
     InvalidInputError,
     NotFoundError,
     SessionClosedError,
@@ -89,25 +91,52 @@ class UndecidedError(ZarrLakeError):
 
 
 def landed(ctx: RepoContext, rec: SessionRecord) -> str | None:
-    """The commit this session made on its branch, or None when a complete walk of the
-    branch from its head down to the session's base proves none did. A seal records each
+    """The commit this session made on its branch, or None when a complete search of the
+    branch's history down to the session's base proves none did. A seal records each
     commit id it may move the branch to (`attempts`) before that branch compare-and-swap, so
     a seal with none recorded never moved it (no read needed). Raises on any read error and
-    UndecidedError when the walk cannot be completed: never a guess."""
+    UndecidedError when the search cannot be completed: never a guess."""
     targets = set(rec.attempts)
     if rec.committer is not None and not targets:
         return None
     head = ctx.refs.get(BRANCH, rec.branch)
     if head is None:
         raise UndecidedError(f"branch {rec.branch!r} no longer exists")
-    for cid, commit in ctx.objects.history(head[0]):
+    return reached(ctx, head[0], rec, targets)
+
+
+def reached(ctx: RepoContext, head: str, rec: SessionRecord, targets: set[str]) -> str | None:
+    """The first commit found from `head` that is one of `targets` or names session
+    `rec`, searching every parent (a merge may have brought it in) but not below the
+    session's base; None when the search ends having met the base (UndecidedError if it
+    never did, or history was expired on the way). Without merges above the base this is
+    one walk down the first parents; with them it may read the history below the base that
+    they bring in."""
+    seen = {head}
+    todo = deque([head])
+    met_base = False
+    while todo:
+        cid = todo.popleft()
+        if cid == rec.base:
+            met_base = True
+            continue
+        try:
+            commit = ctx.objects.read_commit(cid)
+        except ExpiredHistoryError:
+            raise UndecidedError(
+                f"the history of branch {rec.branch!r} was expired at {cid[:12]}"
+            ) from None
         if cid in targets or commit.session_id == rec.id:
             return cid
-        if cid == rec.base:
-            return None
-    raise UndecidedError(
-        f"branch {rec.branch!r} no longer descends from the session's base {rec.base[:12]}"
-    )
+        for parent in commit.parents:
+            if parent not in seen:
+                seen.add(parent)
+                todo.append(parent)
+    if not met_base:
+        raise UndecidedError(
+            f"branch {rec.branch!r} no longer descends from the session's base {rec.base[:12]}"
+        )
+    return None
 
 
 def _alive(rec: SessionRecord) -> bool | None:
