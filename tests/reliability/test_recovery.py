@@ -13,6 +13,7 @@ python -m tests.reliability.test_recovery DIR SESSION_ID [METASTORE_URL]
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -136,9 +137,8 @@ def test_a_commit_outliving_its_lease_in_a_sweep_wait_is_aborted_not_reopened(
     proc = start_committer(location, sid, pg_metastore_url, hold="writer_waits_for_sweep")
     try:
         expect_line(proc, "HOLD writer_waits_for_sweep")  # sealed, waiting for the sweep
-        rec, _ = repo.context.records.get(sid)
-        assert rec.status == Status.COMMITTING and rec.committer is not None
-        assert runtime.identity_pid(rec.committer)[1] == proc.pid
+        sealed, _ = repo.context.records.get(sid)
+        assert sealed.status == Status.COMMITTING
 
         past_every_lease(repo)
         acknowledged = False
@@ -149,8 +149,7 @@ def test_a_commit_outliving_its_lease_in_a_sweep_wait_is_aborted_not_reopened(
             acknowledged = True
         except SessionClosedError as e:
             assert "aborted" in str(e) and f"pid {proc.pid}" in str(e), e
-        rec, _ = repo.context.records.get(sid)
-        assert rec.status == Status.ABORTED, rec.status
+        status_after_join = repo.context.records.get(sid)[0].status
 
         repo.gc(older_than=timedelta(hours=1))  # takes over the dead collector: sweep ends
         assert not GcState(repo.context).phase()[0].sweeping
@@ -163,9 +162,15 @@ def test_a_commit_outliving_its_lease_in_a_sweep_wait_is_aborted_not_reopened(
     t = zarr.open_array(repo.readonly_session("main").store, path="t")[:]
     if acknowledged:  # an acknowledged flush is never lost
         assert t[1, 1] == 22, (t.tolist(), out)
+    again = None
+    with contextlib.suppress(SessionClosedError):  # before the fix: a second commit landed
+        again = repo.join_session(sid).commit("again", on_conflict="ours")
+    assert again is None and sessions_in_log(repo)[sid] <= 1
     assert out.startswith("RAISED SessionClosedError") and "aborted" in out, out
     assert t.tolist() == [[0, 0], [0, 0]]  # nothing of the session landed
     assert sessions_in_log(repo)[sid] == 0
+    assert status_after_join == "aborted"
+    assert runtime.identity_pid(sealed.committer)[1] == proc.pid  # recorded in the seal
     assert load(repo.context, sid)[0].status == Status.ABORTED
     with pytest.raises(SessionClosedError, match=r"aborted at .*Start a new session"):
         repo.join_session(sid)
@@ -226,7 +231,6 @@ def test_a_dead_committer_reopens_its_session_at_once(tmp_path, point):
     assert proc.returncode == -9
     rec = repo.context.records.get(sid)[0]
     assert rec.status == Status.COMMITTING and time.time() < rec.lease  # lease still on
-    assert bool(rec.attempts) is (point == "before_branch_cas")
 
     s = repo.join_session(sid)  # no wait
     assert s.status == Status.OPEN
@@ -235,6 +239,7 @@ def test_a_dead_committer_reopens_its_session_at_once(tmp_path, point):
     t = zarr.open_array(repo.readonly_session("main").store, path="t")[:]
     assert t.tolist() == [[11, 0], [0, 22]] and repo.resolve("main") == cid
     assert sessions_in_log(repo)[sid] == 1
+    assert bool(rec.attempts) is (point == "before_branch_cas")  # recorded before the CAS
 
 
 def test_a_live_committer_refuses_with_who_since_and_when(tmp_path):
@@ -286,6 +291,28 @@ def test_an_aborted_session_becomes_committed_when_its_late_commit_lands(tmp_pat
     assert sessions_in_log(repo)[sid] == 1
 
 
+def test_a_reset_after_a_committer_died_past_its_branch_swap_commits_nothing_twice(tmp_path):
+    """A committer killed after its branch swap, before finishing its record; the branch is
+    then reset back past its commit. The reset records the session committed first (while
+    the branch still held the commit): recovery must not take the missing commit for "not
+    landed" and reopen the session (the known issue "reset-after-crash")."""
+    location = str(tmp_path / "repo")
+    repo, sid = make_repo(location)
+    base = repo.resolve("main")
+    proc = start_committer(location, sid, crash="after_branch_cas")
+    proc.communicate()
+    assert proc.returncode == -9
+    landed = repo.resolve("main")
+    assert repo.commit_info(landed).session_id == sid
+    repo.reset_branch("main", base)
+    past_every_lease(repo)
+    with contextlib.suppress(SessionClosedError):
+        repo.join_session(sid).commit("again")
+    rec = repo.context.records.get(sid)[0]
+    assert rec.status == Status.COMMITTED and rec.commit == landed
+    assert repo.resolve("main") == base and sessions_in_log(repo)[sid] == 0
+
+
 # Leases and the fence, in one process --------------------------------------------------
 
 
@@ -300,8 +327,11 @@ def test_a_waiting_committer_renews_its_lease_and_stops_once_aborted(tmp_path):
     ctx.meta.set(ctx.partition("gc"), PHASE, Phase(1, True, now[0] + 100_000).encode())
     polls: queue.Queue[str] = queue.Queue()
     go = threading.Semaphore(0)
+    over = threading.Event()
 
     def sleep(_: float) -> None:
+        if over.is_set():
+            raise RuntimeError("the test is over")
         polls.put("waiting")
         go.acquire()
 
@@ -314,8 +344,18 @@ def test_a_waiting_committer_renews_its_lease_and_stops_once_aborted(tmp_path):
         except Exception as e:
             outcome.append(e)
 
-    t = threading.Thread(target=run)
+    t = threading.Thread(target=run, daemon=True)
     t.start()
+    try:
+        _renews_then_stops(ctx, sid, now, polls, go, t, outcome)
+    finally:
+        over.set()
+        go.release()
+    assert sessions_in_log(repo)[sid] == 0
+    assert ctx.records.get(sid)[0].status == Status.ABORTED
+
+
+def _renews_then_stops(ctx, sid, now, polls, go, t, outcome) -> None:
     assert polls.get(timeout=60) == "waiting"
     rec = ctx.records.get(sid)[0]
     span = ctx.settings.commit_timeout + LEASE_MARGIN
@@ -338,8 +378,6 @@ def test_a_waiting_committer_renews_its_lease_and_stops_once_aborted(tmp_path):
     assert isinstance(error, SessionClosedError) and "stopped before moving the branch" in str(
         error
     ), error
-    assert sessions_in_log(repo)[sid] == 0
-    assert ctx.records.get(sid)[0].status == Status.ABORTED
 
 
 def test_a_late_commit_of_the_same_session_is_never_followed_by_a_second(tmp_path):

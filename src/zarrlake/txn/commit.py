@@ -217,6 +217,35 @@ def load(ctx: RepoContext, session_id: str) -> tuple[SessionRecord, int]:
     return ctx.records.update(session_id, lambda rec: recovered(ctx, rec))
 
 
+def settle_before_reset(ctx: RepoContext, branch: str, head: str) -> None:
+    """Before `branch` is reset away from `head`: every session recorded as committing (or
+    aborted with attempts) on it whose commit `head` holds is recorded committed now, while
+    the branch still shows it. Afterwards its commit may no longer be on the branch, and
+    recovery would take it for "not landed" and reopen the session (a second commit of it).
+    A commit landing after `head` was read moves the branch: the reset's compare-and-swap
+    then fails and it reads again."""
+    for rec in ctx.records.scan():
+        if rec.branch != branch or not (
+            rec.status == Status.COMMITTING or (rec.status == Status.ABORTED and rec.attempts)
+        ):
+            continue
+        if rec.committer is not None and not rec.attempts:
+            continue  # no branch swap was tried
+        try:
+            cid = reached(ctx, head, rec, set(rec.attempts))
+        except UndecidedError:
+            continue
+        if cid is None:
+            continue
+
+        def change(cur: SessionRecord, cid: str = cid, seal: str | None = rec.seal):
+            if cur.status not in (Status.COMMITTING, Status.ABORTED) or cur.seal != seal:
+                return None
+            return _finished(cur, cid, ctx.clock())
+
+        ctx.records.update(rec.id, change)
+
+
 def counted(markers: list[Unflushed], accepts: dict[str, set[str]]) -> list[Unflushed]:
     """The markers whose writes a commit needs: untagged ones, and those of accepted
     writers (a tagged writer not accepted is a failed or speculative Spark task attempt)."""
