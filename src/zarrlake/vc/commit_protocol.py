@@ -240,6 +240,8 @@ class CommitBuilder:
         self.base_root = objects.read(SnapshotRoot, objects.snapshot_of(req.base))
         req.changes = drop_unchanged(objects, self.base_root, req.changes)
         self.ours = change_set(req.changes, self.base_root.meta)
+        if req.keep is not None:  # reading the base's manifests may have taken long
+            req.keep()
 
     def ancestry(self, head: str, base: str) -> list[CommitRecord]:
         """Commits after `base` up to `head`, newest first; ConflictError if `base` is not
