@@ -513,7 +513,11 @@ class Repo:
     # merge, revert, reset, blame, protection (zarrlake.vc.merge and friends) --------------
 
     def _history(self):
-        return History(self._ctx.objects, self._ctx.refs, self._ctx.settings.commit_timeout)
+        from zarrlake.txn.commit import settle_before_reset
+
+        ctx = self._ctx
+        settle = lambda branch, head: settle_before_reset(ctx, branch, head)  # noqa: E731
+        return History(ctx.objects, ctx.refs, ctx.settings.commit_timeout, settle)
 
     def merge(
         self,

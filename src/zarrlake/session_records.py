@@ -40,6 +40,10 @@ class Status(StrEnum):
     COMMITTED = "committed"
     ABANDONED = "abandoned"
     EXPIRED = "expired"
+    ABORTED = "aborted"
+    """A commit that could not be finished (its committer outlived its lease, or died
+    where it cannot be told whether its commit landed): final, except that it becomes
+    committed if its commit turns up on the branch (looked for whenever the record is read)."""
 
 
 class Isolation(StrEnum):
@@ -89,6 +93,23 @@ class SessionInfo:
     author: str | None
     isolation: str
     commit: str | None
+    since: datetime | None = None
+    """When the session entered its status (committing, aborted, committed), if recorded."""
+    committer: tuple[str, int] | None = None
+    """(host, pid) of the process committing it (or that last tried to)."""
+    note: str | None = None
+    """Why the session is aborted, or other news about its status."""
+
+    def describe(self) -> str:
+        """The status in a few words: "committing since ... by pid 12@host" and the like."""
+        out = self.status
+        if self.status == Status.COMMITTED and self.commit:
+            out += f" as {self.commit[:12]}"
+        if self.since is not None:
+            out += f" since {self.since:%Y-%m-%d %H:%M:%S} UTC"
+        if self.committer is not None and self.status in (Status.COMMITTING, Status.ABORTED):
+            out += f" by pid {self.committer[1]}@{self.committer[0]}"
+        return out
 
 
 @dataclass(frozen=True)
@@ -107,6 +128,12 @@ class SessionRecord:
     commit: str | None = None  # the commit it became
     lease: float | None = None  # a committer that has not finished by then has died
     nonce: str = ""  # makes every stored version unique (lost-response detection)
+    since: float | None = None  # when the status began (sealed, aborted, committed)
+    committer: str | None = None  # runtime.identity() of the process that sealed it
+    seal: str | None = None  # random token of one seal: the committer's fence on its record
+    attempts: tuple[str, ...] = ()  # commit ids this seal may move the branch to, each
+    # recorded (by compare-and-swap on this record) before that branch compare-and-swap
+    note: str | None = None  # why it was aborted
 
     def encode(self) -> bytes:
         """The record as stored (JSON), with a fresh nonce so every update changes its bytes."""
@@ -116,7 +143,8 @@ class SessionRecord:
     def decode(cls, data: bytes) -> SessionRecord:
         """A stored record; fields unknown to this version are ignored."""
         doc = json.loads(data)
-        return cls(**{k: v for k, v in doc.items() if k in cls.__dataclass_fields__})
+        rec = cls(**{k: v for k, v in doc.items() if k in cls.__dataclass_fields__})
+        return replace(rec, attempts=tuple(rec.attempts)) if rec.attempts else rec
 
     @property
     def created_time(self) -> datetime:
@@ -142,12 +170,51 @@ class SessionRecord:
             self.author,
             self.isolation,
             self.commit,
+            as_datetime(self.since),
+            runtime.identity_pid(self.committer) if self.committer else None,
+            self.note,
         )
+
+    def committer_text(self) -> str:
+        """The committing process as "pid 123 on host" (or "an unknown process")."""
+        if not self.committer:
+            return "a process of an earlier version (not recorded)"
+        host, pid = runtime.identity_pid(self.committer)
+        return f"pid {pid} on {host}"
+
+    def since_text(self) -> str:
+        """When the status began, for messages."""
+        return "an unrecorded time" if self.since is None else f"{as_datetime(self.since)}"
+
+    def may_land(self, now: float) -> bool:
+        """Whether a commit of this session may still land: it is committing, or aborted
+        while its committer may still be between recording an attempt and moving the
+        branch (until the session's expiry)."""
+        if self.status == Status.COMMITTING:
+            return True
+        return self.status == Status.ABORTED and bool(self.attempts) and now <= self.expires_at
 
     def check_writable(self, now: float) -> None:
         """Raise unless the session can still write and commit at `now`."""
         if self.status == Status.EXPIRED or (self.status == Status.OPEN and now > self.expires_at):
             raise SessionExpiredError(f"session {self.id} expired at {self.expires_time}")
+        if self.status == Status.COMMITTING:
+            lease = "an unrecorded time" if self.lease is None else str(as_datetime(self.lease))
+            raise SessionClosedError(
+                f"session {self.id} is being committed since {self.since_text()} by "
+                f"{self.committer_text()}; its writes are closed. If that commit fails the "
+                "session opens again; if that process is gone without landing it, the "
+                "session opens again as soon as this is noticed (on the next read of it); "
+                f"otherwise its lease ends at {lease}, after which the session is aborted "
+                "unless its commit landed"
+            )
+        if self.status == Status.ABORTED:
+            raise SessionClosedError(
+                f"session {self.id} was aborted at {self.since_text()}: {self.note or ''} "
+                "Nothing more can be written or committed in it (a commit of it may yet show "
+                "up on the branch if that process resumes, and the session is then committed). "
+                "Start a new session and write again what was flushed to this one"
+            )
         if self.status != Status.OPEN:
             raise SessionClosedError(f"session {self.id} is {self.status}; start a new session")
 
@@ -225,6 +292,21 @@ class SessionRecords:
             rec
             for rec in self.scan()
             if rec.status == Status.OPEN and rec.expires_at > now and branch in (None, rec.branch)
+        ]
+        return sorted(out, key=lambda r: r.created)
+
+    def list_current(self, branch: str | None = None) -> list[SessionRecord]:
+        """Sessions not yet finished or recently given up (open and unexpired, committing,
+        or aborted and not past their expiry), optionally of one branch, oldest first."""
+        now = self.clock()
+        out = [
+            rec
+            for rec in self.scan()
+            if branch in (None, rec.branch)
+            and (
+                rec.status == Status.COMMITTING
+                or (rec.status in (Status.OPEN, Status.ABORTED) and rec.expires_at > now)
+            )
         ]
         return sorted(out, key=lambda r: r.created)
 

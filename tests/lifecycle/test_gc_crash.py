@@ -52,7 +52,11 @@ def run(location: str, what: str) -> None:
 def test_killed_collector_leaves_a_valid_repository(tmp_path, what: str, point: str) -> None:
     location = tmp_path / "repo"
     setup(location).close()
-    env = {**os.environ, "ZARRLAKE_CRASH_AT": point, "PYTHONPATH": str(ROOT)}
+    env = {
+        **os.environ,
+        "ZARRLAKE_CRASH_AT": point,
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]),
+    }
     proc = subprocess.run(
         [sys.executable, "-m", "tests.lifecycle.test_gc_crash", str(location), what],
         env=env,

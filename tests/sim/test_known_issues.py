@@ -10,8 +10,7 @@ from zarrlake.testing.sim import Config, run
 from zarrlake.testing.sim.world import KNOWN_ISSUES
 
 CASES = {
-    "paused-committer": (Config(17, ops=1), "holds"),
-    "old-targets": (Config(3169), "which a branch or open session keeps"),
+    "old-targets": (Config(911), "still needed"),
 }
 NO_SEED_NOW = {"reset-after-crash"}
 """Known issues no seed reproduces at present: seed 4017 did until the commit's gc-phase

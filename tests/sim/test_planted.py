@@ -15,11 +15,13 @@ BUDGET = 5000
 SYMPTOMS = {
     "gc_ignores_grace": r"under a grace period of",
     "commit_skips_rebase_conflicts": r"over a conflict|expected one of",
-    "recovery_trusts_stale_record": r"lease recovery missed it|committed twice",
+    # a landed commit taken for "not landed" reopens its session: a flush is then
+    # acknowledged that no commit will hold (a second commit of it is refused)
+    "recovery_trusts_stale_record": r"lease recovery missed it|committed twice|flush returned",
     "expire_drops_tagged": r"which a tag points at",
     "merge_takes_theirs": r"on_conflict='fail', but: conflicts",
     "gc_ignores_open_sessions": r"still needed|cannot be read|is missing",
-    "flush_skips_recheck": r"flush returned",
+    "flush_skips_recheck": r"flush returned|\(it landed\): commit \w+ holds",
     "commit_counts_gone_writers": r"gone writer counted silently",
 }
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated
@@ -12,11 +13,11 @@ from rich.table import Table
 
 from zarrlake.cli.context import console, options, parse_duration, print_json, when
 from zarrlake.cli.history import diff_json, print_diff
-from zarrlake.errors import InvalidInputError
+from zarrlake.errors import InvalidInputError, ZarrLakeError
 from zarrlake.present import iso, short
 
 if TYPE_CHECKING:
-    from zarrlake.repo import SessionInfo, WriterInfo
+    from zarrlake.repo import Repo, SessionInfo, WriterInfo
 
 sessions_app = typer.Typer(
     help="List, inspect, abandon or extend open sessions (default: list).\n\n"
@@ -46,6 +47,12 @@ def record_json(rec: SessionInfo) -> dict:
         "author": rec.author,
         "isolation": rec.isolation,
         "commit": rec.commit,
+        "since": iso(rec.since) if rec.since is not None else None,
+        "committer": (
+            {"host": rec.committer[0], "pid": rec.committer[1]} if rec.committer else None
+        ),
+        "note": rec.note,
+        "state": rec.describe(),
     }
 
 
@@ -71,31 +78,54 @@ def writers_summary(writers: list[WriterInfo]) -> str:
     return ", ".join(f"{n} {state}" for state, n in sorted(counts.items())) or "-"
 
 
+def current_sessions(repo: Repo, branch: str | None) -> list[SessionInfo]:
+    """Open, committing and recently aborted sessions, each read through recovery (so a
+    committer that died or outlived its lease shows as what it became); a record that
+    cannot be checked now shows as stored."""
+    from zarrlake.txn.commit import load
+
+    ctx = repo.context
+    out = []
+    for rec in ctx.records.list_current(branch):
+        if rec.status != "open":
+            with contextlib.suppress(ZarrLakeError):
+                rec, _ = load(ctx, rec.id)
+        out.append(rec.info(ctx.clock()))
+    return out
+
+
+def writers_cell(repo: Repo, info: SessionInfo) -> str | None:
+    """The "writers" column of `sessions list`: its writers counted by state."""
+    return writers_summary(repo.session_writers(info.id))
+
+
 def _list(ctx: typer.Context, branch: str | None, json_out: bool) -> None:
     repo = options(ctx).open()
-    records = repo.list_sessions(branch)
-    writers = {r.id: repo.session_writers(r.id) for r in records}
+    records = current_sessions(repo, branch)
     if json_out:
         print_json(
-            [record_json(r) | {"writers": [writer_json(w) for w in writers[r.id]]} for r in records]
+            [
+                record_json(r) | {"writers": [writer_json(w) for w in repo.session_writers(r.id)]}
+                for r in records
+            ]
         )
         return
     if not records:
         console.print("(no open sessions)")
         return
+    writers = [writers_cell(repo, r) for r in records]
+    show_writers = any(w is not None for w in writers)
     table = Table(box=None, header_style="bold")
-    for col in ("session", "branch", "base", "expires", "writers", "author", "message"):
+    columns = ["session", "branch", "base", "status"]
+    columns += ["writers"] if show_writers else []
+    columns += ["expires", "author", "message"]
+    for col in columns:
         table.add_column(col)
-    for r in records:
-        table.add_row(
-            r.id,
-            escape(r.branch),
-            short(r.base),
-            when(r.expires_at),
-            writers_summary(writers[r.id]),
-            escape(r.author or "-"),
-            escape(r.message or ""),
-        )
+    for r, w in zip(records, writers, strict=True):
+        cells = [r.id, escape(r.branch), short(r.base), escape(r.describe())]
+        cells += [escape(w or "-")] if show_writers else []
+        cells += [when(r.expires_at), escape(r.author or "-"), escape(r.message or "")]
+        table.add_row(*cells)
     console.print(table)
 
 
@@ -115,7 +145,8 @@ def list_(
     branch: Annotated[str | None, typer.Option(help="Only sessions on this branch.")] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """List open, unexpired sessions.
+    """List open, unexpired sessions, and those being committed or recently aborted, with
+    their status (committing since when, by which process; aborted and why).
 
     Example: zarrlake -r ./myrepo sessions list --branch main --json
     """

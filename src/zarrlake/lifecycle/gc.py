@@ -213,7 +213,8 @@ class Collector:
                 rec = self._expire_session(rec.id) or rec
                 self.report.sessions_expired += rec.status == "expired"
             partition = self.ctx.stage_partition(rec.id)
-            if rec.status in LIVE_STATUSES and not (rec.status == "open" and now > rec.expires_at):
+            held = rec.status in LIVE_STATUSES or rec.may_land(now)  # aborted, may still land
+            if held and not (rec.status == "open" and now > rec.expires_at):
                 live.update(self._staged_refs(partition))
                 live.update(self._uploads(rec.id))
                 live.add(f"commits/{rec.base}")
@@ -285,8 +286,8 @@ class Collector:
         live: set[str] = set()
         committing = False
         for rec in self.ctx.records.scan():
-            if rec.status in LIVE_STATUSES:
-                committing |= rec.status == "committing"
+            if rec.status in LIVE_STATUSES or rec.may_land(self.ctx.clock()):
+                committing |= rec.status != "open"  # committing, or aborted but may land
                 live.update(self._staged_refs(self.ctx.stage_partition(rec.id)))
                 live.update(self._uploads(rec.id))
                 live.add(f"commits/{rec.base}")
@@ -462,6 +463,7 @@ class Collector:
                 if not self.state.may_delete(phase):
                     finished = False
                     break  # past the sweep's deadline: writers no longer wait for it
+                self.state.refresh()  # still our lock (CAS), or GcBusyError: stop deleting
                 batch = due[i : i + self.delete_batch]
                 self.deleter(batch)
                 crashpoints.reached("gc_after_delete")

@@ -28,6 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from cachetools import LRUCache
@@ -74,6 +75,17 @@ PREPARED_MAX_AGE = 600.0
 """A write whose new pages are this old is planned again, so they never pass for leftovers."""
 HEADS_CACHED = 512
 PAGE_CACHE_BYTES = 64 << 20
+
+
+class Earlier(Enum):
+    """What became of an earlier attempt of a write whose reply was lost."""
+
+    LANDED = "landed"
+    """It is in the head: the write is done."""
+    GONE = "gone"
+    """It can no longer land (or planning it again is harmless): plan it again."""
+    UNKNOWN = "unknown"
+    """Cannot be told (too many writes since, and the key changed): give up, say so."""
 
 
 class _PageGone(Exception):
@@ -264,13 +276,15 @@ class BucketMetaStore(MetaStoreBackend):
                 self._landed(names, pending, pending.head, new_tag)
                 return pending.versions
             current, current_tag = self._load(names, self._settle)
-            landed = self._landed_before(names, current, txn, pending) if uncertain else False
-            if landed:
+            earlier = (
+                self._landed_before(names, current, txn, pending) if uncertain else Earlier.GONE
+            )
+            if earlier is Earlier.LANDED:
                 self._landed(names, pending, None, "")
                 return pending.versions
             if lost and current_tag == tag:
                 continue  # nothing landed since: the same bytes again, on the same condition
-            if landed is None:
+            if earlier is Earlier.UNKNOWN:
                 raise TransientError(
                     f"{self.url}: cannot tell whether a compare-and-swap in {partition!r} "
                     f"landed: more than {RECENT} writes came in between, and the key changed"
@@ -287,28 +301,27 @@ class BucketMetaStore(MetaStoreBackend):
 
     def _landed_before(
         self, names: Names, current: Head | None, txn: int, pending: _Prepared
-    ) -> bool | None:
-        """Whether an earlier attempt of this write is in `current`: True; False (it can no
-        longer land, or planning it again is harmless); None (cannot tell)."""
+    ) -> Earlier:
+        """Whether an earlier attempt of this write is in `current` (see `Earlier`)."""
         if current is None:
-            return False  # dropped since: planned again, the write lands after the drop
+            return Earlier.GONE  # dropped since: planned again, the write lands after the drop
         if txn in current.recent:
-            return True
+            return Earlier.LANDED
         if current.salt != pending.head.salt:
-            return False
+            return Earlier.GONE
         if current.gen - pending.head.gen < RECENT or pending.cas is None:
-            return False  # a blind write may take effect twice, as any retried write may
+            return Earlier.GONE  # a blind write may take effect twice, as any retried write may
         # Its id has left the head. The key tells: our version (it landed), the version it
         # replaces (it did not: versions never come back), or another (cannot tell).
         key, expected, version = pending.cas
         try:
             found = runs.lookup(current, key, lambda ref: self._page(names, ref))
         except _PageGone:
-            return None  # the head moved on again while being read
+            return Earlier.UNKNOWN  # the head moved on again while being read
         now = None if found is None else found[1]
         if now == version:
-            return True
-        return False if now == expected and expected is not None else None
+            return Earlier.LANDED
+        return Earlier.GONE if now == expected and expected is not None else Earlier.UNKNOWN
 
     def _prepare(
         self,

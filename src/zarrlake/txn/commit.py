@@ -1,9 +1,20 @@
 """Committing a session: seal its record with a lease, run the commit protocol, finish the
-record; and recovery of a committer that died mid-way (from its lease)."""
+record; and recovery of a committer that died mid-way or outlived its lease.
+
+The record is the committer's fence: the seal stores a random token, the process identity
+and a lease; the lease is renewed, and each commit id is recorded, by compare-and-swap on
+that record before the branch compare-and-swap. Recovery changes the record, so a
+committer it gave up on fails its next renewal and never moves the branch afterwards. The
+window left is one round trip: a committer that renewed and then pauses longer than its
+lease before its branch swap lands it while recovery has aborted the record (never
+reopened it), so the next read finds the commit and upgrades the record to committed. On
+no metastore is the record swap and the branch swap one transaction (they live in
+different partitions behind a key-value interface)."""
 
 from __future__ import annotations
 
-import sys
+import secrets
+from collections import deque
 from dataclasses import replace
 from typing import Protocol, cast
 
@@ -11,7 +22,7 @@ from zarrlake import crashpoints, runtime
 from zarrlake.connection import RepoContext, raise_first
 from zarrlake.errors import (
     CASFailedError,
-    ConflictError,
+    ExpiredHistoryError,
     InvalidInputError,
     NotFoundError,
     SessionClosedError,
@@ -19,10 +30,10 @@ from zarrlake.errors import (
     UnflushedWritesError,
     ZarrLakeError,
 )
-from zarrlake.session_records import SessionRecord, Status
+from zarrlake.session_records import SessionRecord, Status, as_datetime
 from zarrlake.txn.staging import Staging
 from zarrlake.vc.change_table import Gathered
-from zarrlake.vc.commit_protocol import CommitProtocol, CommitRequest
+from zarrlake.vc.commit_protocol import CommitProtocol, CommitRequest, SessionLanded
 from zarrlake.vc.gc_protocol import register_staged
 from zarrlake.vc.protection import check_direct_commit
 from zarrlake.vc.refs import BRANCH
@@ -79,33 +90,165 @@ def check_metadata_dict(metadata: object) -> dict[str, str]:
     return dict(metadata)
 
 
+class UndecidedError(ZarrLakeError):
+    """Whether a commit landed cannot be decided from the branch: it is gone, or its history
+    no longer reaches the session's base (reset past it)."""
+
+
 def landed(ctx: RepoContext, rec: SessionRecord) -> str | None:
-    """The commit this session made on its branch, if one landed (commits name their
-    session, so no intent needs recording before the branch compare-and-swap)."""
+    """The commit this session made on its branch, or None when a complete search of the
+    branch's history down to the session's base proves none did. A seal records each
+    commit id it may move the branch to (`attempts`) before that branch compare-and-swap, so
+    a seal with none recorded never moved it (no read needed). Raises on any read error and
+    UndecidedError when the search cannot be completed: never a guess."""
+    targets = set(rec.attempts)
+    if rec.committer is not None and not targets:
+        return None
     head = ctx.refs.get(BRANCH, rec.branch)
     if head is None:
-        return None
-    try:
-        for cid, commit in ctx.objects.history(head[0]):
-            if cid == rec.base:
-                break
-            if commit.session_id == rec.id:
-                return cid
-    except ZarrLakeError:
-        return None
+        raise UndecidedError(f"branch {rec.branch!r} no longer exists")
+    return reached(ctx, head[0], rec, targets)
+
+
+def reached(ctx: RepoContext, head: str, rec: SessionRecord, targets: set[str]) -> str | None:
+    """The first commit found from `head` that is one of `targets` or names session
+    `rec`, searching every parent (a merge may have brought it in) but not below the
+    session's base; None when the search ends having met the base (UndecidedError if it
+    never did, or history was expired on the way). Without merges above the base this is
+    one walk down the first parents; with them it may read the history below the base that
+    they bring in."""
+    seen = {head}
+    todo = deque([head])
+    met_base = False
+    while todo:
+        cid = todo.popleft()
+        if cid == rec.base:
+            met_base = True
+            continue
+        try:
+            commit = ctx.objects.read_commit(cid)
+        except ExpiredHistoryError:
+            raise UndecidedError(
+                f"the history of branch {rec.branch!r} was expired at {cid[:12]}"
+            ) from None
+        if cid in targets or commit.session_id == rec.id:
+            return cid
+        for parent in commit.parents:
+            if parent not in seen:
+                seen.add(parent)
+                todo.append(parent)
+    if not met_base:
+        raise UndecidedError(
+            f"branch {rec.branch!r} no longer descends from the session's base {rec.base[:12]}"
+        )
     return None
 
 
-def load(ctx: RepoContext, session_id: str) -> tuple[SessionRecord, int]:
-    """The session's record; a committer whose lease ran out is recovered first: the record
-    is finished by whether its commit landed."""
-    rec, version = ctx.records.get(session_id)
-    if rec.status == Status.COMMITTING and rec.lease is not None and ctx.clock() > rec.lease:
+def _alive(rec: SessionRecord) -> bool | None:
+    """Whether the process that sealed `rec` still runs (None: cannot be told from here)."""
+    return runtime.identity_alive(rec.committer) if rec.committer else None
+
+
+def recovered(ctx: RepoContext, rec: SessionRecord) -> SessionRecord | None:
+    """What a committing or aborted record becomes now, or None to leave it as it is.
+
+    - A committer known dead (its recorded `runtime.identity()` judged gone, not merely
+      unknown) whose commit is proven not landed: the session is open again at once,
+      without waiting for its lease. This is safe because only that process could move the
+      branch for this seal, and a dead process sends nothing more (what remains is a
+      request it sent just before dying that the metastore applies later; a second commit
+      of the session then finds the first below it and stops, see CommitProtocol).
+    - A committer whose lease passed and that is alive (paused) or whose liveness cannot
+      be told: aborted, never open, since it may still move the branch. An aborted
+      record whose commit turns up later is upgraded to committed here.
+    - A landed commit makes the record committed, whoever finds it.
+    Read errors propagate with the record untouched; only a complete walk says "not
+    landed" (see `landed`)."""
+    now = ctx.clock()
+    if rec.status == Status.ABORTED:
+        if not rec.attempts:
+            return None  # nothing was ever tried on the branch, or it was settled already
+        try:
+            cid = landed(ctx, rec)
+        except UndecidedError:
+            cid = None
+        if cid is not None:
+            return _finished(rec, cid, now)
+        if _alive(rec) is False:  # it can never land now: stop looking
+            return replace(rec, attempts=())
+        return None
+    if rec.status != Status.COMMITTING:
+        return None
+    alive = _alive(rec)
+    lease_over = rec.lease is None or now > rec.lease
+    if alive is not False and not lease_over:
+        return None
+    try:
         cid = landed(ctx, rec)
-        status = Status.COMMITTED if cid else Status.OPEN
-        new = replace(rec, status=status, commit=cid, lease=None)
-        return new, ctx.records.swap(new, version)
-    return rec, version
+    except UndecidedError as e:
+        return _aborted(rec, now, f"{rec.committer_text()} stopped, and {e}.")
+    if cid is not None:
+        return _finished(rec, cid, now)
+    if alive is False:
+        return replace(
+            rec,
+            status=Status.OPEN,
+            lease=None,
+            since=now,
+            seal=None,
+            attempts=(),
+            note=f"reopened: {rec.committer_text()} died while committing, without landing",
+        )
+    how = "is still running (paused?)" if alive else "cannot be checked from here"
+    return _aborted(
+        rec,
+        now,
+        f"{rec.committer_text()}, committing since {rec.since_text()}, did not finish "
+        f"within its lease (ended {as_datetime(rec.lease)}) and {how}.",
+    )
+
+
+def _finished(rec: SessionRecord, cid: str, now: float) -> SessionRecord:
+    return replace(rec, status=Status.COMMITTED, commit=cid, lease=None, since=now)
+
+
+def _aborted(rec: SessionRecord, now: float, note: str) -> SessionRecord:
+    return replace(rec, status=Status.ABORTED, lease=None, since=now, note=note)
+
+
+def load(ctx: RepoContext, session_id: str) -> tuple[SessionRecord, int]:
+    """The session's record, recovered first if its committer is gone or past its lease
+    (see `recovered`); read errors propagate and leave the record as it is."""
+    return ctx.records.update(session_id, lambda rec: recovered(ctx, rec))
+
+
+def settle_before_reset(ctx: RepoContext, branch: str, head: str) -> None:
+    """Before `branch` is reset away from `head`: every session recorded as committing (or
+    aborted with attempts) on it whose commit `head` holds is recorded committed now, while
+    the branch still shows it. Afterwards its commit may no longer be on the branch, and
+    recovery would take it for "not landed" and reopen the session (a second commit of it).
+    A commit landing after `head` was read moves the branch: the reset's compare-and-swap
+    then fails and it reads again."""
+    for rec in ctx.records.scan():
+        if rec.branch != branch or not (
+            rec.status == Status.COMMITTING or (rec.status == Status.ABORTED and rec.attempts)
+        ):
+            continue
+        if rec.committer is not None and not rec.attempts:
+            continue  # no branch swap was tried
+        try:
+            cid = reached(ctx, head, rec, set(rec.attempts))
+        except UndecidedError:
+            continue
+        if cid is None:
+            continue
+
+        def change(cur: SessionRecord, cid: str = cid, seal: str | None = rec.seal):
+            if cur.status not in (Status.COMMITTING, Status.ABORTED) or cur.seal != seal:
+                return None
+            return _finished(cur, cid, ctx.clock())
+
+        ctx.records.update(rec.id, change)
 
 
 def commit(
@@ -148,6 +291,94 @@ def commit(
                 runtime.sleep(POLL)
 
 
+class Hold:
+    """A committer's hold on the record it sealed: its lease, renewed by compare-and-swap on
+    that record, and the commit ids it may move the branch to, recorded the same way before
+    each branch compare-and-swap. Every change checks the record still carries this seal
+    (`seal` token, status committing): once recovery aborted or reopened it, the hold is
+    lost and the committer gives up before it touches the branch (the fence)."""
+
+    def __init__(self, txn: CommitHandle, rec: SessionRecord, version: int) -> None:
+        self.txn = txn
+        self.rec = rec
+        self.version = version
+
+    @property
+    def span(self) -> float:
+        """Seconds a lease runs from its last renewal."""
+        return self.txn.ctx.settings.commit_timeout + LEASE_MARGIN
+
+    def keep(self) -> None:
+        """Renew the lease once half of it has passed (no metastore call before); raises
+        SessionClosedError if the record is no longer this seal's."""
+        assert self.rec.lease is not None
+        if self.txn.ctx.clock() > self.rec.lease - self.span / 2:
+            self.renew()
+
+    def renew(self, attempt: str | None = None) -> None:
+        """Extend the lease, recording `attempt` (a commit id about to be swapped onto the
+        branch) among the seal's attempts; SessionClosedError if the hold is lost."""
+        ctx = self.txn.ctx
+
+        def change(cur: SessionRecord) -> SessionRecord:
+            if cur.status != Status.COMMITTING or cur.seal != self.rec.seal:
+                raise self.lost(cur)
+            attempts = cur.attempts
+            if attempt is not None and attempt not in attempts:
+                attempts = (*attempts, attempt)
+            return replace(cur, lease=ctx.clock() + self.span, attempts=attempts)
+
+        new = change(self.rec)
+        try:  # one round trip when nobody touched the record (the usual case)
+            self.version = ctx.records.swap(new, self.version)
+            self.rec = new
+        except CASFailedError:
+            self.rec, self.version = ctx.records.update(self.rec.id, change)
+        self.txn.record, self.txn.version = self.rec, self.version
+
+    def lost(self, cur: SessionRecord) -> SessionClosedError:
+        """The error of a committer whose record was taken from it."""
+        return SessionClosedError(
+            f"session {cur.id}: this commit stopped before moving the branch: its record was "
+            f"changed by another process (now {cur.status}"
+            + (f": {cur.note}" if cur.note else "")
+            + "). The branch was not moved by this attempt"
+        )
+
+    def finish(self, commit: str | None) -> None:
+        """Leave the record committed (with `commit`) or open again, if this seal still holds
+        it; a record recovery aborted meanwhile stays aborted (committed if `commit`), with
+        no attempts left to look for once this committer is done."""
+        ctx = self.txn.ctx
+        seal = self.rec.seal
+
+        def change(cur: SessionRecord) -> SessionRecord | None:
+            now = ctx.clock()
+            if cur.seal != seal or cur.status not in (Status.COMMITTING, Status.ABORTED):
+                if commit is not None and cur.commit != commit:
+                    raise SessionClosedError(
+                        f"session {cur.id}: its commit {commit[:12]} landed, but the record "
+                        f"was changed meanwhile to {cur.status}"
+                    )
+                return None
+            if commit is not None:
+                return _finished(cur, commit, now)
+            if cur.status == Status.ABORTED:
+                return replace(cur, attempts=()) if cur.attempts else None
+            return replace(
+                cur, status=Status.OPEN, lease=None, since=now, seal=None, attempts=(), note=None
+            )
+
+        new = change(self.rec)
+        try:
+            if new is not None:
+                self.version = ctx.records.swap(new, self.version)
+                self.rec = new
+        except CASFailedError:
+            self.rec, self.version = ctx.records.update(self.rec.id, change)
+        self.txn.record, self.txn.version = self.rec, self.version
+
+
 def _commit(txn: CommitHandle, message: str | None, on_conflict: str, props: dict) -> str:
     """One attempt: seal, gather, run the protocol; the seal is undone if it fails."""
     ctx = txn.ctx
@@ -161,18 +392,26 @@ def _commit(txn: CommitHandle, message: str | None, on_conflict: str, props: dic
         lambda: seal(txn, rec, version),
     )
     raise_first([sealed])  # nothing to undo
-    rec, version = cast(tuple[SessionRecord, int], sealed)
+    hold = Hold(txn, *cast(tuple[SessionRecord, int], sealed))
+    rec = hold.rec
     crashpoints.reached("after_seal")
+
+    def before_cas(commit_id: str) -> None:
+        hold.renew(attempt=commit_id)  # the fence: no branch swap unless this still holds
+        crashpoints.reached("before_branch_cas")
+
     try:
         raise_first([protected, head])  # the seal is undone below
         # The gc phase is read only once the seal has landed: a sweep that begins later
         # sees this session committing and keeps what a commit may reuse, one that began
-        # earlier is waited for (reading it alongside the seal let both miss each other).
-        # The same read settles this handle's last uploads; the gather goes out with it.
+        # earlier is waited for (reading it alongside the seal let both miss each other),
+        # the lease renewed meanwhile. The same read settles this handle's last uploads;
+        # the gather goes out with it.
         idle, gathered = ctx.together(
-            lambda: txn.settle_flushed() or ctx.write_guard.wait_idle(), txn.gather
+            lambda: txn.settle_flushed() or ctx.write_guard.wait_idle(hold.keep), txn.gather
         )
         raise_first([idle, gathered])
+        hold.keep()
         staged = cast(Gathered, gathered)
         request = CommitRequest(
             branch=rec.branch,
@@ -187,21 +426,32 @@ def _commit(txn: CommitHandle, message: str | None, on_conflict: str, props: dic
             timeout=ctx.settings.commit_timeout,
             metadata=props,
             allow_empty=txn.allow_empty,
+            keep=hold.keep,
         )
         commit_id = CommitProtocol(ctx.objects, ctx.refs).run(
-            request,
-            lambda _: crashpoints.reached("before_branch_cas"),
-            cast(tuple[str, int] | None, head),
+            request, before_cas, cast(tuple[str, int] | None, head)
         )
         crashpoints.reached("after_branch_cas")
-    except BaseException:
-        cid = None if isinstance(sys.exc_info()[1], ConflictError) else landed(ctx, rec)
+    except SessionLanded as e:  # an earlier seal's commit landed late: this one cannot
+        hold.finish(e.commit)
+        raise SessionClosedError(
+            f"session {rec.id} was already committed as {e.commit[:12]} (by an earlier commit "
+            "of it whose branch update arrived late); this commit was not made, and writes "
+            "flushed since that commit are not in it: write them in a new session"
+        ) from None
+    except BaseException as error:
+        try:
+            cid = landed(ctx, hold.rec) if hold.rec.attempts else None
+        except ZarrLakeError as check:  # cannot tell: the record stays committing
+            error.add_note(
+                f"whether this commit landed could not be checked ({check}); session "
+                f"{rec.id} stays committing until that is known (its next reader decides "
+                "once this process is gone, or its lease has ended)"
+            )
+            raise
         if cid is None:
-            txn.record = replace(rec, status=Status.OPEN, lease=None)
-            txn.version = ctx.records.swap(txn.record, version)
-            if isinstance(sys.exc_info()[1], NotFoundError) and not ctx.refs.get(
-                BRANCH, rec.branch
-            ):
+            hold.finish(None)
+            if isinstance(error, NotFoundError) and not ctx.refs.get(BRANCH, rec.branch):
                 raise NotFoundError(
                     f"branch {rec.branch!r} was deleted after this session started at "
                     f"{rec.base[:12]}; nothing was committed (the session stays open: create "
@@ -209,21 +459,32 @@ def _commit(txn: CommitHandle, message: str | None, on_conflict: str, props: dic
                 ) from None
             raise
         commit_id = cid  # the branch holds our commit; the error came after it landed
-    txn.record = replace(rec, status=Status.COMMITTED, commit=commit_id, lease=None)
-    txn.version = ctx.records.swap(txn.record, version)
+    hold.finish(commit_id)
     crashpoints.reached("after_session_committed")
     return commit_id
 
 
 def seal(txn: CommitHandle, rec: SessionRecord, version: int) -> tuple[SessionRecord, int]:
-    """Mark the session committing, with a lease, by compare-and-swap from the record as the
-    handle last saw it (re-read once if it changed); writes staged after this fail."""
-    lease = txn.ctx.clock() + txn.ctx.settings.commit_timeout + LEASE_MARGIN
+    """Mark the session committing, with a lease, this process's identity and a fresh seal
+    token, by compare-and-swap from the record as the handle last saw it (re-read once if
+    it changed); writes staged after this fail."""
+    now = txn.ctx.clock()
+    lease = now + txn.ctx.settings.commit_timeout + LEASE_MARGIN
+    token = secrets.token_hex(8)
     for fresh in (False, True):
         if fresh:
             rec, version = txn.load()
             txn.check_writable(rec, version)
-        sealed = replace(rec, status=Status.COMMITTING, lease=lease)
+        sealed = replace(
+            rec,
+            status=Status.COMMITTING,
+            lease=lease,
+            since=now,
+            committer=runtime.identity(),
+            seal=token,
+            attempts=(),
+            note=None,
+        )
         try:
             version = txn.ctx.records.swap(sealed, version)
         except CASFailedError:

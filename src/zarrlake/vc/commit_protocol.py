@@ -36,7 +36,16 @@ from zarrlake.vc.conflicts import find_conflicts, merge_changes, without
 from zarrlake.vc.objects import Blob, Objects
 from zarrlake.vc.refs import BRANCH, Refs
 
-__all__ = ["Change", "ChangeTable", "CommitProtocol", "CommitRequest"]
+__all__ = ["Change", "ChangeTable", "CommitProtocol", "CommitRequest", "SessionLanded"]
+
+
+class SessionLanded(Exception):
+    """The branch already holds a commit of this request's session, made by an earlier
+    attempt whose branch update arrived late: the session must not be committed twice."""
+
+    def __init__(self, commit: str) -> None:
+        super().__init__(commit)
+        self.commit = commit
 
 
 # building snapshots ------------------------------------------------------------------
@@ -217,24 +226,44 @@ class CommitRequest:
     timeout: float = 60.0
     metadata: dict[str, str] | None = None
     allow_empty: bool = True  # False: NoChangesError when nothing differs from the base
+    keep: Callable[[], None] | None = None
+    """Called between long steps (a committer renews its lease there; it raises to stop)."""
 
 
-class CommitProtocol:
-    """Runs one commit against a branch. `before_cas(commit_id)` is called right before each
-    branch compare-and-swap."""
+class CommitBuilder:
+    """The first job of a commit: its objects. Made once per request (the base snapshot read,
+    unchanged writes dropped, the change set computed); `build(head)` then checks conflicts
+    with what landed on the branch since the base, rebases onto `head` and writes every
+    object of the commit, returning its id (the branch is not touched)."""
 
-    def __init__(self, objects: Objects, refs: Refs) -> None:
+    def __init__(self, objects: Objects, req: CommitRequest) -> None:
         self.objects = objects
-        self.refs = refs
+        self.req = req
+        self.base_root = objects.read(SnapshotRoot, objects.snapshot_of(req.base))
+        req.changes = drop_unchanged(objects, self.base_root, req.changes)
+        if not req.allow_empty and req.changes.empty:
+            raise NoChangesError(
+                f"session {req.session_id} changes nothing on {req.branch!r} (every write "
+                "matches its base commit, or nothing was written); nothing was committed and "
+                "the session stays open: commit(allow_empty=True) records an empty commit"
+            )
+        self.ours = change_set(req.changes, self.base_root.meta)
+        if req.keep is not None:  # reading the base's manifests may have taken long
+            req.keep()
 
     def ancestry(self, head: str, base: str) -> list[CommitRecord]:
         """Commits after `base` up to `head`, newest first; ConflictError if `base` is not
         an ancestor (the branch was reset past it)."""
+        return [rec for _, rec in self.between(head, base)]
+
+    def between(self, head: str, base: str) -> list[tuple[str, CommitRecord]]:
+        """(id, record) of the commits after `base` up to `head`, newest first, as
+        `ancestry`."""
         out = []
         for cid, rec in self.objects.history(head):
             if cid == base:
                 return out
-            out.append(rec)
+            out.append((cid, rec))
         raise ConflictError(
             [Conflict("", ConflictKind.RESET, None, f"branch no longer descends from {base}")]
         )
@@ -251,6 +280,118 @@ class CommitProtocol:
             if node_path(key) in theirs.nodes and head_root.meta.get(key) == doc
         }
 
+    def build(self, head: str) -> str:
+        """The id of the commit of the request on top of `head`, its objects written;
+        ConflictError when the policy does not resolve a conflict, SessionLanded when a
+        commit of the same session is already on the branch."""
+        req, base_root, ours = self.req, self.base_root, self.ours
+        changes = req.changes
+        parent_id, parent_root = req.base, base_root
+        if head != req.base:
+            pairs = self.between(head, req.base)
+            for cid, c in pairs:  # a late commit of this session: never a second one
+                if req.session_id is not None and c.session_id == req.session_id:
+                    raise SessionLanded(cid)
+            between = [c for _, c in pairs]
+            theirs = merge_changes(
+                [self.objects.read(ChangeSet, c.changes) for c in reversed(between)]
+            )
+            head_root = self.objects.read(SnapshotRoot, between[0].snapshot)
+            namer = KeyNamer(
+                base_root.meta,
+                head_root.meta,
+                {k: d for k, d in req.changes.meta.items() if d},
+            )
+            conflicts = find_conflicts(ours, theirs, namer, req.reads)
+            if conflicts and req.reads is None:  # metadata changed alike: no conflict
+                nodes = self._alike(req.changes, theirs, head_root)
+                if nodes:
+                    conflicts = find_conflicts(
+                        without(ours, nodes), without(theirs, nodes), namer, req.reads
+                    )
+            if conflicts:
+                policy_ok = req.on_conflict in ("ours", "theirs") and all(
+                    c.kind == ConflictKind.CHUNK for c in conflicts
+                )
+                if not policy_ok:
+                    raise ConflictError(conflicts)
+                if req.on_conflict == "theirs":
+                    changes = changes.without(theirs.keys)
+            parent_id, parent_root = head, head_root
+        reuse = ours if parent_id == req.base and changes is req.changes else None
+        return self._write(changes, parent_id, parent_root, reuse)
+
+    def _write(
+        self,
+        changes: ChangeTable,
+        parent_id: str,
+        parent_root: SnapshotRoot,
+        change_set_: ChangeSet | None = None,
+    ) -> str:
+        """Write every object of the new commit in one parallel round (all ids are content
+        hashes known before any write); the branch moves only after all of them are durable,
+        so until then even the commit record is unreachable. Staged chunk bytes are not
+        copied: the manifests point into the fragments that staged them."""
+        req = self.req
+        keep = req.keep
+
+        def write(blobs: list[Blob]) -> None:
+            self.objects.put_all(blobs)
+            if keep is not None:
+                keep()
+
+        root, range_blobs = apply_changes(self.objects, parent_root, changes, write)
+        snapshot_id, root_blob = self.objects.encode(root)
+        if change_set_ is None:  # rebased: the change set is against the new parent
+            change_set_ = change_set(changes, parent_root.meta)
+        changes_id, changes_blob = self.objects.encode(change_set_)
+        record = CommitRecord(
+            parents=(parent_id,),
+            snapshot=snapshot_id,
+            changes=changes_id,
+            message=req.message,
+            author=req.author,
+            timestamp=runtime.now(),
+            session_id=req.session_id,
+            metadata=dict(req.metadata or {}),
+        )
+        commit_id, record_blob = self.objects.encode(record)
+        self.objects.put_all([*req.blobs, *range_blobs, root_blob, changes_blob, record_blob])
+        crashpoints.reached("after_objects_written")
+        return commit_id
+
+
+@dataclass(frozen=True)
+class Moved:
+    """A branch compare-and-swap that found the branch elsewhere: where it is now (None:
+    deleted). A lost race is an answer, returned as data, not an error."""
+
+    head: str | None
+    version: int | None
+
+
+def update_branch(refs: Refs, branch: str, new: str, expected_version: int) -> Moved | None:
+    """The second job of a commit: move `branch` to `new` if it is still at
+    `expected_version`. None when it moved; Moved (the branch's head now) when another
+    update came first. Other errors propagate (a TransientError may hide a swap that
+    landed: the caller looks for it)."""
+    try:
+        refs.move(branch, new, expected_version)
+        return None
+    except CASFailedError:
+        got = refs.get(BRANCH, branch)
+        return Moved(*got) if got is not None else Moved(None, None)
+
+
+class CommitProtocol:
+    """Runs one commit against a branch: a CommitBuilder makes its objects for the head it
+    finds, `update_branch` lands it; on a moved head it builds again. `before_cas(commit_id)`
+    is called right before each branch compare-and-swap."""
+
+    def __init__(self, objects: Objects, refs: Refs) -> None:
+        self.objects = objects
+        self.refs = refs
+
     def run(
         self,
         req: CommitRequest,
@@ -259,50 +400,8 @@ class CommitProtocol:
     ) -> str:
         """The id of the commit of `req` on its branch; `head`, the branch's (commit id,
         version) if the caller read it already, saves reading it again."""
-        base_root = self.objects.read(SnapshotRoot, self.objects.snapshot_of(req.base))
-        req.changes = drop_unchanged(self.objects, base_root, req.changes)
-        if not req.allow_empty and req.changes.empty:
-            raise NoChangesError(
-                f"session {req.session_id} changes nothing on {req.branch!r} (every write "
-                "matches its base commit, or nothing was written); nothing was committed and "
-                "the session stays open: commit(allow_empty=True) records an empty commit"
-            )
-        ours = change_set(req.changes, base_root.meta)
-
-        def build(head: str) -> str:
-            changes = req.changes
-            parent_id, parent_root = req.base, base_root
-            if head != req.base:
-                between = self.ancestry(head, req.base)
-                theirs = merge_changes(
-                    [self.objects.read(ChangeSet, c.changes) for c in reversed(between)]
-                )
-                head_root = self.objects.read(SnapshotRoot, between[0].snapshot)
-                namer = KeyNamer(
-                    base_root.meta,
-                    head_root.meta,
-                    {k: d for k, d in req.changes.meta.items() if d},
-                )
-                conflicts = find_conflicts(ours, theirs, namer, req.reads)
-                if conflicts and req.reads is None:  # metadata changed alike: no conflict
-                    nodes = self._alike(req.changes, theirs, head_root)
-                    if nodes:
-                        conflicts = find_conflicts(
-                            without(ours, nodes), without(theirs, nodes), namer, req.reads
-                        )
-                if conflicts:
-                    policy_ok = req.on_conflict in ("ours", "theirs") and all(
-                        c.kind == ConflictKind.CHUNK for c in conflicts
-                    )
-                    if not policy_ok:
-                        raise ConflictError(conflicts)
-                    if req.on_conflict == "theirs":
-                        changes = changes.without(theirs.keys)
-                parent_id, parent_root = head, head_root
-            reuse = ours if parent_id == req.base and changes is req.changes else None
-            return self._write(req, changes, parent_id, parent_root, reuse)
-
-        return self.land(req.branch, build, req.timeout, req.base, before_cas, head)
+        builder = CommitBuilder(self.objects, req)
+        return self.land(req.branch, builder.build, req.timeout, req.base, before_cas, head)
 
     def land(
         self,
@@ -339,19 +438,26 @@ class CommitProtocol:
             head, version = known or self.refs.require(BRANCH, branch)
             known = None
             base = base or head
-            new = build(head)
+            try:
+                new = build(head)
+            except SessionLanded as e:
+                if e.commit in tried:  # our own attempt, whose CAS reply was lost
+                    return e.commit
+                raise
             if new == head:
                 return head
             tried.add(new)
             if before_cas is not None:
                 before_cas(new)
             try:
-                self.refs.move(branch, new, version)
-                return new
-            except CASFailedError:
+                moved = update_branch(self.refs, branch, new, version)
+                if moved is None:
+                    return new
                 landed = self._landed(tried, branch, base)
                 if landed is not None:  # our CAS landed, its reply was lost
                     return landed
+                if moved.head is not None and moved.version is not None:
+                    known = (moved.head, moved.version)  # build on it next
             except TransientError:  # the CAS may have landed before the error reached us
                 landed = self._landed(tried, branch, base)
                 if landed is not None:
@@ -371,35 +477,3 @@ class CommitProtocol:
             if cid in tried:
                 return cid
         return None
-
-    def _write(
-        self,
-        req: CommitRequest,
-        changes: ChangeTable,
-        parent_id: str,
-        parent_root: SnapshotRoot,
-        change_set_: ChangeSet | None = None,
-    ) -> str:
-        """Write every object of the new commit in one parallel round (all ids are content
-        hashes known before any write); the branch moves only after all of them are durable,
-        so until then even the commit record is unreachable. Staged chunk bytes are not
-        copied: the manifests point into the fragments that staged them."""
-        root, range_blobs = apply_changes(self.objects, parent_root, changes, self.objects.put_all)
-        snapshot_id, root_blob = self.objects.encode(root)
-        if change_set_ is None:  # rebased: the change set is against the new parent
-            change_set_ = change_set(changes, parent_root.meta)
-        changes_id, changes_blob = self.objects.encode(change_set_)
-        record = CommitRecord(
-            parents=(parent_id,),
-            snapshot=snapshot_id,
-            changes=changes_id,
-            message=req.message,
-            author=req.author,
-            timestamp=runtime.now(),
-            session_id=req.session_id,
-            metadata=dict(req.metadata or {}),
-        )
-        commit_id, record_blob = self.objects.encode(record)
-        self.objects.put_all([*req.blobs, *range_blobs, root_blob, changes_blob, record_blob])
-        crashpoints.reached("after_objects_written")
-        return commit_id

@@ -3,7 +3,9 @@
 All of them live in the metastore partition `<repo_id>/gc` and change only by
 compare-and-swap:
 
-- `lock`: one collector at a time (its owner, host and pid, so a dead one is taken over).
+- `lock`: one collector at a time (its owner token and `runtime.identity()`, so one known
+  to be dead is taken over; renewed by compare-and-swap before each delete batch, taken
+  over otherwise only LOCK_TTL after its last renewal).
 - `phase`: the sweep epoch. A collector moves it to *sweeping* (epoch + 1, with a deadline)
   before it re-checks what is live and deletes, and back to *idle* after. It never deletes
   past the deadline, so a crashed sweep cannot delete anything later.
@@ -68,7 +70,7 @@ SWEEP_TTL = 600.0
 DELETE_MARGIN = 30.0
 """A sweep stops deleting this many seconds before its deadline (clock skew, pauses)."""
 LOCK_TTL = 3600.0
-"""A lock held this long by a process on another host is taken over."""
+"""A lock not renewed for this long is taken over (its holder's liveness unknown)."""
 
 
 @dataclass(frozen=True)
@@ -122,12 +124,16 @@ class GcState:
     # lock ---------------------------------------------------------------------------------
 
     def acquire(self) -> None:
-        """Take the collector lock; GcBusyError if a live collector holds it."""
+        """Take the collector lock; GcBusyError if a collector that may be alive holds it."""
         got = self.meta.get(self.partition, LOCK)
         if got is not None and not self._stale(json.loads(got[0])):
-            holder = json.loads(got[0])["owner"]
-            raise GcBusyError(f"another garbage collection is running ({holder})")
-        value = json.dumps({"owner": self.owner, "since": self.clock()}).encode()
+            lock = json.loads(got[0])
+            raise GcBusyError(
+                f"another garbage collection is running ({self._holder(lock)}, lock taken "
+                f"{self.clock() - lock['since']:.0f} s ago); it is taken over once that "
+                f"process is known to be gone, or after {LOCK_TTL:.0f} s without renewal"
+            )
+        value = self._value()
         try:
             self.meta.set_if(self.partition, LOCK, value, got[1] if got else None)
         except CASFailedError:
@@ -136,12 +142,35 @@ class GcState:
         if got is not None and phase.sweeping:  # its collector died: it deletes no more
             self.end_sweep(phase)
 
+    def _value(self) -> bytes:
+        """The lock as this collector stores it: owner token, process identity, time."""
+        doc = {"owner": self.owner, "identity": runtime.identity(), "since": self.clock()}
+        return json.dumps(doc).encode()
+
+    @staticmethod
+    def _holder(lock: dict) -> str:
+        ident = lock.get("identity")
+        if ident:
+            host, pid = runtime.identity_pid(ident)
+            return f"pid {pid} on {host}"
+        return str(lock.get("owner"))
+
     def _stale(self, lock: dict) -> bool:
+        """Whether a lock may be taken over: its holder is known to be gone (by its
+        recorded `runtime.identity()`: host, boot, pid namespace, pid and start time), or it
+        was not renewed for LOCK_TTL. A live collector renews it at every delete batch, so
+        a lock is never taken from a collector that may still delete on a guess (the host
+        name and pid alone say nothing across containers sharing a host name)."""
+        age = self.clock() - lock["since"]
+        if age > LOCK_TTL:
+            return True
+        ident = lock.get("identity")
+        if ident is not None:
+            return runtime.identity_alive(ident) is False
+        # A lock of an earlier version names only host and pid: a guess, trusted only once
+        # any sweep of its holder has passed its deadline (it then deletes no more).
         host, pid, _ = lock["owner"].split(":")
-        alive = runtime.alive(host, int(pid))
-        if alive is not None:  # on this host: stale once its process is gone
-            return not alive
-        return self.clock() - lock["since"] > LOCK_TTL
+        return age > SWEEP_TTL and runtime.alive(host, int(pid)) is False
 
     def release(self) -> None:
         """Drop the gc lock, if this collector still owns it."""
@@ -157,15 +186,15 @@ class GcState:
         return (Phase.decode(got[0]), got[1]) if got else (Phase(), None)
 
     def refresh(self) -> None:
-        """Renew the lock's time, so another host's takeover (LOCK_TTL after it) can never
-        meet a sweep of ours that may still delete (SWEEP_TTL < LOCK_TTL); GcBusyError if
-        the lock was taken over meanwhile."""
+        """Check by compare-and-swap that this collector still holds the lock, renewing its
+        time (a collector calls it when its sweep begins and before every delete batch), so
+        another host's takeover (LOCK_TTL after it) can never meet a sweep of ours that may
+        still delete (SWEEP_TTL < LOCK_TTL); GcBusyError if the lock was taken over."""
         got = self.meta.get(self.partition, LOCK)
         if got is None or json.loads(got[0])["owner"] != self.owner:
             raise GcBusyError("this garbage collection's lock was taken over; it stops here")
-        value = json.dumps({"owner": self.owner, "since": self.clock()}).encode()
         try:
-            self.meta.set_if(self.partition, LOCK, value, got[1])
+            self.meta.set_if(self.partition, LOCK, self._value(), got[1])
         except CASFailedError:
             raise GcBusyError("this garbage collection's lock was taken over") from None
 
@@ -296,12 +325,17 @@ class WriteGuard:
                     self.store.put_if_absent(key, data)
         return lost
 
-    def wait_idle(self) -> None:
+    def wait_idle(self, keep: Callable[[], None] | None = None) -> None:
         """Block while a sweep is deleting (commits call this after sealing, before they
-        write their metadata objects, so a sweep never deletes an object a commit reuses)."""
+        write their metadata objects, so a sweep never deletes an object a commit reuses).
+        `keep` is called on every poll: a committer renews its lease there, and gives up by
+        raising when it cannot, so its wait is bounded by its lease (it holds one only as
+        long as it can renew it), not by the sweep's deadline alone."""
         phase = self._phase()
         while phase.sweeping and self.clock() < phase.deadline:
             crashpoints.reached("writer_waits_for_sweep")
+            if keep is not None:
+                keep()
             self.sleep(self.poll)
             phase = self._phase()
 

@@ -40,10 +40,20 @@ FAST_FORWARD = ("allow", "never", "only")
 class History:
     """Merges, reverts and resets on one repository's objects and refs."""
 
-    def __init__(self, objects: Objects, refs: Refs, timeout: float = 60.0) -> None:
+    def __init__(
+        self,
+        objects: Objects,
+        refs: Refs,
+        timeout: float = 60.0,
+        before_reset: Callable[[str, str], None] | None = None,
+    ) -> None:
         self.objects = objects
         self.refs = refs
         self.timeout = timeout
+        self.before_reset = before_reset
+        """Called with (branch, head) before a reset moves `branch` away from `head` (the
+        session records settle any commit of theirs that `head` holds, while it still
+        does: the reset's compare-and-swap fails if the branch moved since)."""
 
     def root(self, commit_id: str) -> SnapshotRoot:
         """The snapshot root of commit `commit_id`."""
@@ -208,6 +218,8 @@ class History:
                 )
             if head == to:
                 return to
+            if self.before_reset is not None:
+                self.before_reset(branch, head)
             try:
                 self.refs.move(branch, to, version)
                 self.refs.dropped(head)

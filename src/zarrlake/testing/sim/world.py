@@ -67,8 +67,6 @@ RECORD_MAX = 200
 
 
 KNOWN_ISSUES = {
-    "paused-committer": "the clock jumps past the lease of a committer that is still running "
-    "(a pause of minutes between its seal and its branch update)",
     "old-targets": "resets, new branches and tags point at any commit ever seen, not only at "
     "branch heads (commits that gc or expire may be removing meanwhile)",
     "reset-after-crash": "a branch is reset while a session on it is recorded as committing "
@@ -84,9 +82,6 @@ META_WRITES = (
     "meta.delete_if",
     "meta.drop",
 )
-LEASE_SAFE_JUMP = 100.0
-"""Without "paused-committer", jumps at least this long wait until no commit is under way."""
-
 MetaFactory = Callable[[str, ObjectStore], MetaStore]
 """Makes the run's metastore `name`, once per simulated process (and once for the
 observer): a metastore kept in object storage builds on `store`, whose calls the scheduler
@@ -171,7 +166,6 @@ class World:
         self.handles_of: dict[int, list] = {}  # pid -> the session handles it holds
         self.committing: set[int] = set()  # pids of processes inside a commit
         self.sched.on_timer = self.timer_fires
-        self.sched.may_jump = self.may_jump
         unknown = set(config.issues) - set(KNOWN_ISSUES)
         if unknown:
             raise ValueError(f"unknown issues {sorted(unknown)}; known: {sorted(KNOWN_ISSUES)}")
@@ -206,13 +200,6 @@ class World:
             and result is not False
         ):
             self.events.append((f"expired {rest[len(EXPIRED_PREFIX) :]}", actor.name))
-
-    def may_jump(self, seconds: float) -> bool:
-        """Whether the clock may jump `seconds` now (not past a committer's lease, unless
-        provoked)."""
-        if seconds < LEASE_SAFE_JUMP or "paused-committer" in self.config.issues:
-            return True
-        return not any(p.alive for p in self.sched.processes if p.pid in self.committing)
 
     def may_reset(self, branch: str) -> bool:
         """Without "reset-after-crash", resets wait until no session on `branch` is recorded
