@@ -10,7 +10,7 @@ from zarrlake.testing.sim import Config, run
 from zarrlake.testing.sim.world import KNOWN_ISSUES
 
 CASES = {
-    "old-targets": (Config(911), "still needed"),
+    "old-targets": (Config(911), "which a branch or open session keeps"),
 }
 NO_SEED_NOW = {"reset-after-crash"}
 """Known issues no seed reproduces at present: seed 4017 did until the commit's gc-phase
