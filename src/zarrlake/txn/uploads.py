@@ -73,7 +73,5 @@ class UploadLog:
         if len(data) <= MANIFEST_INLINE_MAX:
             return self.objects.store_chunk(data)
         digest = self.objects.digest(data)
-        key = chunk_object_key(digest)
-        self.record([(key, len(data))])
-        created = self.objects.store.put_if_absent(key, data)
-        return ChunkRef.object(digest, len(data)), created
+        self.record([(chunk_object_key(digest), len(data))])
+        return self.objects.store_chunk(data, digest)  # with its block table

@@ -281,12 +281,13 @@ class Objects:
         """Store chunk bytes under their digest (deduplicated) and return the reference."""
         return self.store_chunk(data)[0]
 
-    def store_chunk(self, data: bytes) -> tuple[ChunkRef, bool]:
+    def store_chunk(self, data: bytes, digest: bytes | None = None) -> tuple[ChunkRef, bool]:
         """(reference, whether this call created the object): an object that existed may
-        be garbage a collector is about to delete (gc_protocol.WriteGuard)."""
+        be garbage a collector is about to delete (gc_protocol.WriteGuard). `digest`, if
+        the caller computed it already, saves hashing the bytes twice."""
         if len(data) <= MANIFEST_INLINE_MAX:
             return self.inline(data), True
-        key = self.digest(data)
+        key = digest if digest is not None else self.digest(data)
         created = self.store.put_if_absent(chunk_object_key(key), data)
         if len(data) >= TABLE_MIN:  # after the object: a table never names a missing one
             table = BlockTable.build(self.algo, data, key)
