@@ -70,7 +70,7 @@ def test_one_chunk_commit_cost_is_independent_of_array_size(large_and_small):
     # scan, the branch and record swaps, the cleanup (which also reads the session's upload
     # records, in the background: issue 29).
     assert large_blobs == Counter(get=2, put_if_absent=4)
-    assert large_meta == Counter(get=3, set_if=4, set_many=2, scan=4, drop_partition=1)
+    assert large_meta == Counter(get=3, set_if=5, set_many=2, scan=4, drop_partition=1)
     for repo, n in ((large, LARGE), (small, SMALL)):
         ro = repo.readonly_session("main")
         assert ro.read(key) == b"\x7f"
@@ -93,7 +93,7 @@ def test_open_and_read_cost_is_independent_of_history_length(tmp_path, large_and
     for i in range(199):  # 200 commits of the array in all
         s = long.create_session()
         s.write(f"big/c/{i}", b"\x55")
-        s.commit(f"commit {i}")
+        s.commit(f"commit {i}", allow_empty=True)  # big/c/84 already holds 0x55
     assert len(long.log("main")) == 201
     short_blobs, short_meta, short_data, short_s = open_and_read(short, "big/c/1500")
     long_blobs, long_meta, long_data, long_s = open_and_read(long, "big/c/1500")
