@@ -23,6 +23,7 @@ import pytest
 
 import zarrlake as zl
 from tests.helpers.lifecycle import chunk, fsck
+from zarrlake import runtime
 from zarrlake.errors import AlreadyExistsError, ZarrLakeError
 from zarrlake.vc.gc_protocol import GcState
 
@@ -155,8 +156,11 @@ def test_a_session_being_committed_is_named(s3_repo):
     with pytest.raises(ZarrLakeError, match=f"being committed \\({s.id}\\)"):
         repo.copy_metastore("bucket")
     assert repo.context.records.get(s.id)[0].status == "committing"  # nothing changed
-    repo.context.records.update(s.id, lambda r: replace(r, lease=time.time() - 1))
-    report = repo.copy_metastore("bucket")  # the dead committer is recovered: open, moved
+    # a committer known dead whose commit never landed: recovered at once, open, moved
+    host, boot, ns, _, _ = runtime.identity().split("|")
+    dead = "|".join((host, boot, ns, str(2**22 - 7), ""))  # no such process
+    repo.context.records.update(s.id, lambda r: replace(r, committer=dead))
+    report = repo.copy_metastore("bucket")
     assert report.moved_sessions == (s.id,)
 
 

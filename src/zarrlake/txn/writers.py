@@ -157,12 +157,33 @@ def untrack(handle: Finishing) -> None:
     _LIVE.discard(handle)
 
 
+EXIT_BUDGET = 20.0
+"""Seconds process exit waits for its writers to finish (a metastore gone away must not
+hold the process forever); those left unfinished are then gone, and a commit names them."""
+
+
 def finish_all() -> None:
-    """Finish every writing handle this process made (not those a fork inherited)."""
+    """Finish every writing handle this process made (not those a fork inherited), within
+    EXIT_BUDGET seconds."""
     pid = os.getpid()
-    for handle in list(_LIVE):
-        if handle.pid == pid:
+    handles = [h for h in list(_LIVE) if h.pid == pid]
+    if not handles:
+        return
+    done = threading.Event()
+
+    def run() -> None:
+        for handle in handles:
             handle.release()
+        done.set()
+
+    threading.Thread(target=run, name="zarrlake-finish", daemon=True).start()
+    if not done.wait(EXIT_BUDGET):
+        log.warning(
+            "zarrlake: %d writer(s) did not finish within %.0f s at exit (is the metastore "
+            "reachable?); a commit of their session will name them",
+            len(handles),
+            EXIT_BUDGET,
+        )
 
 
 # what users see ---------------------------------------------------------------------------
