@@ -270,6 +270,26 @@ def test_map_regions_is_one_commit(spark, tmp_path):
     np.testing.assert_array_equal(_read_array(repo, "m"), expected)
 
 
+def test_a_commit_after_a_failed_map_regions_job_is_refused(spark, tmp_path):
+    """Every task of the job raises: the session changes nothing, and its commit says so
+    instead of landing an empty commit."""
+    repo = zl.Repo.create(tmp_path / "repo")
+    setup = repo.create_session()
+    zarr.create_array(setup.store, name="f", shape=(4, 10), chunks=(1, 10), dtype="i8")
+    setup.commit("array f")
+    session = repo.create_session("main", message="failed job")
+
+    def fail(s, i):
+        raise RuntimeError("bad input")
+
+    with pytest.raises(Exception, match="bad input"):
+        zl.spark.map_regions(spark, session, range(4), fail)
+    with pytest.raises(zl.NoChangesError, match="changes nothing"):
+        session.commit()
+    assert [c.message for c in repo.log()][:1] == ["array f"]
+    assert session.status == "open"
+
+
 def test_a_failed_attempt_contributes_nothing_its_retry_once(spark, tmp_path):
     """Each region's first attempt writes other bytes, flushes them and fails; Spark tries
     it again. Only the retried attempts count: no clash with the failed ones' fragments,
