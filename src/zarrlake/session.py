@@ -129,7 +129,9 @@ class Session:
 
     @property
     def status(self) -> str:
-        """open, committing, committed, abandoned or expired (read from the metastore)."""
+        """open, committing, committed, aborted, abandoned or expired (read from the
+        metastore; aborted: a committer outlived its lease and may still land, see
+        Session.commit)."""
         return self._txn.load()[0].status if self._txn.record else Status.OPEN
 
     @property
