@@ -28,9 +28,10 @@ def parts(session_id: str, where: dict, n: int = 4) -> list[tuple[dict, str, lis
 def test_a_multiprocessing_pool_of_workers_that_just_end(where, method):
     repo = zl.Repo.open(**where)
     s = repo.create_session(message="job")
-    with multiprocessing.get_context(method).Pool(2) as pool:
-        pool.map(write_rows, parts(s.id, where))
-    # the pool's workers were terminated on leaving the block: they ended, nothing flushed
+    pool = multiprocessing.get_context(method).Pool(2)
+    pool.map(write_rows, parts(s.id, where))
+    pool.close()  # the workers end normally (leaving a `with` block would terminate them)
+    pool.join()
     s.commit("job")
     assert rows_at(repo) == ALL
 

@@ -79,7 +79,6 @@ class Transaction:
             # The handle going away (a task returning, a worker dropping its copy) finishes
             # its writer; the write path holds no reference back to this handle.
             weakref.finalize(self, self.writes.release)
-            writers.on_terminate()
 
     def _view_of(self, commit_id: str) -> SnapshotView:
         objects = self.ctx.objects

@@ -12,8 +12,9 @@ they flushed.
 
 Process exit is a finish point: `track` registers each writing handle of this process with
 `atexit` and with `multiprocessing`'s finalizers (a forked `multiprocessing` child leaves by
-`os._exit`, which skips `atexit`), and `on_terminate` finishes them when a `multiprocessing`
-pool terminates its workers.
+`os._exit`, which skips `atexit`). A `Pool` leaving its `with` block terminates its
+workers (SIGTERM) instead: close and join it to let them end normally, or commit inside
+the block; a worker terminated before its handle was dropped is gone, and named.
 """
 
 from __future__ import annotations
@@ -21,14 +22,10 @@ from __future__ import annotations
 import atexit
 import logging
 import os
-import signal
 import threading
 import weakref
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
-from types import FrameType
 from typing import Protocol
 
 from zarrlake.errors import InvalidInputError, UnfinishedWritersError, UnflushedWritesError
@@ -86,70 +83,6 @@ def track(handle: Finishing) -> None:
     from multiprocessing import util  # a fork child of multiprocessing skips atexit
 
     util.Finalize(None, finish_all, exitpriority=100)
-
-
-def on_terminate() -> None:
-    """In the main thread of a `multiprocessing` child, finish this process's writers when a
-    pool terminates it idle: `Pool` ends its workers by SIGTERM when its `with` block
-    closes, often before the garbage collector has dropped the handles their tasks used. A
-    worker terminated in the middle of a task dies as before (its writers are then gone:
-    its region may be half written). A handler the program installed is left alone."""
-    if threading.current_thread() is not threading.main_thread():
-        return
-    import multiprocessing
-
-    if multiprocessing.parent_process() is None:
-        return
-    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        return
-
-    def terminated(signum: int, frame: FrameType | None) -> None:
-        global _EXIT_AFTER_FINISHING
-        state = _interrupted(frame)
-        if state == "finishing":  # a handle was finishing: exit once it has
-            _EXIT_AFTER_FINISHING = True
-            return
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        if state == "idle":  # exit normally: multiprocessing's finalizers finish the writers
-            raise SystemExit(128 + signum)
-        os.kill(os.getpid(), signal.SIGTERM)
-
-    signal.signal(signal.SIGTERM, terminated)
-
-
-_EXIT_AFTER_FINISHING = False
-_FINISHING = 0  # releases under way in this process
-_MP = os.sep + "multiprocessing" + os.sep
-
-
-def _interrupted(frame: FrameType | None) -> str:
-    """What the main thread was doing when a signal came: "idle" (waiting for a task in
-    multiprocessing's pool loop), "finishing" (a handle's release), or "busy"."""
-    if _FINISHING:
-        return "finishing"
-    while frame is not None:
-        code = frame.f_code
-        if _MP not in code.co_filename:
-            return "busy"
-        if code.co_name == "worker" and code.co_filename.endswith("pool.py"):
-            return "idle"
-        frame = frame.f_back
-    return "busy"
-
-
-@contextmanager
-def finishing() -> Iterator[None]:
-    """Around a handle's release: a pool's SIGTERM meanwhile waits for it to end (see
-    on_terminate)."""
-    global _FINISHING, _EXIT_AFTER_FINISHING
-    _FINISHING += 1
-    try:
-        yield
-    finally:
-        _FINISHING -= 1
-    if _EXIT_AFTER_FINISHING and not _FINISHING:  # deliver the SIGTERM again, now
-        _EXIT_AFTER_FINISHING = False
-        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def untrack(handle: Finishing) -> None:

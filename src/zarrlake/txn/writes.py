@@ -152,13 +152,12 @@ class Writes:
         if self.pid != os.getpid() or self.simulated:
             return
         self.together = _in_turn  # at interpreter exit, thread pools take no more work
-        with writers.finishing():
-            try:
-                self.finish()
-            except SessionError as e:  # the session ended first: nothing left to count
-                log.debug("zarrlake writer %s: %s", self.writer, e)
-            except Exception as e:
-                log.warning("zarrlake writer %s could not finish: %s", self.writer, e)
+        try:
+            self.finish()
+        except SessionError as e:  # the session ended first: nothing left to count
+            log.debug("zarrlake writer %s: %s", self.writer, e)
+        except Exception as e:
+            log.warning("zarrlake writer %s could not finish: %s", self.writer, e)
 
     @property
     def writer(self) -> str:
