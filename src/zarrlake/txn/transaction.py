@@ -78,7 +78,7 @@ class Transaction:
             self.overlay.record_reads = self.writes.record_reads
             # The handle going away (a task returning, a worker dropping its copy) finishes
             # its writer; the write path holds no reference back to this handle.
-            weakref.finalize(self, self.writes.release)
+            weakref.finalize(self, writers.release_later, self.writes)
 
     def _view_of(self, commit_id: str) -> SnapshotView:
         objects = self.ctx.objects

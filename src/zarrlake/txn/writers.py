@@ -22,6 +22,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import queue
 import threading
 import weakref
 from dataclasses import dataclass
@@ -85,6 +86,30 @@ def track(handle: Finishing) -> None:
     util.Finalize(None, finish_all, exitpriority=100)
 
 
+_QUEUE: tuple[int, queue.SimpleQueue] | None = None
+
+
+def release_later(handle: Finishing) -> None:
+    """Release `handle` on a thread of its own: a garbage-collection finalizer runs in
+    whatever thread collected, possibly inside a lock the release needs (a deadlock)."""
+    global _QUEUE
+    with _LOCK:
+        if _QUEUE is None or _QUEUE[0] != os.getpid():
+            q: queue.SimpleQueue = queue.SimpleQueue()
+
+            def run() -> None:
+                while True:
+                    q.get().release()
+
+            try:
+                threading.Thread(target=run, name="zarrlake-release", daemon=True).start()
+            except RuntimeError:  # interpreter shutdown: no other thread holds a lock now
+                handle.release()
+                return
+            _QUEUE = (os.getpid(), q)
+        _QUEUE[1].put(handle)
+
+
 def untrack(handle: Finishing) -> None:
     """`handle` finished (or failed): process exit need not finish it."""
     _LIVE.discard(handle)
@@ -109,7 +134,10 @@ def finish_all() -> None:
             handle.release()
         done.set()
 
-    threading.Thread(target=run, name="zarrlake-finish", daemon=True).start()
+    try:
+        threading.Thread(target=run, name="zarrlake-finish", daemon=True).start()
+    except RuntimeError:  # at interpreter shutdown no thread can start: finish here
+        run()
     if not done.wait(EXIT_BUDGET):
         log.warning(
             "zarrlake: %d writer(s) did not finish within %.0f s at exit (is the metastore "
