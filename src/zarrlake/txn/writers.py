@@ -238,24 +238,20 @@ def judge(state: State, own: str, unfinished: Unfinished | None) -> Verdict:
             bad[m.writer] = m.error
         elif m.alive is False:
             bad[m.writer] = "gone: its process ended holding writes it never flushed"
-    described = [_describe(state, w, why) for w, why in bad.items()]
+    infos = {i.writer: i for i in describe(state)} if bad else {}
+    described = [_describe(state, infos[w], why) for w, why in bad.items()]
     waiting = [m for m in markers if m.writer not in bad]
     excluded = frozenset(bad) if unfinished == Unfinished.DISCARD else frozenset()
     return Verdict(described, frozenset(bad), waiting, excluded)
 
 
-def _describe(state: State, writer: str, why: str) -> str:
-    rec: Writer | Unflushed | None = state.writers.get(writer)
-    if rec is None:
-        rec = next(m for m in state.unflushed if m.writer == writer)
-    frags = [f for f in state.fragments if f.writer == writer]
-    unflushed = sum(m.writer == writer for m in state.unflushed)
-    staged = f"{len(frags)} fragment(s) of {sum(f.entries for f in frags)} chunk change(s)"
-    if writer in state.meta_writers:
+def _describe(state: State, info: WriterInfo, why: str) -> str:
+    staged = f"{info.fragments} fragment(s) of {info.chunks} chunk change(s)"
+    if info.writer in state.meta_writers:
         staged += ", metadata"
-    if unflushed:
+    if info.unflushed:
         staged += ", and writes it never flushed"
-    return f"worker {writer} (pid {rec.pid} on {rec.host}, {why}; staged {staged})"
+    return f"worker {info.writer} (pid {info.pid} on {info.host}, {why}; staged {staged})"
 
 
 def refuse(session_id: str, verdict: Verdict) -> UnfinishedWritersError:
