@@ -4,6 +4,8 @@ if the caller says so (`unfinished="discard"` or `"include"`)."""
 from __future__ import annotations
 
 import multiprocessing
+import os
+import threading
 
 import pytest
 
@@ -95,3 +97,22 @@ def test_a_handle_in_the_same_process_finishes_when_it_goes_away(where):
     write_rows((where, s.id, [0, 1]))  # its handle is dropped on return: finished
     s.commit()
     assert rows_at(repo) == [0, 1]
+
+
+def test_a_release_asked_for_inside_the_exit_registry_lock_does_not_wait_for_it():
+    # The garbage collector can run a handle's finalizer while this thread holds the lock
+    # `track` takes (the 5,000-seed run hung there): the release must be queued, not block.
+    from zarrlake.txn import writers
+
+    released = threading.Event()
+
+    class Handle:
+        pid = os.getpid()
+
+        def release(self) -> None:
+            released.set()
+
+    with writers._LOCK:
+        writers.release_later(Handle())
+        writers.release_later(Handle())
+    assert released.wait(10)

@@ -86,28 +86,50 @@ def track(handle: Finishing) -> None:
     util.Finalize(None, finish_all, exitpriority=100)
 
 
-_QUEUE: tuple[int, queue.SimpleQueue] | None = None
+_RELEASES: queue.SimpleQueue[Finishing] = queue.SimpleQueue()
+_RELEASER: list[int] = [0]  # pid whose release thread runs
+_STARTING = threading.Lock()
 
 
 def release_later(handle: Finishing) -> None:
-    """Release `handle` on a thread of its own: a garbage-collection finalizer runs in
-    whatever thread collected, possibly inside a lock the release needs (a deadlock)."""
-    global _QUEUE
-    with _LOCK:
-        if _QUEUE is None or _QUEUE[0] != os.getpid():
-            q: queue.SimpleQueue = queue.SimpleQueue()
-
-            def run() -> None:
-                while True:
-                    q.get().release()
-
+    """Release `handle` on a thread of its own. A garbage-collection finalizer runs in
+    whatever thread collected, possibly inside a lock the release needs, even inside this
+    module's own (`track` allocates under `_LOCK`): so no lock is waited for here, and the
+    queue is a SimpleQueue, whose `put` is reentrant."""
+    _RELEASES.put(handle)
+    if _RELEASER[0] == os.getpid() or not _STARTING.acquire(blocking=False):
+        return  # the thread runs, or the call this one interrupted is starting it
+    try:
+        if _RELEASER[0] != os.getpid():
             try:
-                threading.Thread(target=run, name="zarrlake-release", daemon=True).start()
+                threading.Thread(target=_release_loop, name="zarrlake-release", daemon=True).start()
+                _RELEASER[0] = os.getpid()
             except RuntimeError:  # interpreter shutdown: no other thread holds a lock now
-                handle.release()
-                return
-            _QUEUE = (os.getpid(), q)
-        _QUEUE[1].put(handle)
+                while not _RELEASES.empty():
+                    _RELEASES.get().release()
+    finally:
+        _STARTING.release()
+
+
+def _release_loop() -> None:
+    while True:
+        handle = _RELEASES.get()
+        try:
+            handle.release()
+        except Exception:  # release logs its own failures; this thread must outlive any
+            log.exception("zarrlake: releasing a collected writer failed")
+
+
+def _forked() -> None:
+    """A fork child starts with no release thread and none of its parent's handles."""
+    global _RELEASES, _STARTING, _LOCK
+    _RELEASES = queue.SimpleQueue()
+    _STARTING = threading.Lock()
+    _LOCK = threading.Lock()
+    _RELEASER[0] = 0
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 def untrack(handle: Finishing) -> None:
