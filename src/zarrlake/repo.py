@@ -40,12 +40,15 @@ from zarrlake.vc.stats import RepoStats, repo_stats
 if TYPE_CHECKING:
     import zarr
 
+    from zarrlake.lifecycle.expire import ExpireReport
+    from zarrlake.lifecycle.gc import GcReport
+    from zarrlake.lifecycle.metastore_copy import CopyReport
     from zarrlake.session import Session
     from zarrlake.zarr_store import SessionStore
 
 __all__ = ["Commit", "Repo", "RepoSpec", "RepoStats", "SessionInfo"]
 
-OnRead = Callable[[str, int], None] | None
+_OnRead = Callable[[str, int], None] | None
 """Called with (key, size) for every object fsck reads."""
 
 
@@ -320,7 +323,7 @@ class Repo:
         self,
         ref: str | None = None,
         *,
-        on_read: OnRead = None,
+        on_read: _OnRead = None,
         on_expired: Callable[[ExpiredHistory], None] | None = None,
         sources_only: bool = False,
     ) -> list[Problem]:
@@ -644,8 +647,8 @@ class Repo:
         *,
         dry_run: bool = False,
         full: bool = False,
-        progress=None,  # progress(phase, done, total | None), called as phases advance
-    ):  # -> zarrlake.lifecycle.gc.GcReport
+        progress: Callable[[str, int, int | None], None] | None = None,
+    ) -> GcReport:
         """Delete objects nothing can reach, known garbage for at least `older_than`; with
         `full`, also find leftovers by listing every object (see zarrlake.lifecycle.gc).
 
@@ -676,7 +679,7 @@ class Repo:
 
     def expire(
         self, older_than: datetime | timedelta, branches: list[str] | None = None
-    ):  # -> zarrlake.lifecycle.expire.ExpireReport
+    ) -> ExpireReport:
         """Drop commits older than `older_than` from the history of `branches` (None: all),
         except branch heads and tags; `gc` then reclaims what only they reached."""
         from zarrlake.lifecycle.expire import expire
@@ -685,7 +688,7 @@ class Repo:
 
     def copy_metastore(
         self, to: str, *, switch: bool = True, replace: bool = False
-    ):  # -> zarrlake.lifecycle.metastore_copy.CopyReport
+    ) -> CopyReport:
         """Copy this repository's refs, sessions and gc records to another metastore, verify
         the copy, and (with `switch`) make the repository use it from now on.
 
