@@ -52,11 +52,15 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # what type checkers see of the lazy names; nothing is imported at run time
     from typing import Any
 
-    from zarrlake import spark, virtual
-    from zarrlake.repo import Commit, Repo, RepoStats, SessionInfo
-    from zarrlake.session import Session
-    from zarrlake.vc.diff import Diff
-    from zarrlake.zarr_store import SessionStore
+    from zarrlake import spark as spark
+    from zarrlake import virtual as virtual
+    from zarrlake.repo import Commit as Commit
+    from zarrlake.repo import Repo as Repo
+    from zarrlake.repo import RepoStats as RepoStats
+    from zarrlake.repo import SessionInfo as SessionInfo
+    from zarrlake.session import Session as Session
+    from zarrlake.vc.diff import Diff as Diff
+    from zarrlake.zarr_store import SessionStore as SessionStore
 
 __all__ = [
     "AlreadyExistsError",

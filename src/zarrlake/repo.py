@@ -686,9 +686,7 @@ class Repo:
 
         return expire(self._ctx, older_than, branches)
 
-    def copy_metastore(
-        self, to: str, *, switch: bool = True, replace: bool = False
-    ) -> CopyReport:
+    def copy_metastore(self, to: str, *, switch: bool = True, replace: bool = False) -> CopyReport:
         """Copy this repository's refs, sessions and gc records to another metastore, verify
         the copy, and (with `switch`) make the repository use it from now on.
 
