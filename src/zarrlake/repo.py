@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from zarrlake.lifecycle.gc import GcReport
     from zarrlake.lifecycle.metastore_copy import CopyReport
     from zarrlake.session import Session
+    from zarrlake.vc.policies import ConflictPolicy, FastForward, IsolationLevel
     from zarrlake.zarr_store import SessionStore
 
 __all__ = ["Commit", "Repo", "RepoSpec", "RepoStats", "SessionInfo"]
@@ -361,7 +362,7 @@ class Repo:
         message: str | None = None,
         author: str | None = None,
         expires_in: timedelta = DEFAULT_EXPIRY,
-        isolation: str = "snapshot",
+        isolation: IsolationLevel = "snapshot",
     ) -> Session:
         """Start a transaction on `branch`, based on its current head. Use it as a context
         manager (`with repo.create_session() as s:`) to abandon it if the block raises.
@@ -505,7 +506,9 @@ class Repo:
         """The zarr store of the current session."""
         return self.session.store
 
-    def commit(self, message: str, *, on_conflict: str = "fail", allow_empty: bool = False) -> str:
+    def commit(
+        self, message: str, *, on_conflict: ConflictPolicy = "fail", allow_empty: bool = False
+    ) -> str:
         """Commit the current session, then start a fresh one on the same branch."""
         session = self.session
         commit_id = session.commit(message, on_conflict=on_conflict, allow_empty=allow_empty)
@@ -529,8 +532,8 @@ class Repo:
         *,
         message: str | None = None,
         author: str | None = None,
-        on_conflict: str = "fail",
-        fast_forward: str = "allow",
+        on_conflict: ConflictPolicy = "fail",
+        fast_forward: FastForward = "allow",
     ) -> str:
         """Merge ref `source` into branch `into` (three-way, per chunk); returns into's new
         head: a merge commit, or source's head on a fast-forward.

@@ -1,6 +1,7 @@
 """The library issues the simulator found and that are not fixed yet (world.KNOWN_ISSUES):
-each still fails at the seed the README names when provoked, and passes when not. A fix
-makes its case fail here: then drop the issue, its steering, and its README entry."""
+each still fails at the seed docs/reliability.md names when provoked, and passes when not. A
+fix makes its case fail here: then drop the issue, its steering, and its entry in
+docs/reliability.md."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ CASES = {
 }
 NO_SEED_NOW = {"reset-after-crash"}
 """Known issues no seed reproduces at present: seed 4017 did until the commit's gc-phase
-read moved after its seal, and 24,000 seeds searched since found none (see README)."""
+read moved after its seal, and 24,000 seeds searched since found none (see docs/reliability.md)."""
 
 
 def test_every_known_issue_has_a_case():
