@@ -29,7 +29,8 @@ def _commands(command: Any, prefix: str) -> list[tuple[str, Any]]:
         return [(prefix, command)]
     out = []
     for name in command.list_commands(None):
-        out += _commands(subs[name], f"{prefix} {name}")
+        if not subs[name].hidden:  # aliases kept for old scripts are not documented
+            out += _commands(subs[name], f"{prefix} {name}")
     return out
 
 

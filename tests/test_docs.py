@@ -39,7 +39,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def command_names(command, prefix: str = "zarrlake") -> list[str]:
     names = [prefix]
     for name, sub in getattr(command, "commands", {}).items():
-        names += command_names(sub, f"{prefix} {name}")
+        if not sub.hidden:  # aliases kept for old scripts are not documented
+            names += command_names(sub, f"{prefix} {name}")
     return names
 
 
