@@ -40,14 +40,15 @@ def _anchor(name: str) -> str:
 
 
 def cli_summary() -> str:
-    """A table: every leaf command, linked to its reference, with its help's first line."""
+    """A table: every leaf command, linked to its reference, with its help's first paragraph."""
     import typer
 
     from zarrlake.cli import app
 
     rows = ["| command | what it does |", "|---|---|"]
     for name, command in _commands(typer.main.get_command(app), "zarrlake"):
-        first = (command.help or "").strip().split("\n")[0].replace("|", "\\|")
+        paragraph = (command.help or "").strip().split("\n\n")[0]
+        first = " ".join(paragraph.split()).replace("|", "\\|")
         rows.append(f"| [`{name}`](#{_anchor(name)}) | {first} |")
     return "\n".join(rows) + "\n"
 
