@@ -53,3 +53,25 @@ def test_the_readme_names_no_issue_and_links_only_inside_the_repository():
         if target.startswith(("http://", "https://")):
             continue
         assert (ROOT / target).exists(), target
+
+
+def diagram_layers(page: str) -> list[str]:
+    """The first column of the layer diagram (the first ``` block under Architecture)."""
+    (diagram, *_) = [code for section, code in code_blocks(page, "") if section == "Architecture"]
+    layers = []
+    for line in diagram.splitlines():
+        names = re.split(r"\s{2,}", line.strip())[0]
+        layers.append(
+            " | ".join(n.strip().removesuffix("/").removesuffix(".py") for n in names.split("|"))
+        )
+    return layers
+
+
+def test_the_architecture_diagram_is_the_layers_make_lint_checks():
+    config = (ROOT / ".importlinter").read_text()
+    block = config[config.index("layers =") + len("layers =") :].split("\n\n")[0]
+    layers = [
+        " | ".join(p.strip() for p in line.split("|")) for line in block.split("\n") if line.strip()
+    ]
+    assert diagram_layers("README.md") == layers
+    assert diagram_layers("docs/architecture.md") == layers
