@@ -587,6 +587,7 @@ def expirer(a: Actor) -> None:
             with a.op(f"expire older_than={older:.0f}s branches={branches}"):
                 report = repo.expire(timedelta(seconds=older), branches)
             a.note(f"expired {report.commits_expired}")
+            a.model.check_expire_done(a.name, a.world.sched.now)
         except ZarrLakeError:
             pass
         finally:
