@@ -30,6 +30,7 @@ from zarrlake.vc.blame import Blame
 from zarrlake.vc.commit_info import Commit
 from zarrlake.vc.diff import Diff, diff_commit, diff_snapshots
 from zarrlake.vc.fsck import ExpiredHistory, Problem, check_objects
+from zarrlake.vc.keep import keeping
 from zarrlake.vc.merge import History, common_history_expired
 from zarrlake.vc.protection import Protection
 from zarrlake.vc.refexpr import commit_as_of, merge_base, resolve_ref
@@ -250,7 +251,8 @@ class Repo:
     def create_branch(self, name: str, at: str = "main") -> str:
         """A new branch at the commit `at` names; returns that commit id."""
         commit_id = self.resolve(at)
-        self._ctx.refs.create(BRANCH, name, commit_id)
+        with keeping(self._ctx, [commit_id]):
+            self._ctx.refs.create(BRANCH, name, commit_id)
         return commit_id
 
     def delete_branch(self, name: str) -> None:
@@ -272,7 +274,8 @@ class Repo:
     def create_tag(self, name: str, at: str = "main") -> str:
         """A new (immutable) tag at the commit `at` names; returns that commit id."""
         commit_id = self.resolve(at)
-        self._ctx.refs.create(TAG, name, commit_id)
+        with keeping(self._ctx, [commit_id]):
+            self._ctx.refs.create(TAG, name, commit_id)
         return commit_id
 
     def delete_tag(self, name: str) -> None:
@@ -563,14 +566,15 @@ class Repo:
         check_ref_name(into, "branch")
         src = self.resolve(source)
         text = message if message is not None else f"Merge {source} into {into}"
-        return self._history().merge(
-            src,
-            into,
-            message=text,
-            author=author,
-            on_conflict=on_conflict,
-            fast_forward=fast_forward,
-        )
+        with keeping(self._ctx, [src]):
+            return self._history().merge(
+                src,
+                into,
+                message=text,
+                author=author,
+                on_conflict=on_conflict,
+                fast_forward=fast_forward,
+            )
 
     def merge_base(self, a: str, b: str) -> str:
         """The best common ancestor commit of refs `a` and `b`; ExpiredHistoryError if
@@ -597,16 +601,19 @@ class Repo:
         InvalidInputError if that changes nothing, unless `allow_empty`."""
         check_ref_name(branch, "branch")
         target = self.resolve(commit)
-        return self._history().revert(
-            target, branch, message=message, author=author, allow_empty=allow_empty
-        )
+        with keeping(self._ctx, [target]):
+            return self._history().revert(
+                target, branch, message=message, author=author, allow_empty=allow_empty
+            )
 
     def reset_branch(self, branch: str, to: str, *, expected: str | None = None) -> str:
         """Move `branch` to ref `to`; with `expected`, only if the branch is there now
         (ConflictError otherwise, nothing moved). Returns the new head."""
         check_ref_name(branch, "branch")
         want = self.resolve(expected) if expected is not None else None
-        return self._history().reset(branch, self.resolve(to), want)
+        target = self.resolve(to)
+        with keeping(self._ctx, [target]):
+            return self._history().reset(branch, target, want)
 
     def blame(self, array_path: str, chunk_coords: tuple[int, ...], ref: str = "main") -> Commit:
         """The commit that last wrote chunk `chunk_coords` of `array_path` at `ref`."""
