@@ -8,7 +8,9 @@ compare-and-swap:
   over otherwise only LOCK_TTL after its last renewal).
 - `phase`: the sweep epoch. A collector moves it to *sweeping* (epoch + 1, with a deadline)
   before it re-checks what is live and deletes, and back to *idle* after. It never deletes
-  past the deadline, so a crashed sweep cannot delete anything later.
+  past the deadline, nor after a writer ended the sweep (a writer does once the deadline
+  passed by its own clock; the collector reads the phase before each delete batch), so a
+  crashed sweep cannot delete anything later and clock skew costs one batch at most.
 - `c/<object key>`: candidates, objects the collector has learned may be garbage, with the
   time it first learned so (the grace period counts from then) and the size if known.
 
@@ -31,6 +33,7 @@ fragment ever named it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 from collections.abc import Callable, Iterable, Sequence
@@ -66,7 +69,7 @@ PHASE = b"phase"
 LOCK = b"lock"
 CANDIDATE = b"c/"
 SWEEP_TTL = 600.0
-"""Seconds a sweep may delete for; after its deadline writers stop waiting for it."""
+"""Seconds a sweep may delete for; after its deadline a waiting writer ends it."""
 DELETE_MARGIN = 30.0
 """A sweep stops deleting this many seconds before its deadline (clock skew, pauses)."""
 LOCK_TTL = 3600.0
@@ -208,8 +211,10 @@ class GcState:
         return new
 
     def may_delete(self, phase: Phase) -> bool:
-        """Whether the sweep of `phase` may still delete: its deadline, less a margin, is ahead."""
-        return self.clock() < phase.deadline - DELETE_MARGIN
+        """Whether the sweep of `phase` may still delete: its deadline, less a margin, is
+        ahead, and no writer ended it (`WriteGuard` does once the deadline passed by its
+        own clock, which may run ahead of this one)."""
+        return self.clock() < phase.deadline - DELETE_MARGIN and self.phase()[0] == phase
 
     def end_sweep(self, phase: Phase) -> None:
         """Move the phase back to idle (same epoch), unless another collector moved it meanwhile."""
@@ -316,10 +321,7 @@ class WriteGuard:
         after = self._phase()
         if after == before and not after.sweeping:
             return []
-        while after.sweeping and self.clock() < after.deadline:
-            crashpoints.reached("writer_waits_for_sweep")
-            self.sleep(self.poll)  # a sweep is deleting: let it finish before checking
-            after = self._phase()
+        self._wait(after)
         lost = []
         for key, data in uploads:
             if not self.store.exists(key):
@@ -335,12 +337,27 @@ class WriteGuard:
         `keep` is called on every poll: a committer renews its lease there, and gives up by
         raising when it cannot, so its wait is bounded by its lease (it holds one only as
         long as it can renew it), not by the sweep's deadline alone."""
-        phase = self._phase()
-        while phase.sweeping and self.clock() < phase.deadline:
+        self._wait(self._phase(), keep)
+
+    def _wait(self, phase: Phase, keep: Callable[[], None] | None = None) -> None:
+        """Wait until no sweep is deleting. A sweep past its deadline by this host's clock
+        is ended here, by compare-and-swap of the phase: its collector checks the phase
+        before every delete batch, so a clock running ahead of the collector's costs at
+        most the batch in flight, never a sweep that goes on deleting."""
+        while phase.sweeping:
+            if self.clock() >= phase.deadline:
+                got = self.meta.get(self.partition, PHASE)
+                if got is None or Phase.decode(got[0]) != phase:
+                    phase = self._phase()
+                    continue
+                with contextlib.suppress(CASFailedError):  # it ended, or another writer did
+                    self.meta.set_if(self.partition, PHASE, Phase(phase.epoch).encode(), got[1])
+                phase = self._phase()
+                continue
             crashpoints.reached("writer_waits_for_sweep")
             if keep is not None:
                 keep()
-            self.sleep(self.poll)
+            self.sleep(self.poll)  # a sweep is deleting: let it finish before checking
             phase = self._phase()
 
 
