@@ -50,21 +50,17 @@ def test_processes_started_one_by_one(where):
     assert rows_at(repo) == ALL
 
 
-def test_a_process_pool_executor(where):
+@pytest.mark.parametrize("commit_inside", [False, True])
+def test_a_process_pool_executor(where, commit_inside):
+    # inside the block the workers live on, idle: their tasks' handles finished
     repo = zl.Repo.open(**where)
     s = repo.create_session()
     with ProcessPoolExecutor(2) as pool:
         list(pool.map(write_rows, parts(s.id, where)))
-    s.commit("job")
-    assert rows_at(repo) == ALL
-
-
-def test_the_commit_inside_the_pool_block_counts_workers_still_running(where):
-    repo = zl.Repo.open(**where)
-    s = repo.create_session()
-    with ProcessPoolExecutor(2) as pool:
-        list(pool.map(write_rows, parts(s.id, where)))
-        s.commit("job")  # the workers live on, idle: their tasks' handles finished
+        if commit_inside:
+            s.commit("job")
+    if not commit_inside:
+        s.commit("job")
     assert rows_at(repo) == ALL
 
 
