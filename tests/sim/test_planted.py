@@ -25,6 +25,7 @@ SYMPTOMS = {
     "gc_ignores_open_sessions": r"still needed|cannot be read|is missing|holds nothing at",
     "flush_skips_recheck": r"flush returned|\(it landed\): commit \w+ holds",
     "commit_counts_gone_writers": r"gone writer counted silently",
+    "ref_moves_unguarded": r"still needed|not in object storage|cannot be read|is missing",
 }
 
 

@@ -15,6 +15,8 @@ Nothing else sets them; the library never imports this module.
   open (a write racing the commit's seal is lost).
 - `commit_counts_gone_writers`: a commit counts what a worker whose process died had
   flushed, without the caller choosing `unfinished="include"`.
+- `ref_moves_unguarded`: merges, reverts, resets and new refs write no keep record, so a
+  sweep or an expiry they overlap does not know the commits they point at.
 """
 
 from __future__ import annotations
@@ -118,6 +120,14 @@ def _commit_counts_gone_writers() -> list[tuple[Any, str, Any]]:
     return [(writers, "judge", judge)]
 
 
+def _ref_moves_unguarded() -> list[tuple[Any, str, Any]]:
+    import contextlib
+
+    from zarrlake import repo
+
+    return [(repo, "keeping", lambda ctx, commits: contextlib.nullcontext())]
+
+
 BUGS: dict[str, Callable[[], list[tuple[Any, str, Any]]]] = {
     "gc_ignores_grace": _gc_ignores_grace,
     "commit_skips_rebase_conflicts": _commit_skips_rebase_conflicts,
@@ -127,6 +137,7 @@ BUGS: dict[str, Callable[[], list[tuple[Any, str, Any]]]] = {
     "gc_ignores_open_sessions": _gc_ignores_open_sessions,
     "flush_skips_recheck": _flush_skips_recheck,
     "commit_counts_gone_writers": _commit_counts_gone_writers,
+    "ref_moves_unguarded": _ref_moves_unguarded,
 }
 
 
