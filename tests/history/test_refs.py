@@ -156,6 +156,31 @@ def test_a_branch_and_a_tag_cannot_share_a_name(repo):
     assert repo.list_tags().keys() == {"v1.0"}
 
 
+def test_a_branch_made_while_a_tag_of_its_name_landed_steps_back(repo):
+    # The tag's creator checked for a branch and re-checked after its swap before this
+    # branch's swap landed: it was acknowledged, so the branch must not stay beside it.
+    refs = repo.context.refs
+    meta = refs.meta
+    head = repo.list_branches()["main"]
+
+    class Racing:
+        def __getattr__(self, name):
+            return getattr(meta, name)
+
+        def set_if(self, partition, key, value, expected):
+            if key == refs._key("branch", "x"):  # the tag lands between check and swap
+                meta.set_if(partition, refs._key("tag", "x"), value, None)
+            return meta.set_if(partition, key, value, expected)
+
+    refs.meta = Racing()
+    try:
+        with pytest.raises(zl.AlreadyExistsError, match="a tag named 'x'"):
+            repo.create_branch("x", at=head)
+    finally:
+        refs.meta = meta
+    assert "x" not in repo.list_branches() and repo.list_tags()["x"] == head
+
+
 @pytest.mark.parametrize("name", ["HEAD", "a~1", "a^", "a^2", "a..b", "x~", "@"])
 def test_reserved_words_and_expression_syntax_are_refused(repo, name):
     with pytest.raises(InvalidInputError):

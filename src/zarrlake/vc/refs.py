@@ -89,8 +89,8 @@ class Refs:
             version = self.meta.set_if(self.partition, key, self._value(commit_id), None)
         except CASFailedError:
             raise AlreadyExistsError(f"{kind} {name!r} already exists") from None
-        if kind == TAG and self.get(other, name) is not None:  # both created at once:
-            with contextlib.suppress(CASFailedError):  # the branch stays
+        if self.get(other, name) is not None:  # both created at once: whichever sees the
+            with contextlib.suppress(CASFailedError):  # other after its swap steps back
                 self.meta.delete_if(self.partition, key, version)
             raise AlreadyExistsError(f"a {other} named {name!r} already exists")
 
