@@ -127,3 +127,33 @@ def test_sqlite_locked_past_the_timeout_is_transient(tmp_path, monkeypatch):
     finally:
         holder.close()
         meta.close()
+
+
+def test_closing_leaves_another_live_threads_connection_to_it(tmp_path):
+    # A thread inside a call when the store closes (the release thread finishing a
+    # collected writer while a test closes its repository) crashed the interpreter: its
+    # connection was closed under it. Now that thread closes it itself, at its next call.
+    store = open_metastore(f"sqlite:///{tmp_path}/m.db")
+    store.set(P, b"k", b"v")
+    opened, closed, outcome = threading.Event(), threading.Event(), []
+
+    def worker() -> None:
+        store.get(P, b"k")  # this thread's connection
+        opened.set()
+        closed.wait(10)
+        try:
+            store.get(P, b"k")
+        except ConfigurationError as e:
+            outcome.append(e)
+
+    t = threading.Thread(target=worker)
+    t.start()
+    assert opened.wait(10)
+    conns = store._conns.get()
+    theirs = next(c for thread, c in conns.all if thread is t)
+    store.close()
+    assert theirs.execute("SELECT 1").fetchone() == (1,)  # not closed under it
+    closed.set()
+    t.join(10)
+    assert len(outcome) == 1 and "closed" in str(outcome[0])
+    assert conns.all == []  # it closed its own

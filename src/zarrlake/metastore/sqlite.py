@@ -75,10 +75,28 @@ class _Connections:
         self.local.conn = conn
 
     def close(self) -> None:
+        """Close this thread's connection and those of ended threads. Another live thread
+        may be inside a call on its own (closing it under that call crashes the
+        interpreter): it closes it itself at its next call, which the closed store refuses."""
+        me = threading.current_thread()
         with self.lock:
-            for _, conn in self.all:
-                conn.close()
-            self.all = []
+            kept = []
+            for thread, conn in self.all:
+                if thread is me or not thread.is_alive():
+                    conn.close()
+                else:
+                    kept.append((thread, conn))
+            self.all = kept
+        self.local.conn = None
+
+    def drop_mine(self) -> None:
+        """Close the calling thread's connection (its store was closed meanwhile)."""
+        conn = getattr(self.local, "conn", None)
+        self.local.conn = None
+        with self.lock:
+            self.all = [(t, c) for t, c in self.all if c is not conn]
+        if conn is not None:
+            conn.close()
 
 
 def parse_sqlite_url(url: str) -> tuple[str, str]:
@@ -151,9 +169,10 @@ class SqliteMetaStore(MetaStoreBackend):
     def _conn(self) -> sqlite3.Connection:
         conns = self._conns.get()
         conn = getattr(conns.local, "conn", None)
-        if conn is not None:
+        if conn is not None and not self._closed:
             return conn
         if self._closed:
+            conns.drop_mine()
             raise ConfigurationError(f"metastore {self.url} is closed")
         conn = self._connect()
         conns.add(conn)
@@ -213,9 +232,8 @@ class SqliteMetaStore(MetaStoreBackend):
     def close(self) -> None:
         """Refuse further calls and close the connections."""
         self._closed = True
-        conns = self._conns.take()
-        if conns is not None:
-            conns.close()
+        conns = self._conns.get()
+        conns.close()
 
     @contextmanager
     def take_turns(self, name: str) -> Iterator[bool]:
