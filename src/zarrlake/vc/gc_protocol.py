@@ -224,9 +224,22 @@ class GcState:
         out = {}
         for k, v, _ in self.meta.scan(self.partition, prefix=CANDIDATE):
             key = k[len(CANDIDATE) :].decode()
-            doc = json.loads(v)
-            index = tuple(doc["index"]) if doc.get("index") else None
-            out[key] = Candidate(key, doc["t"], doc.get("size"), index, doc.get("listed", False))  # type: ignore[arg-type]
+            out[key] = _candidate(key, v)
+        return out
+
+    def known(self, keys: Sequence[str]) -> dict[str, Candidate]:
+        """The recorded candidates among `keys`. A few keys are read one by one, so a small
+        session's commit clean-up costs the same however many candidates wait for the next
+        gc run (a scan of them all grew with every commit); many are read by one scan."""
+        point = POINT_READS_REMOTE if self.meta.remote else POINT_READS
+        if len(keys) > point:
+            wanted = set(keys)
+            return {k: c for k, c in self.candidates().items() if k in wanted}
+        out = {}
+        for key in dict.fromkeys(keys):
+            got = self.meta.get(self.partition, CANDIDATE + key.encode())
+            if got is not None:
+                out[key] = _candidate(key, got[0])
         return out
 
     def add(
@@ -268,6 +281,19 @@ class GcState:
         for i in range(0, len(keys), 1000):
             batch = keys[i : i + 1000]
             self.meta.set_many(self.partition, [(CANDIDATE + k.encode(), None) for k in batch])
+
+
+POINT_READS = 256
+"""`GcState.known` reads at most this many keys one by one on a local metastore..."""
+POINT_READS_REMOTE = 4
+"""...and on a remote one, where each read is a round trip (a scan pages a thousand)."""
+
+
+def _candidate(key: str, value: bytes) -> Candidate:
+    """The candidate for `key` as stored (`GcState.add`)."""
+    doc = json.loads(value)
+    index = tuple(doc["index"]) if doc.get("index") else None
+    return Candidate(key, doc["t"], doc.get("size"), index, doc.get("listed", False))  # type: ignore[arg-type]
 
 
 class WriteGuard:
@@ -413,6 +439,7 @@ def register_staged(ctx: GcContext, session_id: str) -> int:
     if not found and not uploaded:
         return 0
     state = GcState(ctx)
-    new = state.add(state.candidates(), [*found, *uploaded], indexes)
+    items = [*found, *uploaded]
+    new = state.add(state.known([k for k, _ in items]), items, indexes)
     forget_uploads(ctx.meta, uploads, [k for k, _ in uploaded])
     return new
