@@ -225,7 +225,8 @@ class Writes:
         meta_key = f"{node}/zarr.json" if node else "zarr.json"
         try:
             ref = self.overlay.lookup(meta_key)
-            doc = json.loads(self.objects.read_ref(ref, meta_key)) if ref is not None else None
+            raw = self.objects.read_ref(ref, meta_key) if ref is not None else None
+            doc = json.loads(bytes(raw)) if raw is not None else None
         except (ZarrLakeError, ValueError):
             return NOT_ARRAY
         if not isinstance(doc, dict) or doc.get("node_type") != "array":

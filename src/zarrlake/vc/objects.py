@@ -295,10 +295,10 @@ class Objects:
         key = digest if digest is not None else self.digest(data)
         created = self.store.put_if_absent(chunk_object_key(key), data)
         if table and len(data) >= TABLE_MIN:  # after the object: never names a missing one
-            table = BlockTable.build(self.algo, data, key)
-            self.store.put_if_absent(table_key(key), table.encode())
+            blocks = BlockTable.build(self.algo, data, key)
+            self.store.put_if_absent(table_key(key), blocks.encode())
             with self._cache_lock:
-                self._tables[key] = table
+                self._tables[key] = blocks
         return ChunkRef.object(key, len(data)), created
 
     def read_ref(self, ref: ChunkRef, what: str) -> bytes | memoryview:
