@@ -1,7 +1,7 @@
 """What the library asks of the world around it, in one replaceable place: the time, waiting,
 threads, timers, and who this process is and whether another one still runs.
 
-By default these are the real ones (time.time, time.sleep, a thread pool, threading.Timer,
+By default these are the real ones (time.time, time.sleep, a thread pool, a timer thread,
 os.kill). The deterministic simulator (`zarrlake.testing.sim`) runs many simulated processes
 in one thread and installs a `Runtime` for each with `use` (a context variable, so each
 greenlet it runs sees its own): the simulated clock, its own pid, and an executor and timers
@@ -11,6 +11,8 @@ that the simulator schedules.
 from __future__ import annotations
 
 import contextvars
+import heapq
+import itertools
 import os
 import socket
 import threading
@@ -20,6 +22,8 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Protocol
 
+from zarrlake.forksafe import PerProcess
+
 
 class Cancellable(Protocol):
     """A pending timer, as `call_later` returns it."""
@@ -28,11 +32,81 @@ class Cancellable(Protocol):
         """Stop the timer if it has not fired."""
 
 
+class _Timer:
+    """One pending `call_later`: cancelled, or claimed by the timer thread when it fires."""
+
+    __slots__ = ("done", "fn", "lock")
+
+    def __init__(self, fn: Callable[[], None]) -> None:
+        self.fn = fn
+        self.done = False
+        self.lock = threading.Lock()
+
+    def cancel(self) -> None:
+        """Stop the timer if it has not fired (a function already running goes on)."""
+        with self.lock:
+            self.done = True
+
+    def claim(self) -> bool:
+        """Whether the timer is due to run now (not cancelled, not run before)."""
+        with self.lock:
+            if self.done:
+                return False
+            self.done = True
+            return True
+
+
+class _Timers:
+    """The pending timers of one process, waited for by one thread (made on first use):
+    a threading.Timer per call cost a thread start on the first write of every session. A
+    timer that fires runs its function on a thread of its own, as threading.Timer did, so a
+    slow one never delays the others."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.heap: list[tuple[float, int, _Timer]] = []
+        self.seq = itertools.count()
+        self.thread: threading.Thread | None = None
+
+    def add(self, delay: float, fn: Callable[[], None]) -> _Timer:
+        """Run `fn` once, `delay` seconds from now, unless cancelled first."""
+        timer = _Timer(fn)
+        with self.cond:
+            heapq.heappush(self.heap, (time.monotonic() + delay, next(self.seq), timer))
+            if self.thread is None:
+                self.thread = threading.Thread(
+                    target=self._run, name="zarrlake-timers", daemon=True
+                )
+                self.thread.start()
+            self.cond.notify()
+        return timer
+
+    def _run(self) -> None:
+        while True:
+            with self.cond:
+                while True:
+                    while self.heap and self.heap[0][2].done:  # cancelled: forget at once
+                        heapq.heappop(self.heap)
+                    if not self.heap:
+                        self.cond.wait()
+                        continue
+                    due = self.heap[0][0] - time.monotonic()
+                    if due <= 0:
+                        break
+                    self.cond.wait(due)
+                timer = heapq.heappop(self.heap)[2]
+            if timer.claim():
+                try:
+                    threading.Thread(target=timer.fn, name="zarrlake-timer", daemon=True).start()
+                except RuntimeError:  # interpreter shutdown: no new threads
+                    timer.fn()
+
+
+_TIMERS = PerProcess(_Timers)
+
+
 def _thread_timer(delay: float, fn: Callable[[], None]) -> Cancellable:
-    timer = threading.Timer(delay, fn)
-    timer.daemon = True
-    timer.start()
-    return timer
+    return _TIMERS.get().add(delay, fn)
 
 
 def _process_alive(host: str, pid: int) -> bool | None:

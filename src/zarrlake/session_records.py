@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
@@ -137,7 +137,9 @@ class SessionRecord:
 
     def encode(self) -> bytes:
         """The record as stored (JSON), with a fresh nonce so every update changes its bytes."""
-        return json.dumps(asdict(replace(self, nonce=secrets.token_hex(4)))).encode()
+        doc = {name: getattr(self, name) for name in _FIELDS}  # asdict deep-copies: slow
+        doc["nonce"] = secrets.token_hex(4)
+        return json.dumps(doc).encode()
 
     @classmethod
     def decode(cls, data: bytes) -> SessionRecord:
@@ -217,6 +219,9 @@ class SessionRecord:
             )
         if self.status != Status.OPEN:
             raise SessionClosedError(f"session {self.id} is {self.status}; start a new session")
+
+
+_FIELDS = tuple(f.name for f in fields(SessionRecord))
 
 
 class SessionRecords:

@@ -68,10 +68,11 @@ class UploadLog:
         digests = self.objects.map(self.objects.digest, big)
         self.record([(chunk_object_key(h), len(d)) for h, d in zip(digests, big, strict=True)])
 
-    def store_chunk(self, data: bytes) -> tuple[ChunkRef, bool]:
-        """`Objects.store_chunk`, with the object recorded before it is uploaded."""
+    def store_chunk(self, data: bytes, table: bool = True) -> tuple[ChunkRef, bool]:
+        """`Objects.store_chunk`, with the object recorded before it is uploaded (and its
+        block table unless `table` is false)."""
         if len(data) <= MANIFEST_INLINE_MAX:
             return self.objects.store_chunk(data)
         digest = self.objects.digest(data)
         self.record([(chunk_object_key(digest), len(data))])
-        return self.objects.store_chunk(data, digest)  # with its block table
+        return self.objects.store_chunk(data, digest, table)

@@ -11,16 +11,18 @@ sweep is written again before the flush returns.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import secrets
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from zarrlake import crashpoints, runtime
 from zarrlake.connection import FlushPolicy
 from zarrlake.errors import InvalidInputError, SessionError, ZarrLakeError
 from zarrlake.format import fragment
+from zarrlake.format.blocks import TABLE_MIN
 from zarrlake.format.chunk_ref import chunk_object_key
 from zarrlake.format.fragment import FragmentRecord
 from zarrlake.format.snapshot import is_meta_key
@@ -39,6 +41,10 @@ from zarrlake.vc.objects import Objects
 from zarrlake.zarr_metadata import check_metadata
 
 log = logging.getLogger("zarrlake")
+
+WHOLE, RANGED, NOT_ARRAY = "whole", "ranged", "none"
+"""How the chunks under a node are read: whole (an unsharded array), by byte range (a
+sharded array) or not known (not an array)."""
 
 
 def check_data(key: str, data: object) -> bytes:
@@ -90,6 +96,7 @@ class Writes:
         # Under the simulator, processes end only as it says: no finishing on collection.
         self.simulated = runtime.current() is not runtime.REAL
         self.state: WriterState | None = None  # of this writer's record, as last stored
+        self._reads: dict[str, str] = {}  # node path -> WHOLE/RANGED/NOT_ARRAY, see _read_whole
 
     # the writer's state ---------------------------------------------------------------------
 
@@ -118,6 +125,7 @@ class Writes:
         self.flushed = []
         self._meta = GroupCommit[Change](self._stage_meta)
         self.uploads = UploadLog(self.objects, self.staging.meta, self.staging.partition)
+        self._reads = {}
 
     def finish(self) -> None:
         """Flush, then record this writer as finished in the same metastore transaction: a
@@ -184,7 +192,8 @@ class Writes:
             self.buffer.uploading += 1
         try:
             phase = self.guard.begin()
-            ref, created = self.uploads.store_chunk(bytes(data))  # recorded first
+            table = not self._read_whole(key, len(data))
+            ref, created = self.uploads.store_chunk(bytes(data), table)  # recorded first
             with self.buffer.lock:  # a reused object may be deleted by gc: keep its bytes
                 upload = (None if created else bytes(data), phase)
                 self.buffer.pending.setdefault(chunk_object_key(ref.digest), upload)
@@ -193,6 +202,44 @@ class Writes:
                 self.buffer.uploading -= 1
         crashpoints.reached("after_chunk_upload")
         return key, ref
+
+    def _read_whole(self, key: str, size: int) -> bool:
+        """Whether the chunk object of `key` is only ever read whole, so it needs no block
+        table: a chunk of an unsharded zarr v3 array (zarr reads byte ranges of shards
+        only). False when that is not known (no array metadata found under the default
+        chunk key encoding), so such objects keep their table. Looked up once per array
+        and handle; this handle's own metadata writes forget what it knew."""
+        if size < TABLE_MIN:
+            return False  # no table either way
+        for node in _array_paths(key):
+            how = self._reads.get(node)
+            if how is None:
+                how = self._reads[node] = self._how_read(node)
+            if how != NOT_ARRAY:
+                return how == WHOLE
+        return False
+
+    def _how_read(self, node: str) -> str:
+        """WHOLE, RANGED or NOT_ARRAY for the node at `node`, from its zarr.json as this
+        session sees it."""
+        meta_key = f"{node}/zarr.json" if node else "zarr.json"
+        try:
+            ref = self.overlay.lookup(meta_key)
+            raw = self.objects.read_ref(ref, meta_key) if ref is not None else None
+            doc = json.loads(bytes(raw)) if raw is not None else None
+        except (ZarrLakeError, ValueError):
+            return NOT_ARRAY
+        if not isinstance(doc, dict) or doc.get("node_type") != "array":
+            return NOT_ARRAY
+        encoding = doc.get("chunk_key_encoding")
+        if isinstance(encoding, dict) and encoding.get("name", "default") != "default":
+            return NOT_ARRAY
+        codecs = doc.get("codecs")
+        if not isinstance(codecs, list) or any(
+            not isinstance(c, dict) or c.get("name") == "sharding_indexed" for c in codecs
+        ):
+            return RANGED
+        return WHOLE
 
     # staging ------------------------------------------------------------------------------
 
@@ -203,6 +250,7 @@ class Writes:
         self.raise_background_error()
         meta = [c for c in changes if is_meta_key(c[0])]
         if meta:
+            self._reads.clear()  # an array may have changed how its chunks are read
             self._meta.submit(meta)
         chunks = [c for c in changes if not is_meta_key(c[0])]
         if chunks:
@@ -459,3 +507,17 @@ def _in_turn(*calls: Callable[[], object]) -> list[object]:
         except Exception as e:
             out.append(e)
     return out
+
+
+def _array_paths(key: str) -> Iterator[str]:
+    """The node paths whose chunk `key` may be under zarr v3's default chunk key encoding
+    (`<node>/c/<i>/<j>...`, `c/...` for a root array, `<node>/c` for a 0-d one), deepest
+    last."""
+    if key == "c" or key.startswith("c/"):
+        yield ""
+    at = key.find("/c")
+    while at != -1:
+        rest = key[at + 2 : at + 3]
+        if rest in ("", "/"):
+            yield key[:at]
+        at = key.find("/c", at + 1)

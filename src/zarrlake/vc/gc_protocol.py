@@ -229,9 +229,27 @@ class GcState:
         out = {}
         for k, v, _ in self.meta.scan(self.partition, prefix=CANDIDATE):
             key = k[len(CANDIDATE) :].decode()
-            doc = json.loads(v)
-            index = tuple(doc["index"]) if doc.get("index") else None
-            out[key] = Candidate(key, doc["t"], doc.get("size"), index, doc.get("listed", False))  # type: ignore[arg-type]
+            out[key] = _candidate(key, v)
+        return out
+
+    def known(self, keys: Sequence[str]) -> dict[str, Candidate]:
+        """The recorded candidates among `keys`, from one scan bounded by the first and the
+        last of them (their common prefix), decoding only theirs: a small session's commit
+        clean-up then reads a row or a few however many candidates wait for the next gc
+        run (reading and decoding them all grew with every commit)."""
+        wanted = sorted(set(keys))
+        if not wanted:
+            return {}
+        low, high = CANDIDATE + wanted[0].encode(), CANDIDATE + wanted[-1].encode()
+        common = _common_prefix(low, high)  # one key: exactly its own row
+        want = set(wanted)
+        out = {}
+        for k, v, _ in self.meta.scan(self.partition, start=low, prefix=common):
+            if k > high:
+                break
+            key = k[len(CANDIDATE) :].decode()
+            if key in want:
+                out[key] = _candidate(key, v)
         return out
 
     def add(
@@ -273,6 +291,23 @@ class GcState:
         for i in range(0, len(keys), 1000):
             batch = keys[i : i + 1000]
             self.meta.set_many(self.partition, [(CANDIDATE + k.encode(), None) for k in batch])
+
+
+def _common_prefix(a: bytes, b: bytes) -> bytes:
+    """The longest prefix `a` and `b` share, byte by byte."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return a[:n]
+
+
+def _candidate(key: str, value: bytes) -> Candidate:
+    """The candidate for `key` as stored (`GcState.add`)."""
+    doc = json.loads(value)
+    index = tuple(doc["index"]) if doc.get("index") else None
+    return Candidate(key, doc["t"], doc.get("size"), index, doc.get("listed", False))  # type: ignore[arg-type]
 
 
 class WriteGuard:
@@ -434,6 +469,7 @@ def register_staged(ctx: GcContext, session_id: str) -> int:
     if not found and not uploaded:
         return 0
     state = GcState(ctx)
-    new = state.add(state.candidates(), [*found, *uploaded], indexes)
+    items = [*found, *uploaded]
+    new = state.add(state.known([k for k, _ in items]), items, indexes)
     forget_uploads(ctx.meta, uploads, [k for k, _ in uploaded])
     return new

@@ -281,19 +281,24 @@ class Objects:
         """Store chunk bytes under their digest (deduplicated) and return the reference."""
         return self.store_chunk(data)[0]
 
-    def store_chunk(self, data: bytes, digest: bytes | None = None) -> tuple[ChunkRef, bool]:
+    def store_chunk(
+        self, data: bytes, digest: bytes | None = None, table: bool = True
+    ) -> tuple[ChunkRef, bool]:
         """(reference, whether this call created the object): an object that existed may
         be garbage a collector is about to delete (gc_protocol.WriteGuard). `digest`, if
-        the caller computed it already, saves hashing the bytes twice."""
+        the caller computed it already, saves hashing the bytes twice. `table=False` skips
+        the block table of a large object nobody reads by range (a chunk of an unsharded
+        array): a second hash pass and a second object; a ranged read of it, if any, reads
+        the whole object and checks it against its digest, as for objects without one."""
         if len(data) <= MANIFEST_INLINE_MAX:
             return self.inline(data), True
         key = digest if digest is not None else self.digest(data)
         created = self.store.put_if_absent(chunk_object_key(key), data)
-        if len(data) >= TABLE_MIN:  # after the object: a table never names a missing one
-            table = BlockTable.build(self.algo, data, key)
-            self.store.put_if_absent(table_key(key), table.encode())
+        if table and len(data) >= TABLE_MIN:  # after the object: never names a missing one
+            blocks = BlockTable.build(self.algo, data, key)
+            self.store.put_if_absent(table_key(key), blocks.encode())
             with self._cache_lock:
-                self._tables[key] = table
+                self._tables[key] = blocks
         return ChunkRef.object(key, len(data)), created
 
     def read_ref(self, ref: ChunkRef, what: str) -> bytes | memoryview:
