@@ -269,3 +269,29 @@ def test_incremental_gc_reclaims_a_dropped_branch_history(repo: zl.Repo, how: st
     assert unreachable(repo) == set()
     assert repo.readonly_session().read("a/c/0") == chunk(0)
     assert fsck(repo) == []
+
+
+def test_a_chunk_objects_block_table_goes_with_it(tmp_path):
+    # format/blocks.py: a table `blocks/<digest>` beside a large object of a sharded array
+    import numpy as np
+    import zarr
+
+    repo = zl.Repo.create(tmp_path / "repo")
+    data = np.random.default_rng(3).random((2, 512, 256), dtype=np.float32)
+    s = repo.create_session()
+    a = zarr.create_array(
+        s.store, name="a", shape=data.shape, chunks=(1, 512, 256), shards=(2, 512, 256), dtype="f4"
+    )
+    a[...] = data
+    s.commit("sharded")
+    store = repo.context.object_store
+    tables = list(store.list("blocks/"))
+    assert len(tables) == 1
+    s = repo.create_session()
+    zarr.open_array(s.store, path="a")[...] = data + 1
+    s.flush()
+    assert len(list(store.list("blocks/"))) == 2
+    s.abandon()  # what it uploaded is garbage: the new shard, and its table
+    repo.gc(timedelta(0))
+    assert list(store.list("blocks/")) == tables
+    assert np.array_equal(zarr.open_array(repo.readonly_session().store, path="a")[...], data)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from zarrlake import crashpoints
 from zarrlake.errors import InvalidInputError, NotFoundError, ZarrLakeError
+from zarrlake.format import blocks
 from zarrlake.format.commit import CommitRecord
 from zarrlake.format.fragment import FragmentRecord
 from zarrlake.format.manifest import ManifestRange
@@ -472,7 +473,7 @@ class Collector:
                     break  # past the sweep's deadline: writers no longer wait for it
                 self.state.refresh()  # still our lock (CAS), or GcBusyError: stop deleting
                 batch = due[i : i + self.delete_batch]
-                self.deleter(batch)
+                self.deleter(batch + tables_of(batch, sizes))
                 crashpoints.reached("gc_after_delete")
                 gone = [k for k in batch if k in self.candidates]
                 self.state.drop(gone)
@@ -511,6 +512,16 @@ class Collector:
             except FileNotFoundError:
                 continue
             self.report.count(partial.key, partial.size)
+
+
+def tables_of(keys: list[str], sizes: dict[str, int]) -> list[str]:
+    """The block tables (format/blocks.py) that chunk objects among `keys` may have: they
+    go with their object (deleting a missing one is no error)."""
+    return [
+        f"{blocks.PREFIX}{k[len('chunks/') :]}"
+        for k in keys
+        if kind_of(k) == "chunks" and not 0 <= sizes.get(k, -1) < blocks.TABLE_MIN
+    ]
 
 
 def vacuum(meta: object) -> int:
