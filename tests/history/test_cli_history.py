@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.helpers.cli_process import fails, ok
+from tests.helpers.cli_process import fails, ok, run
 from tests.helpers.history import chunk_values, commit_chunks
 
 
@@ -53,7 +53,8 @@ def test_merge_conflict_is_one_line_and_moves_nothing(repo_path, repo):
     line = fails("-r", repo_path, "merge", "dev")
     assert "chunk conflict at 'a' chunks (3,)" in line
     assert repo.resolve("main") == head
-    assert "fast_forward" in fails("-r", repo_path, "merge", "dev", "--ff", "sometimes")
+    bad = run("-r", repo_path, "merge", "dev", "--ff", "sometimes")  # a usage error now
+    assert bad.returncode == 2 and "'allow', 'never', 'only'" in bad.stderr
     assert "diverged" in fails("-r", repo_path, "merge", "dev", "--ff", "only")
     out = js("-r", repo_path, "merge", "dev", "--on-conflict", "theirs")
     assert out["kind"] == "merge"
