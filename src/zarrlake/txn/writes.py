@@ -30,6 +30,7 @@ from zarrlake.txn.buffer import Batch
 from zarrlake.txn.fragments import StagedFragments
 from zarrlake.txn.node_change import check_node_change
 from zarrlake.txn.overlay import Overlay
+from zarrlake.txn.shards import ShardPlanner
 from zarrlake.txn.staging import Staging, WriterState
 from zarrlake.txn.uploads import UploadLog
 from zarrlake.validate import check_zarr_key
@@ -76,6 +77,7 @@ class Writes:
         self.clock = clock
         self.policy = policy
         self.buffer = overlay.buffer
+        self.shards = ShardPlanner(objects, overlay)
         self.uploads = UploadLog(objects, staging.meta, staging.partition)  # gc sees them
         self.tag: str | None = None
         self.flushed: list[FragmentRecord] = []  # this handle's fragments, in order
@@ -166,10 +168,20 @@ class Writes:
 
     # preparing ----------------------------------------------------------------------------
 
-    def prepare(self, key: str, data: bytes) -> Change:
+    def prepare(self, key: str, data: bytes) -> list[Change]:
         """Check one write and upload its bytes if they are too big to stage inline; it takes
-        effect once staged (`stage`)."""
-        return self._change_for((check_zarr_key(key), check_data(key, data)))
+        effect once staged (`stage`). A shard of a sharded array becomes the changes of its
+        inner chunks (txn/shards.py), so there may be several changes, or none."""
+        return self._changes_for((check_zarr_key(key), check_data(key, data)))
+
+    def _changes_for(self, item: tuple[str, bytes]) -> list[Change]:
+        key, data = item
+        if is_meta_key(key):
+            return [self._change_for(item)]
+        ops = self.shards.write(key, data)
+        if ops is None:  # stored whole: inner chunks it replaces are deleted
+            return [self._change_for(item), *self.shards.stale(key)]
+        return [(k, None) if b is None else self._change_for((k, b)) for k, b in ops]
 
     def _change_for(self, item: tuple[str, bytes]) -> Change:
         key, data = item
@@ -204,6 +216,7 @@ class Writes:
         meta = [c for c in changes if is_meta_key(c[0])]
         if meta:
             self._meta.submit(meta)
+            self.overlay.forget_docs()
         chunks = [c for c in changes if not is_meta_key(c[0])]
         if chunks:
             self._buffer(chunks)
@@ -272,17 +285,22 @@ class Writes:
         big = [i for i, (_, data) in enumerate(checked) if len(data) > self.inline_max]
         self.uploads.record_chunks([checked[i][1] for i in big])  # one metastore write
         uploaded = dict(
-            zip(big, self.objects.map(self._change_for, [checked[i] for i in big]), strict=True)
+            zip(big, self.objects.map(self._changes_for, [checked[i] for i in big]), strict=True)
         )
         self.stage(
-            [uploaded[i] if i in uploaded else self._change_for(c) for i, c in enumerate(checked)]
+            [
+                c
+                for i, item in enumerate(checked)
+                for c in (uploaded[i] if i in uploaded else self._changes_for(item))
+            ]
         )
 
     def delete_many(self, keys: list[str]) -> None:
         """Delete the keys that exist; deleting a missing key is not an error."""
         present = [k for k in keys if self.overlay.lookup(k) is not None]
-        if present:
-            self.stage([(k, None) for k in present])
+        gone = [g for k in present for g in self.shards.delete(k)]
+        if gone:
+            self.stage([(k, None) for k in gone])
 
     def start_writer(self, tag: str | None) -> str:
         """Finish, then stage what follows under a new writer id; with `tag`, its fragments

@@ -25,6 +25,7 @@ from zarrlake.format.chunk_ref import ChunkRef, RefKind, chunk_object_key
 from zarrlake.format.commit import CommitRecord
 from zarrlake.format.digest import Hash, digest
 from zarrlake.format.manifest import ManifestRange
+from zarrlake.format.shard import ShardRef
 from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.storage.base import ObjectStore
 from zarrlake.storage.sources import SourceReader
@@ -296,9 +297,12 @@ class Objects:
                 self._tables[key] = table
         return ChunkRef.object(key, len(data)), created
 
-    def read_ref(self, ref: ChunkRef, what: str) -> bytes | memoryview:
+    def read_ref(self, ref: ChunkRef | ShardRef, what: str) -> bytes | memoryview:
         """The referenced bytes, verified against the reference's checksum (a virtual
-        chunk's against its source's identity at import: StaleVirtualChunkError)."""
+        chunk's against its source's identity at import: StaleVirtualChunkError; an
+        assembled shard's part by part)."""
+        if isinstance(ref, ShardRef):
+            return self._shard_ranges(ref, what, [(0, ref.length)])[0]
         if ref.kind == RefKind.VIRTUAL:
             assert ref.location is not None
             return self.sources.read(ref.location, ref.offset, ref.length, ref.identity)
@@ -316,12 +320,16 @@ class Objects:
             raise CorruptionError(f"{what}: checksum mismatch in its data ({describe(ref)})")
         return data
 
-    def read_ranges(self, ref: ChunkRef, what: str, spans: list[Span]) -> list[bytes]:
+    def read_ranges(
+        self, ref: ChunkRef | ShardRef, what: str, spans: list[Span]
+    ) -> list[bytes]:
         """The bytes of each span of the referenced value, verified, fetching little more
         than the spans: a large chunk object's covering blocks (checked against its block
         table), a pack entry's own bytes, a virtual chunk's spans; nearby ranges share a
         request and requests run side by side (at most `read_concurrency`)."""
         wanted = [s.resolve(ref.length) for s in spans]
+        if isinstance(ref, ShardRef):
+            return self._shard_ranges(ref, what, wanted)
         if all(end <= start for start, end in wanted):
             if ref.kind == RefKind.OBJECT:  # nothing to read, but the object must exist
                 self._check_exists(chunk_object_key(ref.digest), what)
@@ -337,6 +345,37 @@ class Objects:
                 return got
         data = memoryview(self.read_ref(ref, what))  # small, packed, or without a table
         return [bytes(data[start:end]) for start, end in wanted]
+
+    def _shard_ranges(
+        self, ref: ShardRef, what: str, wanted: list[tuple[int, int]]
+    ) -> list[bytes]:
+        """Spans of an assembled shard: the index from memory, each inner chunk's pieces
+        read (and verified) through its own reference, the parts side by side on a remote
+        store."""
+        pieces = [ref.pieces(start, end) for start, end in wanted]
+        asked: dict[int, list[Span]] = {}
+        for found in pieces:
+            for part, lo, hi in found:
+                if part >= 0:
+                    asked.setdefault(part, []).append(Span(lo, hi))
+        parts = sorted(asked)
+
+        def one(part: int) -> list[bytes]:
+            return self.read_ranges(
+                ref.parts[part], f"{what} (inner chunk {ref.names[part]})", asked[part]
+            )
+
+        if self.store.remote and len(parts) > 1:
+            got = dict(zip(parts, self.pool.map(one, parts), strict=True))
+        else:
+            got = {p: one(p) for p in parts}
+        out = []
+        for found in pieces:
+            chunks = []
+            for part, lo, hi in found:
+                chunks.append(ref.index[lo:hi] if part < 0 else got[part].pop(0))
+            out.append(b"".join(chunks))
+        return out
 
     def _check_exists(self, key: str, what: str) -> None:
         if not self.store.exists(key):
