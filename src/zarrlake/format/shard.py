@@ -110,9 +110,9 @@ class ShardLayout:
         if len(raw) != self.index_size:
             raise ValueError(f"shard index of {len(raw)} bytes, expected {self.index_size}")
         body = bytes(raw[: 16 * self.count])
-        if self.checksum and np.array(
-            [google_crc32c.value(body)], dtype="<u4"
-        ).tobytes() != bytes(raw[-4:]):
+        if self.checksum and np.array([google_crc32c.value(body)], dtype="<u4").tobytes() != bytes(
+            raw[-4:]
+        ):
             raise ValueError("shard index checksum mismatch")
         return np.frombuffer(body, dtype="<u8").reshape(self.count, 2)
 

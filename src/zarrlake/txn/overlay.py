@@ -182,7 +182,9 @@ class Overlay:
             return
         if ref is None and self.layout_of(key) is None:
             return
-        seen = {} if ref is None else dict(zip(ref.names, (p.digest for p in ref.parts), strict=True))
+        seen = (
+            {} if ref is None else dict(zip(ref.names, (p.digest for p in ref.parts), strict=True))
+        )
         with self._seen_lock:
             self._seen[key] = seen
 

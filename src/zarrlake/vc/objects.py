@@ -320,9 +320,7 @@ class Objects:
             raise CorruptionError(f"{what}: checksum mismatch in its data ({describe(ref)})")
         return data
 
-    def read_ranges(
-        self, ref: ChunkRef | ShardRef, what: str, spans: list[Span]
-    ) -> list[bytes]:
+    def read_ranges(self, ref: ChunkRef | ShardRef, what: str, spans: list[Span]) -> list[bytes]:
         """The bytes of each span of the referenced value, verified, fetching little more
         than the spans: a large chunk object's covering blocks (checked against its block
         table), a pack entry's own bytes, a virtual chunk's spans; nearby ranges share a
@@ -346,9 +344,7 @@ class Objects:
         data = memoryview(self.read_ref(ref, what))  # small, packed, or without a table
         return [bytes(data[start:end]) for start, end in wanted]
 
-    def _shard_ranges(
-        self, ref: ShardRef, what: str, wanted: list[tuple[int, int]]
-    ) -> list[bytes]:
+    def _shard_ranges(self, ref: ShardRef, what: str, wanted: list[tuple[int, int]]) -> list[bytes]:
         """Spans of an assembled shard: the index from memory, each inner chunk's pieces
         read (and verified) through its own reference, the parts side by side on a remote
         store."""
