@@ -27,7 +27,7 @@ from functools import lru_cache
 import google_crc32c
 import numpy as np
 
-from zarrlake.format.chunk_ref import ChunkRef
+from zarrlake.format.chunk_ref import ChunkRef, RefKind
 
 SEP = "\x1f"
 """Separates a shard's key from an inner chunk's local coordinates in an entry's key."""
@@ -185,8 +185,10 @@ def _layout(doc: bytes) -> ShardLayout | None:
 @dataclass(frozen=True)
 class ShardRef:
     """A shard as readers see it, assembled from its inner chunks' references: `parts`
-    lie at `starts` in C order of their inner chunks, the index at `index_at`. Never stored:
-    made for each lookup from the entries."""
+    lie at `starts`, the index at `index_at`. Never stored: made for each lookup from the
+    entries. When the parts are exactly the inner chunks of one stored shard object, at
+    their places in it, `whole` is that object and readers read it (its block table
+    verifies ranges); otherwise the parts follow each other in C order."""
 
     parts: tuple[ChunkRef, ...]
     starts: tuple[int, ...]
@@ -195,6 +197,7 @@ class ShardRef:
     length: int
     digest: bytes  # names the assembly (index and the parts' digests), not the bytes
     names: tuple[str, ...]
+    whole: ChunkRef | None = None
     kind = None  # not a stored kind (RefKind): code that dispatches on kinds skips it
 
     @classmethod
@@ -207,25 +210,31 @@ class ShardRef:
         )
         if not present:
             return None
-        table = np.full((layout.count, 2), EMPTY, dtype="<u8")
-        pos = layout.index_size if layout.index_at_start else 0
-        starts = []
-        for p, _, ref in present:
-            table[p] = (pos, ref.length)
-            starts.append(pos)
-            pos += ref.length
-        index = layout.encode_index(table)
-        index_at = 0 if layout.index_at_start else pos
+        first = layout.index_size if layout.index_at_start else 0
         parts = tuple(ref for _, _, ref in present)
-        named = hashlib.sha256(index + b"".join(r.digest for r in parts)).digest()
+        in_place = _in_place(parts, first)
+        if in_place is not None:
+            starts = [r.offset for r in parts]
+        else:
+            starts = list(np.cumsum([first] + [r.length for r in parts[:-1]]).tolist())
+        table = np.full((layout.count, 2), EMPTY, dtype="<u8")
+        for (p, _, ref), at in zip(present, starts, strict=True):
+            table[p] = (at, ref.length)
+        index = layout.encode_index(table)
+        end = first + sum(r.length for r in parts)
+        length = end + (0 if layout.index_at_start else len(index))
+        whole = None
+        if in_place is not None:
+            whole = ChunkRef.object(bytes.fromhex(in_place[len(CHUNKS) :]), length)
         return cls(
             parts,
             tuple(starts),
             index,
-            index_at,
-            pos + (0 if layout.index_at_start else len(index)),
-            named,
+            0 if layout.index_at_start else end,
+            length,
+            hashlib.sha256(index + b"".join(r.digest for r in parts)).digest(),
             tuple(name for _, name, _ in present),
+            whole,
         )
 
     def pieces(self, start: int, end: int) -> list[tuple[int, int, int]]:
@@ -239,3 +248,22 @@ class ShardRef:
             if lo < hi:
                 out.append((part, lo - at, hi - at))
         return out
+
+
+CHUNKS = "chunks/"
+
+
+def _in_place(parts: tuple[ChunkRef, ...], first: int) -> str | None:
+    """The chunk object whose data section the parts tile exactly, at their own offsets
+    (the shard zarr wrote, every inner chunk still in it), or None."""
+    location = parts[0].location
+    if location is None or not location.startswith(CHUNKS):
+        return None
+    if any(r.kind != RefKind.LOCATION or r.location != location for r in parts):
+        return None
+    at = first
+    for r in sorted(parts, key=lambda r: r.offset):
+        if r.offset != at:
+            return None
+        at += r.length
+    return location

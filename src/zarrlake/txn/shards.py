@@ -15,8 +15,13 @@ from zarrlake.format.shard import inner_key
 from zarrlake.txn.overlay import Overlay
 from zarrlake.vc.objects import Objects
 
-Op = tuple[str, bytes | None]
-"""A key and its new bytes (None: deleted)."""
+Op = tuple[str, tuple[int, int] | None]
+"""A key and the span of the written shard's bytes it takes (None: deleted)."""
+
+WHOLE_SHARE = 0.5
+"""A shard write whose changed inner chunks hold at least this share of its bytes stores
+the shard as one object (its inner chunks are ranges of it); less, each changed inner
+chunk as its own."""
 
 
 class ShardPlanner:
@@ -27,33 +32,34 @@ class ShardPlanner:
         self.overlay = overlay
 
     def write(self, key: str, data: bytes) -> list[Op] | None:
-        """The inner-chunk changes that writing shard bytes `data` to `key` makes; None if
-        `key` is not a shard of a layout zarrlake splits, or `data` is not a valid shard
-        (then they are written whole)."""
+        """The changes writing shard bytes `data` to `key` makes: each inner chunk that
+        changed as its key and byte span in `data`, a deleted one (or a whole entry
+        replaced) with None; None if `key` is not a shard of a layout zarrlake splits, or
+        `data` is not a valid shard (then it is written whole)."""
         layout = self.overlay.layout_of(key)
         spans = None if layout is None else layout.split(data)
         if spans is None:
             return None
-        view = memoryview(data)
-        new = {name: bytes(view[s:e]) for name, (s, e) in spans.items()}
         if self.overlay.whole(key) is not None:
             # A shard stored whole (before shards were split): every inner chunk is
             # staged, and the whole entry deleted.
-            gone = self.overlay.inner(key).keys() - new.keys()
+            self.overlay.take_seen(key)
+            gone = self.overlay.inner(key).keys() - spans.keys()
             return (
                 [(key, None)]
-                + [(inner_key(key, n), b) for n, b in sorted(new.items())]
+                + [(inner_key(key, n), span) for n, span in sorted(spans.items())]
                 + [(inner_key(key, n), None) for n in sorted(gone)]
             )
         base = self.overlay.take_seen(key)
         if base is None:
             base = {n: r.digest for n, r in self.overlay.inner(key).items()}
+        view = memoryview(data)
         ops: list[Op] = [
-            (inner_key(key, n), b)
-            for n, b in sorted(new.items())
-            if base.get(n) != self.objects.digest(b)
+            (inner_key(key, n), (s, e))
+            for n, (s, e) in sorted(spans.items())
+            if base.get(n) != self.objects.digest(view[s:e])
         ]
-        ops += [(inner_key(key, n), None) for n in sorted(base.keys() - new.keys())]
+        ops += [(inner_key(key, n), None) for n in sorted(base.keys() - spans.keys())]
         return ops
 
     def delete(self, key: str) -> list[str]:
@@ -66,7 +72,7 @@ class ShardPlanner:
         names = self.overlay.inner(key).keys() if seen is None else seen.keys()
         return out + [inner_key(key, n) for n in sorted(names)]
 
-    def stale(self, key: str) -> list[Op]:
+    def stale(self, key: str) -> list[tuple[str, None]]:
         """Deletes of the inner chunks a whole write of `key` replaces."""
         if not self.overlay.maybe_sharded(key):
             return []

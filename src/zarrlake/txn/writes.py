@@ -21,7 +21,7 @@ from zarrlake import crashpoints, runtime
 from zarrlake.connection import FlushPolicy
 from zarrlake.errors import InvalidInputError, SessionError, ZarrLakeError
 from zarrlake.format import fragment
-from zarrlake.format.chunk_ref import chunk_object_key
+from zarrlake.format.chunk_ref import ChunkRef, RefKind, chunk_object_key
 from zarrlake.format.fragment import FragmentRecord
 from zarrlake.format.snapshot import is_meta_key
 from zarrlake.txn import writers
@@ -30,7 +30,7 @@ from zarrlake.txn.buffer import Batch
 from zarrlake.txn.fragments import StagedFragments
 from zarrlake.txn.node_change import check_node_change
 from zarrlake.txn.overlay import Overlay
-from zarrlake.txn.shards import ShardPlanner
+from zarrlake.txn.shards import WHOLE_SHARE, ShardPlanner
 from zarrlake.txn.staging import Staging, WriterState
 from zarrlake.txn.uploads import UploadLog
 from zarrlake.validate import check_zarr_key
@@ -181,7 +181,31 @@ class Writes:
         ops = self.shards.write(key, data)
         if ops is None:  # stored whole: inner chunks it replaces are deleted
             return [self._change_for(item), *self.shards.stale(key)]
-        return [(k, None) if b is None else self._change_for((k, b)) for k, b in ops]
+        changed = sum(span[1] - span[0] for _, span in ops if span is not None)
+        view = memoryview(data)
+        if len(data) <= self.inline_max or changed < WHOLE_SHARE * len(data):
+            return [
+                (k, None) if span is None else self._change_for((k, bytes(view[slice(*span)])))
+                for k, span in ops
+            ]
+        _, shard = self._change_for(item)  # one object; the inner chunks are ranges of it
+        assert shard is not None and shard.kind == RefKind.OBJECT
+        location = chunk_object_key(shard.digest)
+        return [
+            (k, None)
+            if span is None
+            else (
+                k,
+                ChunkRef(
+                    RefKind.LOCATION,
+                    self.objects.digest(view[slice(*span)]),
+                    span[1] - span[0],
+                    span[0],
+                    location,
+                ),
+            )
+            for k, span in ops
+        ]
 
     def _change_for(self, item: tuple[str, bytes]) -> Change:
         key, data = item

@@ -345,32 +345,66 @@ class Objects:
         return [bytes(data[start:end]) for start, end in wanted]
 
     def _shard_ranges(self, ref: ShardRef, what: str, wanted: list[tuple[int, int]]) -> list[bytes]:
-        """Spans of an assembled shard: the index from memory, each inner chunk's pieces
-        read (and verified) through its own reference, the parts side by side on a remote
+        """Spans of an assembled shard: of the stored shard object it still is, if so;
+        else the index from memory and each inner chunk's pieces read and verified through
+        its own reference (parts in one object fetched together), side by side on a remote
         store."""
+        if ref.whole is not None:
+            if wanted == [(0, ref.length)]:
+                return [bytes(self.read_ref(ref.whole, what))]
+            return self.read_ranges(ref.whole, what, [Span(s, e) for s, e in wanted])
         pieces = [ref.pieces(start, end) for start, end in wanted]
         asked: dict[int, list[Span]] = {}
         for found in pieces:
             for part, lo, hi in found:
                 if part >= 0:
                     asked.setdefault(part, []).append(Span(lo, hi))
-        parts = sorted(asked)
+        located = [p for p in asked if ref.parts[p].kind == RefKind.LOCATION]
+        got = self._located_parts(ref, what, located)
+        others = sorted(asked.keys() - got.keys())
 
-        def one(part: int) -> list[bytes]:
-            return self.read_ranges(
-                ref.parts[part], f"{what} (inner chunk {ref.names[part]})", asked[part]
-            )
+        def one(part: int) -> bytes | memoryview:
+            return self.read_ref(ref.parts[part], f"{what} (inner chunk {ref.names[part]})")
 
-        if self.store.remote and len(parts) > 1:
-            got = dict(zip(parts, self.pool.map(one, parts), strict=True))
+        if self.store.remote and len(others) > 1:
+            got.update(zip(others, self.pool.map(one, others), strict=True))
         else:
-            got = {p: one(p) for p in parts}
+            got.update((p, one(p)) for p in others)
         out = []
         for found in pieces:
-            chunks = []
-            for part, lo, hi in found:
-                chunks.append(ref.index[lo:hi] if part < 0 else got[part].pop(0))
-            out.append(b"".join(chunks))
+            out.append(
+                b"".join(
+                    ref.index[lo:hi] if part < 0 else bytes(memoryview(got[part])[lo:hi])
+                    for part, lo, hi in found
+                )
+            )
+        return out
+
+    def _located_parts(
+        self, ref: ShardRef, what: str, located: list[int]
+    ) -> dict[int, bytes | memoryview]:
+        """The whole bytes of inner chunks stored as ranges of other objects, each checked
+        against its digest; ranges of one object near each other share a request."""
+        by_object: dict[str, list[int]] = {}
+        for p in located:
+            location = ref.parts[p].location
+            assert location is not None
+            by_object.setdefault(location, []).append(p)
+        out: dict[int, bytes | memoryview] = {}
+        for location, parts in by_object.items():
+            spans = [
+                (ref.parts[p].offset, ref.parts[p].offset + ref.parts[p].length) for p in parts
+            ]
+            requests = coalesce(spans, self.coalesce_gap, MAX_REQUEST)
+            data = self._fetch_ranges(location, requests, what)
+            for p, cut in zip(parts, _assemble(requests, data, spans), strict=True):
+                part = ref.parts[p]
+                if len(cut) != part.length or self.digest(cut) != part.digest:
+                    raise CorruptionError(
+                        f"{what} (inner chunk {ref.names[p]}): checksum mismatch in its data "
+                        f"({describe(part)})"
+                    )
+                out[p] = cut
         return out
 
     def _check_exists(self, key: str, what: str) -> None:
