@@ -15,10 +15,10 @@ from zarr.core.sync import sync
 from zarr.storage import MemoryStore
 
 import zarrlake as zl
-from zarrlake.format.chunk_ref import ChunkRef, RefKind
-from zarrlake.format.shard import ShardRef
 from tests.core.test_ranged_reads import reopened
 from tests.shards.conftest import random, raw_copy
+from zarrlake.format.chunk_ref import ChunkRef, RefKind
+from zarrlake.format.shard import ShardRef
 
 SHAPE, INNER = (8, 16384), (1, 4096)  # 32 inner chunks of 16 KiB in one 512 KiB shard
 INNER_BYTES = 4 * INNER[0] * INNER[1]
