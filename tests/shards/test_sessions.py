@@ -58,3 +58,13 @@ def test_diff_names_inner_chunks(repo: zl.Repo) -> None:
     assert s.changes().chunks_written == {"a": {(1, 2)}}
     s.commit("one inner chunk")
     assert repo.diff("main~1", "main").chunks_written == {"a": {(1, 2)}}
+
+
+def test_blame_finds_the_commit_of_an_inner_chunk(repo: zl.Repo) -> None:
+    base(repo)
+    first = repo.log("main")[0].id
+    s = repo.create_session()
+    zarr.open_array(s.store, path="a", mode="r+")[1, 40] = 9
+    changed = s.commit("inner chunk (1, 2)")
+    assert repo.blame("a", (1, 2)).id == changed
+    assert repo.blame("a", (1, 3)).id == first

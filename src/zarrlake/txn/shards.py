@@ -15,8 +15,9 @@ from zarrlake.format.shard import inner_key
 from zarrlake.txn.overlay import Overlay
 from zarrlake.vc.objects import Objects
 
-Op = tuple[str, tuple[int, int] | None]
-"""A key and the span of the written shard's bytes it takes (None: deleted)."""
+Op = tuple[str, tuple[int, int] | None, bytes | None]
+"""A key, the span of the written shard's bytes it takes and their digest (None, None:
+deleted; digest None: not computed)."""
 
 WHOLE_SHARE = 0.5
 """A shard write whose changed inner chunks hold at least this share of its bytes stores
@@ -46,20 +47,20 @@ class ShardPlanner:
             self.overlay.take_seen(key)
             gone = self.overlay.inner(key).keys() - spans.keys()
             return (
-                [(key, None)]
-                + [(inner_key(key, n), span) for n, span in sorted(spans.items())]
-                + [(inner_key(key, n), None) for n in sorted(gone)]
+                [(key, None, None)]
+                + [(inner_key(key, n), span, None) for n, span in sorted(spans.items())]
+                + [(inner_key(key, n), None, None) for n in sorted(gone)]
             )
         base = self.overlay.take_seen(key)
         if base is None:
             base = {n: r.digest for n, r in self.overlay.inner(key).items()}
         view = memoryview(data)
-        ops: list[Op] = [
-            (inner_key(key, n), (s, e))
-            for n, (s, e) in sorted(spans.items())
-            if base.get(n) != self.objects.digest(view[s:e])
-        ]
-        ops += [(inner_key(key, n), None) for n in sorted(base.keys() - spans.keys())]
+        ops: list[Op] = []
+        for n, (s, e) in sorted(spans.items()):
+            digest = self.objects.digest(view[s:e])
+            if base.get(n) != digest:
+                ops.append((inner_key(key, n), (s, e), digest))
+        ops += [(inner_key(key, n), None, None) for n in sorted(base.keys() - spans.keys())]
         return ops
 
     def delete(self, key: str) -> list[str]:

@@ -181,31 +181,27 @@ class Writes:
         ops = self.shards.write(key, data)
         if ops is None:  # stored whole: inner chunks it replaces are deleted
             return [self._change_for(item), *self.shards.stale(key)]
-        changed = sum(span[1] - span[0] for _, span in ops if span is not None)
+        changed = sum(span[1] - span[0] for _, span, _ in ops if span is not None)
         view = memoryview(data)
         if len(data) <= self.inline_max or changed < WHOLE_SHARE * len(data):
             return [
                 (k, None) if span is None else self._change_for((k, bytes(view[slice(*span)])))
-                for k, span in ops
+                for k, span, _ in ops
             ]
         _, shard = self._change_for(item)  # one object; the inner chunks are ranges of it
         assert shard is not None and shard.kind == RefKind.OBJECT
         location = chunk_object_key(shard.digest)
-        return [
-            (k, None)
-            if span is None
-            else (
-                k,
-                ChunkRef(
-                    RefKind.LOCATION,
-                    self.objects.digest(view[slice(*span)]),
-                    span[1] - span[0],
-                    span[0],
-                    location,
-                ),
+        out: list[Change] = []
+        for k, span, digest in ops:
+            if span is None:
+                out.append((k, None))
+                continue
+            if digest is None:
+                digest = self.objects.digest(view[slice(*span)])
+            out.append(
+                (k, ChunkRef(RefKind.LOCATION, digest, span[1] - span[0], span[0], location))
             )
-            for k, span in ops
-        ]
+        return out
 
     def _change_for(self, item: tuple[str, bytes]) -> Change:
         key, data = item
