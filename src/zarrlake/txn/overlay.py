@@ -132,9 +132,18 @@ class Overlay:
         return out
 
     def array_doc(self, key: str) -> bytes | None:
-        """The zarr.json of the deepest node whose path prefixes chunk key `key`, as this
-        session sees it (read once per handle; `forget_docs` drops them)."""
+        """The zarr.json of the array chunk key `key` belongs to: as the base commit has it
+        if the array exists there (no metastore read per chunk; a session that re-creates
+        an array differently stages its shards whole, or split by the layout they had),
+        else as this session staged it (read once per handle; `forget_docs` drops them)."""
         parts = key.split("/")
+        base = self.view.root.meta
+        for n in range(len(parts) - 1, 0, -1):  # in memory: an array of the base commit
+            doc = base.get("/".join(parts[:n]) + "/zarr.json")
+            if doc is not None:
+                if is_array_doc(doc):
+                    return doc
+                break
         walked: dict[str, bytes | None] = {}
         for n in range(len(parts) - 1, 0, -1):
             meta = "/".join(parts[:n]) + "/zarr.json"
