@@ -80,15 +80,15 @@ class ShardLayout:
 
     def position(self, name: str) -> int | None:
         """The C-order position of inner chunk `name`, or None if it is not one."""
-        try:
-            coords = tuple(int(c) for c in name.split("."))
-        except ValueError:
+        parts = name.split(".")
+        if len(parts) != len(self.chunks_per_shard):
             return None
-        if len(coords) != len(self.chunks_per_shard) or any(
-            not 0 <= c < n for c, n in zip(coords, self.chunks_per_shard, strict=True)
-        ):
-            return None
-        return int(np.ravel_multi_index(coords, self.chunks_per_shard))
+        at = 0
+        for part, n in zip(parts, self.chunks_per_shard, strict=True):
+            if not part.isdigit() or int(part) >= n:
+                return None
+            at = at * n + int(part)
+        return at
 
     def coords(self, shard: tuple[int, ...], name: str) -> tuple[int, ...] | None:
         """The inner chunk's coordinates in the array's grid of inner chunks."""

@@ -22,6 +22,9 @@ from zarrlake.vc.snapshot_view import SnapshotView
 
 V2_METADATA = frozenset({".zarray", ".zattrs", ".zgroup", ".zmetadata"})
 """zarr v2's metadata keys: not data of a zarr v3 node."""
+ASSEMBLED_SHARDS = 256
+"""Shards a read-only handle keeps assembled: zarr reads a shard's index, then its inner
+chunks, each a lookup."""
 SEEN_SHARDS = 4096
 """Shards whose inner chunks a writable handle remembers from its last read of them."""
 
@@ -63,6 +66,7 @@ class Overlay:
         self._reads_recorded: set[str] = set()
         self._docs: dict[str, bytes | None] = {}  # metadata key -> document, as last read
         self._seen: LRUCache[str, dict[str, bytes]] = LRUCache(SEEN_SHARDS)
+        self._shards: LRUCache[str, ShardRef | None] = LRUCache(ASSEMBLED_SHARDS)
         self._seen_lock = threading.Lock()
 
     def staged(self, key: str) -> tuple[bool, ChunkRef | None]:
@@ -98,8 +102,16 @@ class Overlay:
         ref = self.whole(key)
         if ref is not None or is_meta_key(key):
             return ref
+        if self.staging is None:  # a commit's shards never change
+            with self._seen_lock:
+                if key in self._shards:
+                    return self._shards[key]
         layout = self.layout_of(key)
-        return None if layout is None else ShardRef.assemble(layout, self.inner(key))
+        shard = None if layout is None else ShardRef.assemble(layout, self.inner(key))
+        if self.staging is None:
+            with self._seen_lock:
+                self._shards[key] = shard
+        return shard
 
     def whole(self, key: str) -> ChunkRef | None:
         """The entry stored under `key` itself (staged over base), or None."""
