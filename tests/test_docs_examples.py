@@ -1,27 +1,107 @@
-"""The site's how-to examples of cooperative writes run as written, each in a fresh
-directory, as the user would run them (a script: worker processes import it)."""
+"""Every code example of the README and of the documentation site runs as written, each in a
+fresh directory, as the user would run it (a script: worker processes import it; the
+deployment examples with their placeholders filled in with this run's S3 and PostgreSQL
+servers). EXAMPLES lists them all, so a new example needs a test here."""
 
 from __future__ import annotations
 
-import re
+import os
+import subprocess
+import sys
+import uuid
 from pathlib import Path
 
 import zarr
 
 import zarrlake as zl
-from tests.test_readme import run_script
+from tests.fixtures.s3 import s3_client
+from tests.helpers.examples import code_blocks, filled, pages, run_script, snippet
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+EXAMPLES = [
+    ("README.md", "sh", "Quick start"),
+    ("README.md", "python", "Quick start"),
+    ("docs/concepts.md", "python", "Merging branches"),
+    ("docs/getting-started.md", "sh", "A first repository"),
+    ("docs/how-to/dask.md", "python", "Dask"),
+    ("docs/how-to/deployment.md", "python", "One machine"),
+    ("docs/how-to/deployment.md", "python", "Many machines, one bucket"),
+    ("docs/how-to/deployment.md", "python", "Many machines with PostgreSQL"),
+    ("docs/how-to/deployment.md", "sh", "Many machines with PostgreSQL"),
+    ("docs/how-to/lifecycle.md", "python", "Garbage collection and expiry"),
+    ("docs/how-to/multiprocessing.md", "python", "Multiprocessing and orchestrators"),
+    ("docs/how-to/spark.md", "python", "Spark"),
+    (
+        "docs/how-to/virtual.md",
+        "python",
+        "Virtual chunks: NetCDF/HDF5 archives versioned where they lie",
+    ),
+    ("docs/how-to/xarray.md", "python", "xarray"),
+]
+"""(page, language, section) of every fenced block with a language, in page order. The
+site shows the README's set-up and quick start through includes, so they are listed once."""
+
+NOT_RUN = {
+    ("README.md", "sh", "Quick start"): "make demo / make test build the virtualenv this "
+    "suite runs in, and make test is this suite (the demo has its own tests in tests/demo)",
+}
+"""The only examples no test runs, and why."""
+
+VENV_BIN = str(Path(sys.executable).parent)
 
 
-def python_blocks(page: str) -> list[str]:
-    """The ```python blocks of a docs page, in order."""
-    text = (DOCS / page).read_text()
-    return re.findall(r"^```python\n(.*?)^```", text, re.M | re.S)
+def test_every_example_of_the_readme_and_the_site_is_listed():
+    found = [
+        (page, kind, section)
+        for page in pages()
+        for kind in ("python", "sh", "bash", "console", "text", "pycon", "py")
+        for section, _ in code_blocks(page, kind)
+    ]
+    assert sorted(found) == sorted(EXAMPLES)
+    assert set(NOT_RUN) <= set(EXAMPLES)
+
+
+def test_no_example_writes_outside_its_directory():
+    """Examples use relative paths, so running them here leaves nothing elsewhere."""
+    for page, kind, section in EXAMPLES:
+        code = snippet(page, section, kind=kind)
+        assert "/tmp/" not in code and '"/data' not in code, (page, section)
+
+
+def test_the_merge_example_runs_as_written(tmp_path):
+    res = run_script(snippet("docs/concepts.md", "Merging branches"), tmp_path)
+    assert res.stdout.split("\n")[:3] == ["2", "[1. 1. 2. 2.]", "Top rows on dev"]
+
+
+def test_the_getting_started_commands_run_after_the_quick_start(tmp_path):
+    run_script(snippet("README.md", "Quick start"), tmp_path)
+    shell = snippet("docs/getting-started.md", "A first repository", kind="sh")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ZARRLAKE_")}
+    env["PATH"] = f"{VENV_BIN}:{env['PATH']}"
+    res = subprocess.run(
+        ["bash", "-ec", shell], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert res.returncode == 0, res.stderr
+    assert "Fix the first row" in res.stdout and "Add temperature" in res.stdout
+    assert "temperature" in res.stdout and "[0. 1. 2.]" in res.stdout
+
+
+def test_the_expiry_example_runs_after_the_quick_start(tmp_path):
+    run_script(snippet("README.md", "Quick start"), tmp_path)
+    res = run_script(snippet("docs/how-to/lifecycle.md", "Garbage collection and expiry"), tmp_path)
+    assert [int(n) >= 0 for n in res.stdout.split()] == [True] * 3
+
+
+def test_the_spark_example_runs_as_written(spark, tmp_path, monkeypatch, capsys):
+    """In this process, where its getOrCreate() finds the test run's Spark session."""
+    monkeypatch.chdir(tmp_path)
+    code = snippet("docs/how-to/spark.md", "Spark")
+    exec(compile(code, "docs/how-to/spark.md", "exec"), {"__name__": "__main__"})
+    assert capsys.readouterr().out.split() == ["ingest", "2000"]
+    assert zl.Repo.open(tmp_path / "zl-spark-demo").log(limit=1)[0].message == "ingest"
 
 
 def test_the_dask_how_to_runs_as_written_and_leaves_no_session(tmp_path):
-    (code,) = python_blocks("how-to/dask.md")
+    code = snippet("docs/how-to/dask.md", "Dask")
     assert "flush" not in code  # a task needs nothing beyond writing
     res = run_script(code, tmp_path)
     assert res.stdout.strip().splitlines()[-1] == "nightly job"
@@ -34,10 +114,70 @@ def test_the_dask_how_to_runs_as_written_and_leaves_no_session(tmp_path):
 
 
 def test_the_multiprocessing_how_to_runs_as_written(tmp_path):
-    (code,) = python_blocks("how-to/multiprocessing.md")
+    code = snippet("docs/how-to/multiprocessing.md", "Multiprocessing and orchestrators")
     res = run_script(code, tmp_path)
     assert res.stdout.strip().splitlines()[-1] == "[0. 1. 2. 3. 4. 5. 6. 7.]"
     repo = zl.Repo.open(tmp_path / "mp-repo")
     assert [c.message for c in repo.log()][:1] == ["hourly run"]
     assert repo.list_sessions() == []
     repo.close()
+
+
+def test_the_xarray_how_to_runs_as_written(tmp_path):
+    res = run_script(snippet("docs/how-to/xarray.md", "xarray"), tmp_path)
+    head, earlier = res.stdout.split("<xarray.Dataset>")[1:]
+    assert "t2m" in head and "wind" in head  # the head of main
+    assert "t2m" in earlier and "wind" not in earlier  # one commit earlier
+    repo = zl.Repo.open(tmp_path / "weather-repo")
+    assert [c.message for c in repo.log()][:2] == ["Add wind", "Add t2m"]
+    repo.close()
+
+
+def test_the_virtual_example_runs_as_written(tmp_path):
+    section = "Virtual chunks: NetCDF/HDF5 archives versioned where they lie"
+    res = run_script(snippet("docs/how-to/virtual.md", section), tmp_path)
+    assert res.stdout.split("\n")[:2] == ["[270. 271. 272.] True", "3 3 3"]
+
+
+def test_the_deployment_examples_run_with_their_placeholders_filled_in(
+    tmp_path, s3_server, pg_metastore_url
+):
+    page = "docs/how-to/deployment.md"
+    run_script(snippet(page, "One machine"), tmp_path)
+    assert (tmp_path / "weather-repo" / "zarrlake.json").exists()
+
+    bucket, pg_bucket = (f"docs-{uuid.uuid4().hex[:12]}" for _ in range(2))
+    for name in (bucket, pg_bucket):
+        s3_client(s3_server).create_bucket(Bucket=name)
+    common = {"my-bucket": bucket, "https://s3.eu-central-1.amazonaws.com": s3_server}
+    credentials = {
+        '"AKIA..."': '"test"',
+        '"secret_access_key": "..."': '"secret_access_key": "test"',
+        '"allow_http": False': '"allow_http": True',  # the test server speaks plain HTTP
+    }
+    bucket_only = filled(snippet(page, "Many machines, one bucket"), {**common, **credentials})
+    run_script(bucket_only + "\nprint(repo.log()[0].message)\n", tmp_path)
+    options = bucket_only[bucket_only.index("storage_options=") + len("storage_options=") :]
+    options = options[: options.index("\n    },") + len("\n    }")]
+    with_pg = filled(
+        snippet(page, "Many machines with PostgreSQL"),
+        {
+            "my-bucket": pg_bucket,
+            "postgresql://zarrlake:secret@db.internal:5432/zarrlake": pg_metastore_url,
+            "{...}": options,
+        },
+    )
+    res = run_script(
+        "import zarrlake as zl\n" + with_pg + "\nprint(repo.spec.metastore)\n", tmp_path
+    )
+    assert res.stdout.strip() == pg_metastore_url
+    shell = filled(
+        snippet(page, "Many machines with PostgreSQL", kind="sh"),
+        {**common, "=AKIA...": "=test", "=...": "=test"},
+    )
+    env = {**os.environ, "PATH": f"{VENV_BIN}:{os.environ['PATH']}", "ZARRLAKE_ALLOW_HTTP": "1"}
+    res = subprocess.run(
+        ["bash", "-ec", shell], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert res.returncode == 0, res.stderr
+    assert "Repository initialized" in res.stdout

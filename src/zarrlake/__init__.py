@@ -1,6 +1,8 @@
 """zarrlake: a transactional, version-controlled database for Zarr v3 arrays."""
 
-import importlib
+from __future__ import annotations
+
+import importlib as _importlib
 
 from zarrlake.errors import (
     AlreadyExistsError,
@@ -44,6 +46,22 @@ _LAZY = {
 """Public names whose modules import zarr and numpy: loaded on first use, so a command line
 that needs none of them (`zarrlake --help`) starts fast."""
 
+TYPE_CHECKING = False
+"""True for type checkers only (as `typing.TYPE_CHECKING`, without importing `typing`)."""
+
+if TYPE_CHECKING:  # what type checkers see of the lazy names; nothing is imported at run time
+    from typing import Any
+
+    from zarrlake import spark as spark
+    from zarrlake import virtual as virtual
+    from zarrlake.repo import Commit as Commit
+    from zarrlake.repo import Repo as Repo
+    from zarrlake.repo import RepoStats as RepoStats
+    from zarrlake.repo import SessionInfo as SessionInfo
+    from zarrlake.session import Session as Session
+    from zarrlake.vc.diff import Diff as Diff
+    from zarrlake.zarr_store import SessionStore as SessionStore
+
 __all__ = [
     "AlreadyExistsError",
     "BackendError",
@@ -74,15 +92,16 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
+        value = getattr(_importlib.import_module(_LAZY[name]), name)
         globals()[name] = value
         return value
     if name in ("spark", "virtual"):  # imports pyspark / virtualizarr
-        return importlib.import_module(f"zarrlake.{name}")
+        return _importlib.import_module(f"zarrlake.{name}")
     raise AttributeError(f"module 'zarrlake' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY) | {"spark", "virtual"})
+    """The public names (not the submodules imported so far, nor `importlib`)."""
+    return sorted({*__all__, "__version__", "spark", "virtual"})

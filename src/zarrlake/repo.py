@@ -30,6 +30,7 @@ from zarrlake.vc.blame import Blame
 from zarrlake.vc.commit_info import Commit
 from zarrlake.vc.diff import Diff, diff_commit, diff_snapshots
 from zarrlake.vc.fsck import ExpiredHistory, Problem, check_objects
+from zarrlake.vc.keep import keeping
 from zarrlake.vc.merge import History, common_history_expired
 from zarrlake.vc.protection import Protection
 from zarrlake.vc.refexpr import commit_as_of, merge_base, resolve_ref
@@ -40,12 +41,16 @@ from zarrlake.vc.stats import RepoStats, repo_stats
 if TYPE_CHECKING:
     import zarr
 
+    from zarrlake.lifecycle.expire import ExpireReport
+    from zarrlake.lifecycle.gc import GcReport
+    from zarrlake.lifecycle.metastore_copy import CopyReport
     from zarrlake.session import Session
+    from zarrlake.vc.policies import ConflictPolicy, FastForward, IsolationLevel
     from zarrlake.zarr_store import SessionStore
 
 __all__ = ["Commit", "Repo", "RepoSpec", "RepoStats", "SessionInfo"]
 
-OnRead = Callable[[str, int], None] | None
+_OnRead = Callable[[str, int], None] | None
 """Called with (key, size) for every object fsck reads."""
 
 
@@ -246,7 +251,8 @@ class Repo:
     def create_branch(self, name: str, at: str = "main") -> str:
         """A new branch at the commit `at` names; returns that commit id."""
         commit_id = self.resolve(at)
-        self._ctx.refs.create(BRANCH, name, commit_id)
+        with keeping(self._ctx, [commit_id]):
+            self._ctx.refs.create(BRANCH, name, commit_id)
         return commit_id
 
     def delete_branch(self, name: str) -> None:
@@ -268,7 +274,8 @@ class Repo:
     def create_tag(self, name: str, at: str = "main") -> str:
         """A new (immutable) tag at the commit `at` names; returns that commit id."""
         commit_id = self.resolve(at)
-        self._ctx.refs.create(TAG, name, commit_id)
+        with keeping(self._ctx, [commit_id]):
+            self._ctx.refs.create(TAG, name, commit_id)
         return commit_id
 
     def delete_tag(self, name: str) -> None:
@@ -320,7 +327,7 @@ class Repo:
         self,
         ref: str | None = None,
         *,
-        on_read: OnRead = None,
+        on_read: _OnRead = None,
         on_expired: Callable[[ExpiredHistory], None] | None = None,
         sources_only: bool = False,
     ) -> list[Problem]:
@@ -358,7 +365,7 @@ class Repo:
         message: str | None = None,
         author: str | None = None,
         expires_in: timedelta = DEFAULT_EXPIRY,
-        isolation: str = "snapshot",
+        isolation: IsolationLevel = "snapshot",
     ) -> Session:
         """Start a transaction on `branch`, based on its current head. Use it as a context
         manager (`with repo.create_session() as s:`) to abandon it if the block raises.
@@ -502,7 +509,9 @@ class Repo:
         """The zarr store of the current session."""
         return self.session.store
 
-    def commit(self, message: str, *, on_conflict: str = "fail", allow_empty: bool = False) -> str:
+    def commit(
+        self, message: str, *, on_conflict: ConflictPolicy = "fail", allow_empty: bool = False
+    ) -> str:
         """Commit the current session, then start a fresh one on the same branch."""
         session = self.session
         commit_id = session.commit(message, on_conflict=on_conflict, allow_empty=allow_empty)
@@ -526,8 +535,8 @@ class Repo:
         *,
         message: str | None = None,
         author: str | None = None,
-        on_conflict: str = "fail",
-        fast_forward: str = "allow",
+        on_conflict: ConflictPolicy = "fail",
+        fast_forward: FastForward = "allow",
     ) -> str:
         """Merge ref `source` into branch `into` (three-way, per chunk); returns into's new
         head: a merge commit, or source's head on a fast-forward.
@@ -557,14 +566,15 @@ class Repo:
         check_ref_name(into, "branch")
         src = self.resolve(source)
         text = message if message is not None else f"Merge {source} into {into}"
-        return self._history().merge(
-            src,
-            into,
-            message=text,
-            author=author,
-            on_conflict=on_conflict,
-            fast_forward=fast_forward,
-        )
+        with keeping(self._ctx, [src]):
+            return self._history().merge(
+                src,
+                into,
+                message=text,
+                author=author,
+                on_conflict=on_conflict,
+                fast_forward=fast_forward,
+            )
 
     def merge_base(self, a: str, b: str) -> str:
         """The best common ancestor commit of refs `a` and `b`; ExpiredHistoryError if
@@ -591,16 +601,19 @@ class Repo:
         InvalidInputError if that changes nothing, unless `allow_empty`."""
         check_ref_name(branch, "branch")
         target = self.resolve(commit)
-        return self._history().revert(
-            target, branch, message=message, author=author, allow_empty=allow_empty
-        )
+        with keeping(self._ctx, [target]):
+            return self._history().revert(
+                target, branch, message=message, author=author, allow_empty=allow_empty
+            )
 
     def reset_branch(self, branch: str, to: str, *, expected: str | None = None) -> str:
         """Move `branch` to ref `to`; with `expected`, only if the branch is there now
         (ConflictError otherwise, nothing moved). Returns the new head."""
         check_ref_name(branch, "branch")
         want = self.resolve(expected) if expected is not None else None
-        return self._history().reset(branch, self.resolve(to), want)
+        target = self.resolve(to)
+        with keeping(self._ctx, [target]):
+            return self._history().reset(branch, target, want)
 
     def blame(self, array_path: str, chunk_coords: tuple[int, ...], ref: str = "main") -> Commit:
         """The commit that last wrote chunk `chunk_coords` of `array_path` at `ref`."""
@@ -644,8 +657,8 @@ class Repo:
         *,
         dry_run: bool = False,
         full: bool = False,
-        progress=None,  # progress(phase, done, total | None), called as phases advance
-    ):  # -> zarrlake.lifecycle.gc.GcReport
+        progress: Callable[[str, int, int | None], None] | None = None,
+    ) -> GcReport:
         """Delete objects nothing can reach, known garbage for at least `older_than`; with
         `full`, also find leftovers by listing every object (see zarrlake.lifecycle.gc).
 
@@ -676,16 +689,14 @@ class Repo:
 
     def expire(
         self, older_than: datetime | timedelta, branches: list[str] | None = None
-    ):  # -> zarrlake.lifecycle.expire.ExpireReport
+    ) -> ExpireReport:
         """Drop commits older than `older_than` from the history of `branches` (None: all),
         except branch heads and tags; `gc` then reclaims what only they reached."""
         from zarrlake.lifecycle.expire import expire
 
         return expire(self._ctx, older_than, branches)
 
-    def copy_metastore(
-        self, to: str, *, switch: bool = True, replace: bool = False
-    ):  # -> zarrlake.lifecycle.metastore_copy.CopyReport
+    def copy_metastore(self, to: str, *, switch: bool = True, replace: bool = False) -> CopyReport:
         """Copy this repository's refs, sessions and gc records to another metastore, verify
         the copy, and (with `switch`) make the repository use it from now on.
 

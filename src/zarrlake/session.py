@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     import zarr
 
     from zarrlake.connection import RepoContext, RepoSpec
+    from zarrlake.vc.policies import ConflictPolicy, UnfinishedPolicy, UnflushedPolicy
 
 
 class Session:
@@ -308,10 +309,10 @@ class Session:
         self,
         message: str | None = None,
         *,
-        on_conflict: str = "fail",
+        on_conflict: ConflictPolicy = "fail",
         metadata: dict[str, str] | None = None,
-        unflushed: str = "wait",
-        unfinished: str | None = None,
+        unflushed: UnflushedPolicy = "wait",
+        unfinished: UnfinishedPolicy | None = None,
         allow_empty: bool = False,
     ) -> str:
         """Make the session's changes one commit on its branch; returns the commit id.

@@ -3,7 +3,7 @@ follows links from the home page to a commit and its chunk map, opens the array 
 the slice. The server is a `zarrlake ui` process on a free port, stopped by PID.
 
 Screenshots go to a temporary directory; with ZARRLAKE_UPDATE_SCREENSHOTS=1 they also
-replace docs/screenshots/*.png (the README's pictures)."""
+replace docs/screenshots/*.png (the pictures of the README and of docs/how-to/web-ui.md)."""
 
 from __future__ import annotations
 

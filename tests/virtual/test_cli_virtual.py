@@ -1,5 +1,5 @@
-"""The command line: allowed sources, import-virtual (one commit), stats, fsck --sources,
-materialize."""
+"""The command line: allowed sources, virtual import (one commit), stats, fsck --sources,
+virtual materialize (and the top-level aliases import-virtual and materialize)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def test_virtual_commands(tmp_path, archives):
     assert "is outside every allowed prefix" in line
     ok("-r", r, "virtual", "sources", "add", prefix)
     assert json.loads(ok("-r", r, "virtual", "sources", "--json").stdout) == [prefix]
-    out = ok("-r", r, "import-virtual", "--concat-dim", "time", "--json", *urls(paths))
+    out = ok("-r", r, "virtual", "import", "--concat-dim", "time", "--json", *urls(paths))
     out = json.loads(out.stdout)
     assert out["files"] == 3 and out["virtual_chunks"] == 30
     assert zl.Repo.open(r).list_branches()["main"] == out["commit"]
@@ -35,6 +35,8 @@ def test_virtual_commands(tmp_path, archives):
         assert res.returncode == 1
         [problem] = json.loads(res.stdout)["problems"]
         assert problem.startswith(f"{paths[1].as_uri()}: stale: ")
+        line = fails("-r", r, "virtual", "materialize", "u10")
+        assert "day001.nc changed since it was imported" in line
         assert "day001.nc changed since it was imported" in fails("-r", r, "materialize", "u10")
     finally:
         os.utime(paths[1], ns=(st.st_atime_ns, st.st_mtime_ns))

@@ -26,12 +26,27 @@ from zarrlake.cli import (
     ui,
     virtual,
 )
-from zarrlake.cli.context import Options, env_flag, parse_storage_option
+from zarrlake.cli.context import PANELS, Options, env_flag, parse_storage_option
 from zarrlake.cli.redact import install_logging, is_secret_option, redact
 from zarrlake.errors import ZarrLakeError
 
 HELP_NAMES = ["-h", "--help"]
+
+
+class _InPanels(typer.core.TyperGroup):
+    """Lists commands and groups alike in the order of their help panels (`PANELS`), which
+    is the order `--help` shows the panels in, leaving out hidden aliases (they still run)."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        def panel(name: str) -> int:
+            return PANELS.index(getattr(self.commands[name], "rich_help_panel", None) or PANELS[-1])
+
+        shown = [name for name in super().list_commands(ctx) if not self.commands[name].hidden]
+        return sorted(shown, key=panel)
+
+
 app = typer.Typer(
+    cls=_InPanels,
     name="zarrlake",
     help=(
         "zarrlake: a transactional, version-controlled database for Zarr v3 arrays.\n\n"

@@ -8,7 +8,15 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from zarrlake.cli.context import console, describe_metastore, options, print_json
+from zarrlake.cli.context import (
+    PANEL_MAINTENANCE,
+    PANEL_SETUP,
+    PANEL_TOOLS,
+    console,
+    describe_metastore,
+    options,
+    print_json,
+)
 from zarrlake.errors import ZarrLakeError
 from zarrlake.present import iso, short
 
@@ -190,6 +198,6 @@ def demo(
 
 def register(app: typer.Typer) -> None:
     """Add `init`, `fsck` and `demo` to the command line."""
-    app.command()(init)
-    app.command()(fsck)
-    app.command()(demo)
+    app.command(rich_help_panel=PANEL_SETUP)(init)
+    app.command(rich_help_panel=PANEL_MAINTENANCE)(fsck)
+    app.command(rich_help_panel=PANEL_TOOLS)(demo)

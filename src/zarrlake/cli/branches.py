@@ -8,7 +8,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from zarrlake.cli.context import console, options, print_json
+from zarrlake.cli.context import PANEL_REFS, console, options, print_json
 from zarrlake.present import short
 
 branch_app = typer.Typer(
@@ -211,5 +211,5 @@ def tag_delete(
 
 def register(app: typer.Typer) -> None:
     """Add the `branch` and `tag` command groups to the command line."""
-    app.add_typer(branch_app, name="branch")
-    app.add_typer(tag_app, name="tag")
+    app.add_typer(branch_app, name="branch", rich_help_panel=PANEL_REFS)
+    app.add_typer(tag_app, name="tag", rich_help_panel=PANEL_REFS)

@@ -16,6 +16,26 @@ from rich.console import Console
 
 from zarrlake.errors import InvalidInputError
 
+PANEL_SETUP = "Set up"
+PANEL_HISTORY = "History"
+PANEL_REFS = "Branches, tags and merges"
+PANEL_DATA = "Data"
+PANEL_SESSIONS = "Sessions"
+PANEL_MAINTENANCE = "Maintenance"
+PANEL_VIRTUAL = "Virtual chunks"
+PANEL_TOOLS = "Tools"
+PANELS = [
+    PANEL_SETUP,
+    PANEL_HISTORY,
+    PANEL_REFS,
+    PANEL_DATA,
+    PANEL_SESSIONS,
+    PANEL_MAINTENANCE,
+    PANEL_VIRTUAL,
+    PANEL_TOOLS,
+]
+"""The help panels `zarrlake --help` groups its commands in, in this order."""
+
 console = Console(
     highlight=False,
     soft_wrap=not sys.stdout.isatty(),  # lines piped to a file or a program stay whole

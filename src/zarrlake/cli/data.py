@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.tree import Tree
 
-from zarrlake.cli.context import AsOfOpt, console, options, parse_when, print_json
+from zarrlake.cli.context import PANEL_DATA, AsOfOpt, console, options, parse_when, print_json
 from zarrlake.errors import InvalidInputError, NotFoundError
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print as JSON.")]
@@ -211,5 +211,5 @@ def _expand(selection: tuple, ndim: int) -> tuple:
 
 def register(app: typer.Typer) -> None:
     """Add `ls` and `cat` to the command line."""
-    app.command()(ls)
-    app.command()(cat)
+    app.command(rich_help_panel=PANEL_DATA)(ls)
+    app.command(rich_help_panel=PANEL_DATA)(cat)

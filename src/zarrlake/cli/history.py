@@ -10,6 +10,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from zarrlake.cli.context import (
+    PANEL_HISTORY,
+    PANEL_REFS,
     AsOfOpt,
     console,
     options,
@@ -18,6 +20,7 @@ from zarrlake.cli.context import (
     when,
 )
 from zarrlake.present import diff_rows, short
+from zarrlake.vc.policies import ConflictPolicy, FastForward
 
 if TYPE_CHECKING:
     from zarrlake.vc.diff import Diff
@@ -245,10 +248,11 @@ def merge(
     message: Annotated[str | None, typer.Option("-m", "--message", help="Merge message.")] = None,
     author: Annotated[str | None, typer.Option(help="Author of the merge commit.")] = None,
     on_conflict: Annotated[
-        str, typer.Option(help="fail | ours (into wins) | theirs (source wins), per chunk.")
+        ConflictPolicy,
+        typer.Option(help="fail | ours (into wins) | theirs (source wins), per chunk."),
     ] = "fail",
     ff: Annotated[
-        str, typer.Option("--ff", help="allow | never (always a merge commit) | only.")
+        FastForward, typer.Option("--ff", help="allow | never (always a merge commit) | only.")
     ] = "allow",
     json_out: JsonOpt = False,
 ) -> None:
@@ -363,11 +367,11 @@ def merge_base(
 def register(app: typer.Typer) -> None:
     """Add the history commands (log, show, diff, merge, revert, reset, blame...) to the command
     line."""
-    app.command()(log)
-    app.command()(show)
-    app.command()(diff)
-    app.command()(merge)
-    app.command("merge-base")(merge_base)
-    app.command()(revert)
-    app.command()(reset)
-    app.command()(blame)
+    app.command(rich_help_panel=PANEL_HISTORY)(log)
+    app.command(rich_help_panel=PANEL_HISTORY)(show)
+    app.command(rich_help_panel=PANEL_HISTORY)(diff)
+    app.command(rich_help_panel=PANEL_REFS)(merge)
+    app.command("merge-base", rich_help_panel=PANEL_REFS)(merge_base)
+    app.command(rich_help_panel=PANEL_REFS)(revert)
+    app.command(rich_help_panel=PANEL_REFS)(reset)
+    app.command(rich_help_panel=PANEL_HISTORY)(blame)

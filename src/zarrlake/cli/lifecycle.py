@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from zarrlake.cli.context import console, options, parse_duration, print_json
+from zarrlake.cli.context import PANEL_MAINTENANCE, console, options, parse_duration, print_json
 from zarrlake.present import short
 
 PHASES = {
@@ -137,5 +137,5 @@ def expire(
 
 def register(app: typer.Typer) -> None:
     """Add `gc` and `expire` to the command line."""
-    app.command("gc")(gc)
-    app.command("expire")(expire)
+    app.command("gc", rich_help_panel=PANEL_MAINTENANCE)(gc)
+    app.command("expire", rich_help_panel=PANEL_MAINTENANCE)(expire)

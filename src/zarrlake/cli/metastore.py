@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from zarrlake.cli.context import console, options, print_json
+from zarrlake.cli.context import PANEL_MAINTENANCE, console, options, print_json
 
 app = typer.Typer(help="The repository's metastore.", no_args_is_help=True)
 
@@ -72,4 +72,4 @@ def copy(
 
 def register(root: typer.Typer) -> None:
     """Add the `metastore` command group to the command line."""
-    root.add_typer(app, name="metastore")
+    root.add_typer(app, name="metastore", rich_help_panel=PANEL_MAINTENANCE)

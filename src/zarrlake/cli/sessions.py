@@ -11,7 +11,14 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from zarrlake.cli.context import console, options, parse_duration, print_json, when
+from zarrlake.cli.context import (
+    PANEL_SESSIONS,
+    console,
+    options,
+    parse_duration,
+    print_json,
+    when,
+)
 from zarrlake.cli.history import diff_json, print_diff
 from zarrlake.errors import InvalidInputError, ZarrLakeError
 from zarrlake.present import iso, short
@@ -198,7 +205,7 @@ def abandon(
     session_id: Annotated[
         str | None,
         typer.Argument(
-            metavar="[ID]", help="Session id or a unique prefix of it (from 'sessions list')."
+            metavar="ID", help="Session id or a unique prefix of it (from 'sessions list')."
         ),
     ] = None,
     older_than: Annotated[
@@ -264,4 +271,4 @@ def extend(
 
 def register(app: typer.Typer) -> None:
     """Add the `sessions` command group to the command line."""
-    app.add_typer(sessions_app, name="sessions")
+    app.add_typer(sessions_app, name="sessions", rich_help_panel=PANEL_SESSIONS)

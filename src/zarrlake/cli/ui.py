@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from zarrlake.cli.context import options
+from zarrlake.cli.context import PANEL_TOOLS, options
 from zarrlake.errors import InvalidInputError
 
 
@@ -98,4 +98,4 @@ def ui(
 
 def register(app: typer.Typer) -> None:
     """Add `ui` to the command line."""
-    app.command()(ui)
+    app.command(rich_help_panel=PANEL_TOOLS)(ui)

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from zarrlake.cli.context import console, options, print_json
+from zarrlake.cli.context import PANEL_DATA, PANEL_VIRTUAL, console, options, print_json
 from zarrlake.present import short
 
 virtual_app = typer.Typer(
@@ -24,7 +24,7 @@ MessageOpt = Annotated[str | None, typer.Option("-m", "--message", help="Commit 
 @virtual_app.command("sources")
 def sources(
     ctx: typer.Context,
-    action: Annotated[str | None, typer.Argument(metavar="[add]", help="'add' a prefix.")] = None,
+    action: Annotated[str | None, typer.Argument(metavar="add", help="'add' a prefix.")] = None,
     prefix: Annotated[
         str | None, typer.Argument(help="URL prefix: file:///dir or s3://bucket/dir.")
     ] = None,
@@ -51,7 +51,7 @@ def sources(
 
 def import_virtual(
     ctx: typer.Context,
-    urls: Annotated[list[str], typer.Argument(metavar="URL...", help="file:// or s3:// URLs.")],
+    urls: Annotated[list[str], typer.Argument(metavar="URL", help="file:// or s3:// URLs.")],
     concat_dim: Annotated[str, typer.Option(help="Dimension the files follow along.")] = "time",
     group: Annotated[str, typer.Option(help="Group to import into (default: root).")] = "",
     branch: BranchOpt = "main",
@@ -60,7 +60,7 @@ def import_virtual(
 ) -> None:
     """Import NetCDF4/HDF5 files as virtual chunks, joined along --concat-dim, in one commit.
 
-    Example: zarrlake -r ./myrepo import-virtual --concat-dim time file:///data/era5/*.nc
+    Example: zarrlake -r ./myrepo virtual import --concat-dim time file:///data/era5/*.nc
     """
     from zarrlake.virtual import import_files
 
@@ -92,7 +92,7 @@ def materialize(
     """Copy an array's virtual chunks into the repository (one commit), so its source files
     can be retired.
 
-    Example: zarrlake -r ./myrepo materialize t2m
+    Example: zarrlake -r ./myrepo virtual materialize t2m
     """
     from zarrlake.virtual import materialize as copy_chunks
 
@@ -139,8 +139,11 @@ def stats(
 
 
 def register(app: typer.Typer) -> None:
-    """Add the `virtual` group, `import-virtual`, `materialize` and `stats` to the command line."""
-    app.add_typer(virtual_app, name="virtual")
-    app.command("import-virtual")(import_virtual)
-    app.command("materialize")(materialize)
-    app.command("stats")(stats)
+    """Add the `virtual` group (sources, import, materialize) and `stats` to the command line;
+    `import-virtual` and `materialize` stay at the top level as hidden aliases."""
+    virtual_app.command("import")(import_virtual)
+    virtual_app.command("materialize")(materialize)
+    app.add_typer(virtual_app, name="virtual", rich_help_panel=PANEL_VIRTUAL)
+    app.command("import-virtual", hidden=True)(import_virtual)
+    app.command("materialize", hidden=True)(materialize)
+    app.command("stats", rich_help_panel=PANEL_DATA)(stats)

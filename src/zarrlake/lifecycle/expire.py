@@ -21,6 +21,7 @@ from zarrlake import crashpoints
 from zarrlake.errors import InvalidInputError, NotFoundError
 from zarrlake.lifecycle.gc import check_older_than
 from zarrlake.vc.gc_protocol import GcState
+from zarrlake.vc.keep import kept
 from zarrlake.vc.reach import EXPIRED_PREFIX, expired_commits
 from zarrlake.vc.refs import BRANCH, TAG
 
@@ -74,11 +75,12 @@ def check_branches(ctx: RepoContext, branches: object) -> dict[str, str]:
 
 
 def protected(ctx: RepoContext, selected: dict[str, str]) -> set[str]:
-    """Commits that must stay: every head and tag, the whole history of branches not
-    selected, and each open session's commits from its branch head down to its base."""
+    """Commits that must stay: every head and tag, what running history operations keep
+    (vc/keep.py), the whole history of branches not selected, and each open session's
+    commits from its branch head down to its base."""
     objects = ctx.objects
     heads = ctx.refs.list(BRANCH)
-    keep = set(heads.values()) | set(ctx.refs.list(TAG).values())
+    keep = set(heads.values()) | set(ctx.refs.list(TAG).values()) | kept(ctx)
     gone = expired_commits(objects)
     seen: set[str] = set()
     stack = [cid for name, cid in heads.items() if name not in selected]
@@ -134,6 +136,13 @@ def expire(
     marker = json.dumps({"expired_at": now, "cutoff": cutoff}).encode()
     objects.put_all([(f"{EXPIRED_PREFIX}{cid}", marker) for cid in doomed])
     crashpoints.reached("expire_after_markers")
+    # A ref created, or a history operation begun, since `keep` was read may point at a
+    # doomed commit: read again now that the markers are written (one that starts later
+    # sees its marker and refuses), and take those back.
+    back = [cid for cid in protected(ctx, selected) if cid in doomed]
+    objects.map(lambda cid: ctx.object_store.delete(f"{EXPIRED_PREFIX}{cid}"), back)
+    for cid in back:
+        del doomed[cid]
     objects.map(lambda cid: ctx.object_store.delete(f"commits/{cid}"), list(doomed))
     for cid in doomed:
         objects.forget(cid)

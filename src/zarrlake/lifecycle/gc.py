@@ -36,6 +36,7 @@ from zarrlake.vc.gc_protocol import (
     staged_uploads,
     uploads_partition,
 )
+from zarrlake.vc.keep import kept
 from zarrlake.vc.reach import (
     KINDS,
     WRITTEN_BY_COMMITS,
@@ -180,6 +181,7 @@ class Collector:
         self._fragment_refs: dict[str, set[str]] = {}
         self.unread: dict[str, tuple[int, int, str]] = {}  # fragment objects to read
         self.unflushed = False  # a live session's worker holds writes not flushed yet
+        self.history_running = False  # a merge, reset or new ref keeps commits (vc/keep.py)
         self.partials: list[Partial] = []  # half-written files a full run found
         self.grace = 0.0
 
@@ -305,11 +307,16 @@ class Collector:
     # marking ------------------------------------------------------------------------------
 
     def roots(self, reach: Reach, extra: set[str]) -> None:
-        """Mark from branch heads, tags and session bases (after reading the sessions)."""
+        """Mark from branch heads, tags, session bases (after reading the sessions) and the
+        commits running history operations keep (vc/keep.py)."""
         bases = {k.split("/", 1)[1] for k in extra if k.startswith("commits/")}
         reach.add_keys(k for k in extra if not k.startswith("commits/"))
+        held = kept(self.ctx)
+        self.history_running = bool(held)
         heads = set(self.ctx.refs.list(BRANCH).values()) | set(self.ctx.refs.list(TAG).values())
-        reach.add_commits(sorted(heads | bases))
+        # a ref made while expire runs may point at a commit it marked, until it takes the
+        # marker back: refs and kept commits are marked whatever the markers say
+        reach.add_commits(sorted(heads | bases), even_expired=heads | held)
 
     def expand(self, dead: Iterable[str]) -> list[tuple[str, int | None]]:
         """What dead commits, snapshots and manifest ranges refer to (read before they are
@@ -450,7 +457,7 @@ class Collector:
                 kept = [k for k in due if k in listed_only]
                 self.report.deferred += len(kept)
                 due = [k for k in due if k not in listed_only]
-            if committing:  # a commit may be about to reuse a metadata object: next run
+            if committing or self.history_running:  # a commit may reuse a metadata object
                 kept = [k for k in due if kind_of(k) in WRITTEN_BY_COMMITS]
                 self.report.deferred += len(kept)
                 due = [k for k in due if kind_of(k) not in WRITTEN_BY_COMMITS]

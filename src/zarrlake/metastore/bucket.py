@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import secrets
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
@@ -33,6 +32,7 @@ from typing import Any
 
 from cachetools import LRUCache
 
+from zarrlake import runtime
 from zarrlake.errors import (
     CASFailedError,
     ConfigurationError,
@@ -249,9 +249,9 @@ class BucketMetaStore(MetaStoreBackend):
         head, tag = cached if cached else (None, "")
         fresh = uncertain = False  # head read just now / an attempt may have landed
         pending: _Prepared | None = None
-        deadline = time.monotonic() + BUSY_TIMEOUT
+        deadline = runtime.monotonic() + BUSY_TIMEOUT
         for attempt in range(1_000_000):
-            stale = pending is not None and time.monotonic() - pending.made > PREPARED_MAX_AGE
+            stale = pending is not None and runtime.monotonic() - pending.made > PREPARED_MAX_AGE
             if pending is None or (stale and pending.created and not uncertain):
                 if pending is not None:
                     self._discard(names, pending)
@@ -291,12 +291,12 @@ class BucketMetaStore(MetaStoreBackend):
                 )
             self._discard(names, pending)  # its condition is gone: it can never land
             pending, head, tag, fresh = None, current, current_tag, True
-            if time.monotonic() > deadline:
+            if runtime.monotonic() > deadline:
                 raise TransientError(
                     f"{self.url}: partition {partition!r} kept changing for {BUSY_TIMEOUT:.0f} s"
                 )
             if attempt >= 2:  # others keep winning: spread the retries out
-                time.sleep(secrets.randbelow(1000) / 1000 * min(0.05, 0.001 * 2**attempt))
+                runtime.sleep(secrets.randbelow(1000) / 1000 * min(0.05, 0.001 * 2**attempt))
         raise AssertionError("unreachable")
 
     def _landed_before(
@@ -364,7 +364,7 @@ class BucketMetaStore(MetaStoreBackend):
             new.table = Table()
         key_version = (*cas, versions[0]) if cas is not None else None
         return _Prepared(
-            new, encode_head(new), versions, created, retired, time.monotonic(), key_version
+            new, encode_head(new), versions, created, retired, runtime.monotonic(), key_version
         )
 
     def _write_run(self, names: Names, salt: int, table: Table) -> Run | None:
@@ -398,15 +398,22 @@ class BucketMetaStore(MetaStoreBackend):
             self._store.delete(key)
 
     def _sweep(self, names: Names, keep: set[str], dead_salt: int | None) -> None:
-        """Delete pages of the partition that no head refers to: those of a dropped
-        incarnation, and leftovers older than ORPHAN_GRACE."""
-        now = time.time()
-        for key in self._store.list(names.pages):
+        """Delete pages of the partition that no head names: those of a dropped incarnation,
+        and leftovers older than ORPHAN_GRACE. Age is the storage service's: a page's
+        last-modified time against the head's (never this host's clock against a time
+        another host wrote into a name), and the head is read again after the listing, so
+        a page a newer head names stays. Without a head, only a dropped incarnation's go."""
+        listed = list(self._store.list_modified(names.pages))
+        now = max((t for _, t in self._store.list_modified(names.head)), default=None)
+        current, _ = self._load(names)
+        if current is not None:
+            keep = keep | {p.id for run in current.runs for p in run.pages}
+        for key, modified in listed:
             name = key[len(names.pages) :]
             born = page_born(name)
             if name in keep or born is None:
                 continue
-            if born[0] == dead_salt or now - born[1] > ORPHAN_GRACE:
+            if born[0] == dead_salt or (now is not None and now - modified > ORPHAN_GRACE):
                 self._delete_quietly(key)
 
     def _drop_partition(self, partition: str) -> None:

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import secrets
 import struct
-import time
 from dataclasses import dataclass, field
 
 import blake3
 
+from zarrlake import runtime
 from zarrlake.errors import CorruptionError
 
 ROOT = "meta"
@@ -56,7 +56,7 @@ class Names:
 
 def page_id(salt: int) -> str:
     """A new page's name: its incarnation's salt, its creation time (ms), random bits."""
-    return f"{salt:08x}-{int(time.time() * 1000):011x}-{secrets.token_hex(4)}"
+    return f"{salt:08x}-{int(runtime.now() * 1000):011x}-{secrets.token_hex(4)}"
 
 
 def page_born(page_id: str) -> tuple[int, float] | None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from zarrlake.errors import InvalidInputError, NotFoundError, SessionClosedError
 from zarrlake.spark.errors import keep_conflicts, zarrlake_errors
-from zarrlake.spark.gc import gc
+from zarrlake.spark.gc_job import gc
 from zarrlake.spark.handles import SessionHandle
 from zarrlake.spark.layout import CHUNKS, layout_of
 from zarrlake.spark.source import ZarrLakeSource

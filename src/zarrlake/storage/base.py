@@ -48,6 +48,12 @@ class ObjectStore(ABC):
     def list(self, prefix: str = "") -> Iterator[str]:
         """Keys that start with `prefix` (as a string, not only whole segments), any order."""
 
+    def list_modified(self, prefix: str = "") -> Iterator[tuple[str, float]]:
+        """(key, last-modified time as the storage service reports it, POSIX seconds) for
+        the keys `list` gives: ages judged on one clock, the service's. ConfigurationError
+        where the backend cannot tell."""
+        raise ConfigurationError(f"{self!r} does not report modification times")
+
     def delete_many(self, keys: list[str]) -> None:
         """Remove several objects (missing ones are no error); a backend with a bulk delete
         (S3's DeleteObjects) sends them together."""
@@ -152,6 +158,15 @@ class ObjectStoreBackend(ObjectStore):
         check_prefix(prefix)
         return self._list(prefix)
 
+    def list_modified(self, prefix: str = "") -> Iterator[tuple[str, float]]:
+        """Check the prefix, then list through the backend's `_list_modified`."""
+        check_prefix(prefix)
+        return self._list_modified(prefix)
+
+    def _list_modified(self, prefix: str) -> Iterator[tuple[str, float]]:
+        """(key, service's last-modified time); by default not supported."""
+        return super().list_modified(prefix)
+
     def exists(self, key: str) -> bool:
         """Check the key, then ask the backend's `_exists`."""
         return self._exists(check_object_key(key))
@@ -203,6 +218,10 @@ class WrapperObjectStore(ObjectStore):
     def list(self, prefix: str = "") -> Iterator[str]:
         """Pass to the inner store."""
         return self.inner.list(prefix)
+
+    def list_modified(self, prefix: str = "") -> Iterator[tuple[str, float]]:
+        """Pass to the inner store."""
+        return self.inner.list_modified(prefix)
 
     def exists(self, key: str) -> bool:
         """Pass to the inner store."""

@@ -93,7 +93,7 @@ def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
             return
         try:
             value = getattr(store, method)(*args)
-            if method == "_list":
+            if method in ("_list", "_list_modified"):
                 value = list(value)
             answer: tuple[bool, Any] = (True, value)
         except ZarrLakeError as e:

@@ -100,7 +100,7 @@ def _forksafe[F: Callable[..., Any]](primitive: F) -> F:
             self._helper.take()
             helper = self._helper.get()
         value = helper.call(name, *args)
-        return iter(value) if name == "_list" else value
+        return iter(value) if name in ("_list", "_list_modified") else value
 
     return run  # type: ignore[return-value]
 
@@ -319,14 +319,20 @@ class ObstoreObjectStore(ObjectStoreBackend):
 
     @_forksafe
     def _list(self, prefix: str) -> Iterator[str]:
+        return (meta["path"] for meta in self._metas(prefix))
+
+    @_forksafe
+    def _list_modified(self, prefix: str) -> Iterator[tuple[str, float]]:
+        return ((m["path"], m["last_modified"].timestamp()) for m in self._metas(prefix))
+
+    def _metas(self, prefix: str) -> Iterator[Any]:
         # obstore matches whole segments only, so list the enclosing "directory" and filter.
         parent = prefix.rstrip("/") if prefix.endswith("/") else prefix.rpartition("/")[0]
         try:
             for chunk in obs.list(self.store, parent or None, chunk_size=LIST_CHUNK):
                 for meta in chunk:
-                    path = meta["path"]
-                    if path.startswith(prefix):
-                        yield path
+                    if meta["path"].startswith(prefix):
+                        yield meta
         except (BaseError, OSError, ValueError) as exc:
             self._raise(exc, "LIST", prefix)
 

@@ -75,6 +75,10 @@ class RetryingObjectStore(WrapperObjectStore):
         """The listing is collected in full per attempt, so a retry never yields duplicates."""
         return iter(retry(lambda: list(self.inner.list(prefix)), self.policy))
 
+    def list_modified(self, prefix: str = "") -> Iterator[tuple[str, float]]:
+        """As `list`: collected in full per attempt."""
+        return iter(retry(lambda: list(self.inner.list_modified(prefix)), self.policy))
+
     def exists(self, key: str) -> bool:
         """Ask with retries on transient errors."""
         return retry(lambda: self.inner.exists(key), self.policy)

@@ -35,6 +35,7 @@ from zarrlake.txn.staging import Staging
 from zarrlake.vc.change_table import Gathered
 from zarrlake.vc.commit_protocol import CommitProtocol, CommitRequest, SessionLanded
 from zarrlake.vc.gc_protocol import register_staged
+from zarrlake.vc.policies import CONFLICT_POLICIES, UNFLUSHED_POLICIES
 from zarrlake.vc.protection import check_direct_commit
 from zarrlake.vc.refs import BRANCH
 
@@ -71,8 +72,6 @@ class CommitHandle(Protocol):
         """Every worker's staged changes, merged into one change table."""
 
 
-CONFLICT_POLICIES = ("fail", "ours", "theirs")
-UNFLUSHED_POLICIES = ("wait", "discard")
 POLL = 0.05
 """Seconds between looks at other workers' unflushed-writes markers."""
 LEASE_MARGIN = 60.0

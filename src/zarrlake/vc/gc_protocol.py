@@ -296,6 +296,10 @@ class WriteGuard:
         self._last = (runtime.monotonic(), phase)
         return phase
 
+    def current(self) -> Phase:
+        """The phase as stored now (read afresh)."""
+        return self._phase()
+
     def begin(self) -> Phase:
         """The token to take before uploading: the current phase (or the last one read, if
         recent)."""

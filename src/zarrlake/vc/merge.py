@@ -29,12 +29,10 @@ from zarrlake.vc.commit_protocol import (
     change_set,
 )
 from zarrlake.vc.objects import Objects
+from zarrlake.vc.policies import CONFLICT_POLICIES, FAST_FORWARD
 from zarrlake.vc.refexpr import merge_base
 from zarrlake.vc.refs import BRANCH, Refs
 from zarrlake.vc.threeway import three_way
-
-CONFLICT_POLICIES = ("fail", "ours", "theirs")
-FAST_FORWARD = ("allow", "never", "only")
 
 
 class History:

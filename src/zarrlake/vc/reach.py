@@ -101,15 +101,23 @@ class Reach:
         """Mark `keys` live."""
         self.live.update(keys)
 
-    def add_commits(self, starts: Iterable[str]) -> None:
-        """Mark `starts` and their ancestry (all parents), stopping at expired commits."""
-        stack = [c for c in starts if c not in self.expired]
+    def add_commits(self, starts: Iterable[str], even_expired: Iterable[str] = ()) -> None:
+        """Mark `starts` and their ancestry (all parents), stopping at expired commits.
+        Commits in `even_expired` are marked though expired (a history operation keeps
+        them while `expire` may undo its marker), unless their record is gone."""
+        forced = set(even_expired)
+        stack = [c for c in starts if c not in self.expired] + sorted(forced)
         while stack:
             cid = stack.pop()
             key = f"{PREFIXES[CommitRecord]}/{cid}"
             if key in self.live:
                 continue
-            rec = self.objects.read_commit(cid)
+            try:
+                rec = self.objects.read_commit(cid)
+            except NotFoundError:
+                if cid in forced:
+                    continue  # expire deleted it: the operation keeping it refuses
+                raise
             self.live.add(key)
             self.live.add(f"{PREFIXES[ChangeSet]}/{rec.changes}")
             self.add_snapshot(rec.snapshot)

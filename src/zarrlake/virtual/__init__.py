@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from zarrlake.errors import InvalidInputError
-from zarrlake.virtual.materialize import materialize
+from zarrlake.virtual.materializing import materialize
 from zarrlake.virtual.model import VirtualDataset, concat, from_xarray
 from zarrlake.virtual.scan import scan_file
 from zarrlake.virtual.writing import write_dataset

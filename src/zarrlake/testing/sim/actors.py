@@ -521,7 +521,7 @@ def admin(a: Actor) -> None:
         roll = a.rng.random()
         known = a.world.targets()
         branch = a.branch()
-        if roll < 0.3 and known and a.world.may_reset(branch):
+        if roll < 0.3 and known:
             to = a.rng.choice(known)
             expected = model.heads.get(branch) if a.rng.random() < 0.5 else None
             intent = Intent(a.world.new_id("x"), "reset", branch, a.name)
@@ -587,6 +587,7 @@ def expirer(a: Actor) -> None:
             with a.op(f"expire older_than={older:.0f}s branches={branches}"):
                 report = repo.expire(timedelta(seconds=older), branches)
             a.note(f"expired {report.commits_expired}")
+            a.model.check_expire_done(a.name, a.world.sched.now)
         except ZarrLakeError:
             pass
         finally:

@@ -2,7 +2,7 @@
 
     run --seeds 0:5000 [--jobs 2]     many seeds; a summary, and a replay command per failure
     replay SEED [--shrink] [--calls]  one seed, with its trace (shrunk first with --shrink)
-    soak --steps 1000000 [--jobs 2]   seeds until that many steps; figures for the README
+    soak --steps 1000000 [--jobs 2]   seeds until that many steps; figures for docs/reliability.md
 
 `--bug NAME` plants one of `zarrlake.testing.planted`'s bugs for the run; `--issues` provokes
 known library issues the default runs steer clear of (`world.KNOWN_ISSUES`). Every failure

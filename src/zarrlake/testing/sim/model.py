@@ -135,6 +135,7 @@ class Model:
         self.sessions: dict[str, SessionModel] = {}
         self.checks = 0
         self.expire_floor: dict[str, float] = {}  # running expire actor -> its older_than
+        self.taken_back: dict[str, set[str]] = {}  # expire actor -> kept commits it marked
         self.gc_grace: dict[str, float] = {}  # running gc actor -> grace seconds
         self._attempt_of: dict[str, str | None] = {}  # commit -> the attempt it names
         self.later: list = []  # judgements waiting for the end of the step
@@ -708,15 +709,28 @@ class Model:
             return
         info = self.commits.get(cid)
         _, hard = self.retained(now)
-        if cid in self.tags.values():
-            raise Violation(f"{by} expired {cid[:12]}, which a tag points at")
-        if cid in hard:
-            raise Violation(f"{by} expired {cid[:12]}, which a branch or open session keeps")
+        if cid in hard:  # a ref made since expire read them: it takes the marker back
+            self.taken_back.setdefault(by, set()).add(cid)
+            return
         older = self.expire_floor.get(by)
         if info is not None and info.timestamp >= marker["cutoff"]:
             raise Violation(f"{by} expired {cid[:12]}, newer than its cutoff")
         if older is not None and marker["cutoff"] > now - older + 1e-6:
             raise Violation(f"{by} expired with a cutoff later than now - older_than")
+
+    def check_expire_done(self, by: str, now: float) -> None:
+        """After an expiry returned: the markers it wrote for commits a ref made meanwhile
+        keeps were taken back (one killed in between may leave them: gc still keeps refs)."""
+        _, hard = self.retained(now)
+        for cid in sorted(self.taken_back.pop(by, ())):
+            self.counts["expiries of kept commits taken back"] += 1
+            if cid in hard and self.obs.object_store.exists(f"{EXPIRED_PREFIX}{cid}"):
+                what = (
+                    "a tag points at"
+                    if cid in self.tags.values()
+                    else "a branch or open session keeps"
+                )
+                raise Violation(f"{by} left {cid[:12]} expired, which {what}")
 
 
 def three_way(base: State, ours: State, theirs: State, policy: str) -> tuple[State, list[str]]:

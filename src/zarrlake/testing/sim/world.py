@@ -66,14 +66,10 @@ RECORD_MAX = 200
 """Fragments bigger than this are objects (the library's 32 KiB would never be reached)."""
 
 
-KNOWN_ISSUES = {
-    "old-targets": "resets, new branches and tags point at any commit ever seen, not only at "
-    "branch heads (commits that gc or expire may be removing meanwhile)",
-    "reset-after-crash": "a branch is reset while a session on it is recorded as committing "
-    "(a committer that died after moving the branch, before finishing its record)",
-}
-"""Library bugs the simulator found that are not fixed yet: off by default, so that the seeds
-CI runs pass; `Config(issues=...)` provokes them (the report of issue 24 tells how)."""
+KNOWN_ISSUES: dict[str, str] = {}
+"""Library bugs the simulator found that are not fixed yet (none now): each is off by
+default, so that the seeds CI runs pass, and `Config(issues=...)` provokes it. Fixed ones
+are replayed by tests/sim/test_former_issues.py."""
 META_WRITES = (
     "meta.set_if",
     "meta.set_many",
@@ -201,21 +197,10 @@ class World:
         ):
             self.events.append((f"expired {rest[len(EXPIRED_PREFIX) :]}", actor.name))
 
-    def may_reset(self, branch: str) -> bool:
-        """Without "reset-after-crash", resets wait until no session on `branch` is recorded
-        as committing."""
-        if "reset-after-crash" in self.config.issues:
-            return True
-        return not any(
-            rec["branch"] == branch and rec["status"] == "committing"
-            for rec in self.model.live_sessions(self.sched.now)
-        )
-
     def targets(self) -> list[str]:
-        """Commits resets, new branches and tags may point at."""
-        if "old-targets" in self.config.issues:
-            return sorted(self.model.commits)
-        return sorted(set(self.model.heads.values()))
+        """Commits resets, new branches and tags may point at: any commit ever seen (one
+        gc or expire may be removing meanwhile)."""
+        return sorted(self.model.commits)
 
     def timer_fires(self, proc) -> None:
         """A handle's idle flush may register its writes from now on."""

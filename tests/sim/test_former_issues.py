@@ -1,0 +1,28 @@
+"""Seeds that found library bugs the simulator listed as known issues, replayed with the
+default configuration (which since their fixes no longer steers clear of them): each failed
+before its fix."""
+
+from __future__ import annotations
+
+import pytest
+
+from zarrlake.testing.sim import Config, run
+from zarrlake.testing.sim.world import KNOWN_ISSUES
+
+FORMER = {
+    911: "old-targets (README: a ref at an old commit while expire or gc removes it)",
+    2273: "old-targets, the seed first named for it",
+    4017: "reset-after-crash (a double commit after a crash plus a reset within the lease)",
+    13901: "history operations with no record a sweep sees",
+    23564: "history operations with no record a sweep sees",
+}
+
+
+def test_no_known_issue_is_left():
+    assert KNOWN_ISSUES == {}
+
+
+@pytest.mark.parametrize("seed", sorted(FORMER))
+def test_a_former_issue_seed_holds_every_invariant(seed):
+    result = run(Config(seed))
+    assert result.ok, f"{FORMER[seed]}: {result.failure}"
