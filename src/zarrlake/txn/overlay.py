@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from functools import lru_cache
 
 from cachetools import LRUCache
 
@@ -27,6 +28,12 @@ ASSEMBLED_SHARDS = 256
 chunks, each a lookup."""
 SEEN_SHARDS = 4096
 """Shards whose inner chunks a writable handle remembers from its last read of them."""
+
+
+@lru_cache(maxsize=256)
+def _is_array(doc: bytes) -> bool:
+    """is_array_doc, parsed once per document (looked up for every chunk key)."""
+    return is_array_doc(doc)
 
 
 def check_byte_range(byte_range: object) -> tuple[int, int | None]:
@@ -153,7 +160,7 @@ class Overlay:
         for n in range(len(parts) - 1, 0, -1):  # in memory: an array of the base commit
             doc = base.get("/".join(parts[:n]) + "/zarr.json")
             if doc is not None:
-                if is_array_doc(doc):
+                if _is_array(doc):
                     return doc
                 break
         walked: dict[str, bytes | None] = {}
@@ -162,7 +169,7 @@ class Overlay:
             doc = self._docs[meta] if meta in self._docs else self._read_doc(meta)
             walked[meta] = doc
             if doc is not None:
-                if is_array_doc(doc):  # arrays have no child nodes: what was walked stays
+                if _is_array(doc):  # arrays have no child nodes: what was walked stays
                     self._docs.update(walked)
                 return doc
         return None
