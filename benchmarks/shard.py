@@ -7,7 +7,8 @@ repetition; then, each in a new process (timed after imports, from before the op
 
 - one: open + read one inner chunk (the first);
 - ten: open + read `shard_random` inner chunks picked at random (fixed seed), one at a time;
-- all: open + read the whole array.
+- all: open + read the whole array;
+- rewrite (local directories): open, write one inner chunk, commit; MB the repository grew.
 
 Bytes read are the process's own: `rchar` of /proc/self/io (every byte read(2), pread(2) and
 recv(2) returned, the page cache included) from before the open to the end.
@@ -21,6 +22,7 @@ counting relay (benchmarks/relay.py) that gives the bytes received and the reque
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -142,12 +144,41 @@ def _read(engine: Engine, path: str, p: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _steps(table: str, params: dict[str, Any]) -> list[Step]:
+def _stored_bytes(path: str) -> int:
+    """Bytes of the files below `path`, less SQLite's transient log and shared memory."""
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            if not name.endswith(("-wal", "-shm")):
+                total += os.path.getsize(os.path.join(root, name))
+    return total
+
+
+def rewrite(engine: Engine, path: str, p: dict[str, Any]) -> dict[str, Any]:
+    """Open, write other values into one inner chunk (the first), commit: the seconds and
+    the MB the repository grew by (local directories only; runs after the reads, which
+    check the values as built)."""
+    engine.open(path)
+    engine.settle()
+    before = _stored_bytes(path)
+    first = tuple(slice(0, c) for c in p["shard_chunks"])
+    t0 = time.perf_counter()
+    arr = zarr.open_array(engine.begin(), path=ARRAY, mode="r+")
+    arr[first] = values(tuple(p["shard_shape"]))[first] + 1
+    engine.commit("one inner chunk")
+    seconds = time.perf_counter() - t0
+    engine.settle()
+    return {"seconds": seconds, "mb_added": (_stored_bytes(path) - before) / 2**20}
+
+
+def _steps(table: str, params: dict[str, Any], rewrites: bool = False) -> list[Step]:
     steps = [Step("benchmarks.shard:build", table, "build.", params)]
     steps += [
         Step("benchmarks.shard:read", table, f"{what}.", {**params, "what": what})
         for what in ("one", "ten", "all")
     ]
+    if rewrites:
+        steps.append(Step("benchmarks.shard:rewrite", table, "rewrite.", params))
     return steps
 
 
@@ -155,7 +186,7 @@ def groups(cfg: dict[str, Any]) -> list[Group]:
     """SHARD on local directories; SHARDS3 on a moto S3 server (zarrlake with its metastore
     in the bucket, Icechunk on s3_storage; plain zarr has no S3 engine here)."""
     return [
-        Group("SHARD", ["zarr", "icechunk", "zarrlake"], _steps("SHARD", {})),
+        Group("SHARD", ["zarr", "icechunk", "zarrlake"], _steps("SHARD", {}, rewrites=True)),
         Group(
             "SHARDS3",
             ["icechunk", "zarrlake"],

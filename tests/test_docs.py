@@ -98,9 +98,9 @@ ENGINE_HOOKS = {
     "Repo": {"context", "of", "snapshot_of"},
     "Session": {
         "spec", "context", "writer", "inline_max", "lookup", "read", "read_ranges", "exists",
-        "peek", "list_prefix", "list_dir", "metadata_documents", "write", "prepare", "stage",
-        "write_many", "delete", "delete_many", "wait", "start_writer", "accept_writers",
-        "staged_changes",
+        "peek", "list_prefix", "list_dir", "metadata_documents", "write", "prepare",
+        "prepare_all", "stage", "write_many", "delete", "delete_many", "wait", "start_writer",
+        "accept_writers", "staged_changes",
     },
 }  # fmt: skip
 """Public members of Repo and Session that the engine, Spark and the CLI use, which the API

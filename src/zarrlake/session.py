@@ -17,8 +17,9 @@ from contextlib import suppress
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from zarrlake.errors import ZarrLakeError
+from zarrlake.errors import InvalidInputError, ZarrLakeError
 from zarrlake.format.chunk_ref import ChunkRef
+from zarrlake.format.shard import ShardRef
 from zarrlake.session_records import Status, as_datetime
 from zarrlake.txn.transaction import Transaction
 from zarrlake.vc.commit_protocol import Change
@@ -167,8 +168,9 @@ class Session:
 
     # reads ------------------------------------------------------------------------------
 
-    def lookup(self, key: str) -> ChunkRef | None:
-        """The reference `key` resolves to in this session, or None."""
+    def lookup(self, key: str) -> ChunkRef | ShardRef | None:
+        """The reference `key` resolves to in this session, or None (a ShardRef for a
+        shard stored as inner chunks: format/shard.py)."""
         return self._txn.overlay.lookup(key)
 
     def read(self, key: str, byte_range: tuple[int, int | None] | None = None) -> bytes | None:
@@ -223,10 +225,28 @@ class Session:
         InvalidInputError
             If the key is invalid or a metadata document is not valid zarr v3.
         """
-        self.stage([self.prepare(key, data)])
+        self.stage(self.prepare_all(key, data))
 
     def prepare(self, key: str, data: bytes) -> Change:
-        """Check one write and upload its bytes if too big to stage inline (see `stage`)."""
+        """Check one write and upload its bytes if too big to stage inline (see `stage`).
+
+        Raises
+        ------
+        InvalidInputError
+            If the write stages as several changes (a shard of a sharded array is staged
+            as its inner chunks): use `prepare_all`.
+        """
+        changes = self.prepare_all(key, data)
+        if len(changes) != 1 or changes[0][0] != key:
+            raise InvalidInputError(
+                f"{key!r} is a shard staged as {len(changes)} inner-chunk changes: "
+                "use Session.prepare_all"
+            )
+        return changes[0]
+
+    def prepare_all(self, key: str, data: bytes) -> list[Change]:
+        """Check one write and upload what it stores: the changes to `stage` for it. A
+        shard of a sharded array becomes the inner chunks that changed (possibly none)."""
         return self._txn.writes_or_raise().prepare(key, data)
 
     def stage(self, changes: list[Change]) -> None:

@@ -17,6 +17,7 @@ from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 
 from zarrlake.errors import ReadOnlyError
 from zarrlake.format.chunk_ref import ChunkRef
+from zarrlake.format.shard import ShardRef
 from zarrlake.vc.commit_protocol import Change
 from zarrlake.vc.ranges import Span
 
@@ -58,7 +59,7 @@ class StoreSession(Protocol):
     def inline_max(self) -> int:
         """Chunks up to this many bytes are staged inline."""
 
-    def lookup(self, key: str) -> ChunkRef | None:
+    def lookup(self, key: str) -> ChunkRef | ShardRef | None:
         """The chunk reference of `key` as the session sees it, or None."""
 
     def read(self, key: str) -> bytes | None:
@@ -82,8 +83,9 @@ class StoreSession(Protocol):
     def write(self, key: str, data: bytes) -> None:
         """Stage `data` under `key`."""
 
-    def prepare(self, key: str, data: bytes) -> Change:
-        """Check, hash and (if big) upload `data`; the change to stage for `key`."""
+    def prepare_all(self, key: str, data: bytes) -> list[Change]:
+        """Check, hash and (if big) upload `data`; the changes to stage for `key` (a
+        shard's are its changed inner chunks)."""
 
     def stage(self, changes: list[Change]) -> None:
         """Stage prepared changes."""
@@ -108,13 +110,13 @@ class _StageBatcher:
 
     def __init__(self, session: StoreSession) -> None:
         self.session = session
-        self.pending: list[tuple[Change, asyncio.Future[None]]] = []
+        self.pending: list[tuple[list[Change], asyncio.Future[None]]] = []
         self.flushing = False
 
-    async def stage(self, change: Change) -> None:
+    async def stage(self, changes: list[Change]) -> None:
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        self.pending.append((change, future))
+        self.pending.append((changes, future))
         if not self.flushing:
             self.flushing = True
             loop.call_soon(self._flush)
@@ -124,7 +126,7 @@ class _StageBatcher:
         """Runs on the loop: one short metastore transaction costs less than a thread hop."""
         batch, self.pending, self.flushing = self.pending, [], False
         try:
-            self.session.stage([change for change, _ in batch])
+            self.session.stage([change for changes, _ in batch for change in changes])
         except Exception as e:
             for _, f in batch:
                 f.set_exception(e)
@@ -380,14 +382,18 @@ class SessionStore(Store):
         if _is_metadata(key) and await self._unchanged(key, value):
             return
         if len(value) > self.session.inline_max:  # copying, hashing, uploading: off the event loop
-            change = await asyncio.to_thread(lambda: self.session.prepare(key, value.to_bytes()))
+            changes = await asyncio.to_thread(
+                lambda: self.session.prepare_all(key, value.to_bytes())
+            )
         else:
-            change = self.session.prepare(key, value.to_bytes())
+            changes = self.session.prepare_all(key, value.to_bytes())
+        if not changes:  # a shard rewritten with the inner chunks it held
+            return
         loop = asyncio.get_running_loop()
         batcher = self._batchers.get(loop)
         if batcher is None:
             batcher = self._batchers[loop] = _StageBatcher(self.session)
-        await batcher.stage(change)
+        await batcher.stage(changes)
 
     async def set_if_not_exists(self, key: str, value: Buffer) -> None:
         """Write `value` under `key` unless the key exists."""

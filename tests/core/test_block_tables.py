@@ -14,7 +14,6 @@ from zarr.core.sync import sync
 
 import zarrlake as zl
 from zarrlake.format.blocks import PREFIX, TABLE_MIN
-from zarrlake.txn.writes import _array_paths
 
 
 def tables(root: Path) -> list[Path]:
@@ -74,12 +73,3 @@ def test_an_array_made_sharded_in_the_same_session_gets_tables(tmp_path: Path) -
     )[...] = data + 1
     s.commit("resharded")
     assert len(tables(tmp_path / "repo")) == 1
-
-
-def test_array_paths() -> None:
-    assert list(_array_paths("a/c/0/1")) == ["a"]
-    assert list(_array_paths("c/0")) == [""]
-    assert list(_array_paths("a/c")) == ["a"]
-    assert list(_array_paths("g/c/arr/c/0")) == ["g", "g/c/arr"]
-    assert list(_array_paths("a/cc/0")) == []
-    assert list(_array_paths("a/0.0")) == []

@@ -84,10 +84,11 @@ class WriteBuffer:
         batch = self.current
         for key, ref in changes:
             batch.add(key, ref)
-            if ref is not None and ref.kind == RefKind.OBJECT:
-                upload = self.pending.pop(chunk_object_key(ref.digest), None)
+            obj = _uploaded(ref)
+            if obj is not None:
+                upload = self.pending.pop(obj, None)
                 if upload is not None:
-                    batch.hold(chunk_object_key(ref.digest), *upload)
+                    batch.hold(obj, *upload)
         return batch
 
     def done(self, batch: Batch) -> None:
@@ -126,3 +127,15 @@ class WriteBuffer:
                     if k.startswith(prefix):
                         out[k] = ref is None
         return out
+
+
+def _uploaded(ref: ChunkRef | None) -> str | None:
+    """The chunk object a reference names (an inner chunk's may be a range of its shard's
+    object), or None."""
+    if ref is None:
+        return None
+    if ref.kind == RefKind.OBJECT:
+        return chunk_object_key(ref.digest)
+    if ref.kind == RefKind.LOCATION and ref.location and ref.location.startswith("chunks/"):
+        return ref.location
+    return None

@@ -2,21 +2,38 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
+from functools import lru_cache
+
+from cachetools import LRUCache
 
 from zarrlake.errors import InvalidInputError
 from zarrlake.format.chunk_ref import ChunkRef
+from zarrlake.format.shard import SEP, ShardLayout, ShardRef, layout_of
 from zarrlake.format.snapshot import is_meta_key
 from zarrlake.txn.buffer import WriteBuffer
 from zarrlake.txn.fragments import StagedFragments
 from zarrlake.txn.staging import Staging
 from zarrlake.validate import check_prefix, check_zarr_key
+from zarrlake.vc.chunk_keys import is_array_doc
 from zarrlake.vc.objects import Objects
 from zarrlake.vc.ranges import Span
 from zarrlake.vc.snapshot_view import SnapshotView
 
 V2_METADATA = frozenset({".zarray", ".zattrs", ".zgroup", ".zmetadata"})
 """zarr v2's metadata keys: not data of a zarr v3 node."""
+ASSEMBLED_SHARDS = 256
+"""Shards a read-only handle keeps assembled: zarr reads a shard's index, then its inner
+chunks, each a lookup."""
+SEEN_SHARDS = 4096
+"""Shards whose inner chunks a writable handle remembers from its last read of them."""
+
+
+@lru_cache(maxsize=256)
+def _is_array(doc: bytes) -> bool:
+    """is_array_doc, parsed once per document (looked up for every chunk key)."""
+    return is_array_doc(doc)
 
 
 def check_byte_range(byte_range: object) -> tuple[int, int | None]:
@@ -54,6 +71,10 @@ class Overlay:
         self.serializable = serializable and staging is not None
         self.record_reads: Callable[[list[str], list[str]], None] | None = None
         self._reads_recorded: set[str] = set()
+        self._docs: dict[str, bytes | None] = {}  # metadata key -> document, as last read
+        self._seen: LRUCache[str, dict[str, bytes]] = LRUCache(SEEN_SHARDS)
+        self._shards: LRUCache[str, ShardRef | None] = LRUCache(ASSEMBLED_SHARDS)
+        self._seen_lock = threading.Lock()
 
     def staged(self, key: str) -> tuple[bool, ChunkRef | None]:
         """(staged?, ref) of `key` in this session (ref None: deleted)."""
@@ -80,11 +101,120 @@ class Overlay:
             return True, None
         return False, None
 
-    def lookup(self, key: str) -> ChunkRef | None:
-        """The reference `key` resolves to in this session, or None."""
+    def lookup(self, key: str) -> ChunkRef | ShardRef | None:
+        """The reference `key` resolves to in this session, or None. A shard stored as
+        inner chunks resolves to the shard assembled from them (a whole entry, written
+        before shards were split or for a layout not split, wins)."""
         check_zarr_key(key)
+        ref = self.whole(key)
+        if ref is not None or is_meta_key(key):
+            return ref
+        if self.staging is None:  # a commit's shards never change
+            with self._seen_lock:
+                if key in self._shards:
+                    return self._shards[key]
+        layout = self.layout_of(key)
+        shard = None if layout is None else ShardRef.assemble(layout, self.inner(key))
+        if self.staging is None:
+            with self._seen_lock:
+                self._shards[key] = shard
+        return shard
+
+    def whole(self, key: str) -> ChunkRef | None:
+        """The entry stored under `key` itself (staged over base), or None."""
         staged, ref = self.staged(key)
         return ref if staged else self.view.get(key)
+
+    def inner(self, shard_key: str) -> dict[str, ChunkRef]:
+        """name -> reference of the inner chunks of shard `shard_key`, staged over base."""
+        out = self.view.inner(shard_key)
+        if self.staging is None:
+            return out
+        prefix = shard_key + SEP
+        staged = dict(self.buffer.keys(prefix))
+        records = None
+        if self.fragments is not None:
+            records = self.staging.visible_fragments()
+            staged = dict(self.fragments.keys(records, prefix)) | staged
+        for k, deleted in staged.items():
+            name = k[len(prefix) :]
+            if deleted:
+                out.pop(name, None)
+                continue
+            found, ref = self.buffer.lookup(k)
+            if not found and self.fragments is not None and records is not None:
+                found, ref = self.fragments.lookup(records, k)
+            if ref is None:
+                out.pop(name, None)
+            else:
+                out[name] = ref
+        return out
+
+    def array_doc(self, key: str) -> bytes | None:
+        """The zarr.json of the array chunk key `key` belongs to: as the base commit has it
+        if the array exists there (no metastore read per chunk; a session that re-creates
+        an array differently stages its shards whole, or split by the layout they had),
+        else as this session staged it (read once per handle; `forget_docs` drops them)."""
+        parts = key.split("/")
+        base = self.view.root.meta
+        for n in range(len(parts) - 1, 0, -1):  # in memory: an array of the base commit
+            doc = base.get("/".join(parts[:n]) + "/zarr.json")
+            if doc is not None:
+                if _is_array(doc):
+                    return doc
+                break
+        walked: dict[str, bytes | None] = {}
+        for n in range(len(parts) - 1, 0, -1):
+            meta = "/".join(parts[:n]) + "/zarr.json"
+            doc = self._docs[meta] if meta in self._docs else self._read_doc(meta)
+            walked[meta] = doc
+            if doc is not None:
+                if _is_array(doc):  # arrays have no child nodes: what was walked stays
+                    self._docs.update(walked)
+                return doc
+        return None
+
+    def _read_doc(self, meta: str) -> bytes | None:
+        if self.staging is None:
+            return self.view.root.meta.get(meta)
+        ref = self.whole(meta)
+        return None if ref is None else bytes(self.objects.read_ref(ref, f"key {meta!r}"))
+
+    def forget_docs(self) -> None:
+        """Metadata was written: read documents again when next needed."""
+        self._docs.clear()
+
+    def layout_of(self, key: str) -> ShardLayout | None:
+        """The shard layout of the array chunk key `key` belongs to, if it is sharded in a
+        way zarrlake splits (format/shard.py)."""
+        return layout_of(self.array_doc(key)) if self.maybe_sharded(key) else None
+
+    def maybe_sharded(self, key: str) -> bool:
+        """Whether `key` may be a shard of an array with a sharding codec (so entries of
+        inner chunks may exist under it)."""
+        if SEP in key or is_meta_key(key):
+            return False
+        doc = self.array_doc(key)
+        return doc is not None and b"sharding_indexed" in doc
+
+    def take_seen(self, shard_key: str) -> dict[str, bytes] | None:
+        """name -> digest of the inner chunks this handle last read of `shard_key` (zarr
+        reads a shard, changes some inner chunks and writes it back), forgotten once taken;
+        None if it did not read it."""
+        with self._seen_lock:
+            return self._seen.pop(shard_key, None)
+
+    def _remember(self, key: str, ref: ChunkRef | ShardRef | None) -> None:
+        """Note what a writable handle read of a shard (see `take_seen`)."""
+        if self.staging is None or isinstance(ref, ChunkRef):
+            return
+        if ref is None and self.layout_of(key) is None:
+            return
+        seen = (
+            {} if ref is None else dict(zip(ref.names, (p.digest for p in ref.parts), strict=True))
+        )
+        with self._seen_lock:
+            self._seen[key] = seen
 
     def read(self, key: str, byte_range: tuple[int, int | None] | None = None) -> bytes | None:
         """The bytes of `key` as the session sees it (staged over base), or None if absent.
@@ -95,6 +225,8 @@ class Overlay:
         if self.serializable and key not in self._reads_recorded and self.record_reads:
             self.record_reads([key], [])
             self._reads_recorded.add(key)
+        if span is None:
+            self._remember(key, ref)
         if ref is None:
             return None
         if span is None:
@@ -129,8 +261,14 @@ class Overlay:
         sessions)."""
         check_prefix(prefix)
         keys = set(self.view.keys(prefix))
+        shards = set()
         for k, deleted in self.staged_keys(prefix).items():
-            (keys.discard if deleted else keys.add)(k)
+            if SEP in k:
+                shards.add(k.partition(SEP)[0])
+            else:
+                (keys.discard if deleted else keys.add)(k)
+        for k in shards:  # a shard is listed while it holds an inner chunk
+            (keys.add if self.lookup(k) is not None else keys.discard)(k)
         if self.serializable and self.record_reads:
             self.record_reads([], [prefix])
         return sorted(keys)

@@ -15,6 +15,7 @@ from datetime import timedelta
 from zarrlake.connection import RepoContext, RepoSpec, connect
 from zarrlake.errors import CASFailedError, Conflict, ConflictError, ConflictKind, ReadOnlyError
 from zarrlake.format.fragment import FragmentRecord
+from zarrlake.format.shard import shown, split_inner_key
 from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.session_records import SessionRecord, Status, check_expiry
 from zarrlake.txn import commit as committing
@@ -259,12 +260,18 @@ class Transaction:
         conflicts = []
         for key in clashes:
             node, coords = namer.name(key)
+            inner = split_inner_key(key)
+            what = (
+                f"inner chunk {coords} of array {node!r} (in shard {inner[0]!r})"
+                if inner is not None and coords is not None
+                else repr(shown(key))
+            )
             conflicts.append(
                 Conflict(
                     node,
                     ConflictKind.WRITERS,
                     [coords] if coords is not None else None,
-                    f"two workers of this session staged different bytes for {key!r}",
+                    f"two workers of this session staged different bytes for {what}",
                 )
             )
         return ConflictError(conflicts)

@@ -11,19 +11,18 @@ sweep is written again before the flush returns.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import secrets
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from zarrlake import crashpoints, runtime
 from zarrlake.connection import FlushPolicy
 from zarrlake.errors import InvalidInputError, SessionError, ZarrLakeError
 from zarrlake.format import fragment
 from zarrlake.format.blocks import TABLE_MIN
-from zarrlake.format.chunk_ref import chunk_object_key
+from zarrlake.format.chunk_ref import ChunkRef, RefKind, chunk_object_key
 from zarrlake.format.fragment import FragmentRecord
 from zarrlake.format.snapshot import is_meta_key
 from zarrlake.txn import writers
@@ -32,6 +31,7 @@ from zarrlake.txn.buffer import Batch
 from zarrlake.txn.fragments import StagedFragments
 from zarrlake.txn.node_change import check_node_change
 from zarrlake.txn.overlay import Overlay
+from zarrlake.txn.shards import WHOLE_SHARE, ShardPlanner
 from zarrlake.txn.staging import Staging, WriterState
 from zarrlake.txn.uploads import UploadLog
 from zarrlake.validate import check_zarr_key
@@ -41,10 +41,6 @@ from zarrlake.vc.objects import Objects
 from zarrlake.zarr_metadata import check_metadata
 
 log = logging.getLogger("zarrlake")
-
-WHOLE, RANGED, NOT_ARRAY = "whole", "ranged", "none"
-"""How the chunks under a node are read: whole (an unsharded array), by byte range (a
-sharded array) or not known (not an array)."""
 
 
 def check_data(key: str, data: object) -> bytes:
@@ -82,6 +78,7 @@ class Writes:
         self.clock = clock
         self.policy = policy
         self.buffer = overlay.buffer
+        self.shards = ShardPlanner(objects, overlay)
         self.uploads = UploadLog(objects, staging.meta, staging.partition)  # gc sees them
         self.tag: str | None = None
         self.flushed: list[FragmentRecord] = []  # this handle's fragments, in order
@@ -96,7 +93,6 @@ class Writes:
         # Under the simulator, processes end only as it says: no finishing on collection.
         self.simulated = runtime.current() is not runtime.REAL
         self.state: WriterState | None = None  # of this writer's record, as last stored
-        self._reads: dict[str, str] = {}  # node path -> WHOLE/RANGED/NOT_ARRAY, see _read_whole
 
     # the writer's state ---------------------------------------------------------------------
 
@@ -125,7 +121,6 @@ class Writes:
         self.flushed = []
         self._meta = GroupCommit[Change](self._stage_meta)
         self.uploads = UploadLog(self.objects, self.staging.meta, self.staging.partition)
-        self._reads = {}
 
     def finish(self) -> None:
         """Flush, then record this writer as finished in the same metastore transaction: a
@@ -174,10 +169,40 @@ class Writes:
 
     # preparing ----------------------------------------------------------------------------
 
-    def prepare(self, key: str, data: bytes) -> Change:
+    def prepare(self, key: str, data: bytes) -> list[Change]:
         """Check one write and upload its bytes if they are too big to stage inline; it takes
-        effect once staged (`stage`)."""
-        return self._change_for((check_zarr_key(key), check_data(key, data)))
+        effect once staged (`stage`). A shard of a sharded array becomes the changes of its
+        inner chunks (txn/shards.py), so there may be several changes, or none."""
+        return self._changes_for((check_zarr_key(key), check_data(key, data)))
+
+    def _changes_for(self, item: tuple[str, bytes]) -> list[Change]:
+        key, data = item
+        if is_meta_key(key):
+            return [self._change_for(item)]
+        ops = self.shards.write(key, data)
+        if ops is None:  # stored whole: inner chunks it replaces are deleted
+            return [self._change_for(item), *self.shards.stale(key)]
+        changed = sum(span[1] - span[0] for _, span, _ in ops if span is not None)
+        view = memoryview(data)
+        if len(data) <= self.inline_max or changed < WHOLE_SHARE * len(data):
+            return [
+                (k, None) if span is None else self._change_for((k, bytes(view[slice(*span)])))
+                for k, span, _ in ops
+            ]
+        _, shard = self._change_for(item)  # one object; the inner chunks are ranges of it
+        assert shard is not None and shard.kind == RefKind.OBJECT
+        location = chunk_object_key(shard.digest)
+        out: list[Change] = []
+        for k, span, digest in ops:
+            if span is None:
+                out.append((k, None))
+                continue
+            if digest is None:
+                digest = self.objects.digest(view[slice(*span)])
+            out.append(
+                (k, ChunkRef(RefKind.LOCATION, digest, span[1] - span[0], span[0], location))
+            )
+        return out
 
     def _change_for(self, item: tuple[str, bytes]) -> Change:
         key, data = item
@@ -192,7 +217,7 @@ class Writes:
             self.buffer.uploading += 1
         try:
             phase = self.guard.begin()
-            table = not self._read_whole(key, len(data))
+            table = self._needs_table(key, len(data))
             ref, created = self.uploads.store_chunk(bytes(data), table)  # recorded first
             with self.buffer.lock:  # a reused object may be deleted by gc: keep its bytes
                 upload = (None if created else bytes(data), phase)
@@ -203,43 +228,14 @@ class Writes:
         crashpoints.reached("after_chunk_upload")
         return key, ref
 
-    def _read_whole(self, key: str, size: int) -> bool:
-        """Whether the chunk object of `key` is only ever read whole, so it needs no block
-        table: a chunk of an unsharded zarr v3 array (zarr reads byte ranges of shards
-        only). False when that is not known (no array metadata found under the default
-        chunk key encoding), so such objects keep their table. Looked up once per array
-        and handle; this handle's own metadata writes forget what it knew."""
+    def _needs_table(self, key: str, size: int) -> bool:
+        """Whether the chunk object of `key` gets a block table (format/blocks.py): only a
+        ranged read uses one, and zarr asks ranges of shards alone, so a chunk of an array
+        without a sharding codec gets none; one whose array is not known keeps it."""
         if size < TABLE_MIN:
-            return False  # no table either way
-        for node in _array_paths(key):
-            how = self._reads.get(node)
-            if how is None:
-                how = self._reads[node] = self._how_read(node)
-            if how != NOT_ARRAY:
-                return how == WHOLE
-        return False
-
-    def _how_read(self, node: str) -> str:
-        """WHOLE, RANGED or NOT_ARRAY for the node at `node`, from its zarr.json as this
-        session sees it."""
-        meta_key = f"{node}/zarr.json" if node else "zarr.json"
-        try:
-            ref = self.overlay.lookup(meta_key)
-            raw = self.objects.read_ref(ref, meta_key) if ref is not None else None
-            doc = json.loads(bytes(raw)) if raw is not None else None
-        except (ZarrLakeError, ValueError):
-            return NOT_ARRAY
-        if not isinstance(doc, dict) or doc.get("node_type") != "array":
-            return NOT_ARRAY
-        encoding = doc.get("chunk_key_encoding")
-        if isinstance(encoding, dict) and encoding.get("name", "default") != "default":
-            return NOT_ARRAY
-        codecs = doc.get("codecs")
-        if not isinstance(codecs, list) or any(
-            not isinstance(c, dict) or c.get("name") == "sharding_indexed" for c in codecs
-        ):
-            return RANGED
-        return WHOLE
+            return False
+        doc = self.overlay.array_doc(key)
+        return doc is None or b"sharding_indexed" in doc
 
     # staging ------------------------------------------------------------------------------
 
@@ -250,8 +246,8 @@ class Writes:
         self.raise_background_error()
         meta = [c for c in changes if is_meta_key(c[0])]
         if meta:
-            self._reads.clear()  # an array may have changed how its chunks are read
             self._meta.submit(meta)
+            self.overlay.forget_docs()
         chunks = [c for c in changes if not is_meta_key(c[0])]
         if chunks:
             self._buffer(chunks)
@@ -320,17 +316,22 @@ class Writes:
         big = [i for i, (_, data) in enumerate(checked) if len(data) > self.inline_max]
         self.uploads.record_chunks([checked[i][1] for i in big])  # one metastore write
         uploaded = dict(
-            zip(big, self.objects.map(self._change_for, [checked[i] for i in big]), strict=True)
+            zip(big, self.objects.map(self._changes_for, [checked[i] for i in big]), strict=True)
         )
         self.stage(
-            [uploaded[i] if i in uploaded else self._change_for(c) for i, c in enumerate(checked)]
+            [
+                c
+                for i, item in enumerate(checked)
+                for c in (uploaded[i] if i in uploaded else self._changes_for(item))
+            ]
         )
 
     def delete_many(self, keys: list[str]) -> None:
         """Delete the keys that exist; deleting a missing key is not an error."""
         present = [k for k in keys if self.overlay.lookup(k) is not None]
-        if present:
-            self.stage([(k, None) for k in present])
+        gone = [g for k in present for g in self.shards.delete(k)]
+        if gone:
+            self.stage([(k, None) for k in gone])
 
     def start_writer(self, tag: str | None) -> str:
         """Finish, then stage what follows under a new writer id; with `tag`, its fragments
@@ -507,17 +508,3 @@ def _in_turn(*calls: Callable[[], object]) -> list[object]:
         except Exception as e:
             out.append(e)
     return out
-
-
-def _array_paths(key: str) -> Iterator[str]:
-    """The node paths whose chunk `key` may be under zarr v3's default chunk key encoding
-    (`<node>/c/<i>/<j>...`, `c/...` for a root array, `<node>/c` for a 0-d one), deepest
-    last."""
-    if key == "c" or key.startswith("c/"):
-        yield ""
-    at = key.find("/c")
-    while at != -1:
-        rest = key[at + 2 : at + 3]
-        if rest in ("", "/"):
-            yield key[:at]
-        at = key.find("/c", at + 1)

@@ -6,6 +6,7 @@ import numpy as np
 
 from zarrlake.errors import ExpiredHistoryError, InvalidInputError, NotFoundError
 from zarrlake.format.changes import ChangeSet
+from zarrlake.format.shard import inner_key, layout_of
 from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.vc.chunk_keys import is_array_doc, load_doc
 from zarrlake.vc.objects import Objects
@@ -59,8 +60,12 @@ class Blame:
             raise NotFoundError(f"no array {array_path!r} at {head[:12]}")
         assert doc is not None
         coords = tuple(int(c) for c in coords)
-        key = chunk_key(path, doc, coords)
-        target = self._digest(head, key)
+        key, target = chunk_key(path, doc, coords), None
+        for candidate in [*inner_candidates(path, doc, coords), key]:
+            target = self._digest(head, candidate)
+            if target is not None:
+                key = candidate
+                break
         if target is None:
             check_in_grid(array_path, doc, coords)
             raise NotFoundError(f"chunk {coords} of {array_path!r} was never written")
@@ -92,6 +97,19 @@ class Blame:
             after = rec.parents[0]
         self.objects.parent(cid, after)
         return after
+
+
+def inner_candidates(path: str, doc: bytes, coords: tuple[int, ...]) -> list[str]:
+    """The entry key of inner chunk `coords` of a sharded array whose shards are stored as
+    inner chunks (format/shard.py); nothing for other arrays. Coordinates of a sharded
+    array are those of its inner chunks, as diffs name them; a shard stored whole is still
+    found by its own coordinates."""
+    layout = layout_of(doc)
+    if layout is None or len(coords) != len(layout.chunks_per_shard):
+        return []
+    shard = tuple(c // n for c, n in zip(coords, layout.chunks_per_shard, strict=True))
+    local = ".".join(str(c % n) for c, n in zip(coords, layout.chunks_per_shard, strict=True))
+    return [inner_key(chunk_key(path, doc, shard), local)]
 
 
 def check_in_grid(array_path: str, doc: bytes, coords: tuple[int, ...]) -> None:

@@ -6,6 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from zarrlake.format.shard import layout_of, split_inner_key
 from zarrlake.format.snapshot import is_meta_key, node_path
 
 if TYPE_CHECKING:
@@ -55,6 +56,11 @@ class KeyNamer:
     def coords(self, node: str, key: str) -> tuple[int, ...] | None:
         """Chunk coordinates of `key` in array `node`, per its chunk key encoding (zarr's
         own decoder, looked up once per node); None if `key` is not a chunk key."""
+        inner = split_inner_key(key)
+        if inner is not None:  # an inner chunk: its coordinates in the grid of inner chunks
+            shard = self.coords(node, inner[0])
+            layout = layout_of(self.docs.get(f"{node}/zarr.json" if node else "zarr.json"))
+            return None if shard is None or layout is None else layout.coords(shard, inner[1])
         suffix = key[len(node) + 1 :] if node else key
         try:
             return tuple(int(c) for c in self._encoding(node).decode_chunk_key(suffix))

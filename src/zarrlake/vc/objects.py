@@ -25,6 +25,7 @@ from zarrlake.format.chunk_ref import ChunkRef, RefKind, chunk_object_key
 from zarrlake.format.commit import CommitRecord
 from zarrlake.format.digest import Hash, digest
 from zarrlake.format.manifest import ManifestRange
+from zarrlake.format.shard import ShardRef
 from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.storage.base import ObjectStore
 from zarrlake.storage.sources import SourceReader
@@ -301,9 +302,12 @@ class Objects:
                 self._tables[key] = blocks
         return ChunkRef.object(key, len(data)), created
 
-    def read_ref(self, ref: ChunkRef, what: str) -> bytes | memoryview:
+    def read_ref(self, ref: ChunkRef | ShardRef, what: str) -> bytes | memoryview:
         """The referenced bytes, verified against the reference's checksum (a virtual
-        chunk's against its source's identity at import: StaleVirtualChunkError)."""
+        chunk's against its source's identity at import: StaleVirtualChunkError; an
+        assembled shard's part by part)."""
+        if isinstance(ref, ShardRef):
+            return self._shard_ranges(ref, what, [(0, ref.length)])[0]
         if ref.kind == RefKind.VIRTUAL:
             assert ref.location is not None
             return self.sources.read(ref.location, ref.offset, ref.length, ref.identity)
@@ -321,12 +325,14 @@ class Objects:
             raise CorruptionError(f"{what}: checksum mismatch in its data ({describe(ref)})")
         return data
 
-    def read_ranges(self, ref: ChunkRef, what: str, spans: list[Span]) -> list[bytes]:
+    def read_ranges(self, ref: ChunkRef | ShardRef, what: str, spans: list[Span]) -> list[bytes]:
         """The bytes of each span of the referenced value, verified, fetching little more
         than the spans: a large chunk object's covering blocks (checked against its block
         table), a pack entry's own bytes, a virtual chunk's spans; nearby ranges share a
         request and requests run side by side (at most `read_concurrency`)."""
         wanted = [s.resolve(ref.length) for s in spans]
+        if isinstance(ref, ShardRef):
+            return self._shard_ranges(ref, what, wanted)
         if all(end <= start for start, end in wanted):
             if ref.kind == RefKind.OBJECT:  # nothing to read, but the object must exist
                 self._check_exists(chunk_object_key(ref.digest), what)
@@ -342,6 +348,69 @@ class Objects:
                 return got
         data = memoryview(self.read_ref(ref, what))  # small, packed, or without a table
         return [bytes(data[start:end]) for start, end in wanted]
+
+    def _shard_ranges(self, ref: ShardRef, what: str, wanted: list[tuple[int, int]]) -> list[bytes]:
+        """Spans of an assembled shard: of the stored shard object it still is, if so;
+        else the index from memory and each inner chunk's pieces read and verified through
+        its own reference (parts in one object fetched together), side by side on a remote
+        store."""
+        if ref.whole is not None:
+            if wanted == [(0, ref.length)]:
+                return [bytes(self.read_ref(ref.whole, what))]
+            return self.read_ranges(ref.whole, what, [Span(s, e) for s, e in wanted])
+        pieces = [ref.pieces(start, end) for start, end in wanted]
+        asked: dict[int, list[Span]] = {}
+        for found in pieces:
+            for part, lo, hi in found:
+                if part >= 0:
+                    asked.setdefault(part, []).append(Span(lo, hi))
+        located = [p for p in asked if ref.parts[p].kind == RefKind.LOCATION]
+        got = self._located_parts(ref, what, located)
+        others = sorted(asked.keys() - got.keys())
+
+        def one(part: int) -> bytes | memoryview:
+            return self.read_ref(ref.parts[part], f"{what} (inner chunk {ref.names[part]})")
+
+        if self.store.remote and len(others) > 1:
+            got.update(zip(others, self.pool.map(one, others), strict=True))
+        else:
+            got.update((p, one(p)) for p in others)
+        out = []
+        for found in pieces:
+            out.append(
+                b"".join(
+                    ref.index[lo:hi] if part < 0 else bytes(memoryview(got[part])[lo:hi])
+                    for part, lo, hi in found
+                )
+            )
+        return out
+
+    def _located_parts(
+        self, ref: ShardRef, what: str, located: list[int]
+    ) -> dict[int, bytes | memoryview]:
+        """The whole bytes of inner chunks stored as ranges of other objects, each checked
+        against its digest; ranges of one object near each other share a request."""
+        by_object: dict[str, list[int]] = {}
+        for p in located:
+            location = ref.parts[p].location
+            assert location is not None
+            by_object.setdefault(location, []).append(p)
+        out: dict[int, bytes | memoryview] = {}
+        for location, parts in by_object.items():
+            spans = [
+                (ref.parts[p].offset, ref.parts[p].offset + ref.parts[p].length) for p in parts
+            ]
+            requests = coalesce(spans, self.coalesce_gap, MAX_REQUEST)
+            data = self._fetch_ranges(location, requests, what)
+            for p, cut in zip(parts, _assemble(requests, data, spans), strict=True):
+                part = ref.parts[p]
+                if len(cut) != part.length or self.digest(cut) != part.digest:
+                    raise CorruptionError(
+                        f"{what} (inner chunk {ref.names[p]}): checksum mismatch in its data "
+                        f"({describe(part)})"
+                    )
+                out[p] = cut
+        return out
 
     def _check_exists(self, key: str, what: str) -> None:
         if not self.store.exists(key):

@@ -8,6 +8,7 @@ import numpy as np
 
 from zarrlake.format.chunk_ref import ChunkRef
 from zarrlake.format.manifest import ManifestRange
+from zarrlake.format.shard import SEP, shard_key_of
 from zarrlake.format.snapshot import SnapshotRoot, is_meta_key
 from zarrlake.metastore.checks import prefix_upper_bound
 from zarrlake.vc.objects import Objects
@@ -38,6 +39,18 @@ class SnapshotView:
         i = self.root.ranges.locate(kb)
         return self.range(i).get(kb) if i >= 0 else None
 
+    def inner(self, shard_key: str) -> dict[str, ChunkRef]:
+        """name -> reference of the inner-chunk entries of the shard `shard_key`."""
+        p = (shard_key + SEP).encode()
+        stop = prefix_upper_bound(p)
+        out: dict[str, ChunkRef] = {}
+        for i in self._ranges_between(p, stop):
+            r = self.range(i)
+            part = r.key_slice(p, stop)
+            for at in range(part.start, part.stop):
+                out[bytes(r.keys[at])[len(p) :].decode()] = r.ref_at(at)
+        return out
+
     def _ranges_between(self, start: bytes, stop: bytes | None) -> range:
         idx = self.root.ranges
         if not len(idx):
@@ -47,13 +60,18 @@ class SnapshotView:
         return range(lo, max(hi, lo + 1))
 
     def keys(self, prefix: str = "") -> Iterator[str]:
-        """Every key starting with `prefix`, metadata keys first, then in byte order."""
+        """Every key starting with `prefix`, metadata keys first, then in byte order (a
+        shard stored as inner chunks once, under its own key)."""
         yield from (k for k in sorted(self.root.meta) if k.startswith(prefix))
         p = prefix.encode()
         stop = prefix_upper_bound(p)
+        last = None
         for i in self._ranges_between(p, stop):
             for k in self.range(i).iter_keys(p, stop):
-                yield k.decode()
+                key = shard_key_of(k.decode())
+                if key != last:  # a shard's entries follow its key directly
+                    yield key
+                last = key
 
     def children(self, prefix: str) -> set[str]:
         """Names directly below `prefix` ('' or ending in '/'), skipping over subtrees."""
@@ -66,7 +84,7 @@ class SnapshotView:
             while pos < end:
                 rest = bytes(r.keys[pos])[len(p) :]
                 name, sep, _ = rest.partition(b"/")
-                out.add(name.decode())
+                out.add(shard_key_of(name.decode()))
                 if sep:
                     pos = int(np.searchsorted(r.keys, p + name + _AFTER_SEGMENT))
                 else:
