@@ -169,8 +169,9 @@ class Overlay:
             doc = self._docs[meta] if meta in self._docs else self._read_doc(meta)
             walked[meta] = doc
             if doc is not None:
-                if _is_array(doc):  # arrays have no child nodes: what was walked stays
-                    self._docs.update(walked)
+                if not _is_array(doc):
+                    return None
+                self._docs.update(walked)  # arrays have no child nodes: what was walked stays
                 return doc
         return None
 
