@@ -22,8 +22,6 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Protocol
 
-from zarrlake.forksafe import PerProcess
-
 
 class Cancellable(Protocol):
     """A pending timer, as `call_later` returns it."""
@@ -102,11 +100,32 @@ class _Timers:
                     timer.fn()
 
 
-_TIMERS = PerProcess(_Timers)
+_TIMERS: dict[int, _Timers] = {}  # by pid: a fork child starts with none of its parent's
+_TIMERS_LOCK = threading.Lock()
+
+
+def _timers() -> _Timers:
+    pid = os.getpid()
+    timers = _TIMERS.get(pid)
+    if timers is None:
+        with _TIMERS_LOCK:
+            timers = _TIMERS.get(pid)
+            if timers is None:
+                _TIMERS.clear()
+                timers = _TIMERS[pid] = _Timers()
+    return timers
+
+
+def _forked() -> None:
+    global _TIMERS_LOCK
+    _TIMERS_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 def _thread_timer(delay: float, fn: Callable[[], None]) -> Cancellable:
-    return _TIMERS.get().add(delay, fn)
+    return _timers().add(delay, fn)
 
 
 def _process_alive(host: str, pid: int) -> bool | None:
