@@ -80,6 +80,4 @@ def test_run_names_each_failure_with_its_replay_command():
     proc = _sim("run", "--seeds", "0:15", "--bug", "merge_takes_theirs", "--stop")
     assert proc.returncode == 1
     assert "FAILED seed 3" in proc.stdout
-    assert (
-        "replay: python -m zarrlake.testing.sim replay 3 --bug merge_takes_theirs" in proc.stdout
-    )
+    assert "replay: python -m zarrlake.testing.sim replay 3 --bug merge_takes_theirs" in proc.stdout
