@@ -23,6 +23,24 @@ def random(shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).random(shape, dtype="f4")
 
 
+SHAPE, INNER = (8, 16384), (1, 4096)  # 32 inner chunks of 16 KiB in one 512 KiB shard
+
+
+@pytest.fixture
+def stored(tmp_path: Path) -> tuple[zl.Repo, Path, np.ndarray]:
+    """(repository, its folder, values) of an array `a` that is one shard, committed."""
+    root = tmp_path / "repo"
+    repo = zl.Repo.create(root)
+    values = random(SHAPE)
+    s = repo.create_session()
+    arr = zarr.create_array(
+        s.store, name="a", shape=SHAPE, chunks=INNER, shards=SHAPE, dtype="f4", compressors=None
+    )
+    arr[:] = values
+    s.commit("one shard")
+    return repo, root, values
+
+
 def raw_copy(session: zl.Session) -> MemoryStore:
     """Every key of the session, byte for byte, in a plain zarr memory store: what a
     reader of the store's bytes (not zarrlake's zarr integration) sees."""

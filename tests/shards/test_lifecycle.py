@@ -10,23 +10,14 @@ import numpy as np
 import zarr
 
 import zarrlake as zl
-from tests.shards.conftest import random
 from zarrlake.format.chunk_ref import chunk_object_key
 from zarrlake.format.shard import ShardRef
 
-SHAPE, INNER = (8, 16384), (1, 4096)
 
-
-def test_gc_keeps_a_shard_object_while_inner_chunks_point_into_it(tmp_path: Path) -> None:
-    root = tmp_path / "repo"
-    repo = zl.Repo.create(root)
-    values = random(SHAPE)
-    s = repo.create_session()
-    arr = zarr.create_array(
-        s.store, name="a", shape=SHAPE, chunks=INNER, shards=SHAPE, dtype="f4", compressors=None
-    )
-    arr[:] = values
-    s.commit("shard")
+def test_gc_keeps_a_shard_object_while_inner_chunks_point_into_it(
+    stored: tuple[zl.Repo, Path, np.ndarray],
+) -> None:
+    repo, root, values = stored
     ref = repo.readonly_session().lookup("a/c/0/0")
     assert isinstance(ref, ShardRef) and ref.whole is not None
     first = root / chunk_object_key(ref.whole.digest)

@@ -10,24 +10,9 @@ import pytest
 import zarr
 
 import zarrlake as zl
-from tests.shards.conftest import dir_bytes, random
+from tests.shards.conftest import INNER, dir_bytes, random
 
-SHAPE, INNER = (8, 16384), (1, 4096)  # 32 inner chunks of 16 KiB in one 512 KiB shard
 INNER_BYTES = 4 * INNER[0] * INNER[1]
-
-
-@pytest.fixture
-def stored(tmp_path: Path) -> tuple[zl.Repo, Path, np.ndarray]:
-    root = tmp_path / "repo"
-    repo = zl.Repo.create(root)
-    values = random(SHAPE)
-    s = repo.create_session()
-    arr = zarr.create_array(
-        s.store, name="a", shape=SHAPE, chunks=INNER, shards=SHAPE, dtype="f4", compressors=None
-    )
-    arr[:] = values
-    s.commit("one shard")
-    return repo, root, values
 
 
 def test_rewriting_one_inner_chunk_stores_about_one_inner_chunk(
