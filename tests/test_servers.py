@@ -76,3 +76,15 @@ def test_a_moto_server_that_exits_at_once_is_a_server_error(tmp_path, monkeypatc
     with pytest.raises(ServerError, match="exited") as info, running_moto(log):
         pass
     assert "no moto here" in str(info.value)
+
+
+def test_help_prints_usage_and_starts_nothing():
+    proc = subprocess.run(
+        [sys.executable, "-m", "zarrlake.testing.servers", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("usage: python -m zarrlake.testing.servers")
+    assert "S3 (moto)" not in proc.stdout  # no server was started

@@ -18,6 +18,7 @@ Both are stopped by PID. Needs `moto[server]` and `psycopg` (the `dev` extra).
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import glob
 import os
@@ -418,8 +419,14 @@ def describe(servers: LocalServers) -> str:
     )
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     """Start both servers, print their settings, and stop them on Ctrl-C or SIGTERM."""
+    argparse.ArgumentParser(
+        prog="python -m zarrlake.testing.servers",
+        description="Start a throwaway S3-compatible server (moto) and PostgreSQL, print the "
+        "settings that point zarrlake at them, and stop both on Ctrl-C or SIGTERM (their "
+        "data is deleted).",
+    ).parse_args(argv)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
