@@ -220,3 +220,16 @@ def test_as_of_a_commits_own_time_finds_it(tmp_path):
     for entry in repo.log("main"):
         assert repo.resolve("main", as_of=entry.timestamp) == entry.id
         assert repo.resolve("main", as_of=entry.timestamp.replace(tzinfo=None)) == entry.id
+
+
+def test_a_branch_operation_given_a_tag_or_a_commit_id_says_which(repo):
+    repo.create_tag("v1")
+    head = repo.resolve("main")
+    with pytest.raises(zl.NotFoundError, match="'v1' is a tag, and tags never move"):
+        repo.merge("main", into="v1")
+    with pytest.raises(zl.NotFoundError, match="'v1' is a tag"):
+        repo.reset_branch("v1", "main")
+    with pytest.raises(zl.NotFoundError, match="looks like a commit id, and this needs a branch"):
+        repo.create_session(head)
+    with pytest.raises(zl.NotFoundError, match=r"^branch 'nope' does not exist$"):
+        repo.reset_branch("nope", "main")

@@ -9,6 +9,7 @@ so opening a branch reads the snapshot at once instead of the commit record firs
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Callable
 
 from zarrlake.errors import AlreadyExistsError, CASFailedError, NotFoundError
@@ -67,8 +68,22 @@ class Refs:
         """(commit id, version) of a branch or tag; raises the missing-ref error when absent."""
         got = self.get(kind, name)
         if got is None:
-            raise self.missing(f"{kind} {name!r} does not exist")
+            raise self.missing(f"{kind} {name!r} does not exist{self._instead(kind, name)}")
         return got
+
+    def _instead(self, kind: str, name: str) -> str:
+        """What `name` is instead of a branch, when a branch was needed: a tag, or a
+        commit id (which no branch operation takes)."""
+        if kind != BRANCH:
+            return ""
+        if self.get(TAG, name) is not None:
+            return f": {name!r} is a tag, and tags never move (give a branch)"
+        if re.fullmatch(r"[0-9a-f]{7,64}", name):
+            return (
+                f": {name!r} looks like a commit id, and this needs a branch (make one at it "
+                f"with create_branch(name, at={name[:12]!r}))"
+            )
+        return ""
 
     def missing(self, message: str) -> NotFoundError:
         """The error for a ref that is not there, which names a wrong metastore if this one
