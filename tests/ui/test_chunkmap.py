@@ -33,3 +33,11 @@ def test_slices_of_a_4d_grid() -> None:
     assert sorted((c["row"], c["col"]) for c in m["cells"]) == [(0, 1), (4, 1)]
     with pytest.raises(InvalidInputError, match=r"must be an integer in 0\.\.2"):
         parse_slice("3,:,:,0", (3, 5, 4, 4))
+
+
+def test_a_slice_item_that_is_no_index_is_named_as_such() -> None:
+    for text in ("1.5,:,:,0", "x,:", "-1,:,:,0"):
+        with pytest.raises(InvalidInputError, match="is neither a chunk index"):
+            parse_slice(text, (3, 5, 4, 4))
+    with pytest.raises(InvalidInputError, match="has 2 items; the grid has 4 dimensions"):
+        parse_slice(":,:", (3, 5, 4, 4))

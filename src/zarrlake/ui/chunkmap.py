@@ -44,6 +44,12 @@ def parse_slice(text: str, grid: tuple[int, ...]) -> MapSlice:
     nd = len(grid)
     items = [t.strip() for t in text.split(",")] if text.strip() else []
     want = min(nd, 2)
+    for t in items:
+        if t != ":" and not t.isdigit():
+            raise InvalidInputError(
+                f"chunk map slice {text!r}: item {t!r} is neither a chunk index (an integer) "
+                "nor ':'"
+            )
     if len(items) != nd:
         raise InvalidInputError(
             f"chunk map slice {text!r} has {len(items)} items; the grid has {nd} dimensions"
