@@ -158,3 +158,13 @@ def test_diff_says_what_changed_in_metadata(tmp_path):
         "changed": {"units": ["K", "C"]},
     }
     repo.close()
+
+
+def test_s3_settings_exported_for_s3_do_not_refuse_a_local_repository(tmp_path, monkeypatch):
+    zl.Repo.create(tmp_path / "r").close()
+    monkeypatch.setenv("ZARRLAKE_ENDPOINT_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("ZARRLAKE_REGION", "eu-west-1")
+    assert "Repository initialized" in ok("-r", tmp_path / "r", "log").stdout
+    # given on the command line, they are still checked against the location
+    line = fails("-r", tmp_path / "r", "--endpoint-url", "http://127.0.0.1:9", "log")
+    assert "unknown storage option(s) for a local directory: endpoint_url" in line

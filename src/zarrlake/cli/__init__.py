@@ -114,16 +114,18 @@ def _global(
     ] = False,
 ) -> None:
     opts: dict = {}
+    # S3 settings exported in the environment are for S3 repositories: a local one ignores
+    # them (given on the command line, they are checked against the location as before).
+    local = "://" not in repo or repo.startswith("file://")
     for key, value in (
         ("endpoint_url", endpoint_url),
         ("region", region),
         ("access_key_id", access_key_id),
         ("secret_access_key", secret_access_key),
+        ("allow_http", allow_http or None),
     ):
-        if value:
+        if value and not (local and _from_environment(ctx, key)):
             opts[key] = value
-    if allow_http:
-        opts["allow_http"] = True
     opts.update(parse_storage_option(o) for o in storage_option or [])
     redact.add(v for k, v in opts.items() if is_secret_option(k))
     ctx.obj = Options(repo=repo, metastore=metastore, storage_options=opts, debug=debug)
@@ -150,6 +152,12 @@ _GLOBAL_VALUED = {
     "--storage-option",
 }
 _GLOBAL_FLAGS = {"--debug", "--allow-http", "--version"}
+
+
+def _from_environment(ctx: typer.Context, name: str) -> bool:
+    """Whether option `name` took its value from its environment variable (typer ships its
+    own copy of click, so the source is compared by name)."""
+    return getattr(ctx.get_parameter_source(name), "name", None) == "ENVIRONMENT"
 
 
 def hoist_global_options(argv: list[str]) -> list[str]:
