@@ -392,7 +392,7 @@ class Collector:
         # found by listing alone, now or by an earlier run
         listed_only = {k for k, c in self.candidates.items() if c.listed}
         if full:
-            self.partials = partial_uploads(self.store, [f"{k}/" for k in KINDS])
+            self.partials = partial_uploads(self.store, [f"{k}/" for k in (*KINDS, "blocks")])
             for listed, key in enumerate(self.lister([f"{k}/" for k in KINDS], reach.live), 1):
                 if key not in fresh and key not in self.candidates:
                     listed_only.add(key)
@@ -499,7 +499,8 @@ class Collector:
         return [
             p
             for p in self.partials
-            if now - p.mtime >= (self.grace if p.key not in reach.live else STALE_PARTIAL)
+            if now - p.mtime
+            >= (self.grace if _object_of(p.key) not in reach.live else STALE_PARTIAL)
         ]
 
     def _delete_partials(self, reach: Reach, phase: Phase) -> None:
@@ -512,6 +513,11 @@ class Collector:
             except FileNotFoundError:
                 continue
             self.report.count(partial.key, partial.size)
+
+
+def _object_of(key: str) -> str:
+    """The object whose liveness decides about `key`: a block table's is its chunk's."""
+    return f"chunks/{key[len(blocks.PREFIX) :]}" if key.startswith(blocks.PREFIX) else key
 
 
 def tables_of(keys: list[str], sizes: dict[str, int]) -> list[str]:
