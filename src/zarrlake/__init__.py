@@ -20,6 +20,9 @@ from zarrlake.errors import (
     NoChangesError,
     NotFoundError,
     ProtectedBranchError,
+    PullRequestBlockedError,
+    PullRequestError,
+    PullRequestNotOpenError,
     ReadOnlyError,
     SessionClosedError,
     SessionError,
@@ -41,6 +44,7 @@ _LAZY = {
     "SessionInfo": "zarrlake.repo",
     "Session": "zarrlake.session",
     "Diff": "zarrlake.vc.diff",
+    "PullRequest": "zarrlake.pulls",
     "SessionStore": "zarrlake.zarr_store",
 }
 """Public names whose modules import zarr and numpy: loaded on first use, so a command line
@@ -54,6 +58,7 @@ if TYPE_CHECKING:  # what type checkers see of the lazy names; nothing is import
 
     from zarrlake import spark as spark
     from zarrlake import virtual as virtual
+    from zarrlake.pulls import PullRequest as PullRequest
     from zarrlake.repo import Commit as Commit
     from zarrlake.repo import Repo as Repo
     from zarrlake.repo import RepoStats as RepoStats
@@ -78,6 +83,9 @@ __all__ = [
     "NoChangesError",
     "NotFoundError",
     "ProtectedBranchError",
+    "PullRequestBlockedError",
+    "PullRequestError",
+    "PullRequestNotOpenError",
     "ReadOnlyError",
     "SessionClosedError",
     "SessionError",

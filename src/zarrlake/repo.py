@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from zarrlake.lifecycle.expire import ExpireReport
     from zarrlake.lifecycle.gc import GcReport
     from zarrlake.lifecycle.metastore_copy import CopyReport
+    from zarrlake.pulls import PullRequest
     from zarrlake.session import Session
     from zarrlake.vc.policies import ConflictPolicy, FastForward, IsolationLevel
     from zarrlake.zarr_store import SessionStore
@@ -564,6 +565,7 @@ class Repo:
             If `expire` dropped the history the two share.
         """
         check_ref_name(into, "branch")
+        Protection(self._ctx.meta, self._ctx.refs.partition).check_merge(into)
         src = self.resolve(source)
         text = message if message is not None else f"Merge {source} into {into}"
         with keeping(self._ctx, [src]):
@@ -621,27 +623,43 @@ class Repo:
         return Commit.from_record(cid, self._ctx.objects.read_commit(cid))
 
     def protect_branch(
-        self, name_or_glob: str, *, allow_direct_commits: bool = False, allow_delete: bool = False
+        self,
+        name_or_glob: str,
+        *,
+        allow_direct_commits: bool = False,
+        allow_delete: bool = False,
+        require_pull_request: bool = False,
+        required_approvals: int = 0,
+        dismiss_stale_approvals: bool = False,
     ) -> None:
         """Protect branches matching a name or glob: sessions cannot commit to them directly
-        (merge instead) unless allowed, and they cannot be deleted unless allowed."""
+        (merge instead) unless allowed, and they cannot be deleted unless allowed.
+
+        With `require_pull_request`, a direct `merge` into them is refused too: only a pull
+        request's merge lands there. `required_approvals` is how many approvals a pull request
+        into them needs; `dismiss_stale_approvals` makes approvals given before the source
+        branch last moved stop counting."""
         Protection(self._ctx.meta, self._ctx.refs.partition).protect(
-            name_or_glob, allow_direct_commits=allow_direct_commits, allow_delete=allow_delete
+            name_or_glob,
+            allow_direct_commits=allow_direct_commits,
+            allow_delete=allow_delete,
+            require_pull_request=require_pull_request,
+            required_approvals=required_approvals,
+            dismiss_stale_approvals=dismiss_stale_approvals,
         )
 
     def unprotect_branch(self, name_or_glob: str) -> None:
         """Remove the protection rule for `name_or_glob`; NotFoundError if there is none."""
         Protection(self._ctx.meta, self._ctx.refs.partition).unprotect(name_or_glob)
 
-    def protected_branches(self) -> dict[str, dict[str, bool]]:
-        """Protection rules by pattern: {pattern: {allow_direct_commits, allow_delete}}."""
-        return {
-            r.pattern: {
-                "allow_direct_commits": r.allow_direct_commits,
-                "allow_delete": r.allow_delete,
-            }
-            for r in Protection(self._ctx.meta, self._ctx.refs.partition).rules()
-        }
+    def protected_branches(self) -> dict[str, dict[str, bool | int]]:
+        """Protection rules by pattern: {pattern: {allow_direct_commits, allow_delete}}, plus
+        require_pull_request, required_approvals and dismiss_stale_approvals where a rule
+        sets them."""
+        out: dict[str, dict[str, bool | int]] = {}
+        for r in Protection(self._ctx.meta, self._ctx.refs.partition).rules():
+            out[r.pattern] = {k: v for k, v in r.to_json().items() if k != "pattern"}
+        return out
 
     def add_virtual_source(self, prefix: str) -> None:
         """Allow virtual chunk references under `prefix` (`file:///dir`, `s3://bucket/dir`)."""
@@ -724,3 +742,60 @@ class Repo:
         from zarrlake.lifecycle.metastore_copy import copy_metastore
 
         return copy_metastore(self._ctx, to, switch, replace)
+
+    # pull requests (zarrlake.pulls) -----------------------------------------------------------
+
+    def create_pull_request(
+        self,
+        source: str,
+        target: str = "main",
+        *,
+        title: str | None = None,
+        description: str = "",
+        author: str | None = None,
+    ) -> PullRequest:
+        """Open a pull request of branch `source` into branch `target`.
+
+        Parameters
+        ----------
+        source, target
+            Existing, different branches.
+        title
+            Default: "Merge SOURCE into TARGET".
+        description, author
+            Free text, and who opens it (a name; there is no authentication).
+
+        Returns
+        -------
+        PullRequest
+            The open pull request, with the next id (1, 2, ...).
+
+        Raises
+        ------
+        InvalidInputError
+            If `source` and `target` are the same, or either is not a branch.
+        PullRequestError
+            If a pull request of `source` into `target` is open already.
+
+        Examples
+        --------
+        >>> pr = repo.create_pull_request("ingest/day1", "main", title="Day 1", author="bot")
+        >>> pr.approve(by="alice")  # doctest: +SKIP
+        >>> pr.merge(by="alice")  # doctest: +SKIP
+        """
+        from zarrlake.pulls import create
+
+        return create(self, source, target, title, description, author)
+
+    def pull_request(self, pr_id: int | str) -> PullRequest:
+        """The pull request numbered `pr_id` (12, "12" or "#12"); NotFoundError if none."""
+        from zarrlake.pulls import PullRequest, records_of
+        from zarrlake.vc.pulls import parse_id
+
+        return PullRequest(self, records_of(self).get(parse_id(pr_id))[0])
+
+    def list_pull_requests(self, state: str | None = "open") -> list[PullRequest]:
+        """Pull requests in `state` ("open", "merging", "merged", "closed"; None: all), by id."""
+        from zarrlake.pulls import PullRequest, records_of
+
+        return [PullRequest(self, rec) for rec in records_of(self).list(state)]
