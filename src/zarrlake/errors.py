@@ -193,3 +193,16 @@ class ConflictError(ZarrLakeError):
         self.conflicts = list(conflicts)
         lines = "; ".join(str(c) for c in self.conflicts)
         super().__init__(message or f"commit conflicts with concurrent changes: {lines}")
+
+
+class ChecksFailedError(ZarrLakeError):
+    """A check guarding a branch failed on the proposed commit: the commit, merge, revert
+    or reset was refused and the branch left untouched (a session stays open, to fix and
+    commit again). `results` holds the failing CheckResults (zarrlake.checks)."""
+
+    def __init__(self, message: str, results: list | None = None) -> None:
+        super().__init__(message)
+        self.results = list(results or [])
+
+    def __reduce__(self) -> tuple[object, ...]:  # crosses processes (Spark, Dask) whole
+        return (type(self), (str(self), self.results))
