@@ -8,6 +8,7 @@ from zarrlake.errors import (
     AlreadyExistsError,
     BackendError,
     CASFailedError,
+    ChecksFailedError,
     CommitTimeoutError,
     ConfigurationError,
     Conflict,
@@ -71,6 +72,7 @@ __all__ = [
     "AlreadyExistsError",
     "BackendError",
     "CASFailedError",
+    "ChecksFailedError",
     "CommitTimeoutError",
     "ConfigurationError",
     "Conflict",
@@ -105,6 +107,8 @@ def __getattr__(name: str) -> Any:
         value = getattr(_importlib.import_module(_LAZY[name]), name)
         globals()[name] = value
         return value
+    if name == "checks":  # the check kinds (zarrlake.checks), loaded on first use
+        return _importlib.import_module("zarrlake.checks")
     if name in ("spark", "virtual"):  # imports pyspark / virtualizarr
         return _importlib.import_module(f"zarrlake.{name}")
     raise AttributeError(f"module 'zarrlake' has no attribute {name!r}")

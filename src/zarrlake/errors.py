@@ -195,6 +195,19 @@ class ConflictError(ZarrLakeError):
         super().__init__(message or f"commit conflicts with concurrent changes: {lines}")
 
 
+class ChecksFailedError(ZarrLakeError):
+    """A check guarding a branch failed on the proposed commit: the commit, merge, revert
+    or reset was refused and the branch left untouched (a session stays open, to fix and
+    commit again). `results` holds the failing CheckResults (zarrlake.checks)."""
+
+    def __init__(self, message: str, results: list | None = None) -> None:
+        super().__init__(message)
+        self.results = list(results or [])
+
+    def __reduce__(self) -> tuple[object, ...]:  # crosses processes (Spark, Dask) whole
+        return (type(self), (str(self), self.results))
+
+
 class PullRequestError(ZarrLakeError):
     """A pull request action was refused: the pull request is not open, or its merge is
     blocked (see the subclasses), or it names branches that cannot be used."""

@@ -12,7 +12,6 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
-from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
 
 from zarrlake import crashpoints
@@ -33,6 +32,7 @@ from zarrlake.vc.refs import BRANCH
 
 if TYPE_CHECKING:
     from zarrlake.repo import Repo
+    from zarrlake.vc.checks.run import CheckResult
 
 __all__ = ["PullRequest"]
 
@@ -48,17 +48,7 @@ def _protection(repo: Repo) -> Protection:
 
 def guarding_checks(repo: Repo, branch: str) -> list[str]:
     """The names of the checks that guard `branch` (the ones its pull requests must pass)."""
-    listing: Callable[[], Any] | None = getattr(repo, "list_checks", None)
-    if listing is None:
-        return []
-    out = []
-    for check in listing():
-        patterns = getattr(check, "branches", None) or ()
-        if isinstance(patterns, str):
-            patterns = (patterns,)
-        if any(fnmatchcase(branch, p) for p in patterns):
-            out.append(check.name)
-    return out
+    return [rule.name for rule in repo.list_checks() if rule.guards(branch)]
 
 
 def merged_at(repo: Repo, target: str, head: str) -> str | None:
@@ -237,17 +227,17 @@ class PullRequest:
         return self._policy()[0]
 
     @property
-    def checks(self) -> list[Any]:
+    def checks(self) -> list[CheckResult]:
         """The results of the checks guarding the target, run on the source's current head
         against its merge base with the target (`Repo.run_checks`); [] when none guard it."""
         return self._checks(self.source_head)
 
-    def _checks(self, head: str) -> list[Any]:
+    def _checks(self, head: str) -> list[CheckResult]:
         names = guarding_checks(self._repo, self._rec.target)
         if not names:
             return []
         base = self._repo.merge_base(self._rec.target, head)
-        return list(self._repo.run_checks(head, base=base, names=names))  # type: ignore[attr-defined]
+        return self._repo.run_checks(head, base=base, names=names)
 
     def blockers(self) -> list[str]:
         """Why a merge would be refused now, one line each ([] when it may merge)."""
@@ -412,9 +402,12 @@ class PullRequest:
         return commit
 
 
-def _located(result: Any) -> dict:
-    """The chunk coordinates a check result reports, if it reports any ({path: [coords]})."""
-    chunks = getattr(result, "chunks", None)
-    if not chunks:
+def _located(result: CheckResult) -> dict:
+    """The array and a few failing chunk coordinates a check result reports, if any."""
+    if not result.chunks or result.array is None:
         return {}
-    return {"chunks": {str(p): [list(c) for c in cs] for p, cs in dict(chunks).items()}}
+    return {
+        "array": result.array,
+        "chunks": [list(c) for c in result.chunks],
+        "failing": result.failing,
+    }

@@ -46,6 +46,9 @@ if TYPE_CHECKING:
     from zarrlake.lifecycle.metastore_copy import CopyReport
     from zarrlake.pulls import PullRequest
     from zarrlake.session import Session
+    from zarrlake.vc.checks.kinds import Check
+    from zarrlake.vc.checks.rules import CheckRule
+    from zarrlake.vc.checks.run import CheckResult
     from zarrlake.vc.policies import ConflictPolicy, FastForward, IsolationLevel
     from zarrlake.zarr_store import SessionStore
 
@@ -522,12 +525,14 @@ class Repo:
 
     # merge, revert, reset, blame, protection (zarrlake.vc.merge and friends) --------------
 
-    def _history(self):
+    def _history(self, what: str = "move"):
+        from zarrlake.txn.checks import branch_gate
         from zarrlake.txn.commit import settle_before_reset
 
         ctx = self._ctx
         settle = lambda branch, head: settle_before_reset(ctx, branch, head)  # noqa: E731
-        return History(ctx.objects, ctx.refs, ctx.settings.commit_timeout, settle)
+        gate = branch_gate(ctx, what)  # the branch's checks, on the commit it would get
+        return History(ctx.objects, ctx.refs, ctx.settings.commit_timeout, settle, gate)
 
     def merge(
         self,
@@ -569,7 +574,7 @@ class Repo:
         src = self.resolve(source)
         text = message if message is not None else f"Merge {source} into {into}"
         with keeping(self._ctx, [src]):
-            return self._history().merge(
+            return self._history("merge").merge(
                 src,
                 into,
                 message=text,
@@ -604,7 +609,7 @@ class Repo:
         check_ref_name(branch, "branch")
         target = self.resolve(commit)
         with keeping(self._ctx, [target]):
-            return self._history().revert(
+            return self._history("revert").revert(
                 target, branch, message=message, author=author, allow_empty=allow_empty
             )
 
@@ -615,7 +620,7 @@ class Repo:
         want = self.resolve(expected) if expected is not None else None
         target = self.resolve(to)
         with keeping(self._ctx, [target]):
-            return self._history().reset(branch, target, want)
+            return self._history("reset").reset(branch, target, want)
 
     def blame(self, array_path: str, chunk_coords: tuple[int, ...], ref: str = "main") -> Commit:
         """The commit that last wrote chunk `chunk_coords` of `array_path` at `ref`."""
@@ -668,6 +673,84 @@ class Repo:
     def virtual_sources(self) -> list[str]:
         """The URL prefixes virtual chunk references may point into."""
         return VirtualSources(self._ctx.meta, self._ctx.refs.partition).prefixes()
+
+    # checks (zarrlake.checks) -------------------------------------------------------------
+
+    def add_check(
+        self, name: str, check: Check, branches: str | tuple[str, ...] | list[str] = ("main",)
+    ) -> CheckRule:
+        """Declare check `name`: `check` (a zarrlake.checks kind) guards the branches
+        matching `branches` (names or globs). Every commit, merge, revert or reset onto
+        such a branch runs it first on the proposed commit, and ChecksFailedError refuses
+        the move when it fails.
+
+        Raises
+        ------
+        InvalidInputError
+            If the name is malformed or taken, or the check is not a check kind.
+        NotFoundError
+            If a Custom check names an entry point that is not installed.
+
+        Examples
+        --------
+        >>> from zarrlake.checks import ValueRange
+        >>> repo.add_check("t-range", ValueRange("t", min=-90, max=60))  # doctest: +SKIP
+        """
+        from zarrlake.vc.checks import custom
+        from zarrlake.vc.checks.kinds import Custom
+        from zarrlake.vc.checks.rules import CheckRules
+
+        if isinstance(check, Custom):
+            custom.load(check.entry_point)  # a clear error now, not at the next commit
+        return CheckRules(self._ctx.meta, self._ctx.refs.partition).add(name, check, branches)
+
+    def list_checks(self) -> list[CheckRule]:
+        """The declared checks, by name (each with `.name`, `.check`, `.branches`)."""
+        from zarrlake.vc.checks.rules import CheckRules
+
+        return CheckRules(self._ctx.meta, self._ctx.refs.partition).rules()
+
+    def remove_check(self, name: str) -> None:
+        """Remove check `name`; NotFoundError if there is none."""
+        from zarrlake.vc.checks.rules import CheckRules
+
+        CheckRules(self._ctx.meta, self._ctx.refs.partition).remove(name)
+
+    def run_checks(
+        self,
+        ref: str,
+        base: str | None = None,
+        names: list[str] | tuple[str, ...] | None = None,
+        *,
+        reuse: bool = True,
+    ) -> list[CheckResult]:
+        """Run every declared check (or those `names`), whatever branches they guard, on
+        the change from `base` (default: `ref`'s first parent) to `ref`. Results are
+        recorded against that (commit, base) pair and reused for it (`reuse=False`
+        computes them again); a result for another commit never counts.
+
+        Returns
+        -------
+        list of CheckResult
+            One per check: `.name`, `.passed`, `.message`, `.array`, `.chunks` (a few
+            failing chunk coordinates), `.failing` (their count), `.commit`, `.base`.
+        """
+        from zarrlake.txn.checks import run_checks
+        from zarrlake.vc.checks.rules import CheckRules
+
+        commit = self.resolve(ref)
+        if base is None:
+            parents = self._ctx.objects.read_commit(commit).parents
+            if not parents:
+                raise InvalidInputError(
+                    f"commit {commit[:12]} has no parent: give the base to check it against"
+                )
+            base_id = parents[0]
+        else:
+            base_id = self.resolve(base)
+        rules_ = CheckRules(self._ctx.meta, self._ctx.refs.partition)
+        chosen = rules_.named(list(names)) if names is not None else rules_.rules()
+        return run_checks(self._ctx, chosen, commit, base_id, reuse)
 
     def gc(
         self,
