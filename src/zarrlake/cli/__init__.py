@@ -22,6 +22,7 @@ from zarrlake.cli import (
     history,
     lifecycle,
     metastore,
+    pulls,
     sessions,
     ui,
     virtual,
@@ -140,6 +141,7 @@ lifecycle.register(app)
 metastore.register(app)
 ui.register(app)
 virtual.register(app)
+pulls.register(app)
 
 _GLOBAL_VALUED = {
     "-r",
