@@ -568,6 +568,9 @@ class Repo:
             If both sides changed a chunk (or node) differently and `on_conflict` is "fail".
         ExpiredHistoryError
             If `expire` dropped the history the two share.
+        ProtectedBranchError
+            If a protection rule requires pull requests into `into` (merge one instead:
+            `create_pull_request`).
         """
         check_ref_name(into, "branch")
         Protection(self._ctx.meta, self._ctx.refs.partition).check_merge(into)
