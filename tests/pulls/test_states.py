@@ -115,3 +115,20 @@ def test_ids_are_numbers_and_bad_input_is_named(repo: zl.Repo) -> None:
     with pytest.raises(zl.InvalidInputError, match="comment must not be empty"):
         a.comment("  ")
     assert [p.id for p in repo.list_pull_requests()] == [1, 2, 3]
+
+
+def test_pull_requests_move_with_the_metastore(tmp_path) -> None:
+    """The refs partition is copied whole, pull requests and their id counter with it."""
+    repo = zl.Repo.create(tmp_path / "repo")
+    repo.create_branch("day1")
+    s = repo.create_session("day1")
+    s.write("note.txt", b"day 1")  # any change will do
+    s.commit("day 1")
+    pr = repo.create_pull_request("day1", title="Day 1", author="ingest")
+    pr.approve(by="alice").comment("ok", by="alice")
+    target = f"sqlite:///{tmp_path / 'moved.db'}"
+    repo.copy_metastore(target, switch=False)
+    moved = zl.Repo.open(tmp_path / "repo", metastore=target)
+    assert moved.pull_request(pr.id).to_json() == pr.to_json()
+    assert moved.create_pull_request("main", "day1").id == 2
+    moved.close()
