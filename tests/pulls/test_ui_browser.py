@@ -86,6 +86,7 @@ def test_header_to_pull_requests_to_one_to_its_source_head(
     assert "a check failed here" in failing[0].find_element(By.TAG_NAME, "title").get_attribute(
         "textContent"
     )
+    b.execute_script("arguments[0].scrollIntoView()", b.find_element(By.ID, "blockers"))
     shoot(b, tmp_path, "pull-request.png")
 
     b.find_element(By.CSS_SELECTOR, "#pull a.commit-link").click()
