@@ -100,7 +100,8 @@ def test_a_commit_rebuilt_on_a_moved_head_is_checked_again(repo, monkeypatch):
     (failed,) = info.value.results
     assert failed.base == moved[1] and failed.commit != base
     first = [
-        r for r in zl.Repo.open(repo.spec.location).context.meta.scan(
+        r
+        for r in zl.Repo.open(repo.spec.location).context.meta.scan(
             repo.context.refs.partition, prefix=b"checkresult/"
         )
         if r[0].decode().split("/")[2] == base
@@ -174,7 +175,8 @@ def test_a_check_guarding_another_branch_adds_no_metastore_round_trip(repo):
 def test_checks_read_only_the_chunks_the_change_touches(tmp_path):
     repo = zl.Repo.create(tmp_path / "r")
     s = repo.create_session()
-    zarr.create_array(s.store, name="a", shape=(2000,), chunks=(1,), dtype="f8")[:] = np.arange(2000)
+    a = zarr.create_array(s.store, name="a", shape=(2000,), chunks=(1,), dtype="f8")
+    a[:] = np.arange(2000)
     s.commit("2000 chunks")
     repo.add_check("range", ValueRange("a", 0, 1e6), branches=("nowhere",))
     repo.add_check("mono", Monotonic("a"), branches=("nowhere",))
