@@ -28,6 +28,7 @@ EXAMPLES = [
     ("docs/how-to/deployment.md", "python", "Many machines with PostgreSQL"),
     ("docs/how-to/deployment.md", "sh", "Many machines with PostgreSQL"),
     ("docs/how-to/lifecycle.md", "python", "Garbage collection and expiry"),
+    ("docs/how-to/checks.md", "python", "Checks"),
     ("docs/how-to/multiprocessing.md", "python", "Multiprocessing and orchestrators"),
     ("docs/how-to/spark.md", "python", "Spark"),
     (
@@ -181,3 +182,14 @@ def test_the_deployment_examples_run_with_their_placeholders_filled_in(
     )
     assert res.returncode == 0, res.stderr
     assert "Repository initialized" in res.stdout
+
+
+def test_the_checks_how_to_runs_as_written(tmp_path):
+    res = run_script(snippet("docs/how-to/checks.md", "Checks"), tmp_path)
+    lines = res.stdout.strip().splitlines()
+    assert lines[0] == "['cf-attrs', 't2m-range', 't2m-schema', 'time-steps']"
+    assert "t2m-range False" in res.stdout and "at chunk (4, 0)" in res.stdout
+    assert lines[-2:] == ["t2m-range [(4, 0)]", "day 5, fixed"]
+    repo = zl.Repo.open(tmp_path / "checks-demo")
+    assert [r.passed for r in repo.run_checks("main")] == [True] * 4
+    repo.close()
