@@ -62,7 +62,7 @@ def change(engine: Any, path: str, p: dict) -> dict:
     import zarrlake as zl
 
     n, reps = p["checks_chunks"], p["checks_reps"]
-    repo = zl.Repo.create(path)
+    repo = zl.Repo.create(f"{path}/change")  # the group's steps share `path`
     s = repo.create_session()
     arr = zarr.create_array(
         s.store, name="v", shape=(n, ROW), chunks=(1, ROW), dtype="f8",
@@ -105,6 +105,7 @@ def one(engine: Any, path: str, p: dict) -> dict:
     import zarrlake as zl
 
     n, reps = p["checks_big"], p["checks_reps"]
+    path = f"{path}/one"  # the group's steps share the directory
     repo = zl.Repo.create(path)
     s = repo.create_session()
     zarr.create_array(
