@@ -103,6 +103,7 @@ def run_rules(
         view = make_view()
         outcomes = evaluate(todo, view)
         read = int(getattr(view, "chunk_reads", 0))
+        computed = []
         for rule in todo:
             o = outcomes[rule.name]
             res = CheckResult(
@@ -117,8 +118,9 @@ def run_rules(
                 o.failing,
                 chunks_read=read,
             )
-            results.put(commit, base, rule, res.to_json())
+            computed.append((rule, res.to_json()))
             found[rule.name] = res
+        results.put(commit, base, computed)
     return [found[r.name] for r in rules]
 
 
