@@ -28,6 +28,7 @@ EXAMPLES = [
     ("docs/how-to/deployment.md", "python", "Many machines with PostgreSQL"),
     ("docs/how-to/deployment.md", "sh", "Many machines with PostgreSQL"),
     ("docs/how-to/lifecycle.md", "python", "Garbage collection and expiry"),
+    ("docs/how-to/checks.md", "python", "Checks"),
     ("docs/how-to/multiprocessing.md", "python", "Multiprocessing and orchestrators"),
     ("docs/how-to/pull-requests.md", "python", "The daily flow"),
     ("docs/how-to/pull-requests.md", "sh", "From the command line"),
@@ -208,4 +209,15 @@ def test_the_pull_request_flow_runs_then_a_reviewer_merges_from_the_command_line
     repo = zl.Repo.open(tmp_path / "pr-repo")
     assert [p.id for p in repo.list_pull_requests("merged")] == [1, 2]
     assert repo.log(limit=1)[0].message.startswith("Merge pull request #2 from ingest/day-002")
+    repo.close()
+
+
+def test_the_checks_how_to_runs_as_written(tmp_path):
+    res = run_script(snippet("docs/how-to/checks.md", "Checks"), tmp_path)
+    lines = res.stdout.strip().splitlines()
+    assert lines[0] == "['cf-attrs', 't2m-range', 't2m-schema', 'time-steps']"
+    assert "t2m-range False" in res.stdout and "at chunk (4, 0)" in res.stdout
+    assert lines[-2:] == ["t2m-range [(4, 0)]", "day 5, fixed"]
+    repo = zl.Repo.open(tmp_path / "checks-demo")
+    assert [r.passed for r in repo.run_checks("main")] == [True] * 4
     repo.close()

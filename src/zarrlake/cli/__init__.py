@@ -18,6 +18,7 @@ import typer
 from zarrlake.cli import (
     admin,
     branches,
+    checks,
     data,
     history,
     lifecycle,
@@ -141,6 +142,7 @@ lifecycle.register(app)
 metastore.register(app)
 ui.register(app)
 virtual.register(app)
+checks.register(app)
 pulls.register(app)
 
 _GLOBAL_VALUED = {

@@ -69,8 +69,11 @@ class _Pinned:
         return self.overlay.exists(key)
 
     def peek(self, key: str) -> tuple[bool, bytes | None]:
-        """The answer for `key` when it needs no I/O."""
-        return self.overlay.peek(key)
+        """The answer for `key` when it needs no I/O (an inline chunk: counted)."""
+        answered, data = self.overlay.peek(key)
+        if answered and data is not None:
+            self.counter.add(key)
+        return answered, data
 
     def list_prefix(self, prefix: str = "") -> list[str]:
         """Keys under `prefix` at the commit."""

@@ -298,7 +298,7 @@ class Monotonic(Check):
                 else:
                     wrong |= steps != self.step
             for i in np.flatnonzero(wrong).tolist():
-                bad.add(((lo + i + 1) // size,))
+                bad.add((min(max((lo + i + 1) // size, first), last),))  # a changed one
         if bad:
             what = "strictly increasing" + (f" by {self.step:g}" if self.step else "")
             return _failed(Outcome.fail("", self.coord, list(bad)), f"not {what}")

@@ -179,10 +179,17 @@ class CheckResults:
         doc = json.loads(got[0])
         return doc if doc.get("fingerprint") == rule.fingerprint else None
 
-    def put(self, commit: str, base: str, rule: CheckRule, doc: dict) -> None:
-        """Record a result (the last one computed wins: each is the rule's own answer)."""
-        value = json.dumps({**doc, "fingerprint": rule.fingerprint}).encode()
-        self.meta.set_many(self.partition, [(self._key(commit, base, rule.name), value)])
+    def put(self, commit: str, base: str, computed: list[tuple[CheckRule, dict]]) -> None:
+        """Record results, in one write (the last computed wins: each is its rule's answer)."""
+        items = [
+            (
+                self._key(commit, base, rule.name),
+                json.dumps({**doc, "fingerprint": rule.fingerprint}).encode(),
+            )
+            for rule, doc in computed
+        ]
+        if items:
+            self.meta.set_many(self.partition, items)
 
     def for_pair(self, commit: str, base: str) -> dict[str, dict]:
         """Check name -> result recorded for this pair (one scan)."""

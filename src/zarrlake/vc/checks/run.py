@@ -30,6 +30,8 @@ class CheckResult:
     failing: int = 0
     reused: bool = False
     """Read back from the results recorded for this pair, not computed again."""
+    chunks_read: int = 0
+    """Chunks the run that computed it read (shared by the checks computed together)."""
 
     def to_json(self) -> dict:
         """The result as recorded and printed."""
@@ -98,7 +100,10 @@ def run_rules(
                 found[rule.name] = CheckResult.from_json(doc, reused=True)
     todo = [r for r in rules if r.name not in found]
     if todo:
-        outcomes = evaluate(todo, make_view())
+        view = make_view()
+        outcomes = evaluate(todo, view)
+        read = int(getattr(view, "chunk_reads", 0))
+        computed = []
         for rule in todo:
             o = outcomes[rule.name]
             res = CheckResult(
@@ -111,9 +116,11 @@ def run_rules(
                 o.array if o.array is not None else rule.check.array_name,
                 list(o.chunks),
                 o.failing,
+                chunks_read=read,
             )
-            results.put(commit, base, rule, res.to_json())
+            computed.append((rule, res.to_json()))
             found[rule.name] = res
+        results.put(commit, base, computed)
     return [found[r.name] for r in rules]
 
 
