@@ -3,6 +3,8 @@ comments and reviews as stored, and bad input named."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import zarrlake as zl
@@ -132,3 +134,19 @@ def test_pull_requests_move_with_the_metastore(tmp_path) -> None:
     assert moved.pull_request(pr.id).to_json() == pr.to_json()
     assert moved.create_pull_request("main", "day1").id == 2
     moved.close()
+
+
+def test_records_written_by_a_later_version_still_load(repo: zl.Repo) -> None:
+    pr = repo.create_pull_request("day1", author="ingest")
+    pr.comment("first", by="alice").approve(by="bob")
+    ctx = repo.context
+    doc = json.loads(ctx.meta.get(ctx.refs.partition, b"pr/1")[0])
+    doc["labels"] = ["daily"]
+    doc["comments"][0]["reactions"] = {"+1": 2}
+    doc["reviews"][0]["signed"] = True
+    ctx.meta.set(ctx.refs.partition, b"pr/1", json.dumps(doc).encode())
+    seen = repo.pull_request(1)
+    assert [c.text for c in seen.comments] == ["first"] and seen.approvals == ["bob"]
+    seen.comment("second", by="alice")  # a later version's fields are written back as read
+    stored = json.loads(ctx.meta.get(ctx.refs.partition, b"pr/1")[0])
+    assert stored["labels"] == ["daily"] and len(stored["comments"]) == 2

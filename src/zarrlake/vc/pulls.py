@@ -109,10 +109,10 @@ class PullRecord:
         doc = json.loads(data)
         known = {f.name for f in fields(cls)} - {"extra"}
         kept = {k: v for k, v in doc.items() if k in known}
-        kept["comments"] = tuple(Comment(**c) for c in kept.get("comments", ()))
-        kept["reviews"] = tuple(Review(**r) for r in kept.get("reviews", ()))
+        kept["comments"] = tuple(_known(Comment, c) for c in kept.get("comments", ()))
+        kept["reviews"] = tuple(_known(Review, r) for r in kept.get("reviews", ()))
         if kept.get("merging") is not None:
-            kept["merging"] = Merging(**kept["merging"])
+            kept["merging"] = _known(Merging, kept["merging"])
         return cls(**kept, extra={k: v for k, v in doc.items() if k not in known})
 
     def standing_reviews(self) -> dict[str, Review]:
@@ -150,6 +150,12 @@ class PullRecord:
         for who in self.requesting_changes():
             out.append(f"{who} requested changes (they must approve before it merges)")
         return out
+
+
+def _known[T](cls: type[T], doc: dict) -> T:
+    """`cls` from a stored dict, leaving out fields a later version added."""
+    names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+    return cls(**{k: v for k, v in doc.items() if k in names})
 
 
 def check_text(value: object, what: str, *, empty: bool = True) -> str:
