@@ -90,6 +90,7 @@ GROUP_MODULES: tuple[str, ...] = (
     "benchmarks.bucket",
     "benchmarks.virtual",
     "benchmarks.shard",
+    "benchmarks.checks",
 )
 """Modules that add groups: each has `groups(cfg) -> list[Group]` and may have `SIZES`
 ({"full": {...}, "quick": {...}}, merged into the configuration) and `NOTE` (a line under

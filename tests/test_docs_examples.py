@@ -28,7 +28,10 @@ EXAMPLES = [
     ("docs/how-to/deployment.md", "python", "Many machines with PostgreSQL"),
     ("docs/how-to/deployment.md", "sh", "Many machines with PostgreSQL"),
     ("docs/how-to/lifecycle.md", "python", "Garbage collection and expiry"),
+    ("docs/how-to/checks.md", "python", "Checks"),
     ("docs/how-to/multiprocessing.md", "python", "Multiprocessing and orchestrators"),
+    ("docs/how-to/pull-requests.md", "python", "The daily flow"),
+    ("docs/how-to/pull-requests.md", "sh", "From the command line"),
     ("docs/how-to/spark.md", "python", "Spark"),
     (
         "docs/how-to/virtual.md",
@@ -181,3 +184,40 @@ def test_the_deployment_examples_run_with_their_placeholders_filled_in(
     )
     assert res.returncode == 0, res.stderr
     assert "Repository initialized" in res.stdout
+
+
+def test_the_pull_request_flow_runs_then_a_reviewer_merges_from_the_command_line(tmp_path):
+    page = "docs/how-to/pull-requests.md"
+    res = run_script(snippet(page, "The daily flow"), tmp_path)
+    assert res.stdout.split("\n")[:7] == [
+        "[('t2m-range', False)]",
+        "2 reasons",
+        "[('t2m-range', True)]",
+        "merged True",
+        "[12.5 13.  12.  11. ]",
+        "refused: True",
+        "2",
+    ]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ZARRLAKE_")}
+    env["PATH"] = f"{VENV_BIN}:{env['PATH']}"
+    shell = snippet(page, "From the command line", kind="sh")
+    res = subprocess.run(
+        ["bash", "-ec", shell], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert res.returncode == 0, res.stderr
+    assert "refused" in res.stdout and "1 approval(s) required, 0 given" in res.stderr
+    repo = zl.Repo.open(tmp_path / "pr-repo")
+    assert [p.id for p in repo.list_pull_requests("merged")] == [1, 2]
+    assert repo.log(limit=1)[0].message.startswith("Merge pull request #2 from ingest/day-002")
+    repo.close()
+
+
+def test_the_checks_how_to_runs_as_written(tmp_path):
+    res = run_script(snippet("docs/how-to/checks.md", "Checks"), tmp_path)
+    lines = res.stdout.strip().splitlines()
+    assert lines[0] == "['cf-attrs', 't2m-range', 't2m-schema', 'time-steps']"
+    assert "t2m-range False" in res.stdout and "at chunk (4, 0)" in res.stdout
+    assert lines[-2:] == ["t2m-range [(4, 0)]", "day 5, fixed"]
+    repo = zl.Repo.open(tmp_path / "checks-demo")
+    assert [r.passed for r in repo.run_checks("main")] == [True] * 4
+    repo.close()

@@ -8,6 +8,7 @@ from zarrlake.errors import (
     AlreadyExistsError,
     BackendError,
     CASFailedError,
+    ChecksFailedError,
     CommitTimeoutError,
     ConfigurationError,
     Conflict,
@@ -20,6 +21,9 @@ from zarrlake.errors import (
     NoChangesError,
     NotFoundError,
     ProtectedBranchError,
+    PullRequestBlockedError,
+    PullRequestError,
+    PullRequestNotOpenError,
     ReadOnlyError,
     SessionClosedError,
     SessionError,
@@ -41,6 +45,7 @@ _LAZY = {
     "SessionInfo": "zarrlake.repo",
     "Session": "zarrlake.session",
     "Diff": "zarrlake.vc.diff",
+    "PullRequest": "zarrlake.pulls",
     "SessionStore": "zarrlake.zarr_store",
 }
 """Public names whose modules import zarr and numpy: loaded on first use, so a command line
@@ -54,6 +59,7 @@ if TYPE_CHECKING:  # what type checkers see of the lazy names; nothing is import
 
     from zarrlake import spark as spark
     from zarrlake import virtual as virtual
+    from zarrlake.pulls import PullRequest as PullRequest
     from zarrlake.repo import Commit as Commit
     from zarrlake.repo import Repo as Repo
     from zarrlake.repo import RepoStats as RepoStats
@@ -66,6 +72,7 @@ __all__ = [
     "AlreadyExistsError",
     "BackendError",
     "CASFailedError",
+    "ChecksFailedError",
     "CommitTimeoutError",
     "ConfigurationError",
     "Conflict",
@@ -78,6 +85,9 @@ __all__ = [
     "NoChangesError",
     "NotFoundError",
     "ProtectedBranchError",
+    "PullRequestBlockedError",
+    "PullRequestError",
+    "PullRequestNotOpenError",
     "ReadOnlyError",
     "SessionClosedError",
     "SessionError",
@@ -97,6 +107,8 @@ def __getattr__(name: str) -> Any:
         value = getattr(_importlib.import_module(_LAZY[name]), name)
         globals()[name] = value
         return value
+    if name == "checks":  # the check kinds (zarrlake.checks), loaded on first use
+        return _importlib.import_module("zarrlake.checks")
     if name in ("spark", "virtual"):  # imports pyspark / virtualizarr
         return _importlib.import_module(f"zarrlake.{name}")
     raise AttributeError(f"module 'zarrlake' has no attribute {name!r}")

@@ -32,6 +32,11 @@ FLUSH_POINTS = (
     "after_fragment_upload",  # a flush's fragment object written, not yet registered
 )
 
+PULL_REQUEST_POINTS = (
+    "pr_after_merging",  # pull request record "merging", target not merged yet
+    "pr_after_merge",  # merge landed on the target, record not yet "merged"
+)
+
 WAIT_POINT = "writer_waits_for_sweep"
 """Reached on every poll of a writer or commit waiting for a garbage-collection sweep to end
 (tests watch it; crashing there is no different from crashing before the write)."""

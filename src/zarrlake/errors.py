@@ -193,3 +193,37 @@ class ConflictError(ZarrLakeError):
         self.conflicts = list(conflicts)
         lines = "; ".join(str(c) for c in self.conflicts)
         super().__init__(message or f"commit conflicts with concurrent changes: {lines}")
+
+
+class ChecksFailedError(ZarrLakeError):
+    """A check guarding a branch failed on the proposed commit: the commit, merge, revert
+    or reset was refused and the branch left untouched (a session stays open, to fix and
+    commit again). `results` holds the failing CheckResults (zarrlake.checks)."""
+
+    def __init__(self, message: str, results: list | None = None) -> None:
+        super().__init__(message)
+        self.results = list(results or [])
+
+    def __reduce__(self) -> tuple[object, ...]:  # crosses processes (Spark, Dask) whole
+        return (type(self), (str(self), self.results))
+
+
+class PullRequestError(ZarrLakeError):
+    """A pull request action was refused: the pull request is not open, or its merge is
+    blocked (see the subclasses), or it names branches that cannot be used."""
+
+
+class PullRequestNotOpenError(PullRequestError):
+    """The pull request is merged, closed or being merged, so this action cannot run now."""
+
+
+class PullRequestBlockedError(PullRequestError):
+    """A merge was refused: a required check fails, approvals are missing or a reviewer's
+    "request changes" stands. `reasons` lists each, one line apiece."""
+
+    def __init__(self, message: str, reasons: list[str]) -> None:
+        super().__init__(message)
+        self.reasons = list(reasons)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (str(self), self.reasons))

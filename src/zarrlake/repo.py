@@ -44,7 +44,11 @@ if TYPE_CHECKING:
     from zarrlake.lifecycle.expire import ExpireReport
     from zarrlake.lifecycle.gc import GcReport
     from zarrlake.lifecycle.metastore_copy import CopyReport
+    from zarrlake.pulls import PullRequest
     from zarrlake.session import Session
+    from zarrlake.vc.checks.kinds import Check
+    from zarrlake.vc.checks.rules import CheckRule
+    from zarrlake.vc.checks.run import CheckResult
     from zarrlake.vc.policies import ConflictPolicy, FastForward, IsolationLevel
     from zarrlake.zarr_store import SessionStore
 
@@ -521,12 +525,14 @@ class Repo:
 
     # merge, revert, reset, blame, protection (zarrlake.vc.merge and friends) --------------
 
-    def _history(self):
+    def _history(self, what: str = "move"):
+        from zarrlake.txn.checks import branch_gate
         from zarrlake.txn.commit import settle_before_reset
 
         ctx = self._ctx
         settle = lambda branch, head: settle_before_reset(ctx, branch, head)  # noqa: E731
-        return History(ctx.objects, ctx.refs, ctx.settings.commit_timeout, settle)
+        gate = branch_gate(ctx, what)  # the branch's checks, on the commit it would get
+        return History(ctx.objects, ctx.refs, ctx.settings.commit_timeout, settle, gate)
 
     def merge(
         self,
@@ -562,12 +568,16 @@ class Repo:
             If both sides changed a chunk (or node) differently and `on_conflict` is "fail".
         ExpiredHistoryError
             If `expire` dropped the history the two share.
+        ProtectedBranchError
+            If a protection rule requires pull requests into `into` (merge one instead:
+            `create_pull_request`).
         """
         check_ref_name(into, "branch")
+        Protection(self._ctx.meta, self._ctx.refs.partition).check_merge(into)
         src = self.resolve(source)
         text = message if message is not None else f"Merge {source} into {into}"
         with keeping(self._ctx, [src]):
-            return self._history().merge(
+            return self._history("merge").merge(
                 src,
                 into,
                 message=text,
@@ -602,7 +612,7 @@ class Repo:
         check_ref_name(branch, "branch")
         target = self.resolve(commit)
         with keeping(self._ctx, [target]):
-            return self._history().revert(
+            return self._history("revert").revert(
                 target, branch, message=message, author=author, allow_empty=allow_empty
             )
 
@@ -613,7 +623,7 @@ class Repo:
         want = self.resolve(expected) if expected is not None else None
         target = self.resolve(to)
         with keeping(self._ctx, [target]):
-            return self._history().reset(branch, target, want)
+            return self._history("reset").reset(branch, target, want)
 
     def blame(self, array_path: str, chunk_coords: tuple[int, ...], ref: str = "main") -> Commit:
         """The commit that last wrote chunk `chunk_coords` of `array_path` at `ref`."""
@@ -621,27 +631,43 @@ class Repo:
         return Commit.from_record(cid, self._ctx.objects.read_commit(cid))
 
     def protect_branch(
-        self, name_or_glob: str, *, allow_direct_commits: bool = False, allow_delete: bool = False
+        self,
+        name_or_glob: str,
+        *,
+        allow_direct_commits: bool = False,
+        allow_delete: bool = False,
+        require_pull_request: bool = False,
+        required_approvals: int = 0,
+        dismiss_stale_approvals: bool = False,
     ) -> None:
         """Protect branches matching a name or glob: sessions cannot commit to them directly
-        (merge instead) unless allowed, and they cannot be deleted unless allowed."""
+        (merge instead) unless allowed, and they cannot be deleted unless allowed.
+
+        With `require_pull_request`, a direct `merge` into them is refused too: only a pull
+        request's merge lands there. `required_approvals` is how many approvals a pull request
+        into them needs; `dismiss_stale_approvals` makes approvals given before the source
+        branch last moved stop counting."""
         Protection(self._ctx.meta, self._ctx.refs.partition).protect(
-            name_or_glob, allow_direct_commits=allow_direct_commits, allow_delete=allow_delete
+            name_or_glob,
+            allow_direct_commits=allow_direct_commits,
+            allow_delete=allow_delete,
+            require_pull_request=require_pull_request,
+            required_approvals=required_approvals,
+            dismiss_stale_approvals=dismiss_stale_approvals,
         )
 
     def unprotect_branch(self, name_or_glob: str) -> None:
         """Remove the protection rule for `name_or_glob`; NotFoundError if there is none."""
         Protection(self._ctx.meta, self._ctx.refs.partition).unprotect(name_or_glob)
 
-    def protected_branches(self) -> dict[str, dict[str, bool]]:
-        """Protection rules by pattern: {pattern: {allow_direct_commits, allow_delete}}."""
-        return {
-            r.pattern: {
-                "allow_direct_commits": r.allow_direct_commits,
-                "allow_delete": r.allow_delete,
-            }
-            for r in Protection(self._ctx.meta, self._ctx.refs.partition).rules()
-        }
+    def protected_branches(self) -> dict[str, dict[str, bool | int]]:
+        """Protection rules by pattern: {pattern: {allow_direct_commits, allow_delete}}, plus
+        require_pull_request, required_approvals and dismiss_stale_approvals where a rule
+        sets them."""
+        out: dict[str, dict[str, bool | int]] = {}
+        for r in Protection(self._ctx.meta, self._ctx.refs.partition).rules():
+            out[r.pattern] = {k: v for k, v in r.to_json().items() if k != "pattern"}
+        return out
 
     def add_virtual_source(self, prefix: str) -> None:
         """Allow virtual chunk references under `prefix` (`file:///dir`, `s3://bucket/dir`)."""
@@ -650,6 +676,84 @@ class Repo:
     def virtual_sources(self) -> list[str]:
         """The URL prefixes virtual chunk references may point into."""
         return VirtualSources(self._ctx.meta, self._ctx.refs.partition).prefixes()
+
+    # checks (zarrlake.checks) -------------------------------------------------------------
+
+    def add_check(
+        self, name: str, check: Check, branches: str | tuple[str, ...] | list[str] = ("main",)
+    ) -> CheckRule:
+        """Declare check `name`: `check` (a zarrlake.checks kind) guards the branches
+        matching `branches` (names or globs). Every commit, merge, revert or reset onto
+        such a branch runs it first on the proposed commit, and ChecksFailedError refuses
+        the move when it fails.
+
+        Raises
+        ------
+        InvalidInputError
+            If the name is malformed or taken, or the check is not a check kind.
+        NotFoundError
+            If a Custom check names an entry point that is not installed.
+
+        Examples
+        --------
+        >>> from zarrlake.checks import ValueRange
+        >>> repo.add_check("t-range", ValueRange("t", min=-90, max=60))  # doctest: +SKIP
+        """
+        from zarrlake.vc.checks import custom
+        from zarrlake.vc.checks.kinds import Custom
+        from zarrlake.vc.checks.rules import CheckRules
+
+        if isinstance(check, Custom):
+            custom.load(check.entry_point)  # a clear error now, not at the next commit
+        return CheckRules(self._ctx.meta, self._ctx.refs.partition).add(name, check, branches)
+
+    def list_checks(self) -> list[CheckRule]:
+        """The declared checks, by name (each with `.name`, `.check`, `.branches`)."""
+        from zarrlake.vc.checks.rules import CheckRules
+
+        return CheckRules(self._ctx.meta, self._ctx.refs.partition).rules()
+
+    def remove_check(self, name: str) -> None:
+        """Remove check `name`; NotFoundError if there is none."""
+        from zarrlake.vc.checks.rules import CheckRules
+
+        CheckRules(self._ctx.meta, self._ctx.refs.partition).remove(name)
+
+    def run_checks(
+        self,
+        ref: str,
+        base: str | None = None,
+        names: list[str] | tuple[str, ...] | None = None,
+        *,
+        reuse: bool = True,
+    ) -> list[CheckResult]:
+        """Run every declared check (or those `names`), whatever branches they guard, on
+        the change from `base` (default: `ref`'s first parent) to `ref`. Results are
+        recorded against that (commit, base) pair and reused for it (`reuse=False`
+        computes them again); a result for another commit never counts.
+
+        Returns
+        -------
+        list of CheckResult
+            One per check: `.name`, `.passed`, `.message`, `.array`, `.chunks` (a few
+            failing chunk coordinates), `.failing` (their count), `.commit`, `.base`.
+        """
+        from zarrlake.txn.checks import run_checks
+        from zarrlake.vc.checks.rules import CheckRules
+
+        commit = self.resolve(ref)
+        if base is None:
+            parents = self._ctx.objects.read_commit(commit).parents
+            if not parents:
+                raise InvalidInputError(
+                    f"commit {commit[:12]} has no parent: give the base to check it against"
+                )
+            base_id = parents[0]
+        else:
+            base_id = self.resolve(base)
+        rules_ = CheckRules(self._ctx.meta, self._ctx.refs.partition)
+        chosen = rules_.named(list(names)) if names is not None else rules_.rules()
+        return run_checks(self._ctx, chosen, commit, base_id, reuse)
 
     def gc(
         self,
@@ -724,3 +828,60 @@ class Repo:
         from zarrlake.lifecycle.metastore_copy import copy_metastore
 
         return copy_metastore(self._ctx, to, switch, replace)
+
+    # pull requests (zarrlake.pulls) -----------------------------------------------------------
+
+    def create_pull_request(
+        self,
+        source: str,
+        target: str = "main",
+        *,
+        title: str | None = None,
+        description: str = "",
+        author: str | None = None,
+    ) -> PullRequest:
+        """Open a pull request of branch `source` into branch `target`.
+
+        Parameters
+        ----------
+        source, target
+            Existing, different branches.
+        title
+            Default: "Merge SOURCE into TARGET".
+        description, author
+            Free text, and who opens it (a name; there is no authentication).
+
+        Returns
+        -------
+        PullRequest
+            The open pull request, with the next id (1, 2, ...).
+
+        Raises
+        ------
+        InvalidInputError
+            If `source` and `target` are the same, or either is not a branch.
+        PullRequestError
+            If a pull request of `source` into `target` is open already.
+
+        Examples
+        --------
+        >>> pr = repo.create_pull_request("ingest/day1", "main", title="Day 1", author="bot")
+        >>> pr.approve(by="alice")  # doctest: +SKIP
+        >>> pr.merge(by="alice")  # doctest: +SKIP
+        """
+        from zarrlake.pulls import create
+
+        return create(self, source, target, title, description, author)
+
+    def pull_request(self, pr_id: int | str) -> PullRequest:
+        """The pull request numbered `pr_id` (12, "12" or "#12"); NotFoundError if none."""
+        from zarrlake.pulls import PullRequest, records_of
+        from zarrlake.vc.pulls import parse_id
+
+        return PullRequest(self, records_of(self).get(parse_id(pr_id))[0])
+
+    def list_pull_requests(self, state: str | None = "open") -> list[PullRequest]:
+        """Pull requests in `state` ("open", "merging", "merged", "closed"; None: all), by id."""
+        from zarrlake.pulls import PullRequest, records_of
+
+        return [PullRequest(self, rec) for rec in records_of(self).list(state)]

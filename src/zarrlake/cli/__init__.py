@@ -18,10 +18,12 @@ import typer
 from zarrlake.cli import (
     admin,
     branches,
+    checks,
     data,
     history,
     lifecycle,
     metastore,
+    pulls,
     sessions,
     ui,
     virtual,
@@ -140,6 +142,8 @@ lifecycle.register(app)
 metastore.register(app)
 ui.register(app)
 virtual.register(app)
+checks.register(app)
+pulls.register(app)
 
 _GLOBAL_VALUED = {
     "-r",

@@ -126,6 +126,15 @@ def branch_protect(
         bool, typer.Option(help="Let sessions commit to it directly (not only merges).")
     ] = False,
     allow_delete: Annotated[bool, typer.Option(help="Let the branch be deleted.")] = False,
+    require_pull_request: Annotated[
+        bool, typer.Option(help="Refuse direct merges: only a pull request's merge lands.")
+    ] = False,
+    required_approvals: Annotated[
+        int, typer.Option(help="Approvals a pull request into it needs.", min=0)
+    ] = 0,
+    dismiss_stale_approvals: Annotated[
+        bool, typer.Option(help="Approvals stop counting when the source branch moves.")
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Protect branches matching PATTERN: sessions cannot commit to them directly (merge,
@@ -137,7 +146,12 @@ def branch_protect(
     repo = options(ctx).open()
     if pattern is not None:
         repo.protect_branch(
-            pattern, allow_direct_commits=allow_direct_commits, allow_delete=allow_delete
+            pattern,
+            allow_direct_commits=allow_direct_commits,
+            allow_delete=allow_delete,
+            require_pull_request=require_pull_request,
+            required_approvals=required_approvals,
+            dismiss_stale_approvals=dismiss_stale_approvals,
         )
     rules = repo.protected_branches()
     if json_out:
@@ -150,12 +164,27 @@ def branch_protect(
         console.print("(no protected branches)")
         return
     table = Table(box=None, show_header=True, header_style="bold")
-    for col in ("pattern", "direct commits", "delete"):
+    for col in ("pattern", "direct commits", "delete", "pull requests"):
         table.add_column(col)
     for name, rule in rules.items():
         yes = {True: "allowed", False: "refused"}
-        table.add_row(escape(name), yes[rule["allow_direct_commits"]], yes[rule["allow_delete"]])
+        table.add_row(
+            escape(name),
+            yes[rule["allow_direct_commits"]],
+            yes[rule["allow_delete"]],
+            _pull_request_rule(rule),
+        )
     console.print(table)
+
+
+def _pull_request_rule(rule: dict) -> str:
+    """What a rule asks of pull requests, as the rules table shows it."""
+    parts = ["required"] if rule.get("require_pull_request") else []
+    if rule.get("required_approvals"):
+        parts.append(f"{rule['required_approvals']} approval(s)")
+    if rule.get("dismiss_stale_approvals"):
+        parts.append("stale approvals dismissed")
+    return ", ".join(parts) or "-"
 
 
 @branch_app.command("unprotect")

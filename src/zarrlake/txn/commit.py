@@ -33,10 +33,10 @@ from zarrlake.errors import (
 from zarrlake.session_records import SessionRecord, Status, as_datetime
 from zarrlake.txn.staging import Staging
 from zarrlake.vc.change_table import Gathered
+from zarrlake.vc.checks.rules import CheckRule, guard_commit
 from zarrlake.vc.commit_protocol import CommitProtocol, CommitRequest, SessionLanded
 from zarrlake.vc.gc_protocol import register_staged
 from zarrlake.vc.policies import CONFLICT_POLICIES, UNFLUSHED_POLICIES
-from zarrlake.vc.protection import check_direct_commit
 from zarrlake.vc.refs import BRANCH
 
 
@@ -383,10 +383,10 @@ def _commit(txn: CommitHandle, message: str | None, on_conflict: str, props: dic
     ctx = txn.ctx
     rec, version = txn.current()
     txn.check_writable(rec, version)
-    # The reads that need not wait for the seal go out with it: protection rules and the
-    # branch head.
+    # The reads that need not wait for the seal go out with it: protection rules (and the
+    # checks guarding the branch, in the same scan) and the branch head.
     protected, head, sealed = ctx.together(
-        lambda: check_direct_commit(ctx.meta, ctx.refs.partition, rec.branch),
+        lambda: guard_commit(ctx.meta, ctx.refs.partition, rec.branch),
         lambda: ctx.refs.get(BRANCH, rec.branch),
         lambda: seal(txn, rec, version),
     )
@@ -398,6 +398,15 @@ def _commit(txn: CommitHandle, message: str | None, on_conflict: str, props: dic
     def before_cas(commit_id: str) -> None:
         hold.renew(attempt=commit_id)  # the fence: no branch swap unless this still holds
         crashpoints.reached("before_branch_cas")
+
+    def check(commit_id: str, head: str) -> None:  # each commit built, before its swap
+        rules = cast(list[CheckRule], protected)
+        if rules:
+            from zarrlake.txn.checks import enforce
+
+            hold.keep()  # the checks may read for a while
+            enforce(ctx, rules, rec.branch, commit_id, head, "commit")
+            hold.keep()
 
     try:
         raise_first([protected, head])  # the seal is undone below
@@ -428,7 +437,7 @@ def _commit(txn: CommitHandle, message: str | None, on_conflict: str, props: dic
             keep=hold.keep,
         )
         commit_id = CommitProtocol(ctx.objects, ctx.refs).run(
-            request, before_cas, cast(tuple[str, int] | None, head)
+            request, before_cas, cast(tuple[str, int] | None, head), check
         )
         crashpoints.reached("after_branch_cas")
     except SessionLanded as e:  # an earlier seal's commit landed late: this one cannot

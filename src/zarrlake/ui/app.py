@@ -26,6 +26,7 @@ from zarrlake.errors import InvalidInputError, NotFoundError, ZarrLakeError
 from zarrlake.present import short
 from zarrlake.repo import Repo
 from zarrlake.ui.model import Model
+from zarrlake.ui.pulls import PullPages
 from zarrlake.ui.routes import Pages
 
 log = logging.getLogger("zarrlake.ui")
@@ -140,6 +141,7 @@ def create_app(repo: Repo, token: str | None = None, hosts: list[str] | None = N
         return run
 
     pages = Pages(Model(repo), render)
+    pulls = PullPages(pages)
     table = [
         ("/", pages.home),
         ("/log", pages.log),
@@ -148,6 +150,8 @@ def create_app(repo: Repo, token: str | None = None, hosts: list[str] | None = N
         ("/chunkmap", pages.chunk_map),
         ("/tree", pages.tree),
         ("/array", pages.array),
+        ("/pulls", pulls.pulls),
+        ("/pull/{id}", pulls.pull),
     ]
     routes = [Route(p, guarded(h), methods=["GET"]) for p, h in table]
     routes += [

@@ -138,3 +138,33 @@ def build_map(
         "deleted_total": len(deleted_c),
         "changed_indices_of_other_dims": {str(d): v for d, v in others.items()},
     }
+
+
+def mark_failing(m: dict, coords: Iterable[tuple[int, ...]]) -> int:
+    """Flag the cells of map `m` (from `build_map`) holding chunks a check failed on
+    (`failing: True`, drawn outlined); a failing chunk the map has no cell for gets one of
+    kind "failing". Returns how many failing chunks fall in the map's slice."""
+    rows, cols = m["rows_dim"], m["cols_dim"]
+    index = {int(d): i for d, i in m["index"].items()}
+    br, bc = m["block"]
+    nd = len(m["grid"])
+    cells = {(c["row"], c["col"]): c for c in m["cells"]}
+    shown = 0
+    for c in coords:
+        if len(c) != nd or any(c[d] != i for d, i in index.items()):
+            continue
+        r = (c[rows] if rows is not None else 0) // br
+        k = (c[cols] if cols is not None else 0) // bc
+        cell = cells.get((r, k))
+        if cell is None:
+            cell = cells[(r, k)] = {
+                "row": r,
+                "col": k,
+                "kind": "failing",
+                "written": 0,
+                "deleted": 0,
+            }
+            m["cells"].append(cell)
+        cell["failing"] = True
+        shown += 1
+    return shown

@@ -386,7 +386,8 @@ def update_branch(refs: Refs, branch: str, new: str, expected_version: int) -> M
 class CommitProtocol:
     """Runs one commit against a branch: a CommitBuilder makes its objects for the head it
     finds, `update_branch` lands it; on a moved head it builds again. `before_cas(commit_id)`
-    is called right before each branch compare-and-swap."""
+    is called right before each branch compare-and-swap, after `check(commit_id, head)`
+    (the branch's checks, on each commit built: a rebuilt one is checked again)."""
 
     def __init__(self, objects: Objects, refs: Refs) -> None:
         self.objects = objects
@@ -397,11 +398,12 @@ class CommitProtocol:
         req: CommitRequest,
         before_cas: Callable[[str], None],
         head: tuple[str, int] | None = None,
+        check: Callable[[str, str], None] | None = None,
     ) -> str:
         """The id of the commit of `req` on its branch; `head`, the branch's (commit id,
         version) if the caller read it already, saves reading it again."""
         builder = CommitBuilder(self.objects, req)
-        return self.land(req.branch, builder.build, req.timeout, req.base, before_cas, head)
+        return self.land(req.branch, builder.build, req.timeout, req.base, before_cas, head, check)
 
     def land(
         self,
@@ -411,16 +413,20 @@ class CommitProtocol:
         base: str | None = None,
         before_cas: Callable[[str], None] | None = None,
         known: tuple[str, int] | None = None,
+        check: Callable[[str, str], None] | None = None,
     ) -> str:
         """Move `branch` to `build(head)` by compare-and-swap, rebuilding on a moved head
         after a jittered backoff until it lands or `timeout` passes (CommitTimeoutError);
         `build` returning the head means no move. A lost or failed CAS reply whose swap did
         land (looked for above `base`, default the first head seen) is a success. `known`
-        is the (head, version) to try first, if the caller read it."""
+        is the (head, version) to try first, if the caller read it. `check(new, head)`
+        runs before each swap (it raises to refuse the move)."""
         # Committers of one repository take turns where the metastore offers them (the
         # embedded one): a swap then never loses, so no attempt's objects are wasted.
         with self.refs.meta.take_turns(self.refs.partition) as turns:
-            return self._land(branch, build, timeout, base, before_cas, None if turns else known)
+            return self._land(
+                branch, build, timeout, base, before_cas, None if turns else known, check
+            )
 
     def _land(
         self,
@@ -430,6 +436,7 @@ class CommitProtocol:
         base: str | None,
         before_cas: Callable[[str], None] | None,
         known: tuple[str, int] | None,
+        check: Callable[[str, str], None] | None = None,
     ) -> str:
         tried: set[str] = set()
         attempts = 0
@@ -446,6 +453,8 @@ class CommitProtocol:
                 raise
             if new == head:
                 return head
+            if check is not None:  # on this very commit: a rebuilt one is checked anew
+                check(new, head)
             tried.add(new)
             if before_cas is not None:
                 before_cas(new)

@@ -44,6 +44,7 @@ class History:
         refs: Refs,
         timeout: float = 60.0,
         before_reset: Callable[[str, str], None] | None = None,
+        check: Callable[[str, str, str], None] | None = None,
     ) -> None:
         self.objects = objects
         self.refs = refs
@@ -52,6 +53,9 @@ class History:
         """Called with (branch, head) before a reset moves `branch` away from `head` (the
         session records settle any commit of theirs that `head` holds, while it still
         does: the reset's compare-and-swap fails if the branch moved since)."""
+        self.check = check
+        """Called with (branch, new head, head it replaces) before every move of a branch
+        (the branch's checks: it raises to refuse the move)."""
 
     def root(self, commit_id: str) -> SnapshotRoot:
         """The snapshot root of commit `commit_id`."""
@@ -61,7 +65,11 @@ class History:
 
     def land(self, branch: str, build: Callable[[str], str]) -> str:
         """Move `branch` to `build(head)` as a commit lands (CommitProtocol.land)."""
-        return CommitProtocol(self.objects, self.refs).land(branch, build, self.timeout)
+        gate = self.check
+        check = None if gate is None else (lambda new, head: gate(branch, new, head))
+        return CommitProtocol(self.objects, self.refs).land(
+            branch, build, self.timeout, check=check
+        )
 
     def write_commit(
         self,
@@ -216,6 +224,8 @@ class History:
                 )
             if head == to:
                 return to
+            if self.check is not None:
+                self.check(branch, to, head)
             if self.before_reset is not None:
                 self.before_reset(branch, head)
             try:

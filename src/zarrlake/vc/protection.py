@@ -5,13 +5,22 @@ A rule names a branch or a glob (`release/*`). A protected branch refuses direct
 from sessions unless a rule allows them, and refuses deletion unless a rule allows it;
 merges, reverts and resets into it are allowed. When several rules match, the strictest
 wins. `main` can never be deleted unless a rule matching it allows deletion.
+
+A rule may also require pull requests (`require_pull_request`: a direct merge into the
+branch is refused, only a pull request's merge may land there), a number of approvals
+(`required_approvals`), and that approvals given before the source branch last moved no
+longer count (`dismiss_stale_approvals`). These fields are stored only when set, so rules
+written before they existed load as they were, and clients that predate them still read
+every rule that does not use them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
-from dataclasses import asdict, dataclass
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, fields
 from fnmatch import fnmatchcase
 
 from zarrlake.errors import CASFailedError, InvalidInputError, NotFoundError, ProtectedBranchError
@@ -28,14 +37,58 @@ class Rule:
     pattern: str
     allow_direct_commits: bool = False
     allow_delete: bool = False
+    require_pull_request: bool = False
+    required_approvals: int = 0
+    dismiss_stale_approvals: bool = False
 
     def matches(self, branch: str) -> bool:
         """Whether this rule's glob pattern matches `branch`."""
         return fnmatchcase(branch, self.pattern)
 
     def to_json(self) -> dict:
-        """The rule as stored and printed (a dict of its fields)."""
-        return asdict(self)
+        """The rule as stored and printed: its first three fields always, the pull-request
+        settings only when set (older clients then read the rules that do not use them)."""
+        out = asdict(self)
+        for name in PULL_REQUEST_FIELDS:
+            if out[name] == _DEFAULTS[name]:
+                del out[name]
+        return out
+
+    @classmethod
+    def from_json(cls, doc: dict) -> Rule:
+        """A stored rule; fields a later version added are ignored, missing ones default."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in doc.items() if k in known})
+
+
+PULL_REQUEST_FIELDS = ("require_pull_request", "required_approvals", "dismiss_stale_approvals")
+_DEFAULTS = {
+    "require_pull_request": False,
+    "required_approvals": 0,
+    "dismiss_stale_approvals": False,
+}
+
+_MERGING_PULL_REQUEST: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "zarrlake_merging_pull_request", default=None
+)
+
+
+@contextlib.contextmanager
+def pull_request_merge(target: str) -> Iterator[None]:
+    """Within this block, merges into branch `target` are a pull request's merge, which a
+    `require_pull_request` rule lets through (a context variable: only this thread or task)."""
+    token = _MERGING_PULL_REQUEST.set(target)
+    try:
+        yield
+    finally:
+        _MERGING_PULL_REQUEST.reset(token)
+
+
+def check_approvals(value: object) -> int:
+    """A number of required approvals: a non-negative integer."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidInputError(f"required_approvals must be a non-negative integer, not {value!r}")
+    return value
 
 
 def check_pattern(pattern: object) -> str:
@@ -54,10 +107,24 @@ class Protection:
         self.partition = partition
 
     def protect(
-        self, pattern: str, *, allow_direct_commits: bool = False, allow_delete: bool = False
+        self,
+        pattern: str,
+        *,
+        allow_direct_commits: bool = False,
+        allow_delete: bool = False,
+        require_pull_request: bool = False,
+        required_approvals: int = 0,
+        dismiss_stale_approvals: bool = False,
     ) -> Rule:
         """Add or replace the rule for `pattern`."""
-        rule = Rule(check_pattern(pattern), bool(allow_direct_commits), bool(allow_delete))
+        rule = Rule(
+            check_pattern(pattern),
+            bool(allow_direct_commits),
+            bool(allow_delete),
+            bool(require_pull_request),
+            check_approvals(required_approvals),
+            bool(dismiss_stale_approvals),
+        )
         self.meta.set(
             self.partition, PREFIX + pattern.encode(), json.dumps(rule.to_json()).encode()
         )
@@ -76,7 +143,7 @@ class Protection:
         """Every protection rule, by pattern."""
         out = []
         for _, value, _ in self.meta.scan(self.partition, prefix=PREFIX):
-            out.append(Rule(**json.loads(value)))
+            out.append(Rule.from_json(json.loads(value)))
         return sorted(out, key=lambda r: r.pattern)
 
     def matching(self, branch: str) -> list[Rule]:
@@ -92,6 +159,27 @@ class Protection:
                     f"branch and merge it, or allow direct commits with "
                     f"protect_branch({rule.pattern!r}, allow_direct_commits=True)"
                 )
+
+    def check_merge(self, branch: str) -> None:
+        """ProtectedBranchError if a rule requires pull requests into `branch` and this merge
+        is not a pull request's (see `pull_request_merge`)."""
+        if _MERGING_PULL_REQUEST.get() == branch:
+            return
+        for rule in self.matching(branch):
+            if rule.require_pull_request:
+                raise ProtectedBranchError(
+                    f"branch {branch!r} is protected (rule {rule.pattern!r}, "
+                    f"require_pull_request): merge into it through a pull request: open one "
+                    f"with repo.create_pull_request(source, target={branch!r}) or "
+                    f"'zarrlake pr create SOURCE --into {branch}', and merge that"
+                )
+
+    def pull_request_policy(self, branch: str) -> tuple[int, bool]:
+        """(approvals required, whether stale approvals are dismissed) for pull requests into
+        `branch`: the strictest of the matching rules."""
+        rules = self.matching(branch)
+        needed = max((r.required_approvals for r in rules), default=0)
+        return needed, any(r.dismiss_stale_approvals for r in rules)
 
     def check_delete(self, branch: str) -> None:
         """ProtectedBranchError if `branch` may not be deleted."""

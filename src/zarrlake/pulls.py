@@ -1,0 +1,413 @@
+"""Pull requests: a branch proposed for merging into another, with reviews, comments and the
+checks guarding the target, merged once the target's rules are met (write-audit-publish).
+
+`Repo.create_pull_request`, `Repo.pull_request` and `Repo.list_pull_requests` hand out
+`PullRequest` objects; the records and their state machine are in `zarrlake.vc.pulls`.
+There is no authentication (as in lakeFS open source): reviewers and authors are names.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from zarrlake import crashpoints
+from zarrlake.errors import (
+    ExpiredHistoryError,
+    InvalidInputError,
+    NotFoundError,
+    PullRequestBlockedError,
+    PullRequestError,
+    ZarrLakeError,
+)
+from zarrlake.present import iso
+from zarrlake.validate import check_ref_name
+from zarrlake.vc import pulls as records
+from zarrlake.vc.protection import Protection, pull_request_merge
+from zarrlake.vc.pulls import APPROVE, MERGING, REQUEST_CHANGES, PullRecord, PullRequests
+from zarrlake.vc.refs import BRANCH
+
+if TYPE_CHECKING:
+    from zarrlake.repo import Repo
+    from zarrlake.vc.checks.run import CheckResult
+
+__all__ = ["PullRequest"]
+
+
+def records_of(repo: Repo) -> PullRequests:
+    """The pull request records of `repo`."""
+    return PullRequests(repo.context.meta, repo.context.refs.partition)
+
+
+def _protection(repo: Repo) -> Protection:
+    return Protection(repo.context.meta, repo.context.refs.partition)
+
+
+def guarding_checks(repo: Repo, branch: str) -> list[str]:
+    """The names of the checks that guard `branch` (the ones its pull requests must pass)."""
+    return [rule.name for rule in repo.list_checks() if rule.guards(branch)]
+
+
+def merged_at(repo: Repo, target: str, head: str) -> str | None:
+    """The commit of branch `target` that brought commit `head` in (a merge commit with
+    `head` as a parent, or `head` itself); None if `target` does not contain `head`."""
+    got = repo.context.refs.get(BRANCH, target)
+    if got is None:
+        return None
+    tip = got[0]
+    if tip == head:
+        return tip
+    try:
+        if repo.merge_base(tip, head) != head:
+            return None
+    except (NotFoundError, ExpiredHistoryError):
+        return None
+    for c in repo.log(tip, limit=10_000):
+        if c.id == head or head in c.parent_ids:
+            return c.id
+    return tip
+
+
+def create(
+    repo: Repo, source: str, target: str, title: str | None, description: str, author: str | None
+) -> PullRequest:
+    """A new open pull request of branch `source` into branch `target`."""
+    for ref, what in ((source, "source branch"), (target, "target branch")):
+        if not isinstance(ref, str):
+            raise InvalidInputError(f"the {what} must be a branch name, not {ref!r}")
+        check_ref_name(ref, what)
+    if source == target:
+        raise InvalidInputError(
+            f"a pull request merges one branch into another: source and target are both {source!r}"
+        )
+    branches = repo.list_branches()
+    unknown = [b for b in (source, target) if b not in branches]
+    if unknown:
+        raise InvalidInputError(
+            f"no branch {' or '.join(repr(b) for b in unknown)}: a pull request is between two "
+            f"existing branches (create it with create_branch)"
+        )
+    if title is None:
+        title = f"Merge {source} into {target}"
+    records.check_text(title, "title", empty=False)
+    records.check_text(description, "description")
+    if author is not None:
+        author = records.check_name(author, "author")
+    same = [
+        p.id
+        for p in records_of(repo).list(records.OPEN)
+        if (p.source, p.target) == (source, target)
+    ]
+    if same:
+        raise PullRequestError(
+            f"pull request #{same[0]} of {source!r} into {target!r} is open already"
+        )
+    rec = records_of(repo).create(source, target, title, description, author)
+    return PullRequest(repo, rec)
+
+
+class PullRequest:
+    """A pull request of branch `source` into branch `target`, as last read (`refresh`
+    re-reads it; every action returns with the record it wrote). `checks`, `approvals` and
+    `blockers` are worked out for the source branch's current head when asked."""
+
+    def __init__(self, repo: Repo, record: PullRecord) -> None:
+        self._repo = repo
+        self._rec = record
+
+    def __repr__(self) -> str:
+        r = self._rec
+        return f"<zarrlake.PullRequest #{r.id} {r.source} -> {r.target} ({r.state})>"
+
+    # the record ---------------------------------------------------------------------------
+
+    @property
+    def id(self) -> int:
+        """The pull request's number."""
+        return self._rec.id
+
+    @property
+    def state(self) -> str:
+        """ "open", "merging" (a merge is under way), "merged" or "closed"."""
+        return self._rec.state
+
+    @property
+    def source(self) -> str:
+        """The branch to merge."""
+        return self._rec.source
+
+    @property
+    def target(self) -> str:
+        """The branch it merges into."""
+        return self._rec.target
+
+    @property
+    def title(self) -> str:
+        """Its title."""
+        return self._rec.title
+
+    @property
+    def description(self) -> str:
+        """Its description."""
+        return self._rec.description
+
+    @property
+    def author(self) -> str | None:
+        """Who opened it (a name as given)."""
+        return self._rec.author
+
+    @property
+    def created(self) -> datetime:
+        """When it was opened (UTC)."""
+        return datetime.fromtimestamp(self._rec.created, UTC)
+
+    @property
+    def updated(self) -> datetime:
+        """When its record last changed (UTC)."""
+        return datetime.fromtimestamp(self._rec.updated, UTC)
+
+    @property
+    def comments(self) -> list[records.Comment]:
+        """Its comments, oldest first (text, by, time in POSIX seconds)."""
+        return list(self._rec.comments)
+
+    @property
+    def reviews(self) -> list[records.Review]:
+        """Every review given, oldest first (verdict, by, time, the source head reviewed,
+        text); a reviewer's latest one is the one that stands."""
+        return list(self._rec.reviews)
+
+    @property
+    def merge_commit(self) -> str | None:
+        """The commit its merge made on the target (None until merged)."""
+        return self._rec.merge_commit
+
+    @property
+    def merged_by(self) -> str | None:
+        """Who merged it."""
+        return self._rec.merged_by
+
+    # worked out now -------------------------------------------------------------------------
+
+    @property
+    def source_head(self) -> str:
+        """The source branch's current head; PullRequestError if the branch is gone."""
+        got = self._repo.context.refs.get(BRANCH, self._rec.source)
+        if got is None:
+            raise PullRequestError(
+                f"pull request #{self.id}: its source branch {self._rec.source!r} no longer exists"
+            )
+        return got[0]
+
+    @property
+    def base(self) -> str:
+        """The merge base of the target and the source's current head."""
+        return self._repo.merge_base(self._rec.target, self.source_head)
+
+    def _policy(self) -> tuple[int, bool]:
+        return _protection(self._repo).pull_request_policy(self._rec.target)
+
+    @property
+    def approvals(self) -> list[str]:
+        """Who approves it now: reviewers whose latest review approves (only of the current
+        source head, where the target's rule dismisses stale approvals)."""
+        return self._rec.approvers(self.source_head, self._policy()[1])
+
+    @property
+    def requested_changes(self) -> list[str]:
+        """Reviewers whose request for changes stands (until they approve)."""
+        return self._rec.requesting_changes()
+
+    @property
+    def required_approvals(self) -> int:
+        """How many approvals the target's protection rules require."""
+        return self._policy()[0]
+
+    @property
+    def checks(self) -> list[CheckResult]:
+        """The results of the checks guarding the target, run on the source's current head
+        against its merge base with the target (`Repo.run_checks`); [] when none guard it."""
+        return self._checks(self.source_head)
+
+    def _checks(self, head: str) -> list[CheckResult]:
+        names = guarding_checks(self._repo, self._rec.target)
+        if not names:
+            return []
+        base = self._repo.merge_base(self._rec.target, head)
+        return self._repo.run_checks(head, base=base, names=names)
+
+    def blockers(self) -> list[str]:
+        """Why a merge would be refused now, one line each ([] when it may merge)."""
+        if self._rec.state != records.OPEN:
+            return [f"it is {self._rec.state}"]
+        return self._blockers(self.source_head)
+
+    def _blockers(self, head: str) -> list[str]:
+        out = [f"check {c.name!r} failed: {c.message}" for c in self._checks(head) if not c.passed]
+        needed, dismiss = self._policy()
+        return out + self._rec.blockers(head, needed, dismiss)
+
+    def to_json(self, checks: bool = True) -> dict:
+        """The pull request as the CLI's and the web UI's JSON show it; with `checks`, the
+        checks' results, approvals and blockers for the source's current head too."""
+        r = self._rec
+        out: dict[str, Any] = {
+            "id": r.id,
+            "state": r.state,
+            "source": r.source,
+            "target": r.target,
+            "title": r.title,
+            "description": r.description,
+            "author": r.author,
+            "created": iso(r.created),
+            "updated": iso(r.updated),
+            "merge_commit": r.merge_commit,
+            "merged_by": r.merged_by,
+            "comments": [{"text": c.text, "by": c.by, "time": iso(c.time)} for c in r.comments],
+            "reviews": [
+                {
+                    "verdict": v.verdict,
+                    "by": v.by,
+                    "time": iso(v.time),
+                    "head": v.head,
+                    "text": v.text,
+                }
+                for v in r.reviews
+            ],
+            "requested_changes": r.requesting_changes(),
+        }
+        if not checks:
+            return out
+        head = self._repo.context.refs.get(BRANCH, r.source)
+        out["source_head"] = head[0] if head else None
+        if head is None or r.state != records.OPEN:
+            return out
+        results = self._checks(head[0])
+        needed, dismiss = self._policy()
+        out["checks"] = [
+            {"name": c.name, "passed": c.passed, "message": c.message, **_located(c)}
+            for c in results
+        ]
+        out["approvals"] = r.approvers(head[0], dismiss)
+        out["required_approvals"] = needed
+        failing = [f"check {c.name!r} failed: {c.message}" for c in results if not c.passed]
+        out["blockers"] = failing + r.blockers(head[0], needed, dismiss)
+        return out
+
+    # actions ----------------------------------------------------------------------------------
+
+    def refresh(self) -> PullRequest:
+        """Re-read the record (another client may have changed it); returns self."""
+        self._rec = records_of(self._repo).get(self.id)[0]
+        return self
+
+    def _update(self, change: Callable[[PullRecord], PullRecord | None]) -> PullRequest:
+        self._rec = records_of(self._repo).update(self.id, change)
+        return self
+
+    def comment(self, text: str, *, by: str | None = None) -> PullRequest:
+        """Add a comment (allowed in any state); returns self."""
+        records.check_text(text, "comment", empty=False)
+        who = None if by is None else records.check_name(by, "by")
+        return self._update(lambda r: records.add_comment(r, text, who))
+
+    def approve(self, *, by: str, text: str = "") -> PullRequest:
+        """Approve the source's current head, as `by`; this also lifts `by`'s request for
+        changes. The author cannot approve their own pull request."""
+        return self._review(APPROVE, by, text)
+
+    def request_changes(self, *, by: str, text: str = "") -> PullRequest:
+        """Ask for changes, as `by`: merging is refused until `by` approves."""
+        return self._review(REQUEST_CHANGES, by, text)
+
+    def _review(self, verdict: str, by: str, text: str) -> PullRequest:
+        who = records.check_name(by, "by")
+        records.check_text(text, "review text")
+        head = self.source_head
+        return self._update(lambda r: records.add_review(r, verdict, who, head, text))
+
+    def close(self, *, by: str | None = None) -> PullRequest:
+        """Close it without merging (`reopen` opens it again); returns self."""
+        self.recover()
+        return self._update(lambda r: records.close(r, by))
+
+    def reopen(self) -> PullRequest:
+        """Open a closed pull request again; returns self."""
+        return self._update(records.reopen)
+
+    def recover(self) -> PullRequest:
+        """Settle a "merging" state whose merger died or whose lease ran out: merged if the
+        target holds the source commit it was merging, else open again. Returns self."""
+        self.refresh()
+        rec = self._rec
+        if not records.stale(rec):
+            return self
+        held = rec.merging
+        assert held is not None
+        landed = merged_at(self._repo, rec.target, held.head)
+
+        def settle(r: PullRecord) -> PullRecord | None:
+            if r.state != MERGING or r.merging != held:
+                return None  # settled by someone else meanwhile
+            if landed is not None:
+                return records.finish_merge(r, landed, held.by)
+            return replace(r, state=records.OPEN, merging=None)
+
+        return self._update(settle)
+
+    def merge(self, *, by: str | None = None, message: str | None = None) -> str:
+        """Merge the source's current head into the target (`Repo.merge`, always a merge
+        commit); returns the merge commit id.
+
+        Raises
+        ------
+        PullRequestNotOpenError
+            If it is merged, closed or being merged by another client.
+        PullRequestBlockedError
+            If a check guarding the target fails, approvals are missing or a request for
+            changes stands (`reasons` lists each).
+        ConflictError
+            If the merge conflicts; the pull request stays open.
+        """
+        who = None if by is None else records.check_name(by, "by")
+        self.recover()
+        records.require_open(self._rec, "merge")
+        head = self.source_head
+        reasons = self._blockers(head)
+        if reasons:
+            raise PullRequestBlockedError(
+                f"pull request #{self.id} cannot be merged: {'; '.join(reasons)}", reasons
+            )
+        needed, dismiss = self._policy()
+        self._update(lambda r: records.begin_merge(r, head, who, needed, dismiss))
+        assert self._rec.merging is not None
+        token = self._rec.merging.token
+        crashpoints.reached("pr_after_merging")
+        r = self._rec
+        text = message or f"Merge pull request #{r.id} from {r.source}\n\n{r.title}"
+        try:
+            with pull_request_merge(r.target):
+                commit = self._repo.merge(
+                    head, r.target, message=text, author=who or r.author, fast_forward="never"
+                )
+        except BaseException:
+            with contextlib.suppress(ZarrLakeError):  # the merge's own error is the one to see
+                self._update(lambda cur: records.abort_merge(cur, token))
+            raise
+        crashpoints.reached("pr_after_merge")
+        self._update(lambda cur: records.finish_merge(cur, commit, who))
+        return commit
+
+
+def _located(result: CheckResult) -> dict:
+    """The array and a few failing chunk coordinates a check result reports, if any."""
+    if not result.chunks or result.array is None:
+        return {}
+    return {
+        "array": result.array,
+        "chunks": [list(c) for c in result.chunks],
+        "failing": result.failing,
+    }

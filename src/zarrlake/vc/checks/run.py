@@ -1,0 +1,137 @@
+"""Running check rules on a change: each chunk is read once for all the chunkwise checks
+of its array, results are recorded against the (commit, base) pair they were computed on,
+and a recorded result is reused only for that same pair and rule."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+from zarrlake.errors import ChecksFailedError, NotFoundError
+from zarrlake.vc.checks.context import ChangeView, Coords, Outcome
+from zarrlake.vc.checks.kinds import Chunkwise, Custom, Tally
+from zarrlake.vc.checks.rules import CheckResults, CheckRule
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """The answer of one check on the change from `base` to `commit`."""
+
+    name: str
+    kind: str
+    passed: bool
+    message: str
+    commit: str
+    base: str
+    array: str | None = None
+    chunks: list[Coords] = field(default_factory=list)
+    """A few failing chunk coordinates (`failing` counts them all)."""
+    failing: int = 0
+    reused: bool = False
+    """Read back from the results recorded for this pair, not computed again."""
+    chunks_read: int = 0
+    """Chunks the run that computed it read (shared by the checks computed together)."""
+
+    def to_json(self) -> dict:
+        """The result as recorded and printed."""
+        doc = asdict(self)
+        doc["chunks"] = [list(c) for c in self.chunks]
+        return doc
+
+    @classmethod
+    def from_json(cls, doc: dict, reused: bool = False) -> CheckResult:
+        """A result from its recorded form."""
+        fields_ = {k: doc[k] for k in cls.__dataclass_fields__ if k in doc}
+        fields_["chunks"] = [tuple(c) for c in doc.get("chunks", [])]
+        fields_["reused"] = reused
+        return cls(**fields_)
+
+    def __str__(self) -> str:
+        state = "passed" if self.passed else "FAILED"
+        return f"check {self.name!r} ({self.kind}) {state}: {self.message}"
+
+
+def evaluate(rules: list[CheckRule], view: ChangeView) -> dict[str, Outcome]:
+    """Every rule's outcome on `view`; the chunkwise checks of one array share one read
+    of each changed chunk."""
+    out: dict[str, Outcome] = {}
+    tallies: dict[str, list[tuple[str, Tally]]] = defaultdict(list)
+    for rule in rules:
+        check = rule.check
+        if isinstance(check, Chunkwise):
+            tally = check.tally(view)
+            if isinstance(tally, Outcome):
+                out[rule.name] = tally
+            else:
+                tallies[check.array].append((rule.name, tally))
+            continue
+        try:
+            out[rule.name] = check.evaluate(view)
+        except NotFoundError as e:
+            if not isinstance(check, Custom):
+                raise
+            out[rule.name] = Outcome(False, str(e))  # a gate fails closed
+    for array, group in tallies.items():
+        for coords, data in view.chunks(array, view.written(array)):
+            for _, tally in group:
+                tally.visit(coords, data)
+        for name, tally in group:
+            out[name] = tally.outcome()
+    return out
+
+
+def run_rules(
+    rules: list[CheckRule],
+    commit: str,
+    base: str,
+    make_view: Callable[[], ChangeView],
+    results: CheckResults,
+    reuse: bool = True,
+) -> list[CheckResult]:
+    """The results of `rules` on the change from `base` to `commit`, in rule order: those
+    recorded for this pair (and rule) reused, the others computed on one view and recorded."""
+    found: dict[str, CheckResult] = {}
+    if reuse and rules:
+        recorded = results.for_pair(commit, base)
+        for rule in rules:
+            doc = recorded.get(rule.name)
+            if doc is not None and doc.get("fingerprint") == rule.fingerprint:
+                found[rule.name] = CheckResult.from_json(doc, reused=True)
+    todo = [r for r in rules if r.name not in found]
+    if todo:
+        view = make_view()
+        outcomes = evaluate(todo, view)
+        read = int(getattr(view, "chunk_reads", 0))
+        computed = []
+        for rule in todo:
+            o = outcomes[rule.name]
+            res = CheckResult(
+                rule.name,
+                rule.check.kind,
+                o.passed,
+                o.message,
+                commit,
+                base,
+                o.array if o.array is not None else rule.check.array_name,
+                list(o.chunks),
+                o.failing,
+                chunks_read=read,
+            )
+            computed.append((rule, res.to_json()))
+            found[rule.name] = res
+        results.put(commit, base, computed)
+    return [found[r.name] for r in rules]
+
+
+def failure(results: list[CheckResult], what: str) -> ChecksFailedError | None:
+    """The error refusing `what` (e.g. "commit abc on 'main'") if a result failed."""
+    failed = [r for r in results if not r.passed]
+    if not failed:
+        return None
+    lines = "; ".join(str(r) for r in failed)
+    return ChecksFailedError(
+        f"{what} refused: {len(failed)} of {len(results)} checks failed: {lines}. The branch "
+        "was not moved",
+        failed,
+    )

@@ -1,0 +1,169 @@
+"""Merging a pull request on each metastore: checks guarding the target block it (worked
+out for the source's current head), a conflicting merge leaves it open, merges racing in
+real processes land once, and a merger killed at each step leaves a record that recovers
+(finished as merged if its merge landed, else open again, also after its lease)."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import zarrlake as zl
+from tests.pulls import workers
+from tests.pulls.conftest import row_values, write_row
+from zarrlake import runtime
+from zarrlake.checks import ValueRange
+from zarrlake.vc.pulls import MERGE_LEASE
+
+ROOT = Path(__file__).resolve().parents[2]
+FORK = multiprocessing.get_context("fork")
+
+
+def merges_of(repo: zl.Repo, source_head: str) -> list[str]:
+    """The commits on main's first-parent history that merged `source_head`."""
+    return [c.id for c in repo.log("main") if source_head in c.parent_ids[1:]]
+
+
+def test_checks_guarding_the_target_block_until_the_source_passes(repo: zl.Repo) -> None:
+    repo.add_check("t-range", ValueRange("t", min=0, max=100), branches=("main",))
+    repo.add_check("elsewhere", ValueRange("t", min=0, max=1), branches=("release/*",))
+    pr = repo.create_pull_request("day1", author="ingest")
+    assert [(c.name, c.passed) for c in pr.checks] == [("t-range", True)]
+
+    write_row(repo, "day1", 3, 500, "a bad row")  # the source moves: checks run on its new head
+    failing = pr.checks
+    assert [(c.name, c.passed, c.array) for c in failing] == [("t-range", False, "t")]
+    assert failing[0].commit == repo.resolve("day1") and (3, 0) in failing[0].chunks
+    assert failing[0].base == repo.merge_base("main", "day1")
+    with pytest.raises(zl.PullRequestBlockedError, match="check 't-range' failed") as e:
+        pr.merge(by="alice")
+    assert len(e.value.reasons) == 1 and pr.state == "open"
+    shown = pr.to_json()
+    assert shown["checks"][0]["chunks"] == [[3, 0]] and shown["checks"][0]["array"] == "t"
+    assert shown["blockers"] == e.value.reasons
+
+    write_row(repo, "day1", 3, 13, "fix the bad row")
+    assert [c.passed for c in pr.checks] == [True] and pr.blockers() == []
+    pr.merge(by="alice")
+    assert row_values(repo)[1] == 11 and row_values(repo)[3] == 13
+
+
+def test_a_conflicting_merge_leaves_the_pull_request_open(repo: zl.Repo) -> None:
+    write_row(repo, "main", 1, 99, "main wrote row 1 too")
+    main_head = repo.resolve("main")
+    pr = repo.create_pull_request("day1", author="ingest")
+    with pytest.raises(zl.ConflictError, match="conflict"):
+        pr.merge(by="alice")
+    assert pr.state == "open" and pr.refresh().state == "open"
+    assert repo.resolve("main") == main_head
+    write_row(repo, "day1", 1, 99, "take main's value")  # resolved on the source branch
+    pr.merge(by="alice")
+    assert pr.state == "merged"
+
+
+def test_merges_racing_in_processes_land_once(where: dict, repo: zl.Repo) -> None:
+    source_head = repo.resolve("day1")
+    pr = repo.create_pull_request("day1", author="ingest")
+    racers = ["alice", "bob", "carol"]
+    barrier, results = FORK.Barrier(len(racers)), FORK.Queue()
+    procs = [
+        FORK.Process(target=workers.race, args=((where, pr.id, who, barrier, results),))
+        for who in racers
+    ]
+    for p in procs:
+        p.start()
+    outcomes = [results.get(timeout=120) for _ in racers]
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    won = [o for o in outcomes if o[1] == "merged"]
+    lost = [o for o in outcomes if o[1] != "merged"]
+    assert len(won) == 1, outcomes
+    assert all(o[1] == "PullRequestNotOpenError" for o in lost), outcomes
+    assert merges_of(repo, source_head) == [won[0][2]] == [repo.resolve("main")]
+    pr.refresh()
+    assert (pr.state, pr.merge_commit, pr.merged_by) == ("merged", won[0][2], won[0][0])
+
+
+def test_ids_allocated_by_processes_at_once_are_distinct(where: dict, repo: zl.Repo) -> None:
+    branches = [f"day{n}" for n in range(2, 6)]
+    for b in branches:
+        repo.create_branch(b)
+    barrier, results = FORK.Barrier(len(branches)), FORK.Queue()
+    procs = [
+        FORK.Process(target=workers.create, args=((where, b, barrier, results),)) for b in branches
+    ]
+    for p in procs:
+        p.start()
+    ids = sorted(results.get(timeout=120) for _ in branches)
+    for p in procs:
+        p.join(timeout=60)
+    assert ids == [1, 2, 3, 4]
+    assert {p.author for p in repo.list_pull_requests()} == set(branches)
+
+
+def merger_killed_at(where: dict, pr_id: int, point: str) -> None:
+    """A merger process that SIGKILLs itself at crash point `point`."""
+    env = {**os.environ, "ZARRLAKE_CRASH_AT": point}
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.pulls.workers", json.dumps(where), str(pr_id), "dee"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        timeout=120,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
+
+
+def test_a_merger_killed_before_merging_leaves_it_open_again(where: dict, repo: zl.Repo) -> None:
+    main_head = repo.resolve("main")
+    pr = repo.create_pull_request("day1", author="ingest")
+    merger_killed_at(where, pr.id, "pr_after_merging")
+    stuck = repo.pull_request(pr.id)
+    assert stuck.state == "merging" and stuck.merge_commit is None
+    assert stuck.recover().state == "open"  # its process is gone and main never moved
+    assert repo.resolve("main") == main_head
+    commit = stuck.merge(by="alice")
+    assert stuck.state == "merged" and merges_of(repo, repo.resolve("day1")) == [commit]
+
+
+def test_a_merger_killed_after_its_merge_landed_is_finished_as_merged(
+    where: dict, repo: zl.Repo
+) -> None:
+    source_head = repo.resolve("day1")
+    pr = repo.create_pull_request("day1", author="ingest")
+    merger_killed_at(where, pr.id, "pr_after_merge")
+    assert repo.pull_request(pr.id).state == "merging"
+    landed = merges_of(repo, source_head)
+    assert len(landed) == 1 and repo.resolve("main") == landed[0]
+    with pytest.raises(zl.PullRequestNotOpenError, match="was merged"):
+        pr.merge(by="alice")  # recovers first: the merge it finds is the one that landed
+    assert (pr.state, pr.merge_commit, pr.merged_by) == ("merged", landed[0], "dee")
+    assert merges_of(repo, source_head) == landed
+
+
+def test_a_live_merger_holds_merging_until_its_lease_ends(repo: zl.Repo) -> None:
+    from zarrlake.vc.pulls import begin_merge
+
+    pr = repo.create_pull_request("day1", author="ingest")
+    head = repo.resolve("day1")
+    pr._update(lambda r: begin_merge(r, head, "eve", 0, False))  # held by this live process
+    with pytest.raises(zl.PullRequestNotOpenError, match="being merged"):
+        pr.merge(by="alice")
+    with pytest.raises(zl.PullRequestNotOpenError, match="being merged"):
+        pr.close()
+    later = runtime.Runtime(now=lambda: runtime.REAL.now() + MERGE_LEASE + 1)
+    token = runtime.use(later)
+    try:
+        assert pr.recover().state == "open"
+    finally:
+        runtime.reset(token)
+    pr.merge(by="alice")
+    assert pr.state == "merged"

@@ -1,0 +1,46 @@
+"""Pull request mergers in processes of their own: module level, so multiprocessing can
+import them, and a command line (`python -m tests.pulls.workers WHERE_JSON ID BY`) for the
+crash tests, where ZARRLAKE_CRASH_AT stops the merger at a named point."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import zarrlake as zl
+
+
+def merge(where: dict, pr_id: int, by: str, barrier: Any = None) -> tuple[str, str]:
+    """Merge pull request `pr_id` as `by` (after all racers reach `barrier`): ("merged",
+    commit id) or (the error's class name, its message)."""
+    repo = zl.Repo.open(**where)
+    pr = repo.pull_request(pr_id)
+    if barrier is not None:
+        barrier.wait(timeout=60)
+    try:
+        return "merged", pr.merge(by=by)
+    except zl.ZarrLakeError as e:
+        return type(e).__name__, str(e)
+    finally:
+        repo.close()
+
+
+def race(args: tuple[dict, int, str, Any, Any]) -> None:
+    """A racer: merge, and put the outcome on `results`."""
+    where, pr_id, by, barrier, results = args
+    results.put((by, *merge(where, pr_id, by, barrier)))
+
+
+def create(args: tuple[dict, str, Any, Any]) -> None:
+    """A racer opening a pull request of its own branch: put its id on `results`."""
+    where, branch, barrier, results = args
+    repo = zl.Repo.open(**where)
+    barrier.wait(timeout=60)
+    results.put(repo.create_pull_request(branch, "main", author=branch).id)
+    repo.close()
+
+
+if __name__ == "__main__":
+    outcome = merge(json.loads(sys.argv[1]), int(sys.argv[2]), sys.argv[3])
+    sys.stdout.write(json.dumps(outcome) + "\n")
