@@ -9,8 +9,9 @@
 - `expire`: expiry of history older than a few seconds on every branch.
 - `coop`: cooperative sessions on `coop`: it begins a session, starts worker processes that
   join it by id, write their region of the `coop` array (flushing halfway) and simply end,
-  SIGKILLs one of them now and then, and commits; refused for the dead worker, it chooses
-  `unfinished="discard"` or `"include"` at random. It tags every commit `coop-<session>` so
+  SIGKILLs one of them in two rounds of three (just after its flush, or at any moment),
+  and commits; refused for the dead worker, it chooses `unfinished="discard"` or `"include"`
+  at random. It tags every commit `coop-<session>` so
   expiry keeps it for the checker.
 
 Each appends to its journal before and after every operation (`op <kind>` then `done`), and
@@ -138,6 +139,7 @@ def expire(repo: zl.Repo, j: Journal, rng: random.Random, stop: Path) -> None:
 
 
 def coop(repo: zl.Repo, j: Journal, rng: random.Random, stop: Path) -> None:
+    rounds = 0
     while not stop.exists():
         s = repo.create_session("coop", message="coop")
         j.line("C", s.id, "coop")
@@ -147,15 +149,21 @@ def coop(repo: zl.Repo, j: Journal, rng: random.Random, stop: Path) -> None:
                     *(sys.executable, "-m", "tests.reliability.kill_workers", "coop-worker"),
                     *(repo.spec.location, repo.spec.metastore or "", s.id, str(i)),
                 ],
-                stdout=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
             )
             for i in range(COOP_WORKERS)
         ]
-        if rng.random() < 0.6:
+        victim = rng.choice(workers)
+        rounds += 1
+        if rounds % 3 == 1:  # once it has flushed half its region: the rest is lost with it
+            assert victim.stdout is not None
+            victim.stdout.readline()
+            victim.kill()
+        elif rounds % 3 == 2:  # at any moment
             time.sleep(rng.uniform(0.0, 1.5))  # when the kill lands, not synchronisation
-            rng.choice(workers).kill()
+            victim.kill()
         for w in workers:
-            w.wait()
+            w.communicate()
         killed = [str(i) for i, w in enumerate(workers) if w.returncode == -9]
         j.line("K", s.id, ",".join(killed) or "-")
         j.op("commit")
@@ -179,6 +187,7 @@ def coop_worker(location: str, metastore: str, sid: str, worker: str) -> None:
         s.write(COOP_KEY.format(n * COOP_ROWS + row), coop_value(sid, n, row))
         if row == COOP_ROWS // 2 - 1:
             s.flush()
+            print("flushed", flush=True)
 
 
 KINDS = {"txn": txn, "merge": merge, "gc": gc, "expire": expire, "coop": coop}

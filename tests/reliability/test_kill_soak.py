@@ -50,7 +50,7 @@ from zarrlake.txn.commit import load
 ROOT = Path(__file__).resolve().parents[2]
 TXNS = size(80, 10_000)
 KILLS = size(8, 120)
-COOPS = size(4, 100)  # cooperative sessions acknowledged
+COOPS = size(3, 100)  # cooperative sessions acknowledged
 WORKERS = {"txn": 4, "merge": 1, "gc": 1, "expire": 1, "coop": 1}
 CATEGORIES = ("commit", "merge", "gc", "expire")
 CRASH_POINTS = {
@@ -294,6 +294,7 @@ def check(
     assert repo.fsck() == []
     figures[f"kill soak ({backend}): cooperative commits checked"] += coops["checked"]
     figures[f"kill soak ({backend}): killed cooperative workers"] += coops["killed"]
+    figures[f"kill soak ({backend}): cooperative commits refused first"] += coops["refused"]
     figures[f"kill soak ({backend}): transactions run"] += len(begun)
     figures[f"kill soak ({backend}): commits acknowledged"] += len(acked)
     figures[f"kill soak ({backend}): commits of killed committers recovered"] += sum(
@@ -321,6 +322,7 @@ def check_cooperative(
             continue
         seen["checked"] += 1
         seen["killed"] += len(dead)
+        seen["refused"] += sid in chose
         for worker in range(COOP_WORKERS):
             rows = range(worker * COOP_ROWS, (worker + 1) * COOP_ROWS)
             held = [
