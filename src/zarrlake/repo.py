@@ -22,6 +22,7 @@ from zarrlake.errors import (
 )
 from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.session_records import DEFAULT_EXPIRY, SessionInfo
+from zarrlake.txn.commit import current_record
 from zarrlake.txn.staging import Staging
 from zarrlake.txn.transaction import Transaction
 from zarrlake.txn.writers import WriterInfo, describe
@@ -443,8 +444,10 @@ class Repo:
         return Session(Transaction.join(self._ctx, session_id))
 
     def session_info(self, session_id: str) -> SessionInfo:
-        """The state of a session (any status), by id or unique id prefix."""
-        return self._ctx.records.find(session_id).info(self._ctx.clock())
+        """The state of a session (any status), by id or unique id prefix; one whose
+        committer stopped is shown as what recovery makes of it."""
+        rec = current_record(self._ctx, self._ctx.records.find(session_id))
+        return rec.info(self._ctx.clock())
 
     def session_writers(self, session_id: str) -> list[WriterInfo]:
         """The writers of a session (by id or unique prefix) with their states: writing,

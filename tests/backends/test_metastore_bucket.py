@@ -25,6 +25,11 @@ class TestBucketMetaStoreInMemory(MetaStoreTests):
 
 
 class TestBucketMetaStoreOnS3(MetaStoreTests, SharedMetaStoreTests):
+    # A round is 16 threads' reads and swaps over HTTP to one moto process (50 s for the
+    # 200 rounds); 60 rounds still make 900 losing swaps, on the path the other classes of
+    # this module test at full size.
+    race_rounds = 60
+
     @pytest.fixture
     def store_url(self, s3_location) -> str:
         return bucket_url(s3_location)

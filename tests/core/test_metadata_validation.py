@@ -213,22 +213,13 @@ def test_documents_zarr_writes_are_accepted(shared_repo, fresh_branch):
     assert zarr.open_array(at_head.store, path="sub/v", mode="r").shape == (3,)
 
 
-def test_the_check_is_fast():
-    """The check takes well under a millisecond per document (it runs on every metadata
-    write), measured on zarr's own documents."""
-    import time
-
+def test_zarrs_own_documents_are_told_apart():
+    """Every document zarr writes is checked as the node it is (its speed is a
+    micro-benchmark: benchmarks/micro/test_metadata_check.py)."""
     from zarrlake.zarr_metadata import check_metadata
 
     docs = [(k, v) for k, v in zarr_written_documents().items() if k.endswith("zarr.json")]
     assert {check_metadata(k, v) for k, v in docs} == {"array", "group"}
-    start = time.perf_counter()
-    rounds = 20
-    for _ in range(rounds):
-        for k, v in docs:
-            check_metadata(k, v)
-    per_doc = (time.perf_counter() - start) / (rounds * len(docs))
-    assert per_doc < 0.005, f"{per_doc * 1e3:.2f} ms per document"
 
 
 # node type changes ----------------------------------------------------------------------------

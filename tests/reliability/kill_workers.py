@@ -7,13 +7,21 @@
   expired);
 - `gc`: garbage collection with no or a one-second grace period, now and then `full`;
 - `expire`: expiry of history older than a few seconds on every branch.
+- `coop`: cooperative sessions on `coop`: it begins a session, starts worker processes that
+  join it by id, write their region of the `coop` array (flushing halfway) and simply end,
+  SIGKILLs one of them in two rounds of three (just after its flush, or at any moment),
+  and commits; refused for the dead worker, it chooses `unfinished="discard"` or `"include"`
+  at random. It tags every commit `coop-<session>` so
+  expiry keeps it for the checker.
 
 Each appends to its journal before and after every operation (`op <kind>` then `done`), and
-for every session it commits: `C <sid> <chunks>` before, `A <sid> <cid>` when acknowledged,
-`F <sid>` when it certainly failed (a conflict). The supervisor reads the journals to know
-what a process was doing when it killed it, and the checker to know what was acknowledged.
-Lines are written with one os.write each, so a SIGKILL never leaves half a line... but may
-leave none: an acknowledged commit whose `A` line was not written yet counts as unknown.
+for every session it commits: `C <sid> <tag>` before, `A <sid> <cid>` when acknowledged,
+`F <sid>` when it certainly failed (a conflict); a cooperative session adds
+`K <sid> <killed workers>` and, when refused, `U <sid> <choice>`. The supervisor reads the
+journals to know what a process was doing when it killed it, and the checker to know what
+was acknowledged. Lines are written with one os.write each, so a SIGKILL never leaves half
+a line... but may leave none: an acknowledged commit whose `A` line was not written yet
+counts as unknown.
 
 Run as a module: python -m tests.reliability.kill_workers KIND LOCATION METASTORE JOURNAL SEED STOP
 """
@@ -21,8 +29,10 @@ Run as a module: python -m tests.reliability.kill_workers KIND LOCATION METASTOR
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import random
+import subprocess
 import sys
 import time
 from datetime import timedelta
@@ -34,6 +44,15 @@ from zarrlake.errors import ExpiredHistoryError, GcBusyError, ZarrLakeError
 
 SIDE_KEY = "side/c/{}"
 SIDES = 4
+COOP_KEY = "coop/c/{}"
+COOP_WORKERS = 3
+COOP_ROWS = 4  # chunks each cooperative worker writes; it flushes after the first half
+
+
+def coop_value(sid: str, worker: int, row: int) -> bytes:
+    """What worker `worker` of session `sid` writes into its `row`: unique to all three."""
+    digest = hashlib.blake2b(f"{sid}:{worker}:{row}".encode(), digest_size=7).digest()
+    return _bytes(int.from_bytes(digest, "little"))
 
 
 class Journal:
@@ -119,7 +138,59 @@ def expire(repo: zl.Repo, j: Journal, rng: random.Random, stop: Path) -> None:
         time.sleep(0.2)  # pacing
 
 
-KINDS = {"txn": txn, "merge": merge, "gc": gc, "expire": expire}
+def coop(repo: zl.Repo, j: Journal, rng: random.Random, stop: Path) -> None:
+    rounds = 0
+    while not stop.exists():
+        s = repo.create_session("coop", message="coop")
+        j.line("C", s.id, "coop")
+        workers = [
+            subprocess.Popen(
+                [
+                    *(sys.executable, "-m", "tests.reliability.kill_workers", "coop-worker"),
+                    *(repo.spec.location, repo.spec.metastore or "", s.id, str(i)),
+                ],
+                stdout=subprocess.PIPE,
+            )
+            for i in range(COOP_WORKERS)
+        ]
+        victim = rng.choice(workers)
+        rounds += 1
+        if rounds % 3 == 1:  # once it has flushed half its region: the rest is lost with it
+            assert victim.stdout is not None
+            victim.stdout.readline()
+            victim.kill()
+        elif rounds % 3 == 2:  # at any moment
+            time.sleep(rng.uniform(0.0, 1.5))  # when the kill lands, not synchronisation
+            victim.kill()
+        for w in workers:
+            w.communicate()
+        killed = [str(i) for i, w in enumerate(workers) if w.returncode == -9]
+        j.line("K", s.id, ",".join(killed) or "-")
+        j.op("commit")
+        try:
+            cid = s.commit()
+        except zl.UnfinishedWritersError:
+            choice = rng.choice(("discard", "include"))
+            j.line("U", s.id, choice)
+            cid = s.commit(unfinished=choice)
+        j.line("A", s.id, cid)
+        j.done()
+        repo.create_tag(f"coop-{s.id}", cid)
+
+
+def coop_worker(location: str, metastore: str, sid: str, worker: str) -> None:
+    """The seeds' pattern: join by id, write a region, end (no flush, no commit)."""
+    repo = zl.Repo.open(location, metastore=metastore or None)
+    s = repo.join_session(sid)
+    n = int(worker)
+    for row in range(COOP_ROWS):
+        s.write(COOP_KEY.format(n * COOP_ROWS + row), coop_value(sid, n, row))
+        if row == COOP_ROWS // 2 - 1:
+            s.flush()
+            print("flushed", flush=True)
+
+
+KINDS = {"txn": txn, "merge": merge, "gc": gc, "expire": expire, "coop": coop}
 
 
 def main(kind: str, location: str, metastore: str, journal: str, seed: str, stop: str) -> None:
@@ -136,4 +207,7 @@ def main(kind: str, location: str, metastore: str, journal: str, seed: str, stop
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    if sys.argv[1] == "coop-worker":
+        coop_worker(*sys.argv[2:])
+    else:
+        main(*sys.argv[1:])

@@ -10,6 +10,8 @@ each. Afterwards, with the dead committers' leases recovered:
   is a session's recorded commit, once;
 - the counters hold exactly the increments of the sessions that committed (no lost update,
   no increment counted twice), and each merge commit carries its source's `side` array;
+- a cooperative session's commit holds every chunk its workers that ended normally wrote,
+  and none a killed worker wrote unless the commit chose `unfinished="include"`;
 - `fsck` is clean.
 
 Small here; ZARRLAKE_SOAK=1 (make soak) runs 10,000 transactions and 120 kills per backend.
@@ -32,7 +34,14 @@ import pytest
 
 import zarrlake as zl
 from tests.helpers.reliability import size
-from tests.reliability.kill_workers import SIDE_KEY, SIDES
+from tests.reliability.kill_workers import (
+    COOP_KEY,
+    COOP_ROWS,
+    COOP_WORKERS,
+    SIDE_KEY,
+    SIDES,
+    coop_value,
+)
 from tests.reliability.workers import COUNTER_KEY, COUNTERS, _int, setup_repo
 from zarrlake.crashpoints import GC_POINTS, POINTS
 from zarrlake.errors import ExpiredHistoryError
@@ -41,13 +50,15 @@ from zarrlake.txn.commit import load
 ROOT = Path(__file__).resolve().parents[2]
 TXNS = size(80, 10_000)
 KILLS = size(8, 120)
-WORKERS = {"txn": 4, "merge": 1, "gc": 1, "expire": 1}
+COOPS = size(3, 100)  # cooperative sessions acknowledged
+WORKERS = {"txn": 4, "merge": 1, "gc": 1, "expire": 1, "coop": 1}
 CATEGORIES = ("commit", "merge", "gc", "expire")
 CRASH_POINTS = {
     "txn": [p for p in POINTS if p not in ("after_chunk_upload",)],
     "gc": [p for p in GC_POINTS if p.startswith("gc_")],
     "expire": ["expire_after_markers"],
     "merge": [],
+    "coop": [],
 }
 TIMEOUT = size(240.0, 3600.0)
 
@@ -128,7 +139,9 @@ def supervise(
         while time.monotonic() < deadline:
             quota = all(kills[c] >= max(KILLS // 4, 1) for c in CATEGORIES)
             enough = quota and sum(kills.values()) >= KILLS
-            if enough and sum(_count(j, "A ") for j in journals) >= TXNS:
+            acked = sum(_count(j, "A ") for j in journals)
+            coops = sum(_count(j, "A ") for j in journals if j.name.startswith("coop"))
+            if enough and acked >= TXNS and coops >= COOPS:
                 break
             time.sleep(rng.uniform(0.005, 0.05))  # the kill's timing, not synchronisation
             need = [c for c in CATEGORIES if kills[c] < max(KILLS // 4, 1)] or list(CATEGORIES)
@@ -210,6 +223,8 @@ def check(
     begun: dict[str, str] = {}  # session -> tag
     acked: dict[str, str] = {}
     failed: set[str] = set()
+    killed: dict[str, set[int]] = {}  # cooperative session -> its workers SIGKILLed
+    chose: dict[str, str] = {}  # cooperative session -> its choice for them, if refused
     for path in journals:
         for line in path.read_text().splitlines():
             kind, _, rest = line.partition(" ")
@@ -221,12 +236,20 @@ def check(
                 acked[sid] = cid
             elif kind == "F":
                 failed.add(rest)
-    # the sessions of killed committers: their leases end now
+            elif kind == "K":
+                sid, workers = rest.split(" ")
+                killed[sid] = {int(w) for w in workers.split(",") if w != "-"}
+            elif kind == "U":
+                sid, choice = rest.split(" ")
+                chose[sid] = choice
+    # the sessions of killed committers: their leases end now; every record is read as
+    # recovery makes it (an aborted one whose commit turned up is committed)
     status = {}
     for sid in begun:
         rec, _ = ctx.records.get(sid)
         if rec.status == "committing":
             ctx.records.update(sid, lambda r: replace(r, lease=time.time() - 1))
+        if rec.status in ("committing", "aborted"):
             rec, _ = load(ctx, sid)
         status[sid] = rec
     lost = [
@@ -267,7 +290,11 @@ def check(
             for i in range(SIDES):
                 key = SIDE_KEY.format(i)
                 assert mine.read(key) == theirs.read(key), f"merge {cid} lost {key}"
+    coops = check_cooperative(repo, committed, killed, chose)
     assert repo.fsck() == []
+    figures[f"kill soak ({backend}): cooperative commits checked"] += coops["checked"]
+    figures[f"kill soak ({backend}): killed cooperative workers"] += coops["killed"]
+    figures[f"kill soak ({backend}): cooperative commits refused first"] += coops["refused"]
     figures[f"kill soak ({backend}): transactions run"] += len(begun)
     figures[f"kill soak ({backend}): commits acknowledged"] += len(acked)
     figures[f"kill soak ({backend}): commits of killed committers recovered"] += sum(
@@ -276,6 +303,39 @@ def check(
     figures[f"kill soak ({backend}): merge commits checked"] += merges
     figures["lost commits"] += len(lost) + len(missing)
     figures["phantom commits"] += len(phantom)
+
+
+def check_cooperative(
+    repo: zl.Repo, committed: dict[str, str], killed: dict[str, set[int]], chose: dict[str, str]
+) -> Counter:
+    """Each committed cooperative session holds every chunk its normally ended workers
+    wrote. Of a killed worker's, it holds none if the commit chose `discard`, and all or
+    none if the commit was not refused (the kill landed before its first write or after its
+    exit had finished it); `include` keeps what it flushed."""
+    seen: Counter[str] = Counter()
+    for sid, dead in killed.items():
+        if sid not in committed:
+            continue
+        try:
+            snap = repo.readonly_session(committed[sid])
+        except ExpiredHistoryError:  # its tag was not made before its driver was killed
+            continue
+        seen["checked"] += 1
+        seen["killed"] += len(dead)
+        seen["refused"] += sid in chose
+        for worker in range(COOP_WORKERS):
+            rows = range(worker * COOP_ROWS, (worker + 1) * COOP_ROWS)
+            held = [
+                snap.read(COOP_KEY.format(row)) == coop_value(sid, worker, row - rows[0])
+                for row in rows
+            ]
+            if worker not in dead:
+                assert all(held), f"session {sid} lost writes of worker {worker}: {held}"
+            elif chose.get(sid) == "discard":
+                assert not any(held), f"session {sid} holds writes of killed worker {worker}"
+            elif sid not in chose:  # not refused: it died before writing, or after finishing
+                assert len(set(held)) == 1, f"session {sid} holds part of worker {worker}'s"
+    return seen
 
 
 @pytest.mark.slow
@@ -288,12 +348,15 @@ def test_kill_soak(backend, tmp_path, request, figures):
     s = repo.create_session()
     import zarr
 
-    zarr.open_group(s.store, mode="a").create_array(
-        "side", shape=(SIDES,), chunks=(1,), dtype="<i8", fill_value=0, compressors=None
-    )
-    s.commit("side array")
+    root = zarr.open_group(s.store, mode="a")
+    for name, n in (("side", SIDES), ("coop", COOP_WORKERS * COOP_ROWS)):
+        root.create_array(
+            name, shape=(n,), chunks=(1,), dtype="<i8", fill_value=0, compressors=None
+        )
+    s.commit("side and coop arrays")
     setup_head = repo.resolve("main")
     repo.create_branch("dev", "main")
+    repo.create_branch("coop", "main")
     journals = supervise(location, metastore, tmp_path, figures, backend)
     fresh = zl.Repo.open(location, metastore=metastore or None)
     with contextlib.closing(fresh):

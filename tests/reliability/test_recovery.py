@@ -216,6 +216,37 @@ def test_a_read_error_during_recovery_leaves_the_record_and_raises(tmp_path):
     assert sessions_in_log(repo)[sid] == 1
 
 
+def test_recovery_finds_a_landed_commit_beside_a_merged_line_whose_history_expired(tmp_path):
+    """Found by the kill soak: a committer killed after its branch swap; main then gains
+    commits and a merge of a line whose older history was expired. Recovery searched every
+    parent breadth first and gave up at the first expired commit (on the merged line),
+    recording the session aborted though its commit was in main's history on another path;
+    it now searches on and records it committed."""
+    location = str(tmp_path / "repo")
+    repo, sid = make_repo(location)
+    repo.create_branch("dev", "main")
+    dev = []
+    for v in (1, 2):
+        d = repo.create_session("dev")
+        zarr.open_array(d.store, path="t")[1, 0] = v
+        dev.append(d.commit(f"dev {v}"))
+    proc = start_committer(location, sid, crash="after_branch_cas")
+    proc.communicate()
+    assert proc.returncode == -9
+    landed = repo.resolve("main")
+    for v in (1, 2):
+        m = repo.create_session()
+        zarr.open_array(m.store, path="t")[1, 1] = v
+        repo.create_tag(f"m{v}", m.commit(f"main {v}"))
+    repo.merge("dev", into="main")
+    repo.expire(timedelta(0))
+    assert repo.expired_at(dev[0]) is not None  # the committing session's commit is kept
+    assert repo.context.records.get(sid)[0].status == Status.COMMITTING
+
+    rec, _ = load(repo.context, sid)
+    assert (rec.status, rec.commit) == (Status.COMMITTED, landed)
+
+
 # Issue 29: a committer killed mid-commit -------------------------------------------------
 
 

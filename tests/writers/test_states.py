@@ -8,10 +8,13 @@ import os
 import threading
 
 import pytest
+import zarr
 
 import zarrlake as zl
 from tests.writers.conftest import rows_at
 from tests.writers.workers import (
+    COLS,
+    ROWS,
     flush_then_exit_hard,
     write_rows,
     write_then_die,
@@ -116,3 +119,34 @@ def test_a_release_asked_for_inside_the_exit_registry_lock_does_not_wait_for_it(
         writers.release_later(Handle())
         writers.release_later(Handle())
     assert released.wait(10)
+
+
+def test_the_writers_are_shown_with_their_states(job, where):
+    """`Repo.session_writers` names every writer's state, process and what it flushed."""
+    repo, s = job
+    dead = run(write_then_die, (where, s.id, [4, 5], [6, 7]))
+    failed = run(write_then_raise, (where, s.id, [8, 9, 10, 11]))
+    by_state = {w.state: w for w in repo.session_writers(s.id)}
+    assert set(by_state) == {"finished", "gone", "failed"}
+    assert by_state["gone"].pid == dead and by_state["gone"].chunks == 2
+    assert by_state["failed"].pid == failed and "bad input row" in by_state["failed"].error
+    assert by_state["finished"].chunks == 4
+
+
+def test_sessions_list_and_show_print_the_writers(tmp_path):
+    from tests.helpers.cli import ok
+
+    where = {"location": str(tmp_path / "repo")}
+    repo = zl.Repo.create(**where)
+    setup = repo.create_session()
+    zarr.create_array(setup.store, name="t", shape=(ROWS, COLS), chunks=(1, COLS), dtype="i8")
+    setup.commit("array t")
+    s = repo.create_session(message="job")
+    run(write_rows, (where, s.id, [2]))
+    dead = run(write_then_die, (where, s.id, [0], [1]))
+    listed = ok("-r", where["location"], "sessions", "list", "--json").json()
+    assert sorted(w["state"] for w in listed[0]["writers"]) == ["finished", "gone"]
+    table = ok("-r", where["location"], "sessions", "list").stdout
+    assert "1 finished, 1 gone" in table
+    shown = ok("-r", where["location"], "sessions", "show", s.id).stdout
+    assert f"pid {dead} on" in shown and "gone" in shown and "1 fragment(s), 1 chunk(s)" in shown

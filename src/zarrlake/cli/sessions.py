@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from collections import Counter
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated
@@ -20,7 +19,7 @@ from zarrlake.cli.context import (
     when,
 )
 from zarrlake.cli.history import diff_json, print_diff
-from zarrlake.errors import InvalidInputError, ZarrLakeError
+from zarrlake.errors import InvalidInputError
 from zarrlake.present import iso, short
 
 if TYPE_CHECKING:
@@ -89,16 +88,10 @@ def current_sessions(repo: Repo, branch: str | None) -> list[SessionInfo]:
     """Open, committing and recently aborted sessions, each read through recovery (so a
     committer that died or outlived its lease shows as what it became); a record that
     cannot be checked now shows as stored."""
-    from zarrlake.txn.commit import load
+    from zarrlake.txn.commit import current_record
 
     ctx = repo.context
-    out = []
-    for rec in ctx.records.list_current(branch):
-        if rec.status != "open":
-            with contextlib.suppress(ZarrLakeError):
-                rec, _ = load(ctx, rec.id)
-        out.append(rec.info(ctx.clock()))
-    return out
+    return [current_record(ctx, rec).info(ctx.clock()) for rec in ctx.records.list_current(branch)]
 
 
 def writers_cell(repo: Repo, info: SessionInfo) -> str | None:

@@ -13,6 +13,7 @@ different partitions behind a key-value interface)."""
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from collections import deque
 from dataclasses import replace
@@ -112,13 +113,16 @@ def landed(ctx: RepoContext, rec: SessionRecord) -> str | None:
 def reached(ctx: RepoContext, head: str, rec: SessionRecord, targets: set[str]) -> str | None:
     """The first commit found from `head` that is one of `targets` or names session
     `rec`, searching every parent (a merge may have brought it in) but not below the
-    session's base; None when the search ends having met the base (UndecidedError if it
-    never did, or history was expired on the way). Without merges above the base this is
-    one walk down the first parents; with them it may read the history below the base that
-    they bring in."""
+    session's base; None when the search ends having met the base. A commit found proves
+    it landed wherever the search met it, so expired history on one path does not stop the
+    others (a merge may bring in a line expired long ago); only a search that finds nothing
+    and could not read everything, or never met the base, raises UndecidedError. Without
+    merges above the base this is one walk down the first parents; with them it may read
+    the history below the base that they bring in."""
     seen = {head}
     todo = deque([head])
     met_base = False
+    expired_at: str | None = None
     while todo:
         cid = todo.popleft()
         if cid == rec.base:
@@ -127,15 +131,20 @@ def reached(ctx: RepoContext, head: str, rec: SessionRecord, targets: set[str]) 
         try:
             commit = ctx.objects.read_commit(cid)
         except ExpiredHistoryError:
-            raise UndecidedError(
-                f"the history of branch {rec.branch!r} was expired at {cid[:12]}"
-            ) from None
+            if cid in targets:  # met through a parent: it landed, expired or not
+                return cid
+            expired_at = expired_at or cid
+            continue
         if cid in targets or commit.session_id == rec.id:
             return cid
         for parent in commit.parents:
             if parent not in seen:
                 seen.add(parent)
                 todo.append(parent)
+    if expired_at is not None:
+        raise UndecidedError(
+            f"the history of branch {rec.branch!r} was expired at {expired_at[:12]}"
+        )
     if not met_base:
         raise UndecidedError(
             f"branch {rec.branch!r} no longer descends from the session's base {rec.base[:12]}"
@@ -219,6 +228,16 @@ def load(ctx: RepoContext, session_id: str) -> tuple[SessionRecord, int]:
     """The session's record, recovered first if its committer is gone or past its lease
     (see `recovered`); read errors propagate and leave the record as it is."""
     return ctx.records.update(session_id, lambda rec: recovered(ctx, rec))
+
+
+def current_record(ctx: RepoContext, rec: SessionRecord) -> SessionRecord:
+    """What a stored record stands for now: a committing or aborted one read through
+    recovery (its committer may have died, or its commit turned up); one that cannot be
+    checked now (a read error) as stored."""
+    if rec.status in (Status.COMMITTING, Status.ABORTED):
+        with contextlib.suppress(ZarrLakeError):
+            rec, _ = load(ctx, rec.id)
+    return rec
 
 
 def settle_before_reset(ctx: RepoContext, branch: str, head: str) -> None:
