@@ -31,6 +31,7 @@ EXAMPLES = [
     ("docs/how-to/checks.md", "python", "Checks"),
     ("docs/how-to/multiprocessing.md", "python", "Multiprocessing and orchestrators"),
     ("docs/how-to/pull-requests.md", "python", "The daily flow"),
+    ("docs/how-to/pull-requests.md", "python", "A daily Spark job, on one machine or on a bucket"),
     ("docs/how-to/pull-requests.md", "sh", "From the command line"),
     ("docs/how-to/spark.md", "python", "Spark"),
     (
@@ -221,3 +222,41 @@ def test_the_checks_how_to_runs_as_written(tmp_path):
     repo = zl.Repo.open(tmp_path / "checks-demo")
     assert [r.passed for r in repo.run_checks("main")] == [True] * 4
     repo.close()
+
+
+def test_the_daily_spark_job_runs_on_a_directory_and_on_a_bucket(
+    spark, s3_server, tmp_path, monkeypatch, capsys
+):
+    """In this process, where its getOrCreate() finds the test run's Spark session: once as
+    written (the embedded default), once with the bucket-only location and storage."""
+    monkeypatch.chdir(tmp_path)
+    page, section = (
+        "docs/how-to/pull-requests.md",
+        "A daily Spark job, on one machine or on a bucket",
+    )
+    code = snippet(page, section)
+    exec(compile(code, page, "exec"), {"__name__": "__main__"})
+    assert capsys.readouterr().out.split("\n")[:2] == ["[('t2m-range', True)]", "True"]
+    assert zl.Repo.open(tmp_path / "daily-repo").log(limit=1)[0].message.startswith("Merge")
+
+    bucket = f"docs-{uuid.uuid4().hex[:12]}"
+    s3_client(s3_server).create_bucket(Bucket=bucket)
+    storage = {
+        "endpoint_url": s3_server,
+        "region": "us-east-1",
+        "access_key_id": "test",
+        "secret_access_key": "test",
+        "allow_http": True,
+    }
+    on_bucket = filled(
+        code,
+        {
+            'location, storage = os.path.abspath("daily-repo"), {}': (
+                f'location, storage = "s3://{bucket}/datasets/daily", {storage!r}'
+            )
+        },
+    )
+    exec(compile(on_bucket, page, "exec"), {"__name__": "__main__"})
+    assert capsys.readouterr().out.split("\n")[:2] == ["[('t2m-range', True)]", "True"]
+    repo = zl.Repo.open(f"s3://{bucket}/datasets/daily", storage_options=storage)
+    assert repo.spec.metastore.startswith("bucket") and repo.list_pull_requests("merged")

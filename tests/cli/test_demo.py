@@ -56,8 +56,9 @@ def test_the_story_is_told(demo_run):
         "3. Concurrent writers",
         "4. A Spark job that fails",
         "5. A fix on a release branch",
-        "6. Garbage collection",
-        "7. Summary",
+        "6. Write, audit, publish",
+        "7. Garbage collection",
+        "8. Summary",
     ]
     positions = [story.index(t) for t in titles]
     assert positions == sorted(positions)
@@ -70,6 +71,8 @@ def test_the_story_is_told(demo_run):
         "ConflictError",
         "chunk conflict at 'weather/t2m' chunks (1, 1, 0)",
         "corrupt upstream file for spatial chunk 2",
+        "check t2m-physical failed",
+        "merge refused",
         "(unchanged)",
         "open sessions left behind: 0",
         "source .venv/bin/activate",
@@ -134,12 +137,36 @@ def test_the_release_fix_is_merged_into_main(demo_run):
     merge = result["merge"]
     assert merge["main_has_change"]
     repo = zl.Repo.open(where)
-    head = repo.log("main", limit=1)[0]
-    assert head.id == merge["merge_commit"]
-    assert head.parent_ids == (result["failed_job"]["head_after"], merge["branch_commit"])
+    merged = repo.commit_info(merge["merge_commit"])  # main's head until the audited day
+    assert merged.parent_ids == (result["failed_job"]["head_after"], merge["branch_commit"])
+    assert repo.log("main", limit=2)[1].id == merged.id
     fixed = zarr.open_array(repo.readonly_session("main").store, path="weather/v10", mode="r")
     expected = generate_block(GRID, 0, 0)["v10"] + np.float32(0.25)
     assert np.array_equal(fixed[0:24, 0:16, 0:20], expected)
+
+
+@pytest.mark.slow
+def test_the_reprocessed_day_is_published_only_once_its_checks_pass(demo_run):
+    where, result, _ = demo_run
+    audit = result["audit"]
+    assert audit["failed_check"] == "t2m-physical"
+    assert "weather/t2m" in audit["failed_message"] and "(2, 0, 0)" in audit["failed_message"]
+    assert "t2m-physical" in audit["merge_refused"]
+    assert audit["checks_after_fix"] == dict.fromkeys(audit["checks"], True)
+    assert audit["state"] == "merged" and audit["main_has_fix"] and audit["branch_deleted"]
+    repo = zl.Repo.open(where)
+    head = repo.log("main", limit=1)[0]
+    assert head.id == audit["merge_commit"]
+    assert head.parent_ids == (result["merge"]["merge_commit"], audit["fix_commit"])
+    fix = repo.commit_info(audit["fix_commit"])
+    assert fix.message == "Reprocessed t2m of 2025-01-03 (upstream revision 2): tile 0 in degC"
+    kelvin = repo.commit_info(fix.parent_ids[0])  # the refused one, kept in the history
+    assert kelvin.message == "Reprocessed t2m of 2025-01-03 (upstream revision 2)"
+    t2m = zarr.open_array(repo.readonly_session("main").store, path="weather/t2m", mode="r")
+    expected = generate_block(GRID, DAYS - 1, 0, revision=2)["t2m"]  # u10, v10 as before
+    assert np.array_equal(t2m[24 * (DAYS - 1) : 24 * DAYS, 0:16, 0:20], expected)
+    with pytest.raises(zl.ProtectedBranchError):  # main now takes pull requests only
+        repo.merge("v1.0-fix", into="main")
 
 
 @pytest.mark.slow
@@ -184,9 +211,10 @@ def test_the_repository_history(demo_run):
         ["Ingest 2025-01-01", "Ingest 2025-01-02", "Ingest 2025-01-03", "Ingest 2025-01-02"]
     )
     assert len([m for m in messages if "bias-correct" in m]) == 4  # 2 + A + B's retry
-    assert messages[0] == "Merge v1.0-fix into main"
+    assert messages[0].startswith("Merge pull request #1 from reprocess-2025-01-03")
+    assert messages[1] == "Merge v1.0-fix into main"
     assert messages[-2:] == ["Create the weather dataset", "Repository initialized"]
-    assert len(messages) == 2 + len(ingests) + 4 + 1
+    assert len(messages) == 2 + len(ingests) + 4 + 1 + 1
     assert list(repo.list_tags()) == ["v1.0"]
     assert sorted(repo.list_branches()) == ["main", "v1.0-fix"]
     assert repo.list_sessions() == []

@@ -17,6 +17,7 @@ from rich.table import Table
 
 from zarrlake.demo.data import GROUP, day_name
 from zarrlake.demo.result import (
+    AuditOutcome,
     FailedJob,
     GcOutcome,
     MergeOutcome,
@@ -165,6 +166,25 @@ class Narrator:
         self.say(
             f"  merged {m.branch} ({short(m.branch_commit)}) into main: {short(m.merge_commit)}"
             f"; main {'has' if m.main_has_change else '[red]lacks[/]'} the branch's change"
+        )
+
+    def audit_refused(self, pr: int, branch: str, check: str, message: str, refused: str) -> None:
+        """Tell which check failed on the pull request and why its merge was refused."""
+        self.say(f"  ingested into {branch}; pull request #{pr} into main")
+        self.say(f"  check {check} [red]failed[/]: {escape(message)}")
+        self.say(f"  merge refused: {escape(refused)}")
+
+    def audit(self, a: AuditOutcome) -> None:
+        """Tell how the reprocessed day was fixed and published."""
+        passed = ", ".join(
+            f"{name} {'passed' if ok else '[red]failed[/]'}"
+            for name, ok in a.checks_after_fix.items()
+        )
+        self.say(f"  fixed on {a.branch}: {short(a.fix_commit)}; checks now: {passed}")
+        self.say(
+            f"  pull request #{a.pull_request} {a.state}: main {short(a.merge_commit)} "
+            f"{'has' if a.main_has_fix else '[red]lacks[/]'} the audited day; "
+            f"{a.branch} {'deleted' if a.branch_deleted else 'kept'}"
         )
 
     def gc(self, g: GcOutcome) -> None:

@@ -69,6 +69,26 @@ class MergeOutcome:
 
 
 @dataclass
+class AuditOutcome:
+    """A reprocessed day written to a branch, audited by the checks guarding main, refused,
+    fixed on its branch and published through a reviewed pull request."""
+
+    checks: list[str]
+    branch: str
+    day: str
+    pull_request: int
+    failed_check: str
+    failed_message: str
+    merge_refused: str
+    fix_commit: str
+    checks_after_fix: dict[str, bool]
+    merge_commit: str
+    state: str
+    main_has_fix: bool
+    branch_deleted: bool
+
+
+@dataclass
 class GcOutcome:
     """Garbage collection after the failed job."""
 
@@ -108,6 +128,7 @@ class DemoResult:
     retry: WriterOutcome
     failed_job: FailedJob
     merge: MergeOutcome | None
+    audit: AuditOutcome | None
     gc: GcOutcome | None
     summary: Summary
     elapsed_seconds: float

@@ -61,20 +61,30 @@ def start_spark(master: str = "local[*]") -> SparkSession:
 
 
 def day_frame(
-    spark: SparkSession, grid: Grid, day: int, fail_chunk: int = -1, revision: int = 0
+    spark: SparkSession,
+    grid: Grid,
+    day: int,
+    fail_chunk: int = -1,
+    revision: int = 0,
+    kelvin_chunk: int = -1,
 ) -> DataFrame:
     """A DataFrame with one day of rows (of upstream `revision`), generated on the
     executors, one spatial chunk per input row. With `fail_chunk`, the task generating that
-    chunk raises (after the others have started writing)."""
+    chunk raises (after the others have started writing); with `kelvin_chunk`, that chunk's
+    upstream file gives t2m in kelvin instead of degrees Celsius (a bad value, no error)."""
 
     def generate(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import numpy as np
         import pyarrow as pa
 
         for batch in batches:
             for chunk in batch.column("id").to_pylist():
                 if chunk == fail_chunk:
                     raise RuntimeError(f"corrupt upstream file for spatial chunk {chunk}")
-                yield pa.RecordBatch.from_pydict(block_rows(grid, day, chunk, revision))
+                rows = block_rows(grid, day, chunk, revision)
+                if chunk == kelvin_chunk:
+                    rows["t2m"] = rows["t2m"] + np.float32(273.15)
+                yield pa.RecordBatch.from_pydict(rows)
 
     n = grid.spatial_chunks
     return spark.range(0, n, numPartitions=n).mapInArrow(generate, ROW_SCHEMA)
@@ -90,17 +100,19 @@ def ingest_day(
     branch: str = "main",
     fail_chunk: int = -1,
     revision: int = 0,
+    kelvin_chunk: int = -1,
     allow_empty: bool = False,
+    message: str | None = None,
 ) -> None:
     """One Spark job: the day's rows into every array of `arrays`, as one commit (refused
-    if it changes nothing, unless `allow_empty`)."""
+    if it changes nothing, unless `allow_empty`), by default "Ingest <day>"."""
     (
-        day_frame(spark, grid, day, fail_chunk, revision)
+        day_frame(spark, grid, day, fail_chunk, revision, kelvin_chunk)
         .write.format("zarrlake")
         .option("repo", location)
         .option("branch", branch)
         .option("arrays", ",".join(arrays))
-        .option("message", f"Ingest {day_name(day)}")
+        .option("message", message or f"Ingest {day_name(day)}")
         .option("allow_empty", str(allow_empty).lower())
         .mode("append")
         .save()

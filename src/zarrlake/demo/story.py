@@ -1,6 +1,8 @@
 """The demo's story, told with real work through the public API: a dataset ingested by one
 Spark job per day, history and time travel, an idempotent re-run, concurrent writers with
-and without a conflict, a Spark job that fails half-way, and a summary."""
+and without a conflict, a Spark job that fails half-way, a fix merged from a release branch,
+a reprocessed day published through checks and a pull request (write-audit-publish),
+garbage collection, and a summary."""
 
 from __future__ import annotations
 
@@ -13,11 +15,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from zarrlake import checks
 from zarrlake.demo.config import DemoConfig
 from zarrlake.demo.data import GROUP, START, VARIABLES, coordinates, day_name
 from zarrlake.demo.directory import prepare_directory
 from zarrlake.demo.render import Narrator
 from zarrlake.demo.result import (
+    AuditOutcome,
     DemoResult,
     FailedJob,
     GcOutcome,
@@ -29,6 +33,7 @@ from zarrlake.demo.result import (
 )
 from zarrlake.demo.spark import ingest_day, job_error, start_spark
 from zarrlake.demo.writers import WriterJob, apply, run_pair
+from zarrlake.errors import PullRequestBlockedError
 from zarrlake.repo import Repo
 
 if TYPE_CHECKING:
@@ -54,8 +59,9 @@ class Story:
         store = self.repo.readonly_session(ref).store
         return zarr.open_array(store, path=array, mode="r")[region]
 
-    def _ingest(self, spark: SparkSession, day: int, **kw) -> None:
-        ingest_day(spark, self.cfg.location, self.cfg.arrays, self.grid, day, **kw)
+    def _ingest(self, spark: SparkSession, day: int, arrays: list[str] | None = None, **kw) -> None:
+        arrays = arrays or self.cfg.arrays
+        ingest_day(spark, self.cfg.location, arrays, self.grid, day, **kw)
 
     def create_dataset(self) -> str:
         """Commit the empty arrays with their coordinates: the layout every day fills in."""
@@ -276,8 +282,73 @@ class Story:
         self.say.merge(m)
         return m
 
+    def audit(self, spark: SparkSession) -> AuditOutcome:
+        """Part 6: write-audit-publish. Checks guard main, and main takes changes only
+        through an approved pull request. A day reprocessed upstream is written to a branch
+        by Spark; one tile came in kelvin, the range check on t2m fails and the merge is
+        refused; the day is written again on its branch, the checks pass, and a reviewer's
+        approval publishes it."""
+        self.say.section("Write, audit, publish: checks and a pull request")
+        repo = self.repo
+        rules = {
+            "t2m-physical": checks.ValueRange(T2M, min=-90.0, max=60.0),
+            "t2m-complete": checks.MaxNaNFraction(T2M, 0.0),
+            "layout-kept": checks.SchemaUnchanged(T2M),
+        }
+        for name, check in rules.items():
+            repo.add_check(name, check, branches="main")
+        repo.protect_branch("main", require_pull_request=True, required_approvals=1)
+        self.say.say(
+            f"  checks guarding main: {', '.join(rules)}; main takes changes only through "
+            "a pull request with 1 approval"
+        )
+        day = self.grid.days - 1
+        branch = f"reprocess-{day_name(day)}"
+        repo.create_branch(branch, at="main")
+        reprocess = {"arrays": [T2M], "branch": branch, "revision": 2}
+        title = f"Reprocessed t2m of {day_name(day)} (upstream revision 2)"
+        self._ingest(spark, day, **reprocess, kelvin_chunk=0, message=title)
+        pr = repo.create_pull_request(branch, "main", title=title, author="ingest-job")
+        failed = next(r for r in pr.checks if not r.passed)
+        pr.approve(by="data-steward")
+        try:
+            pr.merge(by="data-steward")
+            refused = ""
+        except PullRequestBlockedError as e:
+            refused = e.reasons[0]
+        self.say.audit_refused(pr.id, branch, failed.name, failed.message, refused)
+        self._ingest(spark, day, **reprocess, message=f"{title}: tile 0 in degC")
+        fix = repo.resolve(branch)
+        after = {r.name: r.passed for r in pr.checks}
+        pr.comment("tile 0 re-read in degrees Celsius", by="ingest-job")
+        pr.approve(by="data-steward")  # the approval of the new head
+        merged = pr.merge(by="data-steward")
+        region = (slice(24 * day, 24 * (day + 1)), *self.grid.tile_slices(0))
+        has_fix = bool(
+            np.array_equal(self._read("main", T2M, region), self._read(branch, T2M, region))
+        )
+        repo.delete_branch(branch)
+        self.written_bytes += 2 * self.grid.day_bytes() // len(VARIABLES)
+        a = AuditOutcome(
+            checks=list(rules),
+            branch=branch,
+            day=day_name(day),
+            pull_request=pr.id,
+            failed_check=failed.name,
+            failed_message=failed.message,
+            merge_refused=refused,
+            fix_commit=fix,
+            checks_after_fix=after,
+            merge_commit=merged,
+            state=repo.pull_request(pr.id).state,
+            main_has_fix=has_fix,
+            branch_deleted=branch not in repo.list_branches(),
+        )
+        self.say.audit(a)
+        return a
+
     def collect_garbage(self) -> GcOutcome:
-        """Part 6: garbage collection reclaims what no commit references: the failed job's
+        """Part 7: garbage collection reclaims what no commit references: the failed job's
         uploads and the conflicting writer's abandoned attempt. Nothing else writes to the
         demo's repository now, so no grace period is needed."""
         self.say.section("Garbage collection")
@@ -293,7 +364,7 @@ class Story:
         return g
 
     def summary(self, elapsed: float) -> Summary:
-        """Part 5: what the repository holds."""
+        """Part 8: what the repository holds."""
         import zarr
 
         self.say.section("Summary")
@@ -357,9 +428,10 @@ def run(cfg: DemoConfig, narrator: Narrator | None = None) -> DemoResult:
             replay = story.replay(spark)
             disjoint, overlapping, retry = story.concurrency()
             failed = story.failed_job(spark)
+            merge = story.merge()
+            audit = story.audit(spark)
         finally:
             spark.stop()
-        merge = story.merge()
         gc = story.collect_garbage()
         summary = story.summary(time.perf_counter() - t0)
     finally:
@@ -377,6 +449,7 @@ def run(cfg: DemoConfig, narrator: Narrator | None = None) -> DemoResult:
         retry=retry,
         failed_job=failed,
         merge=merge,
+        audit=audit,
         gc=gc,
         summary=summary,
         elapsed_seconds=time.perf_counter() - t0,
