@@ -621,8 +621,10 @@ class Repo:
 
     def reset_branch(self, branch: str, to: str, *, expected: str | None = None) -> str:
         """Move `branch` to ref `to`; with `expected`, only if the branch is there now
-        (ConflictError otherwise, nothing moved). Returns the new head."""
+        (ConflictError otherwise, nothing moved). Returns the new head. A branch whose rule
+        requires pull requests refuses it (ProtectedBranchError)."""
         check_ref_name(branch, "branch")
+        Protection(self._ctx.meta, self._ctx.refs.partition).check_merge(branch, "reset")
         want = self.resolve(expected) if expected is not None else None
         target = self.resolve(to)
         with keeping(self._ctx, [target]):

@@ -28,6 +28,16 @@ def test_require_pull_request_refuses_direct_merges_only(repo: zl.Repo) -> None:
         write_row(repo, "main", 6, 66, "refused")
 
 
+def test_require_pull_request_refuses_a_reset_onto_an_unreviewed_head(repo: zl.Repo) -> None:
+    """Moved to the source's head, a reset would be the merge without its review."""
+    repo.protect_branch("main", require_pull_request=True)
+    head = repo.resolve("main")
+    with pytest.raises(zl.ProtectedBranchError, match="reset into it through a pull request"):
+        repo.reset_branch("main", "day1")
+    assert repo.resolve("main") == head
+    repo.reset_branch("day1", "main")  # branches without the rule reset as before
+
+
 def test_required_approvals_count_distinct_reviewers(repo: zl.Repo) -> None:
     repo.protect_branch("main", require_pull_request=True, required_approvals=2)
     assert repo.protected_branches()["main"] == {

@@ -6,8 +6,9 @@ from sessions unless a rule allows them, and refuses deletion unless a rule allo
 merges, reverts and resets into it are allowed. When several rules match, the strictest
 wins. `main` can never be deleted unless a rule matching it allows deletion.
 
-A rule may also require pull requests (`require_pull_request`: a direct merge into the
-branch is refused, only a pull request's merge may land there), a number of approvals
+A rule may also require pull requests (`require_pull_request`: a direct merge or reset
+into the branch is refused, only a pull request's merge may land there; a revert, which
+undoes a reviewed change, stays allowed), a number of approvals
 (`required_approvals`), and that approvals given before the source branch last moved no
 longer count (`dismiss_stale_approvals`). These fields are stored only when set, so rules
 written before they existed load as they were, and clients that predate them still read
@@ -160,16 +161,17 @@ class Protection:
                     f"protect_branch({rule.pattern!r}, allow_direct_commits=True)"
                 )
 
-    def check_merge(self, branch: str) -> None:
+    def check_merge(self, branch: str, what: str = "merge") -> None:
         """ProtectedBranchError if a rule requires pull requests into `branch` and this merge
-        is not a pull request's (see `pull_request_merge`)."""
+        is not a pull request's (see `pull_request_merge`). A reset (`what`) is refused the
+        same way: moved to a descendant, it is a merge without the review."""
         if _MERGING_PULL_REQUEST.get() == branch:
             return
         for rule in self.matching(branch):
             if rule.require_pull_request:
                 raise ProtectedBranchError(
                     f"branch {branch!r} is protected (rule {rule.pattern!r}, "
-                    f"require_pull_request): merge into it through a pull request: open one "
+                    f"require_pull_request): {what} into it through a pull request: open one "
                     f"with repo.create_pull_request(source, target={branch!r}) or "
                     f"'zarrlake pr create SOURCE --into {branch}', and merge that"
                 )
