@@ -170,3 +170,34 @@ def test_every_kind_round_trips_through_json(check):
 def test_bad_parameters_are_named(make, words):
     with pytest.raises(zl.InvalidInputError, match=words):
         make()
+
+
+def test_every_kind_passes_then_fails_on_each_metastore(where):
+    """All seven kinds on SQLite, S3 + PostgreSQL and the bucket alone: a change within
+    every rule passes them all; a change that breaks every rule fails each, naming it."""
+    repo = zl.Repo.open(**where)
+    kinds = {
+        "nan": MaxNaNFraction("t", 0.5),
+        "range": ValueRange("t", 0, 50),
+        "monotonic": Monotonic("time", step=1),
+        "attrs": RequiredAttrs("t", ["units"]),
+        "schema": SchemaUnchanged("t", ["time"]),
+        "count": MaxChangedChunks(2),
+        "nodelete": NoDeletedChunks(),
+    }
+    for name, check in kinds.items():
+        repo.add_check(name, check, branches=("nowhere",))
+    good = side(repo, t={0: 2.0}, time={slice(0, 2): [0, 1]}).commit("within every rule")
+    assert {r.name: r.passed for r in repo.run_checks(good)} == dict.fromkeys(kinds, True)
+
+    s = side(repo, t={(1, slice(0, 3)): np.nan, (2, 0): 99.0}, time={slice(4, 6): [5, 6]})
+    g = zarr.open_group(s.store)
+    g["t"].attrs.put({"standard_name": "air_temperature"})  # units dropped
+    g["t"].resize((ROWS, 5))
+    s.delete("t/c/3/0")
+    bad = s.commit("breaks every rule")
+    results = {r.name: r for r in repo.run_checks(bad)}
+    assert {n: r.passed for n, r in results.items()} == dict.fromkeys(kinds, False)
+    assert results["range"].array == "t" and (2, 0) in results["range"].chunks
+    assert results["nodelete"].chunks == [(3, 0)]
+    repo.close()
