@@ -8,4 +8,9 @@ import pytest
 # The shared helpers assert too: rewrite them like test modules, for readable failures.
 pytest.register_assert_rewrite("tests.helpers")
 
-pytest_plugins = ["tests.fixtures.postgres", "tests.fixtures.s3", "tests.fixtures.spark"]
+pytest_plugins = [
+    "tests.fixtures.postgres",
+    "tests.fixtures.s3",
+    "tests.fixtures.spark",
+    "tests.fixtures.metastores",
+]

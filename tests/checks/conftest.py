@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 
 import numpy as np
@@ -44,34 +43,14 @@ def repo(tmp_path) -> Iterator[zl.Repo]:
     r.close()
 
 
-@pytest.fixture(params=["sqlite", "s3-postgres", "s3-bucket"])
-def where(request, tmp_path) -> Iterator[dict]:
+@pytest.fixture
+def where(any_metastore: dict) -> dict:
     """Repo.open arguments of a new repository holding `t` and `time` on main, on each
     metastore kind."""
-    db = None
-    if request.param == "sqlite":
-        args: dict = {"location": str(tmp_path / "repo")}
-    else:
-        from tests.fixtures.s3 import s3_client, s3_options
-
-        endpoint = request.getfixturevalue("s3_server")
-        bucket = f"zarrlake-test-{uuid.uuid4().hex[:16]}"
-        s3_client(endpoint).create_bucket(Bucket=bucket)
-        args = {"location": f"s3://{bucket}/repo", "storage_options": s3_options(endpoint)}
-        if request.param == "s3-postgres":
-            from tests.fixtures.postgres import create_database
-
-            admin = request.getfixturevalue("postgres_url")
-            db = create_database(admin)
-            args["metastore"] = admin.rsplit("/", 1)[0] + "/" + db
-    r = zl.Repo.create(**args)
+    r = zl.Repo.create(**any_metastore)
     fill(r)
     r.close()
-    yield args
-    if db is not None:
-        from tests.fixtures.postgres import drop_database
-
-        drop_database(request.getfixturevalue("postgres_url"), db)
+    return any_metastore
 
 
 def write(repo: zl.Repo, branch: str = "main", **arrays: dict) -> zl.Session:

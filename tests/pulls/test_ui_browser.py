@@ -5,61 +5,30 @@ With ZARRLAKE_UPDATE_SCREENSHOTS=1 the screenshot replaces docs/screenshots/pull
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
 import zarrlake as zl
+from tests.helpers.browser import headless_browser, shoot, ui_server
 from tests.pulls.test_ui_pages import repo as built_repo  # noqa: F401 - the module fixture
-from tests.ui.test_browser import CHROMEDRIVER, CHROMIUM, FLAGS, ensure_chromium, shoot
 
 
 @pytest.fixture(scope="module")
 def server(built_repo: zl.Repo) -> Iterator[str]:  # noqa: F811
-    """`zarrlake ui` on the repository, any free port; yields its URL."""
-    script = Path(sys.executable).parent / "zarrlake"
-    proc = subprocess.Popen(
-        [str(script), "-r", built_repo.spec.location, "ui", "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        line = proc.stdout.readline() if proc.stdout else ""
-        if " at http://" not in line:
-            proc.kill()
-            raise AssertionError(f"zarrlake ui did not start: {line!r} {proc.stderr.read()!r}")
-        yield line.rsplit(" at ", 1)[1].strip()
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    """`zarrlake ui` on the repository; yields its URL."""
+    with ui_server(built_repo.spec.location) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
-    ensure_chromium()
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for flag in FLAGS:
-        options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}")
-    driver = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
-    try:
+    with headless_browser(tmp_path_factory.mktemp("chromium-profile")) as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 def test_header_to_pull_requests_to_one_to_its_source_head(

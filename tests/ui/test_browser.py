@@ -7,104 +7,36 @@ replace docs/screenshots/*.png (the pictures of the README and of docs/how-to/we
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import WebDriverWait
 
+from tests.helpers.browser import headless_browser, shoot, ui_server
 from tests.helpers.ui import Built
-
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--window-size=1100,1000",
-]
-
-
-def ensure_chromium() -> None:
-    """Debian's chromium and chromium-driver, installed when missing."""
-    if CHROMIUM.exists() and CHROMEDRIVER.exists():
-        return
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
-    subprocess.run(
-        ["apt-get", "install", "-y", "-qq", "chromium", "chromium-driver"], check=True, env=env
-    )
 
 
 @pytest.fixture(scope="module")
 def server(built: Built) -> Iterator[str]:
-    """`zarrlake ui` on 127.0.0.1, any free port; yields its URL."""
-    script = Path(sys.executable).parent / "zarrlake"
-    proc = subprocess.Popen(
-        [str(script), "-r", str(built.path), "ui", "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        line = proc.stdout.readline() if proc.stdout else ""
-        if " at http://" not in line:
-            proc.kill()
-            raise AssertionError(f"zarrlake ui did not start: {line!r} {proc.stderr.read()!r}")
-        yield line.rsplit(" at ", 1)[1].strip()
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    """`zarrlake ui` on the built repository; yields its URL."""
+    with ui_server(str(built.path)) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
-    ensure_chromium()
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for flag in FLAGS:
-        options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}")
-    driver = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
-    try:
+    with headless_browser(tmp_path_factory.mktemp("chromium-profile")) as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 def loaded(driver: WebDriver, img: WebElement) -> int:
     """The image's natural width once it has loaded (0 if it failed)."""
     WebDriverWait(driver, 20).until(lambda d: d.execute_script("return arguments[0].complete", img))
     return int(driver.execute_script("return arguments[0].naturalWidth", img))
-
-
-def shoot(driver: WebDriver, tmp_path: Path, name: str) -> Path:
-    out = tmp_path / name
-    assert driver.save_screenshot(str(out))
-    assert out.stat().st_size > 10_000
-    if os.environ.get("ZARRLAKE_UPDATE_SCREENSHOTS") == "1":
-        DOCS.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(out, DOCS / name)
-    return out
 
 
 def test_home_to_commit_to_chunk_map_to_array(
