@@ -15,6 +15,13 @@ Nothing else sets them; the library never imports this module.
   open (a write racing the commit's seal is lost).
 - `commit_counts_gone_writers`: a commit counts what a worker whose process died had
   flushed, without the caller choosing `unfinished="include"`.
+- `rebase_ignores_metadata_conflicts`: a commit rebasing over commits that changed the
+  same node's metadata document (or resized an array it wrote chunks of) finds no conflict:
+  only chunk conflicts count.
+- `lease_not_renewed`: a committer does not renew its lease while it waits (for a sweep,
+  between long steps); only the fence before the branch compare-and-swap remains.
+- `recovery_trusts_failed_read`: whether a commit landed is taken as "no" when reading the
+  branch history fails (recovery and a committer's own check after an error).
 - `ref_moves_unguarded`: merges, reverts, resets and new refs write no keep record, so a
   sweep or an expiry they overlap does not know the commits they point at.
 """
@@ -120,6 +127,42 @@ def _commit_counts_gone_writers() -> list[tuple[Any, str, Any]]:
     return [(writers, "judge", judge)]
 
 
+def _rebase_ignores_metadata_conflicts() -> list[tuple[Any, str, Any]]:
+    from zarrlake.errors import ConflictKind
+    from zarrlake.vc import commit_protocol
+
+    original = commit_protocol.find_conflicts
+    kept = (ConflictKind.CHUNK, ConflictKind.READ)
+
+    def find_conflicts(*args: Any, **kwargs: Any) -> list:
+        return [c for c in original(*args, **kwargs) if c.kind in kept]
+
+    return [(commit_protocol, "find_conflicts", find_conflicts)]
+
+
+def _lease_not_renewed() -> list[tuple[Any, str, Any]]:
+    from zarrlake.txn.commit import Hold
+
+    return [(Hold, "keep", lambda self: None)]
+
+
+def _recovery_trusts_failed_read() -> list[tuple[Any, str, Any]]:
+    from zarrlake.errors import ZarrLakeError
+    from zarrlake.txn import commit
+
+    original = commit.landed
+
+    def landed(ctx: Any, rec: Any) -> str | None:
+        try:
+            return original(ctx, rec)
+        except commit.UndecidedError:
+            raise
+        except ZarrLakeError:
+            return None
+
+    return [(commit, "landed", landed)]
+
+
 def _ref_moves_unguarded() -> list[tuple[Any, str, Any]]:
     import contextlib
 
@@ -138,6 +181,9 @@ BUGS: dict[str, Callable[[], list[tuple[Any, str, Any]]]] = {
     "flush_skips_recheck": _flush_skips_recheck,
     "commit_counts_gone_writers": _commit_counts_gone_writers,
     "ref_moves_unguarded": _ref_moves_unguarded,
+    "rebase_ignores_metadata_conflicts": _rebase_ignores_metadata_conflicts,
+    "lease_not_renewed": _lease_not_renewed,
+    "recovery_trusts_failed_read": _recovery_trusts_failed_read,
 }
 
 

@@ -73,6 +73,9 @@ SWEEP_TTL = 600.0
 DELETE_MARGIN = 30.0
 """A sweep stops deleting this many seconds before its deadline (clock skew, pauses)."""
 LOCK_TTL = 3600.0
+POLL = 0.05
+"""Seconds a writer sleeps between reads of the phase while a sweep is deleting (a module
+setting so the simulator can poll less often through a long stall)."""
 """A lock not renewed for this long is taken over (its holder's liveness unknown)."""
 
 
@@ -320,14 +323,17 @@ class WriteGuard:
     `settle` check the uploads when a sweep began since (never skip a check it needs)."""
 
     def __init__(
-        self, ctx: GcContext, poll: float = 0.05, sleep: Callable[[float], None] = runtime.sleep
+        self,
+        ctx: GcContext,
+        poll: float | None = None,
+        sleep: Callable[[float], None] = runtime.sleep,
     ) -> None:
         self.sleep = sleep
         self.meta = ctx.meta
         self.store = ctx.object_store
         self.partition = partition(ctx)
         self.clock: Callable[[], float] = lambda: ctx.clock()  # tests may swap the clock
-        self.poll = poll
+        self.poll = POLL if poll is None else poll
         self._last: tuple[float, Phase] | None = None  # (monotonic time, phase) last read
 
     def _phase(self) -> Phase:

@@ -44,6 +44,8 @@ class FaultPlan:
     crash: float = 0.0
     jump: float = 0.0
     burst: float = 0.0
+    own_jump: float = 0.0
+    """The share of clock jumps that step one process's clock only (the rest move time)."""
     counts: Counter[str] = field(default_factory=Counter)
     _burst_left: int = 0
 

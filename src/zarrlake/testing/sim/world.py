@@ -35,6 +35,7 @@ from zarrlake.testing.sim.model import Model, Violation
 from zarrlake.testing.sim.scheduler import Deadlock, Scheduler
 from zarrlake.testing.sim.trace import Trace
 from zarrlake.txn.commit import load
+from zarrlake.vc import gc_protocol
 from zarrlake.vc.reach import EXPIRED_PREFIX
 from zarrlake.vc.refs import BRANCH
 
@@ -62,6 +63,9 @@ SETTINGS = Settings(
     flush=FlushPolicy(idle=1.0),
     flush_wait=30.0,
 )
+SWEEP_POLL = 5.0
+"""Simulated seconds a writer waits between looks at a sweep's phase (the library's 50 ms
+would spend a run's steps on one stalled sweep)."""
 RECORD_MAX = 200
 """Fragments bigger than this are objects (the library's 32 KiB would never be reached)."""
 
@@ -160,13 +164,14 @@ class World:
         self.values = VALUES
         self.programs: dict[int, Actor] = {}
         self.handles_of: dict[int, list] = {}  # pid -> the session handles it holds
-        self.committing: set[int] = set()  # pids of processes inside a commit
+        self.committing: dict[int, tuple[str, int]] = {}
+        """pid of a process inside a commit -> (its session, clock jumps when it began)."""
         self.sched.on_timer = self.timer_fires
         unknown = set(config.issues) - set(KNOWN_ISSUES)
         if unknown:
             raise ValueError(f"unknown issues {sorted(unknown)}; known: {sorted(KNOWN_ISSUES)}")
         self._ids = 0
-        self.events: list[tuple[str, str]] = []  # (what happened, by whom) in this step
+        self.events: list[tuple[str, str, float]] = []  # (what, by whom, their clock)
         self.refs_moved = False
         n = self.rng.randint(2, 5)  # drawn even when given, so the rest of the run is alike
         drawn = sorted(self.rng.choice(KINDS) for _ in range(n))
@@ -176,6 +181,38 @@ class World:
         self.kinds = tuple(names)
         ops = self.rng.randint(1, 4)
         self.ops = config.ops if config.ops is not None else ops
+        extra = random.Random(f"{config.seed}/extra")  # new draws leave the rest alike
+        self.meta_rate = extra.choice((0.0, 0.2, 0.5))
+        """How often a writer's session also changes metadata (and a reader reads it)."""
+        self.hosts = extra.random() < 0.3
+        """Each process on a host of its own: no process can tell whether another is alive
+        (a crashed collector's lock and sweep then stall writers until they time out)."""
+        self.skew = extra.choice(("none", "none", "small", "large"))
+        self.faults.own_jump = extra.choice((0.0, 0.5))
+        self.clocks = random.Random(f"{config.seed}/clocks")
+        self.sched.on_process = self.place
+
+    def place(self, proc) -> None:
+        """Give a new simulated process its host and its clock's skew (drawn from the seed)."""
+        if proc.name == "observer":
+            return
+        if self.hosts:
+            proc.host = f"host{proc.pid}"
+        if self.skew == "small":
+            proc.offset = self.clocks.uniform(-1.0, 1.0) * self.clocks.choice((1.0, 20.0))
+        elif self.skew == "large":
+            size = self.clocks.choice((0.0, 30.0, 200.0, 900.0, 4000.0))
+            proc.offset = size * self.clocks.choice((-1.0, 1.0)) * self.clocks.uniform(1.0, 1.2)
+        if proc.offset:
+            self.faults.counts["clock skew"] += 1
+
+    def clock_of(self, actor) -> float:
+        """The time the clock of `actor`'s process shows now."""
+        return self.sched.clock_of(actor.process)
+
+    def latest(self) -> float:
+        """The clock furthest ahead: a session it finds expired may be treated as expired."""
+        return self.sched.now + max((p.offset for p in self.sched.processes), default=0.0)
 
     def new_id(self, prefix: str) -> str:
         """A fresh id with `prefix`, deterministic within the run."""
@@ -195,7 +232,8 @@ class World:
             and rest.startswith(EXPIRED_PREFIX)
             and result is not False
         ):
-            self.events.append((f"expired {rest[len(EXPIRED_PREFIX) :]}", actor.name))
+            what = f"expired {rest[len(EXPIRED_PREFIX) :]}"
+            self.events.append((what, actor.name, self.sched.clock_of(actor.process)))
 
     def targets(self) -> list[str]:
         """Commits resets, new branches and tags may point at: any commit ever seen (one
@@ -210,7 +248,7 @@ class World:
     def deleted(self, key: str) -> None:
         """Record that the calling actor deleted `key` (checked after the step)."""
         actor = self.sched._me()
-        self.events.append((f"deleted {key}", actor.name))
+        self.events.append((f"deleted {key}", actor.name, self.sched.clock_of(actor.process)))
 
     # the run ----------------------------------------------------------------------------
 
@@ -244,13 +282,14 @@ class World:
         """Check the invariants after a step: refs and commits, each deletion and expiry, actor
         errors."""
         model = self.model
-        now = self.sched.now
         if self.refs_moved:
             self.refs_moved = False
             model.check_refs()
         model.settle()
+        if self.committing:
+            self.check_leases()
         events, self.events = self.events, []
-        for what, by in events:
+        for what, by, now in events:  # judged by the clock of the process that did it
             kind, _, arg = what.partition(" ")
             if kind == "deleted":
                 model.check_delete(arg, by, now)
@@ -263,6 +302,28 @@ class World:
                     raise error
                 raise Violation(
                     f"{actor.name} raised {type(error).__name__}: {error}\n{actor.error_text}"
+                )
+
+    def check_leases(self) -> None:
+        """A committer that is running keeps its lease: by its own clock the lease never
+        lapses unless a clock jumped since the commit began (it renews at every wait and
+        between long steps, so recovery never aborts a committer that keeps going)."""
+        partition = self.obs.partition("sessions")
+        for pid, (sid, jumps) in self.committing.items():
+            if jumps != self.sched.jumps:
+                continue
+            proc = next(p for p in self.sched.processes if p.pid == pid)
+            got = self.obs.meta.get(partition, sid.encode()) if proc.alive else None
+            if got is None:
+                continue
+            rec = json.loads(got[0])
+            self.model.counts["committers' leases checked"] += 1
+            lease, now = rec.get("lease"), self.sched.clock_of(proc)
+            if rec.get("status") == "committing" and lease is not None and now > lease:
+                raise Violation(
+                    f"session {sid}: the lease of its running committer ({proc.name}) "
+                    f"lapsed {now - lease:.0f} s ago by its own clock, no clock having "
+                    "jumped (a lease not renewed while it waits?)"
                 )
 
     def restarts(self) -> None:
@@ -280,7 +341,7 @@ class World:
         model = self.model
         model.check_refs()
         model.settle()
-        self.sched.now += 10_000.0  # past every lease
+        self.sched.now += 10_000.0 + max(0.0, self.latest() - self.sched.now)  # past every lease
         for sm in model.sessions.values():
             model.counts["session records checked"] += 1
             rec, _ = load(self.obs, sm.sid)
@@ -300,7 +361,7 @@ class World:
         problems = Repo(self.obs).fsck()
         if problems:
             raise Violation(f"fsck: {problems[:5]}")
-        for c in sorted(model.retained(self.sched.now)[0]):
+        for c in sorted(model.retained(self.latest())[0]):
             for key in model.commits[c].objects:
                 model.counts["objects of retained commits checked"] += 1
                 if not self.store.exists(key):
@@ -311,7 +372,13 @@ class World:
 def _determinism(seed: int) -> Iterator[None]:
     """Seeded ids and jitter, no sleeps in retries, small fragments, for one run."""
     ids = random.Random(seed ^ 0x5EED)
-    saved = (secrets.token_bytes, secrets.token_hex, random.getstate(), fragment.RECORD_MAX)
+    saved = (
+        secrets.token_bytes,
+        secrets.token_hex,
+        random.getstate(),
+        fragment.RECORD_MAX,
+        gc_protocol.POLL,
+    )
 
     def token_bytes(n: int | None = None) -> bytes:
         return ids.randbytes(32 if n is None else n)
@@ -322,6 +389,7 @@ def _determinism(seed: int) -> Iterator[None]:
     secrets.token_bytes, secrets.token_hex = token_bytes, token_hex  # type: ignore[assignment]
     random.seed(seed)
     fragment.RECORD_MAX = RECORD_MAX
+    gc_protocol.POLL = SWEEP_POLL
     hooks = stamina.instrumentation.get_on_retry_hooks()
     stamina.instrumentation.set_on_retry_hooks([])
     try:
@@ -332,6 +400,7 @@ def _determinism(seed: int) -> Iterator[None]:
         secrets.token_bytes, secrets.token_hex = saved[0], saved[1]  # type: ignore[assignment]
         random.setstate(saved[2])
         fragment.RECORD_MAX = saved[3]
+        gc_protocol.POLL = saved[4]
 
 
 def run(
