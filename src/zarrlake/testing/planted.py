@@ -22,6 +22,10 @@ Nothing else sets them; the library never imports this module.
   between long steps); only the fence before the branch compare-and-swap remains.
 - `recovery_trusts_failed_read`: whether a commit landed is taken as "no" when reading the
   branch history fails (recovery and a committer's own check after an error).
+- `page_age_by_local_clock`: the bucket metastore's page sweep judges a page's age by the
+  sweeping host's clock against the page's last-modified time (the service's), not by the
+  head's last-modified time: a host whose clock runs an hour ahead deletes the pages of a
+  write still in flight.
 - `ref_moves_unguarded`: merges, reverts, resets and new refs write no keep record, so a
   sweep or an expiry they overlap does not know the commits they point at.
 """
@@ -163,6 +167,28 @@ def _recovery_trusts_failed_read() -> list[tuple[Any, str, Any]]:
     return [(commit, "landed", landed)]
 
 
+def _page_age_by_local_clock() -> list[tuple[Any, str, Any]]:
+    from zarrlake import runtime
+    from zarrlake.metastore import bucket
+    from zarrlake.metastore.bucket_format import page_born
+
+    def _sweep(self: Any, names: Any, keep: set[str], dead_salt: int | None) -> None:
+        listed = list(self._store.list_modified(names.pages))
+        now = runtime.now()  # this host's clock, not the service's
+        current, _ = self._load(names)
+        if current is not None:
+            keep = keep | {p.id for run in current.runs for p in run.pages}
+        for key, modified in listed:
+            name = key[len(names.pages) :]
+            born = page_born(name)
+            if name in keep or born is None:
+                continue
+            if born[0] == dead_salt or now - modified > bucket.ORPHAN_GRACE:
+                self._delete_quietly(key)
+
+    return [(bucket.BucketMetaStore, "_sweep", _sweep)]
+
+
 def _ref_moves_unguarded() -> list[tuple[Any, str, Any]]:
     import contextlib
 
@@ -184,6 +210,7 @@ BUGS: dict[str, Callable[[], list[tuple[Any, str, Any]]]] = {
     "rebase_ignores_metadata_conflicts": _rebase_ignores_metadata_conflicts,
     "lease_not_renewed": _lease_not_renewed,
     "recovery_trusts_failed_read": _recovery_trusts_failed_read,
+    "page_age_by_local_clock": _page_age_by_local_clock,
 }
 
 

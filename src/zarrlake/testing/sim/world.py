@@ -23,7 +23,10 @@ import stamina
 from zarrlake import runtime
 from zarrlake.connection import FlushPolicy, RepoContext, RepoSpec, Settings, create_context
 from zarrlake.format import fragment
+from zarrlake.metastore import bucket_runs
 from zarrlake.metastore.base import MetaStore
+from zarrlake.metastore.bucket import BucketMetaStore
+from zarrlake.metastore.bucket_format import decode_head
 from zarrlake.metastore.memory import MemoryMetaStore
 from zarrlake.repo import Repo
 from zarrlake.storage.base import ObjectStore
@@ -40,6 +43,8 @@ from zarrlake.vc.reach import EXPIRED_PREFIX
 from zarrlake.vc.refs import BRANCH
 
 KINDS = tuple(PROGRAMS)
+META_ROOT = "meta/"
+"""Where the bucket metastore keeps its heads and pages."""
 ARRAY_DOC = json.dumps(
     {
         "zarr_format": 3,
@@ -93,6 +98,21 @@ def memory_metastore(name: str, store: ObjectStore) -> MetaStore:
     return MemoryMetaStore(f"memory://{name}")
 
 
+def bucket_metastore(name: str, store: ObjectStore) -> MetaStore:
+    """The bucket-only metastore, kept in the simulated object store: its conditional
+    writes, reads and listings are scheduling points with faults like any other call."""
+    return BucketMetaStore(store, f"bucket+sim://{name}")
+
+
+METASTORES: dict[str, MetaFactory] = {"memory": memory_metastore, "bucket": bucket_metastore}
+BUCKET_EVERY = 4
+"""One seed in this many runs on the bucket-only metastore (the others on the in-memory
+one), unless `Config.metastore` says which."""
+BUCKET_INLINE = 1024
+"""Bytes a bucket metastore head holds inline before a write moves them into pages (the
+library's 64 KiB would never be reached in a run: pages, and their sweeps, would not run)."""
+
+
 @dataclass(frozen=True)
 class Config:
     """What a run does: everything not set here is drawn from the seed."""
@@ -104,6 +124,15 @@ class Config:
     faults: bool = True
     issues: frozenset[str] = frozenset()
     """Known issues to provoke (see KNOWN_ISSUES); by default a run steers clear of them."""
+    metastore: str | None = None
+    """'memory' or 'bucket'; None: drawn from the seed (see BUCKET_EVERY)."""
+
+    @property
+    def meta_kind(self) -> str:
+        """The metastore this run uses."""
+        if self.metastore is not None:
+            return self.metastore
+        return "bucket" if self.seed % BUCKET_EVERY == BUCKET_EVERY - 1 else "memory"
 
     def describe(self) -> str:
         """The config in words, as the failure report prints it."""
@@ -117,6 +146,8 @@ class Config:
             parts.append("no faults")
         if self.issues:
             parts.append(f"issues {','.join(sorted(self.issues))}")
+        if self.metastore is not None:
+            parts.append(f"metastore {self.metastore}")
         return ", ".join(parts)
 
 
@@ -155,7 +186,7 @@ class World:
         self.sched = Scheduler(random.Random(self.rng.getrandbits(64)), self.faults, trace)
         name = f"sim-{config.seed}-{id(self)}"
         self.spec = RepoSpec(f"sim://{name}", f"sim://{name}")
-        self.store = DictObjectStore(self.spec.location)
+        self.store = DictObjectStore(self.spec.location, clock=lambda: self.sched.now)
         self.name = name
         self.meta_factory = meta_factory
         self.meta = meta_factory(name, self.store)  # the observer's
@@ -173,6 +204,9 @@ class World:
         self._ids = 0
         self.events: list[tuple[str, str, float]] = []  # (what, by whom, their clock)
         self.refs_moved = False
+        self.pages_changed: set[str] = (
+            set()
+        )  # bucket metastore partitions whose head or pages changed
         n = self.rng.randint(2, 5)  # drawn even when given, so the rest of the run is alike
         drawn = sorted(self.rng.choice(KINDS) for _ in range(n))
         names = [f"{kind}{i}" for i, kind in enumerate(drawn)]
@@ -224,7 +258,9 @@ class World:
     def after_call(self, actor, what: str, result: object) -> None:
         """Note what a backend call changed, so the step's checks read only what they must."""
         op, _, rest = what.partition(" ")
-        if op in META_WRITES:
+        if op == "put_if" and rest.startswith(META_ROOT):
+            self.pages_changed.add(rest.rsplit("/head", 1)[0])
+        elif op in META_WRITES:
             if rest.startswith("refs"):
                 self.refs_moved = True
         elif (
@@ -246,7 +282,11 @@ class World:
             self.model.flush_begins(h)
 
     def deleted(self, key: str) -> None:
-        """Record that the calling actor deleted `key` (checked after the step)."""
+        """Record that the calling actor deleted `key` (checked after the step): an object
+        of the repository, or a page of the bucket metastore (`meta/`)."""
+        if key.startswith(META_ROOT):
+            self.pages_changed.add(key.split("/pages/")[0].split("/head")[0])
+            return
         actor = self.sched._me()
         self.events.append((f"deleted {key}", actor.name, self.sched.clock_of(actor.process)))
 
@@ -288,6 +328,8 @@ class World:
         model.settle()
         if self.committing:
             self.check_leases()
+        if self.pages_changed:
+            self.check_pages()
         events, self.events = self.events, []
         for what, by, now in events:  # judged by the clock of the process that did it
             kind, _, arg = what.partition(" ")
@@ -303,6 +345,24 @@ class World:
                 raise Violation(
                     f"{actor.name} raised {type(error).__name__}: {error}\n{actor.error_text}"
                 )
+
+    def check_pages(self) -> None:
+        """Every page a bucket metastore head names exists: a page deleted while a head names
+        it (or a head landed naming a page deleted meanwhile) loses that partition."""
+        changed, self.pages_changed = self.pages_changed, set()
+        for base in sorted(changed):
+            head = self.store.objects.get(f"{base}/head")
+            if head is None:
+                continue
+            self.model.counts["metastore heads' pages checked"] += 1
+            decoded = decode_head(head, f"{base}/head")
+            for run in decoded.runs:
+                for page in run.pages:
+                    if f"{base}/pages/{page.id}" not in self.store.objects:
+                        raise Violation(
+                            f"the bucket metastore page {page.id} of {base} is gone, but "
+                            "the partition's head names it (a page deleted while in use)"
+                        )
 
     def check_leases(self) -> None:
         """A committer that is running keeps its lease: by its own clock the lease never
@@ -378,6 +438,7 @@ def _determinism(seed: int) -> Iterator[None]:
         random.getstate(),
         fragment.RECORD_MAX,
         gc_protocol.POLL,
+        bucket_runs.INLINE_BYTES,
     )
 
     def token_bytes(n: int | None = None) -> bytes:
@@ -390,6 +451,7 @@ def _determinism(seed: int) -> Iterator[None]:
     random.seed(seed)
     fragment.RECORD_MAX = RECORD_MAX
     gc_protocol.POLL = SWEEP_POLL
+    bucket_runs.INLINE_BYTES = BUCKET_INLINE
     hooks = stamina.instrumentation.get_on_retry_hooks()
     stamina.instrumentation.set_on_retry_hooks([])
     try:
@@ -401,16 +463,20 @@ def _determinism(seed: int) -> Iterator[None]:
         random.setstate(saved[2])
         fragment.RECORD_MAX = saved[3]
         gc_protocol.POLL = saved[4]
+        bucket_runs.INLINE_BYTES = saved[5]
 
 
 def run(
     config: Config,
     *,
     trace: Trace | None = None,
-    meta_factory: MetaFactory = memory_metastore,
+    meta_factory: MetaFactory | None = None,
 ) -> Result:
-    """Run one seed; the result says whether every invariant held (`failure` otherwise)."""
+    """Run one seed; the result says whether every invariant held (`failure` otherwise).
+    The metastore is `meta_factory`'s if given, else the one `config` names or draws."""
     start = time.perf_counter()
+    if meta_factory is None:
+        meta_factory = METASTORES[config.meta_kind]
     trace = trace or Trace()
     world = World(config, trace, meta_factory)
     backends.install(world)
