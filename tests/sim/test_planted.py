@@ -26,6 +26,14 @@ SYMPTOMS = {
     "flush_skips_recheck": r"flush returned|\(it landed\): commit \w+ holds",
     "commit_counts_gone_writers": r"gone writer counted silently",
     "ref_moves_unguarded": r"still needed|not in object storage|cannot be read|is missing",
+    "rebase_ignores_metadata_conflicts": r"over a (metadata|structural) conflict",
+    # a committer waiting (for a stalled sweep) past its lease with no clock jump
+    "lease_not_renewed": r"lease of its running committer .* lapsed",
+    # a commit that could not read the history says it did not land, yet it had; or the
+    # session is reopened and committed again
+    "recovery_trusts_failed_read": r"a failure that happened|committed twice|flush returned",
+    # pages of a write in flight deleted: the head that lands names them
+    "page_age_by_local_clock": r"page \w[\w-]* of .* is gone|is missing|cannot be read",
 }
 
 

@@ -177,6 +177,7 @@ class Writing:
         a = self.actor
         roll = a.rng.random()
         key = md.NEW_ARRAY if roll >= 0.75 else "a/zarr.json"
+        a.model.counts["metadata changes begun"] += 1
         try:
             doc = self.get(key)
         except ZarrLakeError:
@@ -233,12 +234,15 @@ class Writing:
         if unfinished is None and unflushed == "discard":
             unfinished = "include"  # what unflushed="discard" implies
         intent.unfinished = unfinished
-        intent.gone = frozenset(
-            h.name for h in self.m.handles if h.process is not None and not h.process.alive
+        intent.gone = frozenset(  # dead, as the committer can tell (on its own host)
+            h.name
+            for h in self.m.handles
+            if h.process is not None and not h.process.alive and h.process.host == a.process.host
         )
         model.flush_begins(self.h)
         # While it runs, its lease must never lapse by its own clock unless a clock jumped.
         a.world.committing[a.process.pid] = (self.m.sid, a.world.sched.jumps)
+        began = a.world.sched.now
         try:
             with a.op(f"commit {self.m.sid[:6]} to {self.m.branch} ({policy}, {unflushed})"):
                 cid = self.s.commit(
@@ -259,6 +263,8 @@ class Writing:
             raise
         finally:
             a.world.committing.pop(a.process.pid, None)
+            if a.world.sched.now - began > LEASE_SPAN:  # it had to renew its lease
+                model.counts["commits that ran longer than a lease"] += 1
         a.note(f"committed {cid[:12]}")
         model.flush_ok(self.m, self.h, "commit")
         model.end(intent, Outcome.ACKED, cid)
@@ -274,6 +280,8 @@ class Writing:
         self.m.closed = True
 
 
+LEASE_SPAN = 120.0
+"""A committer's lease in the simulated settings (commit timeout 60 s plus the margin)."""
 UNCHECKED = "could not be checked"
 """In the note a commit adds to its error when it could not tell whether it landed."""
 
@@ -627,7 +635,11 @@ def collector(a: Actor) -> None:
             with a.op(f"gc older_than={grace:.0f}s{' full' if full else ''}"):
                 report = repo.gc(timedelta(seconds=grace), full=full)
             a.note(f"deleted {report.objects_deleted}, pending {report.candidates_pending}")
-        except (GcBusyError, ZarrLakeError):
+        except GcBusyError:
+            dead = [p for p in a.world.sched.processes if p.name.startswith("gc") and not p.alive]
+            if dead:  # a crashed collector's lock, not taken over on a guess
+                a.model.counts["gc runs refused by a crashed collector's lock"] += 1
+        except ZarrLakeError:
             pass
         finally:
             a.model.gc_grace.pop(a.name, None)

@@ -4,7 +4,9 @@
     replay SEED [--shrink] [--calls]  one seed, with its trace (shrunk first with --shrink)
     soak --steps 1000000 [--jobs 2]   seeds until that many steps; figures for docs/reliability.md
 
-`--bug NAME` plants one of `zarrlake.testing.planted`'s bugs for the run; `--issues` provokes
+`--metastore memory|bucket` runs every seed on that metastore (by default one seed in four
+runs on the bucket-only one). `--bug NAME` plants one of `zarrlake.testing.planted`'s bugs
+for the run; `--issues` provokes
 known library issues the default runs steer clear of (`world.KNOWN_ISSUES`). Every failure
 prints the command that replays it.
 """
@@ -22,7 +24,15 @@ from dataclasses import dataclass, field
 from zarrlake.testing.planted import BUGS, planted
 from zarrlake.testing.sim.shrink import shrink
 from zarrlake.testing.sim.trace import Trace
-from zarrlake.testing.sim.world import KINDS, KNOWN_ISSUES, Config, Result, run
+from zarrlake.testing.sim.world import (
+    BUCKET_EVERY,
+    KINDS,
+    KNOWN_ISSUES,
+    METASTORES,
+    Config,
+    Result,
+    run,
+)
 
 
 @dataclass
@@ -129,6 +139,8 @@ def replay_command(config: Config, bug: str | None) -> str:
         parts.append("--no-faults")
     if config.issues:
         parts.append(f"--issues {','.join(sorted(config.issues))}")
+    if config.metastore is not None:
+        parts.append(f"--metastore {config.metastore}")
     if bug:
         parts.append(f"--bug {bug}")
     return " ".join(parts)
@@ -147,6 +159,7 @@ def _config(args: argparse.Namespace, seed: int = 0) -> Config:
         max_steps=args.max_steps,
         faults=not args.no_faults,
         issues=issues,
+        metastore=args.metastore,
     )
 
 
@@ -166,6 +179,11 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--issues", help=f"provoke known issues: {', '.join(KNOWN_ISSUES)}")
         p.add_argument("--max-steps", type=int, default=Config.max_steps)
         p.add_argument("--no-faults", action="store_true")
+        p.add_argument(
+            "--metastore",
+            choices=sorted(METASTORES),
+            help=f"run on this metastore (default: the bucket one every {BUCKET_EVERY}th seed)",
+        )
         if name == "replay":
             p.add_argument("seed", type=int)
             p.add_argument("--actors", help=f"comma-separated, of {', '.join(KINDS)}")

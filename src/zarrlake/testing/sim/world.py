@@ -430,8 +430,10 @@ class World:
 
 @contextmanager
 def _determinism(seed: int) -> Iterator[None]:
-    """Seeded ids and jitter, no sleeps in retries, small fragments, for one run."""
+    """Seeded ids, random bits and jitter, no sleeps in retries, small fragments and
+    bucket metastore heads, for one run."""
     ids = random.Random(seed ^ 0x5EED)
+    drawn = (secrets.randbits, secrets.randbelow)
     saved = (
         secrets.token_bytes,
         secrets.token_hex,
@@ -448,6 +450,7 @@ def _determinism(seed: int) -> Iterator[None]:
         return token_bytes(n).hex()
 
     secrets.token_bytes, secrets.token_hex = token_bytes, token_hex  # type: ignore[assignment]
+    secrets.randbits, secrets.randbelow = ids.getrandbits, ids.randrange  # type: ignore[assignment]
     random.seed(seed)
     fragment.RECORD_MAX = RECORD_MAX
     gc_protocol.POLL = SWEEP_POLL
@@ -460,6 +463,7 @@ def _determinism(seed: int) -> Iterator[None]:
     finally:
         stamina.instrumentation.set_on_retry_hooks(hooks)
         secrets.token_bytes, secrets.token_hex = saved[0], saved[1]  # type: ignore[assignment]
+        secrets.randbits, secrets.randbelow = drawn  # type: ignore[assignment]
         random.setstate(saved[2])
         fragment.RECORD_MAX = saved[3]
         gc_protocol.POLL = saved[4]
@@ -505,6 +509,10 @@ def run(
             backends.uninstall()
             _drop(world)
     model = world.model if hasattr(world, "model") else None
+    if model is not None:
+        model.counts[f"seeds on the {config.meta_kind} metastore"] += 1
+        if world.hosts:
+            model.counts["seeds with a host per process"] += 1
     return Result(
         config,
         world.kinds,
