@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import secrets
 from collections import deque
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Protocol, cast
 
@@ -65,8 +66,9 @@ class CommitHandle(Protocol):
         """Make this handle's buffered writes durable; `final` for the commit's own flush,
         `finish` to record its writer finished with them."""
 
-    def settle_flushed(self) -> bool:
-        """Settle the uploads of a `settle=False` flush; False if it had none."""
+    def settle_flushed(self, keep: Callable[[], None] | None = None) -> bool:
+        """Settle the uploads of a `settle=False` flush; False if it had none (`keep` is
+        called while it waits for a sweep)."""
 
     def gather(self) -> Gathered:
         """Every worker's staged changes, merged into one change table."""
@@ -407,7 +409,8 @@ def _commit(txn: CommitHandle, message: str | None, on_conflict: str, props: dic
         # the lease renewed meanwhile. The same read settles this handle's last uploads;
         # the gather goes out with it.
         idle, gathered = ctx.together(
-            lambda: txn.settle_flushed() or ctx.write_guard.wait_idle(hold.keep), txn.gather
+            lambda: txn.settle_flushed(hold.keep) or ctx.write_guard.wait_idle(hold.keep),
+            txn.gather,
         )
         raise_first([idle, gathered])
         hold.keep()

@@ -354,15 +354,21 @@ class WriteGuard:
             return last[1]
         return self._phase()
 
-    def settle(self, before: Phase, uploads: Sequence[tuple[str, bytes | None]]) -> list[str]:
+    def settle(
+        self,
+        before: Phase,
+        uploads: Sequence[tuple[str, bytes | None]],
+        keep: Callable[[], None] | None = None,
+    ) -> list[str]:
         """Make sure every uploaded object still exists now that its reference is staged.
         One a sweep deleted meanwhile is written again from its bytes; returns the keys of
         those it could not be (their bytes were not kept: fresh uploads, which only a sweep
-        of `--full` listing with a grace period shorter than the upload's age can delete)."""
+        of `--full` listing with a grace period shorter than the upload's age can delete).
+        `keep` is called while it waits for a sweep (a committer renews its lease there)."""
         after = self._phase()
         if after == before and not after.sweeping:
             return []
-        self._wait(after)
+        self._wait(after, keep)
         lost = []
         for key, data in uploads:
             if not self.store.exists(key):
