@@ -137,9 +137,10 @@ class SimObjectStore(_Stops, WrapperObjectStore):
 
         def delete() -> None:
             existed = self.inner.exists(key)
+            born = self.inner.modified.get(key)
             self.inner.delete(key)
             if existed:
-                self.world.deleted(key)
+                self.world.deleted(key, born)
 
         self._call(f"delete {key}", delete, True)
 
@@ -147,10 +148,12 @@ class SimObjectStore(_Stops, WrapperObjectStore):
         """Delete the keys, telling the world which existed (the model checks them)."""
 
         def delete_many() -> None:
-            existed = [key for key in keys if self.inner.exists(key)]
+            existed = [
+                (key, self.inner.modified.get(key)) for key in keys if key in self.inner.objects
+            ]
             self.inner.delete_many(keys)
-            for key in existed:
-                self.world.deleted(key)
+            for key, born in existed:
+                self.world.deleted(key, born)
 
         self._call(f"delete_many {len(keys)} keys", delete_many, True)
 
