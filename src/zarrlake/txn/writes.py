@@ -457,7 +457,8 @@ class Writes:
             by_phase.setdefault(phase, []).append((key, data))
 
         def settle() -> list[str]:
-            return [k for p, ups in by_phase.items() for k in self.guard.settle(p, ups, keep)]  # type: ignore[arg-type]
+            extra = () if keep is None else (keep,)  # (the guard's two-argument form otherwise)
+            return [k for p, ups in by_phase.items() for k in self.guard.settle(p, ups, *extra)]  # type: ignore[arg-type]
 
         opened, lost = self.together(self.check_open if check else lambda: None, settle)
         if isinstance(lost, list) and lost:
