@@ -15,6 +15,8 @@ FORMER = {
     4017: "reset-after-crash (a double commit after a crash plus a reset within the lease)",
     13901: "history operations with no record a sweep sees",
     23564: "history operations with no record a sweep sees",
+    2095: "gc deleted a commit a ref had dropped again during its run, by the time of its "
+    "first drop (the grace period counts from the last)",
     2528: "a committer settling its last flush's uploads waited for a stalled sweep without "
     "renewing its lease (recovery could abort it while it ran)",
 }

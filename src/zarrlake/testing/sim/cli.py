@@ -141,6 +141,8 @@ def replay_command(config: Config, bug: str | None) -> str:
         parts.append(f"--issues {','.join(sorted(config.issues))}")
     if config.metastore is not None:
         parts.append(f"--metastore {config.metastore}")
+    if config.wild_clocks:
+        parts.append("--wild-clocks")
     if bug:
         parts.append(f"--bug {bug}")
     return " ".join(parts)
@@ -160,6 +162,7 @@ def _config(args: argparse.Namespace, seed: int = 0) -> Config:
         faults=not args.no_faults,
         issues=issues,
         metastore=args.metastore,
+        wild_clocks=args.wild_clocks,
     )
 
 
@@ -179,6 +182,11 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--issues", help=f"provoke known issues: {', '.join(KNOWN_ISSUES)}")
         p.add_argument("--max-steps", type=int, default=Config.max_steps)
         p.add_argument("--no-faults", action="store_true")
+        p.add_argument(
+            "--wild-clocks",
+            action="store_true",
+            help="skews of up to 80 minutes, one-process clock steps of any size",
+        )
         p.add_argument(
             "--metastore",
             choices=sorted(METASTORES),

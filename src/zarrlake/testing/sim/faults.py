@@ -46,6 +46,8 @@ class FaultPlan:
     burst: float = 0.0
     own_jump: float = 0.0
     """The share of clock jumps that step one process's clock only (the rest move time)."""
+    own_jump_max: float = float("inf")
+    """The largest step of one process's clock."""
     counts: Counter[str] = field(default_factory=Counter)
     _burst_left: int = 0
 

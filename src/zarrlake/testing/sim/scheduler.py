@@ -55,6 +55,8 @@ class Process:
     host: str = HOST
     offset: float = 0.0
     """Seconds this process's clock runs ahead of the simulated time (skew and its jumps)."""
+    steady: bool = False
+    """Its clock never steps alone (only with everyone's)."""
 
 
 @dataclass(eq=False)
@@ -294,9 +296,10 @@ class Scheduler:
         jump = self.faults.clock_jump(self.rng)
         if jump:
             self.jumps += 1
-            alive = [p for p in self.processes if p.alive and p.name != "observer"]
+            alive = [p for p in self.processes if p.alive and p.name != "observer" and not p.steady]
             if alive and self.rng.random() < self.faults.own_jump:  # one host's clock steps
                 proc = self.rng.choice(alive)
+                jump = min(jump, self.faults.own_jump_max)
                 proc.offset += jump
                 self.faults.counts["clock jump of one process"] += 1
                 self.trace.event(self, f"{proc.name}'s clock jumps {jump:,.0f} s")
