@@ -32,8 +32,8 @@ SYMPTOMS = {
     # a commit that could not read the history says it did not land, yet it had; or the
     # session is reopened and committed again
     "recovery_trusts_failed_read": r"a failure that happened|committed twice|flush returned",
-    # pages of a write in flight deleted: the head that lands names them
-    "page_age_by_local_clock": r"page \w[\w-]* of .* is gone|is missing|cannot be read",
+    # pages of a write in flight deleted (or named by the head that lands)
+    "page_age_by_local_clock": r"page \S+ of a write by \S+ still in flight|of \S+ is gone",
 }
 
 

@@ -113,8 +113,8 @@ def _flush_skips_recheck() -> list[tuple[Any, str, Any]]:
 
     original = Writes._settle
 
-    def _settle(self: Writes, batch: Any, record: Any, check: bool) -> None:
-        original(self, batch, record, False)
+    def _settle(self: Writes, batch: Any, record: Any, check: bool, *rest: Any) -> None:
+        original(self, batch, record, False, *rest)
 
     return [(Writes, "_settle", _settle)]
 

@@ -389,6 +389,9 @@ def resume(world: World, m: SessionModel) -> None:
         w = join(a, m)
         if w is None:
             return
+        if a.rng.random() < 0.5:  # it redoes some of its work first
+            w.write(a.key(), a.value())
+            w.flush()
         commit_with_retries(w, a, unflushed="discard")
 
     a.start(program)
