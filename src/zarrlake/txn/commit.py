@@ -461,7 +461,13 @@ def _commit(txn: CommitHandle, message: str | None, on_conflict: str, props: dic
                 ) from None
             raise
         commit_id = cid  # the branch holds our commit; the error came after it landed
-    hold.finish(commit_id)
+    try:
+        hold.finish(commit_id)
+    except ZarrLakeError:
+        # The commit landed: raising would report a failure that happened. The record
+        # stays committing with this commit among its attempts, which recovery finds
+        # (and records as committed) once this committer's lease has passed.
+        pass
     crashpoints.reached("after_session_committed")
     return commit_id
 

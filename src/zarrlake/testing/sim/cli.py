@@ -143,6 +143,8 @@ def replay_command(config: Config, bug: str | None) -> str:
         parts.append(f"--metastore {config.metastore}")
     if config.wild_clocks:
         parts.append("--wild-clocks")
+    if config.stuck_reads:
+        parts.append("--stuck-reads")
     if bug:
         parts.append(f"--bug {bug}")
     return " ".join(parts)
@@ -163,6 +165,7 @@ def _config(args: argparse.Namespace, seed: int = 0) -> Config:
         issues=issues,
         metastore=args.metastore,
         wild_clocks=args.wild_clocks,
+        stuck_reads=args.stuck_reads,
     )
 
 
@@ -182,6 +185,11 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--issues", help=f"provoke known issues: {', '.join(KNOWN_ISSUES)}")
         p.add_argument("--max-steps", type=int, default=Config.max_steps)
         p.add_argument("--no-faults", action="store_true")
+        p.add_argument(
+            "--stuck-reads",
+            action="store_true",
+            help="in flaky seeds, reads may fail for several tries in a row",
+        )
         p.add_argument(
             "--wild-clocks",
             action="store_true",

@@ -139,6 +139,9 @@ class Config:
     """Known issues to provoke (see KNOWN_ISSUES); by default a run steers clear of them."""
     metastore: str | None = None
     """'memory' or 'bucket'; None: drawn from the seed (see BUCKET_EVERY)."""
+    stuck_reads: bool = False
+    """In flaky seeds, a read may also fail for several tries in a row (past the retries):
+    off by default, see docs/reliability.md's known issues (expire under failing reads)."""
     wild_clocks: bool = False
     """Skews of up to 80 minutes and one-process clock steps of any size (see SMALL_SKEW
     and docs/reliability.md's known issues: gc grace periods judged across clocks)."""
@@ -166,6 +169,8 @@ class Config:
             parts.append(f"metastore {self.metastore}")
         if self.wild_clocks:
             parts.append("wild clocks")
+        if self.stuck_reads:
+            parts.append("stuck reads")
         return ", ".join(parts)
 
 
@@ -244,6 +249,8 @@ class World:
         (a crashed collector's lock and sweep then stall writers until they time out)."""
         self.skew = extra.choice(("none", "none", "small", "large"))
         self.faults.own_jump = extra.choice((0.0, 0.5))
+        if config.stuck_reads and self.faults.error:  # some reads fail for a while too
+            self.faults.stuck = extra.choice((0.003, 0.01))
         if not config.wild_clocks:
             self.faults.own_jump_max = SMALL_SKEW
         self.clocks = random.Random(f"{config.seed}/clocks")
