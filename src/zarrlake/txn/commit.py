@@ -13,6 +13,7 @@ different partitions behind a key-value interface)."""
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from collections import deque
 from collections.abc import Callable
@@ -461,13 +462,11 @@ def _commit(txn: CommitHandle, message: str | None, on_conflict: str, props: dic
                 ) from None
             raise
         commit_id = cid  # the branch holds our commit; the error came after it landed
-    try:
+    # The commit landed: raising now would report a failure that happened. If the record
+    # cannot be finished, it stays committing with this commit among its attempts, which
+    # recovery finds (and records as committed) once this committer's lease has passed.
+    with contextlib.suppress(ZarrLakeError):
         hold.finish(commit_id)
-    except ZarrLakeError:
-        # The commit landed: raising would report a failure that happened. The record
-        # stays committing with this commit among its attempts, which recovery finds
-        # (and records as committed) once this committer's lease has passed.
-        pass
     crashpoints.reached("after_session_committed")
     return commit_id
 
