@@ -21,7 +21,7 @@ from concurrent.futures import ProcessPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 
-from zarrlake.testing.planted import BUGS, planted
+from zarrlake.testing.planted import BUGS, UNCAUGHT, planted
 from zarrlake.testing.sim.shrink import shrink
 from zarrlake.testing.sim.trace import Trace
 from zarrlake.testing.sim.world import (
@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     for name in ("run", "replay", "soak"):
         p = sub.add_parser(name)
-        p.add_argument("--bug", choices=sorted(BUGS), help="plant this bug")
+        p.add_argument("--bug", choices=sorted(BUGS | UNCAUGHT), help="plant this bug")
         p.add_argument("--issues", help=f"provoke known issues: {', '.join(KNOWN_ISSUES)}")
         p.add_argument("--max-steps", type=int, default=Config.max_steps)
         p.add_argument("--no-faults", action="store_true")
