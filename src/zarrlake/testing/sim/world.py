@@ -218,6 +218,7 @@ class World:
         self.values = VALUES
         self.programs: dict[int, Actor] = {}
         self.handles_of: dict[int, list] = {}  # pid -> the session handles it holds
+        self.leases_checked = 0.0  # simulated time of the last look at committers' leases
         self.committing: dict[int, tuple[str, int]] = {}
         """pid of a process inside a commit -> (its session, clock jumps when it began)."""
         self.sched.on_timer = self.timer_fires
@@ -366,7 +367,8 @@ class World:
             self.refs_moved = False
             model.check_refs()
         model.settle()
-        if self.committing:
+        if self.committing and self.sched.now >= self.leases_checked + 1.0:
+            self.leases_checked = self.sched.now  # a lapse shows once time moves on
             self.check_leases()
         if self.pages_changed:
             self.check_pages()
