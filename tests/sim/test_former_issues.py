@@ -15,6 +15,10 @@ FORMER = {
     4017: "reset-after-crash (a double commit after a crash plus a reset within the lease)",
     13901: "history operations with no record a sweep sees",
     23564: "history operations with no record a sweep sees",
+    2095: "gc deleted a commit a ref had dropped again during its run, by the time of its "
+    "first drop (the grace period counts from the last)",
+    2528: "a committer settling its last flush's uploads waited for a stalled sweep without "
+    "renewing its lease (recovery could abort it while it ran)",
 }
 
 
@@ -26,3 +30,27 @@ def test_no_known_issue_is_left():
 def test_a_former_issue_seed_holds_every_invariant(seed):
     result = run(Config(seed))
     assert result.ok, f"{FORMER[seed]}: {result.failure}"
+
+
+def test_a_commit_that_landed_returns_its_id_when_its_record_cannot_be_finished(
+    tmp_path, monkeypatch
+):
+    """Seed 930 (under an earlier draw of --stuck-reads): recording the session as
+    committed failed after the branch moved, and commit() raised although it had landed."""
+    import zarrlake as zl
+    from zarrlake.errors import TransientError
+    from zarrlake.txn import commit
+
+    repo = zl.Repo.create(tmp_path / "repo")
+    s = repo.create_session("main")
+    s.write("a/c/0", b"x")
+    original = commit.Hold.finish
+
+    def finish(self, commit_id):
+        if commit_id is not None:
+            raise TransientError("the metastore is unreachable")
+        original(self, commit_id)
+
+    monkeypatch.setattr(commit.Hold, "finish", finish)
+    cid = s.commit("lands, then its record cannot be finished")
+    assert repo.list_branches()["main"] == cid

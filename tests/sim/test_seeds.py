@@ -46,7 +46,22 @@ def test_5000_seeds_hold_every_invariant():
         "session commits verified",
         "session reads checked",
         "session records checked",
+        "metadata changes begun",
+        "metastore heads' pages checked",
+        "committers' leases checked",
+        "seeds on the bucket metastore",
+        "seeds with a host per process",
+        "outcomes checked: reported failed",
+        "commits that ran longer than a lease",
+        "gc runs refused by a crashed collector's lock",
     ):
         assert re.search(rf"[1-9][\d,]*\s+{check}", out), f"no {check!r} in:\n{out}"
-    for fault in ("error before the call", "lost reply", "crash before the call", "clock jump"):
+    for fault in (
+        "error before the call",
+        "lost reply",
+        "crash before the call",
+        "clock jump",
+        "clock jump of one process",
+        "clock skew",
+    ):
         assert re.search(rf"[1-9][\d,]*\s+{fault}", out), f"no {fault!r} injected:\n{out}"

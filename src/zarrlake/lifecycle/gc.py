@@ -439,6 +439,25 @@ class Collector:
         self.report.candidates_live = len(alive)
         self.sweep(reach, due, pool, listed_only)
 
+    def _keep_redropped(self, reach: Reach, due: list[str]) -> None:
+        """Keep, with what they reach, the due commits a ref dropped again since this run
+        read the candidates: a ref pointed at one meanwhile, and its record's time (when
+        it was dropped, `register_dropped`) is what the grace period counts from."""
+        commits = [k for k in due if k.startswith("commits/")]
+        if not commits:
+            return
+        now = self.ctx.clock()
+        again = self.state.known(commits)
+        young = [
+            k
+            for k, c in again.items()
+            if k in self.candidates
+            and c.first_seen > self.candidates[k].first_seen
+            and now - c.first_seen < self.grace
+        ]
+        if young:
+            reach.add_commits([k.split("/", 1)[1] for k in young])
+
     def sweep(
         self, reach: Reach, due: list[str], pool: dict[str, int | None], listed_only: set[str]
     ) -> None:
@@ -453,6 +472,7 @@ class Collector:
             self.unflushed = False
             live, committing = self.live_sessions()
             self.roots(reach, live)  # only what changed since the first mark is read
+            self._keep_redropped(reach, due)
             due = [k for k in due if k not in reach.live]
             if self.unflushed:  # a writer began since: what only the listing found waits
                 kept = [k for k in due if k in listed_only]

@@ -15,6 +15,18 @@ Nothing else sets them; the library never imports this module.
   open (a write racing the commit's seal is lost).
 - `commit_counts_gone_writers`: a commit counts what a worker whose process died had
   flushed, without the caller choosing `unfinished="include"`.
+- `rebase_ignores_metadata_conflicts`: a commit rebasing over commits that changed the
+  same node's metadata document (or resized an array it wrote chunks of) finds no conflict:
+  only chunk conflicts count.
+- `lease_not_renewed`: a committer does not renew its lease while it waits (for a sweep,
+  between long steps); only the fence before the branch compare-and-swap remains.
+- `recovery_trusts_failed_read` (in UNCAUGHT): whether a commit landed is taken as "no"
+  when reading the branch history fails (recovery and a committer's own check after an
+  error).
+- `page_age_by_local_clock`: the bucket metastore's page sweep judges a page's age by the
+  sweeping host's clock against the page's last-modified time (the service's), not by the
+  head's last-modified time: a host whose clock runs an hour ahead deletes the pages of a
+  write still in flight.
 - `ref_moves_unguarded`: merges, reverts, resets and new refs write no keep record, so a
   sweep or an expiry they overlap does not know the commits they point at.
 """
@@ -102,8 +114,8 @@ def _flush_skips_recheck() -> list[tuple[Any, str, Any]]:
 
     original = Writes._settle
 
-    def _settle(self: Writes, batch: Any, record: Any, check: bool) -> None:
-        original(self, batch, record, False)
+    def _settle(self: Writes, batch: Any, record: Any, check: bool, *rest: Any) -> None:
+        original(self, batch, record, False, *rest)
 
     return [(Writes, "_settle", _settle)]
 
@@ -118,6 +130,64 @@ def _commit_counts_gone_writers() -> list[tuple[Any, str, Any]]:
         return writers.Verdict([], frozenset(), verdict.waiting, frozenset())
 
     return [(writers, "judge", judge)]
+
+
+def _rebase_ignores_metadata_conflicts() -> list[tuple[Any, str, Any]]:
+    from zarrlake.errors import ConflictKind
+    from zarrlake.vc import commit_protocol
+
+    original = commit_protocol.find_conflicts
+    kept = (ConflictKind.CHUNK, ConflictKind.READ)
+
+    def find_conflicts(*args: Any, **kwargs: Any) -> list:
+        return [c for c in original(*args, **kwargs) if c.kind in kept]
+
+    return [(commit_protocol, "find_conflicts", find_conflicts)]
+
+
+def _lease_not_renewed() -> list[tuple[Any, str, Any]]:
+    from zarrlake.txn.commit import Hold
+
+    return [(Hold, "keep", lambda self: None)]
+
+
+def _recovery_trusts_failed_read() -> list[tuple[Any, str, Any]]:
+    from zarrlake.errors import ZarrLakeError
+    from zarrlake.txn import commit
+
+    original = commit.landed
+
+    def landed(ctx: Any, rec: Any) -> str | None:
+        try:
+            return original(ctx, rec)
+        except commit.UndecidedError:
+            raise
+        except ZarrLakeError:
+            return None
+
+    return [(commit, "landed", landed)]
+
+
+def _page_age_by_local_clock() -> list[tuple[Any, str, Any]]:
+    from zarrlake import runtime
+    from zarrlake.metastore import bucket
+    from zarrlake.metastore.bucket_format import page_born
+
+    def _sweep(self: Any, names: Any, keep: set[str], dead_salt: int | None) -> None:
+        listed = list(self._store.list_modified(names.pages))
+        now = runtime.now()  # this host's clock, not the service's
+        current, _ = self._load(names)
+        if current is not None:
+            keep = keep | {p.id for run in current.runs for p in run.pages}
+        for key, modified in listed:
+            name = key[len(names.pages) :]
+            born = page_born(name)
+            if name in keep or born is None:
+                continue
+            if born[0] == dead_salt or now - modified > bucket.ORPHAN_GRACE:
+                self._delete_quietly(key)
+
+    return [(bucket.BucketMetaStore, "_sweep", _sweep)]
 
 
 def _ref_moves_unguarded() -> list[tuple[Any, str, Any]]:
@@ -138,15 +208,26 @@ BUGS: dict[str, Callable[[], list[tuple[Any, str, Any]]]] = {
     "flush_skips_recheck": _flush_skips_recheck,
     "commit_counts_gone_writers": _commit_counts_gone_writers,
     "ref_moves_unguarded": _ref_moves_unguarded,
+    "rebase_ignores_metadata_conflicts": _rebase_ignores_metadata_conflicts,
+    "lease_not_renewed": _lease_not_renewed,
+    "page_age_by_local_clock": _page_age_by_local_clock,
 }
+
+
+UNCAUGHT: dict[str, Callable[[], list[tuple[Any, str, Any]]]] = {
+    "recovery_trusts_failed_read": _recovery_trusts_failed_read,
+}
+"""Planted bugs the simulator does not yet catch within the CI seeds (docs/reliability.md):
+`--bug` plants them, tests/sim/test_planted.py does not require them."""
 
 
 @contextmanager
 def planted(name: str) -> Iterator[None]:
     """Switch bug `name` on for the duration of the block."""
-    if name not in BUGS:
-        raise KeyError(f"no planted bug {name!r}; known: {', '.join(BUGS)}")
-    patches = BUGS[name]()
+    known = BUGS | UNCAUGHT
+    if name not in known:
+        raise KeyError(f"no planted bug {name!r}; known: {', '.join(known)}")
+    patches = known[name]()
     saved = [(owner, attr, owner.__dict__[attr]) for owner, attr, _ in patches]
     for owner, attr, replacement in patches:
         setattr(owner, attr, replacement)

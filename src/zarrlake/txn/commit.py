@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import secrets
 from collections import deque
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Protocol, cast
 
@@ -66,8 +67,9 @@ class CommitHandle(Protocol):
         """Make this handle's buffered writes durable; `final` for the commit's own flush,
         `finish` to record its writer finished with them."""
 
-    def settle_flushed(self) -> bool:
-        """Settle the uploads of a `settle=False` flush; False if it had none."""
+    def settle_flushed(self, keep: Callable[[], None] | None = None) -> bool:
+        """Settle the uploads of a `settle=False` flush; False if it had none (`keep` is
+        called while it waits for a sweep)."""
 
     def gather(self) -> Gathered:
         """Every worker's staged changes, merged into one change table."""
@@ -435,7 +437,8 @@ def _commit(txn: CommitHandle, message: str | None, on_conflict: str, props: dic
         # the lease renewed meanwhile. The same read settles this handle's last uploads;
         # the gather goes out with it.
         idle, gathered = ctx.together(
-            lambda: txn.settle_flushed() or ctx.write_guard.wait_idle(hold.keep), txn.gather
+            lambda: txn.settle_flushed(hold.keep) or ctx.write_guard.wait_idle(hold.keep),
+            txn.gather,
         )
         raise_first([idle, gathered])
         hold.keep()
@@ -486,7 +489,11 @@ def _commit(txn: CommitHandle, message: str | None, on_conflict: str, props: dic
                 ) from None
             raise
         commit_id = cid  # the branch holds our commit; the error came after it landed
-    hold.finish(commit_id)
+    # The commit landed: raising now would report a failure that happened. If the record
+    # cannot be finished, it stays committing with this commit among its attempts, which
+    # recovery finds (and records as committed) once this committer's lease has passed.
+    with contextlib.suppress(ZarrLakeError):
+        hold.finish(commit_id)
     crashpoints.reached("after_session_committed")
     return commit_id
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import secrets
 import weakref
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import replace
 from datetime import timedelta
@@ -206,10 +207,10 @@ class Transaction:
             return []
         return self.writes.flush(check, final, settle, finish)
 
-    def settle_flushed(self) -> bool:
+    def settle_flushed(self, keep: Callable[[], None] | None = None) -> bool:
         """Check that gc left the uploads of a `settle=False` flush alone; False if there
-        were none (see Writes.settle_flushed)."""
-        return self.writes is not None and self.writes.settle_flushed()
+        were none (see Writes.settle_flushed). `keep` is called while it waits for a sweep."""
+        return self.writes is not None and self.writes.settle_flushed(keep)
 
     def wait(self) -> None:
         """Wait for this handle's background work: the clean-up after its commit."""

@@ -429,20 +429,27 @@ class Writes:
         crashpoints.reached("after_staging")
         return record
 
-    def settle_flushed(self) -> bool:
+    def settle_flushed(self, keep: Callable[[], None] | None = None) -> bool:
         """Settle the uploads of the last flush made with `settle=False` (see `_settle`);
-        False if it had none, so nothing read the gc phase."""
+        False if it had none, so nothing read the gc phase. `keep` is called while it waits
+        for a sweep (a committer renews its lease there)."""
         pending, self._unsettled = self._unsettled, None
         if pending is None:
             return False
         batch, record = pending
         try:
-            self._settle(batch, record, False)
+            self._settle(batch, record, False, keep)
         finally:
             self.buffer.done(batch)
         return bool(batch.uploads)
 
-    def _settle(self, batch: Batch, record: FragmentRecord, check: bool) -> None:
+    def _settle(
+        self,
+        batch: Batch,
+        record: FragmentRecord,
+        check: bool,
+        keep: Callable[[], None] | None = None,
+    ) -> None:
         """Re-check the session is open and the uploads still exist (both read the
         metastore after registering, and neither needs the other's answer)."""
         by_phase: dict[object, list[tuple[str, bytes | None]]] = {}
@@ -450,7 +457,8 @@ class Writes:
             by_phase.setdefault(phase, []).append((key, data))
 
         def settle() -> list[str]:
-            return [k for p, ups in by_phase.items() for k in self.guard.settle(p, ups)]  # type: ignore[arg-type]
+            extra = () if keep is None else (keep,)  # (the guard's two-argument form otherwise)
+            return [k for p, ups in by_phase.items() for k in self.guard.settle(p, ups, *extra)]  # type: ignore[arg-type]
 
         opened, lost = self.together(self.check_open if check else lambda: None, settle)
         if isinstance(lost, list) and lost:

@@ -73,6 +73,9 @@ SWEEP_TTL = 600.0
 DELETE_MARGIN = 30.0
 """A sweep stops deleting this many seconds before its deadline (clock skew, pauses)."""
 LOCK_TTL = 3600.0
+POLL = 0.05
+"""Seconds a writer sleeps between reads of the phase while a sweep is deleting (a module
+setting so the simulator can poll less often through a long stall)."""
 """A lock not renewed for this long is taken over (its holder's liveness unknown)."""
 
 
@@ -320,14 +323,17 @@ class WriteGuard:
     `settle` check the uploads when a sweep began since (never skip a check it needs)."""
 
     def __init__(
-        self, ctx: GcContext, poll: float = 0.05, sleep: Callable[[float], None] = runtime.sleep
+        self,
+        ctx: GcContext,
+        poll: float | None = None,
+        sleep: Callable[[float], None] = runtime.sleep,
     ) -> None:
         self.sleep = sleep
         self.meta = ctx.meta
         self.store = ctx.object_store
         self.partition = partition(ctx)
         self.clock: Callable[[], float] = lambda: ctx.clock()  # tests may swap the clock
-        self.poll = poll
+        self.poll = POLL if poll is None else poll
         self._last: tuple[float, Phase] | None = None  # (monotonic time, phase) last read
 
     def _phase(self) -> Phase:
@@ -348,15 +354,21 @@ class WriteGuard:
             return last[1]
         return self._phase()
 
-    def settle(self, before: Phase, uploads: Sequence[tuple[str, bytes | None]]) -> list[str]:
+    def settle(
+        self,
+        before: Phase,
+        uploads: Sequence[tuple[str, bytes | None]],
+        keep: Callable[[], None] | None = None,
+    ) -> list[str]:
         """Make sure every uploaded object still exists now that its reference is staged.
         One a sweep deleted meanwhile is written again from its bytes; returns the keys of
         those it could not be (their bytes were not kept: fresh uploads, which only a sweep
-        of `--full` listing with a grace period shorter than the upload's age can delete)."""
+        of `--full` listing with a grace period shorter than the upload's age can delete).
+        `keep` is called while it waits for a sweep (a committer renews its lease there)."""
         after = self._phase()
         if after == before and not after.sweeping:
             return []
-        self._wait(after)
+        self._wait(after, keep)
         lost = []
         for key, data in uploads:
             if not self.store.exists(key):

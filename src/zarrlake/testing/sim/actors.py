@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from zarrlake.connection import open_context
 from zarrlake.errors import (
+    CASFailedError,
     ConflictError,
     CorruptionError,
     ExpiredHistoryError,
@@ -34,6 +35,7 @@ from zarrlake.errors import (
     ZarrLakeError,
 )
 from zarrlake.repo import Repo
+from zarrlake.testing.sim import metadata as md
 from zarrlake.testing.sim.model import Handle, Intent, Outcome, SessionModel, Violation
 
 if TYPE_CHECKING:
@@ -94,9 +96,6 @@ class Actor:
         with sched.op(label):
             me = sched._me()
             self.world.trace.op(sched, me, label)
-            committing = label.startswith("commit")
-            if committing:
-                self.world.committing.add(self.process.pid)
             try:
                 yield
             except CorruptionError as e:
@@ -104,9 +103,6 @@ class Actor:
             except ZarrLakeError as e:
                 self.world.trace.op(sched, me, f"  -> {type(e).__name__}: {str(e)[:140]}")
                 raise
-            finally:
-                if committing:
-                    self.world.committing.discard(self.process.pid)
 
     def note(self, text: str) -> None:
         """Add an outcome line under the current operation in the trace."""
@@ -150,7 +146,8 @@ class Writing:
         a, model = self.actor, self.actor.model
         # A write may flush the handle's buffer (full, or its oldest write too old) before
         # it returns, or be cut off after that: until it returns, its value may be staged.
-        self.h.maybe.setdefault(key, set()).add(value)
+        written = md.canonical(value) if md.is_meta(key) else value
+        self.h.maybe.setdefault(key, set()).add(written)
         try:
             with a.op(f"{'delete' if value is None else 'write'} {key} {_size(value)}"):
                 if value is None:
@@ -158,12 +155,47 @@ class Writing:
                 else:
                     self.s.write(key, value)
         except ZarrLakeError:
-            model.wrote(self.h, key, value, certain=False)
+            model.wrote(self.h, key, written, certain=False)
             return
         view = model.view(self.m, self.h, key)
         if value is None and view == {None}:
             return  # deleting what is not there stages nothing
-        model.wrote(self.h, key, value, certain=value is not None or None not in view)
+        model.wrote(self.h, key, written, certain=value is not None or None not in view)
+
+    def get(self, key: str) -> bytes | None:
+        """Read one key in the session (checked against the model); raises ZarrLakeError."""
+        a = self.actor
+        with a.op(f"read {key} in session {self.m.sid[:6]}"):
+            got = self.s.read(key)
+        shown = md.canonical(got) if md.is_meta(key) else got
+        a.model.check_session_read(a.name, self.m, self.h, {key: shown})
+        return got
+
+    def change_metadata(self) -> None:
+        """What zarr writes for a user's metadata change: an attribute set, a resize (a
+        shrink deletes the chunks outside the new shape), a new array created or deleted."""
+        a = self.actor
+        roll = a.rng.random()
+        key = md.NEW_ARRAY if roll >= 0.75 else "a/zarr.json"
+        a.model.counts["metadata changes begun"] += 1
+        try:
+            doc = self.get(key)
+        except ZarrLakeError:
+            return
+        if key == md.NEW_ARRAY:
+            units = a.rng.choice(md.ATTRIBUTE_VALUES[:2])
+            self.write(key, md.new_array(a.rng.choice((2, 4)), units) if doc is None else None)
+            return
+        if doc is None:
+            return
+        if roll < 0.5:
+            name = a.rng.choice(md.ATTRIBUTE_NAMES)
+            self.write(key, md.with_attribute(doc, name, a.rng.choice(md.ATTRIBUTE_VALUES)))
+            return
+        old, length = md.shape_of(doc) or 0, a.rng.choice(md.SHAPES)
+        self.write(key, md.resized(doc, length))
+        for i in range(length, old):  # zarr deletes the chunks a shrink leaves outside
+            self.write(f"a/c/{i}", None)
 
     def read(self, keys: list[str]) -> None:
         """Read `keys` in the session and have the model check what it saw."""
@@ -202,10 +234,15 @@ class Writing:
         if unfinished is None and unflushed == "discard":
             unfinished = "include"  # what unflushed="discard" implies
         intent.unfinished = unfinished
-        intent.gone = frozenset(
-            h.name for h in self.m.handles if h.process is not None and not h.process.alive
+        intent.gone = frozenset(  # dead, as the committer can tell (on its own host)
+            h.name
+            for h in self.m.handles
+            if h.process is not None and not h.process.alive and h.process.host == a.process.host
         )
         model.flush_begins(self.h)
+        # While it runs, its lease must never lapse by its own clock unless a clock jumped.
+        a.world.committing[a.process.pid] = (self.m.sid, a.world.sched.jumps)
+        began = a.world.sched.now
         try:
             with a.op(f"commit {self.m.sid[:6]} to {self.m.branch} ({policy}, {unflushed})"):
                 cid = self.s.commit(
@@ -220,10 +257,14 @@ class Writing:
             model.flush_failed(self.h)
             model.end(intent, Outcome.FAILED)
             raise e
-        except ZarrLakeError:
+        except ZarrLakeError as e:
             model.flush_failed(self.h)
-            model.end(intent, Outcome.UNKNOWN)
+            model.end(intent, commit_outcome(e), _said(e))
             raise
+        finally:
+            a.world.committing.pop(a.process.pid, None)
+            if a.world.sched.now - began > LEASE_SPAN:  # it had to renew its lease
+                model.counts["commits that ran longer than a lease"] += 1
         a.note(f"committed {cid[:12]}")
         model.flush_ok(self.m, self.h, "commit")
         model.end(intent, Outcome.ACKED, cid)
@@ -237,6 +278,23 @@ class Writing:
         except ZarrLakeError:
             return
         self.m.closed = True
+
+
+LEASE_SPAN = 120.0
+"""A committer's lease in the simulated settings (commit timeout 60 s plus the margin)."""
+UNCHECKED = "could not be checked"
+"""In the note a commit adds to its error when it could not tell whether it landed."""
+
+
+def commit_outcome(error: ZarrLakeError) -> Outcome:
+    """A commit's error says it did not land (it looked), unless its note says it could
+    not tell."""
+    notes = " ".join(getattr(error, "__notes__", ()))
+    return Outcome.UNKNOWN if UNCHECKED in notes else Outcome.REPORTED
+
+
+def _said(error: BaseException) -> str:
+    return f"{type(error).__name__}: {str(error)[:100]}"
 
 
 def begin_session(a: Actor, branch: str) -> Writing | None:
@@ -306,6 +364,8 @@ def isolated_writer(a: Actor) -> None:
         for _ in range(a.rng.randint(1, 3)):
             key = a.key()
             w.write(key, None if a.rng.random() < 0.1 else a.value())
+        if a.rng.random() < a.world.meta_rate:
+            w.change_metadata()
         if a.rng.random() < 0.5:
             w.read([a.key()])
         if a.rng.random() < 0.4:
@@ -329,6 +389,9 @@ def resume(world: World, m: SessionModel) -> None:
         w = join(a, m)
         if w is None:
             return
+        if a.rng.random() < 0.5:  # it redoes some of its work first
+            w.write(a.key(), a.value())
+            w.flush()
         commit_with_retries(w, a, unflushed="discard")
 
     a.start(program)
@@ -394,13 +457,15 @@ def reader(a: Actor) -> None:
         a.think()
         model = a.model
         keys = a.rng.sample(a.world.keys, k=2)
+        if a.rng.random() < a.world.meta_rate:
+            keys.append(a.rng.choice(("a/zarr.json", md.NEW_ARRAY)))
         if a.rng.random() < 0.5 and model.commits:
             cid = a.rng.choice(sorted(model.commits))
             label, as_of = f"read {cid[:12]}", None
         else:
             branch = a.branch()
             back = a.rng.choice((0.0, 1.0, 30.0, 3600.0))
-            as_of = datetime.fromtimestamp(a.world.sched.now - back, UTC)
+            as_of = datetime.fromtimestamp(a.world.clock_of(a) - back, UTC)
             cid, label = None, f"read {branch} as of {back:.0f} s ago"
         try:
             with a.op(label):
@@ -410,8 +475,9 @@ def reader(a: Actor) -> None:
                     s = repo.readonly_session(branch, as_of=as_of)
                     cid = s.base_commit
                 got = {k: s.read(k) for k in keys}
+            got = {k: md.canonical(v) if md.is_meta(k) else v for k, v in got.items()}
         except (NotFoundError, ExpiredHistoryError) as e:
-            if cid is not None and cid in model.retained(a.world.sched.now)[0]:
+            if cid is not None and cid in model.retained(a.world.latest())[0]:
                 raise Violation(f"{a.name} could not read retained commit {cid[:12]}: {e}") from e
             continue
         except ZarrLakeError:
@@ -441,8 +507,11 @@ def _history_op(a: Actor, intent: Intent, label: str, call: Callable[[], str]) -
         else:
             model.end(intent, Outcome.FAILED)
         return
-    except ZarrLakeError:
-        model.end(intent, Outcome.UNKNOWN)
+    except (CASFailedError, NotFoundError) as e:  # it says nothing moved
+        model.end(intent, Outcome.REPORTED, _said(e))
+        return
+    except ZarrLakeError as e:
+        model.end(intent, Outcome.UNKNOWN, _said(e))
         return
     a.note(f"-> {result[:12]}")
     model.end(intent, Outcome.ACKED, result)
@@ -569,7 +638,11 @@ def collector(a: Actor) -> None:
             with a.op(f"gc older_than={grace:.0f}s{' full' if full else ''}"):
                 report = repo.gc(timedelta(seconds=grace), full=full)
             a.note(f"deleted {report.objects_deleted}, pending {report.candidates_pending}")
-        except (GcBusyError, ZarrLakeError):
+        except GcBusyError:
+            dead = [p for p in a.world.sched.processes if p.name.startswith("gc") and not p.alive]
+            if dead:  # a crashed collector's lock, not taken over on a guess
+                a.model.counts["gc runs refused by a crashed collector's lock"] += 1
+        except ZarrLakeError:
             pass
         finally:
             a.model.gc_grace.pop(a.name, None)
@@ -587,7 +660,7 @@ def expirer(a: Actor) -> None:
             with a.op(f"expire older_than={older:.0f}s branches={branches}"):
                 report = repo.expire(timedelta(seconds=older), branches)
             a.note(f"expired {report.commits_expired}")
-            a.model.check_expire_done(a.name, a.world.sched.now)
+            a.model.check_expire_done(a.name, a.world.clock_of(a))
         except ZarrLakeError:
             pass
         finally:

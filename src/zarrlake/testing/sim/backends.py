@@ -11,6 +11,7 @@ hands out wrappers over the current run's stores.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -25,11 +26,37 @@ if TYPE_CHECKING:
 
 
 class DictObjectStore(ObjectStoreBackend):
-    """Objects in a dict; listings in key order."""
+    """Objects in a dict; listings in key order. Conditional writes as S3 has them (an
+    ETag is the MD5 of the bytes; put-if-match and put-if-absent), and each object's
+    last-modified time from the service's clock (`clock`: the simulated time, which no
+    process's skew moves)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, clock: Callable[[], float] = lambda: 0.0) -> None:
         self.url = url
         self.objects: dict[str, bytes] = {}
+        self.modified: dict[str, float] = {}
+        self.clock = clock
+
+    def _stored(self, key: str, data: bytes) -> None:
+        self.objects[key] = bytes(data)
+        self.modified[key] = self.clock()
+
+    def _get_tagged(self, key: str) -> tuple[bytes, str]:
+        data = self._get(key, None)
+        return data, hashlib.md5(data).hexdigest()
+
+    def _put_if(self, key: str, data: bytes, tag: str | None) -> str:
+        current = self.objects.get(key)
+        if tag is None:
+            if current is not None:
+                raise CASFailedError(f"object {key!r} exists")
+        elif current is None or hashlib.md5(current).hexdigest() != tag:
+            raise CASFailedError(f"object {key!r} changed since it was read")
+        self._stored(key, data)
+        return hashlib.md5(data).hexdigest()
+
+    def _list_modified(self, prefix: str) -> Iterator[tuple[str, float]]:
+        return iter([(k, self.modified[k]) for k in self._list(prefix)])
 
     def _get(self, key: str, byte_range: ByteRange | None) -> bytes:
         try:
@@ -39,16 +66,17 @@ class DictObjectStore(ObjectStoreBackend):
         return data if byte_range is None else data[byte_range[0] : byte_range[1]]
 
     def _put(self, key: str, data: bytes) -> None:
-        self.objects[key] = bytes(data)
+        self._stored(key, data)
 
     def _put_if_absent(self, key: str, data: bytes) -> bool:
         if key in self.objects:
             return False
-        self.objects[key] = bytes(data)
+        self._stored(key, data)
         return True
 
     def _delete(self, key: str) -> None:
         self.objects.pop(key, None)
+        self.modified.pop(key, None)
 
     def _list(self, prefix: str) -> Iterator[str]:
         return iter(sorted(k for k in self.objects if k.startswith(prefix)))
@@ -109,9 +137,10 @@ class SimObjectStore(_Stops, WrapperObjectStore):
 
         def delete() -> None:
             existed = self.inner.exists(key)
+            born = self.inner.modified.get(key)
             self.inner.delete(key)
             if existed:
-                self.world.deleted(key)
+                self.world.deleted(key, born)
 
         self._call(f"delete {key}", delete, True)
 
@@ -119,16 +148,31 @@ class SimObjectStore(_Stops, WrapperObjectStore):
         """Delete the keys, telling the world which existed (the model checks them)."""
 
         def delete_many() -> None:
-            existed = [key for key in keys if self.inner.exists(key)]
+            existed = [
+                (key, self.inner.modified.get(key)) for key in keys if key in self.inner.objects
+            ]
             self.inner.delete_many(keys)
-            for key in existed:
-                self.world.deleted(key)
+            for key, born in existed:
+                self.world.deleted(key, born)
 
         self._call(f"delete_many {len(keys)} keys", delete_many, True)
 
     def list(self, prefix: str = "") -> Iterator[str]:
         """List, after the scheduler lets this call run (and maybe faults it)."""
         return iter(self._call(f"list {prefix}", lambda: list(self.inner.list(prefix)), False))
+
+    def list_modified(self, prefix: str = "") -> Iterator[tuple[str, float]]:
+        """List with last-modified times, after the scheduler lets this call run."""
+        what = f"list {prefix}"
+        return iter(self._call(what, lambda: list(self.inner.list_modified(prefix)), False))
+
+    def get_tagged(self, key: str) -> tuple[bytes, str]:
+        """Read with the ETag, after the scheduler lets this call run (and maybe faults it)."""
+        return self._call(f"get {key}", lambda: self.inner.get_tagged(key), False)
+
+    def put_if(self, key: str, data: bytes, tag: str | None) -> str:
+        """Conditional write (its reply may be lost: it ran), at a scheduling point."""
+        return self._call(f"put_if {key}", lambda: self.inner.put_if(key, data, tag), True)
 
     def exists(self, key: str) -> bool:
         """Ask, after the scheduler lets this call run (and maybe faults it)."""

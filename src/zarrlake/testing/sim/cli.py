@@ -4,7 +4,9 @@
     replay SEED [--shrink] [--calls]  one seed, with its trace (shrunk first with --shrink)
     soak --steps 1000000 [--jobs 2]   seeds until that many steps; figures for docs/reliability.md
 
-`--bug NAME` plants one of `zarrlake.testing.planted`'s bugs for the run; `--issues` provokes
+`--metastore memory|bucket` runs every seed on that metastore (by default one seed in four
+runs on the bucket-only one). `--bug NAME` plants one of `zarrlake.testing.planted`'s bugs
+for the run; `--issues` provokes
 known library issues the default runs steer clear of (`world.KNOWN_ISSUES`). Every failure
 prints the command that replays it.
 """
@@ -19,10 +21,18 @@ from concurrent.futures import ProcessPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 
-from zarrlake.testing.planted import BUGS, planted
+from zarrlake.testing.planted import BUGS, UNCAUGHT, planted
 from zarrlake.testing.sim.shrink import shrink
 from zarrlake.testing.sim.trace import Trace
-from zarrlake.testing.sim.world import KINDS, KNOWN_ISSUES, Config, Result, run
+from zarrlake.testing.sim.world import (
+    BUCKET_EVERY,
+    KINDS,
+    KNOWN_ISSUES,
+    METASTORES,
+    Config,
+    Result,
+    run,
+)
 
 
 @dataclass
@@ -129,6 +139,12 @@ def replay_command(config: Config, bug: str | None) -> str:
         parts.append("--no-faults")
     if config.issues:
         parts.append(f"--issues {','.join(sorted(config.issues))}")
+    if config.metastore is not None:
+        parts.append(f"--metastore {config.metastore}")
+    if config.wild_clocks:
+        parts.append("--wild-clocks")
+    if config.stuck_reads:
+        parts.append("--stuck-reads")
     if bug:
         parts.append(f"--bug {bug}")
     return " ".join(parts)
@@ -147,6 +163,9 @@ def _config(args: argparse.Namespace, seed: int = 0) -> Config:
         max_steps=args.max_steps,
         faults=not args.no_faults,
         issues=issues,
+        metastore=args.metastore,
+        wild_clocks=args.wild_clocks,
+        stuck_reads=args.stuck_reads,
     )
 
 
@@ -162,10 +181,25 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     for name in ("run", "replay", "soak"):
         p = sub.add_parser(name)
-        p.add_argument("--bug", choices=sorted(BUGS), help="plant this bug")
+        p.add_argument("--bug", choices=sorted(BUGS | UNCAUGHT), help="plant this bug")
         p.add_argument("--issues", help=f"provoke known issues: {', '.join(KNOWN_ISSUES)}")
         p.add_argument("--max-steps", type=int, default=Config.max_steps)
         p.add_argument("--no-faults", action="store_true")
+        p.add_argument(
+            "--stuck-reads",
+            action="store_true",
+            help="in flaky seeds, reads may fail for several tries in a row",
+        )
+        p.add_argument(
+            "--wild-clocks",
+            action="store_true",
+            help="skews of up to 80 minutes, one-process clock steps of any size",
+        )
+        p.add_argument(
+            "--metastore",
+            choices=sorted(METASTORES),
+            help=f"run on this metastore (default: the bucket one every {BUCKET_EVERY}th seed)",
+        )
         if name == "replay":
             p.add_argument("seed", type=int)
             p.add_argument("--actors", help=f"comma-separated, of {', '.join(KINDS)}")

@@ -26,7 +26,7 @@ class Fault(StrEnum):
     BURST = "burst of errors"
 
 
-WRITES = ("set", "set_many", "set_if", "delete", "drop", "put", "put_if_absent")
+WRITES = ("set", "set_many", "set_if", "delete", "drop", "put", "put_if_absent", "put_if")
 """Calls whose reply can be lost (the write happened)."""
 
 JUMPS = (1.0, 30.0, 200.0, 900.0, 4000.0, 90_000.0)
@@ -44,6 +44,14 @@ class FaultPlan:
     crash: float = 0.0
     jump: float = 0.0
     burst: float = 0.0
+    own_jump: float = 0.0
+    """The share of clock jumps that step one process's clock only (the rest move time)."""
+    own_jump_max: float = float("inf")
+    """The largest step of one process's clock."""
+    stuck: float = 0.0
+    """How often a read starts failing for several tries in a row (one object or record
+    unreadable for a while: retries give up, and what reads it must not guess)."""
+    _stuck: dict[str, int] = field(default_factory=dict)
     counts: Counter[str] = field(default_factory=Counter)
     _burst_left: int = 0
 
@@ -70,8 +78,19 @@ class FaultPlan:
             self._burst_left -= 1
             self.counts[Fault.ERROR] += 1
             return Fault.ERROR
+        if call in self._stuck:
+            self._stuck[call] -= 1
+            if not self._stuck[call]:
+                del self._stuck[call]
+            self.counts[Fault.ERROR] += 1
+            return Fault.ERROR
         x = rng.random()
         write = call.split(" ", 1)[0].split(".")[-1] in WRITES
+        if self.stuck and not write and x < self.stuck:
+            self.counts["read stuck failing"] += 1
+            self._stuck[call] = rng.randrange(6, 14)  # past the retry budget, mostly
+            return Fault.ERROR
+        x -= self.stuck if not write else 0.0
         for fault, rate in (
             (Fault.ERROR, self.error),
             (Fault.LOST, self.lost if write else 0.0),

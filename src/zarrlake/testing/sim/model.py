@@ -30,6 +30,7 @@ from zarrlake.format.chunk_ref import chunk_object_key
 from zarrlake.format.digest import digest
 from zarrlake.format.manifest import ManifestRange
 from zarrlake.format.snapshot import SnapshotRoot
+from zarrlake.testing.sim import metadata as md
 from zarrlake.vc.reach import EXPIRED_PREFIX, manifest_refs
 from zarrlake.vc.refs import BRANCH, TAG
 from zarrlake.vc.snapshot_view import SnapshotView
@@ -58,8 +59,13 @@ class Outcome(StrEnum):
 
     RUNNING = "running"
     ACKED = "acknowledged"
-    FAILED = "failed"  # definitely did nothing
+    FAILED = "failed"  # definitely did nothing (an error that says so by its kind)
+    REPORTED = "reported failed"  # an error not saying it may have happened: it must not have
     UNKNOWN = "unknown"  # an error or a crash: it may or may not have happened
+
+
+NOTHING = (Outcome.FAILED, Outcome.REPORTED)
+"""Outcomes after which the operation must have changed nothing."""
 
 
 @dataclass(eq=False)
@@ -164,6 +170,10 @@ class Model:
                 ref = view.get(key)
                 assert ref is not None
                 state[key] = bytes(objects.read_ref(ref, key))
+        for key, doc in root.meta.items():  # metadata documents, compared by content
+            canon = md.canonical(bytes(doc))
+            assert canon is not None
+            state[key] = canon
         return state, frozenset(needs)
 
     def learn(self, cid: str) -> CommitInfo:
@@ -205,7 +215,7 @@ class Model:
 
     def end(self, intent: Intent, outcome: Outcome, result: str | None = None) -> None:
         """An operation ended (judged after this step's ref moves: `settle`)."""
-        if outcome == Outcome.FAILED:
+        if outcome in NOTHING:
             intent.outcome = outcome  # explains no move from now on
             if intent.group is not None and len(intent.group) > 1:
                 intent.group.remove(intent)  # another of the group moved the ref
@@ -224,6 +234,13 @@ class Model:
         intent.ended = self.seq
         intent.outcome = outcome
         intent.result = result
+        self.counts[f"outcomes checked: {outcome.value}"] += 1
+        if outcome == Outcome.REPORTED and intent.landed is not None:
+            raise Violation(
+                f"{intent.kind} {intent.id} by {intent.actor} reported a failure "
+                f"({result}), yet it moved {intent.branch!r} to {intent.landed[:12]} (a "
+                "failure that happened)"
+            )
         if outcome == Outcome.FAILED and intent.landed is not None:
             raise Violation(
                 f"{intent.kind} {intent.id} by {intent.actor} failed, yet moved "
@@ -254,7 +271,7 @@ class Model:
         return any(
             o.kind in ("reset", "delete-branch", "create-branch")
             and o.branch == intent.branch
-            and o.outcome != Outcome.FAILED
+            and o.outcome not in NOTHING
             and (intent.ended is None or o.began < intent.ended)
             and (o.ended is None or o.ended > intent.began)
             for o in self.intents
@@ -343,7 +360,7 @@ class Model:
         return [
             i
             for i in self.intents
-            if i.kind == kind and i.branch == branch and i.outcome != Outcome.FAILED
+            if i.kind == kind and i.branch == branch and i.outcome not in NOTHING
         ]
 
     def _explained(self, kind: str, branch: str, target: str | None, what: str) -> Intent:
@@ -399,6 +416,11 @@ class Model:
         raise Violation(f"commit {new[:12]} on {branch!r} ({info.message!r}) has no author here")
 
     def _land(self, intent: Intent, cid: str) -> None:
+        if intent.outcome == Outcome.REPORTED:
+            raise Violation(
+                f"{intent.kind} {intent.id} reported a failure ({intent.result}), yet "
+                f"{cid[:12]} landed later (a failure that happened)"
+            )
         if intent.outcome == Outcome.FAILED:
             raise Violation(f"{intent.kind} {intent.id} failed, yet {cid[:12]} landed")
         if intent.landed is not None and not (
@@ -511,6 +533,10 @@ class Model:
                 {parent.get(key)} if (KEEP in options or len(changes) < len(options)) else set()
             )
             for o in changes:
+                if key in theirs and md.is_meta(key):  # metadata: no policy resolves it
+                    if o == parent.get(key):
+                        results.add(o)  # both sides wrote the same document: no conflict
+                    continue
                 if key in theirs:
                     if intent.policy == "fail":
                         continue
@@ -521,11 +547,27 @@ class Model:
                 conflicts.append(key)
                 continue
             got = info.state.get(key)
+            if md.is_meta(key) and key in theirs and got in changes and got != parent.get(key):
+                conflicts.append(key)  # its document over another's change of it
+                continue
             if got not in results:
                 raise Violation(
                     f"session {s.sid} ({why}): commit {cid[:12]} holds {_show(got)} at "
                     f"{key!r}; expected one of {sorted(_show(r) for r in results)}{unfinished}"
                 )
+        meta = [k for k in conflicts if md.is_meta(k)]
+        if meta:
+            raise Violation(
+                f"session {s.sid} committed {cid[:12]} over a metadata conflict on {meta}: "
+                f"{info.parents[0][:12]} changed those documents since its base {s.base[:12]} "
+                "(metadata conflicts fail whatever on_conflict says)"
+            )
+        structural = self._structural_conflicts(s, intent, chain, parent, base)
+        if structural:
+            raise Violation(
+                f"session {s.sid} committed {cid[:12]} over a structural conflict: "
+                f"{'; '.join(structural)}"
+            )
         if conflicts:
             raise Violation(
                 f"session {s.sid} committed {cid[:12]} over a conflict on {conflicts}: "
@@ -539,6 +581,68 @@ class Model:
                     f"session {s.sid}: commit {cid[:12]} changed {key!r}, which it never "
                     f"wrote{unfinished}"
                 )
+
+    def _their_nodes(self, chain: list[str]) -> dict[str, tuple[str, bool]]:
+        """Node -> (how, guards chunks) of the commits in `chain` (newest first) taken
+        together, a later change winning as the commit protocol merges change sets:
+        created stays created unless deleted; a structural change is not hidden by a later
+        attribute change."""
+        nodes: dict[str, tuple[str, bool]] = {}
+        for c in reversed(chain):
+            info = self.commits[c]
+            before = self.commits[info.parents[0]].state
+            for key in sorted(k for k in info.changed if md.is_meta(k)):
+                old, new = before.get(key), info.state.get(key)
+                kind = md.change_kind(old, new)
+                if kind is None:
+                    continue
+                prev = nodes.get(md.node_of(key))
+                if prev is not None and prev[0] == "created" and kind != "deleted":
+                    continue
+                if prev is not None and prev[0] != "attributes" and kind == "attributes":
+                    continue
+                nodes[md.node_of(key)] = (kind, md.guards_chunks(old, new))
+        return nodes
+
+    def _structural_conflicts(
+        self, s: SessionModel, intent: Intent, chain: list[str], parent: State, base: State
+    ) -> list[str]:
+        """Certain conflicts between a node's structure changed on one side (a resize, a
+        new or deleted array) and chunk writes under it on the other: none may land. Only
+        writes known to be in the commit count, and a node both sides left with the same
+        document conflicts with nothing."""
+        theirs = set().union(*(self.commits[c].changed for c in chain)) if chain else set()
+        their_nodes = self._their_nodes(chain)
+        their_data = {k for k in theirs if not md.is_meta(k)}
+        ours: dict[str, set] = {
+            k: set().union(*o) for k, o in self.contributions(s, intent).items()
+        }
+        found = []
+        for node in sorted(set(their_nodes) | {md.node_of(k) for k in ours if md.is_meta(k)}):
+            key = f"{node}/{md.META_SUFFIX}" if node else md.META_SUFFIX
+            options = ours.get(key, {KEEP})
+            if key in theirs and (parent.get(key) in options or KEEP in options):
+                continue  # maybe alike (or not ours to judge): nothing certain
+            mine = [o for o in options if o is not KEEP and o != base.get(key)]
+            certain = bool(mine) and len(mine) == len(options)
+            if certain and all(md.guards_chunks(base.get(key), o) for o in mine):
+                hit = sorted(k for k in their_data if md.under(node, k))
+                if hit:
+                    found.append(f"it changed the structure of {node!r}; {hit} changed under it")
+            if certain:
+                continue  # both changed the document: a metadata conflict, judged above
+            if node in their_nodes and their_nodes[node][1]:
+                written = sorted(
+                    k
+                    for k, o in ours.items()
+                    if not md.is_meta(k)
+                    and md.under(node, k)
+                    and KEEP not in o
+                    and base.get(k) not in o
+                )
+                if written:
+                    found.append(f"{node!r} changed structure since its base; it wrote {written}")
+        return found
 
     def _merge_bases(self, a: str, b: str) -> list[str]:
         common = self._ancestors(a) & self._ancestors(b)
@@ -561,13 +665,15 @@ class Model:
             bases, other = [intent.source], reverted.parents[0]
         errors = []
         for base in bases:
-            expected, conflicts = three_way(
+            expected, conflicts, meta = three_way(
                 self.commits[base].state,
                 self.commits[head].state,
                 self.commits[other].state,
                 intent.policy,
             )
-            if conflicts and intent.policy == "fail":
+            if meta:
+                errors.append(f"metadata conflicts: {'; '.join(meta)} (base {base[:12]})")
+            elif conflicts and intent.policy == "fail":
                 errors.append(f"conflicts on {conflicts} (base {base[:12]})")
             elif expected != info.state:
                 diff = sorted(
@@ -694,7 +800,7 @@ class Model:
             got = self.obs.meta.get(self.obs.partition("gc"), b"c/" + key.encode())
             # gc deletes what it finds dead with no candidate record only when the grace is 0
             age = 0.0 if got is None else now - json.loads(got[0])["t"]
-            if age < grace:
+            if age < grace and grace > 0:  # (with 0 any age will do: skew may make it < 0)
                 raise Violation(
                     f"{by} deleted {key}, a candidate for {age:.1f} s, under a grace "
                     f"period of {grace:.0f} s"
@@ -733,23 +839,58 @@ class Model:
                 raise Violation(f"{by} left {cid[:12]} expired, which {what}")
 
 
-def three_way(base: State, ours: State, theirs: State, policy: str) -> tuple[State, list[str]]:
-    """The chunk-level three-way merge: a key changed on one side takes that side; changed
-    alike on both, that; changed differently, a conflict resolved by `policy`."""
+def three_way(
+    base: State, ours: State, theirs: State, policy: str
+) -> tuple[State, list[str], list[str]]:
+    """The three-way merge: a chunk changed on one side takes that side; changed alike on
+    both, that; changed differently, a conflict resolved by `policy`. A metadata document
+    changed differently on both sides conflicts whatever the policy (unless both changed
+    only attributes, which merge name by name), and so does a structural change of a node
+    on one side with chunk writes under it on the other. Returns (state, chunk conflicts,
+    metadata conflicts)."""
     out: State = {}
-    conflicts = []
-    for key in sorted(set(base) | set(ours) | set(theirs)):
+    conflicts: list[str] = []
+    meta: list[str] = []
+    keys = sorted(set(base) | set(ours) | set(theirs))
+    for key in keys:
         b, o, t = base.get(key), ours.get(key), theirs.get(key)
         if o == t or t == b:
             v = o
         elif o == b:
             v = t
+        elif md.is_meta(key):
+            merged = None
+            if md.change_kind(b, o) == md.change_kind(b, t) == "attributes":
+                assert o is not None and t is not None
+                merged = md.merge_attributes(b, o, t)
+            if merged is None:
+                meta.append(f"both sides changed {key}")
+                v = o
+            else:
+                v = merged
         else:
             conflicts.append(key)
             v = t if policy == "theirs" else o
         if v is not None:
             out[key] = v
-    return out, conflicts
+    for side, other in ((ours, theirs), (theirs, ours)):
+        for key in keys:
+            if not md.is_meta(key) or ours.get(key) == theirs.get(key):
+                continue  # not a document, or both sides left it alike
+            if not md.guards_chunks(base.get(key), side.get(key)):
+                continue
+            node = md.node_of(key)
+            hit = [
+                k
+                for k in keys
+                if not md.is_meta(k)
+                and md.under(node, k)
+                and other.get(k) != base.get(k)
+                and other.get(k) != side.get(k)
+            ]
+            if hit:
+                meta.append(f"{node!r} changed structure on one side, {hit} on the other")
+    return out, conflicts, meta
 
 
 def _show(value: object) -> str:

@@ -52,6 +52,11 @@ class Process:
     alive: bool = True
     holder: Actor | None = None  # the actor running library code now
     runtime: runtime.Runtime = field(default_factory=runtime.Runtime)
+    host: str = HOST
+    offset: float = 0.0
+    """Seconds this process's clock runs ahead of the simulated time (skew and its jumps)."""
+    steady: bool = False
+    """Its clock never steps alone (only with everyone's)."""
 
 
 @dataclass(eq=False)
@@ -89,7 +94,9 @@ class Scheduler:
         self._seq = 0
         self._by_glet: dict[greenlet.greenlet, Actor] = {}
         self.on_timer: Callable[[Process], None] = lambda proc: None
-        self.may_jump: Callable[[float], bool] = lambda seconds: True
+        self.on_process: Callable[[Process], None] = lambda proc: None
+        """Called with each new process (the world gives it its host and clock skew)."""
+        self.jumps = 0  # clock jumps so far, of every clock or one process's
 
     # processes and actors ---------------------------------------------------------------
 
@@ -97,16 +104,17 @@ class Scheduler:
         """A new simulated process with its own pid and a runtime on the simulated clock."""
         proc = Process(1000 + len(self.processes), name)
         proc.runtime = runtime.Runtime(
-            now=self.clock,
-            monotonic=self.clock,
+            now=lambda: self.now + proc.offset,
+            monotonic=lambda: self.now + proc.offset,
             sleep=self.sleep,
             call_later=lambda delay, fn: self.call_later(proc, delay, fn),
             executor=SimExecutor(self, proc),
-            host=lambda: HOST,
+            host=lambda: proc.host,
             pid=lambda: proc.pid,
-            alive=self.alive,
+            alive=lambda host, pid: self.alive(host, pid, proc),
         )
         self.processes.append(proc)
+        self.on_process(proc)
         return proc
 
     def spawn(
@@ -134,11 +142,16 @@ class Scheduler:
         self.actors.append(actor)
         return actor
 
-    def alive(self, host: str, pid: int) -> bool | None:
-        """Whether simulated process `pid` still runs; None for another host."""
-        if host != HOST:
+    def alive(self, host: str, pid: int, asking: Process | None = None) -> bool | None:
+        """Whether simulated process `pid` on `host` still runs, as process `asking` can
+        tell: None for another host than its own."""
+        if host != (asking.host if asking is not None else HOST):
             return None
-        return any(p.pid == pid and p.alive for p in self.processes)
+        return any(p.pid == pid and p.host == host and p.alive for p in self.processes)
+
+    def clock_of(self, proc: Process) -> float:
+        """The time process `proc`'s clock shows."""
+        return self.now + proc.offset
 
     def kill(self, proc: Process, why: str) -> None:
         """SIGKILL: the process's actors never run again; its timers never fire."""
@@ -281,9 +294,18 @@ class Scheduler:
         self.steps += 1
         self.now += TICK
         jump = self.faults.clock_jump(self.rng)
-        if jump and self.may_jump(jump):
-            self.now += jump
-            self.trace.event(self, f"clock jumps {jump:,.0f} s")
+        if jump:
+            self.jumps += 1
+            alive = [p for p in self.processes if p.alive and p.name != "observer" and not p.steady]
+            if alive and self.rng.random() < self.faults.own_jump:  # one host's clock steps
+                proc = self.rng.choice(alive)
+                jump = min(jump, self.faults.own_jump_max)
+                proc.offset += jump
+                self.faults.counts["clock jump of one process"] += 1
+                self.trace.event(self, f"{proc.name}'s clock jumps {jump:,.0f} s")
+            else:  # time passes for everyone (a stall of the whole system)
+                self.now += jump
+                self.trace.event(self, f"clock jumps {jump:,.0f} s")
         return True
 
     def unwind(self) -> None:

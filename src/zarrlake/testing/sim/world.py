@@ -23,7 +23,10 @@ import stamina
 from zarrlake import runtime
 from zarrlake.connection import FlushPolicy, RepoContext, RepoSpec, Settings, create_context
 from zarrlake.format import fragment
+from zarrlake.metastore import bucket, bucket_runs
 from zarrlake.metastore.base import MetaStore
+from zarrlake.metastore.bucket import BucketMetaStore
+from zarrlake.metastore.bucket_format import decode_head
 from zarrlake.metastore.memory import MemoryMetaStore
 from zarrlake.repo import Repo
 from zarrlake.storage.base import ObjectStore
@@ -35,10 +38,22 @@ from zarrlake.testing.sim.model import Model, Violation
 from zarrlake.testing.sim.scheduler import Deadlock, Scheduler
 from zarrlake.testing.sim.trace import Trace
 from zarrlake.txn.commit import load
+from zarrlake.vc import gc_protocol
 from zarrlake.vc.reach import EXPIRED_PREFIX
 from zarrlake.vc.refs import BRANCH
 
 KINDS = tuple(PROGRAMS)
+SMALL_SKEW = 20.0
+"""Seconds a process's clock runs ahead at most, and one process's clock steps at most,
+unless `Config.wild_clocks` (up to 80 minutes, and jumps of any size)."""
+UNSKEWED = ("gc", "expire")
+"""Processes whose clock is never skewed nor stepped alone, and large skews run ahead only.
+With a collector's clock ahead of (or another clock behind) the clock that recorded a gc
+candidate, the grace period shrinks by the skew, and a commit's objects go while a ref can
+still be made to it (see docs/reliability.md, known issues): the library judges a
+candidate's age by the collector's clock against the time another host wrote."""
+META_ROOT = "meta/"
+"""Where the bucket metastore keeps its heads and pages."""
 ARRAY_DOC = json.dumps(
     {
         "zarr_format": 3,
@@ -62,6 +77,9 @@ SETTINGS = Settings(
     flush=FlushPolicy(idle=1.0),
     flush_wait=30.0,
 )
+SWEEP_POLL = 5.0
+"""Simulated seconds a writer waits between looks at a sweep's phase (the library's 50 ms
+would spend a run's steps on one stalled sweep)."""
 RECORD_MAX = 200
 """Fragments bigger than this are objects (the library's 32 KiB would never be reached)."""
 
@@ -89,6 +107,25 @@ def memory_metastore(name: str, store: ObjectStore) -> MetaStore:
     return MemoryMetaStore(f"memory://{name}")
 
 
+def bucket_metastore(name: str, store: ObjectStore) -> MetaStore:
+    """The bucket-only metastore, kept in the simulated object store: its conditional
+    writes, reads and listings are scheduling points with faults like any other call."""
+    return BucketMetaStore(store, f"bucket+sim://{name}")
+
+
+METASTORES: dict[str, MetaFactory] = {"memory": memory_metastore, "bucket": bucket_metastore}
+BUCKET_EVERY = 4
+"""One seed in this many runs on the bucket-only metastore (the others on the in-memory
+one), unless `Config.metastore` says which."""
+BUCKET_INLINE = 256
+BUCKET_TIMES = (15.0, 2.5)
+"""The bucket metastore's ORPHAN_GRACE and PREPARED_MAX_AGE under simulation (an hour and
+ten minutes in the library, in the same ratio): a sweep then meets leftovers, and clocks
+a few seconds apart, within a run."""
+"""Bytes a bucket metastore head holds inline before a write moves them into pages (the
+library's 64 KiB would never be reached in a run: pages, and their sweeps, would not run)."""
+
+
 @dataclass(frozen=True)
 class Config:
     """What a run does: everything not set here is drawn from the seed."""
@@ -100,6 +137,21 @@ class Config:
     faults: bool = True
     issues: frozenset[str] = frozenset()
     """Known issues to provoke (see KNOWN_ISSUES); by default a run steers clear of them."""
+    metastore: str | None = None
+    """'memory' or 'bucket'; None: drawn from the seed (see BUCKET_EVERY)."""
+    stuck_reads: bool = False
+    """In flaky seeds, a read may also fail for several tries in a row (past the retries):
+    off by default, see docs/reliability.md's known issues (expire under failing reads)."""
+    wild_clocks: bool = False
+    """Skews of up to 80 minutes and one-process clock steps of any size (see SMALL_SKEW
+    and docs/reliability.md's known issues: gc grace periods judged across clocks)."""
+
+    @property
+    def meta_kind(self) -> str:
+        """The metastore this run uses."""
+        if self.metastore is not None:
+            return self.metastore
+        return "bucket" if self.seed % BUCKET_EVERY == BUCKET_EVERY - 1 else "memory"
 
     def describe(self) -> str:
         """The config in words, as the failure report prints it."""
@@ -113,6 +165,12 @@ class Config:
             parts.append("no faults")
         if self.issues:
             parts.append(f"issues {','.join(sorted(self.issues))}")
+        if self.metastore is not None:
+            parts.append(f"metastore {self.metastore}")
+        if self.wild_clocks:
+            parts.append("wild clocks")
+        if self.stuck_reads:
+            parts.append("stuck reads")
         return ", ".join(parts)
 
 
@@ -151,7 +209,7 @@ class World:
         self.sched = Scheduler(random.Random(self.rng.getrandbits(64)), self.faults, trace)
         name = f"sim-{config.seed}-{id(self)}"
         self.spec = RepoSpec(f"sim://{name}", f"sim://{name}")
-        self.store = DictObjectStore(self.spec.location)
+        self.store = DictObjectStore(self.spec.location, clock=lambda: self.sched.now)
         self.name = name
         self.meta_factory = meta_factory
         self.meta = meta_factory(name, self.store)  # the observer's
@@ -160,14 +218,22 @@ class World:
         self.values = VALUES
         self.programs: dict[int, Actor] = {}
         self.handles_of: dict[int, list] = {}  # pid -> the session handles it holds
-        self.committing: set[int] = set()  # pids of processes inside a commit
+        self.leases_checked = 0.0  # simulated time of the last look at committers' leases
+        self.committing: dict[int, tuple[str, int]] = {}
+        """pid of a process inside a commit -> (its session, clock jumps when it began)."""
         self.sched.on_timer = self.timer_fires
         unknown = set(config.issues) - set(KNOWN_ISSUES)
         if unknown:
             raise ValueError(f"unknown issues {sorted(unknown)}; known: {sorted(KNOWN_ISSUES)}")
         self._ids = 0
-        self.events: list[tuple[str, str]] = []  # (what happened, by whom) in this step
+        self.events: list[tuple[str, str, float]] = []  # (what, by whom, their clock)
         self.refs_moved = False
+        self.page_writers: dict[str, str] = {}  # bucket metastore page -> who wrote it
+        self.pages_named: set[str] = set()  # pages some head has named
+        self.pages_deleted: list[tuple[str, str, float | None]] = []  # (page, by, written)
+        self.pages_changed: set[str] = (
+            set()
+        )  # bucket metastore partitions whose head or pages changed
         n = self.rng.randint(2, 5)  # drawn even when given, so the rest of the run is alike
         drawn = sorted(self.rng.choice(KINDS) for _ in range(n))
         names = [f"{kind}{i}" for i, kind in enumerate(drawn)]
@@ -176,6 +242,45 @@ class World:
         self.kinds = tuple(names)
         ops = self.rng.randint(1, 4)
         self.ops = config.ops if config.ops is not None else ops
+        extra = random.Random(f"{config.seed}/extra")  # new draws leave the rest alike
+        self.meta_rate = extra.choice((0.0, 0.2, 0.5))
+        """How often a writer's session also changes metadata (and a reader reads it)."""
+        self.hosts = extra.random() < 0.3
+        """Each process on a host of its own: no process can tell whether another is alive
+        (a crashed collector's lock and sweep then stall writers until they time out)."""
+        self.skew = extra.choice(("none", "none", "small", "large"))
+        self.faults.own_jump = extra.choice((0.0, 0.5))
+        if config.stuck_reads and self.faults.error:  # some reads fail for a while too
+            self.faults.stuck = extra.choice((0.003, 0.01))
+        if not config.wild_clocks:
+            self.faults.own_jump_max = SMALL_SKEW
+        self.clocks = random.Random(f"{config.seed}/clocks")
+        self.sched.on_process = self.place
+
+    def place(self, proc) -> None:
+        """Give a new simulated process its host and its clock's skew (drawn from the seed)."""
+        if proc.name == "observer":
+            return
+        if self.hosts:
+            proc.host = f"host{proc.pid}"
+        if proc.name.startswith(UNSKEWED):
+            proc.steady = True  # see UNSKEWED
+            return
+        if self.skew == "small":
+            proc.offset = self.clocks.uniform(0.0, 1.0) * self.clocks.choice((1.0, 20.0))
+        elif self.skew == "large" and self.config.wild_clocks:
+            size = self.clocks.choice((30.0, 200.0, 900.0, 4000.0))
+            proc.offset = size * self.clocks.uniform(1.0, 1.2)
+        if proc.offset:
+            self.faults.counts["clock skew"] += 1
+
+    def clock_of(self, actor) -> float:
+        """The time the clock of `actor`'s process shows now."""
+        return self.sched.clock_of(actor.process)
+
+    def latest(self) -> float:
+        """The clock furthest ahead: a session it finds expired may be treated as expired."""
+        return self.sched.now + max((p.offset for p in self.sched.processes), default=0.0)
 
     def new_id(self, prefix: str) -> str:
         """A fresh id with `prefix`, deterministic within the run."""
@@ -187,7 +292,13 @@ class World:
     def after_call(self, actor, what: str, result: object) -> None:
         """Note what a backend call changed, so the step's checks read only what they must."""
         op, _, rest = what.partition(" ")
-        if op in META_WRITES:
+        if op == "put_if" and rest.startswith(META_ROOT):
+            self.pages_changed.add(rest.rsplit("/head", 1)[0])
+            if rest.endswith("refs/head"):  # a bucket metastore's refs moved (it may crash
+                self.refs_moved = True  # before its meta.set_if returns)
+        elif op == "put" and rest.startswith(META_ROOT) and "/pages/" in rest:
+            self.page_writers[rest] = actor.name
+        elif op in META_WRITES:
             if rest.startswith("refs"):
                 self.refs_moved = True
         elif (
@@ -195,7 +306,8 @@ class World:
             and rest.startswith(EXPIRED_PREFIX)
             and result is not False
         ):
-            self.events.append((f"expired {rest[len(EXPIRED_PREFIX) :]}", actor.name))
+            what = f"expired {rest[len(EXPIRED_PREFIX) :]}"
+            self.events.append((what, actor.name, self.sched.clock_of(actor.process)))
 
     def targets(self) -> list[str]:
         """Commits resets, new branches and tags may point at: any commit ever seen (one
@@ -207,10 +319,17 @@ class World:
         for h in self.handles_of.get(proc.pid, ()):
             self.model.flush_begins(h)
 
-    def deleted(self, key: str) -> None:
-        """Record that the calling actor deleted `key` (checked after the step)."""
+    def deleted(self, key: str, born: float | None = None) -> None:
+        """Record that the calling actor deleted `key` (checked after the step): an object
+        of the repository, or a head or page of the bucket metastore (`meta/`), last
+        written at `born` by the service's clock."""
+        if key.startswith(META_ROOT):
+            self.pages_changed.add(key.split("/pages/")[0].split("/head")[0])
+            if "/pages/" in key and self.sched.inside():
+                self.pages_deleted.append((key, self.sched._me().name, born))
+            return
         actor = self.sched._me()
-        self.events.append((f"deleted {key}", actor.name))
+        self.events.append((f"deleted {key}", actor.name, self.sched.clock_of(actor.process)))
 
     # the run ----------------------------------------------------------------------------
 
@@ -244,13 +363,17 @@ class World:
         """Check the invariants after a step: refs and commits, each deletion and expiry, actor
         errors."""
         model = self.model
-        now = self.sched.now
         if self.refs_moved:
             self.refs_moved = False
             model.check_refs()
         model.settle()
+        if self.committing and self.sched.now >= self.leases_checked + 1.0:
+            self.leases_checked = self.sched.now  # a lapse shows once time moves on
+            self.check_leases()
+        if self.pages_changed:
+            self.check_pages()
         events, self.events = self.events, []
-        for what, by in events:
+        for what, by, now in events:  # judged by the clock of the process that did it
             kind, _, arg = what.partition(" ")
             if kind == "deleted":
                 model.check_delete(arg, by, now)
@@ -263,6 +386,70 @@ class World:
                     raise error
                 raise Violation(
                     f"{actor.name} raised {type(error).__name__}: {error}\n{actor.error_text}"
+                )
+
+    def check_pages(self) -> None:
+        """Every page a bucket metastore head names exists: a page deleted while a head names
+        it (or a head landed naming a page deleted meanwhile) loses that partition."""
+        changed, self.pages_changed = self.pages_changed, set()
+        deleted, self.pages_deleted = self.pages_deleted, []
+        heads = {}
+        for base in sorted(changed):
+            head = self.store.objects.get(f"{base}/head")
+            if head is None:
+                continue
+            self.model.counts["metastore heads' pages checked"] += 1
+            decoded = heads[base] = decode_head(head, f"{base}/head")
+            for run in decoded.runs:
+                for page in run.pages:
+                    self.pages_named.add(f"{base}/pages/{page.id}")
+                    if f"{base}/pages/{page.id}" not in self.store.objects:
+                        raise Violation(
+                            f"the bucket metastore page {page.id} of {base} is gone, but "
+                            "the partition's head names it (a page deleted while in use)"
+                        )
+        for key, by, born in deleted:
+            self.check_page_delete(key, by, born, heads.get(key.split("/pages/")[0]))
+
+    def check_page_delete(self, key: str, by: str, born: float | None, head) -> None:
+        """A page no head ever named, deleted by another process than the one writing it,
+        must be a leftover: older than the sweep's grace by the service's clock (or of a
+        dropped incarnation of the partition)."""
+        self.model.counts["metastore page deletions checked"] += 1
+        writer = self.page_writers.get(key)
+        if writer is None or writer == by or key in self.pages_named or born is None:
+            return
+        salt = key.split("/pages/")[1].split("-")[0]
+        if head is None or f"{head.salt:08x}" != salt:
+            return  # a dropped incarnation's page: its write can no longer land
+        age = self.sched.now - born
+        if age < bucket.ORPHAN_GRACE:
+            raise Violation(
+                f"{by} deleted the bucket metastore page {key} of a write by {writer} still in "
+                f"flight: it was {age:.0f} s old by the service's clock (leftovers go after "
+                f"{bucket.ORPHAN_GRACE:.0f} s)"
+            )
+
+    def check_leases(self) -> None:
+        """A committer that is running keeps its lease: by its own clock the lease never
+        lapses unless a clock jumped since the commit began (it renews at every wait and
+        between long steps, so recovery never aborts a committer that keeps going)."""
+        partition = self.obs.partition("sessions")
+        for pid, (sid, jumps) in self.committing.items():
+            if jumps != self.sched.jumps:
+                continue
+            proc = next(p for p in self.sched.processes if p.pid == pid)
+            got = self.obs.meta.get(partition, sid.encode()) if proc.alive else None
+            if got is None:
+                continue
+            rec = json.loads(got[0])
+            self.model.counts["committers' leases checked"] += 1
+            lease, now = rec.get("lease"), self.sched.clock_of(proc)
+            if rec.get("status") == "committing" and lease is not None and now > lease:
+                raise Violation(
+                    f"session {sid}: the lease of its running committer ({proc.name}) "
+                    f"lapsed {now - lease:.0f} s ago by its own clock, no clock having "
+                    "jumped (a lease not renewed while it waits?)"
                 )
 
     def restarts(self) -> None:
@@ -280,7 +467,7 @@ class World:
         model = self.model
         model.check_refs()
         model.settle()
-        self.sched.now += 10_000.0  # past every lease
+        self.sched.now += 10_000.0 + max(0.0, self.latest() - self.sched.now)  # past every lease
         for sm in model.sessions.values():
             model.counts["session records checked"] += 1
             rec, _ = load(self.obs, sm.sid)
@@ -300,7 +487,7 @@ class World:
         problems = Repo(self.obs).fsck()
         if problems:
             raise Violation(f"fsck: {problems[:5]}")
-        for c in sorted(model.retained(self.sched.now)[0]):
+        for c in sorted(model.retained(self.latest())[0]):
             for key in model.commits[c].objects:
                 model.counts["objects of retained commits checked"] += 1
                 if not self.store.exists(key):
@@ -309,9 +496,19 @@ class World:
 
 @contextmanager
 def _determinism(seed: int) -> Iterator[None]:
-    """Seeded ids and jitter, no sleeps in retries, small fragments, for one run."""
+    """Seeded ids, random bits and jitter, no sleeps in retries, small fragments and
+    bucket metastore heads, for one run."""
     ids = random.Random(seed ^ 0x5EED)
-    saved = (secrets.token_bytes, secrets.token_hex, random.getstate(), fragment.RECORD_MAX)
+    drawn = (secrets.randbits, secrets.randbelow)
+    saved = (
+        secrets.token_bytes,
+        secrets.token_hex,
+        random.getstate(),
+        fragment.RECORD_MAX,
+        gc_protocol.POLL,
+        bucket_runs.INLINE_BYTES,
+        (bucket.ORPHAN_GRACE, bucket.PREPARED_MAX_AGE),
+    )
 
     def token_bytes(n: int | None = None) -> bytes:
         return ids.randbytes(32 if n is None else n)
@@ -320,8 +517,12 @@ def _determinism(seed: int) -> Iterator[None]:
         return token_bytes(n).hex()
 
     secrets.token_bytes, secrets.token_hex = token_bytes, token_hex  # type: ignore[assignment]
+    secrets.randbits, secrets.randbelow = ids.getrandbits, ids.randrange  # type: ignore[assignment]
     random.seed(seed)
     fragment.RECORD_MAX = RECORD_MAX
+    gc_protocol.POLL = SWEEP_POLL
+    bucket_runs.INLINE_BYTES = BUCKET_INLINE
+    bucket.ORPHAN_GRACE, bucket.PREPARED_MAX_AGE = BUCKET_TIMES
     hooks = stamina.instrumentation.get_on_retry_hooks()
     stamina.instrumentation.set_on_retry_hooks([])
     try:
@@ -330,18 +531,25 @@ def _determinism(seed: int) -> Iterator[None]:
     finally:
         stamina.instrumentation.set_on_retry_hooks(hooks)
         secrets.token_bytes, secrets.token_hex = saved[0], saved[1]  # type: ignore[assignment]
+        secrets.randbits, secrets.randbelow = drawn  # type: ignore[assignment]
         random.setstate(saved[2])
         fragment.RECORD_MAX = saved[3]
+        gc_protocol.POLL = saved[4]
+        bucket_runs.INLINE_BYTES = saved[5]
+        bucket.ORPHAN_GRACE, bucket.PREPARED_MAX_AGE = saved[6]
 
 
 def run(
     config: Config,
     *,
     trace: Trace | None = None,
-    meta_factory: MetaFactory = memory_metastore,
+    meta_factory: MetaFactory | None = None,
 ) -> Result:
-    """Run one seed; the result says whether every invariant held (`failure` otherwise)."""
+    """Run one seed; the result says whether every invariant held (`failure` otherwise).
+    The metastore is `meta_factory`'s if given, else the one `config` names or draws."""
     start = time.perf_counter()
+    if meta_factory is None:
+        meta_factory = METASTORES[config.meta_kind]
     trace = trace or Trace()
     world = World(config, trace, meta_factory)
     backends.install(world)
@@ -370,6 +578,10 @@ def run(
             backends.uninstall()
             _drop(world)
     model = world.model if hasattr(world, "model") else None
+    if model is not None:
+        model.counts[f"seeds on the {config.meta_kind} metastore"] += 1
+        if world.hosts:
+            model.counts["seeds with a host per process"] += 1
     return Result(
         config,
         world.kinds,
