@@ -25,7 +25,10 @@ SYMPTOMS = {
     "gc_ignores_open_sessions": r"still needed|cannot be read|is missing|holds nothing at",
     "flush_skips_recheck": r"flush returned|\(it landed\): commit \w+ holds",
     "commit_counts_gone_writers": r"gone writer counted silently",
-    "ref_moves_unguarded": r"still needed|not in object storage|cannot be read|is missing",
+    "ref_moves_unguarded": (
+        r"still needed|not in object storage|cannot be read|is missing"
+        r"|which a branch, tag or open session keeps"
+    ),
     "rebase_ignores_metadata_conflicts": r"over a (metadata|structural) conflict",
     # a committer waiting (for a stalled sweep) past its lease with no clock jump
     "lease_not_renewed": r"lease of its running committer .* lapsed",
