@@ -45,11 +45,12 @@ def ensure_chromium() -> None:
 
 
 @contextlib.contextmanager
-def ui_server(location: str) -> Iterator[str]:
-    """`zarrlake ui` on the repository at `location`, any free port; yields its URL."""
+def ui_server(location: str, *options: str) -> Iterator[str]:
+    """`zarrlake ui` on the repository at `location`, any free port, with `options`;
+    yields the URL it prints (with its token, if given one)."""
     script = Path(sys.executable).parent / "zarrlake"
     proc = subprocess.Popen(
-        [str(script), "-r", location, "ui", "--port", "0"],
+        [str(script), "-r", location, "ui", "--port", "0", *options],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.helpers.browser import ui_server
 from tests.helpers.ui import Built
 from zarrlake.cli.ui import is_loopback
 
@@ -19,20 +20,9 @@ TOKEN = "a-token-of-at-least-16-chars"
 
 @pytest.fixture(scope="module")
 def served(built: Built) -> Iterator[str]:
-    script = Path(sys.executable).parent / "zarrlake"
-    cmd = [str(script), "-r", str(built.path), "ui", "--port", "0", "--token", TOKEN]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        line = proc.stdout.readline() if proc.stdout else ""
-        assert " at http://127.0.0.1:" in line and f"?token={TOKEN}" in line, line
-        yield line.rsplit(" at ", 1)[1].split("?", 1)[0]
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with ui_server(str(built.path), "--token", TOKEN) as url:
+        assert url.startswith("http://127.0.0.1:") and url.endswith(f"?token={TOKEN}"), url
+        yield url.split("?", 1)[0]
 
 
 def test_every_request_needs_the_token(served: str) -> None:
