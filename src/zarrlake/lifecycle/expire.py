@@ -7,19 +7,24 @@ Expiry writes a marker `expired/<commit id>` first, registers the commit's objec
 garbage candidates, then deletes the commit record; a history walk that meets a missing
 commit with a marker ends there. Everything only the expired commits reached is left for
 `gc`. Each step can be repeated, so an interrupted expiry finishes when run again.
+
+A commit kept only for a while (a deleted tag's, an open session's base) below an expired
+one is noted as an island (`lifecycle/islands.py`); later expiries walk down from it too.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from zarrlake import crashpoints
-from zarrlake.errors import InvalidInputError, NotFoundError
+from zarrlake.errors import ExpiredHistoryError, InvalidInputError, NotFoundError
 from zarrlake.lifecycle.gc import check_older_than
+from zarrlake.lifecycle.islands import forget, islands, note
 from zarrlake.vc.gc_protocol import GcState
 from zarrlake.vc.keep import kept
 from zarrlake.vc.reach import EXPIRED_PREFIX, expired_commits
@@ -27,6 +32,8 @@ from zarrlake.vc.refs import BRANCH, TAG
 
 if TYPE_CHECKING:
     from zarrlake.connection import RepoContext
+    from zarrlake.format.commit import CommitRecord
+    from zarrlake.vc.objects import Objects
 
 
 @dataclass
@@ -103,6 +110,14 @@ def protected(ctx: RepoContext, selected: dict[str, str]) -> set[str]:
     return keep
 
 
+def _history(objects: Objects, head: str) -> Iterator[tuple[str, CommitRecord]]:
+    """`objects.history(head)`, empty when `head` (a noted island) was expired or is gone."""
+    try:
+        yield from objects.history(head)
+    except (ExpiredHistoryError, NotFoundError):
+        return
+
+
 def expire(
     ctx: RepoContext, older_than: datetime | timedelta, branches: list[str] | None = None
 ) -> ExpireReport:
@@ -115,15 +130,22 @@ def expire(
     objects = ctx.objects
     report = ExpireReport(cutoff=datetime.fromtimestamp(cutoff, UTC).isoformat())
     doomed: dict[str, tuple[str, str]] = {}
-    for name, head in selected.items():
+    below: dict[str, str | None] = {}  # a doomed commit's first parent
+    reached: set[str] = set()  # retained above every doomed commit of a branch
+    noted = islands(ctx)
+    for name, head in [*selected.items(), *((None, cid) for cid in noted)]:
         retained = True  # the branch's log ends before its first expired commit
-        for cid, rec in objects.history(head):
+        for cid, rec in _history(objects, head):
             if cid in doomed or (rec.timestamp < cutoff and cid not in keep):
                 doomed[cid] = (rec.snapshot, rec.changes)
+                below[cid] = rec.parents[0] if rec.parents else None
                 retained = False
-            elif retained:
+            elif retained and name is not None:
                 report.oldest_retained[name] = cid
+                reached.add(cid)
+    gone = [cid for cid in noted if cid in reached or not ctx.object_store.exists(f"commits/{cid}")]
     if not doomed:
+        forget(ctx, gone)
         report.seconds = time.monotonic() - start
         return report
     state = GcState(ctx)
@@ -143,9 +165,12 @@ def expire(
     objects.map(lambda cid: ctx.object_store.delete(f"{EXPIRED_PREFIX}{cid}"), back)
     for cid in back:
         del doomed[cid]
+    kept_below = {p for d, p in below.items() if d in doomed and p and p not in doomed}
+    note(ctx, [p for p in kept_below if p not in reached and not objects.is_expired(p)])
     objects.map(lambda cid: ctx.object_store.delete(f"commits/{cid}"), list(doomed))
     for cid in doomed:
         objects.forget(cid)
+    forget(ctx, [*gone, *(cid for cid in noted if cid in doomed)])
     report.commits_expired = len(doomed)
     report.seconds = time.monotonic() - start
     return report
