@@ -24,8 +24,11 @@ java:
 demo: $(STAMP) java
 	$(VENV)/bin/zarrlake demo
 
+# The suite on TEST_WORKERS processes (pytest-xdist); the tests that share the one Spark
+# session run on one of them (tests/fixtures/spark.py). TEST_WORKERS=0 runs in this process.
+TEST_WORKERS ?= 2
 test: $(STAMP) java
-	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # Everything but the tests marked slow (measured with --durations: 5 s or more each).
 test-fast: $(STAMP) java

@@ -13,4 +13,5 @@ pytest_plugins = [
     "tests.fixtures.s3",
     "tests.fixtures.spark",
     "tests.fixtures.metastores",
+    "tests.fixtures.figures",
 ]

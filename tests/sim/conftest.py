@@ -1,4 +1,5 @@
-"""Simulator tests: the seed counts that caught each planted bug, printed at the end."""
+"""Simulator tests: the seed counts that caught each planted bug, printed at the end by
+tests/fixtures/figures.py."""
 
 from __future__ import annotations
 
@@ -6,16 +7,9 @@ from collections import Counter
 
 import pytest
 
-FIGURES: Counter[str] = Counter()
+from tests.fixtures.figures import SIMULATOR as FIGURES
 
 
 @pytest.fixture
 def figures() -> Counter[str]:
     return FIGURES
-
-
-def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
-    if FIGURES:
-        terminalreporter.section("zarrlake simulator figures")
-        for name in sorted(FIGURES):
-            terminalreporter.write_line(f"{name:>60}: {FIGURES[name]}")
