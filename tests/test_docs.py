@@ -83,8 +83,12 @@ def test_the_site_builds_strictly_with_every_command_and_public_name(site: Path)
     for package in (zarrlake.spark, zarrlake.virtual):
         for name in package.__all__:
             assert f'id="{package.__name__}.{name}"' in api, name
-    for report in ("gc.GcReport", "expire.ExpireReport", "metastore_copy.CopyReport"):
-        assert f'id="zarrlake.lifecycle.{report}"' in api, report
+    for report in (
+        "lifecycle.gc.GcReport",
+        "lifecycle.expire.ExpireReport",
+        "admin.metastore_copy.CopyReport",
+    ):
+        assert f'id="zarrlake.{report}"' in api, report
     ids = re.findall(r'id="(zarrlake[^"]*)"', api)
     for internal in INTERNAL:
         assert not [i for i in ids if internal in i], internal

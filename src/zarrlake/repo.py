@@ -42,9 +42,9 @@ from zarrlake.vc.stats import RepoStats, repo_stats
 if TYPE_CHECKING:
     import zarr
 
+    from zarrlake.admin.metastore_copy import CopyReport
     from zarrlake.lifecycle.expire import ExpireReport
     from zarrlake.lifecycle.gc import GcReport
-    from zarrlake.lifecycle.metastore_copy import CopyReport
     from zarrlake.pulls import PullRequest
     from zarrlake.session import Session
     from zarrlake.vc.checks.kinds import Check
@@ -830,7 +830,7 @@ class Repo:
         CorruptionError
             If the copy read back differs (the repository keeps its old metastore).
         """
-        from zarrlake.lifecycle.metastore_copy import copy_metastore
+        from zarrlake.admin.metastore_copy import copy_metastore
 
         return copy_metastore(self._ctx, to, switch, replace)
 

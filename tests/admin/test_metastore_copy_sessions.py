@@ -4,7 +4,7 @@ makes it refuse by name; copying back into a metastore the repository used befor
 `--replace` (SQLite -> bucket -> PostgreSQL -> SQLite -> bucket, through the CLI too).
 
 Run as a module, this file is a cooperative worker:
-python -m tests.lifecycle.test_metastore_copy_sessions LOCATION METASTORE OPTIONS SESSION_ID N
+python -m tests.admin.test_metastore_copy_sessions LOCATION METASTORE OPTIONS SESSION_ID N
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def _worker(repo: zl.Repo, session_id: str, n: int) -> None:
     args = [spec.location, spec.metastore, options, session_id, str(n)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path])}
     proc = subprocess.run(
-        [sys.executable, "-m", "tests.lifecycle.test_metastore_copy_sessions", *args],
+        [sys.executable, "-m", "tests.admin.test_metastore_copy_sessions", *args],
         env=env,
         cwd=ROOT,
         capture_output=True,

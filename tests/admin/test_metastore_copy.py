@@ -99,7 +99,7 @@ def test_sqlite_to_bucket_to_postgres_to_sqlite(s3_repo, pg_metastore_url, tmp_p
 
 
 def test_copy_is_offline(s3_repo):
-    repo, _, _ = s3_repo  # open sessions move along: tests/lifecycle/test_metastore_copy_sessions
+    repo, _, _ = s3_repo  # open sessions move along: tests/admin/test_metastore_copy_sessions
     holder = GcState(repo.context)
     holder.acquire()
     with pytest.raises(ZarrLakeError, match="garbage collector holds its lock"):
