@@ -7,7 +7,8 @@ for that store), which `set_if` compares against.
 Three classes: `MetaStore` is the interface callers and wrappers type against;
 `MetaStoreBackend` checks every argument once and calls the few primitives a backend
 writes (`_get`, `_scan`, `_write`, `_set_if`, `_drop_partition`); `WrapperMetaStore`
-passes every call to an inner store, so a wrapper overrides only what it changes.
+passes every call to an inner store through one hook (`_around`), so a wrapper overrides
+that hook, or only the calls it changes.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from typing import TypeVar
 
 from zarrlake.errors import InvalidInputError
 from zarrlake.metastore.checks import (
@@ -29,6 +32,8 @@ from zarrlake.metastore.checks import (
 
 Item = tuple[bytes, bytes, int]
 """(key, value, version) as returned by `scan`."""
+
+T = TypeVar("T")
 
 PAGE_SIZE = 1000
 """Rows fetched per round trip while a scan streams."""
@@ -201,8 +206,21 @@ class MetaStoreBackend(MetaStore):
         self._drop_partition(check_partition(partition))
 
 
+@dataclass(frozen=True)
+class Call:
+    """One metastore call as a wrapper sees it: the operation, its partition, the keys it
+    names (a scan: its prefix or start), and whether it writes."""
+
+    op: str
+    partition: str
+    keys: tuple[bytes, ...]
+    write: bool
+
+
 class WrapperMetaStore(MetaStore):
-    """Passes every call to `inner` (after zarr's WrapperStore); `inner` may be swapped."""
+    """Passes every call to `inner` (after zarr's WrapperStore) through one hook, `_around`,
+    so a wrapper that treats every call alike (faults, retries, a scheduler) overrides that
+    one method; `inner` may be swapped."""
 
     def __init__(self, inner: MetaStore) -> None:
         self.inner = inner
@@ -211,9 +229,15 @@ class WrapperMetaStore(MetaStore):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.inner!r})"
 
+    def _around(self, call: Call, run: Callable[[], T]) -> T:
+        """Run `call` on the inner store (`run`); wrappers add their behaviour here."""
+        return run()
+
     def get(self, partition: str, key: bytes) -> tuple[bytes, int] | None:
         """Pass to the inner store."""
-        return self.inner.get(partition, key)
+        return self._around(
+            Call("get", partition, (key,), False), lambda: self.inner.get(partition, key)
+        )
 
     def scan(
         self,
@@ -222,32 +246,48 @@ class WrapperMetaStore(MetaStore):
         prefix: bytes | None = None,
         limit: int | None = None,
     ) -> Iterator[Item]:
-        """Pass to the inner store."""
-        return self.inner.scan(partition, start, prefix, limit)
+        """Pass to the inner store (the items stream after the hook returns)."""
+        call = Call("scan", partition, (prefix if prefix is not None else start,), False)
+        return self._around(call, lambda: self.inner.scan(partition, start, prefix, limit))
 
     def set(self, partition: str, key: bytes, value: bytes) -> int:
         """Pass to the inner store."""
-        return self.inner.set(partition, key, value)
+        return self._around(
+            Call("set", partition, (key,), True), lambda: self.inner.set(partition, key, value)
+        )
 
     def set_many(self, partition: str, items: Iterable[tuple[bytes, bytes | None]]) -> None:
-        """Pass to the inner store."""
-        self.inner.set_many(partition, items)
+        """Pass to the inner store (the items are buffered, so a hook may run them again)."""
+        batch = list(items)
+        call = Call("set_many", partition, tuple(k for k, _ in batch), True)
+        self._around(call, lambda: self.inner.set_many(partition, batch))
 
     def delete(self, partition: str, key: bytes) -> None:
         """Pass to the inner store."""
-        self.inner.delete(partition, key)
+        self._around(
+            Call("delete", partition, (key,), True), lambda: self.inner.delete(partition, key)
+        )
 
     def set_if(self, partition: str, key: bytes, value: bytes, expected: int | None) -> int:
         """Pass to the inner store."""
-        return self.inner.set_if(partition, key, value, expected)
+        return self._around(
+            Call("set_if", partition, (key,), True),
+            lambda: self.inner.set_if(partition, key, value, expected),
+        )
 
     def delete_if(self, partition: str, key: bytes, expected: int) -> None:
         """Pass to the inner store."""
-        self.inner.delete_if(partition, key, expected)
+        self._around(
+            Call("delete_if", partition, (key,), True),
+            lambda: self.inner.delete_if(partition, key, expected),
+        )
 
     def drop_partition(self, partition: str) -> None:
         """Pass to the inner store."""
-        self.inner.drop_partition(partition)
+        self._around(
+            Call("drop_partition", partition, (), True),
+            lambda: self.inner.drop_partition(partition),
+        )
 
     def close(self) -> None:
         """Close the inner store."""

@@ -9,11 +9,11 @@ a value another client may also write should re-check after a CASFailedError.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from zarrlake.errors import TransientError
-from zarrlake.metastore.base import Item, MetaStore, WrapperMetaStore
+from zarrlake.metastore.base import Call, Item, MetaStore, T, WrapperMetaStore
 from zarrlake.metastore.checks import check_found, check_value
 from zarrlake.retry import DEFAULT_POLICY, RetryPolicy, retry
 
@@ -28,9 +28,10 @@ class RetryingMetaStore(WrapperMetaStore):
     def __reduce__(self) -> tuple[Any, ...]:
         return (RetryingMetaStore, (self.inner, self.policy))
 
-    def get(self, partition: str, key: bytes) -> tuple[bytes, int] | None:
-        """Read with retries on transient errors."""
-        return retry(lambda: self.inner.get(partition, key), self.policy)
+    def _around(self, call: Call, run: Callable[[], T]) -> T:
+        """Run the call with retries on transient errors (scans, compare-and-swaps and
+        compare-and-deletes have their own rules below)."""
+        return retry(run, self.policy)
 
     def scan(
         self,
@@ -62,19 +63,6 @@ class RetryingMetaStore(WrapperMetaStore):
             produced += 1
             start = item[0] + b"\x00"
             yield item
-
-    def set(self, partition: str, key: bytes, value: bytes) -> int:
-        """Write with retries on transient errors."""
-        return retry(lambda: self.inner.set(partition, key, value), self.policy)
-
-    def set_many(self, partition: str, items: Iterable[tuple[bytes, bytes | None]]) -> None:
-        """Write the batch with retries (the items are buffered so a retry can resend them)."""
-        batch = list(items)  # an iterator could only be consumed once
-        retry(lambda: self.inner.set_many(partition, batch), self.policy)
-
-    def delete(self, partition: str, key: bytes) -> None:
-        """Delete with retries on transient errors."""
-        retry(lambda: self.inner.delete(partition, key), self.policy)
 
     def set_if(self, partition: str, key: bytes, value: bytes, expected: int | None) -> int:
         """Compare-and-swap with retries, telling a lost reply from a real conflict.
@@ -119,7 +107,3 @@ class RetryingMetaStore(WrapperMetaStore):
                 raise
 
         retry(attempt, self.policy)
-
-    def drop_partition(self, partition: str) -> None:
-        """Drop the partition with retries on transient errors."""
-        retry(lambda: self.inner.drop_partition(partition), self.policy)

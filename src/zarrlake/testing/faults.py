@@ -16,12 +16,12 @@ import os
 import random
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from zarrlake import metastore, storage
 from zarrlake.errors import CASFailedError, InvalidInputError, TransientError
-from zarrlake.metastore.base import Item, MetaStore, WrapperMetaStore
+from zarrlake.metastore.base import Call, Item, MetaStore, T, WrapperMetaStore
 from zarrlake.storage.base import ByteRange, ObjectStore, WrapperObjectStore
 
 SCAN_FAULT_EVERY = 100
@@ -110,10 +110,19 @@ class FaultyMetaStore(_Injects, WrapperMetaStore):
         super().__init__(inner)
         self._make_dice(seed, error_rate, lost_response_rate, latency)
 
-    def get(self, partition: str, key: bytes) -> tuple[bytes, int] | None:
-        """Read through the inner store, after maybe failing first (an injected error)."""
-        self.dice.before("get")
-        return self.inner.get(partition, key)
+    def _around(self, call: Call, run: Callable[[], T]) -> T:
+        """Maybe fail before the call runs; after a write ran, maybe lose its reply (a
+        refused compare-and-swap's too)."""
+        self.dice.before(call.op)
+        if not call.write:
+            return run()
+        try:
+            result = run()
+        except CASFailedError:
+            self.dice.after_write(call.op)  # the "failed" answer can be lost too
+            raise
+        self.dice.after_write(call.op)
+        return result
 
     def scan(
         self,
@@ -123,60 +132,13 @@ class FaultyMetaStore(_Injects, WrapperMetaStore):
         limit: int | None = None,
     ) -> Iterator[Item]:
         """Scan through the inner store; the start and each page may fail."""
-        self.dice.before("scan")
-        return self._pages(self.inner.scan(partition, start, prefix, limit))
+        return self._pages(super().scan(partition, start, prefix, limit))
 
     def _pages(self, items: Iterator[Item]) -> Iterator[Item]:
         for n, item in enumerate(items, 1):
             yield item
             if n % SCAN_FAULT_EVERY == 0:
                 self.dice.before("scan page")
-
-    def set(self, partition: str, key: bytes, value: bytes) -> int:
-        """Write through the inner store; may fail before, or lose the reply after it landed."""
-        self.dice.before("set")
-        version = self.inner.set(partition, key, value)
-        self.dice.after_write("set")
-        return version
-
-    def set_many(self, partition: str, items: Iterable[tuple[bytes, bytes | None]]) -> None:
-        """Write the batch through the inner store; may fail before, or lose the reply after."""
-        self.dice.before("set_many")
-        self.inner.set_many(partition, items)
-        self.dice.after_write("set_many")
-
-    def delete(self, partition: str, key: bytes) -> None:
-        """Delete through the inner store; may fail before, or lose the reply after."""
-        self.dice.before("delete")
-        self.inner.delete(partition, key)
-        self.dice.after_write("delete")
-
-    def set_if(self, partition: str, key: bytes, value: bytes, expected: int | None) -> int:
-        """Compare-and-swap through the inner store; may fail before, or lose the reply (a refusal
-        too)."""
-        self.dice.before("set_if")
-        try:
-            version = self.inner.set_if(partition, key, value, expected)
-        except CASFailedError:
-            self.dice.after_write("set_if")  # the "failed" answer can be lost too
-            raise
-        self.dice.after_write("set_if")
-        return version
-
-    def delete_if(self, partition: str, key: bytes, expected: int) -> None:
-        """Compare-and-delete, with faults (a failed answer's reply can be lost too)."""
-        self.dice.before("delete_if")
-        try:
-            self.inner.delete_if(partition, key, expected)
-        except CASFailedError:
-            self.dice.after_write("delete_if")
-            raise
-        self.dice.after_write("delete_if")
-
-    def drop_partition(self, partition: str) -> None:
-        """Drop through the inner store, after maybe failing first."""
-        self.dice.before("drop_partition")
-        self.inner.drop_partition(partition)
 
 
 class FaultyObjectStore(_Injects, WrapperObjectStore):
