@@ -1,6 +1,6 @@
 """Spark on a sharded array: the DataFrame writer with tasks smaller than a shard, the
-reader, map_regions and the chunk layout (whose rows are the array's chunk grid, whole
-shards here); each write is one commit holding exactly what the tasks wrote."""
+reader, map_regions and the chunk layout (whose rows are inner chunks, or whole shards with
+option grid=shards); each write is one commit holding exactly what the tasks wrote."""
 
 from __future__ import annotations
 
@@ -66,6 +66,7 @@ def test_map_regions_of_single_rows_commit_once(spark, sharded):
 
 
 def test_the_chunk_layout_round_trips_whole_shards(spark, sharded):
+    """option grid=shards: rows of whole shards (the chunk layout's rows before issue 31)."""
     from pyspark.sql import functions as F
 
     repo, path = sharded
@@ -73,7 +74,7 @@ def test_the_chunk_layout_round_trips_whole_shards(spark, sharded):
     zarr.open_array(s.store, path="a")[:] = np.arange(float(SHAPE[0] * SHAPE[1])).reshape(SHAPE)
     s.commit("values")
     reader = spark.read.format("zarrlake").option("repo", path).option("array", "a")
-    chunks = reader.option("layout", "chunks").load()
+    chunks = reader.option("layout", "chunks").option("grid", "shards").load()
     assert sorted((r.y, r.x, list(r.shape)) for r in chunks.collect()) == [
         (0, 0, list(SHARD)),
         (1, 0, list(SHARD)),
@@ -81,5 +82,53 @@ def test_the_chunk_layout_round_trips_whole_shards(spark, sharded):
     doubled = chunks.withColumn("a", F.transform("a", lambda v: v * 2))
     doubled.write.format("zarrlake").option("repo", path).option("array", "a").option(
         "layout", "chunks"
-    ).mode("append").save()
+    ).option("grid", "shards").mode("append").save()
     assert np.array_equal(values(repo), 2 * np.arange(float(SHAPE[0] * SHAPE[1])).reshape(SHAPE))
+
+
+def test_the_chunk_layout_has_a_row_per_inner_chunk_and_round_trips(spark, sharded):
+    """Rows are inner chunks (coordinates on the grid of inner chunks), read in partitions
+    that split shards; written back from those partitions, tasks share shards and the job
+    is one commit holding exactly the new values; the diff names inner chunks."""
+    from pyspark.sql import functions as F
+
+    repo, path = sharded
+    start = np.arange(float(SHAPE[0] * SHAPE[1])).reshape(SHAPE)
+    s = repo.create_session()
+    zarr.open_array(s.store, path="a")[:] = start
+    s.commit("values")
+    chunks = (
+        spark.read.format("zarrlake").option("repo", path).option("array", "a")
+        .option("layout", "chunks").option("partition_rows", "48").load()
+    )  # fmt: skip
+    assert chunks.rdd.getNumPartitions() == 11  # 32 inner chunks of 16 values, 3 a task
+    rows = sorted((r.y, r.x, list(r.shape), list(r.a)) for r in chunks.collect())
+    grid = [(y, x) for y in range(SHAPE[0]) for x in range(SHAPE[1] // INNER[1])]
+    assert [(y, x) for y, x, _, _ in rows] == grid
+    assert all(shape == list(INNER) for _, _, shape, _ in rows)
+    assert rows[5][3] == start[1, 16:32].tolist()
+    head = repo.log()[0].id
+    changed = chunks.filter("x = 1 or y = 6").withColumn("a", F.transform("a", lambda v: -v))
+    changed.write.format("zarrlake").option("repo", path).option("array", "a").option(
+        "layout", "chunks"
+    ).mode("append").save()
+    expect = start.copy()
+    expect[:, 16:32] *= -1
+    expect[6, :] *= -1
+    expect[6, 16:32] *= -1  # in both, negated once
+    assert np.array_equal(values(repo), expect)
+    assert repo.log()[1].id == head  # one commit
+    diff = repo.diff(head, "main")
+    assert sorted(diff.chunks_written["a"]) == sorted(
+        {(y, 1) for y in range(8)} | {(6, x) for x in range(4)}
+    )
+    assert diff.chunks_per_shard["a"] == (4, 4)
+
+
+def test_the_chunk_layout_refuses_an_inner_chunk_outside_the_grid(spark, sharded):
+    _, path = sharded
+    df = spark.createDataFrame([(0, 4, [1.0] * 16)], "y long, x long, a array<double>")
+    with pytest.raises(Exception, match=r"chunk \(0, 4\) is outside the chunk grid \(8, 4\)"):
+        df.write.format("zarrlake").option("repo", path).option("array", "a").option(
+            "layout", "chunks"
+        ).mode("append").save()

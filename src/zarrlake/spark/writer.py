@@ -20,6 +20,7 @@ from zarrlake.errors import (
     NotFoundError,
     SessionClosedError,
 )
+from zarrlake.format.shard import SEP, shard_key_of, shown
 from zarrlake.session import Session
 from zarrlake.spark.arrays import ArrayInfo, open_array
 from zarrlake.spark.errors import keep_conflicts
@@ -151,20 +152,28 @@ class ZarrLakeWriter(DataSourceArrowWriter):
     def _delete_unwritten(self, written: dict[str, set[str]]) -> None:
         for info in self.arrays:
             meta = f"{info.path}/zarr.json"
+            shards = {shard_key_of(k) for k in written[info.path]}
             stale = [
                 k
                 for k in self.session.list_prefix(info.path + "/")
-                if k != meta and k not in written[info.path]
+                if k != meta and k not in shards
             ]
             self.session.delete_many(stale)
 
 
 def _coords_of(info: ArrayInfo, key: str) -> tuple[int, ...]:
-    parts = key[len(info.path) + 1 :].replace(".", "/").split("/")
+    """The chunk coordinates of a written key; of an inner chunk's key (chunk-layout rows
+    of a sharded array), its coordinates on the grid of inner chunks."""
+    shard_key, _, name = key.partition(SEP)
+    parts = shard_key[len(info.path) + 1 :].replace(".", "/").split("/")
     try:
-        return tuple(int(p) for p in parts if p != "c")
+        coords = tuple(int(p) for p in parts if p != "c")
+        if not name:
+            return coords
+        local = [int(p) for p in name.split(".")]
     except ValueError as e:
-        raise InvalidInputError(f"unexpected chunk key {key!r}") from e
+        raise InvalidInputError(f"unexpected chunk key {shown(key)!r}") from e
+    return tuple(c * p + k for c, p, k in zip(coords, info.per_shard, local, strict=True))
 
 
 def write_batches(
