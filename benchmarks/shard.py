@@ -66,7 +66,12 @@ NOTE = (
     "SHARD (issue 31): float32 {shard_shape}, inner chunks {shard_chunks}, shards "
     "{shard_shards} (zstd). Open + read one inner chunk, {shard_random} random inner chunks "
     "and the whole array, each in a new process, timed from before the open; MB read = the "
-    "process's rchar (/proc/self/io) over the same span."
+    "process's rchar (/proc/self/io) over the same span (SHARDS3: bytes and requests through "
+    "the relay; the 20 ms rows delay every S3 request by 20 ms). Rewrite: one inner chunk + "
+    "commit, MB the repository grew. Cooperative: 4 processes of one session (Icechunk: 4 "
+    "forked sessions, merged) each write 2 of the first 8 inner chunks of one shard (a zarr "
+    "read-modify-write of the shard each), one commit; failures = inner chunks read back "
+    "wrong + 1 unless exactly one commit."
 )
 
 
