@@ -132,3 +132,20 @@ def test_the_chunk_layout_refuses_an_inner_chunk_outside_the_grid(spark, sharded
         df.write.format("zarrlake").option("repo", path).option("array", "a").option(
             "layout", "chunks"
         ).mode("append").save()
+
+
+def test_one_inner_chunk_in_two_tasks_is_refused_naming_it(spark, sharded):
+    """Two tasks writing one inner chunk would lose one's values: the job is refused, naming
+    the inner chunk's coordinates (on the grid of inner chunks); another inner chunk of the
+    same shard in the other task is no conflict."""
+    repo, path = sharded
+    head = repo.log()[0].id
+    rows = [(5, 2, [1.0] * 16), (5, 3, [2.0] * 16), (5, 2, [3.0] * 16)]
+    one_each = spark.sparkContext.parallelize(rows, 3)  # a task per row
+    df = spark.createDataFrame(one_each, "y long, x long, a array<double>")
+    with pytest.raises(zl.ConflictError) as caught, zl.spark.zarrlake_errors():
+        df.write.format("zarrlake").option("repo", path).option("array", "a").option(
+            "layout", "chunks"
+        ).mode("append").save()
+    assert [(c.path, c.chunks) for c in caught.value.conflicts] == [("a", [(5, 2)])]
+    assert repo.log()[0].id == head
