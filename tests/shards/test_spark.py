@@ -149,3 +149,24 @@ def test_one_inner_chunk_in_two_tasks_is_refused_naming_it(spark, sharded):
         ).mode("append").save()
     assert [(c.path, c.chunks) for c in caught.value.conflicts] == [("a", [(5, 2)])]
     assert repo.log()[0].id == head
+
+
+def test_overwrite_with_inner_chunk_rows_leaves_the_rest_fill(spark, sharded):
+    """mode("overwrite") replaces the array's contents: inner chunks no task wrote, in a
+    shard some task wrote and in shards none did, read back as the fill value."""
+    repo, path = sharded
+    s = repo.create_session()
+    zarr.open_array(s.store, path="a")[:] = 9.0
+    s.commit("nines")
+    rows = [(0, 0, [1.0] * 16), (1, 1, [2.0] * 16)]
+    df = spark.createDataFrame(
+        spark.sparkContext.parallelize(rows, 2), "y long, x long, a array<double>"
+    )
+    df.write.format("zarrlake").option("repo", path).option("array", "a").option(
+        "layout", "chunks"
+    ).mode("overwrite").save()
+    expect = np.zeros(SHAPE)
+    expect[0, 0:16] = 1.0
+    expect[1, 16:32] = 2.0
+    assert np.array_equal(values(repo), expect)
+    assert repo.log()[1].message == "nines"

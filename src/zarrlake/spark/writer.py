@@ -4,10 +4,12 @@ commits once, or abandons the session if any task failed."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 import zarr
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
@@ -159,6 +161,45 @@ class ZarrLakeWriter(DataSourceArrowWriter):
                 if k != meta and k not in shards
             ]
             self.session.delete_many(stale)
+            if info.inner is not None:
+                self._fill_unwritten_inner(info, written[info.path])
+
+    def _fill_unwritten_inner(self, info: ArrayInfo, keys: set[str]) -> None:
+        """Overwrite with chunk-layout rows of inner chunks: the inner chunks of a written
+        shard that no task wrote become the fill value (as the chunks no task wrote are
+        deleted), one read-modify-write per such shard on the driver; inner chunks the tasks
+        wrote are written back as read, which stages nothing for them."""
+        names: dict[str, set[str]] = {}
+        for key in keys:
+            shard, _, name = key.partition(SEP)
+            if name:
+                names.setdefault(shard, set()).add(name)
+        array = None
+        grid, per = info.unit_grid, info.per_shard
+        for shard_key, done in sorted(names.items()):
+            origin = [c * p for c, p in zip(_coords_of(info, shard_key), per, strict=True)]
+            units = [range(o, min(o + p, g)) for o, p, g in zip(origin, per, grid, strict=True)]
+            missing = [
+                at
+                for at in itertools.product(*units)
+                if ".".join(str(a - o) for a, o in zip(at, origin, strict=True)) not in done
+            ]
+            if not missing:
+                continue
+            if array is None:
+                array = open_array(self.session, info.path, ref=self.session.branch or "")
+            region = tuple(
+                slice(u.start * c, min(u.stop * c, n))
+                for u, c, n in zip(units, info.unit, info.shape, strict=True)
+            )
+            values = np.asarray(array[region])
+            for at in missing:
+                box = tuple(
+                    slice(a * c - r.start, min((a + 1) * c, n) - r.start)
+                    for a, c, n, r in zip(at, info.unit, info.shape, region, strict=True)
+                )
+                values[box] = array.fill_value
+            array[region] = values
 
 
 def _coords_of(info: ArrayInfo, key: str) -> tuple[int, ...]:
