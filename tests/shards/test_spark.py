@@ -170,3 +170,21 @@ def test_overwrite_with_inner_chunk_rows_leaves_the_rest_fill(spark, sharded):
     expect[1, 16:32] = 2.0
     assert np.array_equal(values(repo), expect)
     assert repo.log()[1].message == "nines"
+
+
+def test_the_change_feed_of_a_sharded_array_names_inner_chunks(spark, sharded):
+    repo, path = sharded
+    s = repo.create_session()
+    zarr.open_array(s.store, path="a")[:] = 1.0
+    s.commit("ones")
+    repo.create_tag("v1", "main")
+    s = repo.create_session()
+    arr = zarr.open_array(s.store, path="a")
+    arr[2, 16:32] = 5.0  # inner chunk (2, 1), in shard (0, 0)
+    arr[5, 48:64] = 7.0  # inner chunk (5, 3), in shard (1, 0)
+    s.commit("two inner chunks")
+    opts = {"repo": path, "array": "a", "changes": "v1..main", "layout": "chunks"}
+    rows = {(r.y, r.x): r for r in spark.read.format("zarrlake").options(**opts).load().collect()}
+    assert sorted(rows) == [(2, 1), (5, 3)]
+    assert rows[(2, 1)].change == "modified" and rows[(2, 1)].a == [5.0] * 16
+    assert rows[(5, 3)].shape == list(INNER) and rows[(5, 3)].a == [7.0] * 16
