@@ -8,13 +8,21 @@ repetition; then, each in a new process (timed after imports, from before the op
 - one: open + read one inner chunk (the first);
 - ten: open + read `shard_random` inner chunks picked at random (fixed seed), one at a time;
 - all: open + read the whole array;
-- rewrite (local directories): open, write one inner chunk, commit; MB the repository grew.
+- rewrite (local directories): open, write one inner chunk, commit; MB the repository grew;
+- coop (local directories, versioned engines): 4 worker processes of one session (Icechunk:
+  4 forked sessions, merged) each write their own inner chunks of one shard, one zarr write
+  (a read-modify-write of the whole shard) at a time; then one commit, and the shard's values
+  checked: the failures are inner chunks read back wrong, plus one if the job did not end in
+  exactly one commit.
 
 Bytes read are the process's own: `rchar` of /proc/self/io (every byte read(2), pread(2) and
 recv(2) returned, the page cache included) from before the open to the end.
 
 SHARDS3 runs the same on a moto S3 server (zarrlake's metastore in the bucket), through a
-counting relay (benchmarks/relay.py) that gives the bytes received and the requests.
+counting relay (benchmarks/relay.py) that gives the bytes received and the requests; "one20"
+and "ten20" read again with the relay delaying every request by 20 ms (10 ms each way), and
+count the sequential rounds of requests (a round: a request that started while none other
+was in flight).
 
     python -m benchmarks.run --quick --only SHARD
     python -m benchmarks.run --only SHARDS3
@@ -22,8 +30,13 @@ counting relay (benchmarks/relay.py) that gives the bytes received and the reque
 
 from __future__ import annotations
 
+import json
 import os
+import pickle
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -53,7 +66,12 @@ NOTE = (
     "SHARD (issue 31): float32 {shard_shape}, inner chunks {shard_chunks}, shards "
     "{shard_shards} (zstd). Open + read one inner chunk, {shard_random} random inner chunks "
     "and the whole array, each in a new process, timed from before the open; MB read = the "
-    "process's rchar (/proc/self/io) over the same span."
+    "process's rchar (/proc/self/io) over the same span (SHARDS3: bytes and requests through "
+    "the relay; the 20 ms rows delay every S3 request by 20 ms). Rewrite: one inner chunk + "
+    "commit, MB the repository grew. Cooperative: 4 processes of one session (Icechunk: 4 "
+    "forked sessions, merged) each write 2 of the first 8 inner chunks of one shard (a zarr "
+    "read-modify-write of the shard each), one commit; failures = inner chunks read back "
+    "wrong + 1 unless exactly one commit."
 )
 
 
@@ -112,7 +130,7 @@ def read(engine: Engine, path: str, p: dict[str, Any]) -> dict[str, Any]:
         return {**out, "mb_read": (rchar() - before) / 2**20}
     from benchmarks.s3pg import relayed
 
-    with relayed(engine) as relays:
+    with relayed(engine, s3_ms=p.get("rtt_ms", 0.0)) as relays:
         relays.start()
         out = _read(engine, path, p)
         window = relays.window()
@@ -162,13 +180,95 @@ def rewrite(engine: Engine, path: str, p: dict[str, Any]) -> dict[str, Any]:
     engine.settle()
     before = _stored_bytes(path)
     first = tuple(slice(0, c) for c in p["shard_chunks"])
+    new = values(tuple(p["shard_shape"]))[first] + 1  # made before the clock starts
     t0 = time.perf_counter()
     arr = zarr.open_array(engine.begin(), path=ARRAY, mode="r+")
-    arr[first] = values(tuple(p["shard_shape"]))[first] + 1
+    arr[first] = new
     engine.commit("one inner chunk")
     seconds = time.perf_counter() - t0
     engine.settle()
     return {"seconds": seconds, "mb_added": (_stored_bytes(path) - before) / 2**20}
+
+
+COOP_WORKERS = 4
+COOP_INNER = 8
+"""Inner chunks of the first shard the cooperative workers write, interleaved."""
+
+
+def _coop_picks(p: dict[str, Any], worker: int) -> list[tuple[slice, ...]]:
+    """The inner chunks (as selections) worker `worker` writes: every COOP_WORKERS-th of the
+    first COOP_INNER inner chunks of the first shard, in C order."""
+    chunks, shards = p["shard_chunks"], p["shard_shards"]
+    grid = [s // c for s, c in zip(shards, chunks, strict=True)]
+    coords = np.unravel_index(np.arange(COOP_INNER), grid)
+    sizes = list(zip(coords, chunks, strict=True))
+    return [
+        tuple(slice(int(k[i]) * c, (int(k[i]) + 1) * c) for k, c in sizes)
+        for i in range(worker, COOP_INNER, COOP_WORKERS)
+    ]
+
+
+def _coop_values(p: dict[str, Any], pick: tuple[slice, ...]) -> np.ndarray:
+    """What the workers write at `pick`: a value of its own per inner chunk, cheap to make
+    (the built values would cost the whole array's generation in every worker)."""
+    shape = tuple(s.stop - s.start for s in pick)
+    tag = sum(s.start * (i + 1) for i, s in enumerate(pick))
+    return np.full(shape, -1.0 - tag, dtype="f4")
+
+
+def _coop_child(blob_file: str, params_json: str, worker: int) -> None:
+    """One cooperative worker: joins the session from its pickle, writes its inner chunks one
+    zarr write at a time, hands the session back (zarrlake: flushed by pickling; Icechunk:
+    the forked session with its changes)."""
+    p = json.loads(params_json)
+    session = pickle.loads(Path(blob_file).read_bytes())
+    arr = zarr.open_array(session.store, path=ARRAY, mode="r+")
+    for pick in _coop_picks(p, worker):
+        arr[pick] = _coop_values(p, pick)
+    Path(f"{blob_file}.{worker}").write_bytes(pickle.dumps(session))
+
+
+def coop(engine: Engine, path: str, p: dict[str, Any]) -> dict[str, Any]:
+    """COOP_WORKERS processes of one session write disjoint inner chunks of one shard, then
+    one commit: the seconds, the commits it took and the inner chunks read back wrong."""
+    if not engine.versioned:
+        return {}
+    engine.open(path)
+    before = len(engine.log_ids())
+    blob = Path(path).parent / f"{Path(path).name}.coop-session"
+    t0 = time.perf_counter()
+    error = ""
+    if engine.name == "zarrlake":
+        session = engine.repo.create_session("main")
+        blob.write_bytes(pickle.dumps(session))
+    else:
+        session = engine.repo.writable_session("main")
+        blob.write_bytes(pickle.dumps(session.fork()))
+    args = [sys.executable, "-m", "benchmarks.shard", "--coop", str(blob), json.dumps(p)]
+    procs = [subprocess.Popen([*args, str(w)]) for w in range(COOP_WORKERS)]
+    for proc in procs:
+        if proc.wait(timeout=3600) != 0:
+            raise RuntimeError(f"a cooperative {engine.name} worker exited {proc.returncode}")
+    try:
+        if engine.name != "zarrlake":
+            forks = [pickle.loads(Path(f"{blob}.{w}").read_bytes()) for w in range(COOP_WORKERS)]
+            session.merge(*forks)
+        session.commit("cooperative inner chunks")
+    except Exception as e:  # the peer may refuse the merge: that is the measured outcome
+        error = f"{type(e).__name__}: {e}"[:200]
+    seconds = time.perf_counter() - t0
+    engine.close()
+    engine.open(path)
+    commits = len(engine.log_ids()) - before
+    arr = zarr.open_array(engine.reader(), path=ARRAY, mode="r")
+    wrong = sum(
+        not np.array_equal(arr[pick], _coop_values(p, pick))
+        for w in range(COOP_WORKERS)
+        for pick in _coop_picks(p, w)
+    )
+    if error:
+        print(f"SHARD coop, {engine.name}: {error}", flush=True)
+    return {"seconds": seconds, "commits": commits, "failures": wrong + (commits != 1)}
 
 
 def _steps(table: str, params: dict[str, Any], rewrites: bool = False) -> list[Step]:
@@ -179,7 +279,22 @@ def _steps(table: str, params: dict[str, Any], rewrites: bool = False) -> list[S
     ]
     if rewrites:
         steps.append(Step("benchmarks.shard:rewrite", table, "rewrite.", params))
+        steps.append(Step("benchmarks.shard:coop", table, "coop.", params))
+    else:
+        steps += [
+            Step(
+                "benchmarks.shard:read",
+                table,
+                f"{what}{RTT_MS}.",
+                {**params, "what": what, "rtt_ms": RTT_MS},
+            )
+            for what in ("one", "ten")
+        ]
     return steps
+
+
+RTT_MS = 20
+"""The round trip the latency relay adds to every S3 request in the one20/ten20 reads."""
 
 
 def groups(cfg: dict[str, Any]) -> list[Group]:
@@ -194,3 +309,8 @@ def groups(cfg: dict[str, Any]) -> list[Group]:
             servers=True,
         ),
     ]
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--coop"]:
+        _coop_child(sys.argv[2], sys.argv[3], int(sys.argv[4]))

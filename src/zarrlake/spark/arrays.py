@@ -71,13 +71,32 @@ def check_value_type(column: str, data_type: DataType, info: ArrayInfo) -> None:
 
 @dataclass(frozen=True)
 class ArrayInfo:
-    """One array's shape, chunking and naming as stored at some version."""
+    """One array's shape, chunking and naming as stored at some version. `chunks` is the
+    shape of the stored objects (the shards of a sharded array), `inner` a sharded array's
+    inner chunk shape (None: not sharded, or rows that follow the shards)."""
 
     path: str
     shape: tuple[int, ...]
     chunks: tuple[int, ...]
     dims: tuple[str, ...]
     dtype: str
+    inner: tuple[int, ...] | None = None
+
+    @property
+    def unit(self) -> tuple[int, ...]:
+        """The shape reads work in and chunk-layout rows have: the inner chunks of a
+        sharded array (a partition reads only the inner chunks it needs), else the chunks."""
+        return self.inner or self.chunks
+
+    @property
+    def per_shard(self) -> tuple[int, ...]:
+        """Units per stored object along each dimension (all 1 unless sharded)."""
+        return tuple(c // u for c, u in zip(self.chunks, self.unit, strict=True))
+
+    @property
+    def unit_grid(self) -> tuple[int, ...]:
+        """The number of units along each dimension."""
+        return tuple(-(-s // c) for s, c in zip(self.shape, self.unit, strict=True))
 
     @property
     def column(self) -> str:
@@ -133,7 +152,8 @@ class ArrayInfo:
                 f"array {path!r}'s value column would be named like one of its dimensions {dims}"
             )
         chunks = array.shards or array.chunks  # the stored object is the shard
-        return cls(path, tuple(array.shape), tuple(chunks), tuple(dims), str(array.dtype))
+        inner = tuple(array.chunks) if array.shards else None
+        return cls(path, tuple(array.shape), tuple(chunks), tuple(dims), str(array.dtype), inner)
 
 
 def open_array(session: Session, path: str, *, ref: str) -> zarr.Array:

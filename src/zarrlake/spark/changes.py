@@ -4,6 +4,7 @@ chunk layout its `shape` and new values (null for deleted chunks)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -71,13 +72,16 @@ class ChangeFeed:
             array = open_array(before, path, ref=old)
             session = before
         info = ArrayInfo.of(array, path)
+        if path not in diff.chunks_per_shard:  # the diff names stored objects (shards)
+            info = dataclasses.replace(info, inner=None)
         try:
             old_array = open_array(before, path, ref=old)
         except NotFoundError:
             old_array = None
         changed = []
         for coords in sorted(c for c in diff.chunks_written.get(path, ()) if isinstance(c, tuple)):
-            existed = old_array is not None and before.exists(info.chunk_key(old_array, coords))
+            stored = tuple(c // n for c, n in zip(coords, info.per_shard, strict=True))
+            existed = old_array is not None and before.exists(info.chunk_key(old_array, stored))
             changed.append((coords, MODIFIED if existed else ADDED))
         for coords in sorted(c for c in diff.chunks_deleted.get(path, ()) if isinstance(c, tuple)):
             changed.append((coords, DELETED))

@@ -1,10 +1,17 @@
 """`option("layout", "chunks")`: one row per chunk. Columns: one long per dimension with the
 chunk's grid coordinates, `shape` (array<long>: the chunk's actual extent, smaller than the
 array's chunk shape at the upper edges), and the values as array<dtype> in C order of that
-extent. Writes of whole chunks need no read-modify-write."""
+extent. Writes of whole chunks need no read-modify-write.
+
+A sharded array's rows are its inner chunks (coordinates on the grid of inner chunks);
+`option("grid", "shards")` gives and takes rows of whole shards instead (as before issue
+31). A write task writes the rows of one shard together: all its inner chunks as one
+assignment without a read, some of them as one read-modify-write of the shard, which stages
+only the inner chunks that changed (txn/shards.py), so tasks may split a shard between them."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -15,6 +22,7 @@ import zarr
 from pyspark.sql.types import ArrayType, BinaryType, LongType, StructField, StructType
 
 from zarrlake.errors import InvalidInputError
+from zarrlake.format.shard import inner_key
 from zarrlake.spark import options as opts
 from zarrlake.spark.arrays import INTEGER_TYPES, ArrayInfo, cast_values, check_value_type
 from zarrlake.spark.reader import ChunkRun, ZarrLakeReader
@@ -34,6 +42,18 @@ def layout_of(options) -> str:
     if layout not in (CELLS, CHUNKS):
         raise InvalidInputError(f"option 'layout' must be 'cells' or 'chunks', not {layout!r}")
     return layout
+
+
+GRIDS = ("chunks", "shards")
+
+
+def rows_grid(options, info: ArrayInfo) -> ArrayInfo:
+    """`info` for the chunk layout's rows by option "grid": "chunks" (default; a sharded
+    array's inner chunks) or "shards" (whole shards, the rows before issue 31)."""
+    grid = (opts.get_names(options, "grid") or (GRIDS[0],))[0].lower()
+    if grid not in GRIDS:
+        raise InvalidInputError(f"option 'grid' must be 'chunks' or 'shards', not {grid!r}")
+    return dataclasses.replace(info, inner=None) if grid == "shards" else info
 
 
 def binary_values(options) -> bool:
@@ -64,10 +84,11 @@ def chunk_schema(info: ArrayInfo, binary: bool = False) -> StructType:
 
 
 def chunk_extent(info: ArrayInfo, coords: tuple[int, ...]) -> tuple[slice, ...]:
-    """The region of chunk `coords` in array coordinates (clipped at the array's edge)."""
+    """The region of chunk `coords` (a unit of `info`: an inner chunk of a sharded array) in
+    array coordinates (clipped at the array's edge)."""
     return tuple(
         slice(k * c, min((k + 1) * c, s))
-        for k, c, s in zip(coords, info.chunks, info.shape, strict=True)
+        for k, c, s in zip(coords, info.unit, info.shape, strict=True)
     )
 
 
@@ -119,7 +140,7 @@ class ChunkReader(ZarrLakeReader):
 
     def to_elements(self, d: int, low: int | None, high: int | None):
         """Bounds on chunk coordinates as bounds on element indexes along dimension `d`."""
-        c = self.info.chunks[d]
+        c = self.info.unit[d]
         return (None if low is None else low * c), (None if high is None else high * c)
 
     def read(self, partition: ChunkRun) -> Iterator[pa.RecordBatch]:
@@ -167,7 +188,9 @@ def check_chunk_schema(schema: StructType, infos: list[ArrayInfo]) -> None:
 
 
 class ChunkSink:
-    """Writes one task's chunk rows: each row is one whole chunk, assigned without reading."""
+    """Writes one task's chunk rows: each row is one whole chunk (of a sharded array, an
+    inner chunk, or a whole shard with option grid=shards), assigned without reading; the
+    inner chunks of one shard are written together."""
 
     def __init__(self, array: zarr.Array, info: ArrayInfo) -> None:
         self.array = array
@@ -197,8 +220,9 @@ class ChunkSink:
             offsets = offsets - int(offsets[0])
             flat = cast_values(flat, info.dtype, f"value column {info.column!r}")
         shapes = batch.column(SHAPE) if SHAPE in batch.schema.names else None
-        grid = info.grid
-        writes: list[tuple[tuple[slice, ...], np.ndarray]] = []
+        grid = info.unit_grid
+        per = info.per_shard
+        shards: dict[tuple[int, ...], dict[tuple[int, ...], np.ndarray]] = {}
         for i in range(n):
             at = tuple(int(c[i]) for c in coords)
             if any(not 0 <= k < g for k, g in zip(at, grid, strict=True)):
@@ -218,15 +242,44 @@ class ChunkSink:
                     f"chunk {at} of array {info.path!r} needs {math.prod(extent)} values "
                     f"(shape {extent}), got {block.size}"
                 )
-            writes.append((box, block.reshape(extent)))
-            self.written[info.path].add(info.chunk_key(self.array, at))
-        # chunks are encoded, hashed and stored in threads (zstd, hashing and I/O release the GIL)
-        for _ in self._pool.map(self._assign, writes):
+            shard = tuple(k // p for k, p in zip(at, per, strict=True))
+            shards.setdefault(shard, {})[at] = block.reshape(extent)
+            key = info.chunk_key(self.array, shard)
+            if info.inner is not None:
+                key = inner_key(key, ".".join(str(k % p) for k, p in zip(at, per, strict=True)))
+            self.written[info.path].add(key)
+        # shards are encoded, hashed and stored in threads (zstd, hashing and I/O release the
+        # GIL); the inner chunks of one shard in one write, so no two threads share a shard
+        for _ in self._pool.map(self._write_shard, shards.items()):
             pass
 
-    def _assign(self, item: tuple[tuple[slice, ...], np.ndarray]) -> None:
-        box, block = item
-        self.array[box] = block
+    def _write_shard(self, item: tuple[tuple[int, ...], dict[tuple[int, ...], np.ndarray]]) -> None:
+        """Write the given units of one stored object: all of it without reading; some, as
+        their bounding box (read first where the rows do not cover it)."""
+        _, blocks = item
+        if len(blocks) == 1:
+            ((at, block),) = blocks.items()
+            self.array[chunk_extent(self.info, at)] = block
+            return
+        boxes = {at: chunk_extent(self.info, at) for at in blocks}
+        ndim = len(self.info.shape)
+        lo = [min(b[d].start for b in boxes.values()) for d in range(ndim)]
+        hi = [max(b[d].stop for b in boxes.values()) for d in range(ndim)]
+        region = tuple(slice(a, b) for a, b in zip(lo, hi, strict=True))
+        units = math.prod(
+            len(range(min(a[d] for a in blocks), max(a[d] for a in blocks) + 1))
+            for d in range(ndim)
+        )
+        if units == len(blocks):
+            values = np.empty([b - a for a, b in zip(lo, hi, strict=True)], dtype=self.array.dtype)
+        else:
+            values = np.asarray(self.array[region])
+        for at, block in blocks.items():
+            local = tuple(
+                slice(s.start - a, s.stop - a) for s, a in zip(boxes[at], lo, strict=True)
+            )
+            values[local] = block
+        self.array[region] = values
 
     def close(self) -> None:
         """Every chunk is written when add() returns; nothing is buffered."""

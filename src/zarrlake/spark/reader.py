@@ -1,6 +1,11 @@
 """Batch read: one input partition per run of chunks; each task decodes its chunks with zarr
 and yields Arrow record batches built with numpy. Range and equality filters on dimension
-columns narrow the chunks read."""
+columns narrow the chunks read.
+
+A sharded array is read in inner chunks (`ArrayInfo.unit`), taken shard by shard (all the
+inner chunks of one shard, in C order, before the next shard's): a partition reads only the
+inner chunks it covers (ranged reads of the shard), and a run of inner chunks stays within
+few shards."""
 
 from __future__ import annotations
 
@@ -30,7 +35,8 @@ BATCH_ROWS = 1 << 18
 
 
 class ChunkRun(InputPartition):
-    """Chunks number `start` to `stop` (exclusive) of the filtered chunk grid, in C order."""
+    """Chunks number `start` to `stop` (exclusive) of the filtered chunk grid, in C order
+    (inner chunks of a sharded array: shard by shard, C order within each)."""
 
     def __init__(self, start: int, stop: int) -> None:
         self.start = start
@@ -117,12 +123,29 @@ class ZarrLakeReader(DataSourceReader):
         """Per dimension, the chunk indices that intersect the bounds."""
         return [
             range(lo // c, -(-hi // c)) if hi > lo else range(0)
-            for (lo, hi), c in zip(self.bounds, self.info.chunks, strict=True)
+            for (lo, hi), c in zip(self.bounds, self.info.unit, strict=True)
         ]
+
+    def _order(self, ranges: list[range]) -> np.ndarray | None:
+        """The C-order positions of the filtered grid's units, shard by shard (C order
+        within each shard); None when that is plain C order (not sharded, or one unit per
+        shard)."""
+        per = self.info.per_shard
+        if all(p == 1 for p in per) or not all(len(r) for r in ranges):
+            return None
+        grid = tuple(len(r) for r in ranges)
+        k = np.indices(grid, dtype=np.int64).reshape(len(grid), -1)
+        k += np.array([r.start for r in ranges], dtype=np.int64)[:, None]
+        per_a = np.array(per, dtype=np.int64)[:, None]
+        shards = k // per_a
+        shard_grid = tuple(int(s.max()) + 1 for s in shards)
+        key = np.ravel_multi_index(tuple(shards), shard_grid) * int(np.prod(per))
+        key += np.ravel_multi_index(tuple(k % per_a), per)
+        return np.argsort(key, kind="stable")
 
     def _rows_per_chunk(self, ranges: list[range]) -> np.ndarray:
         rows = np.ones((), dtype=np.int64)
-        for (lo, hi), c, r in zip(self.bounds, self.info.chunks, ranges, strict=True):
+        for (lo, hi), c, r in zip(self.bounds, self.info.unit, ranges, strict=True):
             k = np.arange(r.start, r.stop, dtype=np.int64)
             n = np.minimum((k + 1) * c, hi) - np.maximum(k * c, lo)
             rows = np.multiply.outer(rows, n)
@@ -132,6 +155,9 @@ class ZarrLakeReader(DataSourceReader):
         """The chunk grid (after filters) split into runs of about `partition_rows` rows."""
         ranges = self._chunk_ranges()
         rows = self._rows_per_chunk(ranges)
+        order = self._order(ranges)
+        if order is not None:
+            rows = rows[order]
         if rows.size == 0:
             return [ChunkRun(0, 0)]
         ends = np.cumsum(rows)
@@ -157,12 +183,14 @@ class ZarrLakeReader(DataSourceReader):
         """(chunk coordinates, the part of it inside the bounds) for the partition's chunks."""
         ranges = self._chunk_ranges()
         grid = tuple(len(r) for r in ranges)
-        coords = np.unravel_index(np.arange(partition.start, partition.stop), grid)
+        order = self._order(ranges)
+        positions = np.arange(partition.start, partition.stop)
+        coords = np.unravel_index(positions if order is None else order[positions], grid)
         for i in range(partition.stop - partition.start):
             chunk = tuple(int(r.start + c[i]) for r, c in zip(ranges, coords, strict=True))
             box = tuple(
                 slice(max(k * n, lo), min((k + 1) * n, hi))
-                for k, n, (lo, hi) in zip(chunk, self.info.chunks, self.bounds, strict=True)
+                for k, n, (lo, hi) in zip(chunk, self.info.unit, self.bounds, strict=True)
             )
             yield chunk, box
 

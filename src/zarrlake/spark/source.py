@@ -26,6 +26,7 @@ from zarrlake.spark.layout import (
     check_chunk_schema,
     chunk_schema,
     layout_of,
+    rows_grid,
 )
 
 
@@ -86,6 +87,8 @@ class ZarrLakeSource(DataSource):
         session, info, ref = self._read_target()
         self._check_columns(schema, info, ref)
         cls = ChunkReader if layout_of(self.options) == CHUNKS else ZarrLakeReader
+        if cls is ChunkReader:
+            info = rows_grid(self.options, info)
         reader = cls(
             session,
             info,
@@ -121,6 +124,7 @@ class ZarrLakeSource(DataSource):
             layout = layout_of(self.options)
             if layout == CHUNKS:
                 check_chunk_schema(schema, infos)
+                infos = [rows_grid(self.options, i) for i in infos]
             else:
                 check_write_schema(schema, infos)
         except BaseException:
@@ -147,6 +151,7 @@ class ZarrLakeSource(DataSource):
         layout = layout_of(self.options)
         if layout == CHUNKS:
             check_chunk_schema(schema, infos)
+            infos = [rows_grid(self.options, i) for i in infos]
         else:
             check_write_schema(schema, infos)
         return ZarrLakeStreamWriter(repo_options, branch, infos, stream_id(self.options), layout)

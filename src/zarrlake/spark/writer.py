@@ -4,10 +4,12 @@ commits once, or abandons the session if any task failed."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 import zarr
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
@@ -20,6 +22,7 @@ from zarrlake.errors import (
     NotFoundError,
     SessionClosedError,
 )
+from zarrlake.format.shard import SEP, shard_key_of, shown
 from zarrlake.session import Session
 from zarrlake.spark.arrays import ArrayInfo, open_array
 from zarrlake.spark.errors import keep_conflicts
@@ -151,20 +154,67 @@ class ZarrLakeWriter(DataSourceArrowWriter):
     def _delete_unwritten(self, written: dict[str, set[str]]) -> None:
         for info in self.arrays:
             meta = f"{info.path}/zarr.json"
+            shards = {shard_key_of(k) for k in written[info.path]}
             stale = [
                 k
                 for k in self.session.list_prefix(info.path + "/")
-                if k != meta and k not in written[info.path]
+                if k != meta and k not in shards
             ]
             self.session.delete_many(stale)
+            if info.inner is not None:
+                self._fill_unwritten_inner(info, written[info.path])
+
+    def _fill_unwritten_inner(self, info: ArrayInfo, keys: set[str]) -> None:
+        """Overwrite with chunk-layout rows of inner chunks: the inner chunks of a written
+        shard that no task wrote become the fill value (as the chunks no task wrote are
+        deleted), one read-modify-write per such shard on the driver; inner chunks the tasks
+        wrote are written back as read, which stages nothing for them."""
+        names: dict[str, set[str]] = {}
+        for key in keys:
+            shard, _, name = key.partition(SEP)
+            if name:
+                names.setdefault(shard, set()).add(name)
+        array = None
+        grid, per = info.unit_grid, info.per_shard
+        for shard_key, done in sorted(names.items()):
+            origin = [c * p for c, p in zip(_coords_of(info, shard_key), per, strict=True)]
+            units = [range(o, min(o + p, g)) for o, p, g in zip(origin, per, grid, strict=True)]
+            missing = [
+                at
+                for at in itertools.product(*units)
+                if ".".join(str(a - o) for a, o in zip(at, origin, strict=True)) not in done
+            ]
+            if not missing:
+                continue
+            if array is None:
+                array = open_array(self.session, info.path, ref=self.session.branch or "")
+            region = tuple(
+                slice(u.start * c, min(u.stop * c, n))
+                for u, c, n in zip(units, info.unit, info.shape, strict=True)
+            )
+            values = np.asarray(array[region])
+            for at in missing:
+                box = tuple(
+                    slice(a * c - r.start, min((a + 1) * c, n) - r.start)
+                    for a, c, n, r in zip(at, info.unit, info.shape, region, strict=True)
+                )
+                values[box] = array.fill_value
+            array[region] = values
 
 
 def _coords_of(info: ArrayInfo, key: str) -> tuple[int, ...]:
-    parts = key[len(info.path) + 1 :].replace(".", "/").split("/")
+    """The chunk coordinates of a written key; of an inner chunk's key (chunk-layout rows
+    of a sharded array), its coordinates on the grid of inner chunks."""
+    shard_key, _, name = key.partition(SEP)
+    parts = shard_key[len(info.path) + 1 :].replace(".", "/").split("/")
     try:
-        return tuple(int(p) for p in parts if p != "c")
+        coords = tuple(int(p) for p in parts if p != "c")
+        if not name:
+            return coords
+        local = [int(p) for p in name.split(".")]
     except ValueError as e:
-        raise InvalidInputError(f"unexpected chunk key {key!r}") from e
+        raise InvalidInputError(f"unexpected chunk key {shown(key)!r}") from e
+    return tuple(c * p + k for c, p, k in zip(coords, info.per_shard, local, strict=True))
 
 
 def write_batches(

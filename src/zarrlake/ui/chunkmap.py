@@ -1,6 +1,7 @@
 """Chunk maps: an array's chunk grid, as a 2-D slice, with the chunks a change wrote or
 deleted marked. Large grids are shown in blocks of chunks, so a map never has more than
-MAX_SIDE x MAX_SIDE cells whatever the array's size."""
+MAX_SIDE x MAX_SIDE cells whatever the array's size. A sharded array stored as inner
+chunks is drawn in inner chunks, with lines at its shards' boundaries (`shard_lines`)."""
 
 from __future__ import annotations
 
@@ -138,6 +139,28 @@ def build_map(
         "deleted_total": len(deleted_c),
         "changed_indices_of_other_dims": {str(d): v for d, v in others.items()},
     }
+
+
+def shard_lines(m: dict, per_shard: tuple[int, ...]) -> None:
+    """Add to map `m` (from `build_map`) the shards as a grouping of its inner chunks:
+    `shards` with the inner chunks per shard along the drawn rows and columns, and the
+    positions (in map cells) of the shard boundaries between them; a dimension whose shards
+    are no bigger than one map cell gets no lines (every cell edge is one)."""
+    drawn = {"rows": (m["rows_dim"], m["block"][0], m["map_rows"])}
+    drawn["cols"] = (m["cols_dim"], m["block"][1], m["map_cols"])
+    out: dict = {"per": [], "row_lines": [], "col_lines": []}
+    for name, (dim, block, cells) in drawn.items():
+        per = per_shard[dim] if dim is not None and dim < len(per_shard) else 1
+        out["per"].append(per)
+        step = per / block
+        if dim is None or step <= 1:
+            continue
+        k, lines = 1, []
+        while k * step < cells and len(lines) < MAX_SIDE:
+            lines.append(round(k * step, 3))
+            k += 1
+        out["row_lines" if name == "rows" else "col_lines"] = lines
+    m["shards"] = out
 
 
 def mark_failing(m: dict, coords: Iterable[tuple[int, ...]]) -> int:

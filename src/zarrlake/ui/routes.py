@@ -121,6 +121,10 @@ class Pages:
     def _map(self, a: str | None, b: str, path: str, d: Any, where: str | None) -> dict:
         arr = self._array_either(a, b, path)
         grid = chunk_grid(arr) if arr is not None else ()
+        per_shard = getattr(d, "chunks_per_shard", {}).get(path)
+        if arr is not None and per_shard is not None and len(per_shard) == arr.ndim:
+            # stored as inner chunks: the diff names inner chunks; shards drawn as lines
+            grid = tuple(-(-n // c) for n, c in zip(arr.shape, arr.chunks, strict=True))
         written = d.chunks_written.get(path, set())
         deleted = d.chunks_deleted.get(path, set())
         if arr is None:  # not an array at either side: keys drawn as a 1-D list
@@ -128,6 +132,8 @@ class Pages:
         ms = chunkmap.parse_slice(where, grid) if where is not None else None
         virtual = self.model.virtual_chunks(b, path, arr) if arr is not None and written else ()
         m = chunkmap.build_map(grid, written, deleted, ms, virtual)
+        if arr is not None and per_shard is not None and len(per_shard) == arr.ndim:
+            chunkmap.shard_lines(m, tuple(per_shard))
         m.update({"path": path, "from": a, "to": b})
         if arr is not None:
             names = array_info(arr, path)["dimension_names"]

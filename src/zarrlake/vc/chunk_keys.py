@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from zarrlake.format.shard import layout_of, split_inner_key
+from zarrlake.format.shard import ShardLayout, layout_of, split_inner_key
 from zarrlake.format.snapshot import is_meta_key, node_path
 
 if TYPE_CHECKING:
@@ -84,3 +85,31 @@ class KeyNamer:
         """(node path, chunk coordinates or None) of a store key."""
         node = self.node_of(key)
         return node, self.coords(node, key)
+
+    def layout(self, node: str) -> ShardLayout | None:
+        """The shard layout of array `node` if zarrlake stores its shards as inner chunks."""
+        return layout_of(self.docs.get(f"{node}/zarr.json" if node else "zarr.json"))
+
+    def inner_of_shard(self, node: str, key: str) -> list[tuple[int, ...]] | None:
+        """The coordinates (in the grid of inner chunks) of every inner chunk inside the
+        array's shape of the shard `key` when it is a shard stored whole (written before
+        shards were split) of an array whose shards are split; None for other keys."""
+        if split_inner_key(key) is not None:
+            return None
+        layout = self.layout(node)
+        shard = None if layout is None else self.coords(node, key)
+        if layout is None or shard is None or len(shard) != len(layout.chunks_per_shard):
+            return None
+        doc = load_doc(self.docs.get(f"{node}/zarr.json" if node else "zarr.json"))
+        try:
+            shape = [int(n) for n in doc["shape"]]
+            shard_shape = [int(n) for n in doc["chunk_grid"]["configuration"]["chunk_shape"]]
+        except (KeyError, TypeError, ValueError):
+            return None
+        per = layout.chunks_per_shard
+        inner = [s // n for s, n in zip(shard_shape, per, strict=True)]
+        ranges = [
+            range(k * n, min((k + 1) * n, -(-size // c)))
+            for k, n, size, c in zip(shard, per, shape, inner, strict=True)
+        ]
+        return list(itertools.product(*ranges))

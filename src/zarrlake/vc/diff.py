@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from zarrlake.errors import ExpiredHistoryError
@@ -20,7 +20,12 @@ from zarrlake.vc.objects import Objects
 @dataclass
 class Diff:
     """What changed from one state to another. Paths have no leading slash; chunk sets hold
-    coordinate tuples (or, for keys that are not chunks of an array, the key itself)."""
+    coordinate tuples (or, for keys that are not chunks of an array, the key itself).
+
+    For an array whose shards zarrlake stores as inner chunks, the coordinates are those of
+    inner chunks (a shard stored whole, written before shards were split, counts as all of
+    its inner chunks), and `chunks_per_shard` gives the grouping: inner chunk `c` lies in
+    shard `c // chunks_per_shard`."""
 
     nodes_added: set[str] = field(default_factory=set)
     nodes_deleted: set[str] = field(default_factory=set)
@@ -29,6 +34,18 @@ class Diff:
     chunks_deleted: dict[str, set] = field(default_factory=dict)
     metadata: dict[str, dict] = field(default_factory=dict)
     """Per node in `metadata_changed`, what changed in its zarr.json (`metadata_changes`)."""
+    chunks_per_shard: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    """Per changed array stored as inner chunks, its inner chunks per shard and dimension."""
+
+    def shards_of(self, path: str, coords: Iterable) -> dict[tuple[int, ...], list]:
+        """Inner-chunk coordinates of array `path` grouped by the shard holding them (each
+        coordinate its own group for an array not stored as inner chunks)."""
+        per = self.chunks_per_shard.get(path)
+        out: dict[tuple[int, ...], list] = defaultdict(list)
+        for c in sorted(c for c in coords if isinstance(c, tuple)):
+            shard = c if per is None else tuple(k // n for k, n in zip(c, per, strict=True))
+            out[shard].append(c)
+        return dict(out)
 
     def is_empty(self) -> bool:
         """Whether nothing changed: no node added, deleted or changed, no chunk written or deleted.
@@ -86,7 +103,7 @@ class Diff:
                 for p, s in sorted(d.items())
             }
 
-        return {
+        out = {
             "nodes_added": sorted(self.nodes_added),
             "nodes_deleted": sorted(self.nodes_deleted),
             "metadata_changed": sorted(self.metadata_changed),
@@ -94,6 +111,9 @@ class Diff:
             "chunks_deleted": chunks(self.chunks_deleted),
             "metadata": {p: self.metadata[p] for p in sorted(self.metadata)},
         }
+        if self.chunks_per_shard:  # only with sharded arrays: older readers see no change
+            out["chunks_per_shard"] = {p: list(n) for p, n in sorted(self.chunks_per_shard.items())}
+        return out
 
     def metadata_lines(self, path: str) -> list[str]:
         """What changed in the metadata of node `path`, one readable line per change."""
@@ -179,13 +199,45 @@ def build_diff(
             d.metadata_changed.add(path)
             d.metadata[path] = metadata_changes(a, b)
     namer = KeyNamer(old_meta, new_meta)
-    for keys, target in ((written, d.chunks_written), (deleted, d.chunks_deleted)):
-        groups: dict[str, set] = defaultdict(set)
-        for k in keys:
-            node, coords = namer.name(k)
-            groups[node].add(coords if coords is not None else k)
-        target.update(groups)
+    for key, write in _ops(written, deleted):
+        _add(d, namer, key, write)
+    _settle_shards(d, namer)
     return d
+
+
+def _ops(written: Iterable[str], deleted: Iterable[str]) -> Iterator[tuple[str, bool]]:
+    """(key, written?) of each data key written or deleted."""
+    for k in written:
+        yield k, True
+    for k in deleted:
+        yield k, False
+
+
+def _add(d: Diff, namer: KeyNamer, key: str, write: bool) -> None:
+    """Record one data key written or deleted: by node and chunk coordinates (a shard
+    stored whole of an array stored as inner chunks: as all its inner chunks)."""
+    node, coords = namer.name(key)
+    target = (d.chunks_written if write else d.chunks_deleted).setdefault(node, set())
+    inner = namer.inner_of_shard(node, key) if coords is not None else None
+    if inner is not None:
+        target.update(inner)
+    else:
+        target.add(coords if coords is not None else key)
+
+
+def _settle_shards(d: Diff, namer: KeyNamer) -> None:
+    """Note the grouping of arrays stored as inner chunks; an inner chunk both deleted (as
+    part of a shard stored whole) and written (as its own entry) was rewritten."""
+    for node in d.chunks_written.keys() | d.chunks_deleted.keys():
+        layout = namer.layout(node)
+        if layout is None:
+            continue
+        d.chunks_per_shard[node] = layout.chunks_per_shard
+        deleted = d.chunks_deleted.get(node)
+        if deleted:
+            deleted -= d.chunks_written.get(node, set())
+            if not deleted:
+                del d.chunks_deleted[node]
 
 
 def diff_snapshots(objects: Objects, a: SnapshotRoot, b: SnapshotRoot) -> Diff:
@@ -238,9 +290,8 @@ def diff_change_set(objects: Objects, rec: CommitRecord) -> Diff:
         k = key.decode()
         if is_meta_key(k):
             continue
-        node, coords = namer.name(k)
-        target = d.chunks_written if op == WRITE else d.chunks_deleted
-        target.setdefault(node, set()).add(coords if coords is not None else k)
+        _add(d, namer, k, op == WRITE)
+    _settle_shards(d, namer)
     return d
 
 

@@ -9,6 +9,12 @@ at import, once per source. Every node metadata document (`zarr.json`) is parsed
 write checks it (with zarr's own metadata classes), so one zarr could not open is reported
 with the commit and ref it was found from. Each problem names the object it was found in, so
 a damaged repository can be diagnosed and repaired.
+
+Chunk objects read by range (those of sharded arrays, TABLE_MIN bytes or more: a shard
+zarrlake stored as one object, or a chunk of an array with a sharding codec) need their
+block table (format/blocks.py): a missing `blocks/<digest>` is reported (ranged reads of the
+object then read it whole), and so is one that does not decode, belongs to another object,
+or whose block digests do not match the object's bytes.
 """
 
 from __future__ import annotations
@@ -19,7 +25,14 @@ from dataclasses import dataclass
 
 from cachetools import LRUCache
 
-from zarrlake.errors import InvalidInputError, NotFoundError, ZarrLakeError, on_date
+from zarrlake.errors import (
+    CorruptionError,
+    InvalidInputError,
+    NotFoundError,
+    ZarrLakeError,
+    on_date,
+)
+from zarrlake.format.blocks import TABLE_MIN, BlockTable, table_key
 from zarrlake.format.changes import ChangeSet
 from zarrlake.format.chunk_ref import ChunkRef, RefKind, chunk_object_key
 from zarrlake.format.commit import CommitRecord
@@ -28,9 +41,11 @@ from zarrlake.format.manifest import ManifestRange
 from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.storage.base import ObjectStore
 from zarrlake.storage.sources import SourceReader
+from zarrlake.vc.chunk_keys import KeyNamer
 from zarrlake.vc.objects import PREFIXES, describe
 from zarrlake.zarr_metadata import check_metadata
 
+CHUNKS = "chunks/"
 _PACK_CACHE = 16
 """Whole pack objects kept while checking, so each pack is read once, not once per slice."""
 
@@ -84,6 +99,7 @@ class _Checker:
         self.docs_ok: set[bytes] = set()  # metadata documents that parsed (in this run only)
         self.docs_bad: dict[tuple[str, bytes], str] = {}  # (key, document) -> object reported
         self.packs: LRUCache[str, bytes | Problem] = LRUCache(_PACK_CACHE)
+        self.namer = KeyNamer()  # the metadata of the snapshot being checked
 
     def get(self, key: str) -> bytes:
         data = self.store.get(key)
@@ -199,6 +215,7 @@ class _Checker:
 
     def check_snapshot(self, sid: str, root: SnapshotRoot) -> None:
         who = f"snapshots/{sid}"
+        self.namer = KeyNamer(root.meta)
         idx = root.ranges
         for i, mid in enumerate(idx.ids):
             if not self.first_visit(f"manifests/{mid}"):
@@ -290,6 +307,58 @@ class _Checker:
             self.report(obj, "corrupt", f"chunk data of {what} fails its {label} checksum")
         elif ref.kind != RefKind.INLINE:
             self.chunks_ok.add(ident)
+            if ref.kind == RefKind.OBJECT and self.read_by_range(key, ref.length):
+                self.check_table(obj, ref.digest, data, what)
+            elif ref.location is not None and ref.location.startswith(CHUNKS):
+                whole = self.pack(ref.location)  # a shard object (its inner chunks' home)
+                if isinstance(whole, bytes) and len(whole) >= TABLE_MIN:
+                    self.check_table(ref.location, None, whole, what)
+
+    def read_by_range(self, key: str, length: int) -> bool:
+        """Whether the chunk object of `key` is one zarrlake gives a block table (as
+        txn/writes.py decides): TABLE_MIN bytes or more, of an array with a sharding codec."""
+        if length < TABLE_MIN:
+            return False
+        doc = self.namer.docs.get(f"{self.namer.node_of(key)}/zarr.json")
+        return doc is not None and b"sharding_indexed" in doc
+
+    def check_table(self, obj: str, object_digest: bytes | None, data: bytes, what: str) -> None:
+        """Check the block table of chunk object `obj` (whose bytes are `data`) once: that
+        it exists, decodes, is this object's, and its block digests match the bytes. With
+        `object_digest` None the object's own digest is checked first (a shard object met
+        through its inner chunks); a damaged object is reported by its chunks' checks."""
+        if not self.first_visit(f"table of {obj}"):
+            return
+        if object_digest is None:
+            try:
+                object_digest = bytes.fromhex(obj[len(CHUNKS) :])
+            except ValueError:
+                return
+            if digest(self.algo, data) != object_digest:
+                return
+        tkey = table_key(object_digest)
+        try:
+            raw = self.get(tkey)
+        except NotFoundError:
+            self.report(
+                tkey,
+                "missing",
+                f"block table of {obj} ({what}): a ranged read of the object reads it whole",
+            )
+            return
+        except ZarrLakeError as e:
+            self.report(tkey, "corrupt", f"block table of {obj}: {e}")
+            return
+        try:
+            table = BlockTable.decode(raw, object_digest, len(data), tkey)
+        except CorruptionError as e:
+            self.report(tkey, "corrupt", f"block table of {obj}: {e}")
+            return
+        good = BlockTable.build(table.algo, data, object_digest)
+        if good.block_size != table.block_size or good.digests != table.digests:
+            self.report(
+                tkey, "corrupt", f"block table of {obj}: its block digests do not match the object"
+            )
 
     def pack(self, location: str) -> bytes | Problem:
         got = self.packs.get(location)
