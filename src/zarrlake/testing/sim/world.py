@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 import stamina
+import tenacity.nap
 
 from zarrlake import runtime
 from zarrlake.connection import FlushPolicy, RepoContext, RepoSpec, Settings, create_context
@@ -494,6 +495,17 @@ class World:
                     raise Violation(f"{key} of retained commit {c[:12]} is missing")
 
 
+class _NoSleep:
+    """Stands in for the `time` module in tenacity's sleep during a run."""
+
+    @staticmethod
+    def sleep(seconds: float) -> None:
+        """Return at once."""
+
+
+_NO_SLEEP = _NoSleep()
+
+
 @contextmanager
 def _determinism(seed: int) -> Iterator[None]:
     """Seeded ids, random bits and jitter, no sleeps in retries, small fragments and
@@ -525,11 +537,16 @@ def _determinism(seed: int) -> Iterator[None]:
     bucket.ORPHAN_GRACE, bucket.PREPARED_MAX_AGE = BUCKET_TIMES
     hooks = stamina.instrumentation.get_on_retry_hooks()
     stamina.instrumentation.set_on_retry_hooks([])
+    # stamina's test mode caps attempts but still computes (and really sleeps) each backoff:
+    # the waits are computed as before (their jitter draws keep `random` where it was), and
+    # tenacity's sleep returns at once: a retry takes no simulated time and no real time
+    tenacity.nap.time = _NO_SLEEP  # type: ignore[attr-defined]
     try:
         with stamina.set_testing(True, attempts=8, cap=True):
             yield
     finally:
         stamina.instrumentation.set_on_retry_hooks(hooks)
+        tenacity.nap.time = time  # type: ignore[attr-defined]
         secrets.token_bytes, secrets.token_hex = saved[0], saved[1]  # type: ignore[assignment]
         secrets.randbits, secrets.randbelow = drawn  # type: ignore[assignment]
         random.setstate(saved[2])
