@@ -75,6 +75,8 @@ class Actor:
     error: BaseException | None = None
     error_text: str = ""
     background: bool = False
+    checking: int = 0
+    """Nesting depth of checks whether a commit landed (`txn.commit.landed`) it is in."""
 
 
 class Scheduler:
@@ -277,7 +279,7 @@ class Scheduler:
             return True
         actor = self.rng.choice(runnable)
         if actor.pending is not None:
-            actor.fault = self.faults.draw(self.rng, actor.pending)
+            actor.fault = self.faults.draw(self.rng, actor.pending, actor.checking > 0)
             if actor.fault is not None:
                 self.trace.fault(self, actor, actor.fault)
             if actor.fault == Fault.CRASH_BEFORE:

@@ -38,6 +38,8 @@ from zarrlake.testing.sim.faults import FaultPlan
 from zarrlake.testing.sim.model import Model, Violation
 from zarrlake.testing.sim.scheduler import Deadlock, Scheduler
 from zarrlake.testing.sim.trace import Trace
+from zarrlake.txn import commit as txn_commit
+from zarrlake.txn import writers
 from zarrlake.txn.commit import load
 from zarrlake.vc import gc_protocol
 from zarrlake.vc.reach import EXPIRED_PREFIX
@@ -83,6 +85,11 @@ SWEEP_POLL = 5.0
 would spend a run's steps on one stalled sweep)."""
 RECORD_MAX = 200
 """Fragments bigger than this are objects (the library's 32 KiB would never be reached)."""
+
+
+CHECKING_STUCK = (0.0, 0.0, 0.2, 0.5)
+"""Rates, drawn per flaky seed, at which a read made while checking whether a commit landed
+fails past its retries (`FaultPlan.checking_stuck`)."""
 
 
 KNOWN_ISSUES: dict[str, str] = {}
@@ -253,6 +260,9 @@ class World:
         self.faults.own_jump = extra.choice((0.0, 0.5))
         if config.stuck_reads and self.faults.error:  # some reads fail for a while too
             self.faults.stuck = extra.choice((0.003, 0.01))
+        if self.faults.error:  # a stream of its own: the other draws stay as they were
+            checking = random.Random(f"{config.seed}/checking")
+            self.faults.checking_stuck = checking.choice(CHECKING_STUCK)
         if not config.wild_clocks:
             self.faults.own_jump_max = SMALL_SKEW
         self.clocks = random.Random(f"{config.seed}/clocks")
@@ -504,6 +514,38 @@ class _NoSleep:
 
 
 _NO_SLEEP = _NoSleep()
+_RELEASE_LATER = writers.release_later
+
+
+def _release_unless_simulated(handle: writers.Finishing) -> None:
+    """`writers.release_later`, skipping the handles of simulated processes (whose release
+    returns at once); registered by the handles a run makes, so it outlives the run."""
+    if not getattr(handle, "simulated", False):
+        _RELEASE_LATER(handle)
+
+
+@contextmanager
+def _checks_marked(world: World) -> Iterator[None]:
+    """Mark the actor inside `txn.commit.landed` (recovery's check whether a commit landed,
+    or a committer's own after an error), so that the faults drawn for its reads can aim
+    there. Wraps whatever `landed` is now (a planted bug's version included)."""
+    inner = txn_commit.landed
+
+    def landed(ctx, rec):  # type: ignore[no-untyped-def]
+        actor = world.sched._me() if world.sched.inside() else None
+        if actor is not None:
+            actor.checking += 1
+        try:
+            return inner(ctx, rec)
+        finally:
+            if actor is not None:
+                actor.checking -= 1
+
+    txn_commit.landed = landed
+    try:
+        yield
+    finally:
+        txn_commit.landed = inner
 
 
 @contextmanager
@@ -541,12 +583,18 @@ def _determinism(seed: int) -> Iterator[None]:
     # the waits are computed as before (their jitter draws keep `random` where it was), and
     # tenacity's sleep returns at once: a retry takes no simulated time and no real time
     tenacity.nap.time = _NO_SLEEP  # type: ignore[attr-defined]
+    # a simulated handle's release does nothing (`Writes.release`), but handing it to the
+    # release thread wakes a real thread at every garbage-collected session handle: the
+    # thread switches cost more than the rest of the step
+    release_later = writers.release_later
+    writers.release_later = _release_unless_simulated
     try:
         with stamina.set_testing(True, attempts=8, cap=True):
             yield
     finally:
         stamina.instrumentation.set_on_retry_hooks(hooks)
         tenacity.nap.time = time  # type: ignore[attr-defined]
+        writers.release_later = release_later
         secrets.token_bytes, secrets.token_hex = saved[0], saved[1]  # type: ignore[assignment]
         secrets.randbits, secrets.randbelow = drawn  # type: ignore[assignment]
         random.setstate(saved[2])
@@ -571,7 +619,7 @@ def run(
     world = World(config, trace, meta_factory)
     backends.install(world)
     failure = None
-    with _determinism(config.seed):
+    with _determinism(config.seed), _checks_marked(world):
         token = runtime.use(
             replace(
                 world.sched.process("observer").runtime,
