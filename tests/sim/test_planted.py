@@ -34,6 +34,12 @@ SYMPTOMS = {
     "lease_not_renewed": r"lease of its running committer .* lapsed",
     # pages of a write in flight deleted (or named by the head that lands)
     "page_age_by_local_clock": r"page \S+ of a write by \S+ still in flight|of \S+ is gone",
+    # a landed commit taken for "not landed" when a read failed: its session recorded
+    # aborted (or reopened and committed again), or its committer reporting a plain failure
+    "recovery_trusts_failed_read": (
+        r"lease recovery missed it|committed twice|landed twice|flush returned"
+        r"|a failure that happened|reported a failure"
+    ),
 }
 
 

@@ -99,6 +99,7 @@ class Scheduler:
         self.on_process: Callable[[Process], None] = lambda proc: None
         """Called with each new process (the world gives it its host and clock skew)."""
         self.jumps = 0  # clock jumps so far, of every clock or one process's
+        self.kills = 0  # processes killed so far
 
     # processes and actors ---------------------------------------------------------------
 
@@ -161,6 +162,7 @@ class Scheduler:
             return
         proc.alive = False
         proc.holder = None
+        self.kills += 1
         self.trace.event(self, f"{proc.name} (pid {proc.pid}) killed {why}")
 
     def clock(self) -> float:

@@ -21,8 +21,9 @@ from dataclasses import dataclass, field, replace
 import stamina
 import tenacity.nap
 
-from zarrlake import runtime
+from zarrlake import retry, runtime
 from zarrlake.connection import FlushPolicy, RepoContext, RepoSpec, Settings, create_context
+from zarrlake.errors import TransientError
 from zarrlake.format import fragment
 from zarrlake.metastore import bucket, bucket_runs
 from zarrlake.metastore.base import MetaStore
@@ -87,9 +88,13 @@ RECORD_MAX = 200
 """Fragments bigger than this are objects (the library's 32 KiB would never be reached)."""
 
 
-CHECKING_STUCK = (0.0, 0.0, 0.2, 0.5)
-"""Rates, drawn per flaky seed, at which a read made while checking whether a commit landed
-fails past its retries (`FaultPlan.checking_stuck`)."""
+STAMINA_ATTEMPTS = 8
+"""Attempts a retried call makes at most under simulation (stamina's test mode, capped)."""
+CHECKING_STUCK = (0.0, 0.3, 0.6, 1.0)
+"""Rates, drawn per flaky or crashy seed, at which a read made while checking whether a
+commit landed fails past its retries (`FaultPlan.checking_stuck`): recovery after a
+committer crashed past its branch compare-and-swap, or a committer's own check after a
+lost reply."""
 
 
 KNOWN_ISSUES: dict[str, str] = {}
@@ -227,6 +232,7 @@ class World:
         self.programs: dict[int, Actor] = {}
         self.handles_of: dict[int, list] = {}  # pid -> the session handles it holds
         self.leases_checked = 0.0  # simulated time of the last look at committers' leases
+        self.kills_seen = 0  # the scheduler's kills when `restarts` last looked
         self.committing: dict[int, tuple[str, int]] = {}
         """pid of a process inside a commit -> (its session, clock jumps when it began)."""
         self.sched.on_timer = self.timer_fires
@@ -260,7 +266,7 @@ class World:
         self.faults.own_jump = extra.choice((0.0, 0.5))
         if config.stuck_reads and self.faults.error:  # some reads fail for a while too
             self.faults.stuck = extra.choice((0.003, 0.01))
-        if self.faults.error:  # a stream of its own: the other draws stay as they were
+        if self.faults.error or self.faults.crash:  # a stream of its own: the rest as before
             checking = random.Random(f"{config.seed}/checking")
             self.faults.checking_stuck = checking.choice(CHECKING_STUCK)
         if not config.wild_clocks:
@@ -465,6 +471,9 @@ class World:
 
     def restarts(self) -> None:
         """Processes killed this step that leave a recovery behind start it."""
+        if self.sched.kills == self.kills_seen:
+            return
+        self.kills_seen = self.sched.kills
         for pid, actor in list(self.programs.items()):
             if not actor.process.alive and actor.on_crash is not None:
                 recover, actor.on_crash = actor.on_crash, None
@@ -522,6 +531,34 @@ def _release_unless_simulated(handle: writers.Finishing) -> None:
     returns at once); registered by the handles a run makes, so it outlives the run."""
     if not getattr(handle, "simulated", False):
         _RELEASE_LATER(handle)
+
+
+class _Attempt:
+    """One attempt of `_attempts`: swallows a retried error unless it is the last."""
+
+    __slots__ = ("last", "on")
+
+    def __init__(self, on: type[BaseException] | tuple, last: bool) -> None:
+        self.on = on
+        self.last = last
+
+    def __enter__(self) -> _Attempt:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: object, tb: object) -> bool:
+        return kind is not None and not self.last and issubclass(kind, self.on)
+
+
+def _attempts(
+    policy: retry.RetryPolicy = retry.DEFAULT_POLICY,
+    on: type[BaseException] | tuple = TransientError,
+) -> Iterator[_Attempt]:
+    """`retry.attempts` as stamina's test mode (capped at 8 attempts, no waits, no random
+    draws) runs it, without tenacity's machinery, which cost more than the simulated call
+    it retried."""
+    n = min(STAMINA_ATTEMPTS, policy.attempts or STAMINA_ATTEMPTS)
+    for i in range(n):
+        yield _Attempt(on, i == n - 1)
 
 
 @contextmanager
@@ -588,13 +625,16 @@ def _determinism(seed: int) -> Iterator[None]:
     # thread switches cost more than the rest of the step
     release_later = writers.release_later
     writers.release_later = _release_unless_simulated
+    attempts = retry.attempts
+    retry.attempts = _attempts
     try:
-        with stamina.set_testing(True, attempts=8, cap=True):
+        with stamina.set_testing(True, attempts=STAMINA_ATTEMPTS, cap=True):
             yield
     finally:
         stamina.instrumentation.set_on_retry_hooks(hooks)
         tenacity.nap.time = time  # type: ignore[attr-defined]
         writers.release_later = release_later
+        retry.attempts = attempts
         secrets.token_bytes, secrets.token_hex = saved[0], saved[1]  # type: ignore[assignment]
         secrets.randbits, secrets.randbelow = drawn  # type: ignore[assignment]
         random.setstate(saved[2])
