@@ -12,6 +12,12 @@ reads before and after writing the record: if they differ, or a sweep is under w
 waits for that sweep to end and checks that each commit is still whole before it moves
 anything. It refuses a commit `expire` dropped (ExpiredHistoryError), so a ref never points
 at a commit whose objects are gone.
+
+A record lasts `KEEP_TTL` unless renewed: gc and `expire` count a lapsed record while it
+exists (deleting it), and before each ref move the operation renews its record by
+compare-and-swap, or, if it was deleted meanwhile, writes it again and re-checks as on
+entry. An operation paused past its record therefore never lands on a commit dropped
+while it was paused.
 """
 
 from __future__ import annotations
