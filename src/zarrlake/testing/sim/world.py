@@ -616,9 +616,9 @@ def _determinism(seed: int) -> Iterator[None]:
     bucket.ORPHAN_GRACE, bucket.PREPARED_MAX_AGE = BUCKET_TIMES
     hooks = stamina.instrumentation.get_on_retry_hooks()
     stamina.instrumentation.set_on_retry_hooks([])
-    # stamina's test mode caps attempts but still computes (and really sleeps) each backoff:
-    # the waits are computed as before (their jitter draws keep `random` where it was), and
-    # tenacity's sleep returns at once: a retry takes no simulated time and no real time
+    # stamina's test mode waits 0 s between attempts, but tenacity still calls time.sleep(0),
+    # which hands the CPU away on a busy machine: its sleep returns at once instead (and
+    # `_attempts` below keeps the library's retries off tenacity altogether)
     tenacity.nap.time = _NO_SLEEP  # type: ignore[attr-defined]
     # a simulated handle's release does nothing (`Writes.release`), but handing it to the
     # release thread wakes a real thread at every garbage-collected session handle: the
