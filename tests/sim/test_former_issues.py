@@ -19,6 +19,13 @@ FORMER = {
     "first drop (the grace period counts from the last)",
     2528: "a committer settling its last flush's uploads waited for a stalled sweep without "
     "renewing its lease (recovery could abort it while it ran)",
+    577: "gc deleted a fragment registered again as a candidate since its run read it (by "
+    "a collector whose lock it had taken over): the grace period counts from the latest "
+    "registration (failed once keep records were fenced, which moved the interleaving)",
+    1000324: "the model bound a reset's move to the first of two identical resets, then "
+    "took the second's own move (after main was moved back) for a phantom",
+    1002040: "the model bound a tag's deletion to the first of two deletions of it, then "
+    "took that one's NotFoundError for a failure that happened",
 }
 
 

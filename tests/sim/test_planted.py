@@ -34,10 +34,22 @@ SYMPTOMS = {
     "lease_not_renewed": r"lease of its running committer .* lapsed",
     # pages of a write in flight deleted (or named by the head that lands)
     "page_age_by_local_clock": r"page \S+ of a write by \S+ still in flight|of \S+ is gone",
+    # a landed commit taken for "not landed" when a read failed: its session recorded
+    # aborted (or reopened and committed again), or its committer reporting a plain failure
+    "recovery_trusts_failed_read": (
+        r"lease recovery missed it|committed twice|landed twice|flush returned"
+        r"|a failure that happened|reported a failure"
+    ),
 }
 
 
-CONFIGS: dict[str, Config] = {}
+CONFIGS: dict[str, Config] = {
+    # caught by the default runs too (seeds 2,040 and 863, docs/reliability.md), but the
+    # search is quicker among the actors that reach it: history operations beside an
+    # expiry, and committers whose commit may land unseen
+    "ref_moves_unguarded": Config(0, actors=("admin", "admin", "expire", "writer")),
+    "recovery_trusts_failed_read": Config(0, actors=("writer", "writer", "coop")),
+}
 """The run a bug is looked for in, where not the default."""
 
 

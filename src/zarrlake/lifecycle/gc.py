@@ -439,24 +439,28 @@ class Collector:
         self.report.candidates_live = len(alive)
         self.sweep(reach, due, pool, listed_only)
 
-    def _keep_redropped(self, reach: Reach, due: list[str]) -> None:
-        """Keep, with what they reach, the due commits a ref dropped again since this run
-        read the candidates: a ref pointed at one meanwhile, and its record's time (when
-        it was dropped, `register_dropped`) is what the grace period counts from."""
-        commits = [k for k in due if k.startswith("commits/")]
-        if not commits:
-            return
+    def _keep_redropped(self, reach: Reach, due: list[str]) -> list[str]:
+        """`due` without the candidates registered again since this run read them, within
+        the grace period: the grace counts from a candidate record's latest time. A due
+        commit a ref dropped again (a ref pointed at it meanwhile, `register_dropped`) is
+        kept with what it reaches; another object found dead again (by a session's clean-up
+        or a collector whose lock was taken over) waits for a later run."""
+        if not due:
+            return due
         now = self.ctx.clock()
-        again = self.state.known(commits)
-        young = [
+        again = self.state.known(due)
+        young = {
             k
             for k, c in again.items()
             if k in self.candidates
             and c.first_seen > self.candidates[k].first_seen
             and now - c.first_seen < self.grace
-        ]
-        if young:
-            reach.add_commits([k.split("/", 1)[1] for k in young])
+        }
+        commits = [k.split("/", 1)[1] for k in young if k.startswith("commits/")]
+        if commits:
+            reach.add_commits(commits)
+        self.report.deferred += len(young) - len(commits)
+        return [k for k in due if k not in young]
 
     def sweep(
         self, reach: Reach, due: list[str], pool: dict[str, int | None], listed_only: set[str]
@@ -472,8 +476,7 @@ class Collector:
             self.unflushed = False
             live, committing = self.live_sessions()
             self.roots(reach, live)  # only what changed since the first mark is read
-            self._keep_redropped(reach, due)
-            due = [k for k in due if k not in reach.live]
+            due = [k for k in self._keep_redropped(reach, due) if k not in reach.live]
             if self.unflushed:  # a writer began since: what only the listing found waits
                 kept = [k for k in due if k in listed_only]
                 self.report.deferred += len(kept)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Callable
+from contextvars import ContextVar
 
 from zarrlake.errors import AlreadyExistsError, CASFailedError, NotFoundError
 from zarrlake.metastore.base import MetaStore
@@ -20,6 +21,17 @@ from zarrlake.vc.protection import Protection
 
 BRANCH = "branch"
 TAG = "tag"
+BEFORE_MOVE: ContextVar[Callable[[], None] | None] = ContextVar(
+    "zarrlake_before_ref_move", default=None
+)
+"""A fence called before a ref is created or moved, if set: a history operation's keep
+record (vc/keep.py) renews itself there, or refuses if it lapsed and its commit went."""
+
+
+def _fence() -> None:
+    fence = BEFORE_MOVE.get()
+    if fence is not None:
+        fence()
 
 
 class Refs:
@@ -100,6 +112,7 @@ class Refs:
         if self.get(other, name) is not None:
             raise AlreadyExistsError(f"a {other} named {name!r} already exists")
         key = self._key(kind, name)
+        _fence()
         try:
             version = self.meta.set_if(self.partition, key, self._value(commit_id), None)
         except CASFailedError:
@@ -111,6 +124,7 @@ class Refs:
 
     def move(self, name: str, commit_id: str, expected_version: int) -> int:
         """Compare-and-swap a branch; raises CASFailedError if it moved meanwhile."""
+        _fence()
         return self.meta.set_if(
             self.partition, self._key(BRANCH, name), self._value(commit_id), expected_version
         )

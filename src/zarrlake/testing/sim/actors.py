@@ -416,15 +416,12 @@ def cooperative(a: Actor) -> None:
         a.world.sched.sleep(a.rng.choice((0.0, 0.01)))
         commit_with_retries(w, a, a.rng.choice(("wait", "discard")))
         return
+    procs = {x.process for x in workers}  # every foreground actor of a live one done
     a.world.sched.wait_until(
         lambda: all(
-            not x.process.alive
-            or all(
-                act.done
-                for act in a.world.sched.actors
-                if act.process is x.process and not act.background
-            )
-            for x in workers
+            act.done or not act.process.alive
+            for act in a.world.sched.actors
+            if not act.background and act.process in procs
         )
     )
     a.think()

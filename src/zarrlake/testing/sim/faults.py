@@ -51,6 +51,10 @@ class FaultPlan:
     stuck: float = 0.0
     """How often a read starts failing for several tries in a row (one object or record
     unreadable for a while: retries give up, and what reads it must not guess)."""
+    checking_stuck: float = 0.0
+    """How often a read made while a process checks whether a commit landed (recovery's
+    `landed`, or a committer's own check after an error) starts failing past its retries:
+    the one answer there that must never be taken for "not landed"."""
     _stuck: dict[str, int] = field(default_factory=dict)
     counts: Counter[str] = field(default_factory=Counter)
     _burst_left: int = 0
@@ -72,8 +76,9 @@ class FaultPlan:
             plan.jump = rng.choice((0.005, 0.02))
         return plan
 
-    def draw(self, rng: random.Random, call: str) -> Fault | None:
-        """The fault for one backend call (`call` starts with its operation's name)."""
+    def draw(self, rng: random.Random, call: str, checking: bool = False) -> Fault | None:
+        """The fault for one backend call (`call` starts with its operation's name);
+        `checking`: the caller is checking whether a commit landed."""
         if self._burst_left:
             self._burst_left -= 1
             self.counts[Fault.ERROR] += 1
@@ -86,6 +91,12 @@ class FaultPlan:
             return Fault.ERROR
         x = rng.random()
         write = call.split(" ", 1)[0].split(".")[-1] in WRITES
+        if checking and self.checking_stuck and not write:
+            if x < self.checking_stuck:
+                self.counts["read stuck failing while checking a commit landed"] += 1
+                self._stuck[call] = rng.randrange(6, 14)
+                return Fault.ERROR
+            x = (x - self.checking_stuck) / (1.0 - self.checking_stuck)  # the rest as before
         if self.stuck and not write and x < self.stuck:
             self.counts["read stuck failing"] += 1
             self._stuck[call] = rng.randrange(6, 14)  # past the retry budget, mostly

@@ -220,6 +220,11 @@ class Model:
             if intent.group is not None and len(intent.group) > 1:
                 intent.group.remove(intent)  # another of the group moved the ref
                 intent.group, intent.landed = None, None
+        elif outcome == Outcome.ACKED and intent.group is not None and len(intent.group) > 1:
+            for other in intent.group:  # this one made the move: the others may make one
+                if other is not intent:  # of their own later (after an A-B-A of the ref)
+                    other.group, other.landed = None, None
+            intent.group = [intent]
         self.later.append(lambda: self._end(intent, outcome, result))
 
     def settle(self) -> None:
@@ -364,11 +369,12 @@ class Model:
         ]
 
     def _explained(self, kind: str, branch: str, target: str | None, what: str) -> Intent:
-        for i in self._running(kind, branch):
-            if i.target == target and i.landed is None:
-                i.landed = target or "deleted"
-                return i
-        raise Violation(f"{what}: no {kind} of {branch!r} explains it (a phantom)")
+        group = [i for i in self._running(kind, branch) if i.target == target and i.landed is None]
+        if not group:
+            raise Violation(f"{what}: no {kind} of {branch!r} explains it (a phantom)")
+        for i in group:  # any of them may have done it (two deletions of one tag at once)
+            i.landed, i.group = target or "deleted", group
+        return group[0]
 
     def _transition(self, branch: str, old: str | None, new: str | None) -> None:
         if new is None:

@@ -75,6 +75,8 @@ class Actor:
     error: BaseException | None = None
     error_text: str = ""
     background: bool = False
+    checking: int = 0
+    """Nesting depth of checks whether a commit landed (`txn.commit.landed`) it is in."""
 
 
 class Scheduler:
@@ -97,6 +99,7 @@ class Scheduler:
         self.on_process: Callable[[Process], None] = lambda proc: None
         """Called with each new process (the world gives it its host and clock skew)."""
         self.jumps = 0  # clock jumps so far, of every clock or one process's
+        self.kills = 0  # processes killed so far
 
     # processes and actors ---------------------------------------------------------------
 
@@ -159,6 +162,7 @@ class Scheduler:
             return
         proc.alive = False
         proc.holder = None
+        self.kills += 1
         self.trace.event(self, f"{proc.name} (pid {proc.pid}) killed {why}")
 
     def clock(self) -> float:
@@ -277,7 +281,7 @@ class Scheduler:
             return True
         actor = self.rng.choice(runnable)
         if actor.pending is not None:
-            actor.fault = self.faults.draw(self.rng, actor.pending)
+            actor.fault = self.faults.draw(self.rng, actor.pending, actor.checking > 0)
             if actor.fault is not None:
                 self.trace.fault(self, actor, actor.fault)
             if actor.fault == Fault.CRASH_BEFORE:

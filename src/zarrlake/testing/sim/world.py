@@ -19,9 +19,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 import stamina
+import tenacity.nap
 
-from zarrlake import runtime
+from zarrlake import retry, runtime
 from zarrlake.connection import FlushPolicy, RepoContext, RepoSpec, Settings, create_context
+from zarrlake.errors import TransientError
 from zarrlake.format import fragment
 from zarrlake.metastore import bucket, bucket_runs
 from zarrlake.metastore.base import MetaStore
@@ -37,6 +39,8 @@ from zarrlake.testing.sim.faults import FaultPlan
 from zarrlake.testing.sim.model import Model, Violation
 from zarrlake.testing.sim.scheduler import Deadlock, Scheduler
 from zarrlake.testing.sim.trace import Trace
+from zarrlake.txn import commit as txn_commit
+from zarrlake.txn import writers
 from zarrlake.txn.commit import load
 from zarrlake.vc import gc_protocol
 from zarrlake.vc.reach import EXPIRED_PREFIX
@@ -82,6 +86,15 @@ SWEEP_POLL = 5.0
 would spend a run's steps on one stalled sweep)."""
 RECORD_MAX = 200
 """Fragments bigger than this are objects (the library's 32 KiB would never be reached)."""
+
+
+STAMINA_ATTEMPTS = 8
+"""Attempts a retried call makes at most under simulation (stamina's test mode, capped)."""
+CHECKING_STUCK = (0.0, 0.3, 0.6, 1.0)
+"""Rates, drawn per flaky or crashy seed, at which a read made while checking whether a
+commit landed fails past its retries (`FaultPlan.checking_stuck`): recovery after a
+committer crashed past its branch compare-and-swap, or a committer's own check after a
+lost reply."""
 
 
 KNOWN_ISSUES: dict[str, str] = {}
@@ -219,6 +232,7 @@ class World:
         self.programs: dict[int, Actor] = {}
         self.handles_of: dict[int, list] = {}  # pid -> the session handles it holds
         self.leases_checked = 0.0  # simulated time of the last look at committers' leases
+        self.kills_seen = 0  # the scheduler's kills when `restarts` last looked
         self.committing: dict[int, tuple[str, int]] = {}
         """pid of a process inside a commit -> (its session, clock jumps when it began)."""
         self.sched.on_timer = self.timer_fires
@@ -252,6 +266,9 @@ class World:
         self.faults.own_jump = extra.choice((0.0, 0.5))
         if config.stuck_reads and self.faults.error:  # some reads fail for a while too
             self.faults.stuck = extra.choice((0.003, 0.01))
+        if self.faults.error or self.faults.crash:  # a stream of its own: the rest as before
+            checking = random.Random(f"{config.seed}/checking")
+            self.faults.checking_stuck = checking.choice(CHECKING_STUCK)
         if not config.wild_clocks:
             self.faults.own_jump_max = SMALL_SKEW
         self.clocks = random.Random(f"{config.seed}/clocks")
@@ -454,6 +471,9 @@ class World:
 
     def restarts(self) -> None:
         """Processes killed this step that leave a recovery behind start it."""
+        if self.sched.kills == self.kills_seen:
+            return
+        self.kills_seen = self.sched.kills
         for pid, actor in list(self.programs.items()):
             if not actor.process.alive and actor.on_crash is not None:
                 recover, actor.on_crash = actor.on_crash, None
@@ -494,6 +514,77 @@ class World:
                     raise Violation(f"{key} of retained commit {c[:12]} is missing")
 
 
+class _NoSleep:
+    """Stands in for the `time` module in tenacity's sleep during a run."""
+
+    @staticmethod
+    def sleep(seconds: float) -> None:
+        """Return at once."""
+
+
+_NO_SLEEP = _NoSleep()
+_RELEASE_LATER = writers.release_later
+
+
+def _release_unless_simulated(handle: writers.Finishing) -> None:
+    """`writers.release_later`, skipping the handles of simulated processes (whose release
+    returns at once); registered by the handles a run makes, so it outlives the run."""
+    if not getattr(handle, "simulated", False):
+        _RELEASE_LATER(handle)
+
+
+class _Attempt:
+    """One attempt of `_attempts`: swallows a retried error unless it is the last."""
+
+    __slots__ = ("last", "on")
+
+    def __init__(self, on: type[BaseException] | tuple, last: bool) -> None:
+        self.on = on
+        self.last = last
+
+    def __enter__(self) -> _Attempt:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: object, tb: object) -> bool:
+        return kind is not None and not self.last and issubclass(kind, self.on)
+
+
+def _attempts(
+    policy: retry.RetryPolicy = retry.DEFAULT_POLICY,
+    on: type[BaseException] | tuple = TransientError,
+) -> Iterator[_Attempt]:
+    """`retry.attempts` as stamina's test mode (capped at 8 attempts, no waits, no random
+    draws) runs it, without tenacity's machinery, which cost more than the simulated call
+    it retried."""
+    n = min(STAMINA_ATTEMPTS, policy.attempts or STAMINA_ATTEMPTS)
+    for i in range(n):
+        yield _Attempt(on, i == n - 1)
+
+
+@contextmanager
+def _checks_marked(world: World) -> Iterator[None]:
+    """Mark the actor inside `txn.commit.landed` (recovery's check whether a commit landed,
+    or a committer's own after an error), so that the faults drawn for its reads can aim
+    there. Wraps whatever `landed` is now (a planted bug's version included)."""
+    inner = txn_commit.landed
+
+    def landed(ctx, rec):  # type: ignore[no-untyped-def]
+        actor = world.sched._me() if world.sched.inside() else None
+        if actor is not None:
+            actor.checking += 1
+        try:
+            return inner(ctx, rec)
+        finally:
+            if actor is not None:
+                actor.checking -= 1
+
+    txn_commit.landed = landed
+    try:
+        yield
+    finally:
+        txn_commit.landed = inner
+
+
 @contextmanager
 def _determinism(seed: int) -> Iterator[None]:
     """Seeded ids, random bits and jitter, no sleeps in retries, small fragments and
@@ -525,11 +616,25 @@ def _determinism(seed: int) -> Iterator[None]:
     bucket.ORPHAN_GRACE, bucket.PREPARED_MAX_AGE = BUCKET_TIMES
     hooks = stamina.instrumentation.get_on_retry_hooks()
     stamina.instrumentation.set_on_retry_hooks([])
+    # stamina's test mode waits 0 s between attempts, but tenacity still calls time.sleep(0),
+    # which hands the CPU away on a busy machine: its sleep returns at once instead (and
+    # `_attempts` below keeps the library's retries off tenacity altogether)
+    tenacity.nap.time = _NO_SLEEP  # type: ignore[attr-defined]
+    # a simulated handle's release does nothing (`Writes.release`), but handing it to the
+    # release thread wakes a real thread at every garbage-collected session handle: the
+    # thread switches cost more than the rest of the step
+    release_later = writers.release_later
+    writers.release_later = _release_unless_simulated
+    attempts = retry.attempts
+    retry.attempts = _attempts
     try:
-        with stamina.set_testing(True, attempts=8, cap=True):
+        with stamina.set_testing(True, attempts=STAMINA_ATTEMPTS, cap=True):
             yield
     finally:
         stamina.instrumentation.set_on_retry_hooks(hooks)
+        tenacity.nap.time = time  # type: ignore[attr-defined]
+        writers.release_later = release_later
+        retry.attempts = attempts
         secrets.token_bytes, secrets.token_hex = saved[0], saved[1]  # type: ignore[assignment]
         secrets.randbits, secrets.randbelow = drawn  # type: ignore[assignment]
         random.setstate(saved[2])
@@ -554,7 +659,7 @@ def run(
     world = World(config, trace, meta_factory)
     backends.install(world)
     failure = None
-    with _determinism(config.seed):
+    with _determinism(config.seed), _checks_marked(world):
         token = runtime.use(
             replace(
                 world.sched.process("observer").runtime,
