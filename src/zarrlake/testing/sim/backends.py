@@ -12,12 +12,12 @@ hands out wrappers over the current run's stores.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from zarrlake import metastore, storage
 from zarrlake.errors import CASFailedError, NotFoundError, TransientError
-from zarrlake.metastore.base import Item, MetaStore, WrapperMetaStore
+from zarrlake.metastore.base import Call, MetaStore, T, WrapperMetaStore
 from zarrlake.storage.base import ByteRange, ObjectStoreBackend, WrapperObjectStore
 from zarrlake.testing.sim.faults import Fault
 
@@ -190,77 +190,23 @@ class SimMetaStore(_Stops, WrapperMetaStore):
         super().__init__(inner)
         self.world = world
 
-    def get(self, partition: str, key: bytes) -> tuple[bytes, int] | None:
-        """Read, after the scheduler lets this call run (and maybe faults it)."""
-        return self._call(
-            f"meta.get {_short(partition)} {key!r}", lambda: self.inner.get(partition, key), False
-        )
-
-    def scan(
-        self,
-        partition: str,
-        start: bytes = b"",
-        prefix: bytes | None = None,
-        limit: int | None = None,
-    ) -> Iterator[Item]:
-        """Scan (the whole result at once), after the scheduler lets this call run (and maybe faults
-        it)."""
-        what = f"meta.scan {_short(partition)} {prefix or start!r}"
-        return iter(
-            self._call(what, lambda: list(self.inner.scan(partition, start, prefix, limit)), False)
-        )
-
-    def set(self, partition: str, key: bytes, value: bytes) -> int:
-        """Write, after the scheduler lets this call run (and maybe faults it)."""
-        return self._call(
-            f"meta.set {_short(partition)} {key!r}",
-            lambda: self.inner.set(partition, key, value),
-            True,
-        )
-
-    def set_many(self, partition: str, items: Iterable[tuple[bytes, bytes | None]]) -> None:
-        """Write the batch, after the scheduler lets this call run (and maybe faults it)."""
-        batch = list(items)
-        keys = ", ".join(repr(k) for k, _ in batch[:3]) + (" ..." if len(batch) > 3 else "")
-        self._call(
-            f"meta.set_many {_short(partition)} {keys}",
-            lambda: self.inner.set_many(partition, batch),
-            True,
-        )
-
-    def delete(self, partition: str, key: bytes) -> None:
-        """Delete, after the scheduler lets this call run (and maybe faults it)."""
-        self._call(
-            f"meta.delete {_short(partition)} {key!r}",
-            lambda: self.inner.delete(partition, key),
-            True,
-        )
-
-    def set_if(self, partition: str, key: bytes, value: bytes, expected: int | None) -> int:
-        """Compare-and-swap, after the scheduler lets this call run (and maybe faults it)."""
-        return self._call(
-            f"meta.set_if {_short(partition)} {key!r}",
-            lambda: self.inner.set_if(partition, key, value, expected),
-            True,
-        )
-
-    def delete_if(self, partition: str, key: bytes, expected: int) -> None:
-        """Compare-and-delete at a scheduling point."""
-        self._call(
-            f"meta.delete_if {_short(partition)} {key!r}",
-            lambda: self.inner.delete_if(partition, key, expected),
-            True,
-        )
-
-    def drop_partition(self, partition: str) -> None:
-        """Drop the partition, after the scheduler lets this call run (and maybe faults it)."""
-        self._call(
-            f"meta.drop {_short(partition)}", lambda: self.inner.drop_partition(partition), True
-        )
+    def _around(self, call: Call, run: Callable[[], T]) -> T:
+        """Stop at the scheduler (and maybe get a fault) before the call runs; a scan is read
+        whole there."""
+        keys = call.keys
+        shown = ", ".join(repr(k) for k in keys[:3]) + (" ..." if len(keys) > 3 else "")
+        what = f"meta.{OPS.get(call.op, call.op)} {_short(call.partition)} {shown}".rstrip()
+        if call.op == "scan":
+            return iter(self._call(what, lambda: list(run()), False))  # type: ignore[return-value, arg-type]
+        return self._call(what, run, call.write)
 
     def close(self) -> None:
         """Nothing: the world's store outlives every actor's handle."""
         pass
+
+
+OPS = {"drop_partition": "drop"}
+"""The names the world's checks know some metastore calls by (`world.META_WRITES`)."""
 
 
 def _short(partition: str) -> str:
