@@ -96,15 +96,6 @@ def create(
     records.check_text(description, "description")
     if author is not None:
         author = records.check_name(author, "author")
-    same = [
-        p.id
-        for p in records_of(repo).list(records.OPEN)
-        if (p.source, p.target) == (source, target)
-    ]
-    if same:
-        raise PullRequestError(
-            f"pull request #{same[0]} of {source!r} into {target!r} is open already"
-        )
     rec = records_of(repo).create(source, target, title, description, author)
     return PullRequest(repo, rec)
 
@@ -335,8 +326,21 @@ class PullRequest:
         return self._update(lambda r: records.close(r, by))
 
     def reopen(self) -> PullRequest:
-        """Open a closed pull request again; returns self."""
-        return self._update(records.reopen)
+        """Open a closed pull request again; returns self. PullRequestError if another
+        pull request of the same branches is open (it holds their index record)."""
+        prs = records_of(self._repo)
+        self.refresh()
+        records.reopen(self._rec)  # refuses early unless closed
+        prs.claim(self._rec)
+        self._update(records.reopen)
+        if prs.holder(self.source, self.target) != self.id:  # a creator took it meanwhile
+            with contextlib.suppress(ZarrLakeError):
+                self._update(lambda r: records.close(r, r.closed_by) if r.state == "open" else None)
+            raise PullRequestError(
+                f"cannot reopen pull request #{self.id}: another pull request of "
+                f"{self.source!r} into {self.target!r} was opened meanwhile"
+            )
+        return self
 
     def recover(self) -> PullRequest:
         """Settle a "merging" state whose merger died or whose lease ran out: merged if the

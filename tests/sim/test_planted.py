@@ -34,6 +34,7 @@ SYMPTOMS = {
     "lease_not_renewed": r"lease of its running committer .* lapsed",
     # pages of a write in flight deleted (or named by the head that lands)
     "page_age_by_local_clock": r"page \S+ of a write by \S+ still in flight|of \S+ is gone",
+    "merge_ignores_failed_check": r"on the guarded branch .* although check",
 }
 
 
