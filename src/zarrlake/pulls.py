@@ -223,12 +223,18 @@ class PullRequest:
         against its merge base with the target (`Repo.run_checks`); [] when none guard it."""
         return self._checks(self.source_head)
 
-    def _checks(self, head: str) -> list[CheckResult]:
-        names = guarding_checks(self._repo, self._rec.target)
-        if not names:
+    def _checks(self, head: str, record: bool = True) -> list[CheckResult]:
+        """The guarding checks' results for `head` against its merge base with the target;
+        without `record`, results not recorded yet are computed and not written."""
+        rules = [r for r in self._repo.list_checks() if r.guards(self._rec.target)]
+        if not rules:
             return []
         base = self._repo.merge_base(self._rec.target, head)
-        return self._repo.run_checks(head, base=base, names=names)
+        if record:
+            return self._repo.run_checks(head, base=base, names=[r.name for r in rules])
+        from zarrlake.txn.checks import run_checks
+
+        return run_checks(self._repo.context, rules, head, base, record=False)
 
     def blockers(self) -> list[str]:
         """Why a merge would be refused now, one line each ([] when it may merge)."""
@@ -241,9 +247,10 @@ class PullRequest:
         needed, dismiss = self._policy()
         return out + self._rec.blockers(head, needed, dismiss)
 
-    def to_json(self, checks: bool = True) -> dict:
+    def to_json(self, checks: bool = True, record: bool = True) -> dict:
         """The pull request as the CLI's and the web UI's JSON show it; with `checks`, the
-        checks' results, approvals and blockers for the source's current head too."""
+        checks' results, approvals and blockers for the source's current head too (results
+        computed now are recorded unless `record` is False: a web page only reads)."""
         r = self._rec
         out: dict[str, Any] = {
             "id": r.id,
@@ -276,7 +283,7 @@ class PullRequest:
         out["source_head"] = head[0] if head else None
         if head is None or r.state != records.OPEN:
             return out
-        results = self._checks(head[0])
+        results = self._checks(head[0], record)
         needed, dismiss = self._policy()
         out["checks"] = [
             {"name": c.name, "passed": c.passed, "message": c.message, **_located(c)}

@@ -41,6 +41,20 @@ def create(args: tuple[dict, str, Any, Any]) -> None:
     repo.close()
 
 
+def create_same(args: tuple[dict, str, Any, Any]) -> None:
+    """A racer opening a pull request of `branch` into main, as every racer does: put its
+    id, or the error's class name and message, on `results`."""
+    where, branch, barrier, results = args
+    repo = zl.Repo.open(**where)
+    barrier.wait(timeout=60)
+    try:
+        results.put(("created", repo.create_pull_request(branch, "main").id))
+    except zl.ZarrLakeError as e:
+        results.put((type(e).__name__, str(e)))
+    finally:
+        repo.close()
+
+
 if __name__ == "__main__":
     outcome = merge(json.loads(sys.argv[1]), int(sys.argv[2]), sys.argv[3])
     sys.stdout.write(json.dumps(outcome) + "\n")
