@@ -553,11 +553,13 @@ def tables_of(keys: list[str], sizes: dict[str, int]) -> list[str]:
 
 def drop_check_results(ctx: RepoContext, commits: list[str]) -> None:
     """Delete the check results recorded on or against `commits`, which gc or expiry is
-    about to delete (a run stopping between leaves none behind), and those of removed
-    check rules: results are a cache that would otherwise grow forever."""
-    from zarrlake.vc.checks.rules import drop_results
+    about to delete (a run stopping between leaves none behind), and, while at it, those
+    of removed check rules: results are a cache that would otherwise grow forever. A run
+    deleting no commit reads nothing."""
+    if commits:
+        from zarrlake.vc.checks.rules import drop_results
 
-    drop_results(ctx.meta, ctx.refs.partition, commits)
+        drop_results(ctx.meta, ctx.refs.partition, commits)
 
 
 def vacuum(meta: object) -> int:

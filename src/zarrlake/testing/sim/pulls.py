@@ -1,6 +1,6 @@
 """Pull-request actors for the simulator, and the invariants about checks and pull requests.
 
-In one seed in `EVERY` (drawn from a stream of its own, so the other seeds run as before)
+In one seed in seven (`EVERY`, drawn from a stream of its own: the other seeds run as before)
 a `pulls` actor joins the run. It declares a check guarding `main` (at most N chunks
 changed, N drawn), then opens pull requests of `dev` into `main`, writes to `dev`, approves,
 closes, and merges: through the pull request (sometimes with a second process merging the
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from zarrlake.testing.sim.model import Model
     from zarrlake.testing.sim.world import World
 
-EVERY = 5
+EVERY = 7
 """One seed in this many gets a `pulls` actor (unless `Config.actors` says who runs)."""
 SOURCE, TARGET = "dev", "main"
 CHECK = "sim-max-chunks"
@@ -196,7 +196,7 @@ def pull_requests(a: Actor) -> None:
     repo = a.open()
     watch = PullWatch(a.world)
     _declare(a, watch)
-    for _ in range(a.world.ops + 2):
+    for _ in range(a.world.ops + 1):
         a.think()
         roll = a.rng.random()
         try:

@@ -143,8 +143,8 @@ class CheckRules:
 
     def remove(self, name: str) -> None:
         """Remove the rule `name`; NotFoundError when there is none. Its recorded results
-        go at the next gc or expiry (`drop_results`): a rule added again meanwhile with
-        the same check finds them still."""
+        go at the next gc or expiry that deletes commits (`drop_results`): a rule added
+        again meanwhile with the same check finds them still."""
         key = PREFIX + check_name(name).encode()
         got = self.meta.get(self.partition, key)
         if got is None:
