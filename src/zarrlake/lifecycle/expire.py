@@ -143,12 +143,12 @@ def expire(
     objects.map(lambda cid: ctx.object_store.delete(f"{EXPIRED_PREFIX}{cid}"), back)
     for cid in back:
         del doomed[cid]
+    from zarrlake.lifecycle.gc import drop_check_results  # their check results go first
+
+    drop_check_results(ctx, list(doomed))
     objects.map(lambda cid: ctx.object_store.delete(f"commits/{cid}"), list(doomed))
     for cid in doomed:
         objects.forget(cid)
-    from zarrlake.lifecycle.gc import drop_check_results  # their check results go with them
-
-    drop_check_results(ctx, list(doomed))
     report.commits_expired = len(doomed)
     report.seconds = time.monotonic() - start
     return report
