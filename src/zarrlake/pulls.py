@@ -96,15 +96,6 @@ def create(
     records.check_text(description, "description")
     if author is not None:
         author = records.check_name(author, "author")
-    same = [
-        p.id
-        for p in records_of(repo).list(records.OPEN)
-        if (p.source, p.target) == (source, target)
-    ]
-    if same:
-        raise PullRequestError(
-            f"pull request #{same[0]} of {source!r} into {target!r} is open already"
-        )
     rec = records_of(repo).create(source, target, title, description, author)
     return PullRequest(repo, rec)
 
@@ -232,12 +223,18 @@ class PullRequest:
         against its merge base with the target (`Repo.run_checks`); [] when none guard it."""
         return self._checks(self.source_head)
 
-    def _checks(self, head: str) -> list[CheckResult]:
-        names = guarding_checks(self._repo, self._rec.target)
-        if not names:
+    def _checks(self, head: str, record: bool = True) -> list[CheckResult]:
+        """The guarding checks' results for `head` against its merge base with the target;
+        without `record`, results not recorded yet are computed and not written."""
+        rules = [r for r in self._repo.list_checks() if r.guards(self._rec.target)]
+        if not rules:
             return []
         base = self._repo.merge_base(self._rec.target, head)
-        return self._repo.run_checks(head, base=base, names=names)
+        if record:
+            return self._repo.run_checks(head, base=base, names=[r.name for r in rules])
+        from zarrlake.txn.checks import run_checks
+
+        return run_checks(self._repo.context, rules, head, base, record=False)
 
     def blockers(self) -> list[str]:
         """Why a merge would be refused now, one line each ([] when it may merge)."""
@@ -250,9 +247,10 @@ class PullRequest:
         needed, dismiss = self._policy()
         return out + self._rec.blockers(head, needed, dismiss)
 
-    def to_json(self, checks: bool = True) -> dict:
+    def to_json(self, checks: bool = True, record: bool = True) -> dict:
         """The pull request as the CLI's and the web UI's JSON show it; with `checks`, the
-        checks' results, approvals and blockers for the source's current head too."""
+        checks' results, approvals and blockers for the source's current head too (results
+        computed now are recorded unless `record` is False: a web page only reads)."""
         r = self._rec
         out: dict[str, Any] = {
             "id": r.id,
@@ -285,7 +283,7 @@ class PullRequest:
         out["source_head"] = head[0] if head else None
         if head is None or r.state != records.OPEN:
             return out
-        results = self._checks(head[0])
+        results = self._checks(head[0], record)
         needed, dismiss = self._policy()
         out["checks"] = [
             {"name": c.name, "passed": c.passed, "message": c.message, **_located(c)}
@@ -335,8 +333,21 @@ class PullRequest:
         return self._update(lambda r: records.close(r, by))
 
     def reopen(self) -> PullRequest:
-        """Open a closed pull request again; returns self."""
-        return self._update(records.reopen)
+        """Open a closed pull request again; returns self. PullRequestError if another
+        pull request of the same branches is open (it holds their index record)."""
+        prs = records_of(self._repo)
+        self.refresh()
+        records.reopen(self._rec)  # refuses early unless closed
+        prs.claim(self._rec)
+        self._update(records.reopen)
+        if prs.holder(self.source, self.target) != self.id:  # a creator took it meanwhile
+            with contextlib.suppress(ZarrLakeError):
+                self._update(lambda r: records.close(r, r.closed_by) if r.state == "open" else None)
+            raise PullRequestError(
+                f"cannot reopen pull request #{self.id}: another pull request of "
+                f"{self.source!r} into {self.target!r} was opened meanwhile"
+            )
+        return self
 
     def recover(self) -> PullRequest:
         """Settle a "merging" state whose merger died or whose lease ran out: merged if the

@@ -201,3 +201,18 @@ def test_every_kind_passes_then_fails_on_each_metastore(where):
     assert results["range"].array == "t" and (2, 0) in results["range"].chunks
     assert results["nodelete"].chunks == [(3, 0)]
     repo.close()
+
+
+def test_deleting_an_array_counts_its_chunks(repo):
+    """A commit deleting array `t` deletes its chunks too (found by the simulator: the
+    change set's keys could not be named once `t`'s document was gone, so no chunk
+    counted)."""
+    repo.add_check("few", MaxChangedChunks(3), branches=("nowhere",))
+    repo.add_check("keep", NoDeletedChunks(), branches=("nowhere",))
+    s = repo.create_session()
+    del zarr.open_group(s.store)["t"]
+    cid = s.commit("drop t")
+    few, keep = repo.run_checks(cid)
+    assert not few.passed and f"touches {ROWS} chunks" in few.message
+    assert not keep.passed and keep.array == "t" and keep.failing == ROWS
+    assert keep.chunks[:2] == [(0, 0), (1, 0)]

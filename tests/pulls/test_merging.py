@@ -167,3 +167,44 @@ def test_a_live_merger_holds_merging_until_its_lease_ends(repo: zl.Repo) -> None
         runtime.reset(token)
     pr.merge(by="alice")
     assert pr.state == "merged"
+
+
+def test_a_merge_whose_target_moved_after_its_checks_reruns_them_on_the_merged_result(
+    where: dict, repo: zl.Repo
+) -> None:
+    """The checks pass on the source and on the target's new commit alone, but not on
+    the two merged: the merge, paused in its own process after checking the source while
+    this process commits to the target, is refused and leaves the target where it was."""
+    import numpy as np
+    import zarr
+
+    from zarrlake.checks import Monotonic
+
+    s = repo.create_session()
+    zarr.create_array(s.store, name="time", shape=(8,), chunks=(1,), dtype="f8")[:] = np.arange(8)
+    s.commit("a time axis")
+    repo.create_branch("day2")
+    s = repo.create_session("day2")
+    zarr.open_array(s.store, path="time", mode="r+")[3] = 3.5
+    s.commit("time 3 -> 3.5")
+    repo.add_check("mono", Monotonic("time"), branches=("main",))
+    pr = repo.create_pull_request("day2", author="ingest")
+    assert [(c.name, c.passed) for c in pr.checks] == [("mono", True)]
+
+    ready, go, results = FORK.Event(), FORK.Event(), FORK.Queue()
+    proc = FORK.Process(target=workers.merge_paused, args=((where, pr.id, ready, go, results),))
+    proc.start()
+    assert ready.wait(timeout=120)
+    s = repo.create_session("main")
+    zarr.open_array(s.store, path="time", mode="r+")[4] = 3.2  # 3 < 3.2 < 5: it passes alone
+    moved = s.commit("time 4 -> 3.2")
+    go.set()
+    outcome = results.get(timeout=120)
+    proc.join(timeout=60)
+    assert proc.exitcode == 0
+    assert outcome[0] == "ChecksFailedError", outcome
+    [(name, commit, base, chunks)] = outcome[2]
+    assert (name, base) == ("mono", moved) and [3] in chunks  # on the merged result
+    assert commit not in (moved, repo.resolve("day2"))
+    assert repo.resolve("main") == moved
+    assert pr.refresh().state == "open" and pr.merge_commit is None

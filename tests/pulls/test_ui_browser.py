@@ -15,6 +15,8 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 import zarrlake as zl
 from tests.helpers.browser import headless_browser, shoot, ui_server
+from tests.pulls.conftest import write_row
+from tests.pulls.test_ui_pages import metastore_state
 from tests.pulls.test_ui_pages import repo as built_repo  # noqa: F401 - the module fixture
 
 
@@ -66,3 +68,24 @@ def test_header_to_pull_requests_to_one_to_its_source_head(
     assert [r.get_attribute("data-id") for r in b.find_elements(By.CSS_SELECTOR, "tr.pull")] == [
         "2"
     ]
+
+
+def test_a_browser_on_a_pull_request_page_writes_nothing(
+    server: str,
+    browser: WebDriver,
+    built_repo: zl.Repo,  # noqa: F811
+) -> None:
+    repo = built_repo
+    repo.create_branch("day4")
+    write_row(repo, "day4", 7, 900, "a bad day 4")
+    pr = repo.create_pull_request("day4", title="Day 4", author="bot")
+    before = metastore_state(repo)
+    b = browser
+    b.get(server.rstrip("/") + "/pulls")
+    b.find_element(By.CSS_SELECTOR, f'tr.pull[data-id="{pr.id}"] a.pull-link').click()
+    WebDriverWait(b, 20).until(lambda d: d.find_elements(By.ID, "pull-title"))
+    check = b.find_element(By.CSS_SELECTOR, 'tr.check[data-name="t-range"]')
+    assert check.get_attribute("data-passed") == "no" and "outside [0, 100]" in check.text
+    failing = b.find_elements(By.CSS_SELECTOR, 'svg.chunkmap[data-path="t"] rect.cell.failing')
+    assert len(failing) == 1
+    assert metastore_state(repo) == before

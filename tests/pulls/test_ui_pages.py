@@ -101,3 +101,34 @@ def test_bad_ids_and_states_are_4xx(client: TestClient, url: str, status: int, t
     r = client.get(url)
     assert r.status_code == status and text in r.text
     assert text in client.get("/api" + url).json()["error"]
+
+
+def metastore_state(repo: zl.Repo) -> list[tuple[bytes, int]]:
+    """(key, version) of every record in the refs and sessions partitions."""
+    ctx = repo.context
+    return [
+        (k, v)
+        for part in (ctx.refs.partition, ctx.partition("sessions"))
+        for k, _, v in ctx.meta.scan(part)
+    ]
+
+
+def test_a_page_computes_the_checks_it_shows_without_recording_them(
+    client: TestClient, repo: zl.Repo
+) -> None:
+    repo.create_branch("day3")
+    write_row(repo, "day3", 6, 700, "a bad day 3")
+    pr = repo.create_pull_request("day3", title="Day 3", author="bot")
+    before = metastore_state(repo)
+    assert not [k for k, _ in before if k.startswith(b"checkresult/" + pr.source_head.encode())]
+    r = client.get(f"/pull/{pr.id}")
+    assert 'data-name="t-range" data-passed="no"' in r.text and "outside [0, 100]" in r.text
+    assert re.findall(r'<rect class="(cell [^"]*)"', r.text) == ["cell written failing"]
+    doc = client.get(f"/api/pull/{pr.id}").json()
+    assert [(c["name"], c["passed"], c["chunks"]) for c in doc["checks"]] == [
+        ("t-range", False, [[6, 0]])
+    ]
+    assert client.get("/pulls").status_code == 200
+    assert metastore_state(repo) == before  # no GET wrote anything
+    assert [c.passed for c in pr.checks] == [False]  # the API records what it computes
+    assert metastore_state(repo) != before

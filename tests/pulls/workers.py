@@ -41,6 +41,49 @@ def create(args: tuple[dict, str, Any, Any]) -> None:
     repo.close()
 
 
+def create_same(args: tuple[dict, str, Any, Any]) -> None:
+    """A racer opening a pull request of `branch` into main, as every racer does: put its
+    id, or the error's class name and message, on `results`."""
+    where, branch, barrier, results = args
+    repo = zl.Repo.open(**where)
+    barrier.wait(timeout=60)
+    try:
+        results.put(("created", repo.create_pull_request(branch, "main").id))
+    except zl.ZarrLakeError as e:
+        results.put((type(e).__name__, str(e)))
+    finally:
+        repo.close()
+
+
+def merge_paused(args: tuple[dict, int, Any, Any, Any]) -> None:
+    """A merger that stops once its pull request is "merging" (its checks ran on the
+    source) until `go` is set, having set `ready`: meanwhile the test moves the target.
+    Puts ("merged", commit) or (error class, message, [(check, commit, base)]) on
+    `results`."""
+    from zarrlake import crashpoints
+
+    where, pr_id, ready, go, results = args
+    real = crashpoints.reached
+
+    def pause(point: str) -> None:
+        if point == "pr_after_merging":
+            ready.set()
+            go.wait(timeout=60)
+        real(point)
+
+    crashpoints.reached = pause
+    repo = zl.Repo.open(**where)
+    try:
+        results.put(("merged", repo.pull_request(pr_id).merge(by="paused")))
+    except zl.ChecksFailedError as e:
+        failed = [(r.name, r.commit, r.base, [list(c) for c in r.chunks]) for r in e.results]
+        results.put((type(e).__name__, str(e), failed))
+    except zl.ZarrLakeError as e:
+        results.put((type(e).__name__, str(e), []))
+    finally:
+        repo.close()
+
+
 if __name__ == "__main__":
     outcome = merge(json.loads(sys.argv[1]), int(sys.argv[2]), sys.argv[3])
     sys.stdout.write(json.dumps(outcome) + "\n")

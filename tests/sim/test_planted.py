@@ -28,6 +28,7 @@ SYMPTOMS = {
     "ref_moves_unguarded": (
         r"still needed|not in object storage|cannot be read|is missing"
         r"|which a branch, tag or open session keeps"
+        r"|could not read retained commit"  # expired under a reader (seed 4349, pulls seeds)
     ),
     "rebase_ignores_metadata_conflicts": r"over a (metadata|structural) conflict",
     # a committer waiting (for a stalled sweep) past its lease with no clock jump
@@ -40,6 +41,7 @@ SYMPTOMS = {
         r"lease recovery missed it|committed twice|landed twice|flush returned"
         r"|a failure that happened|reported a failure"
     ),
+    "merge_ignores_failed_check": r"on the guarded branch .* although check",
 }
 
 

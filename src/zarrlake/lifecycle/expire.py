@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from zarrlake import crashpoints
 from zarrlake.errors import ExpiredHistoryError, InvalidInputError, NotFoundError
-from zarrlake.lifecycle.gc import check_older_than
+from zarrlake.lifecycle.gc import check_older_than, drop_check_results
 from zarrlake.lifecycle.islands import forget, islands, note
 from zarrlake.vc.gc_protocol import GcState
 from zarrlake.vc.keep import kept
@@ -167,6 +167,7 @@ def expire(
         del doomed[cid]
     kept_below = {p for d, p in below.items() if d in doomed and p and p not in doomed}
     note(ctx, [p for p in kept_below if p not in reached and not objects.is_expired(p)])
+    drop_check_results(ctx, list(doomed))  # their check results go first
     objects.map(lambda cid: ctx.object_store.delete(f"commits/{cid}"), list(doomed))
     for cid in doomed:
         objects.forget(cid)

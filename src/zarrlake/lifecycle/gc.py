@@ -488,6 +488,7 @@ class Collector:
             order = {kind: i for i, kind in enumerate(KINDS)}
             due.sort(key=lambda k: order.get(kind_of(k), len(order)))
             sizes = {k: self.size(k, pool.get(k)) for k in due}
+            drop_check_results(self.ctx, [k[8:] for k in due if k.startswith("commits/")])
             crashpoints.reached("gc_before_delete")
             finished = True
             for i in range(0, len(due), self.delete_batch):
@@ -551,6 +552,17 @@ def tables_of(keys: list[str], sizes: dict[str, int]) -> list[str]:
         for k in keys
         if kind_of(k) == "chunks" and not 0 <= sizes.get(k, -1) < blocks.TABLE_MIN
     ]
+
+
+def drop_check_results(ctx: RepoContext, commits: list[str]) -> None:
+    """Delete the check results recorded on or against `commits`, which gc or expiry is
+    about to delete (a run stopping between leaves none behind), and, while at it, those
+    of removed check rules: results are a cache that would otherwise grow forever. A run
+    deleting no commit reads nothing."""
+    if commits:
+        from zarrlake.vc.checks.rules import drop_results
+
+        drop_results(ctx.meta, ctx.refs.partition, commits)
 
 
 def vacuum(meta: object) -> int:

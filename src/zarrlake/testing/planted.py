@@ -26,6 +26,9 @@ Nothing else sets them; the library never imports this module.
   sweeping host's clock against the page's last-modified time (the service's), not by the
   head's last-modified time: a host whose clock runs an hour ahead deletes the pages of a
   write still in flight.
+- `merge_ignores_failed_check`: a merge onto a branch that checks guard lands without its
+  checks refusing it (the gate of `Repo.merge`, which a pull request's merge goes through
+  too, lets every merged result pass).
 - `ref_moves_unguarded`: merges, reverts, resets and new refs write no keep record, so a
   sweep or an expiry they overlap does not know the commits they point at.
 """
@@ -197,6 +200,18 @@ def _ref_moves_unguarded() -> list[tuple[Any, str, Any]]:
     return [(repo, "keeping", lambda ctx, commits: contextlib.nullcontext())]
 
 
+def _merge_ignores_failed_check() -> list[tuple[Any, str, Any]]:
+    from zarrlake.txn import checks
+
+    original = checks.branch_gate
+
+    def branch_gate(ctx: Any, what: str) -> Any:
+        gate = original(ctx, what)
+        return (lambda branch, new, head: None) if what == "merge" else gate
+
+    return [(checks, "branch_gate", branch_gate)]
+
+
 BUGS: dict[str, Callable[[], list[tuple[Any, str, Any]]]] = {
     "gc_ignores_grace": _gc_ignores_grace,
     "commit_skips_rebase_conflicts": _commit_skips_rebase_conflicts,
@@ -210,6 +225,7 @@ BUGS: dict[str, Callable[[], list[tuple[Any, str, Any]]]] = {
     "rebase_ignores_metadata_conflicts": _rebase_ignores_metadata_conflicts,
     "lease_not_renewed": _lease_not_renewed,
     "page_age_by_local_clock": _page_age_by_local_clock,
+    "merge_ignores_failed_check": _merge_ignores_failed_check,
     "recovery_trusts_failed_read": _recovery_trusts_failed_read,
 }
 

@@ -15,16 +15,22 @@ from zarrlake.vc.checks.run import CheckResult, failure, run_rules
 
 
 def run_checks(
-    ctx: RepoContext, rules: list[CheckRule], commit: str, base: str, reuse: bool = True
+    ctx: RepoContext,
+    rules: list[CheckRule],
+    commit: str,
+    base: str,
+    reuse: bool = True,
+    record: bool = True,
 ) -> list[CheckResult]:
     """The results of `rules` on the change from `base` to `commit` (recorded ones for
-    this pair reused unless `reuse` is False)."""
+    this pair reused unless `reuse` is False; the others recorded unless `record` is
+    False)."""
     results = CheckResults(ctx.meta, ctx.refs.partition)
 
     def view() -> CheckContext:
         return CheckContext(ctx, change_between(ctx.objects, commit, base))
 
-    return run_rules(rules, commit, base, view, results, reuse)
+    return run_rules(rules, commit, base, view, results, reuse, record)
 
 
 def enforce(

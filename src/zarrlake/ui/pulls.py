@@ -1,7 +1,8 @@
 """The pull request pages: the list, and one pull request with its checks (failing chunks
 marked on the chunk maps of its diff), reviews and comments. Like every page they only
-read; the checks run for the source's current head (their results are recorded by
-`Repo.run_checks`, a cache of results, not a change to any branch)."""
+read: the checks' results for the source's current head are the recorded ones where a
+commit, merge or `Repo.run_checks` recorded them, else computed for the page and not
+written (a GET writes nothing to the metastore)."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ class PullPages:
     def pull(self, request: Request) -> Response:
         """One pull request: what it changes, its checks, reviews and comments."""
         pr = self.repo.pull_request(request.path_params["id"][:20])
-        data = pr.to_json()
+        data = pr.to_json(record=False)
         a, b = self._range(pr, data)
         data.update({"diff_from": a, "diff_to": b, "nodes": [], "chunk_maps": [], "more_maps": []})
         if a is not None and b is not None:

@@ -7,6 +7,14 @@ clients creating pull requests at once never get the same number; a lost reply m
 number, which is harmless. Every change to a record is a compare-and-swap against the
 version read, retried with jittered backoff on a lost race (`PullRequests.update`).
 
+One open pull request per (source, target): an index record `pr-open/<digest of the
+pair>` names the pull request holding the pair, taken by compare-and-swap before its
+record is written. A holder that is merged or closed no longer holds it; a holder whose
+record is missing (its creator claimed the pair and has not written it, or never will) is
+voided (`pr/<id>` written as a void record, so that creator's write fails and it tries
+again). Repositories from before the index are indexed once, by the first creation that
+finds no `pr-indexed` marker (`PullRequests.index_old`).
+
 States: open -> merging -> merged, open -> closed -> open. "merging" is held by one merger
 (a random token, its process identity and a lease), so two merges of one pull request cannot
 both run; a merger that died leaves a "merging" record that `recover` settles.
@@ -14,6 +22,8 @@ both run; a merger that died leaves a "merging" record that `recover` settles.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import secrets
 from collections.abc import Callable
@@ -33,6 +43,10 @@ from zarrlake.retry import RetryPolicy, backoff
 
 PREFIX = b"pr/"
 SEQ_KEY = b"pr-seq"
+INDEX = b"pr-open/"
+INDEXED = b"pr-indexed"
+VOID = b'{"void": true}'
+"""What `pr/<id>` holds when its creator claimed the pair and never wrote it."""
 OPEN, MERGING, MERGED, CLOSED = "open", "merging", "merged", "closed"
 STATES = (OPEN, MERGING, MERGED, CLOSED)
 APPROVE, REQUEST_CHANGES = "approve", "request_changes"
@@ -210,21 +224,100 @@ class PullRequests:
     def create(
         self, source: str, target: str, title: str, description: str, author: str | None
     ) -> PullRecord:
-        """Store a new open pull request with the next id."""
-        now = runtime.now()
-        while True:
+        """Store a new open pull request with the next id; PullRequestError if one of
+        `source` into `target` is open already (one read of the index, whatever the
+        number of pull requests)."""
+        self.index_old()
+        key = index_key(source, target)
+        for _ in backoff(UPDATE_POLICY):
+            got = self.meta.get(self.partition, key)
+            held = None if got is None else int(json.loads(got[0])["id"])
+            if held is not None and self._holds(held):
+                raise PullRequestError(
+                    f"pull request #{held} of {source!r} into {target!r} is open already"
+                )
             pr_id = self._next_id()
+            claim = json.dumps({"id": pr_id, "source": source, "target": target}).encode()
+            try:
+                self.meta.set_if(self.partition, key, claim, got[1] if got else None)
+            except CASFailedError:
+                continue  # another creator (or a reopen) took the pair: look again
+            now = runtime.now()
             rec = PullRecord(pr_id, source, target, title, description, author, OPEN, now, now)
-            try:  # the id is ours; only a record left by a lost reply could be there
+            try:  # voided meanwhile by a creator that took this claim for a dead one
                 self.meta.set_if(self.partition, self._key(pr_id), rec.encode(), None)
                 return rec
             except CASFailedError:
                 continue
+        raise PullRequestError(f"could not open a pull request of {source!r} (too many at once)")
+
+    def _holds(self, pr_id: int) -> bool:
+        """Whether pull request `pr_id` still holds its pair: open or being merged. A
+        missing record is voided (its creator's write then fails): it never will."""
+        got = self.meta.get(self.partition, self._key(pr_id))
+        if got is None:
+            try:
+                self.meta.set_if(self.partition, self._key(pr_id), VOID, None)
+                return False
+            except CASFailedError:
+                got = self.meta.get(self.partition, self._key(pr_id))
+                if got is None:
+                    return False
+        if _is_void(got[0]):
+            return False
+        return PullRecord.decode(got[0]).state in (OPEN, MERGING)
+
+    def claim(self, rec: PullRecord) -> None:
+        """Make `rec` (being reopened) the holder of its pair; PullRequestError if another
+        open pull request holds it."""
+        key = index_key(rec.source, rec.target)
+        for _ in backoff(UPDATE_POLICY):
+            got = self.meta.get(self.partition, key)
+            held = None if got is None else int(json.loads(got[0])["id"])
+            if held == rec.id:
+                return
+            if held is not None and self._holds(held):
+                raise PullRequestError(
+                    f"cannot reopen pull request #{rec.id}: #{held} of {rec.source!r} into "
+                    f"{rec.target!r} is open"
+                )
+            claim = {"id": rec.id, "source": rec.source, "target": rec.target}
+            try:
+                self.meta.set_if(
+                    self.partition, key, json.dumps(claim).encode(), got[1] if got else None
+                )
+                return
+            except CASFailedError:
+                continue
+        raise PullRequestError(f"pull request #{rec.id}: its index kept changing; try again")
+
+    def holder(self, source: str, target: str) -> int | None:
+        """The id the index names for the pair (it may be closed or merged since)."""
+        got = self.meta.get(self.partition, index_key(source, target))
+        return None if got is None else int(json.loads(got[0])["id"])
+
+    def index_old(self) -> None:
+        """Index the open pull requests of a repository from before the index (once: the
+        `pr-indexed` marker says it is done)."""
+        if self.meta.get(self.partition, INDEXED) is not None:
+            return
+        for rec in self.list():
+            if rec.state in (OPEN, MERGING):
+                claim = {"id": rec.id, "source": rec.source, "target": rec.target}
+                with contextlib.suppress(CASFailedError):  # indexed already
+                    self.meta.set_if(
+                        self.partition,
+                        index_key(rec.source, rec.target),
+                        json.dumps(claim).encode(),
+                        None,
+                    )
+        with contextlib.suppress(CASFailedError):
+            self.meta.set_if(self.partition, INDEXED, b"1", None)
 
     def get(self, pr_id: int) -> tuple[PullRecord, int]:
         """(record, version); NotFoundError when there is no such pull request."""
         got = self.meta.get(self.partition, self._key(pr_id))
-        if got is None:
+        if got is None or _is_void(got[0]):
             raise NotFoundError(f"no pull request #{pr_id}")
         return PullRecord.decode(got[0]), got[1]
 
@@ -234,7 +327,11 @@ class PullRequests:
             raise InvalidInputError(
                 f"state must be one of {', '.join(STATES)} or None, not {state!r}"
             )
-        out = [PullRecord.decode(v) for _, v, _ in self.meta.scan(self.partition, prefix=PREFIX)]
+        out = [
+            PullRecord.decode(v)
+            for _, v, _ in self.meta.scan(self.partition, prefix=PREFIX)
+            if not _is_void(v)
+        ]
         return sorted((r for r in out if state in (None, r.state)), key=lambda r: r.id)
 
     def update(self, pr_id: int, change: Callable[[PullRecord], PullRecord | None]) -> PullRecord:
@@ -252,6 +349,16 @@ class PullRequests:
             except CASFailedError:
                 continue
         raise PullRequestError(f"pull request #{pr_id}: its record kept changing; try again")
+
+
+def index_key(source: str, target: str) -> bytes:
+    """The index record of the pair (a digest: branch names may hold any ref character)."""
+    pair = json.dumps([source, target]).encode()
+    return INDEX + hashlib.sha256(pair).hexdigest()[:40].encode()
+
+
+def _is_void(value: bytes) -> bool:
+    return value == VOID
 
 
 # transitions: each takes a record and returns the changed one (or raises) -----------------

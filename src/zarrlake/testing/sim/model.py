@@ -147,6 +147,7 @@ class Model:
         self.later: list = []  # judgements waiting for the end of the step
         self.seq = 0  # orders the beginnings and ends of intents
         self.counts: Counter[str] = Counter()  # invariants checked, by kind
+        self.watchers: list = []  # more invariants after each check_refs (sim/pulls.py)
 
     # reading the stores -----------------------------------------------------------------
 
@@ -360,6 +361,8 @@ class Model:
                 else:
                     self.learn(new)
                     self.tags[name] = new
+        for watch in self.watchers:
+            watch()
 
     def _running(self, kind: str, branch: str) -> list[Intent]:
         return [
@@ -660,7 +663,8 @@ class Model:
         info = self.commits[cid]
         head = info.parents[0]
         if intent.kind == "merge":
-            assert intent.source is not None
+            if intent.source is None:  # a pull request merges its source as it finds it
+                intent.source = info.parents[-1]
             if info.parents != (head, intent.source):
                 raise Violation(f"merge {cid[:12]} has parents {info.parents}")
             bases = self._merge_bases(head, intent.source)

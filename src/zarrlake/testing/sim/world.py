@@ -33,6 +33,7 @@ from zarrlake.metastore.memory import MemoryMetaStore
 from zarrlake.repo import Repo
 from zarrlake.storage.base import ObjectStore
 from zarrlake.testing.sim import backends
+from zarrlake.testing.sim import pulls as sim_pulls
 from zarrlake.testing.sim.actors import PROGRAMS, Actor
 from zarrlake.testing.sim.backends import DictObjectStore
 from zarrlake.testing.sim.faults import FaultPlan
@@ -251,6 +252,7 @@ class World:
         n = self.rng.randint(2, 5)  # drawn even when given, so the rest of the run is alike
         drawn = sorted(self.rng.choice(KINDS) for _ in range(n))
         names = [f"{kind}{i}" for i, kind in enumerate(drawn)]
+        names += [f"{k}{len(names)}" for k in sim_pulls.drawn(config.seed)]
         if config.actors is not None:
             names = [a if a[-1].isdigit() else f"{a}{i}" for i, a in enumerate(config.actors)]
         self.kinds = tuple(names)
@@ -374,7 +376,7 @@ class World:
         for name in self.kinds:
             kind = name.rstrip("0123456789")
             actor = Actor(self, name, random.Random(f"{self.config.seed}/{name}"))
-            actor.start(PROGRAMS[kind])
+            actor.start((PROGRAMS | sim_pulls.PROGRAMS)[kind])
 
     def check_step(self) -> None:
         """Check the invariants after a step: refs and commits, each deletion and expiry, actor

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.vc.checks.context import Coords
+from zarrlake.vc.chunk_keys import KeyNamer
 from zarrlake.vc.diff import Diff, diff_change_set, diff_snapshots
 from zarrlake.vc.objects import Objects
 
@@ -36,13 +37,20 @@ class Change:
         return sum(map(len, self.written.values())) + sum(map(len, self.deleted.values()))
 
 
-def _coords(groups: dict[str, set]) -> dict[str, list[Coords]]:
-    out = {}
+def _coords(groups: dict[str, set], namer: KeyNamer) -> dict[str, list[Coords]]:
+    """Node -> sorted chunk coordinates. A key the diff could not name (the chunks of an
+    array the commit deleted: its document is gone from the new snapshot) is named with
+    the documents of both snapshots, so deleting an array counts its chunks."""
+    found: dict[str, set[Coords]] = {}
     for node, items in groups.items():
-        coords = sorted(c for c in items if isinstance(c, tuple))
-        if coords:
-            out[node] = coords
-    return out
+        for c in items:
+            if isinstance(c, tuple):
+                found.setdefault(node, set()).add(c)
+                continue
+            owner, coords = namer.name(c)
+            if coords is not None and f"{owner}/zarr.json" in namer.docs:
+                found.setdefault(owner, set()).add(coords)
+    return {node: sorted(coords) for node, coords in found.items() if coords}
 
 
 def change_between(objects: Objects, commit: str, base: str) -> Change:
@@ -61,11 +69,12 @@ def change_between(objects: Objects, commit: str, base: str) -> Change:
         for k in set(old.meta) | set(new.meta)
         if old.meta.get(k) != new.meta.get(k)
     )
+    namer = KeyNamer(old.meta, new.meta)
     return Change(
         commit,
         base,
-        _coords(diff.chunks_written),
-        _coords(diff.chunks_deleted),
+        _coords(diff.chunks_written, namer),
+        _coords(diff.chunks_deleted, namer),
         new.meta,
         old.meta,
         nodes,

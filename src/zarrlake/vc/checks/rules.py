@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
@@ -26,6 +27,8 @@ GUARDS = b"protect"
 """The prefix both protection rules and check rules start with (one scan reads both)."""
 PREFIX = b"protect:check/"
 RESULTS = b"checkresult/"
+DROP_BATCH = 500
+"""Results deleted per metastore write when they are cleaned up."""
 NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 
 
@@ -139,7 +142,9 @@ class CheckRules:
         return rule
 
     def remove(self, name: str) -> None:
-        """Remove the rule `name`; NotFoundError when there is none."""
+        """Remove the rule `name`; NotFoundError when there is none. Its recorded results
+        go at the next gc or expiry that deletes commits (`drop_results`): a rule added
+        again meanwhile with the same check finds them still."""
         key = PREFIX + check_name(name).encode()
         got = self.meta.get(self.partition, key)
         if got is None:
@@ -199,7 +204,30 @@ class CheckResults:
             for k, v, _ in self.meta.scan(self.partition, prefix=prefix)
         }
 
+    def drop(self, commits: Iterable[str], rules: Iterable[str]) -> int:
+        """Delete the results computed on or against any of `commits` (expired or
+        collected: their pair can never be asked about again) and those of any rule not
+        among `rules` (the names declared now: a removed rule's results); one scan of the
+        results. Returns how many were deleted."""
+        gone, declared = set(commits), set(rules)
+        doomed = []
+        for key, _, _ in self.meta.scan(self.partition, prefix=RESULTS):
+            commit, base, name = key[len(RESULTS) :].decode().split("/", 2)
+            if commit in gone or base in gone or name not in declared:
+                doomed.append(key)
+        for i in range(0, len(doomed), DROP_BATCH):
+            self.meta.set_many(self.partition, [(k, None) for k in doomed[i : i + DROP_BATCH]])
+        return len(doomed)
+
     def of_commit(self, commit: str) -> list[dict]:
         """Every result recorded for `commit` (against any base)."""
         prefix = RESULTS + f"{commit}/".encode()
         return [json.loads(v) for _, v, _ in self.meta.scan(self.partition, prefix=prefix)]
+
+
+def drop_results(meta: MetaStore, partition: str, commits: Iterable[str]) -> int:
+    """Delete the results of `commits` (being expired or collected) and of removed rules;
+    returns how many (gc and expiry call it: results are a cache that would otherwise
+    grow forever)."""
+    declared = [r.name for r in read_guards(meta, partition).checks]
+    return CheckResults(meta, partition).drop(commits, declared)

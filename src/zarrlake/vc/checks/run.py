@@ -88,9 +88,11 @@ def run_rules(
     make_view: Callable[[], ChangeView],
     results: CheckResults,
     reuse: bool = True,
+    record: bool = True,
 ) -> list[CheckResult]:
     """The results of `rules` on the change from `base` to `commit`, in rule order: those
-    recorded for this pair (and rule) reused, the others computed on one view and recorded."""
+    recorded for this pair (and rule) reused, the others computed on one view and recorded
+    (unless `record` is False: a reader such as a web page writes nothing)."""
     found: dict[str, CheckResult] = {}
     if reuse and rules:
         recorded = results.for_pair(commit, base)
@@ -120,7 +122,8 @@ def run_rules(
             )
             computed.append((rule, res.to_json()))
             found[rule.name] = res
-        results.put(commit, base, computed)
+        if record:
+            results.put(commit, base, computed)
     return [found[r.name] for r in rules]
 
 
