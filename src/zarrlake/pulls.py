@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from zarrlake import crashpoints
 from zarrlake.errors import (
@@ -31,8 +31,42 @@ from zarrlake.vc.pulls import APPROVE, MERGING, REQUEST_CHANGES, PullRecord, Pul
 from zarrlake.vc.refs import BRANCH
 
 if TYPE_CHECKING:
-    from zarrlake.repo import Repo
+    from zarrlake.connection import RepoContext
+    from zarrlake.vc.checks.rules import CheckRule
     from zarrlake.vc.checks.run import CheckResult
+
+
+class Repo(Protocol):
+    """What a pull request uses of its repository (`zarrlake.Repo`, which sits above this
+    module and hands pull requests out)."""
+
+    @property
+    def context(self) -> RepoContext: ...
+
+    def list_branches(self) -> dict[str, str]: ...
+
+    def list_checks(self) -> list[CheckRule]: ...
+
+    def log(self, ref: str = "main", limit: int | None = None) -> list[Any]: ...
+
+    def merge_base(self, a: str, b: str) -> str: ...
+
+    def merge(
+        self,
+        source: str,
+        into: str = "main",
+        *,
+        message: str | None = None,
+        author: str | None = None,
+        fast_forward: Any = "allow",
+    ) -> str: ...
+
+    def run_checks(
+        self, ref: str, base: str | None = None, names: list[str] | None = None
+    ) -> list[CheckResult]: ...
+
+    from zarrlake.vc.checks.run import CheckResult
+
 
 __all__ = ["PullRequest"]
 

@@ -24,6 +24,10 @@ FORMER = {
     "registration (failed once keep records were fenced, which moved the interleaving)",
     1000324: "the model bound a reset's move to the first of two identical resets, then "
     "took the second's own move (after main was moved back) for a phantom",
+    1122: "expire re-read the refs before the keep records after writing its markers: a "
+    "reset moved main onto a doomed commit between the two reads and dropped its keep record, "
+    "so neither read saw it and expire deleted the record of main's head (after the keep "
+    "records' fence and islands moved the interleaving)",
     1002040: "the model bound a tag's deletion to the first of two deletions of it, then "
     "took that one's NotFoundError for a failure that happened",
 }

@@ -86,8 +86,18 @@ def protected(ctx: RepoContext, selected: dict[str, str]) -> set[str]:
     (vc/keep.py), the whole history of branches not selected, and each open session's
     commits from its branch head down to its base."""
     objects = ctx.objects
+    # Keep records and sessions are read before the refs: an operation moves its ref and then
+    # drops its record, a commit moves its branch and then ends its session, so whichever
+    # moment the reads fall in, one of the two reads sees the commit.
+    held = kept(ctx)
+    now = ctx.clock()
+    live = [
+        rec
+        for rec in ctx.records.scan()
+        if rec.status == "committing" or (rec.status == "open" and rec.expires_at > now)
+    ]
     heads = ctx.refs.list(BRANCH)
-    keep = set(heads.values()) | set(ctx.refs.list(TAG).values()) | kept(ctx)
+    keep = set(heads.values()) | set(ctx.refs.list(TAG).values()) | held
     gone = expired_commits(objects)
     seen: set[str] = set()
     stack = [cid for name, cid in heads.items() if name not in selected]
@@ -98,10 +108,8 @@ def protected(ctx: RepoContext, selected: dict[str, str]) -> set[str]:
         seen.add(cid)
         stack.extend(objects.read_commit(cid).parents)
     keep |= seen
-    now = ctx.clock()
-    for rec in ctx.records.scan():
-        live = rec.status == "committing" or (rec.status == "open" and rec.expires_at > now)
-        if live and rec.branch in heads:
+    for rec in live:
+        if rec.branch in heads:
             keep.add(rec.base)
             for cid, _ in objects.history(heads[rec.branch]):
                 keep.add(cid)

@@ -40,8 +40,8 @@ from zarrlake.testing.sim.model import Handle, Intent, Outcome, SessionModel, Vi
 
 if TYPE_CHECKING:
     from zarrlake.session import Session
+    from zarrlake.testing.sim.protocols import World
     from zarrlake.testing.sim.scheduler import Process
-    from zarrlake.testing.sim.world import World
 
 BRANCHES = ("main", "dev")
 DEFINITE = (

@@ -22,7 +22,7 @@ from zarrlake.storage.base import ByteRange, ObjectStoreBackend, WrapperObjectSt
 from zarrlake.testing.sim.faults import Fault
 
 if TYPE_CHECKING:
-    from zarrlake.testing.sim.world import World
+    from zarrlake.testing.sim.protocols import World
 
 
 class DictObjectStore(ObjectStoreBackend):

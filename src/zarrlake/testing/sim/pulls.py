@@ -46,7 +46,7 @@ from zarrlake.vc.pulls import CLOSED, MERGED, PREFIX, STATES, PullRecord
 
 if TYPE_CHECKING:
     from zarrlake.testing.sim.model import Model
-    from zarrlake.testing.sim.world import World
+    from zarrlake.testing.sim.protocols import World
 
 EVERY = 7
 """One seed in this many gets a `pulls` actor (unless `Config.actors` says who runs)."""
