@@ -20,7 +20,10 @@ SYMPTOMS = {
     "recovery_trusts_stale_record": r"lease recovery missed it|committed twice|flush returned",
     # a tagged commit's marker (not taken back: the planted expiry ignores tags on its
     # re-read too), or its record deleted
-    "expire_drops_tagged": r"which a tag points at|deleted commits/\w+, still needed",
+    "expire_drops_tagged": (
+        r"which a tag points at|deleted commits/\w+, still needed"
+        r"|which a branch, tag or open session keeps"  # its record deleted (the model's check)
+    ),
     "merge_takes_theirs": r"on_conflict='fail', but: conflicts",
     "gc_ignores_open_sessions": r"still needed|cannot be read|is missing|holds nothing at",
     "flush_skips_recheck": r"flush returned|\(it landed\): commit \w+ holds",
