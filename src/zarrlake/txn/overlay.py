@@ -9,7 +9,7 @@ from functools import lru_cache
 from cachetools import LRUCache
 
 from zarrlake.errors import InvalidInputError
-from zarrlake.format.chunk_ref import ChunkRef
+from zarrlake.format.chunk_ref import ChunkRef, RefKind
 from zarrlake.format.shard import SEP, ShardLayout, ShardRef, layout_of
 from zarrlake.format.snapshot import is_meta_key
 from zarrlake.txn.buffer import WriteBuffer
@@ -100,6 +100,21 @@ class Overlay:
         if name in V2_METADATA and (f"{parent}/zarr.json" if parent else "zarr.json") in meta:
             return True, None
         return False, None
+
+    def read_here(self, key: str) -> tuple[bool, bytes | None]:
+        """(answered, bytes or None) for a read-only view on a local object store: the whole
+        value of `key` read now, on the caller's thread (the zarr store's event loop), since
+        a local read takes less than a hop to a thread and back. Not answered for writable
+        sessions, remote stores, shards assembled from inner chunks and virtual references
+        (their bytes are in files outside, possibly remote)."""
+        if self.staging is not None or self.objects.store.remote:
+            return False, None
+        ref = self.lookup(key)
+        if ref is not None and not isinstance(ref, ChunkRef):
+            return False, None
+        if ref is not None and ref.kind == RefKind.VIRTUAL:
+            return False, None
+        return True, None if ref is None else self.objects.read_ref(ref, f"key {key!r}")
 
     def lookup(self, key: str) -> ChunkRef | ShardRef | None:
         """The reference `key` resolves to in this session, or None. A shard stored as
