@@ -106,6 +106,8 @@ def test_one_chunk_commit_costs_what_it_did(any_metastore: dict, held_cleanup) -
     assert commit == COMMIT
     assert write == WRITE
     assert cleanup == CLEANUP
+    repo.close()
+    base.close()
     rows = zarr.open_array(repo.readonly_session("main").store, path="a", mode="r")
     assert np.array_equal(rows[3], _value(3))
 
@@ -135,3 +137,5 @@ def test_open_and_read_one_chunk_costs_what_it_did(any_metastore: dict, monkeypa
     assert _calls(meta.calls, blobs.calls) == {"M.get": 1, "O.get": 3}
     local = "metastore" not in any_metastore and "storage_options" not in any_metastore
     assert hops.count("read") == (0 if local else 1)
+    repo.close()
+    base.close()
