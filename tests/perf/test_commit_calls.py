@@ -106,8 +106,7 @@ def test_one_chunk_commit_costs_what_it_did(any_metastore: dict, held_cleanup) -
     assert commit == COMMIT
     assert write == WRITE
     assert cleanup == CLEANUP
-    repo.close()
-    base.close()
+    repo.close()  # and base: they share the backends
     rows = zarr.open_array(repo.readonly_session("main").store, path="a", mode="r")
     assert np.array_equal(rows[3], _value(3))
 
