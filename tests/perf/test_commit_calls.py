@@ -99,16 +99,16 @@ def test_one_chunk_commit_costs_what_it_did(any_metastore: dict, held_cleanup) -
     s.commit("array a")
     repo, blobs, meta = counted(base)
     seen = [_one_chunk_commit(repo, meta, blobs, held_cleanup, i) for i in range(4)]
-    # The first and the last alike: nothing grows with the number of commits.
+    # Each commit after the first costs the same: nothing grows with their number.
     for write, commit, _ in seen[1:]:
         assert write == seen[1][0] and commit == seen[1][1]
     write, commit, cleanup = seen[-1]
     assert commit == COMMIT
     assert write == WRITE
     assert cleanup == CLEANUP
-    repo.close()  # and base: they share the backends
     rows = zarr.open_array(repo.readonly_session("main").store, path="a", mode="r")
     assert np.array_equal(rows[3], _value(3))
+    repo.close()  # and base: they share the backends
 
 
 @pytest.mark.parametrize("any_metastore", ["sqlite", "s3-bucket"], indirect=True)
