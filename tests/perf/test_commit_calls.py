@@ -72,7 +72,7 @@ def _one_chunk_commit(repo: zl.Repo, meta, blobs, release: threading.Event, i: i
 WRITE = {
     "M.get": 1,  # the branch head
     "M.set_if": 1,  # the new session record
-    "M.scan": 3,  # zarr opening the array: its zarr.json and the v2 keys it probes, staged?
+    "M.scan": 1,  # zarr opening the array: its zarr.json staged? (v2 keys: Overlay.peek)
     "M.set_many": 2,  # the handle's unflushed-writes marker; the upload's record (for gc)
     "O.put_if_absent": 1,  # the chunk
 }

@@ -88,17 +88,19 @@ class Overlay:
         return self.fragments.lookup(self.staging.visible_fragments(), key)
 
     def peek(self, key: str) -> tuple[bool, bytes | None]:
-        """(answered, bytes or None) when a read-only view can answer from memory: its
-        metadata documents, and zarr v2's metadata keys probed beside a zarr v3 node (zarr
-        looks for `.zarray` and `.zattrs` when it opens an array)."""
-        if self.staging is not None:
-            return False, None
+        """(answered, bytes or None) when the answer is in memory: a read-only view's
+        metadata documents, and zarr v2's metadata keys probed beside a zarr v3 node of the
+        base commit (zarr looks for `.zarray` and `.zattrs` when it opens an array), which
+        a writable snapshot-isolation session answers too unless this handle wrote the key
+        (opening an array then reads no staged records for them; a serializable session
+        reads, and records, them as before)."""
         meta = self.view.root.meta
-        if is_meta_key(key):
+        if self.staging is None and is_meta_key(key):
             return True, meta.get(key)
         parent, _, name = key.rpartition("/")
         if name in V2_METADATA and (f"{parent}/zarr.json" if parent else "zarr.json") in meta:
-            return True, None
+            if self.staging is None or not (self.serializable or self.buffer.lookup(key)[0]):
+                return True, None
         return False, None
 
     def read_here(self, key: str) -> tuple[bool, bytes | None]:
