@@ -98,9 +98,11 @@ class Overlay:
         if self.staging is None and is_meta_key(key):
             return True, meta.get(key)
         parent, _, name = key.rpartition("/")
-        if name in V2_METADATA and (f"{parent}/zarr.json" if parent else "zarr.json") in meta:
-            if self.staging is None or not (self.serializable or self.buffer.lookup(key)[0]):
-                return True, None
+        node_doc = f"{parent}/zarr.json" if parent else "zarr.json"
+        if name not in V2_METADATA or node_doc not in meta:
+            return False, None
+        if self.staging is None or not (self.serializable or self.buffer.lookup(key)[0]):
+            return True, None
         return False, None
 
     def read_here(self, key: str) -> tuple[bool, bytes | None]:
