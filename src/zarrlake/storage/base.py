@@ -225,7 +225,10 @@ class WrapperObjectStore(ObjectStore):
         return self.inner.list(prefix)
 
     def list_parallel(self, prefix: str = "", ways: int = 32) -> Iterator[str]:
-        """Pass to the inner store."""
+        """Pass to the inner store; a wrapper with a `list` of its own (faults, the
+        simulator's steps) lists through it instead, so nothing goes around it."""
+        if type(self).list is not WrapperObjectStore.list:
+            return self.list(prefix)
         return self.inner.list_parallel(prefix, ways)
 
     def list_modified(self, prefix: str = "") -> Iterator[tuple[str, float]]:
