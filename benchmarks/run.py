@@ -91,6 +91,7 @@ GROUP_MODULES: tuple[str, ...] = (
     "benchmarks.virtual",
     "benchmarks.shard",
     "benchmarks.checks",
+    "benchmarks.listing",
     "benchmarks.daily",
 )
 """Modules that add groups: each has `groups(cfg) -> list[Group]` and may have `SIZES`

@@ -188,7 +188,7 @@ class Collector:
 
     def _list(self, prefixes: list[str], live: set[str]) -> Iterator[str]:
         for prefix in prefixes:
-            yield from (k for k in self.store.list(prefix) if k not in live)
+            yield from (k for k in self.store.list_parallel(prefix) if k not in live)
 
     def _delete(self, keys: list[str]) -> None:
         """Bulk deletes (one request per group on S3), the groups in parallel."""

@@ -11,6 +11,7 @@ import functools
 import os
 import re
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NoReturn
 
 import obstore as obs
@@ -34,6 +35,7 @@ from zarrlake.errors import (
 from zarrlake.forksafe import PerProcess
 from zarrlake.storage.base import ByteRange, ObjectStoreBackend
 from zarrlake.storage.forked import Helper, Recipe
+from zarrlake.storage.keys import check_prefix
 
 MULTIPART_THRESHOLD = 64 * 1024 * 1024
 """Objects larger than this are uploaded in parts; smaller ones in one request (no orphaned
@@ -41,6 +43,8 @@ parts can be left behind by an aborted upload)."""
 
 LIST_CHUNK = 1000
 """How many listed keys obstore hands over per batch."""
+LIST_WAYS = 32
+"""Key ranges a large listing of a remote store runs at once (`list_parallel`)."""
 
 _STATUS = re.compile(r"status(?: code)?: (\d{3})")
 _XML_CODE = re.compile(r"<Code>([^<]*)</Code>")
@@ -320,6 +324,54 @@ class ObstoreObjectStore(ObjectStoreBackend):
     @_forksafe
     def _list(self, prefix: str) -> Iterator[str]:
         return (meta["path"] for meta in self._metas(prefix))
+
+    def list_parallel(self, prefix: str = "", ways: int = LIST_WAYS) -> Iterator[str]:
+        """The keys under `prefix`; on a remote store holding more than a page of them, the
+        rest is listed as `ways` key ranges at once (each a listing that starts after its
+        lower bound and stops past its upper one), as Icechunk's gc lists 32 ways."""
+        check_prefix(prefix)
+        if not self.remote or ways <= 1:
+            return self._list(prefix)
+        return iter(self._list_ranges(prefix, ways))
+
+    @_forksafe
+    def _list_ranges(self, prefix: str, ways: int) -> list[str]:
+        parent = prefix.rstrip("/") if prefix.endswith("/") else prefix.rpartition("/")[0]
+        try:  # one batch first: most prefixes hold fewer keys, listed in one request
+            paths = [
+                m["path"]
+                for m in next(iter(obs.list(self.store, parent or None, chunk_size=LIST_CHUNK)), [])
+            ]
+        except (BaseError, OSError, ValueError) as exc:
+            self._raise(exc, "LIST", prefix)
+        head = [p for p in paths if p.startswith(prefix)]
+        if len(paths) < LIST_CHUNK:
+            return head
+        # The rest in key ranges after the last key listed: bounds are `parent/` and two hex
+        # digits, evenly spaced (content hashes spread evenly over them).
+        base = f"{parent}/" if parent else ""
+        ways = min(ways, 256)
+        bounds = {f"{base}{i * 256 // ways:02x}" for i in range(1, ways)}
+        lows = [paths[-1], *sorted(b for b in bounds if b > paths[-1])]
+        spans = list(zip(lows, [*lows[1:], None], strict=True))
+        with ThreadPoolExecutor(len(spans)) as pool:
+            parts = list(pool.map(lambda span: self._range(prefix, parent, *span), spans))
+        return head + [k for part in parts for k in part]
+
+    def _range(self, prefix: str, parent: str, after: str, upto: str | None) -> list[str]:
+        """The keys under `prefix` greater than `after` and not greater than `upto`."""
+        keys = []
+        try:
+            for chunk in obs.list(self.store, parent or None, offset=after, chunk_size=LIST_CHUNK):
+                for meta in chunk:
+                    path = meta["path"]
+                    if upto is not None and path > upto:
+                        return keys
+                    if path.startswith(prefix):
+                        keys.append(path)
+        except (BaseError, OSError, ValueError) as exc:
+            self._raise(exc, "LIST", prefix)
+        return keys
 
     @_forksafe
     def _list_modified(self, prefix: str) -> Iterator[tuple[str, float]]:

@@ -75,6 +75,10 @@ class RetryingObjectStore(WrapperObjectStore):
         """The listing is collected in full per attempt, so a retry never yields duplicates."""
         return iter(retry(lambda: list(self.inner.list(prefix)), self.policy))
 
+    def list_parallel(self, prefix: str = "", ways: int = 32) -> Iterator[str]:
+        """As `list`: collected in full per attempt."""
+        return iter(retry(lambda: list(self.inner.list_parallel(prefix, ways)), self.policy))
+
     def list_modified(self, prefix: str = "") -> Iterator[tuple[str, float]]:
         """As `list`: collected in full per attempt."""
         return iter(retry(lambda: list(self.inner.list_modified(prefix)), self.policy))

@@ -9,7 +9,7 @@ from functools import lru_cache
 from cachetools import LRUCache
 
 from zarrlake.errors import InvalidInputError
-from zarrlake.format.chunk_ref import ChunkRef
+from zarrlake.format.chunk_ref import ChunkRef, RefKind
 from zarrlake.format.shard import SEP, ShardLayout, ShardRef, layout_of
 from zarrlake.format.snapshot import is_meta_key
 from zarrlake.txn.buffer import WriteBuffer
@@ -88,18 +88,37 @@ class Overlay:
         return self.fragments.lookup(self.staging.visible_fragments(), key)
 
     def peek(self, key: str) -> tuple[bool, bytes | None]:
-        """(answered, bytes or None) when a read-only view can answer from memory: its
-        metadata documents, and zarr v2's metadata keys probed beside a zarr v3 node (zarr
-        looks for `.zarray` and `.zattrs` when it opens an array)."""
-        if self.staging is not None:
-            return False, None
+        """(answered, bytes or None) when the answer is in memory: a read-only view's
+        metadata documents, and zarr v2's metadata keys probed beside a zarr v3 node of the
+        base commit (zarr looks for `.zarray` and `.zattrs` when it opens an array), which
+        a writable snapshot-isolation session answers too unless this handle wrote the key
+        (opening an array then reads no staged records for them; a serializable session
+        reads, and records, them as before)."""
         meta = self.view.root.meta
-        if is_meta_key(key):
+        if self.staging is None and is_meta_key(key):
             return True, meta.get(key)
         parent, _, name = key.rpartition("/")
-        if name in V2_METADATA and (f"{parent}/zarr.json" if parent else "zarr.json") in meta:
+        node_doc = f"{parent}/zarr.json" if parent else "zarr.json"
+        if name not in V2_METADATA or node_doc not in meta:
+            return False, None
+        if self.staging is None or not (self.serializable or self.buffer.lookup(key)[0]):
             return True, None
         return False, None
+
+    def read_here(self, key: str) -> tuple[bool, bytes | None]:
+        """(answered, bytes or None) for a read-only view on a local object store: the whole
+        value of `key` read now, on the caller's thread (the zarr store's event loop), since
+        a local read takes less than a hop to a thread and back. Not answered for writable
+        sessions, remote stores, shards assembled from inner chunks and virtual references
+        (their bytes are in files outside, possibly remote)."""
+        if self.staging is not None or self.objects.store.remote:
+            return False, None
+        ref = self.lookup(key)
+        if ref is not None and not isinstance(ref, ChunkRef):
+            return False, None
+        if ref is not None and ref.kind == RefKind.VIRTUAL:
+            return False, None
+        return True, None if ref is None else self.objects.read_ref(ref, f"key {key!r}")
 
     def lookup(self, key: str) -> ChunkRef | ShardRef | None:
         """The reference `key` resolves to in this session, or None. A shard stored as

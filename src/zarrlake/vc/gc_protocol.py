@@ -228,11 +228,17 @@ class GcState:
     # candidates -----------------------------------------------------------------------------
 
     def candidates(self) -> dict[str, Candidate]:
-        """Every recorded candidate, by object key."""
-        out = {}
+        """Every recorded candidate, by object key: the rows read in pages and each page's
+        documents decoded by one JSON parse (a full run after many commits reads one row
+        per chunk object uploaded since the last run)."""
+        out: dict[str, Candidate] = {}
+        page: list[tuple[bytes, bytes]] = []
         for k, v, _ in self.meta.scan(self.partition, prefix=CANDIDATE):
-            key = k[len(CANDIDATE) :].decode()
-            out[key] = _candidate(key, v)
+            page.append((k, v))
+            if len(page) >= CANDIDATE_PAGE:
+                _decode_candidates(page, out)
+                page = []
+        _decode_candidates(page, out)
         return out
 
     def known(self, keys: Sequence[str]) -> dict[str, Candidate]:
@@ -304,6 +310,24 @@ def _common_prefix(a: bytes, b: bytes) -> bytes:
             break
         n += 1
     return a[:n]
+
+
+CANDIDATE_PAGE = 10_000
+"""Candidate rows decoded together (GcState.candidates)."""
+
+
+def _decode_candidates(rows: list[tuple[bytes, bytes]], out: dict[str, Candidate]) -> None:
+    """Add the candidates of stored `rows` (key, document) to `out`, parsing the documents
+    as one JSON array (one call instead of one per row)."""
+    if not rows:
+        return
+    docs = json.loads(b"[" + b",".join(v for _, v in rows) + b"]")
+    skip = len(CANDIDATE)
+    for (k, _), doc in zip(rows, docs, strict=True):
+        key = k[skip:].decode()
+        at = doc.get("index")
+        index = (at[0], at[1], at[2]) if at else None
+        out[key] = Candidate(key, doc["t"], doc.get("size"), index, doc.get("listed", False))
 
 
 def _candidate(key: str, value: bytes) -> Candidate:

@@ -1,0 +1,140 @@
+"""The metastore and object-store calls of the everyday paths, counted on each metastore:
+a one-chunk commit (issue 34: begin, write, the commit call, the clean-up after it) and a
+read-only open + read of one chunk. Counts, not seconds: a change that adds a call to
+these paths fails here and has to say why (and update the figure); one that removes a
+call lowers the figure."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import Counter
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+import zarr
+
+import zarrlake as zl
+from tests.core.counting import counted
+from zarrlake.txn.transaction import Transaction
+
+CHUNK = (64, 64)  # 16 KiB of float32: above the staging inline limit, so it is uploaded
+
+
+def _value(i: int) -> np.ndarray:
+    return np.random.default_rng(i).random(CHUNK, dtype=np.float32)
+
+
+@pytest.fixture
+def held_cleanup(monkeypatch) -> Iterator[threading.Event]:
+    """The clean-up a commit leaves to a background thread waits for this event, so the
+    calls of the commit call and of its clean-up are counted apart."""
+    release = threading.Event()
+    drop = Transaction._drop_staged
+
+    def held(self: Transaction, staging: object) -> None:
+        release.wait(30)
+        drop(self, staging)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Transaction, "_drop_staged", held)
+    yield release
+    release.set()
+
+
+def _calls(meta: Counter[str], blobs: Counter[str]) -> dict[str, int]:
+    """Non-zero counts, metastore calls as M.name and object-store calls as O.name."""
+    out = {f"M.{k}": v for k, v in meta.items() if v}
+    return out | {f"O.{k}": v for k, v in blobs.items() if v}
+
+
+def _one_chunk_commit(repo: zl.Repo, meta, blobs, release: threading.Event, i: int):
+    """(begin + write, commit call, clean-up) calls of one one-chunk commit."""
+    meta.calls.clear()
+    blobs.calls.clear()
+    s = repo.create_session("main")
+    zarr.open_array(s.store, path="a")[i] = _value(i)
+    write = _calls(meta.calls, blobs.calls)
+    meta.calls.clear()
+    blobs.calls.clear()
+    release.clear()
+    s.commit(f"commit {i}")
+    commit = _calls(meta.calls, blobs.calls)
+    meta.calls.clear()
+    blobs.calls.clear()
+    release.set()
+    s._txn.wait()
+    return write, commit, _calls(meta.calls, blobs.calls)
+
+
+# What each path costs, per metastore (M. metastore calls, O. object-store calls). The
+# SQLite and bucket figures are the same calls: the metastore interface is one.
+WRITE = {
+    "M.get": 1,  # the branch head
+    "M.set_if": 1,  # the new session record
+    "M.scan": 1,  # zarr opening the array: its zarr.json staged? (v2 keys: Overlay.peek)
+    "M.set_many": 2,  # the handle's unflushed-writes marker; the upload's record (for gc)
+    "O.put_if_absent": 1,  # the chunk
+}
+COMMIT = {
+    "M.set_many": 1,  # the handle's fragment record and its writer finished
+    "M.scan": 2,  # protection rules and checks; the staged records (gather)
+    "M.get": 2,  # the branch head; the gc phase (settles the uploads)
+    "M.set_if": 4,  # seal; lease + attempt (the fence); branch; record committed
+    "O.put_if_absent": 4,  # manifest range, snapshot, change set, commit record
+}
+
+CLEANUP = {  # in the background: the upload and fragment become gc candidates, records go
+    "M.scan": 4,  # fragments, uploads, known candidates, the uploads left
+    "M.set_many": 2,  # the new candidates; the registered upload records deleted
+    "M.drop_partition": 2,  # uploads, staging
+}
+
+
+@pytest.mark.parametrize("any_metastore", ["sqlite", "s3-bucket"], indirect=True)
+def test_one_chunk_commit_costs_what_it_did(any_metastore: dict, held_cleanup) -> None:
+    base = zl.Repo.create(**any_metastore)
+    s = base.create_session("main")
+    zarr.create_array(s.store, name="a", shape=(8, *CHUNK), chunks=(1, *CHUNK), dtype="f4")
+    s.commit("array a")
+    repo, blobs, meta = counted(base)
+    seen = [_one_chunk_commit(repo, meta, blobs, held_cleanup, i) for i in range(4)]
+    # Each commit after the first costs the same: nothing grows with their number.
+    for write, commit, _ in seen[1:]:
+        assert write == seen[1][0] and commit == seen[1][1]
+    write, commit, cleanup = seen[-1]
+    assert commit == COMMIT
+    assert write == WRITE
+    assert cleanup == CLEANUP
+    rows = zarr.open_array(repo.readonly_session("main").store, path="a", mode="r")
+    assert np.array_equal(rows[3], _value(3))
+    repo.close()  # and base: they share the backends
+
+
+@pytest.mark.parametrize("any_metastore", ["sqlite", "s3-bucket"], indirect=True)
+def test_open_and_read_one_chunk_costs_what_it_did(any_metastore: dict, monkeypatch) -> None:
+    """A read-only open + read of one chunk from a new Repo: the branch head, then the
+    snapshot, one manifest range and the chunk; on a local directory the chunk is read on
+    zarr's event loop, without a hop to a thread (Session.read_here)."""
+    base = zl.Repo.create(**any_metastore)
+    s = base.create_session("main")
+    zarr.create_array(s.store, name="a", shape=(8, *CHUNK), chunks=(1, *CHUNK), dtype="f4")[2] = (
+        _value(2)
+    )
+    s.commit("array a")
+    hops: list[str] = []
+    to_thread = asyncio.to_thread
+
+    def counting(fn, /, *args, **kwargs):
+        hops.append(getattr(fn, "__name__", repr(fn)))
+        return to_thread(fn, *args, **kwargs)
+
+    monkeypatch.setattr(asyncio, "to_thread", counting)
+    repo, blobs, meta = counted(zl.Repo.open(**any_metastore))
+    got = zarr.open_array(repo.readonly_session("main").store, path="a", mode="r")[2]
+    assert np.array_equal(got, _value(2))
+    assert _calls(meta.calls, blobs.calls) == {"M.get": 1, "O.get": 3}
+    local = "metastore" not in any_metastore and "storage_options" not in any_metastore
+    assert hops.count("read") == (0 if local else 1)
+    repo.close()
+    base.close()
