@@ -199,7 +199,7 @@ class Session:
         metadata): the zarr store then skips its hop to a thread."""
         return self._txn.overlay.peek(key)
 
-    def read_here(self, key: str) -> tuple[bool, bytes | None]:
+    def _read_here(self, key: str) -> tuple[bool, bytes | None]:
         """(answered, bytes or None) when the value is cheaper to read on the calling
         thread than on another: a read-only session on a local directory (see
         Overlay.read_here); the zarr store then skips its hop to a thread."""

@@ -197,8 +197,8 @@ class SessionStore(Store):
         self.session = session
         self._batchers: dict[asyncio.AbstractEventLoop, _StageBatcher] = {}
         self._readers: dict[asyncio.AbstractEventLoop, _ReadBatcher] = {}
-        # Sessions that can say a read is cheaper here than on a thread (Session.read_here).
-        self._reads_here = self.read_only and hasattr(session, "read_here")
+        # Sessions that can say a read is cheaper here than on a thread (Session._read_here).
+        self._reads_here = self.read_only and hasattr(session, "_read_here")
 
     def __eq__(self, other: object) -> bool:
         return (
@@ -269,7 +269,7 @@ class SessionStore(Store):
         span = None if byte_range is None else _span(byte_range)  # malformed: fails here
         answered, data = self.session.peek(key)
         if not answered and span is None and self._reads_here:
-            answered, data = self.session.read_here(key)  # type: ignore[attr-defined]
+            answered, data = self.session._read_here(key)  # type: ignore[attr-defined]
         if answered:
             if data is not None and span is not None:
                 start, end = span.resolve(len(data))
