@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import zarr
 
-from zarrlake.zarr_metadata import check_metadata
+from zarrlake._util.zarr_metadata import check_metadata
 
 
 def documents() -> list[tuple[str, bytes]]:

@@ -16,8 +16,8 @@ from typing import Any
 # The embedded default's backends load with the package, not inside the first open.
 import zarrlake.metastore.sqlite
 import zarrlake.storage.locations  # noqa: F401
-from zarrlake import runtime
 from zarrlake import storage as storages
+from zarrlake._util import runtime
 from zarrlake.errors import AlreadyExistsError, InvalidInputError, NotFoundError, ZarrLakeError
 from zarrlake.format.changes import ChangeSet
 from zarrlake.format.commit import CommitRecord

@@ -14,7 +14,8 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from zarrlake import crashpoints
+from zarrlake._util import crashpoints
+from zarrlake._util.validate import check_ref_name
 from zarrlake.errors import (
     ExpiredHistoryError,
     InvalidInputError,
@@ -24,7 +25,6 @@ from zarrlake.errors import (
     ZarrLakeError,
 )
 from zarrlake.present import iso
-from zarrlake.validate import check_ref_name
 from zarrlake.vc import pulls as records
 from zarrlake.vc.protection import Protection, pull_request_merge
 from zarrlake.vc.pulls import APPROVE, MERGING, REQUEST_CHANGES, PullRecord, PullRequests

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
+from zarrlake._util.validate import check_ref_name
 from zarrlake.connection import (
     RepoContext,
     RepoSpec,
@@ -26,7 +27,6 @@ from zarrlake.txn.commit import current_record
 from zarrlake.txn.staging import Staging
 from zarrlake.txn.transaction import Transaction
 from zarrlake.txn.writers import WriterInfo, describe
-from zarrlake.validate import check_ref_name
 from zarrlake.vc.blame import Blame
 from zarrlake.vc.commit_info import Commit
 from zarrlake.vc.diff import Diff, diff_commit, diff_snapshots

@@ -10,7 +10,8 @@ from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
-from zarrlake import runtime
+from zarrlake._util import runtime
+from zarrlake._util.retry import RetryPolicy, backoff
 from zarrlake.errors import (
     CASFailedError,
     InvalidInputError,
@@ -20,7 +21,6 @@ from zarrlake.errors import (
     ZarrLakeError,
 )
 from zarrlake.metastore.base import MetaStore
-from zarrlake.retry import RetryPolicy, backoff
 
 Clock = Callable[[], float]
 """Seconds since the epoch (time.time); tests inject their own to move time."""

@@ -23,7 +23,7 @@ import pytest
 
 import zarrlake as zl
 from tests.helpers.lifecycle import chunk, fsck
-from zarrlake import runtime
+from zarrlake._util import runtime
 from zarrlake.errors import AlreadyExistsError, ZarrLakeError
 from zarrlake.vc.gc_protocol import GcState
 

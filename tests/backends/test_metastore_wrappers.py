@@ -9,11 +9,11 @@ import uuid
 import pytest
 
 from zarrlake import metastore
+from zarrlake._util.retry import RetryPolicy
 from zarrlake.errors import InvalidInputError, TransientError
 from zarrlake.metastore import MetaStore, open_metastore, prefix_upper_bound
 from zarrlake.metastore.memory import MemoryMetaStore
 from zarrlake.metastore.retrying import RetryingMetaStore
-from zarrlake.retry import RetryPolicy
 from zarrlake.testing.faults import FaultyMetaStore
 
 P = "part"

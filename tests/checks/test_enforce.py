@@ -78,7 +78,7 @@ def test_a_commit_rebuilt_on_a_moved_head_is_checked_again(repo, monkeypatch):
     repo.add_check("mono", Monotonic("time"))
     base = repo.resolve("main")
     s = write(repo, time={slice(ROWS - 2, ROWS): [10, 11]})  # after 5: increasing
-    import zarrlake.crashpoints as cp
+    import zarrlake._util.crashpoints as cp
 
     real, moved = cp.reached, []
 

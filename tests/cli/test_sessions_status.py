@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import zarrlake as zl
 from tests.helpers.cli_process import ok
-from zarrlake import runtime
+from zarrlake._util import runtime
 
 
 def test_sessions_list_shows_each_status(tmp_path):

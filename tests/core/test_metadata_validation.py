@@ -216,7 +216,7 @@ def test_documents_zarr_writes_are_accepted(shared_repo, fresh_branch):
 def test_zarrs_own_documents_are_told_apart():
     """Every document zarr writes is checked as the node it is (its speed is a
     micro-benchmark: benchmarks/micro/test_metadata_check.py)."""
-    from zarrlake.zarr_metadata import check_metadata
+    from zarrlake._util.zarr_metadata import check_metadata
 
     docs = [(k, v) for k, v in zarr_written_documents().items() if k.endswith("zarr.json")]
     assert {check_metadata(k, v) for k, v in docs} == {"array", "group"}

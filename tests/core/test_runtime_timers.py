@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from zarrlake import runtime
+from zarrlake._util import runtime
 
 
 def test_a_timer_fires_once_on_a_thread_of_its_own() -> None:

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 import zarrlake as zl
 from tests.helpers.history import commit_chunks
+from zarrlake._util.validate import check_ref_name
 from zarrlake.errors import InvalidInputError
-from zarrlake.validate import check_ref_name
 
 # (operation, branch, argument): the same history is built in zarrlake and in git
 HISTORY = [

@@ -19,7 +19,7 @@ import pytest
 
 import zarrlake as zl
 from tests.helpers.lifecycle import chunk, fsck
-from zarrlake import crashpoints
+from zarrlake._util import crashpoints
 from zarrlake.format.chunk_ref import RefKind, chunk_object_key
 from zarrlake.format.digest import DEFAULT, digest
 from zarrlake.vc.gc_protocol import WriteGuard

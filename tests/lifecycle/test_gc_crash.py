@@ -18,7 +18,7 @@ import pytest
 
 import zarrlake as zl
 from tests.helpers.lifecycle import chunk, fsck, unreachable
-from zarrlake.crashpoints import GC_POINTS
+from zarrlake._util.crashpoints import GC_POINTS
 
 ROOT = Path(__file__).resolve().parents[2]
 POINTS = [("expire" if p.startswith("expire") else "gc", p) for p in GC_POINTS]

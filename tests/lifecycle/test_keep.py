@@ -13,7 +13,7 @@ import pytest
 
 import zarrlake as zl
 from tests.helpers.lifecycle import chunk, fsck
-from zarrlake import crashpoints
+from zarrlake._util import crashpoints
 from zarrlake.vc.gc_protocol import GcState
 from zarrlake.vc.keep import KEEP, kept
 from zarrlake.vc.reach import EXPIRED_PREFIX

@@ -18,7 +18,7 @@ import pytest
 import zarrlake as zl
 from tests.pulls import workers
 from tests.pulls.conftest import row_values, write_row
-from zarrlake import runtime
+from zarrlake._util import runtime
 from zarrlake.checks import ValueRange
 from zarrlake.vc.pulls import MERGE_LEASE
 

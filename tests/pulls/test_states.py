@@ -9,7 +9,7 @@ import pytest
 
 import zarrlake as zl
 from tests.pulls.conftest import row_values, write_row
-from zarrlake import runtime
+from zarrlake._util import runtime
 
 
 def test_open_then_merged_with_one_merge_commit(where: dict, repo: zl.Repo) -> None:

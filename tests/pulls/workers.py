@@ -60,7 +60,7 @@ def merge_paused(args: tuple[dict, int, Any, Any, Any]) -> None:
     source) until `go` is set, having set `ready`: meanwhile the test moves the target.
     Puts ("merged", commit) or (error class, message, [(check, commit, base)]) on
     `results`."""
-    from zarrlake import crashpoints
+    from zarrlake._util import crashpoints
 
     where, pr_id, ready, go, results = args
     real = crashpoints.reached

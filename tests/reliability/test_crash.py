@@ -24,7 +24,7 @@ import zarr
 
 import zarrlake as zl
 from tests.helpers.reliability import size
-from zarrlake.crashpoints import POINTS
+from zarrlake._util.crashpoints import POINTS
 from zarrlake.session_records import SessionRecord
 
 ROOT = Path(__file__).resolve().parents[2]

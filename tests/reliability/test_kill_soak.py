@@ -44,7 +44,7 @@ from tests.reliability.kill_workers import (
     coop_value,
 )
 from tests.reliability.workers import COUNTER_KEY, COUNTERS, _int, setup_repo
-from zarrlake.crashpoints import GC_POINTS, POINTS
+from zarrlake._util.crashpoints import GC_POINTS, POINTS
 from zarrlake.errors import ExpiredHistoryError
 from zarrlake.lifecycle.islands import islands
 from zarrlake.txn.commit import load

@@ -31,7 +31,7 @@ import pytest
 import zarr
 
 import zarrlake as zl
-from zarrlake import crashpoints, runtime
+from zarrlake._util import crashpoints, runtime
 from zarrlake.errors import GcBusyError, SessionClosedError, TransientError
 from zarrlake.session_records import Status
 from zarrlake.txn.commit import LEASE_MARGIN, load
@@ -437,7 +437,7 @@ def test_a_late_commit_of_the_same_session_is_never_followed_by_a_second(tmp_pat
 
 def _identity_of_a_finished_process() -> str:
     out = subprocess.run(
-        [sys.executable, "-c", "from zarrlake import runtime; print(runtime.identity())"],
+        [sys.executable, "-c", "from zarrlake._util import runtime; print(runtime.identity())"],
         env=ENV,
         capture_output=True,
         text=True,

@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 
 import zarrlake as zl
-from zarrlake import runtime
+from zarrlake._util import runtime
 from zarrlake.errors import ExpiredHistoryError
 from zarrlake.testing.sim import Config, run
 from zarrlake.vc import refs

@@ -1,4 +1,4 @@
-"""The seams the simulator needs (zarrlake.runtime): the library's clock, sleeps, executor,
+"""The seams the simulator needs (zarrlake._util.runtime): the library's clock, sleeps, executor,
 timers and process checks come from the runtime in use, the real one by default; and the
 simulator runs on another metastore backend as well as on the in-memory one."""
 
@@ -9,9 +9,9 @@ from dataclasses import replace
 from datetime import timedelta
 
 import zarrlake as zl
-from zarrlake import runtime
+from zarrlake._util import runtime
+from zarrlake._util.retry import RetryPolicy, backoff
 from zarrlake.metastore.sqlite import SqliteMetaStore
-from zarrlake.retry import RetryPolicy, backoff
 from zarrlake.testing.sim import Config, run
 from zarrlake.txn.staging import Unflushed
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from zarrlake import crashpoints
+from zarrlake._util import crashpoints
 from zarrlake.errors import ExpiredHistoryError, InvalidInputError, NotFoundError
 from zarrlake.lifecycle.gc import check_older_than, drop_check_results
 from zarrlake.lifecycle.islands import forget, islands, note

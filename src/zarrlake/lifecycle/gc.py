@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from zarrlake import crashpoints
+from zarrlake._util import crashpoints
 from zarrlake.errors import InvalidInputError, NotFoundError, ZarrLakeError
 from zarrlake.format import blocks
 from zarrlake.format.commit import CommitRecord

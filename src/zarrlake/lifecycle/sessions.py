@@ -6,10 +6,10 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from zarrlake._util.validate import check_ref_name
 from zarrlake.errors import SessionError
 from zarrlake.lifecycle.gc import check_older_than
 from zarrlake.txn.transaction import Transaction
-from zarrlake.validate import check_ref_name
 
 if TYPE_CHECKING:
     from zarrlake.connection import RepoContext

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from zarrlake._util.registry import Registry
 from zarrlake.errors import CASFailedError, InvalidInputError
 from zarrlake.metastore.base import (
     PAGE_SIZE,
@@ -24,7 +25,6 @@ from zarrlake.metastore.base import (
     paged_scan,
 )
 from zarrlake.metastore.checks import MAX_KEY_BYTES, MAX_PARTITION_BYTES, prefix_upper_bound
-from zarrlake.registry import Registry
 
 __all__ = [
     "MAX_KEY_BYTES",

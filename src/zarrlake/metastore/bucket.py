@@ -32,7 +32,8 @@ from typing import Any
 
 from cachetools import LRUCache
 
-from zarrlake import runtime
+from zarrlake._util import runtime
+from zarrlake._util.retry import DEFAULT_POLICY, RetryPolicy
 from zarrlake.errors import (
     CASFailedError,
     ConfigurationError,
@@ -59,7 +60,6 @@ from zarrlake.metastore.bucket_format import (
 )
 from zarrlake.metastore.bucket_runs import Load
 from zarrlake.metastore.checks import check_found
-from zarrlake.retry import DEFAULT_POLICY, RetryPolicy
 from zarrlake.storage import ObjectStore, open_storage
 from zarrlake.storage.retrying import RetryingObjectStore
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import blake3
 
-from zarrlake import runtime
+from zarrlake._util import runtime
 from zarrlake.errors import CorruptionError
 
 ROOT = "meta"

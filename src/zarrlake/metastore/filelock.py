@@ -11,8 +11,8 @@ import os
 import threading
 import time
 
+from zarrlake._util.forksafe import PerProcess
 from zarrlake.errors import ConfigurationError
-from zarrlake.forksafe import PerProcess
 
 POLL = 0.0005
 """Seconds between looks at a lock another process holds, when waiting with a timeout."""

@@ -12,8 +12,8 @@ import itertools
 import threading
 from typing import Any
 
+from zarrlake._util.forksafe import PerProcess
 from zarrlake.errors import ConfigurationError, InvalidInputError
-from zarrlake.forksafe import PerProcess
 from zarrlake.metastore import register
 from zarrlake.metastore.base import Item, MetaStoreBackend
 from zarrlake.metastore.checks import check_found

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext, suppress
 from typing import Any
 
+from zarrlake._util.forksafe import PerProcess
 from zarrlake.errors import (
     BackendError,
     CASFailedError,
@@ -22,7 +23,6 @@ from zarrlake.errors import (
     InvalidInputError,
     TransientError,
 )
-from zarrlake.forksafe import PerProcess
 from zarrlake.metastore import register
 from zarrlake.metastore.base import Item, MetaStoreBackend
 

@@ -12,14 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from zarrlake._util.retry import DEFAULT_POLICY, RetryPolicy, retry
 from zarrlake.errors import TransientError
 from zarrlake.metastore.base import Call, Item, MetaStore, T, WrapperMetaStore
 from zarrlake.metastore.checks import check_found, check_value
-from zarrlake.retry import DEFAULT_POLICY, RetryPolicy, retry
 
 
 class RetryingMetaStore(WrapperMetaStore):
-    """Retries TransientError from `inner` (zarrlake.retry), resolving lost CAS replies."""
+    """Retries TransientError from `inner` (zarrlake._util.retry), resolving lost CAS replies."""
 
     def __init__(self, inner: MetaStore, policy: RetryPolicy = DEFAULT_POLICY) -> None:
         super().__init__(inner)

@@ -17,13 +17,13 @@ from contextlib import contextmanager
 from typing import Any
 from urllib.parse import parse_qsl
 
+from zarrlake._util.forksafe import PerProcess
 from zarrlake.errors import (
     BackendError,
     ConfigurationError,
     InvalidInputError,
     TransientError,
 )
-from zarrlake.forksafe import PerProcess
 from zarrlake.metastore import register
 from zarrlake.metastore.base import Item, MetaStoreBackend
 from zarrlake.metastore.checks import check_found
@@ -56,7 +56,7 @@ _SETUP = {
 
 class _Connections:
     """One process's connections to one database: one per thread, closed when their thread
-    has ended or the store closes. A forked child gets a new set (see zarrlake.forksafe)."""
+    has ended or the store closes. A forked child gets a new set (see zarrlake._util.forksafe)."""
 
     def __init__(self) -> None:
         self.local = threading.local()

@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from zarrlake._util.registry import Registry
+from zarrlake._util.retry import DEFAULT_POLICY, RetryPolicy
 from zarrlake.errors import InvalidInputError
-from zarrlake.registry import Registry
-from zarrlake.retry import DEFAULT_POLICY, RetryPolicy
 from zarrlake.storage.base import ByteRange, ObjectStore, ObjectStoreBackend, WrapperObjectStore
 
 __all__ = [

@@ -23,6 +23,7 @@ from obstore.exceptions import (
     UnauthenticatedError,
 )
 
+from zarrlake._util.forksafe import PerProcess
 from zarrlake.errors import (
     CASFailedError,
     ConfigurationError,
@@ -32,7 +33,6 @@ from zarrlake.errors import (
     TransientError,
     ZarrLakeError,
 )
-from zarrlake.forksafe import PerProcess
 from zarrlake.storage.base import ByteRange, ObjectStoreBackend
 from zarrlake.storage.forked import Helper, Recipe
 from zarrlake.storage.keys import check_prefix

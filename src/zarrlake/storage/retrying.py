@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from zarrlake._util.retry import DEFAULT_POLICY, RetryPolicy, retry
 from zarrlake.errors import NotFoundError, TransientError
-from zarrlake.retry import DEFAULT_POLICY, RetryPolicy, retry
 from zarrlake.storage.base import ByteRange, ObjectStore, WrapperObjectStore
 
 
 class RetryingObjectStore(WrapperObjectStore):
-    """Retries every operation that raises TransientError (zarrlake.retry).
+    """Retries every operation that raises TransientError (zarrlake._util.retry).
 
     put, delete and get are idempotent, so retrying them is always safe. put_if_absent is
     not: an attempt may write the object and then lose its response (timeout, dropped

@@ -7,10 +7,10 @@ import random
 
 import pytest
 
+from zarrlake._util.retry import RetryPolicy
 from zarrlake.errors import CASFailedError, TransientError
 from zarrlake.metastore import MetaStore, WrapperMetaStore
 from zarrlake.metastore.retrying import RetryingMetaStore
-from zarrlake.retry import RetryPolicy
 from zarrlake.testing.faults import FaultyMetaStore
 
 P = "part"

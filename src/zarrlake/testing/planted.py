@@ -171,7 +171,7 @@ def _recovery_trusts_failed_read() -> list[tuple[Any, str, Any]]:
 
 
 def _page_age_by_local_clock() -> list[tuple[Any, str, Any]]:
-    from zarrlake import runtime
+    from zarrlake._util import runtime
     from zarrlake.metastore import bucket
     from zarrlake.metastore.bucket_format import page_born
 

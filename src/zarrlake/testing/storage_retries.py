@@ -11,8 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from zarrlake._util.retry import RetryPolicy
 from zarrlake.errors import InvalidInputError, NotFoundError, TransientError
-from zarrlake.retry import RetryPolicy
 from zarrlake.storage import ObjectStore, WrapperObjectStore
 from zarrlake.storage.retrying import RetryingObjectStore
 from zarrlake.testing.faults import FaultyObjectStore

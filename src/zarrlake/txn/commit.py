@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Protocol, cast
 
-from zarrlake import crashpoints, runtime
+from zarrlake._util import crashpoints, runtime
 from zarrlake.connection import RepoContext, raise_first
 from zarrlake.errors import (
     CASFailedError,

@@ -9,9 +9,9 @@ node).
 
 from __future__ import annotations
 
+from zarrlake._util.zarr_metadata import node_type_of
 from zarrlake.errors import InvalidInputError
 from zarrlake.txn.overlay import Overlay
-from zarrlake.zarr_metadata import node_type_of
 
 
 def first_key_below(overlay: Overlay, key: str) -> str | None:

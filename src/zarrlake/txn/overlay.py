@@ -8,6 +8,7 @@ from functools import lru_cache
 
 from cachetools import LRUCache
 
+from zarrlake._util.validate import check_prefix, check_zarr_key
 from zarrlake.errors import InvalidInputError
 from zarrlake.format.chunk_ref import ChunkRef, RefKind
 from zarrlake.format.shard import SEP, ShardLayout, ShardRef, layout_of
@@ -15,7 +16,6 @@ from zarrlake.format.snapshot import is_meta_key
 from zarrlake.txn.buffer import WriteBuffer
 from zarrlake.txn.fragments import StagedFragments
 from zarrlake.txn.staging import Staging
-from zarrlake.validate import check_prefix, check_zarr_key
 from zarrlake.vc.chunk_keys import is_array_doc
 from zarrlake.vc.objects import Objects
 from zarrlake.vc.ranges import Span

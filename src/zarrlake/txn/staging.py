@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from itertools import groupby
 
-from zarrlake import runtime
+from zarrlake._util import runtime
 from zarrlake.format.chunk_ref import ChunkRef
 from zarrlake.format.fragment import FragmentRecord
 from zarrlake.format.staged import OP_DELETE, OP_WRITE, StagedRecord

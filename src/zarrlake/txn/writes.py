@@ -17,7 +17,9 @@ import secrets
 import threading
 from collections.abc import Callable
 
-from zarrlake import crashpoints, runtime
+from zarrlake._util import crashpoints, runtime
+from zarrlake._util.validate import check_zarr_key
+from zarrlake._util.zarr_metadata import check_metadata
 from zarrlake.connection import FlushPolicy
 from zarrlake.errors import InvalidInputError, SessionError, ZarrLakeError
 from zarrlake.format import fragment
@@ -34,11 +36,9 @@ from zarrlake.txn.overlay import Overlay
 from zarrlake.txn.shards import WHOLE_SHARE, ShardPlanner
 from zarrlake.txn.staging import Staging, WriterState
 from zarrlake.txn.uploads import UploadLog
-from zarrlake.validate import check_zarr_key
 from zarrlake.vc.change_table import Change
 from zarrlake.vc.gc_protocol import WriteGuard
 from zarrlake.vc.objects import Objects
-from zarrlake.zarr_metadata import check_metadata
 
 log = logging.getLogger("zarrlake")
 

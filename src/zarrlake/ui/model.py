@@ -17,10 +17,10 @@ from typing import Any
 import zarr
 from cachetools import LRUCache
 
+from zarrlake._util.validate import check_zarr_key
 from zarrlake.errors import InvalidInputError, NotFoundError
 from zarrlake.present import iso
 from zarrlake.repo import Commit, Repo
-from zarrlake.validate import check_zarr_key
 from zarrlake.vc.diff import Diff
 
 LOG_PAGE = 50

@@ -10,7 +10,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from zarrlake import crashpoints, runtime
+from zarrlake._util import crashpoints, runtime
+from zarrlake._util.retry import RetryPolicy, backoff
 from zarrlake.errors import (
     CASFailedError,
     CommitTimeoutError,
@@ -29,7 +30,6 @@ from zarrlake.format.changes import (
 from zarrlake.format.commit import CommitRecord
 from zarrlake.format.manifest import ManifestRange
 from zarrlake.format.snapshot import RangeIndex, SnapshotRoot, node_path
-from zarrlake.retry import RetryPolicy, backoff
 from zarrlake.vc.change_table import Change, ChangeTable
 from zarrlake.vc.chunk_keys import KeyNamer, is_array_doc, load_doc
 from zarrlake.vc.conflicts import find_conflicts, merge_changes, without

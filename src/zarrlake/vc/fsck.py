@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from cachetools import LRUCache
 
+from zarrlake._util.zarr_metadata import check_metadata
 from zarrlake.errors import (
     CorruptionError,
     InvalidInputError,
@@ -43,7 +44,6 @@ from zarrlake.storage.base import ObjectStore
 from zarrlake.storage.sources import SourceReader
 from zarrlake.vc.chunk_keys import KeyNamer
 from zarrlake.vc.objects import PREFIXES, describe
-from zarrlake.zarr_metadata import check_metadata
 
 CHUNKS = "chunks/"
 _PACK_CACHE = 16

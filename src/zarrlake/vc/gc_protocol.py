@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from zarrlake import crashpoints, runtime
+from zarrlake._util import crashpoints, runtime
 from zarrlake.errors import CASFailedError, GcBusyError
 from zarrlake.format.fragment import FragmentRecord
 

@@ -28,7 +28,7 @@ import secrets
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
-from zarrlake import runtime
+from zarrlake._util import runtime
 from zarrlake.errors import CASFailedError, ExpiredHistoryError, NotFoundError, TransientError
 from zarrlake.vc.gc_protocol import GcContext, WriteGuard, partition
 from zarrlake.vc.reach import Reach, expired_commits

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from zarrlake import runtime
+from zarrlake._util import runtime
 from zarrlake.errors import (
     CASFailedError,
     Conflict,

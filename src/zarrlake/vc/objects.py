@@ -16,9 +16,9 @@ from typing import cast
 
 from cachetools import LRUCache
 
-from zarrlake import runtime
+from zarrlake._util import runtime
+from zarrlake._util.forksafe import PerProcess
 from zarrlake.errors import CorruptionError, ExpiredHistoryError, NotFoundError, on_date
-from zarrlake.forksafe import PerProcess
 from zarrlake.format.blocks import TABLE_MIN, BlockTable, block_size, table_key
 from zarrlake.format.changes import ChangeSet
 from zarrlake.format.chunk_ref import ChunkRef, RefKind, chunk_object_key

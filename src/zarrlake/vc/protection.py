@@ -24,9 +24,9 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, fields
 from fnmatch import fnmatchcase
 
+from zarrlake._util.validate import check_ref_name
 from zarrlake.errors import CASFailedError, InvalidInputError, NotFoundError, ProtectedBranchError
 from zarrlake.metastore.base import MetaStore
-from zarrlake.validate import check_ref_name
 
 PREFIX = b"protect/"
 

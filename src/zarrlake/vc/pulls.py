@@ -29,7 +29,8 @@ import secrets
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, replace
 
-from zarrlake import runtime
+from zarrlake._util import runtime
+from zarrlake._util.retry import RetryPolicy, backoff
 from zarrlake.errors import (
     CASFailedError,
     InvalidInputError,
@@ -39,7 +40,6 @@ from zarrlake.errors import (
     PullRequestNotOpenError,
 )
 from zarrlake.metastore.base import MetaStore
-from zarrlake.retry import RetryPolicy, backoff
 
 PREFIX = b"pr/"
 SEQ_KEY = b"pr-seq"

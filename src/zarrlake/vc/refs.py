@@ -13,9 +13,9 @@ import re
 from collections.abc import Callable
 from contextvars import ContextVar
 
+from zarrlake._util.validate import check_ref_name
 from zarrlake.errors import AlreadyExistsError, CASFailedError, NotFoundError
 from zarrlake.metastore.base import MetaStore
-from zarrlake.validate import check_ref_name
 from zarrlake.vc.objects import Objects
 from zarrlake.vc.protection import Protection
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import greenlet
 
-from zarrlake import runtime
+from zarrlake._util import runtime
 from zarrlake.testing.sim.faults import Fault, FaultPlan
 from zarrlake.testing.sim.trace import Trace
 

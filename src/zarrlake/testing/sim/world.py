@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 import stamina
 import tenacity.nap
 
-from zarrlake import retry, runtime
+from zarrlake._util import retry, runtime
 from zarrlake.connection import FlushPolicy, RepoContext, RepoSpec, Settings, create_context
 from zarrlake.errors import TransientError
 from zarrlake.format import fragment

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from zarrlake import runtime
+from zarrlake._util import runtime
 from zarrlake.errors import TransientError
 
 if TYPE_CHECKING:
