@@ -202,8 +202,11 @@ class Session:
     def _read_here(self, key: str) -> tuple[bool, bytes | None]:
         """(answered, bytes or None) when the value is cheaper to read on the calling
         thread than on another: a read-only session on a local directory (see
-        Overlay.read_here); the zarr store then skips its hop to a thread."""
-        return self._txn.overlay.read_here(key)
+        Overlay.reads_here); the zarr store then skips its hop to a thread. The read
+        itself is `read`, as on a thread."""
+        if not self._txn.overlay.reads_here(key):
+            return False, None
+        return True, self.read(key)
 
     def list_prefix(self, prefix: str = "") -> list[str]:
         """Every key under `prefix` as this session sees it, sorted."""

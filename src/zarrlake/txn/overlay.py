@@ -105,20 +105,16 @@ class Overlay:
             return True, None
         return False, None
 
-    def read_here(self, key: str) -> tuple[bool, bytes | None]:
-        """(answered, bytes or None) for a read-only view on a local object store: the whole
-        value of `key` read now, on the caller's thread (the zarr store's event loop), since
-        a local read takes less than a hop to a thread and back. Not answered for writable
-        sessions, remote stores, shards assembled from inner chunks and virtual references
-        (their bytes are in files outside, possibly remote)."""
+    def reads_here(self, key: str) -> bool:
+        """Whether `key` is cheaper to read on the caller's thread (the zarr store's event
+        loop) than on another: a read-only view on a local object store, since a local read
+        takes less than a hop to a thread and back. Not for writable sessions, remote
+        stores, shards assembled from inner chunks and virtual references (their bytes are
+        in files outside, possibly remote)."""
         if self.staging is not None or self.objects.store.remote:
-            return False, None
+            return False
         ref = self.lookup(key)
-        if ref is not None and not isinstance(ref, ChunkRef):
-            return False, None
-        if ref is not None and ref.kind == RefKind.VIRTUAL:
-            return False, None
-        return True, None if ref is None else self.objects.read_ref(ref, f"key {key!r}")
+        return ref is None or (isinstance(ref, ChunkRef) and ref.kind != RefKind.VIRTUAL)
 
     def lookup(self, key: str) -> ChunkRef | ShardRef | None:
         """The reference `key` resolves to in this session, or None. A shard stored as
