@@ -169,23 +169,22 @@ class Overlay:
         """The zarr.json of the array chunk key `key` belongs to: as the base commit has it
         if the array exists there (no metastore read per chunk; a session that re-creates
         an array differently stages its shards whole, or split by the layout they had),
-        else as this session staged it (read once per handle; `forget_docs` drops them)."""
+        else as this session staged it (read once per handle; `forget_docs` drops them).
+        Ancestors are tried from the top: an array has no child nodes, so the first array
+        found is the one, and a new array's chunks all find its document cached at once
+        (from the bottom, each chunk's own parent paths would be read first)."""
         parts = key.split("/")
+        metas = ["/".join(parts[:n]) + "/zarr.json" for n in range(1, len(parts))]
         base = self.view.root.meta
-        for n in range(len(parts) - 1, 0, -1):  # in memory: an array of the base commit
-            doc = base.get("/".join(parts[:n]) + "/zarr.json")
-            if doc is not None:
-                if _is_array(doc):
-                    return doc
-                break
+        for meta in metas:  # in memory: an array of the base commit
+            doc = base.get(meta)
+            if doc is not None and _is_array(doc):
+                return doc
         walked: dict[str, bytes | None] = {}
-        for n in range(len(parts) - 1, 0, -1):
-            meta = "/".join(parts[:n]) + "/zarr.json"
+        for meta in metas:
             doc = self._docs[meta] if meta in self._docs else self._read_doc(meta)
             walked[meta] = doc
-            if doc is not None:
-                if not _is_array(doc):
-                    return None
+            if doc is not None and _is_array(doc):
                 self._docs.update(walked)  # arrays have no child nodes: what was walked stays
                 return doc
         return None
