@@ -61,18 +61,26 @@ class UploadLog:
                 self._recorded.difference_update(k for k, _ in new)
             raise
 
-    def record_chunks(self, chunks: list[bytes]) -> None:
+    def record_chunks(self, chunks: list[bytes]) -> list[bytes | None]:
         """Record the chunk objects of many uploads about to be made, in one metastore
-        write (their uploads then find them recorded; hashing twice costs far less)."""
-        big = [d for d in chunks if len(d) > MANIFEST_INLINE_MAX]
-        digests = self.objects.map(self.objects.digest, big)
-        self.record([(chunk_object_key(h), len(d)) for h, d in zip(digests, big, strict=True)])
+        write (their uploads then find them recorded); returns each chunk's digest (None
+        for one staged inline), to hand to `store_chunk`."""
+        big = [i for i, d in enumerate(chunks) if len(d) > MANIFEST_INLINE_MAX]
+        hashed = self.objects.map(self.objects.digest, [chunks[i] for i in big])
+        digests: list[bytes | None] = [None] * len(chunks)
+        for i, h in zip(big, hashed, strict=True):
+            digests[i] = h
+        self.record([(chunk_object_key(digests[i]), len(chunks[i])) for i in big])  # type: ignore[arg-type]
+        return digests
 
-    def store_chunk(self, data: bytes, table: bool = True) -> tuple[ChunkRef, bool]:
+    def store_chunk(
+        self, data: bytes, table: bool = True, digest: bytes | None = None
+    ) -> tuple[ChunkRef, bool]:
         """`Objects.store_chunk`, with the object recorded before it is uploaded (and its
-        block table unless `table` is false)."""
+        block table unless `table` is false); `digest`, of `data`, if hashed already."""
         if len(data) <= MANIFEST_INLINE_MAX:
             return self.objects.store_chunk(data)
-        digest = self.objects.digest(data)
+        if digest is None:
+            digest = self.objects.digest(data)
         self.record([(chunk_object_key(digest), len(data))])
         return self.objects.store_chunk(data, digest, table)

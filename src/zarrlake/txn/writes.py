@@ -175,13 +175,15 @@ class Writes:
         inner chunks (txn/shards.py), so there may be several changes, or none."""
         return self._changes_for((check_zarr_key(key), check_data(key, data)))
 
-    def _changes_for(self, item: tuple[str, bytes]) -> list[Change]:
+    def _changes_for(self, item: tuple[str, bytes], digest: bytes | None = None) -> list[Change]:
+        """The changes of one checked write; `digest`, of the item's bytes if the caller
+        hashed them already."""
         key, data = item
         if is_meta_key(key):
             return [self._change_for(item)]
         ops = self.shards.write(key, data)
         if ops is None:  # stored whole: inner chunks it replaces are deleted
-            return [self._change_for(item), *self.shards.stale(key)]
+            return [self._change_for(item, digest), *self.shards.stale(key)]
         changed = sum(span[1] - span[0] for _, span, _ in ops if span is not None)
         view = memoryview(data)
         if len(data) <= self.inline_max or changed < WHOLE_SHARE * len(data):
@@ -189,7 +191,7 @@ class Writes:
                 (k, None) if span is None else self._change_for((k, bytes(view[slice(*span)])))
                 for k, span, _ in ops
             ]
-        _, shard = self._change_for(item)  # one object; the inner chunks are ranges of it
+        _, shard = self._change_for(item, digest)  # one object; inner chunks are its ranges
         assert shard is not None and shard.kind == RefKind.OBJECT
         location = chunk_object_key(shard.digest)
         out: list[Change] = []
@@ -204,7 +206,7 @@ class Writes:
             )
         return out
 
-    def _change_for(self, item: tuple[str, bytes]) -> Change:
+    def _change_for(self, item: tuple[str, bytes], digest: bytes | None = None) -> Change:
         key, data = item
         if is_meta_key(key):
             check_node_change(self.overlay, key, check_metadata(key, data))
@@ -218,7 +220,7 @@ class Writes:
         try:
             phase = self.guard.begin()
             table = self._needs_table(key, len(data))
-            ref, created = self.uploads.store_chunk(bytes(data), table)  # recorded first
+            ref, created = self.uploads.store_chunk(bytes(data), table, digest)  # recorded first
             with self.buffer.lock:  # a reused object may be deleted by gc: keep its bytes
                 upload = (None if created else bytes(data), phase)
                 self.buffer.pending.setdefault(chunk_object_key(ref.digest), upload)
@@ -312,19 +314,27 @@ class Writes:
 
     def write_many(self, items: list[tuple[str, bytes]]) -> None:
         """Big chunks are uploaded in parallel, then everything is staged."""
+        self.stage([c for changes in self.prepare_many(items) for c in changes])
+
+    def prepare_many(self, items: list[tuple[str, bytes]]) -> list[list[Change]]:
+        """`prepare` of each item: the big chunks recorded in one metastore write, hashed
+        once, and uploaded in parallel."""
         checked = [(check_zarr_key(key), check_data(key, data)) for key, data in items]
-        big = [i for i, (_, data) in enumerate(checked) if len(data) > self.inline_max]
-        self.uploads.record_chunks([checked[i][1] for i in big])  # one metastore write
-        uploaded = dict(
-            zip(big, self.objects.map(self._changes_for, [checked[i] for i in big]), strict=True)
+        big = [
+            i
+            for i, (key, data) in enumerate(checked)
+            if len(data) > self.inline_max and not is_meta_key(key)
+        ]
+        digests = self.uploads.record_chunks([checked[i][1] for i in big])  # one write
+        prepared = self.objects.map(
+            lambda pair: self._changes_for(checked[pair[0]], pair[1]),
+            list(zip(big, digests, strict=True)),
         )
-        self.stage(
-            [
-                c
-                for i, item in enumerate(checked)
-                for c in (uploaded[i] if i in uploaded else self._changes_for(item))
-            ]
-        )
+        uploaded = dict(zip(big, prepared, strict=True))
+        return [
+            uploaded[i] if i in uploaded else self._changes_for(item)
+            for i, item in enumerate(checked)
+        ]
 
     def delete_many(self, keys: list[str]) -> None:
         """Delete the keys that exist; deleting a missing key is not an error."""
