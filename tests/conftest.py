@@ -14,4 +14,5 @@ pytest_plugins = [
     "tests.fixtures.spark",
     "tests.fixtures.metastores",
     "tests.fixtures.figures",
+    "tests.fixtures.schedule",
 ]

@@ -7,10 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 SEEDS = 5000
 
 
+@pytest.mark.slow
 def test_5000_seeds_hold_every_invariant():
     proc = subprocess.run(
         [
