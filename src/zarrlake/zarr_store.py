@@ -15,7 +15,7 @@ from zarr.abc.store import (
 )
 from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 
-from zarrlake.errors import ReadOnlyError
+from zarrlake.errors import ReadOnlySessionError
 from zarrlake.format.chunk_ref import ChunkRef
 from zarrlake.format.shard import ShardRef
 from zarrlake.vc.commit_protocol import Change
@@ -226,16 +226,16 @@ class SessionStore(Store):
 
         Raises
         ------
-        ReadOnlyError
+        ReadOnlySessionError
             If a writable store is asked of a read-only session.
         """
         if not read_only and self.session.read_only:
-            raise ReadOnlyError(f"{_READ_ONLY}: the session is pinned to a commit")
+            raise ReadOnlySessionError(f"{_READ_ONLY}: the session is pinned to a commit")
         return SessionStore(self.session, read_only=read_only)
 
     def _check_writable(self) -> None:
         if self.read_only:
-            raise ReadOnlyError(_READ_ONLY)
+            raise ReadOnlySessionError(_READ_ONLY)
 
     # reads ------------------------------------------------------------------------------
 
@@ -377,7 +377,7 @@ class SessionStore(Store):
 
         Raises
         ------
-        ReadOnlyError
+        ReadOnlySessionError
             If the store or its session is read-only.
         """
         self._check_writable()
