@@ -33,6 +33,7 @@ from zarrlake.vc.diff import Diff, diff_commit, diff_snapshots
 from zarrlake.vc.fsck import ExpiredHistory, Problem, check_objects
 from zarrlake.vc.keep import keeping
 from zarrlake.vc.merge import History, common_history_expired
+from zarrlake.vc.not_a_branch import needs_branch
 from zarrlake.vc.protection import Protection
 from zarrlake.vc.refexpr import commit_as_of, merge_base, resolve_ref
 from zarrlake.vc.refs import BRANCH, TAG
@@ -397,8 +398,10 @@ class Repo:
         ------
         NotFoundError
             If there is no such branch.
+        NotABranchError
+            If `branch` is a tag or a commit id (the message says what to do instead).
         InvalidInputError
-            If `branch` is a tag, or an argument is malformed.
+            If an argument is malformed.
 
         Examples
         --------
@@ -409,7 +412,7 @@ class Repo:
         from zarrlake.session import Session
 
         check_ref_name(branch, "branch")
-        try:
+        with needs_branch(self._ctx.refs, self._ctx.objects, branch, "session"):
             txn = Transaction.begin(
                 self._ctx,
                 branch,
@@ -418,14 +421,6 @@ class Repo:
                 expires_in=expires_in,
                 isolation=isolation,
             )
-        except NotFoundError:
-            if self._ctx.refs.get(TAG, branch) is None:
-                raise
-            raise InvalidInputError(
-                f"{branch!r} is a tag, not a branch: tags never move, so no session can write "
-                f"to one. Read it with readonly_session({branch!r}), or write on a new branch "
-                f"made at it (create_branch(name, at={branch!r}))"
-            ) from None
         return Session(txn)
 
     def join_session(self, session_id: str) -> Session:
@@ -574,12 +569,17 @@ class Repo:
         ProtectedBranchError
             If a protection rule requires pull requests into `into` (merge one instead:
             `create_pull_request`).
+        NotABranchError
+            If `into` is a tag or a commit id (the message says what to do instead).
         """
         check_ref_name(into, "branch")
         Protection(self._ctx.meta, self._ctx.refs.partition).check_merge(into)
         src = self.resolve(source)
         text = message if message is not None else f"Merge {source} into {into}"
-        with keeping(self._ctx, [src]):
+        with (
+            keeping(self._ctx, [src]),
+            needs_branch(self._ctx.refs, self._ctx.objects, into, "merge"),
+        ):
             return self._history("merge").merge(
                 src,
                 into,
@@ -622,12 +622,16 @@ class Repo:
     def reset_branch(self, branch: str, to: str, *, expected: str | None = None) -> str:
         """Move `branch` to ref `to`; with `expected`, only if the branch is there now
         (ConflictError otherwise, nothing moved). Returns the new head. A branch whose rule
-        requires pull requests refuses it (ProtectedBranchError)."""
+        requires pull requests refuses it (ProtectedBranchError); a tag or a commit id given as
+        `branch` is refused saying what it is (NotABranchError)."""
         check_ref_name(branch, "branch")
         Protection(self._ctx.meta, self._ctx.refs.partition).check_merge(branch, "reset")
         want = self.resolve(expected) if expected is not None else None
         target = self.resolve(to)
-        with keeping(self._ctx, [target]):
+        with (
+            keeping(self._ctx, [target]),
+            needs_branch(self._ctx.refs, self._ctx.objects, branch, "reset"),
+        ):
             return self._history("reset").reset(branch, target, want)
 
     def blame(self, array_path: str, chunk_coords: tuple[int, ...], ref: str = "main") -> Commit:

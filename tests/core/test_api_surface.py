@@ -1,0 +1,126 @@
+"""The public API's surface (issue 32): what a user sees of Repo, Session, the errors and the
+settings, each checked against a real repository (SQLite files, memory storage)."""
+
+from __future__ import annotations
+
+import pytest
+import zarr
+
+import zarrlake as zl
+from zarrlake import errors
+
+GROUP = b'{"zarr_format": 3, "node_type": "group"}'
+
+
+def _commit_one(repo: zl.Repo, branch: str = "main", value: int = 1) -> str:
+    s = repo.create_session(branch)
+    s.write("zarr.json", GROUP.replace(b"}", b', "attributes": {"v": %d}}' % value))
+    return s.commit(f"v={value}")
+
+
+# errors ----------------------------------------------------------------------------------
+
+
+def test_every_error_class_is_exported_at_the_top_level():
+    classes = {
+        name
+        for name, value in vars(errors).items()
+        if isinstance(value, type) and issubclass(value, Exception)
+    }
+    assert classes <= set(zl.__all__)
+    assert all(getattr(zl, name) is getattr(errors, name) for name in classes)
+
+
+def test_a_protected_branch_is_not_a_bad_value(local_repo):
+    local_repo.protect_branch("main")
+    s = local_repo.create_session()
+    s.write("zarr.json", GROUP)
+    with pytest.raises(zl.ProtectedBranchError) as e:
+        s.commit("direct")
+    assert not isinstance(e.value, ValueError)
+    assert isinstance(e.value, zl.ReadOnlyError)
+
+
+def test_a_write_to_a_read_only_session_is_still_a_value_error(local_repo):
+    ro = local_repo.readonly_session()
+    with pytest.raises(zl.ReadOnlySessionError) as e:
+        ro.write("zarr.json", GROUP)
+    assert isinstance(e.value, ValueError) and isinstance(e.value, zl.ReadOnlyError)
+    with pytest.raises(ValueError, match="read-only"):
+        zarr.open_group(ro.store, mode="a")
+
+
+def test_a_moved_branch_and_a_refused_fast_forward_have_their_own_conflict_errors(local_repo):
+    repo = local_repo
+    old = repo.resolve("main")
+    _commit_one(repo)
+    with pytest.raises(zl.BranchMovedError) as moved:
+        repo.reset_branch("main", old, expected=old)
+    assert isinstance(moved.value, zl.ConflictError)
+    assert [c.kind for c in moved.value.conflicts] == [zl.ConflictKind.MOVED]
+    repo.create_branch("dev", at=old)
+    _commit_one(repo, "dev", 2)
+    with pytest.raises(zl.FastForwardError) as ff:
+        repo.merge("main", into="dev", fast_forward="only")
+    assert isinstance(ff.value, zl.ConflictError)
+    assert [c.kind for c in ff.value.conflicts] == [zl.ConflictKind.DIVERGED]
+    assert not isinstance(ff.value, zl.BranchMovedError)
+
+
+# messages for a ref that is not a branch -------------------------------------------------
+
+
+@pytest.fixture
+def tagged(local_repo) -> tuple[zl.Repo, str]:
+    head = _commit_one(local_repo)
+    local_repo.create_tag("v1")
+    return local_repo, head
+
+
+def test_a_session_on_a_commit_id_says_it_is_a_commit_and_how_to_read_it(tagged):
+    repo, head = tagged
+    for given in (head, head[:12]):
+        with pytest.raises(zl.NotABranchError) as e:
+            repo.create_session(given)
+        text = str(e.value)
+        assert text.startswith(f"{given!r} looks like a commit id, and this needs a branch")
+        assert f"readonly_session({given!r})" in text and "does not exist" not in text
+    assert repo.list_sessions() == []
+
+
+def test_a_session_on_a_tag_says_it_is_a_tag_and_how_to_read_it(tagged):
+    repo, _ = tagged
+    with pytest.raises(zl.InvalidInputError) as e:
+        repo.create_session("v1")
+    assert str(e.value).startswith("'v1' is a tag, and tags never move")
+    assert "readonly_session('v1')" in str(e.value)
+
+
+def test_a_merge_into_a_tag_or_a_commit_says_what_it_is(tagged):
+    repo, head = tagged
+    with pytest.raises(zl.NotABranchError) as e:
+        repo.merge("main", into="v1")
+    assert str(e.value).startswith("'v1' is a tag, and tags never move: nothing can be merged")
+    with pytest.raises(zl.NotABranchError) as e:
+        repo.merge("main", into=head)
+    assert str(e.value).startswith(f"{head!r} looks like a commit id")
+    assert "a merge moves a branch" in str(e.value)
+    assert repo.list_tags()["v1"] == head
+
+
+def test_a_reset_of_a_tag_says_how_to_move_a_tag(tagged):
+    repo, head = tagged
+    with pytest.raises(zl.NotABranchError) as e:
+        repo.reset_branch("v1", "main~1")
+    text = str(e.value)
+    assert text.startswith("'v1' is a tag, and tags never move: reset_branch moves branches")
+    assert "delete_tag('v1') and create_tag('v1'" in text
+    assert isinstance(e.value, zl.NotFoundError) and isinstance(e.value, zl.InvalidInputError)
+    assert repo.list_tags()["v1"] == head
+
+
+def test_a_missing_branch_still_says_only_that(tagged):
+    repo, _ = tagged
+    with pytest.raises(zl.NotFoundError, match=r"^branch 'nope' does not exist$") as e:
+        repo.reset_branch("nope", "main")
+    assert not isinstance(e.value, zl.NotABranchError)
