@@ -133,8 +133,8 @@ class Session:
     def status(self) -> str:
         """open, committing, committed, aborted, abandoned or expired (read from the
         metastore; aborted: a committer outlived its lease and may still land, see
-        Session.commit)."""
-        return self._txn.load()[0].status if self._txn.record else Status.OPEN
+        Session.commit); "read-only" for a read-only view of a commit."""
+        return self._txn.load()[0].status if self._txn.record else Status.READ_ONLY
 
     @property
     def writer(self) -> bytes:

@@ -44,6 +44,9 @@ class Status(StrEnum):
     """A commit that could not be finished (its committer outlived its lease, or died
     where it cannot be told whether its commit landed): final, except that it becomes
     committed if its commit turns up on the branch (looked for whenever the record is read)."""
+    READ_ONLY = "read-only"
+    """A read-only view of one commit (`Repo.readonly_session`): it has no record, and never
+    writes or commits. Only `Session.status` says it; no stored record holds it."""
 
 
 class Isolation(StrEnum):

@@ -8,6 +8,7 @@ import zarr
 
 import zarrlake as zl
 from zarrlake import errors
+from zarrlake.session_records import Status
 
 GROUP = b'{"zarr_format": 3, "node_type": "group"}'
 
@@ -124,3 +125,15 @@ def test_a_missing_branch_still_says_only_that(tagged):
     with pytest.raises(zl.NotFoundError, match=r"^branch 'nope' does not exist$") as e:
         repo.reset_branch("nope", "main")
     assert not isinstance(e.value, zl.NotABranchError)
+
+
+# status ----------------------------------------------------------------------------------
+
+
+def test_a_read_only_session_reports_its_own_status(local_repo):
+    ro = local_repo.readonly_session()
+    assert ro.status == "read-only" == Status.READ_ONLY
+    s = local_repo.create_session()
+    assert s.status == "open"
+    s.abandon()
+    assert s.status == "abandoned"
