@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime, timedelta
@@ -82,20 +83,27 @@ def as_datetime(ts: float | None) -> datetime | None:
     return None if ts is None else datetime.fromtimestamp(ts, UTC)
 
 
+def _renamed(old: str, new: str) -> None:
+    """Warn that attribute `old` is a deprecated alias of `new` (kept so old code runs)."""
+    warnings.warn(f"{old} is deprecated: use .{new}", DeprecationWarning, stacklevel=3)
+
+
 @dataclass(frozen=True)
 class SessionInfo:
     """A session as users see it (times are timezone-aware datetimes)."""
 
     id: str
     branch: str
-    base: str
+    base_commit: str
+    """The commit the session reads from (as `Session.base_commit`)."""
     status: str
     created: datetime
     expires_at: datetime
     message: str | None
     author: str | None
     isolation: str
-    commit: str | None
+    committed_as: str | None
+    """The commit the session became, once committed (as `Session.committed_as`)."""
     since: datetime | None = None
     """When the session entered its status (committing, aborted, committed), if recorded."""
     committer: tuple[str, int] | None = None
@@ -103,11 +111,23 @@ class SessionInfo:
     note: str | None = None
     """Why the session is aborted, or other news about its status."""
 
+    @property
+    def base(self) -> str:
+        """Deprecated: `base_commit` (the name Session uses too)."""
+        _renamed("SessionInfo.base", "base_commit")
+        return self.base_commit
+
+    @property
+    def commit(self) -> str | None:
+        """Deprecated: `committed_as` (the name Session uses too)."""
+        _renamed("SessionInfo.commit", "committed_as")
+        return self.committed_as
+
     def describe(self) -> str:
         """The status in a few words: "committing since ... by pid 12@host" and the like."""
         out = self.status
-        if self.status == Status.COMMITTED and self.commit:
-            out += f" as {self.commit[:12]}"
+        if self.status == Status.COMMITTED and self.committed_as:
+            out += f" as {self.committed_as[:12]}"
         if self.since is not None:
             out += f" since {self.since:%Y-%m-%d %H:%M:%S} UTC"
         if self.committer is not None and self.status in (Status.COMMITTING, Status.ABORTED):

@@ -137,3 +137,25 @@ def test_a_read_only_session_reports_its_own_status(local_repo):
     assert s.status == "open"
     s.abandon()
     assert s.status == "abandoned"
+
+
+# one name per thing ----------------------------------------------------------------------
+
+
+def test_session_info_uses_the_session_s_names_and_keeps_the_old_ones_deprecated(local_repo):
+    s = local_repo.create_session()
+    s.write("zarr.json", GROUP)
+    open_info = local_repo.session_info(s.id)
+    assert open_info.base_commit == s.base_commit and open_info.committed_as is None
+    cid = s.commit("one")
+    info = local_repo.session_info(s.id)
+    assert info.committed_as == s.committed_as == cid
+    assert info.describe().startswith(f"committed as {cid[:12]}")
+    with pytest.warns(
+        DeprecationWarning, match=r"SessionInfo.base is deprecated: use .base_commit"
+    ):
+        assert info.base == s.base_commit
+    with pytest.warns(
+        DeprecationWarning, match=r"SessionInfo.commit is deprecated: use .committed_as"
+    ):
+        assert info.commit == cid

@@ -137,7 +137,7 @@ class Model:
             {
                 "id": s.id,
                 "branch": s.branch,
-                "base": s.base,
+                "base": s.base_commit,
                 "author": s.author,
                 "message": s.message,
                 "created": iso(s.created),
