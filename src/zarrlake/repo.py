@@ -67,6 +67,7 @@ class Repo:
     def __init__(self, ctx: RepoContext) -> None:
         self._ctx = ctx
         self._session: Session | None = None
+        self._checked_out = "main"  # the ref the implicit session is made on (`checkout`)
 
     @classmethod
     def of(cls, session: Session) -> Repo:
@@ -485,19 +486,22 @@ class Repo:
     # Arraylake-style implicit session -----------------------------------------------------
 
     def checkout(self, ref: str = "main") -> Session:
-        """Make `ref` current: a writable session on a branch, read-only on a tag/commit."""
+        """Make `ref` current: a writable session on a branch, read-only on a tag/commit.
+        This is what creates the implicit API's session record (see `session`)."""
         if self._ctx.refs.get(BRANCH, ref) is not None:
             self._session = self.create_session(ref)
         else:
             self._session = self.readonly_session(ref)
+        self._checked_out = ref
         return self._session
 
     @property
     def session(self) -> Session:
-        """The current session of the implicit (Arraylake-style) API; `checkout("main")` on first
-        use."""
+        """The current session of the implicit (Arraylake-style) API. Made on use by
+        `checkout` of the ref last checked out (first: "main"); after `commit` the next one
+        is made only when used again, so a commit leaves no open session behind."""
         if self._session is None:
-            self.checkout("main")
+            self.checkout(self._checked_out)
         assert self._session is not None
         return self._session
 
@@ -514,11 +518,11 @@ class Repo:
     def commit(
         self, message: str, *, on_conflict: ConflictPolicy = "fail", allow_empty: bool = False
     ) -> str:
-        """Commit the current session, then start a fresh one on the same branch."""
+        """Commit the current session. The next use of `session` (`store`, `root_group`,
+        `commit`) starts a fresh one on the same branch; until then no session is open."""
         session = self.session
         commit_id = session.commit(message, on_conflict=on_conflict, allow_empty=allow_empty)
-        assert session.branch is not None
-        self._session = self.create_session(session.branch)
+        self._session = None  # `session` checks out the same branch again when used
         return commit_id
 
     # merge, revert, reset, blame, protection (zarrlake.vc.merge and friends) --------------

@@ -159,3 +159,41 @@ def test_session_info_uses_the_session_s_names_and_keeps_the_old_ones_deprecated
         DeprecationWarning, match=r"SessionInfo.commit is deprecated: use .committed_as"
     ):
         assert info.commit == cid
+
+
+# the implicit session --------------------------------------------------------------------
+
+
+def test_the_implicit_commit_leaves_no_open_session_and_the_metastore_copies(tmp_path):
+    repo = zl.Repo.create(tmp_path / "repo")
+    zarr.create_array(repo.store, name="t", shape=(4,), chunks=(2,), dtype="i4")[:] = 1
+    assert len(repo.list_sessions()) == 1  # first use checks out main
+    first = repo.commit("one")
+    assert repo.list_sessions() == []
+    assert repo.resolve("main") == first
+    copy = f"sqlite:///{tmp_path / 'copy.db'}"
+    assert repo.copy_metastore(copy).moved_sessions == ()
+    repo.close()
+    repo = zl.Repo.open(tmp_path / "repo", metastore=copy)
+    assert repo.list_sessions() == [] and repo.resolve("main") == first
+    zarr.open_array(repo.store, path="t")[0] = 5  # the next session is made on use
+    assert [i.branch for i in repo.list_sessions()] == ["main"]
+    second = repo.commit("two")
+    assert repo.log("main", limit=1)[0].id == second and repo.list_sessions() == []
+    assert zarr.open_array(repo.readonly_session().store, path="t", mode="r")[:].tolist() == [
+        5,
+        1,
+        1,
+        1,
+    ]
+
+
+def test_the_implicit_session_stays_on_the_branch_checked_out(local_repo):
+    local_repo.create_branch("dev")
+    local_repo.checkout("dev")
+    local_repo.root_group.attrs["x"] = 1
+    local_repo.commit("on dev")
+    assert local_repo.list_sessions() == []
+    assert local_repo.session.branch == "dev"
+    assert local_repo.log("dev", limit=1)[0].message == "on dev"
+    assert local_repo.log("main", limit=1)[0].message != "on dev"
