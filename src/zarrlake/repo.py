@@ -72,7 +72,7 @@ class Repo:
     @classmethod
     def of(cls, session: Session) -> Repo:
         """The repository `session` belongs to (sharing its connection)."""
-        return cls(session.context)
+        return cls(session._engine.context)
 
     @property
     def spec(self) -> RepoSpec:

@@ -36,8 +36,34 @@ def _span(byte_range: ByteRequest) -> Span:
     raise TypeError(f"Unexpected byte_range, got {byte_range!r}")
 
 
+class StoreEngine(Protocol):
+    """The engine hooks the store needs of a session (`Session._engine` provides them). An
+    engine that can say a read is cheaper on the calling thread also has `read_here`."""
+
+    @property
+    def inline_max(self) -> int:
+        """Chunks up to this many bytes are staged inline."""
+
+    def lookup(self, key: str) -> ChunkRef | ShardRef | None:
+        """The chunk reference of `key` as the session sees it, or None."""
+
+    def peek(self, key: str) -> tuple[bool, bytes | None]:
+        """(answered, bytes or None) when the answer needs no I/O; else (False, None)."""
+
+    def prepare_all(self, key: str, data: bytes) -> list[Change]:
+        """Check, hash and (if big) upload `data`; the changes to stage for `key` (a
+        shard's are its changed inner chunks)."""
+
+    def stage(self, changes: list[Change]) -> None:
+        """Stage prepared changes."""
+
+
 class StoreSession(Protocol):
     """What the store needs of a session (zarrlake.Session provides it)."""
+
+    @property
+    def _engine(self) -> StoreEngine:
+        """The engine hooks (not public API)."""
 
     @property
     def id(self) -> str | None:
@@ -55,21 +81,11 @@ class StoreSession(Protocol):
     def spec(self) -> object:
         """The repository spec, which makes the store picklable."""
 
-    @property
-    def inline_max(self) -> int:
-        """Chunks up to this many bytes are staged inline."""
-
-    def lookup(self, key: str) -> ChunkRef | ShardRef | None:
-        """The chunk reference of `key` as the session sees it, or None."""
-
     def read(self, key: str) -> bytes | None:
         """The bytes of `key` as the session sees it, or None."""
 
     def read_ranges(self, key: str, spans: list[Span]) -> list[bytes] | None:
         """Byte ranges of `key` as the session sees it (verified), or None if absent."""
-
-    def peek(self, key: str) -> tuple[bool, bytes | None]:
-        """(answered, bytes or None) when the answer needs no I/O; else (False, None)."""
 
     def exists(self, key: str) -> bool:
         """Whether `key` exists as the session sees it."""
@@ -82,13 +98,6 @@ class StoreSession(Protocol):
 
     def write(self, key: str, data: bytes) -> None:
         """Stage `data` under `key`."""
-
-    def prepare_all(self, key: str, data: bytes) -> list[Change]:
-        """Check, hash and (if big) upload `data`; the changes to stage for `key` (a
-        shard's are its changed inner chunks)."""
-
-    def stage(self, changes: list[Change]) -> None:
-        """Stage prepared changes."""
 
     def write_many(self, items: list[tuple[str, bytes]]) -> None:
         """Stage several writes at once."""
@@ -126,7 +135,7 @@ class _StageBatcher:
         """Runs on the loop: one short metastore transaction costs less than a thread hop."""
         batch, self.pending, self.flushing = self.pending, [], False
         try:
-            self.session.stage([change for changes, _ in batch for change in changes])
+            self.session._engine.stage([change for changes, _ in batch for change in changes])
         except Exception as e:
             for _, f in batch:
                 f.set_exception(e)
@@ -197,8 +206,8 @@ class SessionStore(Store):
         self.session = session
         self._batchers: dict[asyncio.AbstractEventLoop, _StageBatcher] = {}
         self._readers: dict[asyncio.AbstractEventLoop, _ReadBatcher] = {}
-        # Sessions that can say a read is cheaper here than on a thread (Session._read_here).
-        self._reads_here = self.read_only and hasattr(session, "_read_here")
+        # Sessions that can say a read is cheaper here than on a thread (read_here).
+        self._reads_here = self.read_only and hasattr(session._engine, "read_here")
 
     def __eq__(self, other: object) -> bool:
         return (
@@ -267,9 +276,10 @@ class SessionStore(Store):
         Byte ranges read only the bytes they need (verified), and concurrent ranged reads
         of one key share requests."""
         span = None if byte_range is None else _span(byte_range)  # malformed: fails here
-        answered, data = self.session.peek(key)
+        engine = self.session._engine
+        answered, data = engine.peek(key)
         if not answered and span is None and self._reads_here:
-            answered, data = self.session._read_here(key)  # type: ignore[attr-defined]
+            answered, data = engine.read_here(key)  # type: ignore[attr-defined]
         if answered:
             if data is not None and span is not None:
                 start, end = span.resolve(len(data))
@@ -343,7 +353,7 @@ class SessionStore(Store):
         FileNotFoundError
             If the key does not exist.
         """
-        ref = await asyncio.to_thread(self.session.lookup, key)
+        ref = await asyncio.to_thread(self.session._engine.lookup, key)
         if ref is None:
             raise FileNotFoundError(key)
         return ref.length
@@ -385,12 +395,11 @@ class SessionStore(Store):
             raise TypeError(f"SessionStore.set(): expected a zarr Buffer, not {type(value)}")
         if _is_metadata(key) and await self._unchanged(key, value):
             return
-        if len(value) > self.session.inline_max:  # copying, hashing, uploading: off the event loop
-            changes = await asyncio.to_thread(
-                lambda: self.session.prepare_all(key, value.to_bytes())
-            )
+        engine = self.session._engine
+        if len(value) > engine.inline_max:  # copying, hashing, uploading: off the event loop
+            changes = await asyncio.to_thread(lambda: engine.prepare_all(key, value.to_bytes()))
         else:
-            changes = self.session.prepare_all(key, value.to_bytes())
+            changes = engine.prepare_all(key, value.to_bytes())
         if not changes:  # a shard rewritten with the inner chunks it held
             return
         loop = asyncio.get_running_loop()

@@ -197,3 +197,32 @@ def test_the_implicit_session_stays_on_the_branch_checked_out(local_repo):
     assert local_repo.session.branch == "dev"
     assert local_repo.log("dev", limit=1)[0].message == "on dev"
     assert local_repo.log("main", limit=1)[0].message != "on dev"
+
+
+# engine hooks off Session ----------------------------------------------------------------
+
+HOOKS = (
+    "lookup",
+    "peek",
+    "prepare",
+    "prepare_all",
+    "stage",
+    "start_writer",
+    "accept_writers",
+    "writer",
+    "inline_max",
+    "context",
+)
+
+
+def test_the_engine_hooks_are_not_public_members_of_session(local_repo):
+    s = local_repo.create_session()
+    for name in HOOKS:
+        assert not hasattr(s, name), name
+        assert not hasattr(zl.Session, name), name
+    s.write("a/c/0", b"x" * 10)
+    ref = s._engine.lookup("a/c/0")
+    assert ref is not None and ref.length == 10
+    again = zl.Repo.of(s)
+    assert again.repo_id == local_repo.repo_id and again.context is s._engine.context
+    s.abandon()

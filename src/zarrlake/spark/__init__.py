@@ -234,7 +234,7 @@ def map_regions[R, T](
 
     def run(part: Iterator[R]) -> Iterator[tuple[bool, Any]]:
         joined = handle.session  # once per Python worker and session, not per task
-        writer = joined.start_writer(tag) if writable else ""
+        writer = joined._engine.start_writer(tag) if writable else ""
         for region in part:
             yield False, call(joined, region)
         if writable:
@@ -244,5 +244,5 @@ def map_regions[R, T](
     with zarrlake_errors():
         out = spark.sparkContext.parallelize(items, n).mapPartitions(run).collect()
     if writable:
-        session.accept_writers(tag, [w for last, w in out if last])
+        session._engine.accept_writers(tag, [w for last, w in out if last])
     return [value for last, value in out if not last]
