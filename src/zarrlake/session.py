@@ -389,8 +389,7 @@ class SessionEngine:
         changes = self.prepare_all(key, data)
         if len(changes) != 1 or changes[0][0] != key:
             raise InvalidInputError(
-                f"{key!r} is a shard staged as {len(changes)} inner-chunk changes: "
-                "use prepare_all"
+                f"{key!r} is a shard staged as {len(changes)} inner-chunk changes: use prepare_all"
             )
         return changes[0]
 
