@@ -51,6 +51,8 @@ _LAZY = {
     "Diff": "zarrlake.vc.diff",
     "PullRequest": "zarrlake.pulls",
     "SessionStore": "zarrlake.zarr_store",
+    "Settings": "zarrlake.connection",
+    "FlushPolicy": "zarrlake.connection",
 }
 """Public names whose modules import zarr and numpy: loaded on first use, so a command line
 that needs none of them (`zarrlake --help`) starts fast."""
@@ -63,6 +65,8 @@ if TYPE_CHECKING:  # what type checkers see of the lazy names; nothing is import
 
     from zarrlake import spark as spark
     from zarrlake import virtual as virtual
+    from zarrlake.connection import FlushPolicy as FlushPolicy
+    from zarrlake.connection import Settings as Settings
     from zarrlake.pulls import PullRequest as PullRequest
     from zarrlake.repo import Commit as Commit
     from zarrlake.repo import Repo as Repo

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from zarrlake._util.validate import check_ref_name
 from zarrlake.connection import (
     RepoContext,
     RepoSpec,
+    Settings,
     create_context,
     open_context,
     resolve_spec,
@@ -102,6 +103,7 @@ class Repo:
         metastore: str | None = None,
         storage_options: dict | None = None,
         content_hash: str = "blake3",
+        settings: Settings | Mapping[str, Any] | None = None,
     ) -> Repo:
         """Create a new repository; AlreadyExistsError if one is there. `content_hash`
         ("blake3" or "sha256") names its objects and checks its chunks, for good.
@@ -117,6 +119,9 @@ class Repo:
             Object-store options (region, endpoint, credentials), as obstore takes them.
         content_hash
             "blake3" (default) or "sha256".
+        settings
+            Tuning (`Settings`, or a dict of the fields to change) recorded in the
+            repository's config: every client that opens it starts from these.
 
         Returns
         -------
@@ -136,7 +141,8 @@ class Repo:
         >>> repo.list_branches()  # doctest: +SKIP
         """
         spec = resolve_spec(location, metastore, storage_options)
-        return cls(create_context(spec, content_hash))
+        chosen = None if settings is None else Settings().updated(settings)
+        return cls(create_context(spec, content_hash, chosen))
 
     @classmethod
     def open(
@@ -145,6 +151,7 @@ class Repo:
         *,
         metastore: str | None = None,
         storage_options: dict | None = None,
+        settings: Settings | Mapping[str, Any] | None = None,
     ) -> Repo:
         """Open an existing repository; NotFoundError if there is none.
 
@@ -156,15 +163,21 @@ class Repo:
             The metastore URL, when it is not the default for `location`.
         storage_options
             Object-store options (region, endpoint, credentials), as obstore takes them.
+        settings
+            Tuning for this process's connection: a `Settings`, or a dict of the fields to
+            change from those the repository's config records (defaults if none). Sessions
+            re-joined in other processes use the recorded ones.
 
         Raises
         ------
         NotFoundError
             If there is no repository at `location`.
+        InvalidInputError
+            If a setting is unknown or out of range.
         ConfigurationError
             If the storage or metastore cannot be reached.
         """
-        return cls(open_context(resolve_spec(location, metastore, storage_options)))
+        return cls(open_context(resolve_spec(location, metastore, storage_options), settings))
 
     @classmethod
     def open_or_create(

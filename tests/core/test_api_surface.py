@@ -226,3 +226,57 @@ def test_the_engine_hooks_are_not_public_members_of_session(local_repo):
     again = zl.Repo.of(s)
     assert again.repo_id == local_repo.repo_id and again.context is s._engine.context
     s.abandon()
+
+
+# settings --------------------------------------------------------------------------------
+
+
+def test_settings_given_to_open_tune_that_connection_only(tmp_path):
+    zl.Repo.create(tmp_path / "repo").close()
+    tuned = zl.Repo.open(tmp_path / "repo", settings={"commit_timeout": 5, "flush": {"idle": None}})
+    assert tuned.context.settings.commit_timeout == 5
+    assert tuned.context.settings.flush.idle is None
+    assert tuned.context.settings.read_concurrency == zl.Settings().read_concurrency
+    whole = zl.Repo.open(tmp_path / "repo", settings=zl.Settings(read_concurrency=3))
+    assert whole.context.settings == zl.Settings(read_concurrency=3)
+    assert zl.Repo.open(tmp_path / "repo").context.settings == zl.Settings()
+
+
+def test_settings_given_to_create_are_recorded_for_every_client(tmp_path):
+    from zarrlake.connection import connect
+    from zarrlake.format.chunk_ref import RefKind
+
+    repo = zl.Repo.create(tmp_path / "repo", settings=zl.Settings(stage_inline_max=0))
+    again = zl.Repo.open(tmp_path / "repo", settings={"commit_timeout": 7})
+    assert again.context.settings.stage_inline_max == 0  # recorded
+    assert again.context.settings.commit_timeout == 7  # given on top
+    assert connect(repo.spec).settings.stage_inline_max == 0  # a worker's connection
+    s = again.create_session()
+    s.write("a/c/0", b"x" * 100)
+    assert s._engine.lookup("a/c/0").kind != RefKind.INLINE  # uploaded, not staged inline
+    s.commit("one")
+    default = zl.Repo.create(tmp_path / "other")
+    d = default.create_session()
+    d.write("a/c/0", b"x" * 100)
+    assert d._engine.lookup("a/c/0").kind == RefKind.INLINE
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"commit_timout": 5}, r"unknown setting\(s\) commit_timout; known: commit_timeout"),
+        ({"flush": {"idel": 1}}, r"unknown flush setting\(s\) idel"),
+        ({"read_concurrency": 0}, "setting read_concurrency must be an integer above 0, not 0"),
+        ({"read_concurrency": 2.5}, "setting read_concurrency must be an integer above 0"),
+        ({"commit_timeout": "60"}, "setting commit_timeout must be a number above 0, not '60'"),
+        ({"read_coalesce_gap": -1}, "setting read_coalesce_gap must be an integer 0 or more"),
+        ([("commit_timeout", 5)], "settings must be a Settings or a dict"),
+    ],
+)
+def test_bad_settings_are_refused_by_name(tmp_path, settings, message):
+    zl.Repo.create(tmp_path / "repo").close()
+    with pytest.raises(zl.InvalidInputError, match=message):
+        zl.Repo.open(tmp_path / "repo", settings=settings)
+    with pytest.raises(zl.InvalidInputError, match=message):
+        zl.Repo.create(tmp_path / "new", settings=settings)
+    assert not (tmp_path / "new" / "zarrlake.json").exists()
