@@ -7,6 +7,7 @@ import importlib as _importlib
 from zarrlake.errors import (
     AlreadyExistsError,
     BackendError,
+    BranchMovedError,
     CASFailedError,
     ChecksFailedError,
     CommitTimeoutError,
@@ -16,15 +17,18 @@ from zarrlake.errors import (
     ConflictKind,
     CorruptionError,
     ExpiredHistoryError,
+    FastForwardError,
     GcBusyError,
     InvalidInputError,
     NoChangesError,
+    NotABranchError,
     NotFoundError,
     ProtectedBranchError,
     PullRequestBlockedError,
     PullRequestError,
     PullRequestNotOpenError,
     ReadOnlyError,
+    ReadOnlySessionError,
     SessionClosedError,
     SessionError,
     SessionExpiredError,
@@ -47,6 +51,8 @@ _LAZY = {
     "Diff": "zarrlake.vc.diff",
     "PullRequest": "zarrlake.pulls",
     "SessionStore": "zarrlake.zarr_store",
+    "Settings": "zarrlake.connection",
+    "FlushPolicy": "zarrlake.connection",
 }
 """Public names whose modules import zarr and numpy: loaded on first use, so a command line
 that needs none of them (`zarrlake --help`) starts fast."""
@@ -59,6 +65,8 @@ if TYPE_CHECKING:  # what type checkers see of the lazy names; nothing is import
 
     from zarrlake import spark as spark
     from zarrlake import virtual as virtual
+    from zarrlake.connection import FlushPolicy as FlushPolicy
+    from zarrlake.connection import Settings as Settings
     from zarrlake.pulls import PullRequest as PullRequest
     from zarrlake.repo import Commit as Commit
     from zarrlake.repo import Repo as Repo
@@ -71,6 +79,7 @@ if TYPE_CHECKING:  # what type checkers see of the lazy names; nothing is import
 __all__ = [
     "AlreadyExistsError",
     "BackendError",
+    "BranchMovedError",
     "CASFailedError",
     "ChecksFailedError",
     "CommitTimeoutError",
@@ -80,15 +89,18 @@ __all__ = [
     "ConflictKind",
     "CorruptionError",
     "ExpiredHistoryError",
+    "FastForwardError",
     "GcBusyError",
     "InvalidInputError",
     "NoChangesError",
+    "NotABranchError",
     "NotFoundError",
     "ProtectedBranchError",
     "PullRequestBlockedError",
     "PullRequestError",
     "PullRequestNotOpenError",
     "ReadOnlyError",
+    "ReadOnlySessionError",
     "SessionClosedError",
     "SessionError",
     "SessionExpiredError",

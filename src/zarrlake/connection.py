@@ -8,8 +8,8 @@ import json
 import os
 import secrets
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -82,19 +82,33 @@ def resolve_spec(
 
 @dataclass(frozen=True)
 class FlushPolicy:
-    """When a handle flushes its buffered writes by itself."""
+    """When a session handle flushes its buffered writes by itself."""
 
     max_entries: int = 100_000
-    max_bytes: int = 2 << 20  # inline chunk bytes, or bytes of uploads kept for gc
-    max_age: float = 60.0  # seconds since the oldest unflushed write
-    idle: float | None = 5.0  # seconds without writes (None: never in the background)
+    """Buffered writes (keys) that make a handle flush."""
+    max_bytes: int = 2 << 20
+    """Buffered inline chunk bytes (or bytes of uploads kept for gc) that make it flush."""
+    max_age: float = 60.0
+    """Seconds since the oldest unflushed write after which it flushes."""
+    idle: float | None = 5.0
+    """Seconds without writes after which it flushes in the background (None: never)."""
 
 
 @dataclass(frozen=True)
 class Settings:
-    """Tuning that every layer above the backends reads from one place."""
+    """Tuning that every layer above the backends reads from one place. Give it to
+    `Repo.open` / `Repo.create` (`settings=Settings(commit_timeout=120)`, or a dict of the
+    fields to change), or record it in the repository's config with `Repo.create(...,
+    settings=...)`: every client that opens the repository then starts from it, Spark and
+    Dask workers included.
+
+    Examples
+    --------
+    >>> repo = Repo.open("/data/weather", settings={"read_concurrency": 64})  # doctest: +SKIP
+    """
 
     commit_timeout: float = 60.0
+    """Seconds a commit keeps retrying while its branch keeps moving (CommitTimeoutError)."""
     stage_inline_max: int = 8192
     """Chunks up to this size are staged inside fragments (whose data sections become the
     packs commits point into), instead of one object per chunk."""
@@ -106,6 +120,69 @@ class Settings:
     """Ranged requests (parts of chunk objects, e.g. a shard's inner chunks) in flight at once."""
     read_coalesce_gap: int = 256 << 10
     """Ranges of one object at most this many bytes apart are fetched in one request."""
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+
+    def to_json(self) -> dict[str, Any]:
+        """The settings as the repository config records them (plain JSON values)."""
+        return asdict(self)
+
+    def updated(self, changes: Settings | Mapping[str, Any] | None) -> Settings:
+        """These settings with `changes` applied: a Settings replaces them whole, a mapping
+        changes the fields it names (``{"flush": {"idle": None}}`` changes one flush field).
+
+        Raises
+        ------
+        InvalidInputError
+            If a name is not a setting or a value is of the wrong type or range.
+        """
+        if changes is None:
+            return self
+        if isinstance(changes, Settings):
+            return changes
+        if not isinstance(changes, Mapping):
+            raise InvalidInputError(f"settings must be a Settings or a dict, not {changes!r}")
+        _check_names(changes, Settings, "setting")
+        fields_: dict[str, Any] = dict(changes)
+        if "flush" in fields_:
+            flush = fields_["flush"]
+            if isinstance(flush, Mapping):
+                _check_names(flush, FlushPolicy, "flush setting")
+                fields_["flush"] = replace(self.flush, **flush)
+            elif not isinstance(flush, FlushPolicy):
+                raise InvalidInputError(f"flush must be a FlushPolicy or a dict, not {flush!r}")
+        return replace(self, **fields_)
+
+
+def _check_names(changes: Mapping[str, Any], cls: type, what: str) -> None:
+    unknown = sorted(str(k) for k in changes if k not in {f.name for f in fields(cls)})
+    if unknown:
+        known = ", ".join(f.name for f in fields(cls))
+        raise InvalidInputError(f"unknown {what}(s) {', '.join(unknown)}; known: {known}")
+
+
+def check_settings(settings: Settings) -> None:
+    """InvalidInputError naming the first setting of the wrong type or out of range."""
+    if not isinstance(settings.flush, FlushPolicy):
+        raise InvalidInputError(f"flush must be a FlushPolicy, not {settings.flush!r}")
+    values = [(f.name, getattr(settings, f.name), f.type) for f in fields(settings)]
+    values += [
+        (f"flush.{f.name}", getattr(settings.flush, f.name), f.type) for f in fields(settings.flush)
+    ]
+    for name, value, kind in values:
+        if name == "flush" or (name == "flush.idle" and value is None):
+            continue
+        number = (int,) if "float" not in str(kind) else (int, float)
+        least = 0 if name in _ZERO_ALLOWED else 1e-9
+        if isinstance(value, bool) or not isinstance(value, number) or value < least:
+            want = "an integer" if number == (int,) else "a number"
+            bound = "0 or more" if least == 0 else "above 0"
+            raise InvalidInputError(f"setting {name} must be {want} {bound}, not {value!r}")
+
+
+_ZERO_ALLOWED = {"stage_inline_max", "flush_wait", "read_coalesce_gap"}
+"""Settings where 0 means something (never inline, do not wait, never coalesce)."""
 
 
 @dataclass
@@ -207,8 +284,11 @@ def _read_config(store: ObjectStore) -> dict | None:
         raise ZarrLakeError(f"{store.url}/{CONFIG_KEY} is not a zarrlake config: {e}") from e
 
 
-def create_context(spec: RepoSpec, content_hash: str | Hash = DEFAULT) -> RepoContext:
-    """Create a new repository at `spec`; AlreadyExistsError if one is there."""
+def create_context(
+    spec: RepoSpec, content_hash: str | Hash = DEFAULT, settings: Settings | None = None
+) -> RepoContext:
+    """Create a new repository at `spec`; AlreadyExistsError if one is there. `settings`,
+    when given, are recorded in its config: every client that opens it starts from them."""
     algo = parse(content_hash)
     if spec.is_local and Path(spec.location).is_file():
         raise InvalidInputError(f"{spec.location} is a file, not a directory")
@@ -218,7 +298,8 @@ def create_context(spec: RepoSpec, content_hash: str | Hash = DEFAULT) -> RepoCo
     if _read_config(store) is not None:
         raise AlreadyExistsError(f"a zarrlake repository already exists at {spec.location}")
     meta = _open_meta(spec)
-    ctx = RepoContext(spec, secrets.token_hex(8), store, meta, hash=algo)
+    chosen = settings if settings is not None else Settings()
+    ctx = RepoContext(spec, secrets.token_hex(8), store, meta, settings=chosen, hash=algo)
     # Publish the config last: its presence means the repository is complete.
     objects = ctx.objects
     snapshot = objects.write(SnapshotRoot())
@@ -235,14 +316,19 @@ def create_context(spec: RepoSpec, content_hash: str | Hash = DEFAULT) -> RepoCo
         "hash": algo.label,
         "metastore": kind_of(spec.metastore),
     }
+    if settings is not None:
+        config["settings"] = settings.to_json()
     if not store.put_if_absent(CONFIG_KEY, json.dumps(config).encode()):
         meta.drop_partition(ctx.refs.partition)
         raise AlreadyExistsError(f"a zarrlake repository already exists at {spec.location}")
     return ctx
 
 
-def open_context(spec: RepoSpec) -> RepoContext:
-    """Open the existing repository at `spec`; NotFoundError if there is none."""
+def open_context(
+    spec: RepoSpec, settings: Settings | Mapping[str, Any] | None = None
+) -> RepoContext:
+    """Open the existing repository at `spec`; NotFoundError if there is none. Its settings
+    are those its config records (defaults if none), updated with `settings`."""
     if spec.is_local and not Path(spec.location, CONFIG_KEY).exists():
         raise NotFoundError(f"no zarrlake repository at {spec.location}")
     store = _open_store(spec)
@@ -257,8 +343,15 @@ def open_context(spec: RepoSpec) -> RepoContext:
     spec = replace(spec, metastore=chosen)
     meta = _open_meta(spec)
     algo = parse(config.get("hash", LEGACY))
+    recorded = Settings().updated(config.get("settings"))
     return RepoContext(
-        spec, config["repo_id"], store, meta, hash=algo, format=config.get("format", 1)
+        spec,
+        config["repo_id"],
+        store,
+        meta,
+        settings=recorded.updated(settings),
+        hash=algo,
+        format=config.get("format", 1),
     )
 
 

@@ -82,12 +82,19 @@ class CASFailedError(ZarrLakeError):
     """A compare-and-swap found a different version than expected."""
 
 
-class ReadOnlyError(ZarrLakeError, ValueError):
-    """A write was attempted on a read-only session or store."""
+class ReadOnlyError(ZarrLakeError):
+    """A write was refused: the session or store is read-only (ReadOnlySessionError), or a
+    protection rule guards the branch (ProtectedBranchError)."""
+
+
+class ReadOnlySessionError(ReadOnlyError, ValueError):
+    """A write was attempted on a read-only session or store. A ValueError too, as zarr's
+    own read-only stores raise."""
 
 
 class ProtectedBranchError(ReadOnlyError):
-    """A protection rule forbids this change to a branch (a direct commit or a delete)."""
+    """A protection rule forbids this change to a branch (a direct commit, a merge or reset
+    outside a pull request, or a delete). Not a ValueError: nothing given was malformed."""
 
 
 class CommitTimeoutError(ZarrLakeError):
@@ -193,6 +200,22 @@ class ConflictError(ZarrLakeError):
         self.conflicts = list(conflicts)
         lines = "; ".join(str(c) for c in self.conflicts)
         super().__init__(message or f"commit conflicts with concurrent changes: {lines}")
+
+
+class BranchMovedError(ConflictError):
+    """A branch was not at the commit the caller expected (`reset_branch(..., expected=)`):
+    nothing was moved. Its one conflict is of kind MOVED."""
+
+
+class FastForwardError(ConflictError):
+    """A fast-forward-only merge (`fast_forward="only"`) was refused: the target branch has
+    commits the source lacks. Its one conflict is of kind DIVERGED."""
+
+
+class NotABranchError(NotFoundError, InvalidInputError):
+    """A branch operation (a session, merge or reset) was given a tag or a commit id; the
+    message says which, and what to do instead. A NotFoundError (no branch has that name)
+    and an InvalidInputError (the name is the wrong kind of ref)."""
 
 
 class ChecksFailedError(ZarrLakeError):

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from zarrlake._util.validate import check_ref_name
 from zarrlake.connection import (
     RepoContext,
     RepoSpec,
+    Settings,
     create_context,
     open_context,
     resolve_spec,
@@ -33,6 +34,7 @@ from zarrlake.vc.diff import Diff, diff_commit, diff_snapshots
 from zarrlake.vc.fsck import ExpiredHistory, Problem, check_objects
 from zarrlake.vc.keep import keeping
 from zarrlake.vc.merge import History, common_history_expired
+from zarrlake.vc.not_a_branch import needs_branch
 from zarrlake.vc.protection import Protection
 from zarrlake.vc.refexpr import commit_as_of, merge_base, resolve_ref
 from zarrlake.vc.refs import BRANCH, TAG
@@ -66,11 +68,12 @@ class Repo:
     def __init__(self, ctx: RepoContext) -> None:
         self._ctx = ctx
         self._session: Session | None = None
+        self._checked_out = "main"  # the ref the implicit session is made on (`checkout`)
 
     @classmethod
     def of(cls, session: Session) -> Repo:
         """The repository `session` belongs to (sharing its connection)."""
-        return cls(session.context)
+        return cls(session._engine.context)
 
     @property
     def spec(self) -> RepoSpec:
@@ -100,6 +103,7 @@ class Repo:
         metastore: str | None = None,
         storage_options: dict | None = None,
         content_hash: str = "blake3",
+        settings: Settings | Mapping[str, Any] | None = None,
     ) -> Repo:
         """Create a new repository; AlreadyExistsError if one is there. `content_hash`
         ("blake3" or "sha256") names its objects and checks its chunks, for good.
@@ -115,6 +119,9 @@ class Repo:
             Object-store options (region, endpoint, credentials), as obstore takes them.
         content_hash
             "blake3" (default) or "sha256".
+        settings
+            Tuning (`Settings`, or a dict of the fields to change) recorded in the
+            repository's config: every client that opens it starts from these.
 
         Returns
         -------
@@ -134,7 +141,8 @@ class Repo:
         >>> repo.list_branches()  # doctest: +SKIP
         """
         spec = resolve_spec(location, metastore, storage_options)
-        return cls(create_context(spec, content_hash))
+        chosen = None if settings is None else Settings().updated(settings)
+        return cls(create_context(spec, content_hash, chosen))
 
     @classmethod
     def open(
@@ -143,6 +151,7 @@ class Repo:
         *,
         metastore: str | None = None,
         storage_options: dict | None = None,
+        settings: Settings | Mapping[str, Any] | None = None,
     ) -> Repo:
         """Open an existing repository; NotFoundError if there is none.
 
@@ -154,15 +163,21 @@ class Repo:
             The metastore URL, when it is not the default for `location`.
         storage_options
             Object-store options (region, endpoint, credentials), as obstore takes them.
+        settings
+            Tuning for this process's connection: a `Settings`, or a dict of the fields to
+            change from those the repository's config records (defaults if none). Sessions
+            re-joined in other processes use the recorded ones.
 
         Raises
         ------
         NotFoundError
             If there is no repository at `location`.
+        InvalidInputError
+            If a setting is unknown or out of range.
         ConfigurationError
             If the storage or metastore cannot be reached.
         """
-        return cls(open_context(resolve_spec(location, metastore, storage_options)))
+        return cls(open_context(resolve_spec(location, metastore, storage_options), settings))
 
     @classmethod
     def open_or_create(
@@ -397,8 +412,10 @@ class Repo:
         ------
         NotFoundError
             If there is no such branch.
+        NotABranchError
+            If `branch` is a tag or a commit id (the message says what to do instead).
         InvalidInputError
-            If `branch` is a tag, or an argument is malformed.
+            If an argument is malformed.
 
         Examples
         --------
@@ -409,7 +426,7 @@ class Repo:
         from zarrlake.session import Session
 
         check_ref_name(branch, "branch")
-        try:
+        with needs_branch(self._ctx.refs, self._ctx.objects, branch, "session"):
             txn = Transaction.begin(
                 self._ctx,
                 branch,
@@ -418,14 +435,6 @@ class Repo:
                 expires_in=expires_in,
                 isolation=isolation,
             )
-        except NotFoundError:
-            if self._ctx.refs.get(TAG, branch) is None:
-                raise
-            raise InvalidInputError(
-                f"{branch!r} is a tag, not a branch: tags never move, so no session can write "
-                f"to one. Read it with readonly_session({branch!r}), or write on a new branch "
-                f"made at it (create_branch(name, at={branch!r}))"
-            ) from None
         return Session(txn)
 
     def join_session(self, session_id: str) -> Session:
@@ -490,19 +499,22 @@ class Repo:
     # Arraylake-style implicit session -----------------------------------------------------
 
     def checkout(self, ref: str = "main") -> Session:
-        """Make `ref` current: a writable session on a branch, read-only on a tag/commit."""
+        """Make `ref` current: a writable session on a branch, read-only on a tag/commit.
+        This is what creates the implicit API's session record (see `session`)."""
         if self._ctx.refs.get(BRANCH, ref) is not None:
             self._session = self.create_session(ref)
         else:
             self._session = self.readonly_session(ref)
+        self._checked_out = ref
         return self._session
 
     @property
     def session(self) -> Session:
-        """The current session of the implicit (Arraylake-style) API; `checkout("main")` on first
-        use."""
+        """The current session of the implicit (Arraylake-style) API. Made on use by
+        `checkout` of the ref last checked out (first: "main"); after `commit` the next one
+        is made only when used again, so a commit leaves no open session behind."""
         if self._session is None:
-            self.checkout("main")
+            self.checkout(self._checked_out)
         assert self._session is not None
         return self._session
 
@@ -519,11 +531,11 @@ class Repo:
     def commit(
         self, message: str, *, on_conflict: ConflictPolicy = "fail", allow_empty: bool = False
     ) -> str:
-        """Commit the current session, then start a fresh one on the same branch."""
+        """Commit the current session. The next use of `session` (`store`, `root_group`,
+        `commit`) starts a fresh one on the same branch; until then no session is open."""
         session = self.session
         commit_id = session.commit(message, on_conflict=on_conflict, allow_empty=allow_empty)
-        assert session.branch is not None
-        self._session = self.create_session(session.branch)
+        self._session = None  # `session` checks out the same branch again when used
         return commit_id
 
     # merge, revert, reset, blame, protection (zarrlake.vc.merge and friends) --------------
@@ -574,12 +586,17 @@ class Repo:
         ProtectedBranchError
             If a protection rule requires pull requests into `into` (merge one instead:
             `create_pull_request`).
+        NotABranchError
+            If `into` is a tag or a commit id (the message says what to do instead).
         """
         check_ref_name(into, "branch")
         Protection(self._ctx.meta, self._ctx.refs.partition).check_merge(into)
         src = self.resolve(source)
         text = message if message is not None else f"Merge {source} into {into}"
-        with keeping(self._ctx, [src]):
+        with (
+            keeping(self._ctx, [src]),
+            needs_branch(self._ctx.refs, self._ctx.objects, into, "merge"),
+        ):
             return self._history("merge").merge(
                 src,
                 into,
@@ -622,12 +639,16 @@ class Repo:
     def reset_branch(self, branch: str, to: str, *, expected: str | None = None) -> str:
         """Move `branch` to ref `to`; with `expected`, only if the branch is there now
         (ConflictError otherwise, nothing moved). Returns the new head. A branch whose rule
-        requires pull requests refuses it (ProtectedBranchError)."""
+        requires pull requests refuses it (ProtectedBranchError); a tag or a commit id given as
+        `branch` is refused saying what it is (NotABranchError)."""
         check_ref_name(branch, "branch")
         Protection(self._ctx.meta, self._ctx.refs.partition).check_merge(branch, "reset")
         want = self.resolve(expected) if expected is not None else None
         target = self.resolve(to)
-        with keeping(self._ctx, [target]):
+        with (
+            keeping(self._ctx, [target]),
+            needs_branch(self._ctx.refs, self._ctx.objects, branch, "reset"),
+        ):
             return self._history("reset").reset(branch, target, want)
 
     def blame(self, array_path: str, chunk_coords: tuple[int, ...], ref: str = "main") -> Commit:

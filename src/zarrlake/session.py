@@ -72,17 +72,17 @@ class Session:
             return f"<Session read-only at {self.base_commit[:12]}>"
         return f"<Session {self.id} on {self.branch!r} base {self.base_commit[:12]}>"
 
+    @property
+    def _engine(self) -> SessionEngine:
+        """The engine hooks (zarr store, Spark, virtual chunks, UI, CLI): not public API."""
+        return SessionEngine(self)
+
     # identity -------------------------------------------------------------------------
 
     @property
     def spec(self) -> RepoSpec:
         """Where the repository is (to open it from another process)."""
         return self._txn.ctx.spec
-
-    @property
-    def context(self) -> RepoContext:
-        """The repository connection this session runs on (`Repo.of(session)` wraps it)."""
-        return self._txn.ctx
 
     @property
     def id(self) -> str | None:
@@ -133,18 +133,8 @@ class Session:
     def status(self) -> str:
         """open, committing, committed, aborted, abandoned or expired (read from the
         metastore; aborted: a committer outlived its lease and may still land, see
-        Session.commit)."""
-        return self._txn.load()[0].status if self._txn.record else Status.OPEN
-
-    @property
-    def writer(self) -> bytes:
-        """This handle's writer id: each joined worker stages under its own."""
-        return self._txn.writer
-
-    @property
-    def inline_max(self) -> int:
-        """Chunks up to this many bytes are staged in the metastore instead of uploaded first."""
-        return self._txn.inline_max
+        Session.commit); "read-only" for a read-only view of a commit."""
+        return self._txn.load()[0].status if self._txn.record else Status.READ_ONLY
 
     # zarr access ------------------------------------------------------------------------
 
@@ -168,11 +158,6 @@ class Session:
 
     # reads ------------------------------------------------------------------------------
 
-    def lookup(self, key: str) -> ChunkRef | ShardRef | None:
-        """The reference `key` resolves to in this session, or None (a ShardRef for a
-        shard stored as inner chunks: format/shard.py)."""
-        return self._txn.overlay.lookup(key)
-
     def read(self, key: str, byte_range: tuple[int, int | None] | None = None) -> bytes | None:
         """The bytes of `key` as this session sees it (staged over base), or None if absent.
 
@@ -193,20 +178,6 @@ class Session:
     def exists(self, key: str) -> bool:
         """Whether `key` exists as this session sees it."""
         return self._txn.overlay.exists(key)
-
-    def peek(self, key: str) -> tuple[bool, bytes | None]:
-        """(answered, bytes or None) when the answer needs no I/O (read-only sessions'
-        metadata): the zarr store then skips its hop to a thread."""
-        return self._txn.overlay.peek(key)
-
-    def _read_here(self, key: str) -> tuple[bool, bytes | None]:
-        """(answered, bytes or None) when the value is cheaper to read on the calling
-        thread than on another: a read-only session on a local directory (see
-        Overlay.reads_here); the zarr store then skips its hop to a thread. The read
-        itself is `read`, as on a thread."""
-        if not self._txn.overlay.reads_here(key):
-            return False, None
-        return True, self.read(key)
 
     def list_prefix(self, prefix: str = "") -> list[str]:
         """Every key under `prefix` as this session sees it, sorted."""
@@ -234,38 +205,7 @@ class Session:
         InvalidInputError
             If the key is invalid or a metadata document is not valid zarr v3.
         """
-        self.stage(self.prepare_all(key, data))
-
-    def prepare(self, key: str, data: bytes) -> Change:
-        """Check one write and upload its bytes if too big to stage inline (see `stage`).
-
-        Raises
-        ------
-        InvalidInputError
-            If the write stages as several changes (a shard of a sharded array is staged
-            as its inner chunks): use `prepare_all`.
-        """
-        changes = self.prepare_all(key, data)
-        if len(changes) != 1 or changes[0][0] != key:
-            raise InvalidInputError(
-                f"{key!r} is a shard staged as {len(changes)} inner-chunk changes: "
-                "use Session.prepare_all"
-            )
-        return changes[0]
-
-    def prepare_all(self, key: str, data: bytes) -> list[Change]:
-        """Check one write and upload what it stores: the changes to `stage` for it. A
-        shard of a sharded array becomes the inner chunks that changed (possibly none)."""
-        return self._txn.writes_or_raise().prepare(key, data)
-
-    def prepare_many(self, items: list[tuple[str, bytes]]) -> list[list[Change]]:
-        """`prepare_all` of each `(key, data)`: the big chunks' uploads recorded in one
-        metastore write and run in parallel."""
-        return self._txn.writes_or_raise().prepare_many(items)
-
-    def stage(self, changes: list[Change]) -> None:
-        """Stage prepared writes durably (concurrent callers share one transaction)."""
-        self._txn.stage(changes)
+        self._engine.stage(self._engine.prepare_all(key, data))
 
     def write_many(self, items: list[tuple[str, bytes]]) -> None:
         """Write several keys: big chunks upload in parallel, then one staging transaction."""
@@ -294,19 +234,6 @@ class Session:
         """Wait for the background work of this handle (the clean-up of staged records after
         its commit), e.g. before measuring the metastore or closing the repository."""
         self._txn.wait()
-
-    def start_writer(self, tag: str | None = None) -> str:
-        """Flush this handle's writes, then stage what follows under a new writer id, which
-        is returned. With `tag`, what the new writer stages counts (for reads by other
-        handles and for the commit) only once `accept_writers(tag, ...)` names it: Spark
-        tasks write this way, and the driver accepts the attempts Spark committed, so a
-        failed or speculative attempt contributes nothing."""
-        return self._txn.start_writer(tag)
-
-    def accept_writers(self, tag: str, writers: Iterable[str]) -> None:
-        """Make the writes of `writers` (ids from `start_writer(tag)`) count; other writers
-        that staged under `tag` are ignored."""
-        self._txn.accept_writers(tag, sorted(set(writers)))
 
     # transaction ------------------------------------------------------------------------
 
@@ -403,3 +330,92 @@ class Session:
             If it has already expired.
         """
         self._txn.update_expiration(expires_in)
+
+
+class SessionEngine:
+    """The hooks of a session that zarrlake's own layers use (the zarr store, Spark, virtual
+    chunks, the web UI, the command line, the test kit), kept off `Session`'s public API:
+    they hand out internal references and staging steps. Reach it as `session._engine`."""
+
+    __slots__ = ("_session", "_txn")
+
+    def __init__(self, session: Session) -> None:
+        self._session = session  # no cycle: the session makes an engine on each use
+        self._txn = session._txn
+
+    @property
+    def context(self) -> RepoContext:
+        """The repository connection the session runs on (`Repo.of(session)` wraps it)."""
+        return self._txn.ctx
+
+    @property
+    def writer(self) -> bytes:
+        """This handle's writer id: each joined worker stages under its own."""
+        return self._txn.writer
+
+    @property
+    def inline_max(self) -> int:
+        """Chunks up to this many bytes are staged in the metastore instead of uploaded first."""
+        return self._txn.inline_max
+
+    def lookup(self, key: str) -> ChunkRef | ShardRef | None:
+        """The reference `key` resolves to in the session, or None (a ShardRef for a
+        shard stored as inner chunks: format/shard.py)."""
+        return self._txn.overlay.lookup(key)
+
+    def peek(self, key: str) -> tuple[bool, bytes | None]:
+        """(answered, bytes or None) when the answer needs no I/O (read-only sessions'
+        metadata): the zarr store then skips its hop to a thread."""
+        return self._txn.overlay.peek(key)
+
+    def read_here(self, key: str) -> tuple[bool, bytes | None]:
+        """(answered, bytes or None) when the value is cheaper to read on the calling
+        thread than on another: a read-only session on a local directory (see
+        Overlay.reads_here); the zarr store then skips its hop to a thread. The read
+        itself is `Session.read`'s, as on a thread."""
+        if not self._txn.overlay.reads_here(key):
+            return False, None
+        return True, self._session.read(key)
+
+    def prepare(self, key: str, data: bytes) -> Change:
+        """Check one write and upload its bytes if too big to stage inline (see `stage`).
+
+        Raises
+        ------
+        InvalidInputError
+            If the write stages as several changes (a shard of a sharded array is staged
+            as its inner chunks): use `prepare_all`.
+        """
+        changes = self.prepare_all(key, data)
+        if len(changes) != 1 or changes[0][0] != key:
+            raise InvalidInputError(
+                f"{key!r} is a shard staged as {len(changes)} inner-chunk changes: use prepare_all"
+            )
+        return changes[0]
+
+    def prepare_all(self, key: str, data: bytes) -> list[Change]:
+        """Check one write and upload what it stores: the changes to `stage` for it. A
+        shard of a sharded array becomes the inner chunks that changed (possibly none)."""
+        return self._txn.writes_or_raise().prepare(key, data)
+
+    def prepare_many(self, items: list[tuple[str, bytes]]) -> list[list[Change]]:
+        """`prepare_all` of each `(key, data)`: the big chunks' uploads recorded in one
+        metastore write and run in parallel."""
+        return self._txn.writes_or_raise().prepare_many(items)
+
+    def stage(self, changes: list[Change]) -> None:
+        """Stage prepared writes durably (concurrent callers share one transaction)."""
+        self._txn.stage(changes)
+
+    def start_writer(self, tag: str | None = None) -> str:
+        """Flush this handle's writes, then stage what follows under a new writer id, which
+        is returned. With `tag`, what the new writer stages counts (for reads by other
+        handles and for the commit) only once `accept_writers(tag, ...)` names it: Spark
+        tasks write this way, and the driver accepts the attempts Spark committed, so a
+        failed or speculative attempt contributes nothing."""
+        return self._txn.start_writer(tag)
+
+    def accept_writers(self, tag: str, writers: Iterable[str]) -> None:
+        """Make the writes of `writers` (ids from `start_writer(tag)`) count; other writers
+        that staged under `tag` are ignored."""
+        self._txn.accept_writers(tag, sorted(set(writers)))

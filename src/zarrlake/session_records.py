@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime, timedelta
@@ -44,6 +45,9 @@ class Status(StrEnum):
     """A commit that could not be finished (its committer outlived its lease, or died
     where it cannot be told whether its commit landed): final, except that it becomes
     committed if its commit turns up on the branch (looked for whenever the record is read)."""
+    READ_ONLY = "read-only"
+    """A read-only view of one commit (`Repo.readonly_session`): it has no record, and never
+    writes or commits. Only `Session.status` says it; no stored record holds it."""
 
 
 class Isolation(StrEnum):
@@ -79,20 +83,27 @@ def as_datetime(ts: float | None) -> datetime | None:
     return None if ts is None else datetime.fromtimestamp(ts, UTC)
 
 
+def _renamed(old: str, new: str) -> None:
+    """Warn that attribute `old` is a deprecated alias of `new` (kept so old code runs)."""
+    warnings.warn(f"{old} is deprecated: use .{new}", DeprecationWarning, stacklevel=3)
+
+
 @dataclass(frozen=True)
 class SessionInfo:
     """A session as users see it (times are timezone-aware datetimes)."""
 
     id: str
     branch: str
-    base: str
+    base_commit: str
+    """The commit the session reads from (as `Session.base_commit`)."""
     status: str
     created: datetime
     expires_at: datetime
     message: str | None
     author: str | None
     isolation: str
-    commit: str | None
+    committed_as: str | None
+    """The commit the session became, once committed (as `Session.committed_as`)."""
     since: datetime | None = None
     """When the session entered its status (committing, aborted, committed), if recorded."""
     committer: tuple[str, int] | None = None
@@ -100,11 +111,23 @@ class SessionInfo:
     note: str | None = None
     """Why the session is aborted, or other news about its status."""
 
+    @property
+    def base(self) -> str:
+        """Deprecated: `base_commit` (the name Session uses too)."""
+        _renamed("SessionInfo.base", "base_commit")
+        return self.base_commit
+
+    @property
+    def commit(self) -> str | None:
+        """Deprecated: `committed_as` (the name Session uses too)."""
+        _renamed("SessionInfo.commit", "committed_as")
+        return self.committed_as
+
     def describe(self) -> str:
         """The status in a few words: "committing since ... by pid 12@host" and the like."""
         out = self.status
-        if self.status == Status.COMMITTED and self.commit:
-            out += f" as {self.commit[:12]}"
+        if self.status == Status.COMMITTED and self.committed_as:
+            out += f" as {self.committed_as[:12]}"
         if self.since is not None:
             out += f" since {self.since:%Y-%m-%d %H:%M:%S} UTC"
         if self.committer is not None and self.status in (Status.COMMITTING, Status.ABORTED):

@@ -15,7 +15,7 @@ from zarr.abc.store import (
 )
 from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 
-from zarrlake.errors import ReadOnlyError
+from zarrlake.errors import ReadOnlySessionError
 from zarrlake.format.chunk_ref import ChunkRef
 from zarrlake.format.shard import ShardRef
 from zarrlake.vc.commit_protocol import Change
@@ -36,8 +36,37 @@ def _span(byte_range: ByteRequest) -> Span:
     raise TypeError(f"Unexpected byte_range, got {byte_range!r}")
 
 
+class StoreEngine(Protocol):
+    """The engine hooks the store needs of a session (`Session._engine` provides them). An
+    engine that can say a read is cheaper on the calling thread also has `read_here`."""
+
+    @property
+    def inline_max(self) -> int:
+        """Chunks up to this many bytes are staged inline."""
+
+    def lookup(self, key: str) -> ChunkRef | ShardRef | None:
+        """The chunk reference of `key` as the session sees it, or None."""
+
+    def peek(self, key: str) -> tuple[bool, bytes | None]:
+        """(answered, bytes or None) when the answer needs no I/O; else (False, None)."""
+
+    def prepare_all(self, key: str, data: bytes) -> list[Change]:
+        """Check, hash and (if big) upload `data`; the changes to stage for `key` (a
+        shard's are its changed inner chunks)."""
+
+    def prepare_many(self, items: list[tuple[str, bytes]]) -> list[list[Change]]:
+        """`prepare_all` of each item, the uploads recorded together and run in parallel."""
+
+    def stage(self, changes: list[Change]) -> None:
+        """Stage prepared changes."""
+
+
 class StoreSession(Protocol):
     """What the store needs of a session (zarrlake.Session provides it)."""
+
+    @property
+    def _engine(self) -> StoreEngine:
+        """The engine hooks (not public API)."""
 
     @property
     def id(self) -> str | None:
@@ -55,21 +84,11 @@ class StoreSession(Protocol):
     def spec(self) -> object:
         """The repository spec, which makes the store picklable."""
 
-    @property
-    def inline_max(self) -> int:
-        """Chunks up to this many bytes are staged inline."""
-
-    def lookup(self, key: str) -> ChunkRef | ShardRef | None:
-        """The chunk reference of `key` as the session sees it, or None."""
-
     def read(self, key: str) -> bytes | None:
         """The bytes of `key` as the session sees it, or None."""
 
     def read_ranges(self, key: str, spans: list[Span]) -> list[bytes] | None:
         """Byte ranges of `key` as the session sees it (verified), or None if absent."""
-
-    def peek(self, key: str) -> tuple[bool, bytes | None]:
-        """(answered, bytes or None) when the answer needs no I/O; else (False, None)."""
 
     def exists(self, key: str) -> bool:
         """Whether `key` exists as the session sees it."""
@@ -82,16 +101,6 @@ class StoreSession(Protocol):
 
     def write(self, key: str, data: bytes) -> None:
         """Stage `data` under `key`."""
-
-    def prepare_all(self, key: str, data: bytes) -> list[Change]:
-        """Check, hash and (if big) upload `data`; the changes to stage for `key` (a
-        shard's are its changed inner chunks)."""
-
-    def prepare_many(self, items: list[tuple[str, bytes]]) -> list[list[Change]]:
-        """`prepare_all` of each item, the uploads recorded together and run in parallel."""
-
-    def stage(self, changes: list[Change]) -> None:
-        """Stage prepared changes."""
 
     def write_many(self, items: list[tuple[str, bytes]]) -> None:
         """Stage several writes at once."""
@@ -129,7 +138,7 @@ class _StageBatcher:
         """Runs on the loop: one short metastore transaction costs less than a thread hop."""
         batch, self.pending, self.flushing = self.pending, [], False
         try:
-            self.session.stage([change for changes, _ in batch for change in changes])
+            self.session._engine.stage([change for changes, _ in batch for change in changes])
         except Exception as e:
             for _, f in batch:
                 f.set_exception(e)
@@ -144,8 +153,8 @@ class _UploadBatcher:
     hashed once and uploaded in parallel (`prepare_many`). A batch in flight does not
     hold the next one back."""
 
-    def __init__(self, session: StoreSession) -> None:
-        self.session = session
+    def __init__(self, engine: StoreEngine) -> None:
+        self.engine = engine
         self.pending: list[tuple[str, bytes, asyncio.Future[list[Change]]]] = []
         self.running: set[asyncio.Task[None]] = set()  # the loop keeps weak references
 
@@ -166,7 +175,7 @@ class _UploadBatcher:
     async def _run(self, batch: list[tuple[str, bytes, asyncio.Future[list[Change]]]]) -> None:
         try:
             prepared = await asyncio.to_thread(
-                self.session.prepare_many, [(k, d) for k, d, _ in batch]
+                self.engine.prepare_many, [(k, d) for k, d, _ in batch]
             )
         except asyncio.CancelledError:
             for _, _, future in batch:
@@ -245,8 +254,8 @@ class SessionStore(Store):
         self._batchers: dict[asyncio.AbstractEventLoop, _StageBatcher] = {}
         self._uploaders: dict[asyncio.AbstractEventLoop, _UploadBatcher] = {}
         self._readers: dict[asyncio.AbstractEventLoop, _ReadBatcher] = {}
-        # Sessions that can say a read is cheaper here than on a thread (Session._read_here).
-        self._reads_here = self.read_only and hasattr(session, "_read_here")
+        # Sessions that can say a read is cheaper here than on a thread (read_here).
+        self._reads_here = self.read_only and hasattr(session._engine, "read_here")
 
     def __eq__(self, other: object) -> bool:
         return (
@@ -274,16 +283,16 @@ class SessionStore(Store):
 
         Raises
         ------
-        ReadOnlyError
+        ReadOnlySessionError
             If a writable store is asked of a read-only session.
         """
         if not read_only and self.session.read_only:
-            raise ReadOnlyError(f"{_READ_ONLY}: the session is pinned to a commit")
+            raise ReadOnlySessionError(f"{_READ_ONLY}: the session is pinned to a commit")
         return SessionStore(self.session, read_only=read_only)
 
     def _check_writable(self) -> None:
         if self.read_only:
-            raise ReadOnlyError(_READ_ONLY)
+            raise ReadOnlySessionError(_READ_ONLY)
 
     # reads ------------------------------------------------------------------------------
 
@@ -315,9 +324,10 @@ class SessionStore(Store):
         Byte ranges read only the bytes they need (verified), and concurrent ranged reads
         of one key share requests."""
         span = None if byte_range is None else _span(byte_range)  # malformed: fails here
-        answered, data = self.session.peek(key)
+        engine = self.session._engine
+        answered, data = engine.peek(key)
         if not answered and span is None and self._reads_here:
-            answered, data = self.session._read_here(key)  # type: ignore[attr-defined]
+            answered, data = engine.read_here(key)  # type: ignore[attr-defined]
         if answered:
             if data is not None and span is not None:
                 start, end = span.resolve(len(data))
@@ -391,7 +401,7 @@ class SessionStore(Store):
         FileNotFoundError
             If the key does not exist.
         """
-        ref = await asyncio.to_thread(self.session.lookup, key)
+        ref = await asyncio.to_thread(self.session._engine.lookup, key)
         if ref is None:
             raise FileNotFoundError(key)
         return ref.length
@@ -425,7 +435,7 @@ class SessionStore(Store):
 
         Raises
         ------
-        ReadOnlyError
+        ReadOnlySessionError
             If the store or its session is read-only.
         """
         self._check_writable()
@@ -433,14 +443,15 @@ class SessionStore(Store):
             raise TypeError(f"SessionStore.set(): expected a zarr Buffer, not {type(value)}")
         if _is_metadata(key) and await self._unchanged(key, value):
             return
+        engine = self.session._engine
         loop = asyncio.get_running_loop()
-        if len(value) > self.session.inline_max:  # hashing, uploading: off the event loop
+        if len(value) > engine.inline_max:  # hashing, uploading: off the event loop
             uploader = self._uploaders.get(loop)
             if uploader is None:
-                uploader = self._uploaders[loop] = _UploadBatcher(self.session)
+                uploader = self._uploaders[loop] = _UploadBatcher(engine)
             changes = await uploader.prepare(key, value.to_bytes())
         else:
-            changes = self.session.prepare_all(key, value.to_bytes())
+            changes = engine.prepare_all(key, value.to_bytes())
         if not changes:  # a shard rewritten with the inner chunks it held
             return
         batcher = self._batchers.get(loop)

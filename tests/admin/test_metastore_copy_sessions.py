@@ -90,7 +90,7 @@ def _reopen(repo: zl.Repo, metastore: str | None = None) -> zl.Repo:
 
 def test_a_cooperative_flow_then_the_cli_copy(s3_repo, capsys):
     """Workers in other processes join a session, it commits; another is abandoned, one
-    expires, and the implicit API leaves a fresh open session: `metastore copy` works."""
+    expires, and the implicit API's next session is open: `metastore copy` works."""
     repo, sqlite, _ = s3_repo
     s = repo.create_session()
     _worker(repo, s.id, 0)
@@ -105,8 +105,9 @@ def test_a_cooperative_flow_then_the_cli_copy(s3_repo, capsys):
     repo.context.records.update(late.id, lambda r: replace(r, expires_at=0))
     implicit = repo.session
     implicit.write("z/c/0", chunk(7))
-    repo.commit("implicit")  # leaves the next implicit session open
+    repo.commit("implicit")  # leaves no session open (issue 32)
     implicit.wait()
+    assert repo.session.status == "open"  # the next implicit session, made on use
     expected = _state(repo)
     assert _cli(repo, sqlite, "metastore", "copy", "--to", "bucket", "--json") == 0
     report = json.loads(capsys.readouterr().out)

@@ -82,7 +82,7 @@ def test_fsck_lists_each_problem_once_without_wrapping(tmp_path):
         zarr.open_group(s.store).create_array(name, data=values, chunks=1000)
         s.commit(f"add {name}")
     store = repo.context.object_store
-    pack = repo.readonly_session().lookup("a/c/0").location
+    pack = repo.readonly_session()._engine.lookup("a/c/0").location
     store.delete(pack)  # its chunks are referenced by four keys, in two commits
     res = run("-r", repo.spec.location, "fsck")
     assert res.code == 1

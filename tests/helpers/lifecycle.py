@@ -109,10 +109,10 @@ def chunk(seed: int, size: int = 20_000) -> bytes:
 def guarded_write(session: zl.Session, items: list[tuple[str, bytes]]) -> None:
     """A write that follows the sweep protocol: phase read before uploading, settle after
     staging and flushing (what the session write path is asked to do itself)."""
-    guard = WriteGuard(session.context)
+    guard = WriteGuard(session._engine.context)
     token = guard.begin()
-    changes = [session.prepare(k, d) for k, d in items]
-    session.stage(changes)
+    changes = [session._engine.prepare(k, d) for k, d in items]
+    session._engine.stage(changes)
     session.flush()
     uploads = [
         (chunk_object_key(ref.digest), data)

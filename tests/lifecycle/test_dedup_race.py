@@ -68,15 +68,15 @@ def run_writer(session: zl.Session, upto: int, state: dict) -> None:
         state["blocked"].set()
         time.sleep(seconds)  # the library's own poll interval, not test synchronisation
 
-    guard = WriteGuard(session.context, poll=0.001, sleep=waiting)
+    guard = WriteGuard(session._engine.context, poll=0.001, sleep=waiting)
     for step in WRITER_STEPS[state["done"] : upto]:
         if step == "begin":
             state["token"] = guard.begin()
         elif step == "upload":
-            state["change"] = session.prepare("w/c/0", DATA)
+            state["change"] = session._engine.prepare("w/c/0", DATA)
             assert state["change"][1].kind == RefKind.OBJECT
         elif step == "stage":
-            session.stage([state["change"]])
+            session._engine.stage([state["change"]])
             session.flush()
         elif step == "settle" and state["settle"]:
             guard.settle(state["token"], [(KEY, DATA)])

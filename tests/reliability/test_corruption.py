@@ -37,9 +37,9 @@ def template(tmp_path_factory) -> tuple[Path, dict[str, bytes], dict[str, str]]:
     head = _write(repo, 5)
     s = repo.readonly_session("main")
     data = {k: s.read(k) for k in s.list_prefix("")}
-    big, mid = s.lookup("big/c/0"), s.lookup("mid/c/1")
+    big, mid = s._engine.lookup("big/c/0"), s._engine.lookup("mid/c/1")
     assert big.kind == RefKind.OBJECT and mid.kind == RefKind.LOCATION
-    assert s.lookup("tiny/c/0").kind == RefKind.INLINE
+    assert s._engine.lookup("tiny/c/0").kind == RefKind.INLINE
     rec = repo.context.objects.read_commit(head)
     targets = {
         "chunk": chunk_object_key(big.digest),

@@ -187,8 +187,8 @@ class RepoMachine(RuleBasedStateMachine):
     def stage(self, session: zl.Session, txn: Txn, key: str, value: bytes | None) -> None:
         """Model a write as staged once the handle flushed it (the durability boundary)."""
         session.flush()
-        txn.staged.setdefault(key, {})[session.writer] = value
-        txn.latest[key] = session.writer
+        txn.staged.setdefault(key, {})[session._engine.writer] = value
+        txn.latest[key] = session._engine.writer
 
     # rules ------------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ def test_gc_keeps_a_shard_object_while_inner_chunks_point_into_it(
     stored: tuple[zl.Repo, Path, np.ndarray],
 ) -> None:
     repo, root, values = stored
-    ref = repo.readonly_session().lookup("a/c/0/0")
+    ref = repo.readonly_session()._engine.lookup("a/c/0/0")
     assert isinstance(ref, ShardRef) and ref.whole is not None
     first = root / chunk_object_key(ref.whole.digest)
     s = repo.create_session()

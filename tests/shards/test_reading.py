@@ -57,7 +57,7 @@ def mixed(tmp_path: Path) -> tuple[Path, np.ndarray]:
 def test_readers_get_a_valid_shard(mixed: tuple[Path, np.ndarray]) -> None:
     root, values = mixed
     session = zl.Repo.open(root).readonly_session()
-    ref = session.lookup(KEY)
+    ref = session._engine.lookup(KEY)
     assert isinstance(ref, ShardRef) and ref.whole is None  # assembled from two objects
     plain = zarr.open_array(raw_copy(session), path="a", mode="r")  # plain zarr, raw bytes
     np.testing.assert_array_equal(plain[:], values)
@@ -93,7 +93,7 @@ def test_ranged_reads_fetch_only_what_is_asked(mixed: tuple[Path, np.ndarray]) -
 
 def test_a_corrupt_inner_chunk_fails_only_its_reads(mixed: tuple[Path, np.ndarray]) -> None:
     root, values = mixed
-    ref = zl.Repo.open(root).readonly_session().lookup(KEY)
+    ref = zl.Repo.open(root).readonly_session()._engine.lookup(KEY)
     assert isinstance(ref, ShardRef)
     part = ref.parts[ref.names.index("5.0")]
     assert part.kind == RefKind.LOCATION and part.location is not None
@@ -127,7 +127,7 @@ def test_a_shard_stored_whole_reads_as_it_is(tmp_path: Path) -> None:
     s.write("a/zarr.json", written["a/zarr.json"])
     s.commit("whole")
     session = repo.readonly_session()
-    ref = session.lookup(KEY)
+    ref = session._engine.lookup(KEY)
     assert isinstance(ref, ChunkRef) and ref.kind == RefKind.OBJECT
     assert session.read(KEY) == written[KEY]
     again, rec = reopened(repo)
@@ -140,7 +140,7 @@ def test_a_shard_stored_whole_reads_as_it_is(tmp_path: Path) -> None:
     s.commit("split")
     values[0, 0:10] = -1
     session = repo.readonly_session()
-    assert isinstance(session.lookup(KEY), ShardRef)
+    assert isinstance(session._engine.lookup(KEY), ShardRef)
     np.testing.assert_array_equal(zarr.open_array(session.store, path="a", mode="r")[:], values)
     old = repo.readonly_session("main~1")
     assert old.read(KEY) == written[KEY]  # history is untouched

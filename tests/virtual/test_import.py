@@ -22,7 +22,7 @@ def test_import_files_reads_like_the_originals(repo, archives, engine):
     paths = archives[engine]
     s = repo.create_session()
     zl.virtual.import_files(s, urls(list(reversed(paths))), concat_dim="time")
-    ref = s.lookup("t2m/c/0/0/0")
+    ref = s._engine.lookup("t2m/c/0/0/0")
     assert ref.kind == RefKind.VIRTUAL and ref.location == paths[0].as_uri()
     assert ref.identity.startswith(f"size={paths[0].stat().st_size};mtime=")
     cid = s.commit("import")
@@ -147,7 +147,7 @@ def test_native_writes_and_materialize_replace_virtual_chunks(repo, tmp_path, ar
         expected = ds.load()
     s = repo.create_session()
     zarr.open_array(s.store, path="u10")[0:2] = -1.0  # one whole chunk, now native
-    assert s.lookup("u10/c/0/0/0").kind != RefKind.VIRTUAL
+    assert s._engine.lookup("u10/c/0/0/0").kind != RefKind.VIRTUAL
     s.commit("fix u10")
     assert repo.diff("main~1", "main").chunks_written == {"u10": {(0, 0, 0)}}
     s = repo.create_session()

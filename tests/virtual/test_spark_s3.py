@@ -65,7 +65,7 @@ def test_import_from_s3(spark, s3_archive, archives, tmp_path):
     repo.add_virtual_source(s3_urls[0].rsplit("/", 1)[0])
     s = repo.create_session()
     zl.virtual.import_files(s, s3_urls[:2], group="one")
-    ref = s.lookup("one/t2m/c/0/0/0")
+    ref = s._engine.lookup("one/t2m/c/0/0/0")
     assert ref.identity.startswith("size=") and ";etag=" in ref.identity
     s.commit("in process")
     s = repo.create_session()

@@ -45,14 +45,14 @@ def record_json(rec: SessionInfo) -> dict:
     return {
         "id": rec.id,
         "branch": rec.branch,
-        "base": rec.base,
+        "base": rec.base_commit,
         "status": rec.status,
         "created": iso(rec.created),
         "expires_at": iso(rec.expires_at),
         "message": rec.message,
         "author": rec.author,
         "isolation": rec.isolation,
-        "commit": rec.commit,
+        "commit": rec.committed_as,
         "since": iso(rec.since) if rec.since is not None else None,
         "committer": (
             {"host": rec.committer[0], "pid": rec.committer[1]} if rec.committer else None
@@ -122,7 +122,7 @@ def _list(ctx: typer.Context, branch: str | None, json_out: bool) -> None:
     for col in columns:
         table.add_column(col)
     for r, w in zip(records, writers, strict=True):
-        cells = [r.id, escape(r.branch), short(r.base), escape(r.describe())]
+        cells = [r.id, escape(r.branch), short(r.base_commit), escape(r.describe())]
         cells += [escape(w or "-")] if show_writers else []
         cells += [when(r.expires_at), escape(r.author or "-"), escape(r.message or "")]
         table.add_row(*cells)

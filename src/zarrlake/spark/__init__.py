@@ -14,6 +14,7 @@ from zarrlake.spark.errors import keep_conflicts, zarrlake_errors
 from zarrlake.spark.gc_job import gc
 from zarrlake.spark.handles import SessionHandle
 from zarrlake.spark.layout import CHUNKS, layout_of
+from zarrlake.spark.repo_arg import RepoArg, source_options
 from zarrlake.spark.source import ZarrLakeSource
 from zarrlake.spark.virtual import import_virtual
 
@@ -89,7 +90,7 @@ def _chunking(options: dict[str, str], paths: tuple[str, ...], branch: str):
 def write_array(
     df: DataFrame,
     *,
-    repo: str,
+    repo: RepoArg,
     array: str | None = None,
     arrays: str | Iterable[str] | None = None,
     branch: str = "main",
@@ -109,7 +110,8 @@ def write_array(
     df
         Rows with one long column per dimension and the value column(s).
     repo
-        The repository location (path or URL).
+        The repository: a `Repo`, its `spec`, or its location (path or URL; give its
+        metastore and storage options as options then).
     array, arrays
         The target array path, or several arrays sharing dims, shape and chunks.
     branch, message
@@ -141,7 +143,7 @@ def write_array(
     if arrays is not None and not isinstance(arrays, str):
         arrays = ",".join(arrays)
     given = _string_options(
-        {**options, "repo": repo, "array": array, "arrays": arrays, "branch": branch}
+        {**source_options(repo), **options, "array": array, "arrays": arrays, "branch": branch}
     )
     given["message"] = message if message is not None else ""
     if message is None:
@@ -234,7 +236,7 @@ def map_regions[R, T](
 
     def run(part: Iterator[R]) -> Iterator[tuple[bool, Any]]:
         joined = handle.session  # once per Python worker and session, not per task
-        writer = joined.start_writer(tag) if writable else ""
+        writer = joined._engine.start_writer(tag) if writable else ""
         for region in part:
             yield False, call(joined, region)
         if writable:
@@ -244,5 +246,5 @@ def map_regions[R, T](
     with zarrlake_errors():
         out = spark.sparkContext.parallelize(items, n).mapPartitions(run).collect()
     if writable:
-        session.accept_writers(tag, [w for last, w in out if last])
+        session._engine.accept_writers(tag, [w for last, w in out if last])
     return [value for last, value in out if not last]

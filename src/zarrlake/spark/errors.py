@@ -76,8 +76,8 @@ def unwrap(exc: BaseException) -> errors.ZarrLakeError | None:
         return None
     cls, message = found
     message = message.removesuffix(" SQLSTATE: 38000").strip()
-    if cls is errors.ConflictError:
-        return errors.ConflictError(_conflicts(text), message)
+    if issubclass(cls, errors.ConflictError):  # and BranchMovedError, FastForwardError
+        return cls(_conflicts(text), message)
     if cls is errors.ExpiredHistoryError:
         return errors.NotFoundError(message)
     return cls(message)

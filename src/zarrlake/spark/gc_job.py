@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from zarrlake.spark.repo_arg import RepoArg, opened
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -29,14 +31,26 @@ def _context(spec: RepoSpec) -> RepoContext:
 
 def gc(
     spark: SparkSession,
-    repo: Repo,
+    repo: RepoArg,
     older_than: timedelta = timedelta(hours=1),
     *,
     dry_run: bool = False,
     partitions: int | None = None,
 ) -> GcReport:
     """Run `repo.gc(older_than, full=True, dry_run=dry_run)` with the listing and the
-    deletes as Spark jobs (`partitions` tasks; default: Spark's default parallelism)."""
+    deletes as Spark jobs (`partitions` tasks; default: Spark's default parallelism).
+    `repo` is a `Repo`, its `spec` or its location (opened for the run, then closed)."""
+    with opened(repo) as r:
+        return _gc(spark, r, older_than, dry_run, partitions)
+
+
+def _gc(
+    spark: SparkSession,
+    repo: Repo,
+    older_than: timedelta,
+    dry_run: bool,
+    partitions: int | None,
+) -> GcReport:
     from zarrlake.lifecycle.gc import collect
 
     sc = spark.sparkContext

@@ -45,7 +45,7 @@ class WrittenChunks(WriterCommitMessage):
 def accept(session: Session, tag: str, messages: list[WrittenChunks | None]) -> None:
     """Count the writes of the task attempts Spark committed (those whose messages arrived),
     and nothing of failed or speculative attempts."""
-    session.accept_writers(tag, [m.writer for m in messages if m is not None and m.writer])
+    session._engine.accept_writers(tag, [m.writer for m in messages if m is not None and m.writer])
 
 
 def partition_id() -> int:
@@ -229,7 +229,7 @@ def write_batches(
     """Write one task attempt's record batches (cell rows, or whole chunks) into the opened
     arrays of `session`, staged under a new writer tagged `tag` and flushed before it
     returns: what the attempt wrote, for the commit on the driver."""
-    writer = session.start_writer(tag)
+    writer = session._engine.start_writer(tag)
     sink: RowSink | ChunkSink
     if layout == CHUNKS:
         sink = ChunkSink(opened[infos[0].path], infos[0])

@@ -50,6 +50,11 @@ class _Pinned:
     id = None
     read_only = True
 
+    @property
+    def _engine(self) -> _Pinned:
+        """The engine hooks the store calls (lookup, peek, inline_max): this view itself."""
+        return self
+
     def lookup(self, key: str) -> Any:
         """The reference of `key` at the commit."""
         return self.overlay.lookup(key)

@@ -14,7 +14,13 @@ from dataclasses import replace
 from datetime import timedelta
 
 from zarrlake.connection import RepoContext, RepoSpec, connect
-from zarrlake.errors import CASFailedError, Conflict, ConflictError, ConflictKind, ReadOnlyError
+from zarrlake.errors import (
+    CASFailedError,
+    Conflict,
+    ConflictError,
+    ConflictKind,
+    ReadOnlySessionError,
+)
 from zarrlake.format.fragment import FragmentRecord
 from zarrlake.format.shard import shown, split_inner_key
 from zarrlake.format.snapshot import SnapshotRoot
@@ -176,9 +182,9 @@ class Transaction:
             self.writes.fail(error)
 
     def writes_or_raise(self) -> Writes:
-        """The write path; ReadOnlyError for a read-only handle."""
+        """The write path; ReadOnlySessionError for a read-only handle."""
         if self.writes is None:
-            raise ReadOnlyError(
+            raise ReadOnlySessionError(
                 "store was opened in read-only mode and does not support writing "
                 f"(session at commit {self.base[:12]} is read-only)"
             )

@@ -75,7 +75,7 @@ def repo_stats(repo: Repo, commit_id: str) -> dict:
     keys = [k for k in every if not (k == "zarr.json" or k.endswith("/zarr.json"))]
     size = 0
     for k in keys:
-        ref = session.lookup(k)
+        ref = session._engine.lookup(k)
         size += ref.length if ref is not None else 0
     arrays = sum(1 for k in every if _is_array_doc(session, k))
     return {
@@ -137,7 +137,7 @@ class Model:
             {
                 "id": s.id,
                 "branch": s.branch,
-                "base": s.base,
+                "base": s.base_commit,
                 "author": s.author,
                 "message": s.message,
                 "created": iso(s.created),

@@ -11,11 +11,13 @@ from collections.abc import Callable
 
 from zarrlake._util import runtime
 from zarrlake.errors import (
+    BranchMovedError,
     CASFailedError,
     Conflict,
     ConflictError,
     ConflictKind,
     ExpiredHistoryError,
+    FastForwardError,
     InvalidInputError,
     NotFoundError,
 )
@@ -150,7 +152,7 @@ class History:
             if base == head and fast_forward != "never":
                 return source
             if fast_forward == "only":
-                raise ConflictError(
+                raise FastForwardError(
                     [
                         Conflict(
                             "",
@@ -213,7 +215,7 @@ class History:
         while True:
             head, version = self.refs.require(BRANCH, branch)
             if expected is not None and head != expected:
-                raise ConflictError(
+                raise BranchMovedError(
                     [
                         Conflict(
                             "", ConflictKind.MOVED, None, f"{branch!r} is at {head}, not {expected}"

@@ -79,7 +79,7 @@ def import_files(
         overlap or do not match along other dimensions (naming both). Nothing is staged.
     """
     urls = check_urls(session, urls)
-    ds = concat([scan_file(u, session.context.objects.sources) for u in urls], concat_dim)
+    ds = concat([scan_file(u, session._engine.context.objects.sources) for u in urls], concat_dim)
     write_dataset(session, ds, group, append_dim=concat_dim)
     return ds
 
@@ -96,6 +96,6 @@ def check_urls(session: Session, urls: Iterable[str]) -> list[str]:
     twice = sorted(u for u, n in Counter(out).items() if n > 1)
     if twice:
         raise InvalidInputError(f"{twice[0]} is given twice")
-    ctx = session.context
+    ctx = session._engine.context
     VirtualSources(ctx.meta, ctx.refs.partition).check(out)
     return out

@@ -40,10 +40,10 @@ def materialize(session: Session, path: str) -> int:
     )
     virtual = []
     for key in keys:
-        ref = session.lookup(key)
+        ref = session._engine.lookup(key)
         if ref is not None and ref.kind == RefKind.VIRTUAL:
             virtual.append((key, ref))
-    objects = session.context.objects
+    objects = session._engine.context.objects
     for i in range(0, len(virtual), BATCH):  # bounded memory: a batch at a time
         batch = virtual[i : i + BATCH]
         datas = objects.map(lambda kr: objects.read_ref(kr[1], f"key {kr[0]!r}"), batch)

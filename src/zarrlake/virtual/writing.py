@@ -155,7 +155,7 @@ def write_dataset(
     session: Session, ds: VirtualDataset, group: str = "", append_dim: str | None = None
 ) -> None:
     """Stage `ds` under `group`; with `append_dim`, after what an existing group holds."""
-    ctx = session.context
+    ctx = session._engine.context
     VirtualSources(ctx.meta, ctx.refs.partition).check(sorted(ds.urls()))
     reader = ctx.objects.sources
     sources = dict(ds.sources)
@@ -181,4 +181,4 @@ def write_dataset(
     elif appended:
         _coords_dataset(ds, appended).to_zarr(session.store, append_dim=append_dim, **target)
     session.write_many(plan.docs + plan.inlined)
-    session.stage(list(plan.refs))
+    session._engine.stage(list(plan.refs))
