@@ -180,6 +180,13 @@ def cat(
         values = np.asarray(arr[selection])
     except IndexError as e:
         raise InvalidInputError(f"bad slice {shown!r} for shape {arr.shape}: {e}") from None
+    except Exception as e:  # a codec's error: a virtual chunk's source may have changed
+        from zarrlake.virtual.decoding import explained
+
+        found = explained(session, path, e)
+        if found is e:
+            raise
+        raise found from e
     if json_out:
         print_json(
             {
