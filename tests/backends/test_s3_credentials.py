@@ -66,3 +66,22 @@ def test_the_metadata_endpoint_refusing_is_no_credentials_not_a_refusal_by_the_b
     assert isinstance(error, ConfigurationError)
     assert_says_how_to_give_credentials(str(error), "weather")
     assert "169.254.169.254" not in str(error)
+
+
+def test_a_virtual_source_on_s3_without_credentials_says_none_were_found(
+    s3_server: str, no_credentials: None
+) -> None:
+    """The same message where virtual chunks are read from their files on S3: when a file
+    is imported (its identity) and when a chunk is read."""
+    from zarrlake.storage.sources import SourceReader
+
+    bucket = f"zarrlake-test-{uuid.uuid4().hex[:16]}"
+    s3_client(s3_server).create_bucket(Bucket=bucket)
+    reader = SourceReader({"endpoint_url": s3_server, "allow_http": True})
+    url = f"s3://{bucket}/archive/day0.nc"
+    with pytest.raises(ConfigurationError) as info:
+        reader.identity(url)
+    assert_says_how_to_give_credentials(str(info.value), bucket)
+    with pytest.raises(ConfigurationError) as info:
+        reader.read(url, 0, 10, "size=10;etag=x")
+    assert_says_how_to_give_credentials(str(info.value), bucket)

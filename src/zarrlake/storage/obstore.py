@@ -86,6 +86,12 @@ def no_credentials(bucket: str | None, url: str) -> str:
     )
 
 
+def credentials_missing(exc: BaseException) -> bool:
+    """Whether an obstore error is its failed fallback to the instance-metadata endpoint:
+    it was given no S3 credentials and found none (see `no_credentials`)."""
+    return _CREDENTIAL_LOOKUP.search(str(exc)) is not None
+
+
 def _is_path_clash(exc: BaseException) -> bool:
     """Whether a local-directory error comes from 'a' being a file where 'a/b' is wanted,
     or a directory where an object 'a' is wanted (object stores allow both, filesystems not)."""
@@ -192,7 +198,7 @@ class ObstoreObjectStore(ObjectStoreBackend):
                 f"{where} failed: a local directory cannot hold both an object and objects "
                 "below it under the same name"
             )
-        if _CREDENTIAL_LOOKUP.search(text):
+        if credentials_missing(exc):
             return ConfigurationError(no_credentials(self._bucket, self.url))
         if (
             isinstance(exc, PermissionDeniedError | UnauthenticatedError | PermissionError)
