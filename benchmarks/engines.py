@@ -130,7 +130,7 @@ class ZarrlakeEngine(Engine):
         if self.uses_pg:  # the PostgreSQL metastore imports psycopg (~0.2 s)
             importlib.import_module("zarrlake.metastore.postgres")
         elif self.remote is not None:
-            importlib.import_module("zarrlake.metastore.bucket_url")
+            importlib.import_module("zarrlake.metastore.bucket.url")
         self.zl = zarrlake
         self.repo: Any = None
         self.session: Any = None

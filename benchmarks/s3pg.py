@@ -33,11 +33,11 @@ from urllib.parse import urlsplit, urlunsplit
 import numpy as np
 import zarr
 
+from benchmarks.arrays import ARRAY, W5_CHUNK, chunk_value, new_array, peak_rss_mb
 from benchmarks.engines import ZARRLAKE, Engine
 from benchmarks.procs import run_worker
 from benchmarks.relay import RelayProcess
 from benchmarks.wire import add_marks, format_log, split
-from benchmarks.workloads import ARRAY, W5_CHUNK, chunk_value, new_array, peak_rss_mb
 
 COUNTED = ("requests", "rounds", "connections")
 

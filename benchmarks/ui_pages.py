@@ -82,8 +82,8 @@ def build_demo(path: Path, days: int = 10) -> tuple[zl.Repo, list[Page]]:
 
 
 def build_big(path: Path, n: int) -> tuple[zl.Repo, list[Page]]:
+    from benchmarks.arrays import ARRAY
     from benchmarks.procs import run_worker
-    from benchmarks.workloads import ARRAY
 
     # In worker processes, as `make bench` runs W7: each exits only when its commit's
     # background cleanup (dropping the staged records) is done, so none runs while timing.

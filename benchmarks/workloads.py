@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -23,31 +22,18 @@ from typing import Any
 import numpy as np
 import zarr
 
+from benchmarks.arrays import (
+    ARRAY,
+    MIB,
+    SEED,
+    W5_CHUNK,
+    chunk_value,
+    generate,
+    new_array,
+    peak_rss_mb,
+)
 from benchmarks.engines import Engine
 from benchmarks.procs import command, parse_result, run_worker
-
-ARRAY = "a"
-MIB = 1024 * 1024
-SEED = 20240601
-
-
-def peak_rss_mb() -> float:
-    """Peak resident set size of this process so far (ru_maxrss is KiB on Linux)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def generate(shape: tuple[int, ...], seed: int = SEED) -> np.ndarray:
-    return np.random.default_rng(seed).random(shape, dtype=np.float32)
-
-
-def chunk_value(k: int, shape: tuple[int, ...]) -> np.ndarray:
-    """The data one-chunk commits write into chunk `k` (W5, W6, W7)."""
-    return generate(shape, SEED + 1 + k)
-
-
-def new_array(store: Any, shape: tuple[int, ...], chunks: tuple[int, ...]) -> zarr.Array:
-    return zarr.create_array(store, name=ARRAY, shape=shape, chunks=chunks, dtype="float32")
-
 
 # plain files: one raw file per chunk, no codec, no versioning ----------------------------
 
@@ -140,8 +126,6 @@ def _readers(engine: Engine, path: str, index: int, times: int, **extra: Any) ->
 
 
 # W5: history --------------------------------------------------------------------------------
-
-W5_CHUNK = (64, 64)
 
 
 def w5_history(engine: Engine, path: str, p: dict) -> dict:

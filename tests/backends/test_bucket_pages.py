@@ -8,7 +8,7 @@ import time
 import uuid
 
 from zarrlake.metastore import open_metastore
-from zarrlake.metastore.bucket_format import Names, page_born
+from zarrlake.metastore.bucket.format import Names, page_born
 
 
 def spill(meta, partition: str, tag: bytes) -> None:

@@ -57,3 +57,23 @@ def test_help_groups_every_command_in_a_panel_in_order():
     text = run("--help").stdout
     for panel in seen:
         assert f"─ {panel} ─" in text, panel
+
+
+def test_the_ref_is_named_and_explained_once_for_cat_ls_log_show_and_blame():
+    """REF is the first argument of the reading commands (blame's first arguments name the
+    chunk, so there it is --ref), with one help text that says what a ref may be."""
+    from zarrlake.cli.context import REF_HELP
+
+    command = build_command()
+    for name in ("cat", "ls", "log", "show"):
+        params = [p for p in command.commands[name].params if p.name == "ref"]
+        (ref,) = params
+        assert ref.metavar == "REF" and ref.help == REF_HELP, name
+        positional = [
+            p.name for p in command.commands[name].params if p.param_type_name == "argument"
+        ]
+        assert positional[0] == "ref", (name, positional)
+        assert usage(name).startswith(f"Usage: zarrlake {name} [OPTIONS] ") and "REF" in usage(name)
+    (ref,) = [p for p in command.commands["blame"].params if p.name == "ref"]
+    assert ref.opts == ["--ref"] and ref.metavar == "REF" and ref.help == REF_HELP
+    assert "ref expression" in REF_HELP

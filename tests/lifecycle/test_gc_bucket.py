@@ -14,7 +14,7 @@ import pytest
 import zarrlake as zl
 from tests.helpers.lifecycle import all_objects, chunk, fsck, reachable, unreachable
 from zarrlake.errors import GcBusyError
-from zarrlake.metastore.bucket_format import Names, decode_head, segment
+from zarrlake.metastore.bucket.format import Names, decode_head, segment
 from zarrlake.vc.gc_protocol import GcState
 
 ZERO = timedelta(0)

@@ -22,7 +22,7 @@ import pytest
 
 import zarrlake as zl
 from tests.helpers.lifecycle import all_objects, chunk, fsck
-from zarrlake.metastore.bucket_format import segment
+from zarrlake.metastore.bucket.format import segment
 from zarrlake.vc.gc_protocol import uploads_partition
 
 ROOT = Path(__file__).resolve().parents[2]

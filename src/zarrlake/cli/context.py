@@ -51,6 +51,13 @@ AsOfOpt = Annotated[
     ),
 ]
 
+REF_HELP = "Branch, tag, commit id (or a unique prefix of one) or ref expression, e.g. main~2."
+"""What a ref is, said once for every command that takes one."""
+RefArg = Annotated[str, typer.Argument(metavar="REF", help=REF_HELP)]
+"""The ref a reading command looks at: its first argument (cat, ls, log, show)."""
+RefOpt = Annotated[str, typer.Option("--ref", metavar="REF", help=REF_HELP)]
+"""The same ref as an option, where the first arguments name something else (blame)."""
+
 
 @dataclass
 class Options:

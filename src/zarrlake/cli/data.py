@@ -10,7 +10,15 @@ import typer
 from rich.markup import escape
 from rich.tree import Tree
 
-from zarrlake.cli.context import PANEL_DATA, AsOfOpt, console, options, parse_when, print_json
+from zarrlake.cli.context import (
+    PANEL_DATA,
+    AsOfOpt,
+    RefArg,
+    console,
+    options,
+    parse_when,
+    print_json,
+)
 from zarrlake.errors import InvalidInputError, NotFoundError
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print as JSON.")]
@@ -37,7 +45,7 @@ def _under(path: str, root: str) -> bool:
 
 def ls(
     ctx: typer.Context,
-    ref: Annotated[str, typer.Argument(help="Branch, tag or commit id.")] = "main",
+    ref: RefArg = "main",
     path: Annotated[str, typer.Argument(help="Group or array to list (default: root).")] = "",
     as_of: AsOfOpt = None,
     json_out: JsonOpt = False,
@@ -137,7 +145,7 @@ def parse_slice(text: str, ndim: int) -> tuple:
 
 def cat(
     ctx: typer.Context,
-    ref: Annotated[str, typer.Argument(help="Branch, tag or commit id.")],
+    ref: RefArg,
     array: Annotated[str, typer.Argument(help="Array path, e.g. weather/t2m.")],
     slice_text: Annotated[
         str | None,
@@ -180,6 +188,13 @@ def cat(
         values = np.asarray(arr[selection])
     except IndexError as e:
         raise InvalidInputError(f"bad slice {shown!r} for shape {arr.shape}: {e}") from None
+    except Exception as e:  # a codec's error: a virtual chunk's source may have changed
+        from zarrlake.virtual.decoding import explained
+
+        found = explained(session, path, e)
+        if found is e:
+            raise
+        raise found from e
     if json_out:
         print_json(
             {

@@ -13,6 +13,8 @@ from zarrlake.cli.context import (
     PANEL_HISTORY,
     PANEL_REFS,
     AsOfOpt,
+    RefArg,
+    RefOpt,
     console,
     options,
     parse_when,
@@ -133,7 +135,7 @@ def history_end(repo, commits: list, limit: int | None) -> str | None:
 
 def log(
     ctx: typer.Context,
-    ref: Annotated[str, typer.Argument(help="Branch, tag, commit id or ref expression.")] = "main",
+    ref: RefArg = "main",
     limit: Annotated[int | None, typer.Option(min=0, help="Show at most N commits.")] = None,
     graph: Annotated[
         bool, typer.Option("--graph", help="Follow every parent and draw merges.")
@@ -186,7 +188,7 @@ def log(
 
 def show(
     ctx: typer.Context,
-    ref: Annotated[str, typer.Argument(help="Branch, tag or commit id.")],
+    ref: RefArg,
     as_of: AsOfOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -326,7 +328,7 @@ def blame(
     ctx: typer.Context,
     array: Annotated[str, typer.Argument(help="Array path, e.g. weather/t2m.")],
     coords: Annotated[list[int], typer.Argument(help="Chunk coordinates, e.g. 1 0.")],
-    ref: Annotated[str, typer.Option(help="Branch, tag or commit to look from.")] = "main",
+    ref: RefOpt = "main",
     as_of: AsOfOpt = None,
     json_out: JsonOpt = False,
 ) -> None:

@@ -52,8 +52,8 @@ registry: Registry[MetaStoreFactory, MetaStore] = Registry(
         "sqlite": "zarrlake.metastore.sqlite",
         "postgresql": "zarrlake.metastore.postgres",
         "postgres": "zarrlake.metastore.postgres",
-        "bucket+s3": "zarrlake.metastore.bucket_url",
-        "bucket+memory": "zarrlake.metastore.bucket_url",
+        "bucket+s3": "zarrlake.metastore.bucket.url",
+        "bucket+memory": "zarrlake.metastore.bucket.url",
     },
     entry_point_group="zarrlake.metastores",
 )

@@ -99,7 +99,7 @@ def open_for(location: str, storage_options: dict[str, Any], metastore: str) -> 
     """The raw metastore `metastore` of the repository at `location` ("bucket": the one
     kept in its own storage, reached with `storage_options`)."""
     if metastore == BUCKET:
-        from zarrlake.metastore.bucket import BucketMetaStore
+        from zarrlake.metastore.bucket.store import BucketMetaStore
 
         return registry.opened(BucketMetaStore.open(location, storage_options))
     return open_metastore(metastore)

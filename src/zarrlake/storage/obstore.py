@@ -53,6 +53,9 @@ _TRANSIENT_WORDS = ("http error", "error sending request", "timed out", "timeout
 _TRANSIENT_KIND = re.compile(r"kind: (Connect|Timeout|Request|Body|Decode|Interrupted)\b")
 _PATH_CLASH = re.compile(r"\(os error (20|21)\)")  # ENOTDIR / EISDIR on a local directory
 _AUTH_CODES = ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken")
+_CREDENTIAL_LOOKUP = re.compile(r"/latest/(?:api/token|meta-data/iam/)")
+"""The instance-metadata (IMDS) paths obstore asks when it was given no credentials: a
+failure there means none were found, not that the bucket refused them."""
 
 
 def summarise(exc: BaseException) -> str:
@@ -69,6 +72,24 @@ def summarise(exc: BaseException) -> str:
             if message:
                 line += f": {message.group(1)}"
     return line if len(line) <= 400 else line[:397] + "..."
+
+
+def no_credentials(bucket: str | None, url: str) -> str:
+    """What to say when obstore found no S3 credentials (it fell back to the instance-metadata
+    endpoint, 169.254.169.254, and that failed): where credentials come from."""
+    return (
+        f"no S3 credentials found for bucket {bucket!r} ({url}): set AWS_ACCESS_KEY_ID and "
+        "AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary ones) in the environment, "
+        "or pass the storage options access_key_id and secret_access_key (on the command "
+        "line: --storage-option access_key_id=...). AWS profiles are not read: export one's "
+        "keys with 'eval \"$(aws configure export-credentials --profile NAME --format env)\"'"
+    )
+
+
+def credentials_missing(exc: BaseException) -> bool:
+    """Whether an obstore error is its failed fallback to the instance-metadata endpoint:
+    it was given no S3 credentials and found none (see `no_credentials`)."""
+    return _CREDENTIAL_LOOKUP.search(str(exc)) is not None
 
 
 def _is_path_clash(exc: BaseException) -> bool:
@@ -177,6 +198,8 @@ class ObstoreObjectStore(ObjectStoreBackend):
                 f"{where} failed: a local directory cannot hold both an object and objects "
                 "below it under the same name"
             )
+        if credentials_missing(exc):
+            return ConfigurationError(no_credentials(self._bucket, self.url))
         if (
             isinstance(exc, PermissionDeniedError | UnauthenticatedError | PermissionError)
             or status in (401, 403)

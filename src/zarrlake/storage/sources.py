@@ -24,7 +24,7 @@ from zarrlake.errors import (
     StaleVirtualChunkError,
     StorageError,
 )
-from zarrlake.storage.obstore import s3_config, summarise
+from zarrlake.storage.obstore import credentials_missing, no_credentials, s3_config, summarise
 
 SCHEMES = ("file", "s3")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -108,6 +108,8 @@ class SourceReader:
         except (ObstoreNotFound, FileNotFoundError, NotADirectoryError):
             raise InvalidInputError(f"virtual source {url} does not exist") from None
         except Exception as exc:
+            if credentials_missing(exc):
+                raise ConfigurationError(no_credentials(bucket, url)) from exc
             raise ConfigurationError(f"cannot read virtual source {url}: {summarise(exc)}") from exc
 
     def read(self, url: str, offset: int, length: int, identity: str | None) -> memoryview:
@@ -143,6 +145,8 @@ class SourceReader:
                 f"virtual source {url} is gone (imported as {identity})"
             ) from None
         except Exception as exc:  # e.g. a range past the end of an object that shrank
+            if credentials_missing(exc):
+                raise ConfigurationError(no_credentials(split_url(url)[1], url)) from exc
             try:
                 now = identity_of(scheme, obs.head(store, path))
             except Exception:

@@ -172,8 +172,8 @@ def _recovery_trusts_failed_read() -> list[tuple[Any, str, Any]]:
 
 def _page_age_by_local_clock() -> list[tuple[Any, str, Any]]:
     from zarrlake._util import runtime
-    from zarrlake.metastore import bucket
-    from zarrlake.metastore.bucket_format import page_born
+    from zarrlake.metastore.bucket import store as bucket
+    from zarrlake.metastore.bucket.format import page_born
 
     def _sweep(self: Any, names: Any, keep: set[str], dead_salt: int | None) -> None:
         listed = list(self._store.list_modified(names.pages))

@@ -22,7 +22,12 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
-from zarrlake.errors import InvalidInputError, NotFoundError, ZarrLakeError
+from zarrlake.errors import (
+    InvalidInputError,
+    NotFoundError,
+    StaleVirtualChunkError,
+    ZarrLakeError,
+)
 from zarrlake.present import short
 from zarrlake.repo import Repo
 from zarrlake.ui.model import Model
@@ -59,9 +64,12 @@ def jsonable(value: Any) -> Any:
 
 
 def status_of(exc: Exception) -> int:
-    """The HTTP status for an error: 404 not found, 400 bad input, else 500."""
+    """The HTTP status for an error: 404 not found, 400 bad input, 409 a virtual chunk's
+    source no longer holds what was imported, else 500."""
     if isinstance(exc, NotFoundError):
         return 404
+    if isinstance(exc, StaleVirtualChunkError):
+        return 409
     if isinstance(exc, InvalidInputError | ValueError | IndexError | KeyError):
         return 400
     return 500

@@ -200,7 +200,15 @@ class Pages:
             def exists(coords: tuple[int, ...]) -> bool:
                 return session.exists(prefix + encode(coords))
 
-            return preview.read_preview(arr, sel, exists, storage_chunks(arr))
+            try:
+                return preview.read_preview(arr, sel, exists, storage_chunks(arr))
+            except Exception as e:  # a codec's error: a virtual chunk's source may have changed
+                from zarrlake.virtual.decoding import explained
+
+                found = explained(session, arr.path, e)
+                if found is e:
+                    raise
+                raise found from e
 
         p = self.previews.get((commit_id, arr.path, sel.text()), make)
         return {"slice": sel.text(), "drawn": sel.drawn, **p.summary()}, p

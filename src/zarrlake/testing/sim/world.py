@@ -25,10 +25,11 @@ from zarrlake._util import retry, runtime
 from zarrlake.connection import FlushPolicy, RepoContext, RepoSpec, Settings, create_context
 from zarrlake.errors import TransientError
 from zarrlake.format import fragment
-from zarrlake.metastore import bucket, bucket_runs
 from zarrlake.metastore.base import MetaStore
-from zarrlake.metastore.bucket import BucketMetaStore
-from zarrlake.metastore.bucket_format import decode_head
+from zarrlake.metastore.bucket import runs as bucket_runs
+from zarrlake.metastore.bucket import store as bucket
+from zarrlake.metastore.bucket.format import decode_head
+from zarrlake.metastore.bucket.store import BucketMetaStore
 from zarrlake.metastore.memory import MemoryMetaStore
 from zarrlake.repo import Repo
 from zarrlake.storage.base import ObjectStore

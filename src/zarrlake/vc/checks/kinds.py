@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
@@ -312,7 +313,8 @@ class RequiredAttrs(Check):
 
     kind: ClassVar[str] = "required-attrs"
     array: str
-    names: tuple[str, ...]
+    names: Sequence[str]
+    """Given as any sequence of names (a list, a tuple) or one name; kept as a tuple."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "array", _array(self.array))
@@ -345,7 +347,8 @@ class SchemaUnchanged(Check):
 
     kind: ClassVar[str] = "schema-unchanged"
     array: str
-    append_dims: tuple[str | int, ...] = ()
+    append_dims: Sequence[str | int] = ()
+    """Given as any sequence (a list, a tuple) or one name or index; kept as a tuple."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "array", _array(self.array))

@@ -13,7 +13,7 @@ import bisect
 import heapq
 from collections.abc import Callable, Iterator
 
-from zarrlake.metastore.bucket_format import Head, PageRef, Run, Table
+from zarrlake.metastore.bucket.format import Head, PageRef, Run, Table
 
 PAGE_BYTES = 1 << 20
 """A page holds about this many bytes of keys and values (at least one entry)."""

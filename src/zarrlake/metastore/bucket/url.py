@@ -9,7 +9,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from zarrlake.errors import InvalidInputError
 from zarrlake.metastore import register
-from zarrlake.metastore.bucket import BucketMetaStore
+from zarrlake.metastore.bucket.store import BucketMetaStore
 
 _SECRET = ("secret_access_key",)
 

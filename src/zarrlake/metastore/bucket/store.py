@@ -5,7 +5,7 @@ conditional PUT (If-None-Match: * to create it, If-Match: <ETag> to replace the 
 read), so every write, `set_many` included, is one atomic swap of the head, and
 compare-and-swap checks the key's version in the head it replaces. The head holds the recent
 entries inline; when they outgrow 64 KiB the write that grew them moves them into immutable
-pages (`meta/<partition>/pages/<id>`, size-tiered runs, see bucket_runs), so a head stays
+pages (`meta/<partition>/pages/<id>`, size-tiered runs, see bucket.runs), so a head stays
 small while a partition grows with history. A read is one GET of the head (plus a page, for
 an old key not yet cached); a write is one conditional PUT when this process holds the
 current head (it keeps the last one it read or wrote), else a GET and a PUT.
@@ -17,7 +17,7 @@ the write landed; an unchanged ETag means nothing landed yet, so the same bytes 
 the same condition (at most one of the two can land); a changed ETag without its id means it
 never will land (its condition is gone), so the write is planned again on the new head.
 Nothing is guessed from values, and a write is never given up while it may still land.
-URLs are in bucket_url; `metastore="bucket"` uses the one at the repository's location.
+URLs are in bucket.url; `metastore="bucket"` uses the one at the repository's location.
 """
 
 from __future__ import annotations
@@ -43,9 +43,9 @@ from zarrlake.errors import (
     TransientError,
     ZarrLakeError,
 )
-from zarrlake.metastore import bucket_runs as runs
 from zarrlake.metastore.base import Item, MetaStoreBackend
-from zarrlake.metastore.bucket_format import (
+from zarrlake.metastore.bucket import runs
+from zarrlake.metastore.bucket.format import (
     Head,
     Names,
     PageRef,
@@ -58,7 +58,7 @@ from zarrlake.metastore.bucket_format import (
     page_born,
     page_id,
 )
-from zarrlake.metastore.bucket_runs import Load
+from zarrlake.metastore.bucket.runs import Load
 from zarrlake.metastore.checks import check_found
 from zarrlake.storage import ObjectStore, open_storage
 from zarrlake.storage.retrying import RetryingObjectStore
