@@ -30,6 +30,9 @@ FORMER = {
     "records' fence and islands moved the interleaving)",
     1002040: "the model bound a tag's deletion to the first of two deletions of it, then "
     "took that one's NotFoundError for a failure that happened",
+    1004066: "a full gc kept a commit record registered again (by a clock ahead of the "
+    "collector's) but deleted its snapshot and change set; a branch made at it then pointed "
+    "at missing objects (a run keeps whole what a record it keeps names)",
 }
 
 
