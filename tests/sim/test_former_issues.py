@@ -33,6 +33,10 @@ FORMER = {
     1004066: "a full gc kept a commit record registered again (by a clock ahead of the "
     "collector's) but deleted its snapshot and change set; a branch made at it then pointed "
     "at missing objects (a run keeps whole what a record it keeps names)",
+    1005178: "gc expired a writer's session (a clock jump of 35 h) and dropped its staged "
+    "records; the writer's read of a chunk it had flushed then returned nothing instead of "
+    "its write or an error (a handle missing its own staged records raises the session's "
+    "state)",
 }
 
 
