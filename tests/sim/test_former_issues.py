@@ -50,6 +50,14 @@ def test_a_former_issue_seed_holds_every_invariant(seed):
     assert result.ok, f"{FORMER[seed]}: {result.failure}"
 
 
+def test_a_page_written_again_after_a_long_stall_is_not_swept():
+    """Seed 27 with a cooperative session and two writers: a writer's page put lost its
+    reply, a clock jump of 30 hours came, and its retry wrote the page again while another
+    process's page sweep, which had listed the page's first write, deleted it."""
+    result = run(Config(27, actors=("coop", "writer", "writer", "admin")))
+    assert result.ok, result.failure
+
+
 def test_a_commit_that_landed_returns_its_id_when_its_record_cannot_be_finished(
     tmp_path, monkeypatch
 ):
