@@ -37,6 +37,10 @@ FORMER = {
     "records; the writer's read of a chunk it had flushed then returned nothing instead of "
     "its write or an error (a handle missing its own staged records raises the session's "
     "state)",
+    1000050: "two expiries doomed one commit: one deleted its record while the other, "
+    "having seen a keep record of an operation that then refused, took the shared marker "
+    "back, leaving a commit whose parent record was gone with no marker (the deleting run "
+    "and the taking-back run each put the marker back when they see the other's change)",
 }
 
 
