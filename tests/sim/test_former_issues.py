@@ -30,6 +30,17 @@ FORMER = {
     "records' fence and islands moved the interleaving)",
     1002040: "the model bound a tag's deletion to the first of two deletions of it, then "
     "took that one's NotFoundError for a failure that happened",
+    1004066: "a full gc kept a commit record registered again (by a clock ahead of the "
+    "collector's) but deleted its snapshot and change set; a branch made at it then pointed "
+    "at missing objects (a run keeps whole what a record it keeps names)",
+    1005178: "gc expired a writer's session (a clock jump of 35 h) and dropped its staged "
+    "records; the writer's read of a chunk it had flushed then returned nothing instead of "
+    "its write or an error (a handle missing its own staged records raises the session's "
+    "state)",
+    1000050: "two expiries doomed one commit: one deleted its record while the other, "
+    "having seen a keep record of an operation that then refused, took the shared marker "
+    "back, leaving a commit whose parent record was gone with no marker (the deleting run "
+    "and the taking-back run each put the marker back when they see the other's change)",
 }
 
 
@@ -41,6 +52,14 @@ def test_no_known_issue_is_left():
 def test_a_former_issue_seed_holds_every_invariant(seed):
     result = run(Config(seed))
     assert result.ok, f"{FORMER[seed]}: {result.failure}"
+
+
+def test_a_page_written_again_after_a_long_stall_is_not_swept():
+    """Seed 27 with a cooperative session and two writers: a writer's page put lost its
+    reply, a clock jump of 30 hours came, and its retry wrote the page again while another
+    process's page sweep, which had listed the page's first write, deleted it."""
+    result = run(Config(27, actors=("coop", "writer", "writer", "admin")))
+    assert result.ok, result.failure
 
 
 def test_a_commit_that_landed_returns_its_id_when_its_record_cannot_be_finished(

@@ -185,6 +185,7 @@ class Collector:
         self.history_running = False  # a merge, reset or new ref keeps commits (vc/keep.py)
         self.partials: list[Partial] = []  # half-written files a full run found
         self.grace = 0.0
+        self.names: dict[str, list[str]] = {}  # dead containers read: the keys each names
 
     def _list(self, prefixes: list[str], live: set[str]) -> Iterator[str]:
         for prefix in prefixes:
@@ -325,21 +326,41 @@ class Collector:
         found: list[tuple[str, int | None]] = []
         for key in dead:
             kind, _, oid = key.partition("/")
+            names: list[tuple[str, int | None]] = []
             try:
                 if kind == "commits":
                     rec = CommitRecord.decode(oid, self._get(key))
-                    found += [(f"snapshots/{rec.snapshot}", None), (f"changes/{rec.changes}", None)]
-                    found += [(f"commits/{p}", None) for p in rec.parents]
+                    names += [(f"snapshots/{rec.snapshot}", None), (f"changes/{rec.changes}", None)]
+                    names += [(f"commits/{p}", None) for p in rec.parents]
                 elif kind == "snapshots":
                     root = SnapshotRoot.decode(oid, self._get(key))
-                    found += [(f"manifests/{m}", None) for m in root.ranges.ids]
+                    names += [(f"manifests/{m}", None) for m in root.ranges.ids]
                 elif kind == "manifests":
-                    found += list(manifest_refs(ManifestRange.decode(oid, self._get(key))).items())
+                    names += list(manifest_refs(ManifestRange.decode(oid, self._get(key))).items())
             except NotFoundError:
                 continue
             except ZarrLakeError:
                 continue  # a damaged dead object: what it referred to is left for --full
+            if names:
+                self.names[key] = [k for k, _ in names]
+            found += names
         return found
+
+    def hold_named(self, due: list[str], dead: Iterable[str]) -> list[str]:
+        """`due` without what a dead container this run keeps names, transitively: a commit
+        record, snapshot or manifest left for a later run must stay whole, or a ref made at
+        it meanwhile (which finds the record, and no sweep running) would point at missing
+        objects (soak seed 1004066: a commit registered again, by a clock ahead of the
+        collector's, waited while its snapshot and change set were deleted)."""
+        due_now = set(due)
+        stack = [k for k in dead if k in self.names and k not in due_now]
+        held: set[str] = set()
+        while stack:
+            for key in self.names.get(stack.pop(), ()):
+                if key in due_now and key not in held:
+                    held.add(key)
+                    stack.append(key)
+        return [k for k in due if k not in held] if held else due
 
     def _get(self, key: str) -> bytes:
         data = self.store.get(key)
@@ -414,6 +435,7 @@ class Collector:
         due = [k for k in dead if now - first_seen.get(k, now) >= grace]
         if self.unflushed:
             due = [k for k in due if k not in listed_only]
+        due = self.hold_named(due, dead)
         self.report.candidates_pending = len(dead) - len(due)
         self.grace = grace
         if dry_run:
@@ -485,6 +507,9 @@ class Collector:
                 kept = [k for k in due if kind_of(k) in WRITTEN_BY_COMMITS]
                 self.report.deferred += len(kept)
                 due = [k for k in due if kind_of(k) not in WRITTEN_BY_COMMITS]
+            whole = self.hold_named(due, (k for k in pool if k not in reach.live))
+            self.report.deferred += len(due) - len(whole)
+            due = whole
             order = {kind: i for i, kind in enumerate(KINDS)}
             due.sort(key=lambda k: order.get(kind_of(k), len(order)))
             sizes = {k: self.size(k, pool.get(k)) for k in due}

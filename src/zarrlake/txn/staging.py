@@ -21,12 +21,13 @@ other.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from itertools import groupby
 
 from zarrlake._util import runtime
+from zarrlake.errors import SessionClosedError
 from zarrlake.format.chunk_ref import ChunkRef
 from zarrlake.format.fragment import FragmentRecord
 from zarrlake.format.staged import OP_DELETE, OP_WRITE, StagedRecord
@@ -178,12 +179,35 @@ def counts(
 
 
 class Staging:
-    """The staging records of one session, as seen by the handle `writer` (8 bytes)."""
+    """The staging records of one session, as seen by the handle `writer` (8 bytes).
 
-    def __init__(self, meta: MetaStore, partition: str, writer: bytes) -> None:
+    It remembers what this handle staged (fragment keys, metadata documents): a read that
+    finds one of them gone finds the session's records dropped (gc drops an expired
+    session's), and raises the session's state instead of reading its base (soak seed
+    1005178). `check_open` raises that state."""
+
+    def __init__(
+        self,
+        meta: MetaStore,
+        partition: str,
+        writer: bytes,
+        check_open: Callable[[], None] | None = None,
+    ) -> None:
         self.meta = meta
         self.partition = partition
         self.writer = writer
+        self.check_open = check_open
+        self.own: set[bytes] = set()  # keys of the fragments this handle registered
+        self.own_meta: set[str] = set()  # metadata documents this handle staged
+
+    def _lost(self) -> None:
+        """Raise: records this handle staged are gone, so reads would miss its writes."""
+        if self.check_open is not None:
+            self.check_open()  # the session's state: expired, abandoned, committed...
+        raise SessionClosedError(
+            f"the records this handle staged in {self.partition} are gone (the session "
+            "ended); its writes can no longer be read: start a new session"
+        )
 
     @property
     def writer_id(self) -> str:
@@ -197,6 +221,7 @@ class Staging:
     ) -> None:
         """Stage metadata documents (inline references) or their deletion, durably (with
         `also`, more records in the same transaction: the writer's state)."""
+        items = list(items)
         self.meta.set_many(
             self.partition,
             [
@@ -208,6 +233,7 @@ class Staging:
             ]
             + list(also),
         )
+        self.own_meta.update(k for k, _ in items)
 
     def lookup_meta(self, key: str) -> tuple[bool, ChunkRef | None]:
         """(staged?, ref) of the latest record of any worker; ref None with staged=True means
@@ -218,6 +244,8 @@ class Staging:
             default=None,
         )
         if latest is None:
+            if key in self.own_meta:
+                self._lost()
             return False, None
         return True, StagedRecord.decode(latest[1], key).ref
 
@@ -280,11 +308,13 @@ class Staging:
         ]
         items += [(self._marker(g), None) for g in markers]
         self.meta.set_many(self.partition, items + list(also))
+        self.own.add(items[0][0])
 
     def unregister(self, record: FragmentRecord, marker: int, error: str) -> None:
         """Withdraw a fragment whose writes could not be settled, and leave a marker that
         says so in its place (a commit then refuses, naming this worker)."""
         doc = self._marker_doc(0.0, None) | {"error": error}
+        self.own.discard(StagingKeys.fragment(record.writer, record.seq))
         self.meta.set_many(
             self.partition,
             [
@@ -301,7 +331,7 @@ class Staging:
     def visible_fragments(self) -> list[FragmentRecord]:
         """The fragments reads see: those that count (`counts`) for this handle (one scan
         over the `a`..`f` records)."""
-        records, accepts = [], {}
+        records, accepts, missing = [], {}, set(self.own)
         for k, v, _ in self.meta.scan(self.partition, ACCEPT):
             if k[:1] > FRAGMENT:
                 break
@@ -309,6 +339,9 @@ class Staging:
                 accepts[k[1:].decode()] = set(json.loads(v))
             elif k[:1] == FRAGMENT:
                 records.append(FragmentRecord.decode(v))
+                missing.discard(k)
+        if missing:
+            self._lost()
         own = self.writer_id
         return [r for r in records if counts(r.writer, r.tag, accepts, own)]
 
@@ -401,6 +434,8 @@ class Staging:
     def clear(self) -> None:
         """Drop every staging record of the session (after commit or abandon)."""
         self.meta.drop_partition(self.partition)
+        self.own.clear()
+        self.own_meta.clear()
 
 
 def _unflushed(key: bytes, value: bytes) -> Unflushed:

@@ -60,7 +60,11 @@ class Transaction:
         self.cleanup: Future[None] | None = None  # dropping the staged records after commit
         self.writer = secrets.token_bytes(8)
         self.staging = (
-            Staging(ctx.meta, ctx.stage_partition(record.id), self.writer) if record else None
+            Staging(
+                ctx.meta, ctx.stage_partition(record.id), self.writer, _OpenCheck(ctx, record.id)
+            )
+            if record
+            else None
         )
         self.fragments = StagedFragments(ctx.objects)
         self.view = self._view_of(base)

@@ -266,6 +266,8 @@ class BucketMetaStore(MetaStoreBackend):
                             f"{self.url}: page {e} of {partition!r} is missing"
                         ) from None
                     continue
+                if pending.created and runtime.monotonic() - pending.made > PREPARED_MAX_AGE:
+                    continue  # its pages took that long to write (a stall): new ones, new names
             try:
                 new_tag = self._raw.put_if(names.head, pending.data, tag or None)
             except CASFailedError:
@@ -333,6 +335,7 @@ class BucketMetaStore(MetaStoreBackend):
     ) -> _Prepared:
         """The new head for `plan` on `head`, with any pages a flush needs already written."""
         load = lambda ref: self._page(names, ref)  # noqa: E731
+        began = runtime.monotonic()  # before its pages are written: their age counts from here
         writes, deletes = plan(head, load)
         if head is None:
             head = Head(secrets.randbits(32), secrets.randbits(40), 0, [], [], Table())
@@ -363,9 +366,7 @@ class BucketMetaStore(MetaStoreBackend):
             new.runs = ([run] if run else []) + new.runs[len(replaced) :]
             new.table = Table()
         key_version = (*cas, versions[0]) if cas is not None else None
-        return _Prepared(
-            new, encode_head(new), versions, created, retired, runtime.monotonic(), key_version
-        )
+        return _Prepared(new, encode_head(new), versions, created, retired, began, key_version)
 
     def _write_run(self, names: Names, salt: int, table: Table) -> Run | None:
         pages = []
@@ -413,8 +414,20 @@ class BucketMetaStore(MetaStoreBackend):
             born = page_born(name)
             if name in keep or born is None:
                 continue
-            if born[0] == dead_salt or (now is not None and now - modified > ORPHAN_GRACE):
+            if born[0] == dead_salt or (
+                now is not None
+                and now - modified > ORPHAN_GRACE
+                and now - self._modified(key) > ORPHAN_GRACE
+            ):
                 self._delete_quietly(key)
+
+    def _modified(self, key: str) -> float:
+        """The service's last-modified time of `key` now (-inf once it is gone): a page the
+        listing showed old may have been written again since by a writer retrying after a
+        stall, and is judged by this fresh look, taken after the head was read again."""
+        return max(
+            (t for k, t in self._store.list_modified(key) if k == key), default=float("-inf")
+        )
 
     def _drop_partition(self, partition: str) -> None:
         names = Names(partition)
