@@ -84,12 +84,15 @@ def retry[T](
     fn: Callable[[], T],
     policy: RetryPolicy = DEFAULT_POLICY,
     on: type[BaseException] | tuple = TransientError,
+    failed: BaseException | None = None,
 ) -> T:
-    """Call `fn` until it does not raise `on`, within `policy`; then re-raise the last error."""
-    try:
-        return fn()
-    except on as error:
-        failed: BaseException | None = error
+    """Call `fn` until it does not raise `on`, within `policy`; then re-raise the last error.
+    `failed`: the caller made the first attempt itself, and it raised this."""
+    if failed is None:
+        try:
+            return fn()
+        except on as error:
+            failed = error
     for attempt in attempts(policy, on):
         with attempt:
             if failed is not None:  # the first attempt, already made: hand its error over

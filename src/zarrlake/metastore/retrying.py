@@ -57,7 +57,14 @@ class RetryingMetaStore(WrapperMetaStore):
                 raise
 
         while limit is None or produced < limit:
-            item = retry(next_item, self.policy)
+            try:  # retry() only once an item fails: a scan yields many
+                if items is None:
+                    rest = None if limit is None else limit - produced
+                    items = self.inner.scan(partition, start, prefix, rest)
+                item = next(items, None)
+            except TransientError as error:
+                items = None
+                item = retry(next_item, self.policy, failed=error)
             if item is None:
                 return
             produced += 1

@@ -81,7 +81,7 @@ def virtual_chunks(session: Session, path: str) -> list[tuple[str, ChunkRef]]:
     )
     found = []
     for key in keys:
-        ref = session.lookup(key)
+        ref = session._engine.lookup(key)
         if isinstance(ref, ChunkRef) and ref.kind == RefKind.VIRTUAL:
             found.append((key, ref))
     return found
@@ -106,7 +106,7 @@ def find_undecodable(session: Session, path: str, batch_size: int = 256) -> Zarr
         return None
     decoder = ChunkDecoder(path, doc)
     chunks = virtual_chunks(session, path)
-    objects = session.context.objects
+    objects = session._engine.context.objects
     for i in range(0, len(chunks), batch_size):
         batch = chunks[i : i + batch_size]
         try:
