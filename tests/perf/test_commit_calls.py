@@ -115,7 +115,7 @@ def test_one_chunk_commit_costs_what_it_did(any_metastore: dict, held_cleanup) -
 def test_open_and_read_one_chunk_costs_what_it_did(any_metastore: dict, monkeypatch) -> None:
     """A read-only open + read of one chunk from a new Repo: the branch head, then the
     snapshot, one manifest range and the chunk; on a local directory the chunk is read on
-    zarr's event loop, without a hop to a thread (Session._read_here)."""
+    zarr's event loop, without a hop to a thread (SessionEngine.read_here)."""
     base = zl.Repo.create(**any_metastore)
     s = base.create_session("main")
     zarr.create_array(s.store, name="a", shape=(8, *CHUNK), chunks=(1, *CHUNK), dtype="f4")[2] = (
