@@ -43,7 +43,7 @@ def rewritten(tmp_path: Path) -> tuple[zl.Repo, Path]:
     s = repo.create_session()
     zl.virtual.import_files(s, [path.as_uri()])
     s.commit("import")
-    ref = repo.readonly_session().lookup(BAD_KEY)
+    ref = repo.readonly_session()._engine.lookup(BAD_KEY)
     assert isinstance(ref, ChunkRef)
     rewrite_in_place(path, ref)
     return repo, path
