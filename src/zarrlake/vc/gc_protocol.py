@@ -251,14 +251,16 @@ class GcState:
             return {}
         low, high = CANDIDATE + wanted[0].encode(), CANDIDATE + wanted[-1].encode()
         common = _common_prefix(low, high)  # one key: exactly its own row
-        want = set(wanted)
-        out = {}
+        want = {CANDIDATE + k.encode() for k in wanted}
+        rows = []
         for k, v, _ in self.meta.scan(self.partition, start=low, prefix=common):
             if k > high:
                 break
-            key = k[len(CANDIDATE) :].decode()
-            if key in want:
-                out[key] = _candidate(key, v)
+            if k in want:
+                rows.append((k, v))
+        out: dict[str, Candidate] = {}
+        for i in range(0, len(rows), CANDIDATE_PAGE):  # a page per JSON parse, as above
+            _decode_candidates(rows[i : i + CANDIDATE_PAGE], out)
         return out
 
     def add(
@@ -328,13 +330,6 @@ def _decode_candidates(rows: list[tuple[bytes, bytes]], out: dict[str, Candidate
         at = doc.get("index")
         index = (at[0], at[1], at[2]) if at else None
         out[key] = Candidate(key, doc["t"], doc.get("size"), index, doc.get("listed", False))
-
-
-def _candidate(key: str, value: bytes) -> Candidate:
-    """The candidate for `key` as stored (`GcState.add`)."""
-    doc = json.loads(value)
-    index = tuple(doc["index"]) if doc.get("index") else None
-    return Candidate(key, doc["t"], doc.get("size"), index, doc.get("listed", False))  # type: ignore[arg-type]
 
 
 class WriteGuard:
