@@ -29,7 +29,7 @@ def test_5000_seeds_hold_every_invariant():
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=1200,
     )
     out = proc.stdout
     assert proc.returncode == 0, out[-4000:] + proc.stderr[-4000:]
