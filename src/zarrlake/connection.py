@@ -96,9 +96,10 @@ class FlushPolicy:
 
 @dataclass(frozen=True)
 class Settings:
-    """Tuning that every layer above the backends reads from one place. Give it to
-    `Repo.open` / `Repo.create` (`settings=Settings(commit_timeout=120)`, or a dict of the
-    fields to change), or record it in the repository's config with `Repo.create(...,
+    """Tuning that every layer above the backends reads from one place.
+
+    Give it to `Repo.open` / `Repo.create` (`settings=Settings(commit_timeout=120)`, or a dict
+    of the fields to change), or record it in the repository's config with `Repo.create(...,
     settings=...)`: every client that opens the repository then starts from it, Spark and
     Dask workers included.
 
@@ -129,8 +130,10 @@ class Settings:
         return asdict(self)
 
     def updated(self, changes: Settings | Mapping[str, Any] | None) -> Settings:
-        """These settings with `changes` applied: a Settings replaces them whole, a mapping
-        changes the fields it names (``{"flush": {"idle": None}}`` changes one flush field).
+        """These settings with `changes` applied.
+
+        A Settings replaces them whole, a mapping changes the fields it names
+        (``{"flush": {"idle": None}}`` changes one flush field).
 
         Raises
         ------

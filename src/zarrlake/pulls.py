@@ -135,9 +135,11 @@ def create(
 
 
 class PullRequest:
-    """A pull request of branch `source` into branch `target`, as last read (`refresh`
-    re-reads it; every action returns with the record it wrote). `checks`, `approvals` and
-    `blockers` are worked out for the source branch's current head when asked."""
+    """A pull request of branch `source` into branch `target`, as last read.
+
+    `refresh` re-reads it; every action returns with the record it wrote. `checks`,
+    `approvals` and `blockers` are worked out for the source branch's current head when asked.
+    """
 
     def __init__(self, repo: Repo, record: PullRecord) -> None:
         self._repo = repo
@@ -201,8 +203,11 @@ class PullRequest:
 
     @property
     def reviews(self) -> list[records.Review]:
-        """Every review given, oldest first (verdict, by, time, the source head reviewed,
-        text); a reviewer's latest one is the one that stands."""
+        """Every review given, oldest first.
+
+        Each is (verdict, by, time, the source head reviewed, text); a reviewer's latest one is
+        the one that stands.
+        """
         return list(self._rec.reviews)
 
     @property
@@ -237,8 +242,11 @@ class PullRequest:
 
     @property
     def approvals(self) -> list[str]:
-        """Who approves it now: reviewers whose latest review approves (only of the current
-        source head, where the target's rule dismisses stale approvals)."""
+        """Who approves it now: reviewers whose latest review approves.
+
+        Only reviews of the current source head count where the target's rule dismisses stale
+        approvals.
+        """
         return self._rec.approvers(self.source_head, self._policy()[1])
 
     @property
@@ -253,8 +261,11 @@ class PullRequest:
 
     @property
     def checks(self) -> list[CheckResult]:
-        """The results of the checks guarding the target, run on the source's current head
-        against its merge base with the target (`Repo.run_checks`); [] when none guard it."""
+        """The results of the checks guarding the target; [] when none guard it.
+
+        They run on the source's current head against its merge base with the target
+        (`Repo.run_checks`).
+        """
         return self._checks(self.source_head)
 
     def _checks(self, head: str, record: bool = True) -> list[CheckResult]:
@@ -282,9 +293,12 @@ class PullRequest:
         return out + self._rec.blockers(head, needed, dismiss)
 
     def to_json(self, checks: bool = True, record: bool = True) -> dict:
-        """The pull request as the CLI's and the web UI's JSON show it; with `checks`, the
-        checks' results, approvals and blockers for the source's current head too (results
-        computed now are recorded unless `record` is False: a web page only reads)."""
+        """The pull request as the CLI's and the web UI's JSON show it.
+
+        With `checks`, the checks' results, approvals and blockers for the source's current
+        head too (results computed now are recorded unless `record` is False: a web page only
+        reads).
+        """
         r = self._rec
         out: dict[str, Any] = {
             "id": r.id,
@@ -347,8 +361,11 @@ class PullRequest:
         return self._update(lambda r: records.add_comment(r, text, who))
 
     def approve(self, *, by: str, text: str = "") -> PullRequest:
-        """Approve the source's current head, as `by`; this also lifts `by`'s request for
-        changes. The author cannot approve their own pull request."""
+        """Approve the source's current head, as `by`.
+
+        This also lifts `by`'s request for changes. The author cannot approve their own pull
+        request.
+        """
         return self._review(APPROVE, by, text)
 
     def request_changes(self, *, by: str, text: str = "") -> PullRequest:
@@ -367,8 +384,11 @@ class PullRequest:
         return self._update(lambda r: records.close(r, by))
 
     def reopen(self) -> PullRequest:
-        """Open a closed pull request again; returns self. PullRequestError if another
-        pull request of the same branches is open (it holds their index record)."""
+        """Open a closed pull request again; returns self.
+
+        PullRequestError if another pull request of the same branches is open (it holds their
+        index record).
+        """
         prs = records_of(self._repo)
         self.refresh()
         records.reopen(self._rec)  # refuses early unless closed
@@ -384,8 +404,10 @@ class PullRequest:
         return self
 
     def recover(self) -> PullRequest:
-        """Settle a "merging" state whose merger died or whose lease ran out: merged if the
-        target holds the source commit it was merging, else open again. Returns self."""
+        """Settle a "merging" state whose merger died or whose lease ran out; returns self.
+
+        Merged if the target holds the source commit it was merging, else open again.
+        """
         self.refresh()
         rec = self._rec
         if not records.stale(rec):
@@ -404,8 +426,9 @@ class PullRequest:
         return self._update(settle)
 
     def merge(self, *, by: str | None = None, message: str | None = None) -> str:
-        """Merge the source's current head into the target (`Repo.merge`, always a merge
-        commit); returns the merge commit id.
+        """Merge the source's current head into the target; returns the merge commit id.
+
+        It uses `Repo.merge`, always making a merge commit.
 
         Raises
         ------

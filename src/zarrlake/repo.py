@@ -62,8 +62,10 @@ _OnRead = Callable[[str, int], None] | None
 
 
 class Repo:
-    """A zarrlake repository: open one with `Repo.open`, `Repo.create` or
-    `Repo.open_or_create`."""
+    """A zarrlake repository.
+
+    Open one with `Repo.open`, `Repo.create` or `Repo.open_or_create`.
+    """
 
     def __init__(self, ctx: RepoContext) -> None:
         self._ctx = ctx
@@ -105,8 +107,9 @@ class Repo:
         content_hash: str = "blake3",
         settings: Settings | Mapping[str, Any] | None = None,
     ) -> Repo:
-        """Create a new repository; AlreadyExistsError if one is there. `content_hash`
-        ("blake3" or "sha256") names its objects and checks its chunks, for good.
+        """Create a new repository; AlreadyExistsError if one is there.
+
+        `content_hash` ("blake3" or "sha256") names its objects and checks its chunks, for good.
 
         Parameters
         ----------
@@ -204,9 +207,11 @@ class Repo:
     # refs and history ---------------------------------------------------------------------
 
     def resolve(self, ref: str, *, as_of: datetime | None = None) -> str:
-        """The commit id a branch, tag, (unique prefix of a) commit id or ref expression
-        (main~3, main^2) names. With `as_of`, the newest commit of `ref`'s first-parent
-        history made at or before that time (naive: UTC).
+        """The commit id that `ref` names.
+
+        `ref` is a branch, tag, (unique prefix of a) commit id or ref expression (main~3,
+        main^2). With `as_of`, the newest commit of `ref`'s first-parent history made at or
+        before that time (naive: UTC).
 
         Parameters
         ----------
@@ -263,8 +268,10 @@ class Repo:
         return Commit.from_record(cid, self._ctx.objects.read_commit(cid))
 
     def expired_at(self, commit_id: str) -> datetime | None:
-        """When `expire` dropped commit `commit_id` (a full id, e.g. a parent id of a
-        retained commit); None if it was not expired."""
+        """When `expire` dropped commit `commit_id`; None if it was not expired.
+
+        `commit_id` is a full id, e.g. a parent id of a retained commit.
+        """
         when = self._ctx.objects.expired_at(commit_id)
         return None if when is None else datetime.fromtimestamp(when, UTC)
 
@@ -339,8 +346,10 @@ class Repo:
         return diff_snapshots(self._ctx.objects, self.snapshot_of(a), self.snapshot_of(b))
 
     def commit_changes(self, ref: str) -> Diff:
-        """What commit `ref` changed against its first parent; read from the commit's change
-        set when `expire` dropped that parent."""
+        """What commit `ref` changed against its first parent.
+
+        Read from the commit's change set when `expire` dropped that parent.
+        """
         return diff_commit(self._ctx.objects, self.resolve(ref))
 
     def fsck(
@@ -351,11 +360,13 @@ class Repo:
         on_expired: Callable[[ExpiredHistory], None] | None = None,
         sources_only: bool = False,
     ) -> list[Problem]:
-        """Re-read and verify every object reachable from `ref` (default: every branch and
-        tag), and that every virtual source still is as imported (`sources_only`: only
-        that); returns the problems found, none if the repository is intact. `on_read(key,
-        size)` is called for every object read (progress, counts), `on_expired` for each
-        place where `expire` ended a history (which is not a problem)."""
+        """Re-read and verify every object reachable from `ref`; returns the problems found.
+
+        `ref` defaults to every branch and tag. Also verifies that every virtual source still
+        is as imported (`sources_only`: only that). No problems are returned if the repository
+        is intact. `on_read(key, size)` is called for every object read (progress, counts),
+        `on_expired` for each place where `expire` ended a history (which is not a problem).
+        """
         if ref is not None:
             starts = [(self.resolve(ref), f"ref {ref!r}")]
         else:
@@ -387,8 +398,10 @@ class Repo:
         expires_in: timedelta = DEFAULT_EXPIRY,
         isolation: IsolationLevel = "snapshot",
     ) -> Session:
-        """Start a transaction on `branch`, based on its current head. Use it as a context
-        manager (`with repo.create_session() as s:`) to abandon it if the block raises.
+        """Start a transaction on `branch`, based on its current head.
+
+        Use it as a context manager (`with repo.create_session() as s:`) to abandon it if the
+        block raises.
 
         Parameters
         ----------
@@ -438,8 +451,9 @@ class Repo:
         return Session(txn)
 
     def join_session(self, session_id: str) -> Session:
-        """The same transaction, from any process: staged writes are shared. A unique
-        prefix of the id is enough.
+        """The same transaction, from any process: staged writes are shared.
+
+        A unique prefix of the id is enough.
 
         Raises
         ------
@@ -453,14 +467,19 @@ class Repo:
         return Session(Transaction.join(self._ctx, session_id))
 
     def session_info(self, session_id: str) -> SessionInfo:
-        """The state of a session (any status), by id or unique id prefix; one whose
-        committer stopped is shown as what recovery makes of it."""
+        """The state of a session (any status), by id or unique id prefix.
+
+        A session whose committer stopped is shown as what recovery makes of it.
+        """
         rec = current_record(self._ctx, self._ctx.records.find(session_id))
         return rec.info(self._ctx.clock())
 
     def session_writers(self, session_id: str) -> list[WriterInfo]:
-        """The writers of a session (by id or unique prefix) with their states: writing,
-        finished, failed or gone (see Session.commit's `unfinished`)."""
+        """The writers of a session (by id or unique prefix) with their states.
+
+        A writer's state is writing, finished, failed or gone (see Session.commit's
+        `unfinished`).
+        """
         rec = self._ctx.records.find(session_id)
         staging = Staging(self._ctx.meta, self._ctx.stage_partition(rec.id), b"")
         return describe(staging.state())
@@ -471,15 +490,19 @@ class Repo:
         return [rec.info(now) for rec in self._ctx.records.list_open(branch)]
 
     def abandon_sessions(self, older_than: timedelta, branch: str | None = None) -> list[str]:
-        """Abandon every open session created at least `older_than` ago (of `branch`, or of
-        all branches); returns their ids. Their staged writes are dropped by the next gc."""
+        """Abandon every open session created at least `older_than` ago; returns their ids.
+
+        Only the sessions of `branch` if given, else of all branches. Their staged writes are
+        dropped by the next gc.
+        """
         from zarrlake.lifecycle.sessions import abandon_sessions
 
         return abandon_sessions(self._ctx, older_than, branch)
 
     def readonly_session(self, ref: str = "main", *, as_of: datetime | None = None) -> Session:
-        """A read-only view of a commit, pinned when opened. With `as_of`, the newest commit
-        of `ref`'s history made at or before that time.
+        """A read-only view of a commit, pinned when opened.
+
+        With `as_of`, the newest commit of `ref`'s history made at or before that time.
 
         Raises
         ------
@@ -500,7 +523,9 @@ class Repo:
 
     def checkout(self, ref: str = "main") -> Session:
         """Make `ref` current: a writable session on a branch, read-only on a tag/commit.
-        This is what creates the implicit API's session record (see `session`)."""
+
+        This is what creates the implicit API's session record (see `session`).
+        """
         if self._ctx.refs.get(BRANCH, ref) is not None:
             self._session = self.create_session(ref)
         else:
@@ -510,9 +535,11 @@ class Repo:
 
     @property
     def session(self) -> Session:
-        """The current session of the implicit (Arraylake-style) API. Made on use by
-        `checkout` of the ref last checked out (first: "main"); after `commit` the next one
-        is made only when used again, so a commit leaves no open session behind."""
+        """The current session of the implicit (Arraylake-style) API.
+
+        Made on use by `checkout` of the ref last checked out (first: "main"); after `commit`
+        the next one is made only when used again, so a commit leaves no open session behind.
+        """
         if self._session is None:
             self.checkout(self._checked_out)
         assert self._session is not None
@@ -531,8 +558,11 @@ class Repo:
     def commit(
         self, message: str, *, on_conflict: ConflictPolicy = "fail", allow_empty: bool = False
     ) -> str:
-        """Commit the current session. The next use of `session` (`store`, `root_group`,
-        `commit`) starts a fresh one on the same branch; until then no session is open."""
+        """Commit the current session.
+
+        The next use of `session` (`store`, `root_group`, `commit`) starts a fresh one on the
+        same branch; until then no session is open.
+        """
         session = self.session
         commit_id = session.commit(message, on_conflict=on_conflict, allow_empty=allow_empty)
         self._session = None  # `session` checks out the same branch again when used
@@ -559,8 +589,9 @@ class Repo:
         on_conflict: ConflictPolicy = "fail",
         fast_forward: FastForward = "allow",
     ) -> str:
-        """Merge ref `source` into branch `into` (three-way, per chunk); returns into's new
-        head: a merge commit, or source's head on a fast-forward.
+        """Merge ref `source` into branch `into` (three-way, per chunk).
+
+        Returns into's new head: a merge commit, or source's head on a fast-forward.
 
         Parameters
         ----------
@@ -607,8 +638,10 @@ class Repo:
             )
 
     def merge_base(self, a: str, b: str) -> str:
-        """The best common ancestor commit of refs `a` and `b`; ExpiredHistoryError if
-        `expire` dropped their common history."""
+        """The best common ancestor commit of refs `a` and `b`.
+
+        ExpiredHistoryError if `expire` dropped their common history.
+        """
         try:
             found = merge_base(self._ctx.objects, self.resolve(a), self.resolve(b))
         except ExpiredHistoryError as e:
@@ -628,7 +661,9 @@ class Repo:
         allow_empty: bool = False,
     ) -> str:
         """A new commit on `branch` undoing the changes `commit` made to its first parent.
-        InvalidInputError if that changes nothing, unless `allow_empty`."""
+
+        InvalidInputError if that changes nothing, unless `allow_empty`.
+        """
         check_ref_name(branch, "branch")
         target = self.resolve(commit)
         with keeping(self._ctx, [target]):
@@ -637,10 +672,12 @@ class Repo:
             )
 
     def reset_branch(self, branch: str, to: str, *, expected: str | None = None) -> str:
-        """Move `branch` to ref `to`; with `expected`, only if the branch is there now
-        (ConflictError otherwise, nothing moved). Returns the new head. A branch whose rule
-        requires pull requests refuses it (ProtectedBranchError); a tag or a commit id given as
-        `branch` is refused saying what it is (NotABranchError)."""
+        """Move `branch` to ref `to`; returns the new head.
+
+        With `expected`, only if the branch is there now (ConflictError otherwise, nothing
+        moved). A branch whose rule requires pull requests refuses it (ProtectedBranchError); a
+        tag or a commit id given as `branch` is refused saying what it is (NotABranchError).
+        """
         check_ref_name(branch, "branch")
         Protection(self._ctx.meta, self._ctx.refs.partition).check_merge(branch, "reset")
         want = self.resolve(expected) if expected is not None else None
@@ -666,8 +703,10 @@ class Repo:
         required_approvals: int = 0,
         dismiss_stale_approvals: bool = False,
     ) -> None:
-        """Protect branches matching a name or glob: sessions cannot commit to them directly
-        (merge instead) unless allowed, and they cannot be deleted unless allowed.
+        """Protect branches matching a name or glob.
+
+        Sessions cannot commit to them directly (merge instead) unless allowed, and they cannot
+        be deleted unless allowed.
 
         With `require_pull_request`, a direct `merge` into them is refused too: only a pull
         request's merge lands there. `required_approvals` is how many approvals a pull request
@@ -687,9 +726,11 @@ class Repo:
         Protection(self._ctx.meta, self._ctx.refs.partition).unprotect(name_or_glob)
 
     def protected_branches(self) -> dict[str, dict[str, bool | int]]:
-        """Protection rules by pattern: {pattern: {allow_direct_commits, allow_delete}}, plus
-        require_pull_request, required_approvals and dismiss_stale_approvals where a rule
-        sets them."""
+        """The protection rules, by pattern.
+
+        {pattern: {allow_direct_commits, allow_delete}}, plus require_pull_request,
+        required_approvals and dismiss_stale_approvals where a rule sets them.
+        """
         out: dict[str, dict[str, bool | int]] = {}
         for r in Protection(self._ctx.meta, self._ctx.refs.partition).rules():
             out[r.pattern] = {k: v for k, v in r.to_json().items() if k != "pattern"}
@@ -708,10 +749,11 @@ class Repo:
     def add_check(
         self, name: str, check: Check, branches: str | tuple[str, ...] | list[str] = ("main",)
     ) -> CheckRule:
-        """Declare check `name`: `check` (a zarrlake.checks kind) guards the branches
-        matching `branches` (names or globs). Every commit, merge, revert or reset onto
-        such a branch runs it first on the proposed commit, and ChecksFailedError refuses
-        the move when it fails.
+        """Declare check `name`: `check` (a zarrlake.checks kind) guards some branches.
+
+        It guards the branches matching `branches` (names or globs). Every commit, merge,
+        revert or reset onto such a branch runs it first on the proposed commit, and
+        ChecksFailedError refuses the move when it fails.
 
         Raises
         ------
@@ -753,9 +795,10 @@ class Repo:
         *,
         reuse: bool = True,
     ) -> list[CheckResult]:
-        """Run every declared check (or those `names`), whatever branches they guard, on
-        the change from `base` (default: `ref`'s first parent) to `ref`. Results are
-        recorded against that (commit, base) pair and reused for it (`reuse=False`
+        """Run every declared check (or those `names`) on the change from `base` to `ref`.
+
+        The checks run whatever branches they guard; `base` defaults to `ref`'s first parent.
+        Results are recorded against that (commit, base) pair and reused for it (`reuse=False`
         computes them again); a result for another commit never counts.
 
         Returns
@@ -789,8 +832,9 @@ class Repo:
         full: bool = False,
         progress: Callable[[str, int, int | None], None] | None = None,
     ) -> GcReport:
-        """Delete objects nothing can reach, known garbage for at least `older_than`; with
-        `full`, also find leftovers by listing every object (see zarrlake.lifecycle.gc).
+        """Delete objects nothing can reach, known garbage for at least `older_than`.
+
+        With `full`, also find leftovers by listing every object (see zarrlake.lifecycle.gc).
 
         Parameters
         ----------
@@ -820,15 +864,19 @@ class Repo:
     def expire(
         self, older_than: datetime | timedelta, branches: list[str] | None = None
     ) -> ExpireReport:
-        """Drop commits older than `older_than` from the history of `branches` (None: all),
-        except branch heads and tags; `gc` then reclaims what only they reached."""
+        """Drop commits older than `older_than` from the history of `branches` (None: all).
+
+        Branch heads and tags are not dropped; `gc` then reclaims what only the dropped
+        commits reached.
+        """
         from zarrlake.lifecycle.expire import expire
 
         return expire(self._ctx, older_than, branches)
 
     def copy_metastore(self, to: str, *, switch: bool = True, replace: bool = False) -> CopyReport:
-        """Copy this repository's refs, sessions and gc records to another metastore, verify
-        the copy, and (with `switch`) make the repository use it from now on.
+        """Copy this repository's refs, sessions and gc records to another metastore.
+
+        Then verify the copy, and (with `switch`) make the repository use it from now on.
 
         Parameters
         ----------

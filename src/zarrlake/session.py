@@ -131,9 +131,11 @@ class Session:
 
     @property
     def status(self) -> str:
-        """open, committing, committed, aborted, abandoned or expired (read from the
-        metastore; aborted: a committer outlived its lease and may still land, see
-        Session.commit); "read-only" for a read-only view of a commit."""
+        """The session's status: open, committing, committed, aborted, abandoned or expired.
+
+        Read from the metastore; aborted: a committer outlived its lease and may still land,
+        see Session.commit. A read-only view of a commit has the status "read-only".
+        """
         return self._txn.load()[0].status if self._txn.record else Status.READ_ONLY
 
     # zarr access ------------------------------------------------------------------------
@@ -171,8 +173,10 @@ class Session:
         return self._txn.overlay.read(key, byte_range)
 
     def read_ranges(self, key: str, spans: list[Span]) -> list[bytes] | None:
-        """Byte ranges of `key` as this session sees it, reading little more than they need
-        and verified; None if absent."""
+        """Byte ranges of `key` as this session sees it, verified; None if absent.
+
+        Reads little more than the ranges need.
+        """
         return self._txn.overlay.read_ranges(key, spans)
 
     def exists(self, key: str) -> bool:
@@ -220,26 +224,37 @@ class Session:
         self._txn.require_writes().delete_many(keys)
 
     def flush(self) -> None:
-        """Make this handle's buffered chunk writes durable: once it returns, they are part
-        of the session for every worker and its commit, whatever happens to this process."""
+        """Make this handle's buffered chunk writes durable.
+
+        Once it returns, they are part of the session for every worker and its commit,
+        whatever happens to this process.
+        """
         self._txn.flush()
 
     def close(self) -> None:
-        """Finish this handle's writer: flush, and record that its work is complete, so a
-        commit counts it even after this process ends. Writing again reopens it. Leaving a
-        `with` block, the handle going away and the process ending normally do the same."""
+        """Finish this handle's writer: flush, and record that its work is complete.
+
+        A commit then counts it even after this process ends. Writing again reopens it.
+        Leaving a `with` block, the handle going away and the process ending normally do the
+        same.
+        """
         self._txn.finish()
 
     def wait(self) -> None:
-        """Wait for the background work of this handle (the clean-up of staged records after
-        its commit), e.g. before measuring the metastore or closing the repository."""
+        """Wait for the background work of this handle.
+
+        That work is the clean-up of staged records after its commit; wait for it e.g. before
+        measuring the metastore or closing the repository.
+        """
         self._txn.wait()
 
     # transaction ------------------------------------------------------------------------
 
     def staged_changes(self) -> list[Change]:
-        """Every staged change of every worker; ConflictError if two workers staged
-        different bytes for one key."""
+        """Every staged change of every worker.
+
+        ConflictError if two workers staged different bytes for one key.
+        """
         return self._txn.staged_changes()
 
     def changes(self) -> Diff:
@@ -257,6 +272,7 @@ class Session:
         allow_empty: bool = False,
     ) -> str:
         """Make the session's changes one commit on its branch; returns the commit id.
+
         Afterwards this session's store reads the commit it made.
 
         Parameters

@@ -233,8 +233,10 @@ class _ReadBatcher:
 
 
 class SessionStore(Store):
-    """A zarr store over one zarrlake session. Blocking work runs in threads, so zarr's
-    concurrent requests overlap."""
+    """A zarr store over one zarrlake session.
+
+    Blocking work runs in threads, so zarr's concurrent requests overlap.
+    """
 
     supports_writes = True
     supports_deletes = True
@@ -243,9 +245,11 @@ class SessionStore(Store):
 
     @property
     def supports_consolidated_metadata(self) -> bool:
-        """False: listings of a session are consistent by themselves, so zarr and xarray
-        neither write consolidated metadata (a hot spot every writer would conflict on) nor
-        trust one written earlier (it would hide arrays added later)."""
+        """False: listings of a session are consistent by themselves.
+
+        So zarr and xarray neither write consolidated metadata (a hot spot every writer would
+        conflict on) nor trust one written earlier (it would hide arrays added later).
+        """
         return False
 
     def __init__(self, session: StoreSession, read_only: bool = False) -> None:
@@ -358,8 +362,9 @@ class SessionStore(Store):
         max_gap_bytes: int = 1 << 20,
         max_coalesced_bytes: int = 16 << 20,
     ) -> AsyncIterator[Sequence[tuple[int, Buffer | None]]]:
-        """Many byte ranges of `key` (a shard's inner chunks), read together in one batch:
-        the repository coalesces them by block and bounds the requests in flight
+        """Many byte ranges of `key` (a shard's inner chunks), read together in one batch.
+
+        The repository coalesces them by block and bounds the requests in flight
         (Settings.read_coalesce_gap, read_concurrency; zarr's own limits are not used).
 
         Raises
@@ -409,8 +414,10 @@ class SessionStore(Store):
     # writes -----------------------------------------------------------------------------
 
     def set_sync(self, key: str, value: Buffer) -> None:
-        """Write `value` under `key` without an event loop (an unchanged metadata document is
-        skipped)."""
+        """Write `value` under `key` without an event loop.
+
+        An unchanged metadata document is skipped.
+        """
         self._check_writable()
         data = value.to_bytes()
         if _is_metadata(key) and self.session.read(key) == data:

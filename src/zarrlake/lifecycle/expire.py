@@ -38,8 +38,10 @@ if TYPE_CHECKING:
 
 @dataclass
 class ExpireReport:
-    """What an expiry did: how many commits left the history, and where each branch's
-    history now ends."""
+    """What an expiry did.
+
+    How many commits left the history, and where each branch's history now ends.
+    """
 
     commits_expired: int = 0
     oldest_retained: dict[str, str] = field(default_factory=dict)

@@ -37,9 +37,12 @@ CHUNK_COLUMN = "__zarrlake_chunk"
 
 
 def register(spark: SparkSession) -> None:
-    """Register the "zarrlake" format with `spark` and enable filter push-down to Python
-    data sources (needed for reading slabs without reading whole arrays). Once per Spark
-    session: registering again would make Spark warn that the source was replaced."""
+    """Register the "zarrlake" format with `spark` and enable filter push-down.
+
+    Filter push-down to Python data sources is needed for reading slabs without reading whole
+    arrays. Once per Spark session: registering again would make Spark warn that the source
+    was replaced.
+    """
     if spark.conf.get(_REGISTERED, "false") == "true":
         return
     spark.dataSource.register(ZarrLakeSource)
@@ -99,11 +102,12 @@ def write_array(
     partitions: int | None = None,
     **options: Any,
 ) -> None:
-    """Write `df` (dimension columns + value column(s)) into array(s) of the repository at
-    `repo` on `branch` as one commit. Rows are first repartitioned by chunk, so every chunk
-    has exactly one writer. Other keyword options are data source options (metastore,
-    storage options, author, layout, shape/chunks/dtype/dims to create the array).
-    zarrlake errors (ConflictError, InvalidInputError, ...) arrive as themselves.
+    """Write `df` into array(s) of the repository at `repo` on `branch` as one commit.
+
+    `df` has dimension columns + value column(s). Rows are first repartitioned by chunk, so
+    every chunk has exactly one writer. Other keyword options are data source options
+    (metastore, storage options, author, layout, shape/chunks/dtype/dims to create the
+    array). zarrlake errors (ConflictError, InvalidInputError, ...) arrive as themselves.
 
     Parameters
     ----------
@@ -193,11 +197,13 @@ def map_regions[R, T](
     *,
     num_slices: int | None = None,
 ) -> list[T]:
-    """Run fn(session, region) for every region as Spark tasks, each task on the same
-    session re-joined on its executor; returns the results in region order. Commit the
-    session on the driver afterwards: the whole run becomes one commit. Each task attempt
-    stages under its own writer, flushed before the task ends; only the attempts whose
-    results Spark returns count, so a failed or speculative attempt contributes nothing.
+    """Run fn(session, region) for every region as Spark tasks.
+
+    Each task runs on the same session re-joined on its executor; returns the results in
+    region order. Commit the session on the driver afterwards: the whole run becomes one
+    commit. Each task attempt stages under its own writer, flushed before the task ends; only
+    the attempts whose results Spark returns count, so a failed or speculative attempt
+    contributes nothing.
 
     Parameters
     ----------

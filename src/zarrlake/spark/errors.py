@@ -90,8 +90,11 @@ def _from_spark(exc: BaseException) -> bool:
 
 @contextmanager
 def zarrlake_errors() -> Iterator[None]:
-    """Re-raise a zarrlake error wrapped by Spark as the zarrlake error itself (same class and
-    message, and a ConflictError's conflicts; the Spark exception is its __cause__)."""
+    """Re-raise a zarrlake error wrapped by Spark as the zarrlake error itself.
+
+    It keeps the same class and message, and a ConflictError's conflicts; the Spark exception
+    is its __cause__.
+    """
     try:
         yield
     except Exception as e:

@@ -37,9 +37,12 @@ def gc(
     dry_run: bool = False,
     partitions: int | None = None,
 ) -> GcReport:
-    """Run `repo.gc(older_than, full=True, dry_run=dry_run)` with the listing and the
-    deletes as Spark jobs (`partitions` tasks; default: Spark's default parallelism).
-    `repo` is a `Repo`, its `spec` or its location (opened for the run, then closed)."""
+    """Run `repo.gc(older_than, full=True, dry_run=dry_run)` on Spark.
+
+    The listing and the deletes run as Spark jobs (`partitions` tasks; default: Spark's
+    default parallelism). `repo` is a `Repo`, its `spec` or its location (opened for the run,
+    then closed).
+    """
     with opened(repo) as r:
         return _gc(spark, r, older_than, dry_run, partitions)
 

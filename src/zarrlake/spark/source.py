@@ -31,8 +31,10 @@ from zarrlake.spark.layout import (
 
 
 class ZarrLakeSource(DataSource):
-    """spark.read/df.write .format("zarrlake"): zarr arrays in a zarrlake repository as rows
-    of dimension indices plus a value."""
+    """The "zarrlake" data source: zarr arrays in a zarrlake repository as rows.
+
+    For spark.read/df.write .format("zarrlake"); each row holds dimension indices plus a value.
+    """
 
     @classmethod
     def name(cls) -> str:
@@ -135,8 +137,10 @@ class ZarrLakeSource(DataSource):
         return ZarrLakeWriter(session, infos, overwrite, layout, allow_empty)
 
     def streamWriter(self, schema: StructType, overwrite: bool):
-        """df.writeStream.format("zarrlake"): one commit per micro-batch, exactly once; the
-        array must exist (create it with a batch write or zarr first)."""
+        """df.writeStream.format("zarrlake"): one commit per micro-batch, exactly once.
+
+        The array must exist (create it with a batch write or zarr first).
+        """
         from zarrlake.spark.stream import ZarrLakeStreamWriter, stream_id
 
         if overwrite:

@@ -43,8 +43,10 @@ def import_virtual(
     *,
     files_per_task: int | None = None,
 ) -> VirtualDataset:
-    """Import files as virtual chunks with one Spark task per batch of files, joined along
-    `concat_dim` in the order of its coordinate; the caller commits `session` once.
+    """Import files as virtual chunks with one Spark task per batch of files.
+
+    The files are joined along `concat_dim` in the order of its coordinate; the caller
+    commits `session` once.
 
     Parameters
     ----------

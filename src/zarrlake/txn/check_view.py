@@ -111,10 +111,13 @@ def _doc(meta: dict[str, bytes], path: str) -> dict[str, Any] | None:
 
 
 class CheckContext:
-    """What a check sees: the proposed commit (`new`, a read-only zarr group), its base
-    (`old`), and per array the chunk coordinates the change wrote (`written`) and deleted
-    (`deleted`). Read changed chunks with `chunks` and selections with `values`; both are
-    counted in `chunk_reads`."""
+    """What a check sees: the proposed commit, its base and what the change touched.
+
+    The proposed commit is `new` (a read-only zarr group), its base `old`; per array, the
+    chunk coordinates the change wrote are `written` and those it deleted `deleted`. Read
+    changed chunks with `chunks` and selections with `values`; both are counted in
+    `chunk_reads`.
+    """
 
     def __init__(self, ctx: RepoContext, change: Change) -> None:
         self._ctx = ctx
@@ -130,8 +133,10 @@ class CheckContext:
         return self._counter.count
 
     def arrays(self) -> list[str]:
-        """Paths of the arrays the change wrote or deleted chunks of, or whose metadata it
-        changed."""
+        """Paths of the arrays the change touched.
+
+        Those are the arrays it wrote or deleted chunks of, or whose metadata it changed.
+        """
         return self.change.arrays()
 
     def written(self, array: str) -> list[Coords]:
@@ -190,8 +195,10 @@ class CheckContext:
         return np.asarray(self.array(array)[selection])
 
     def chunks(self, array: str, coords: list[Coords]) -> Iterator[tuple[Coords, np.ndarray]]:
-        """(coords, values) of chunks of `array` at the commit, in the order given: a dense
-        block of chunks is read in slabs, scattered ones concurrently in batches."""
+        """(coords, values) of chunks of `array` at the commit, in the order given.
+
+        A dense block of chunks is read in slabs, scattered ones concurrently in batches.
+        """
         if not coords:
             return
         arr = self.array(array)

@@ -19,8 +19,10 @@ from zarrlake.vc.objects import Objects
 
 @dataclass
 class Diff:
-    """What changed from one state to another. Paths have no leading slash; chunk sets hold
-    coordinate tuples (or, for keys that are not chunks of an array, the key itself).
+    """What changed from one state to another.
+
+    Paths have no leading slash; chunk sets hold coordinate tuples (or, for keys that are not
+    chunks of an array, the key itself).
 
     For an array whose shards zarrlake stores as inner chunks, the coordinates are those of
     inner chunks (a shard stored whole, written before shards were split, counts as all of
@@ -38,8 +40,10 @@ class Diff:
     """Per changed array stored as inner chunks, its inner chunks per shard and dimension."""
 
     def shards_of(self, path: str, coords: Iterable) -> dict[tuple[int, ...], list]:
-        """Inner-chunk coordinates of array `path` grouped by the shard holding them (each
-        coordinate its own group for an array not stored as inner chunks)."""
+        """Inner-chunk coordinates of array `path`, grouped by the shard holding them.
+
+        Each coordinate is its own group for an array not stored as inner chunks.
+        """
         per = self.chunks_per_shard.get(path)
         out: dict[tuple[int, ...], list] = defaultdict(list)
         for c in sorted(c for c in coords if isinstance(c, tuple)):
@@ -64,8 +68,11 @@ class Diff:
         )
 
     def summary(self) -> list[tuple[str, str, int, int]]:
-        """(path, what happened to the node, chunks written, chunks deleted) per changed node,
-        by path; the node's change is "added", "deleted", "metadata changed" or "data"."""
+        """A row per changed node, by path.
+
+        A row is (path, what happened to the node, chunks written, chunks deleted); the node's
+        change is "added", "deleted", "metadata changed" or "data".
+        """
         paths = (
             self.nodes_added
             | self.nodes_deleted

@@ -52,9 +52,11 @@ def write(session: Session, vds: xr.Dataset, group: str = "") -> None:
 def import_files(
     session: Session, urls: Iterable[str], concat_dim: str = "time", group: str = ""
 ) -> VirtualDataset:
-    """Import NetCDF4/HDF5 files as virtual chunks, joined along `concat_dim` in the order
-    of its coordinate (in this process; `zarrlake.spark.import_virtual` spreads the files
-    over Spark tasks). An existing group is appended to along `concat_dim`.
+    """Import NetCDF4/HDF5 files as virtual chunks, joined along `concat_dim`.
+
+    The files are joined in the order of its coordinate, in this process
+    (`zarrlake.spark.import_virtual` spreads the files over Spark tasks). An existing group
+    is appended to along `concat_dim`.
 
     Parameters
     ----------

@@ -21,8 +21,9 @@ HELD_BYTES = 256 << 20
 
 
 def materialize(session: Session, path: str) -> int:
-    """Copy the virtual chunks of the array at `path` into the repository (the caller
-    commits); returns how many were copied.
+    """Copy the virtual chunks of the array at `path` into the repository.
+
+    The caller commits; returns how many were copied.
 
     Raises
     ------

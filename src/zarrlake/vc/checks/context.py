@@ -17,8 +17,10 @@ SHOWN = 5
 
 @dataclass(frozen=True)
 class Outcome:
-    """A check's answer: passed or not, why, and where (array, a few failing chunks and how
-    many failed)."""
+    """A check's answer: passed or not, why, and where.
+
+    Where is the array, a few failing chunks and how many failed.
+    """
 
     passed: bool
     message: str = ""

@@ -176,8 +176,10 @@ class _NaNTally(Tally):
 
 @dataclass(frozen=True)
 class MaxNaNFraction(Chunkwise):
-    """Each changed chunk of `array` holds at most `fraction` NaN or fill values (a chunk
-    deleted inside the shape reads as all fill)."""
+    """Each changed chunk of `array` holds at most `fraction` NaN or fill values.
+
+    A chunk deleted inside the shape reads as all fill.
+    """
 
     kind: ClassVar[str] = "max-nan-fraction"
     array: str
@@ -224,8 +226,10 @@ class _RangeTally(Tally):
 
 @dataclass(frozen=True)
 class ValueRange(Chunkwise):
-    """Every value of `array`'s changed chunks lies within [min, max] (NaN ignored; either
-    bound may be None)."""
+    """Every value of `array`'s changed chunks lies within [min, max].
+
+    NaN is ignored; either bound may be None.
+    """
 
     kind: ClassVar[str] = "value-range"
     array: str
@@ -257,8 +261,11 @@ def _runs(indices: list[int]) -> list[tuple[int, int]]:
 
 @dataclass(frozen=True)
 class Monotonic(Check):
-    """The 1-D coordinate `coord` strictly increases; with `step`, by exactly `step` (no
-    gap or duplicate). Reads the changed chunks and the elements either side of them."""
+    """The 1-D coordinate `coord` strictly increases; with `step`, by exactly `step`.
+
+    With `step`, there is no gap or duplicate. Reads the changed chunks and the elements
+    either side of them.
+    """
 
     kind: ClassVar[str] = "monotonic"
     coord: str
@@ -308,8 +315,10 @@ class Monotonic(Check):
 
 @dataclass(frozen=True)
 class RequiredAttrs(Check):
-    """`array` (when in the commit) carries every attribute in `names` (e.g. CF `units`,
-    `standard_name`)."""
+    """`array` (when in the commit) carries every attribute in `names`.
+
+    For example CF `units`, `standard_name`.
+    """
 
     kind: ClassVar[str] = "required-attrs"
     array: str
@@ -342,8 +351,10 @@ class RequiredAttrs(Check):
 
 @dataclass(frozen=True)
 class SchemaUnchanged(Check):
-    """`array` keeps its dtype, chunking and codecs; its shape may grow only along
-    `append_dims` (dimension names, or indices)."""
+    """`array` keeps its dtype, chunking and codecs.
+
+    Its shape may grow only along `append_dims` (dimension names, or indices).
+    """
 
     kind: ClassVar[str] = "schema-unchanged"
     array: str
@@ -441,8 +452,10 @@ class NoDeletedChunks(Check):
 
 @dataclass(frozen=True, init=False)
 class Custom(Check):
-    """A callable registered under the entry-point group `zarrlake.checks`, called with
-    the view and `params` as keywords."""
+    """A callable registered under the entry-point group `zarrlake.checks`.
+
+    It is called with the view and `params` as keywords.
+    """
 
     kind: ClassVar[str] = "custom"
     entry_point: str

@@ -64,8 +64,10 @@ class CheckRule:
 
     @property
     def fingerprint(self) -> str:
-        """A digest of what the check computes (its kind and parameters): a stored result
-        counts only for the rule it was computed with."""
+        """A digest of what the check computes (its kind and parameters).
+
+        A stored result counts only for the rule it was computed with.
+        """
         text = json.dumps(self.check.to_json(), sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
