@@ -111,8 +111,9 @@ class Settings:
     commit_timeout: float = 60.0
     """Seconds a commit keeps retrying while its branch keeps moving (CommitTimeoutError)."""
     stage_inline_max: int = 8192
-    """Chunks up to this size are staged inside fragments (whose data sections become the
-    packs commits point into), instead of one object per chunk."""
+    """Chunks up to this size (bytes) are staged inside fragments, not one object each.
+
+    The fragments' data sections become the packs commits point into."""
     flush: FlushPolicy = field(default_factory=FlushPolicy)
     """When session handles flush buffered chunk writes by themselves."""
     flush_wait: float = 30.0

@@ -19,8 +19,9 @@ class NotFoundError(ZarrLakeError, KeyError):
 
 
 class ExpiredHistoryError(NotFoundError):
-    """A commit, or history a walk needs, was dropped by `expire`. `commit` is the expired
-    commit, `expired_at` when it was expired (POSIX seconds)."""
+    """A commit, or history a walk needs, was dropped by `expire`.
+
+    `commit` is the expired commit, `expired_at` when it was expired (POSIX seconds)."""
 
     def __init__(self, message: str, commit: str, expired_at: float) -> None:
         super().__init__(message)
@@ -56,8 +57,9 @@ class InvalidInputError(ZarrLakeError, ValueError):
 
 
 class StaleVirtualChunkError(ZarrLakeError):
-    """A virtual chunk's source file changed (size, mtime or ETag) or vanished since it was
-    imported; its bytes are never returned."""
+    """A virtual chunk's source file changed or vanished since it was imported.
+
+    Its size, mtime or ETag differs, or it is gone; its bytes are never returned."""
 
 
 class ConfigurationError(ZarrLakeError):
@@ -65,9 +67,11 @@ class ConfigurationError(ZarrLakeError):
 
 
 class BackendError(ZarrLakeError):
-    """A backend failed in a way a retry will not fix (disk full, I/O error, a damaged
-    database file, an unexpected server error), as opposed to ConfigurationError's
-    "cannot reach or open it" and TransientError's "try again"."""
+    """A backend failed in a way a retry will not fix.
+
+    Disk full, an I/O error, a damaged database file, an unexpected server error: as
+    opposed to ConfigurationError's "cannot reach or open it" and TransientError's "try
+    again"."""
 
 
 class StorageError(BackendError):
@@ -83,18 +87,22 @@ class CASFailedError(ZarrLakeError):
 
 
 class ReadOnlyError(ZarrLakeError):
-    """A write was refused: the session or store is read-only (ReadOnlySessionError), or a
-    protection rule guards the branch (ProtectedBranchError)."""
+    """A write was refused: the session is read-only, or a protection rule guards the branch.
+
+    See ReadOnlySessionError and ProtectedBranchError."""
 
 
 class ReadOnlySessionError(ReadOnlyError, ValueError):
-    """A write was attempted on a read-only session or store. A ValueError too, as zarr's
-    own read-only stores raise."""
+    """A write was attempted on a read-only session or store.
+
+    A ValueError too, as zarr's own read-only stores raise."""
 
 
 class ProtectedBranchError(ReadOnlyError):
-    """A protection rule forbids this change to a branch (a direct commit, a merge or reset
-    outside a pull request, or a delete). Not a ValueError: nothing given was malformed."""
+    """A protection rule forbids this change to a branch.
+
+    A direct commit, a merge or reset outside a pull request, or a delete. Not a
+    ValueError: nothing given was malformed."""
 
 
 class CommitTimeoutError(ZarrLakeError):
@@ -118,8 +126,10 @@ class SessionClosedError(SessionError):
 
 
 class UnflushedWritesError(SessionError):
-    """A worker of the session holds writes it has not flushed, so committing now would
-    leave them out. `workers` describes each (writer id, host, pid, since when)."""
+    """A worker of the session holds writes it has not flushed; the commit was refused.
+
+    Committing now would leave them out. `workers` describes each (writer id, host, pid,
+    since when)."""
 
     def __init__(self, message: str, workers: list[str]) -> None:
         super().__init__(message)
@@ -128,13 +138,16 @@ class UnflushedWritesError(SessionError):
 
 
 class NoChangesError(SessionError):
-    """The session changes nothing: committing it is refused unless asked for
-    (`commit(allow_empty=True)`, for idempotent re-runs). The session stays open."""
+    """The session changes nothing, so committing it was refused; it stays open.
+
+    Ask for an empty commit with `commit(allow_empty=True)` (idempotent re-runs)."""
 
 
 class UnfinishedWritersError(UnflushedWritesError):
-    """A worker of the session failed or its process died before it finished, so what it
-    staged may be a part of its work. The commit refuses rather than choose for the caller:
+    """A worker of the session failed or died before it finished; the commit was refused.
+
+    What it staged may be a part of its work. The commit refuses rather than choose for
+    the caller:
     `commit(unfinished="discard")` leaves out everything those workers staged,
     `unfinished="include"` keeps what they flushed. `workers` describes each."""
 
@@ -203,25 +216,30 @@ class ConflictError(ZarrLakeError):
 
 
 class BranchMovedError(ConflictError):
-    """A branch was not at the commit the caller expected (`reset_branch(..., expected=)`):
-    nothing was moved. Its one conflict is of kind MOVED."""
+    """A branch was not at the commit the caller expected; nothing was moved.
+
+    Raised by `reset_branch(..., expected=)`. Its one conflict is of kind MOVED."""
 
 
 class FastForwardError(ConflictError):
-    """A fast-forward-only merge (`fast_forward="only"`) was refused: the target branch has
-    commits the source lacks. Its one conflict is of kind DIVERGED."""
+    """A fast-forward-only merge was refused: the target has commits the source lacks.
+
+    Raised by `merge(..., fast_forward="only")`. Its one conflict is of kind DIVERGED."""
 
 
 class NotABranchError(NotFoundError, InvalidInputError):
-    """A branch operation (a session, merge or reset) was given a tag or a commit id; the
-    message says which, and what to do instead. A NotFoundError (no branch has that name)
-    and an InvalidInputError (the name is the wrong kind of ref)."""
+    """A branch operation (a session, merge or reset) was given a tag or a commit id.
+
+    The message says which, and what to do instead. A NotFoundError (no branch has that
+    name) and an InvalidInputError (the name is the wrong kind of ref)."""
 
 
 class ChecksFailedError(ZarrLakeError):
-    """A check guarding a branch failed on the proposed commit: the commit, merge, revert
-    or reset was refused and the branch left untouched (a session stays open, to fix and
-    commit again). `results` holds the failing CheckResults (zarrlake.checks)."""
+    """A check guarding a branch failed on the proposed commit, which was refused.
+
+    The commit, merge, revert or reset left the branch untouched (a session stays open,
+    to fix and commit again). `results` holds the failing CheckResults
+    (zarrlake.checks)."""
 
     def __init__(self, message: str, results: list | None = None) -> None:
         super().__init__(message)
@@ -232,8 +250,10 @@ class ChecksFailedError(ZarrLakeError):
 
 
 class PullRequestError(ZarrLakeError):
-    """A pull request action was refused: the pull request is not open, or its merge is
-    blocked (see the subclasses), or it names branches that cannot be used."""
+    """A pull request action was refused.
+
+    The pull request is not open, or its merge is blocked (see the subclasses), or it
+    names branches that cannot be used."""
 
 
 class PullRequestNotOpenError(PullRequestError):
@@ -241,8 +261,10 @@ class PullRequestNotOpenError(PullRequestError):
 
 
 class PullRequestBlockedError(PullRequestError):
-    """A merge was refused: a required check fails, approvals are missing or a reviewer's
-    "request changes" stands. `reasons` lists each, one line apiece."""
+    """A pull request's merge was refused by its checks or reviews.
+
+    A required check fails, approvals are missing or a reviewer's "request changes"
+    stands. `reasons` lists each, one line apiece."""
 
     def __init__(self, message: str, reasons: list[str]) -> None:
         super().__init__(message)
