@@ -1,0 +1,68 @@
+"""`make test`'s schedule holds (tests/fixtures/schedule.py): under pytest-xdist with
+`--dist loadgroup`, each module's tests run in one process and the tests that take the
+Spark session in one process. pytest 9.2 made xdist drop every group silently
+(pytest-xdist#1386: two Spark sessions, module fixtures built twice); this catches that."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CONFTEST = """
+import json, os
+import pytest
+
+pytest_plugins = ["tests.fixtures.schedule"]
+
+@pytest.fixture(scope="session")
+def spark():  # a stand-in: the schedule groups by the fixture's name
+    return "spark"
+
+@pytest.fixture(autouse=True)
+def record(request):
+    yield
+    with open(os.environ["RUNS"], "a") as f:
+        f.write(json.dumps([request.node.nodeid, os.environ.get("PYTEST_XDIST_WORKER")]) + "\\n")
+"""
+
+XDIST = ["-n", "2", "--dist", "loadgroup"]
+
+MODULE = """
+import pytest
+
+@pytest.mark.parametrize("i", range(6))
+def test_plain(i):
+    pass
+
+@pytest.mark.parametrize("i", range(2))
+def test_with_spark(spark, i):
+    pass
+"""
+
+
+def test_a_module_and_the_spark_tests_each_run_in_one_process(tmp_path):
+    for name in ("test_a.py", "test_b.py", "test_c.py"):
+        (tmp_path / name).write_text(MODULE)
+    (tmp_path / "conftest.py").write_text(CONFTEST)
+    runs = tmp_path / "runs.jsonl"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *XDIST, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={"RUNS": str(runs), "PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    workers: dict[str, set[str]] = {}
+    for line in runs.read_text().splitlines():
+        nodeid, worker = json.loads(line)
+        group = "spark" if "with_spark" in nodeid else nodeid.split("::")[0]
+        workers.setdefault(group, set()).add(worker)
+    assert len(workers) == 4  # three modules and the Spark group
+    assert all(len(ran_on) == 1 for ran_on in workers.values()), workers
+    assert {w for ran_on in workers.values() for w in ran_on} == {"gw0", "gw1"}
