@@ -414,11 +414,6 @@ class SessionEngine:
         shard of a sharded array becomes the inner chunks that changed (possibly none)."""
         return self._txn.writes_or_raise().prepare(key, data)
 
-    def prepare_many(self, items: list[tuple[str, bytes]]) -> list[list[Change]]:
-        """`prepare_all` of each `(key, data)`: the big chunks' uploads recorded in one
-        metastore write and run in parallel."""
-        return self._txn.writes_or_raise().prepare_many(items)
-
     def stage(self, changes: list[Change]) -> None:
         """Stage prepared writes durably (concurrent callers share one transaction)."""
         self._txn.stage(changes)

@@ -54,9 +54,6 @@ class StoreEngine(Protocol):
         """Check, hash and (if big) upload `data`; the changes to stage for `key` (a
         shard's are its changed inner chunks)."""
 
-    def prepare_many(self, items: list[tuple[str, bytes]]) -> list[list[Change]]:
-        """`prepare_all` of each item, the uploads recorded together and run in parallel."""
-
     def stage(self, changes: list[Change]) -> None:
         """Stage prepared changes."""
 
@@ -147,50 +144,6 @@ class _StageBatcher:
                 f.set_result(None)
 
 
-class _UploadBatcher:
-    """Prepares the large values zarr writes concurrently on one event loop together, on
-    one thread: their uploads are recorded in one metastore write instead of one each,
-    hashed once and uploaded in parallel (`prepare_many`). A batch in flight does not
-    hold the next one back."""
-
-    def __init__(self, engine: StoreEngine) -> None:
-        self.engine = engine
-        self.pending: list[tuple[str, bytes, asyncio.Future[list[Change]]]] = []
-        self.running: set[asyncio.Task[None]] = set()  # the loop keeps weak references
-
-    async def prepare(self, key: str, data: bytes) -> list[Change]:
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[list[Change]] = loop.create_future()
-        if not self.pending:  # the writes arriving in this turn of the loop join it
-            loop.call_soon(self._start)
-        self.pending.append((key, data, future))
-        return await future
-
-    def _start(self) -> None:
-        batch, self.pending = self.pending, []
-        task = asyncio.get_running_loop().create_task(self._run(batch))
-        self.running.add(task)
-        task.add_done_callback(self.running.discard)
-
-    async def _run(self, batch: list[tuple[str, bytes, asyncio.Future[list[Change]]]]) -> None:
-        try:
-            prepared = await asyncio.to_thread(
-                self.engine.prepare_many, [(k, d) for k, d, _ in batch]
-            )
-        except asyncio.CancelledError:
-            for _, _, future in batch:
-                future.cancel()
-            raise
-        except Exception as error:
-            for _, _, future in batch:
-                if not future.done():
-                    future.set_exception(error)
-            return
-        for (_, _, future), changes in zip(batch, prepared, strict=True):
-            if not future.done():
-                future.set_result(changes)
-
-
 class _ReadBatcher:
     """Gathers the ranged reads zarr issues concurrently on one event loop (a shard's index
     and inner chunks) and reads those of one key together, so nearby ranges share requests
@@ -256,7 +209,6 @@ class SessionStore(Store):
         super().__init__(read_only=read_only or session.read_only)
         self.session = session
         self._batchers: dict[asyncio.AbstractEventLoop, _StageBatcher] = {}
-        self._uploaders: dict[asyncio.AbstractEventLoop, _UploadBatcher] = {}
         self._readers: dict[asyncio.AbstractEventLoop, _ReadBatcher] = {}
         # Sessions that can say a read is cheaper here than on a thread (read_here).
         self._reads_here = self.read_only and hasattr(session._engine, "read_here")
@@ -452,11 +404,8 @@ class SessionStore(Store):
             return
         engine = self.session._engine
         loop = asyncio.get_running_loop()
-        if len(value) > engine.inline_max:  # hashing, uploading: off the event loop
-            uploader = self._uploaders.get(loop)
-            if uploader is None:
-                uploader = self._uploaders[loop] = _UploadBatcher(engine)
-            changes = await uploader.prepare(key, value.to_bytes())
+        if len(value) > engine.inline_max:  # copying, hashing, uploading: off the event loop
+            changes = await asyncio.to_thread(lambda: engine.prepare_all(key, value.to_bytes()))
         else:
             changes = engine.prepare_all(key, value.to_bytes())
         if not changes:  # a shard rewritten with the inner chunks it held

@@ -33,21 +33,3 @@ def test_a_new_arrays_chunks_read_its_document_once(tmp_path, path: str) -> None
     many = _ingest_scans(repo, meta, f"{path}64", 64)
     assert many == few < 8  # not one per chunk (before: 2 per chunk, 130 for 64)
     repo.close()
-
-
-def test_concurrent_uploads_share_their_metastore_writes(tmp_path) -> None:
-    """zarr writes a new array's chunks concurrently: their uploads are recorded (for gc)
-    in shared metastore writes, not one each (before: 65 writes for 64 chunks)."""
-    base = zl.Repo.create(tmp_path / "repo")
-    repo, blobs, meta = counted(base)
-    s = repo.create_session("main")
-    arr = zarr.create_array(s.store, name="a", shape=(64, 4096), chunks=(1, 4096), dtype="f4")
-    data = np.random.default_rng(0).random((64, 4096), dtype="f4")  # 16 KiB chunks: uploaded
-    meta.calls.clear()
-    arr[...] = data
-    assert blobs.calls["put_if_absent"] == 64
-    assert meta.calls["set_many"] <= 40
-    s.commit("64 chunks")
-    got = zarr.open_array(repo.readonly_session("main").store, path="a", mode="r")[...]
-    assert np.array_equal(got, data)
-    repo.close()
