@@ -33,9 +33,8 @@ def rewrite_in_place(path: Path, ref: ChunkRef) -> None:
     assert path.stat().st_size == st.st_size
 
 
-@pytest.fixture
-def rewritten(tmp_path: Path) -> tuple[zl.Repo, Path]:
-    """A repository with one NetCDF file imported (committed), then rewritten in place."""
+def imported(tmp_path: Path) -> tuple[zl.Repo, Path]:
+    """A repository with one NetCDF file imported as virtual chunks (committed)."""
     path = tmp_path / "own.nc"
     day_dataset(0).to_netcdf(path, engine="netcdf4", encoding=encoding("netcdf4"))
     repo = zl.Repo.create(tmp_path / "repo")
@@ -43,6 +42,13 @@ def rewritten(tmp_path: Path) -> tuple[zl.Repo, Path]:
     s = repo.create_session()
     zl.virtual.import_files(s, [path.as_uri()])
     s.commit("import")
+    return repo, path
+
+
+@pytest.fixture
+def rewritten(tmp_path: Path) -> tuple[zl.Repo, Path]:
+    """A repository with one NetCDF file imported (committed), then rewritten in place."""
+    repo, path = imported(tmp_path)
     ref = repo.readonly_session()._engine.lookup(BAD_KEY)
     assert isinstance(ref, ChunkRef)
     rewrite_in_place(path, ref)
@@ -76,13 +82,7 @@ def test_materialize_stores_every_chunk_when_none_is_held(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Over HELD_BYTES the storing pass reads the chunks again: the same chunks land."""
-    path = tmp_path / "own.nc"
-    day_dataset(0).to_netcdf(path, engine="netcdf4", encoding=encoding("netcdf4"))
-    repo = zl.Repo.create(tmp_path / "repo")
-    repo.add_virtual_source(tmp_path.as_uri())
-    s = repo.create_session()
-    zl.virtual.import_files(s, [path.as_uri()])
-    s.commit("import")
+    repo, path = imported(tmp_path)
     expected = zarr.open_array(repo.readonly_session().store, path="t2m", mode="r")[:]
     monkeypatch.setattr(materializing, "BATCH", 3)
     monkeypatch.setattr(materializing, "HELD_BYTES", 0)
