@@ -1,7 +1,8 @@
 """`make test`'s schedule holds (tests/fixtures/schedule.py): under pytest-xdist with
 `--dist loadgroup`, each module's tests run in one process and the tests that take the
-Spark session in one process. pytest 9.2 made xdist drop every group silently
-(pytest-xdist#1386: two Spark sessions, module fixtures built twice); this catches that."""
+Spark session in one process, and the longest units start first. pytest 9.2 made xdist
+drop every group silently (pytest-xdist#1386: two Spark sessions, module fixtures built
+twice); this catches that."""
 
 from __future__ import annotations
 
@@ -31,6 +32,14 @@ def record(request):
 
 XDIST = ["-n", "2", "--dist", "loadgroup"]
 
+LONG = """
+import pytest
+
+@pytest.mark.slow(seconds=100)
+def test_long():
+    pass
+"""
+
 MODULE = """
 import pytest
 
@@ -47,6 +56,7 @@ def test_with_spark(spark, i):
 def test_a_module_and_the_spark_tests_each_run_in_one_process(tmp_path):
     for name in ("test_a.py", "test_b.py", "test_c.py"):
         (tmp_path / name).write_text(MODULE)
+    (tmp_path / "test_z_long.py").write_text(LONG)  # collected last, one test
     (tmp_path / "conftest.py").write_text(CONFTEST)
     runs = tmp_path / "runs.jsonl"
     proc = subprocess.run(
@@ -59,10 +69,15 @@ def test_a_module_and_the_spark_tests_each_run_in_one_process(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     workers: dict[str, set[str]] = {}
+    first: dict[str, str] = {}
     for line in runs.read_text().splitlines():
         nodeid, worker = json.loads(line)
+        nodeid = nodeid.split("@")[0]  # xdist's group suffix
+        first.setdefault(worker, nodeid)
         group = "spark" if "with_spark" in nodeid else nodeid.split("::")[0]
         workers.setdefault(group, set()).add(worker)
-    assert len(workers) == 4  # three modules and the Spark group
+    assert len(workers) == 5  # four modules and the Spark group
     assert all(len(ran_on) == 1 for ran_on in workers.values()), workers
     assert {w for ran_on in workers.values() for w in ran_on} == {"gw0", "gw1"}
+    # Longest first: the Spark group, then the slow module, though it has one test.
+    assert sorted(first.values()) == ["test_a.py::test_with_spark[0]", "test_z_long.py::test_long"]
