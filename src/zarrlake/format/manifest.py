@@ -273,12 +273,34 @@ def _identities(identities: list[str | None]) -> tuple[str | None, ...]:
 
 
 def _concat(a: ManifestRange, b: ManifestRange) -> ManifestRange:
-    """Entries of both (keys disjoint, each sorted), sorted by key."""
+    """Entries of both (keys disjoint, each sorted), sorted by key. The columns are laid end
+    to end and ordered once; the inline bytes and locations of both are kept (`_compact`
+    drops what no entry refers to)."""
     if len(b) == 0:
         return a
     if len(a) == 0:
         return b
-    return take_from([a, b], np.argsort(np.concatenate([a.keys, b.keys]), kind="stable"))
+    keys = np.concatenate([a.keys, b.keys])
+    b_offset = b.offset
+    if len(a.inline) and len(b.inline):
+        b_offset = np.where(b.kind == RefKind.INLINE, b.offset + np.uint64(len(a.inline)), b.offset)
+    both = ManifestRange(
+        keys=keys,
+        kind=np.concatenate([a.kind, b.kind]),
+        digest=np.concatenate([a.digest, b.digest]),
+        offset=np.concatenate([a.offset, b_offset]),
+        length=np.concatenate([a.length, b.length]),
+        loc=np.concatenate([a.loc, np.where(b.loc >= 0, b.loc + len(a.locations), -1)]),
+        locations=a.locations + b.locations,
+        inline=np.concatenate([a.inline, b.inline]),
+        identities=_identities(
+            [a.identity_of(i) for i in range(len(a.locations))]
+            + [b.identity_of(i) for i in range(len(b.locations))]
+        )
+        if a.identities or b.identities
+        else (),
+    )
+    return both._take(np.argsort(keys, kind="stable"))
 
 
 def take_from(ranges: list[ManifestRange], positions: np.ndarray) -> ManifestRange:
@@ -287,6 +309,8 @@ def take_from(ranges: list[ManifestRange], positions: np.ndarray) -> ManifestRan
     n = len(positions)
     if not ranges or not n:
         return ManifestRange.empty()
+    if len(ranges) == 1:
+        return _take_one(ranges[0], positions)
     starts = _starts(ranges)
     perm = np.argsort(positions, kind="stable")
     ordered = positions[perm]
@@ -339,6 +363,34 @@ def take_from(ranges: list[ManifestRange], positions: np.ndarray) -> ManifestRan
         locations=tuple(locations),
         inline=np.concatenate(inline_parts) if inline_parts else np.zeros(0, np.uint8),
         identities=_identities(identities),
+    )
+
+
+def _take_one(r: ManifestRange, rows: np.ndarray) -> ManifestRange:
+    """`take_from` of a single range: its columns at `rows`, with only the inline bytes of
+    the picked entries (the usual case of a commit from one writer, without the general
+    path's bookkeeping across ranges)."""
+    picked = r._take(rows)
+    inline = picked.kind == RefKind.INLINE
+    if not inline.any():
+        data, offset = np.zeros(0, np.uint8), picked.offset
+    else:
+        lens = picked.length[inline].astype(np.int64)
+        begin = picked.offset[inline].astype(np.int64)
+        new_begin = np.cumsum(lens) - lens
+        data = r.inline[np.repeat(begin - new_begin, lens) + np.arange(lens.sum())]
+        offset = picked.offset.copy()
+        offset[inline] = new_begin.astype(np.uint64)
+    return ManifestRange(
+        keys=picked.keys,
+        kind=picked.kind,
+        digest=picked.digest,
+        offset=offset,
+        length=picked.length,
+        loc=picked.loc,
+        locations=r.locations,
+        inline=data,
+        identities=_identities(list(r.identities)),
     )
 
 
