@@ -4,11 +4,13 @@ so a session unpickled on a worker re-opens nothing it already has."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 import threading
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -279,6 +281,26 @@ def _open_meta(spec: RepoSpec) -> MetaStore:
     return RetryingMetaStore(raw)
 
 
+def _open_meta_early(spec: RepoSpec) -> Future[MetaStore] | None:
+    """The metastore named by a remote repository's spec, opened in a thread while its
+    config is read: connecting to a server (PostgreSQL: four round trips) then overlaps
+    the config's GET instead of following it. None when there is nothing to overlap (a
+    local repository, or a metastore the config names)."""
+    if spec.is_local or not spec.metastore or kind_of(spec.metastore) == BUCKET:
+        return None
+    pool = ThreadPoolExecutor(1, thread_name_prefix="zarrlake-open-metastore")
+    opened = pool.submit(_open_meta, spec)
+    pool.shutdown(wait=False)
+    return opened
+
+
+def _close_opened(opened: Future[MetaStore]) -> None:
+    """Close a metastore opened early for a repository that then failed to open."""
+    if opened.exception() is None:
+        with contextlib.suppress(Exception):
+            opened.result().close()
+
+
 def _read_config(store: ObjectStore) -> dict | None:
     try:
         return json.loads(store.get(CONFIG_KEY))
@@ -336,16 +358,22 @@ def open_context(
     if spec.is_local and not Path(spec.location, CONFIG_KEY).exists():
         raise NotFoundError(f"no zarrlake repository at {spec.location}")
     store = _open_store(spec)
-    config = _read_config(store)
-    if config is None:
-        raise NotFoundError(f"no zarrlake repository at {spec.location}")
-    if config.get("format", 0) > FORMAT:
-        raise ZarrLakeError(
-            f"repository format {config['format']} is newer than this zarrlake ({FORMAT})"
-        )
-    chosen = choose(spec.location, spec.is_local, spec.metastore, config.get("metastore"))
+    early = _open_meta_early(spec)
+    try:
+        config = _read_config(store)
+        if config is None:
+            raise NotFoundError(f"no zarrlake repository at {spec.location}")
+        if config.get("format", 0) > FORMAT:
+            raise ZarrLakeError(
+                f"repository format {config['format']} is newer than this zarrlake ({FORMAT})"
+            )
+        chosen = choose(spec.location, spec.is_local, spec.metastore, config.get("metastore"))
+    except BaseException:
+        if early is not None:
+            early.add_done_callback(_close_opened)
+        raise
     spec = replace(spec, metastore=chosen)
-    meta = _open_meta(spec)
+    meta = early.result() if early is not None else _open_meta(spec)
     algo = parse(config.get("hash", LEGACY))
     recorded = Settings().updated(config.get("settings"))
     return RepoContext(
