@@ -273,34 +273,49 @@ def _identities(identities: list[str | None]) -> tuple[str | None, ...]:
 
 
 def _concat(a: ManifestRange, b: ManifestRange) -> ManifestRange:
-    """Entries of both (keys disjoint, each sorted), sorted by key. The columns are laid end
-    to end and ordered once; the inline bytes and locations of both are kept (`_compact`
-    drops what no entry refers to)."""
+    """Entries of both (keys disjoint, each sorted), sorted by key: the columns laid end to
+    end and ordered once, with the inline bytes the entries use (a range cut from a larger
+    one shares its whole buffer) and both ranges' locations (`_compact` drops unused ones)."""
     if len(b) == 0:
         return a
     if len(a) == 0:
         return b
+    a_offset, a_inline = _packed(a)
+    b_offset, b_inline = _packed(b)
+    if len(a_inline) and len(b_inline):
+        shift = np.uint64(len(a_inline))
+        b_offset = np.where(b.kind == RefKind.INLINE, b_offset + shift, b_offset)
     keys = np.concatenate([a.keys, b.keys])
-    b_offset = b.offset
-    if len(a.inline) and len(b.inline):
-        b_offset = np.where(b.kind == RefKind.INLINE, b.offset + np.uint64(len(a.inline)), b.offset)
     both = ManifestRange(
         keys=keys,
         kind=np.concatenate([a.kind, b.kind]),
         digest=np.concatenate([a.digest, b.digest]),
-        offset=np.concatenate([a.offset, b_offset]),
+        offset=np.concatenate([a_offset, b_offset]),
         length=np.concatenate([a.length, b.length]),
         loc=np.concatenate([a.loc, np.where(b.loc >= 0, b.loc + len(a.locations), -1)]),
         locations=a.locations + b.locations,
-        inline=np.concatenate([a.inline, b.inline]),
+        inline=np.concatenate([a_inline, b_inline]),
         identities=_identities(
             [a.identity_of(i) for i in range(len(a.locations))]
             + [b.identity_of(i) for i in range(len(b.locations))]
-        )
-        if a.identities or b.identities
-        else (),
+        ),
     )
     return both._take(np.argsort(keys, kind="stable"))
+
+
+def _packed(r: ManifestRange) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets, inline bytes) of `r` with only the bytes its inline entries use, in entry
+    order; the range's own when its buffer holds nothing else."""
+    inline = r.kind == RefKind.INLINE
+    lens = r.length[inline].astype(np.int64)
+    total = int(lens.sum())
+    if total == len(r.inline):
+        return r.offset, r.inline
+    begin = r.offset[inline].astype(np.int64)
+    new_begin = np.cumsum(lens) - lens
+    offset = r.offset.copy()
+    offset[inline] = new_begin.astype(np.uint64)
+    return offset, r.inline[np.repeat(begin - new_begin, lens) + np.arange(total)]
 
 
 def take_from(ranges: list[ManifestRange], positions: np.ndarray) -> ManifestRange:
@@ -371,16 +386,7 @@ def _take_one(r: ManifestRange, rows: np.ndarray) -> ManifestRange:
     the picked entries (the usual case of a commit from one writer, without the general
     path's bookkeeping across ranges)."""
     picked = r._take(rows)
-    inline = picked.kind == RefKind.INLINE
-    if not inline.any():
-        data, offset = np.zeros(0, np.uint8), picked.offset
-    else:
-        lens = picked.length[inline].astype(np.int64)
-        begin = picked.offset[inline].astype(np.int64)
-        new_begin = np.cumsum(lens) - lens
-        data = r.inline[np.repeat(begin - new_begin, lens) + np.arange(lens.sum())]
-        offset = picked.offset.copy()
-        offset[inline] = new_begin.astype(np.uint64)
+    offset, inline = _packed(picked)
     return ManifestRange(
         keys=picked.keys,
         kind=picked.kind,
@@ -389,7 +395,7 @@ def _take_one(r: ManifestRange, rows: np.ndarray) -> ManifestRange:
         length=picked.length,
         loc=picked.loc,
         locations=r.locations,
-        inline=data,
+        inline=inline,
         identities=_identities(list(r.identities)),
     )
 
