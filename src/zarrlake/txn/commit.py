@@ -18,6 +18,7 @@ import secrets
 from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from typing import Protocol, cast
 
 from zarrlake._util import crashpoints, runtime
@@ -292,13 +293,13 @@ def commit(
             f"unflushed must be one of {', '.join(UNFLUSHED_POLICIES)}, not {unflushed!r}"
         )
     props = check_metadata_dict(metadata)
-    # This handle's writes are durable first; the seal checks the session is still open, and
-    # its gc-phase read settles their uploads (one round trip less on a remote metastore).
-    txn.flush(check=False, final=True, settle=False, finish=True)
     deadline = runtime.monotonic() + txn.ctx.settings.flush_wait
+    final_flush: Callable[[], object] | None = partial(
+        txn.flush, check=False, final=True, settle=False, finish=True
+    )
     while True:
         try:
-            return _commit(txn, message, on_conflict, props)
+            return _commit(txn, message, on_conflict, props, final_flush)
         except UnfinishedWritersError:
             raise  # the caller chooses (see txn/writers.py); waiting changes nothing
         except UnflushedWritesError as e:  # live workers: they flush soon, or finish
@@ -309,6 +310,8 @@ def commit(
                 raise
             else:
                 runtime.sleep(POLL)
+        finally:
+            final_flush = None  # once: later attempts find this handle's writes staged
 
 
 class Hold:
@@ -399,19 +402,30 @@ class Hold:
         self.txn.record, self.txn.version = self.rec, self.version
 
 
-def _commit(txn: CommitHandle, message: str | None, on_conflict: str, props: dict) -> str:
-    """One attempt: seal, gather, run the protocol; the seal is undone if it fails."""
+def _commit(
+    txn: CommitHandle,
+    message: str | None,
+    on_conflict: str,
+    props: dict,
+    final_flush: Callable[[], object] | None = None,
+) -> str:
+    """One attempt: seal, gather, run the protocol; the seal is undone if it fails.
+    `final_flush` (the first attempt's) makes this handle's buffered writes durable."""
     ctx = txn.ctx
     rec, version = txn.current()
     txn.check_writable(rec, version)
-    # The reads that need not wait for the seal go out with it: protection rules (and the
-    # checks guarding the branch, in the same scan) and the branch head.
-    protected, head, sealed = ctx.together(
+    # What need not wait for the seal goes out with it (one round trip on a remote
+    # metastore; first, in turn, on an embedded one): this handle's last writes, which the
+    # gather below reads and the gc-phase read settles; the protection rules (and the
+    # checks guarding the branch, in the same scan); the branch head.
+    flushed, protected, head, sealed = ctx.together(
+        final_flush or (lambda: None),
         lambda: guard_commit(ctx.meta, ctx.refs.partition, rec.branch),
         lambda: ctx.refs.get(BRANCH, rec.branch),
         lambda: seal(txn, rec, version),
     )
-    raise_first([sealed])  # nothing to undo
+    if isinstance(sealed, Exception):
+        raise_first([flushed, sealed])  # nothing to undo
     hold = Hold(txn, *cast(tuple[SessionRecord, int], sealed))
     rec = hold.rec
     crashpoints.reached("after_seal")
@@ -430,7 +444,7 @@ def _commit(txn: CommitHandle, message: str | None, on_conflict: str, props: dic
             hold.keep()
 
     try:
-        raise_first([protected, head])  # the seal is undone below
+        raise_first([flushed, protected, head])  # the seal is undone below
         # The gc phase is read only once the seal has landed: a sweep that begins later
         # sees this session committing and keeps what a commit may reuse, one that began
         # earlier is waited for (reading it alongside the seal let both miss each other),
