@@ -1,0 +1,61 @@
+"""The one-chunk commit's round trips on a remote metastore (issue 34): the handle's final
+flush goes out with the seal, not before it, so the commit call waits for one round trip
+less. The test holds the flush's write until the seal's compare-and-swap has started: a
+commit that flushed first would never start it."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+
+import numpy as np
+import pytest
+import zarr
+
+import zarrlake as zl
+from tests.core.counting import CountingMetaStore
+from zarrlake.connection import RepoContext
+
+
+class HeldFlush(CountingMetaStore):
+    """Holds a write of staged records (the final flush) until a session record's
+    compare-and-swap (the seal) has begun, and notes whether it had."""
+
+    def __init__(self, inner) -> None:
+        super().__init__(inner)
+        self.armed = False
+        self.sealing = threading.Event()
+        self.overlapped: list[bool] = []
+
+    def set_if(self, partition: str, key: bytes, value: bytes, expected: int | None) -> int:
+        if self.armed and partition.endswith("/sessions"):
+            self.sealing.set()
+        return super().set_if(partition, key, value, expected)
+
+    def set_many(self, partition: str, items: Iterable[tuple[bytes, bytes | None]]) -> None:
+        if self.armed and "/stage/" in partition:
+            self.overlapped.append(self.sealing.wait(10))
+        super().set_many(partition, items)
+
+
+@pytest.mark.parametrize("any_metastore", ["s3-bucket"], indirect=True)
+def test_the_final_flush_goes_out_with_the_seal(any_metastore: dict) -> None:
+    base = zl.Repo.create(**any_metastore)
+    s = base.create_session("main")
+    zarr.create_array(s.store, name="a", shape=(4, 64, 64), chunks=(1, 64, 64), dtype="f4")
+    s.commit("array a")
+    meta = HeldFlush(base.context.meta)
+    ctx = base.context
+    repo = zl.Repo(
+        RepoContext(ctx.spec, ctx.repo_id, ctx.object_store, meta, hash=ctx.hash, format=ctx.format)
+    )
+    s = repo.create_session("main")
+    value = np.random.default_rng(1).random((64, 64), dtype=np.float32)
+    zarr.open_array(s.store, path="a")[1] = value  # buffered: the commit flushes it
+    meta.armed = True
+    s.commit("one chunk")
+    meta.armed = False
+    assert meta.overlapped == [True]
+    got = zarr.open_array(repo.readonly_session("main").store, path="a", mode="r")[1]
+    assert np.array_equal(got, value)
+    repo.close()
