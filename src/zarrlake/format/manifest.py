@@ -7,7 +7,7 @@ the ranges its changes fall into, so its cost does not grow with the number of c
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -138,16 +138,7 @@ class ManifestRange:
 
     def _compact(self) -> ManifestRange:
         """Drop inline bytes and location strings no entry refers to any more."""
-        inline_idx = np.flatnonzero(self.kind == RefKind.INLINE)
-        lengths = self.length[inline_idx].astype(np.int64)
-        offset, inline = self.offset, self.inline
-        if lengths.sum() != len(self.inline):  # some inline bytes are no longer referenced
-            starts = self.offset[inline_idx].astype(np.int64)
-            new_starts = np.cumsum(lengths) - lengths
-            gather = np.repeat(starts - new_starts, lengths) + np.arange(lengths.sum())
-            inline = self.inline[gather]
-            offset = self.offset.copy()
-            offset[inline_idx] = new_starts.astype(np.uint64)
+        offset, inline = _packed(self)
         used = np.unique(self.loc[self.loc >= 0])
         remap = np.full(len(self.locations) + 1, -1, np.int32)
         remap[used] = np.arange(len(used), dtype=np.int32)
@@ -387,17 +378,7 @@ def _take_one(r: ManifestRange, rows: np.ndarray) -> ManifestRange:
     path's bookkeeping across ranges)."""
     picked = r._take(rows)
     offset, inline = _packed(picked)
-    return ManifestRange(
-        keys=picked.keys,
-        kind=picked.kind,
-        digest=picked.digest,
-        offset=offset,
-        length=picked.length,
-        loc=picked.loc,
-        locations=r.locations,
-        inline=inline,
-        identities=_identities(list(r.identities)),
-    )
+    return replace(picked, offset=offset, inline=inline, identities=_identities(list(r.identities)))
 
 
 def _starts(ranges: list[ManifestRange]) -> np.ndarray:
