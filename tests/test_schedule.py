@@ -101,8 +101,9 @@ def test_the_tests_of_a_spread_function_are_a_unit_each(tmp_path):
     (tmp_path / "test_s.py").write_text(SPREAD)
     (tmp_path / "conftest.py").write_text(CONFTEST)
     runs = tmp_path / "runs.jsonl"
+    one = ["-n", "1", "--dist", "loadgroup"]  # the unit names are made in a worker's collection
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *XDIST, str(tmp_path)],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *one, str(tmp_path)],
         capture_output=True,
         text=True,
         cwd=tmp_path,
