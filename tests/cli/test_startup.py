@@ -36,7 +36,7 @@ def imported(*args: str) -> tuple[str, set[str]]:
 def test_version_imports_neither_the_engine_nor_rich_nor_pydantic():
     out, modules = imported("--version")
     assert out == f"zarrlake {zl.__version__}\n"  # the probe did run the command
-    heavy = EXTRAS | {"numpy", "rich", "pydantic", "importlib.metadata", "zarrlake.repo"}
+    heavy = EXTRAS | {"numpy", "rich", "pydantic", "zarrlake.repo"}
     assert not heavy & modules, sorted(heavy & modules)
 
 

@@ -67,9 +67,9 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        from zarrlake import __version__  # the package's own: importlib.metadata is slow
+        from importlib.metadata import version
 
-        sys.stdout.write(f"zarrlake {__version__}\n")
+        sys.stdout.write(f"zarrlake {version('zarrlake')}\n")
         raise typer.Exit()
 
 
