@@ -81,3 +81,41 @@ def test_a_module_and_the_spark_tests_each_run_in_one_process(tmp_path):
     assert {w for ran_on in workers.values() for w in ran_on} == {"gw0", "gw1"}
     # Longest first: the Spark group, then the slow module, though it has one test.
     assert sorted(first.values()) == ["test_a.py::test_with_spark[0]", "test_z_long.py::test_long"]
+
+
+SPREAD = """
+import pytest
+
+@pytest.mark.spread
+@pytest.mark.parametrize("i", range(3))
+def test_part(i):
+    pass
+
+def test_plain():
+    pass
+"""
+
+
+def test_the_tests_of_a_spread_function_are_a_unit_each(tmp_path):
+    """The seed ranges (tests/sim/test_seeds.py) can run on both processes at once."""
+    (tmp_path / "test_s.py").write_text(SPREAD)
+    (tmp_path / "conftest.py").write_text(CONFTEST)
+    runs = tmp_path / "runs.jsonl"
+    one = ["-n", "1", "--dist", "loadgroup"]  # the unit names are made in a worker's collection
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *one, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={"RUNS": str(runs), "PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    nodeids = [json.loads(line)[0] for line in runs.read_text().splitlines()]
+    assert len(nodeids) == 4
+    # xdist's unit is what follows the last "@" when it comes after the last "]"
+    split = [n.rsplit("@", 1) for n in nodeids if n.rfind("@") > n.rfind("]")]
+    units = {test.split("::")[1]: unit for test, unit in split}
+    assert units.keys() == {"test_part[0]", "test_part[1]", "test_part[2]", "test_plain"}
+    assert units["test_plain"] == "test_s.py"
+    assert len({units[f"test_part[{i}]"] for i in range(3)} | {"test_s.py"}) == 4

@@ -1,5 +1,5 @@
-"""`zarrlake check add|list|run|remove` as a user runs them (the console script in a real
-process): JSON output, clear errors, and exit code 1 when a check fails."""
+"""`zarrlake check add|list|run|remove` as a user runs them (the console script's entry
+point, in this process): JSON output, clear errors, and exit code 1 when a check fails."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import zarr
 
 import zarrlake as zl
-from tests.helpers.cli_process import fails, ok, run
+from tests.helpers.cli import fails, ok, run
 
 
 @pytest.mark.slow

@@ -1,5 +1,7 @@
-"""The `zarrlake` command through the installed console script, in a subprocess: exit codes,
---json output, and one clear error line (no traceback) for bad input."""
+"""The `zarrlake` command: exit codes, --json output, and one clear error line (no traceback)
+for bad input. The commands run in this process (tests/helpers/cli.py, the console script's
+entry point); what a real process shows (start-up, the environment, the working directory,
+--debug's traceback) goes through the installed console script in a subprocess."""
 
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ import pytest
 import zarr
 
 import zarrlake as zl
-from tests.helpers.cli_process import fails, ok, run
+from tests.helpers import cli_process as process
+from tests.helpers.cli import fails, ok, run
 
 
 @pytest.fixture
@@ -44,13 +47,13 @@ def repo_dir(tmp_path) -> Path:
 
 def test_init_then_log(tmp_path):
     path = tmp_path / "new"
-    res = ok("-r", str(path), "init", "--json")
+    res = process.ok("-r", str(path), "init", "--json")
     info = json.loads(res.stdout)
     assert info["location"] == str(path)
-    log = json.loads(ok("-r", str(path), "log", "--json").stdout)
+    log = json.loads(process.ok("-r", str(path), "log", "--json").stdout)
     assert [c["id"] for c in log] == [info["main"]]
     assert log[0]["message"] == "Repository initialized"
-    assert "already exists" in fails("-r", str(path), "init")
+    assert "already exists" in process.fails("-r", str(path), "init")
 
 
 def test_log_json_limit_and_ref(repo_dir):
@@ -74,8 +77,8 @@ def test_log_json_limit_and_ref(repo_dir):
 
 
 def test_global_options_after_the_command_and_from_env(repo_dir):
-    after = json.loads(ok("log", "--json", "-r", str(repo_dir)).stdout)
-    env = json.loads(ok("log", "--json", env={"ZARRLAKE_REPO": str(repo_dir)}).stdout)
+    after = json.loads(process.ok("log", "--json", "-r", str(repo_dir)).stdout)
+    env = json.loads(process.ok("log", "--json", env={"ZARRLAKE_REPO": str(repo_dir)}).stdout)
     assert after == env
     assert len(after) == 3
 
@@ -220,22 +223,22 @@ def test_expired_session_is_refused(repo_dir):
 
 def test_missing_repository_and_usage_errors(tmp_path):
     nowhere = tmp_path / "nowhere"
-    assert "no zarrlake repository" in fails("-r", str(nowhere), "log")
+    assert "no zarrlake repository" in process.fails("-r", str(nowhere), "log")
     assert not nowhere.exists()  # reading commands create nothing
-    assert "no zarrlake repository" in fails("log", cwd=tmp_path)
-    assert "No such option: --bogus" in fails("-r", str(nowhere), "log", "--bogus", code=2)
-    assert "Missing argument" in fails("-r", str(nowhere), "cat", code=2)
-    assert "No such command" in fails("frobnicate", code=2)
-    assert "unknown storage option" in fails(
+    assert "no zarrlake repository" in process.fails("log", cwd=tmp_path)
+    assert "No such option: --bogus" in process.fails("-r", str(nowhere), "log", "--bogus", code=2)
+    assert "Missing argument" in process.fails("-r", str(nowhere), "cat", code=2)
+    assert "No such command" in process.fails("frobnicate", code=2)
+    assert "unknown storage option" in process.fails(
         "-r", str(tmp_path), "--storage-option", "colour=blue", "init"
     )
     # s3:// needs no metastore URL (its metastore may be in the bucket): the error is about
     # reaching the bucket, and names it
-    assert "s3://bucket/prefix" in fails("-r", "s3://bucket/prefix", "log")
+    assert "s3://bucket/prefix" in process.fails("-r", "s3://bucket/prefix", "log")
 
 
 def test_debug_shows_the_traceback(tmp_path):
-    res = run("-r", str(tmp_path / "nowhere"), "log", "--debug")
+    res = process.run("-r", str(tmp_path / "nowhere"), "log", "--debug")
     assert res.returncode != 0
     assert "Traceback" in res.stderr and "NotFoundError" in res.stderr
 

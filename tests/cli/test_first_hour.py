@@ -1,7 +1,9 @@
-"""Issue 14 (the first hour of a new user), CLI items, through the installed console script:
-secrets never printed, lazy start-up, --version, flags shown as flags, --json everywhere,
-session id prefixes, ls of an empty repository, cat of one value, fsck's report, and
-connection errors that say what to do."""
+"""Issue 14 (the first hour of a new user), CLI items: secrets never printed, lazy start-up,
+--version, flags shown as flags, --json everywhere, session id prefixes, ls of an empty
+repository, cat of one value, fsck's report, and connection errors that say what to do.
+What a real process shows (secrets in anything it prints, start-up, --version, the working
+directory, exit) goes through the installed console script in a subprocess; the rest runs
+the console script's entry point in this process."""
 
 from __future__ import annotations
 
@@ -16,7 +18,8 @@ import zarr
 
 import zarrlake as zl
 import zarrlake.cli
-from tests.helpers.cli_process import fails, ok, run
+from tests.helpers import cli_process as process
+from tests.helpers.cli import fails, ok
 
 CLI_DIR = Path(zarrlake.cli.__file__).parent
 
@@ -27,16 +30,16 @@ CLI_DIR = Path(zarrlake.cli.__file__).parent
 def test_init_with_postgres_masks_the_password(tmp_path, pg_metastore_url):
     assert ":" in pg_metastore_url.split("://", 1)[1].split("@", 1)[0], "URL has a password"
     password = pg_metastore_url.split("://", 1)[1].split("@", 1)[0].split(":", 1)[1]
-    res = ok("init", "-r", str(tmp_path / "r"), "--metastore", pg_metastore_url)
+    res = process.ok("init", "-r", str(tmp_path / "r"), "--metastore", pg_metastore_url)
     assert password not in res.stdout + res.stderr
     assert ":***@" in res.stdout
-    res = ok("init", "--json", "-r", str(tmp_path / "r2"), "--metastore", pg_metastore_url)
+    res = process.ok("init", "--json", "-r", str(tmp_path / "r2"), "--metastore", pg_metastore_url)
     assert password not in res.stdout + res.stderr
     assert ":***@" in json.loads(res.stdout)["metastore"]
 
 
 def test_errors_mask_url_passwords_and_secret_options(tmp_path):
-    line = fails(
+    line = process.fails(
         "init",
         "-r",
         str(tmp_path / "r"),
@@ -44,7 +47,7 @@ def test_errors_mask_url_passwords_and_secret_options(tmp_path):
         "postgresql://alice:hunter2pw@127.0.0.1:1/db",
     )
     assert "hunter2pw" not in line and "connection refused" in line
-    res = run(
+    res = process.run(
         "log",
         "-r",
         "s3://bucket/repo",
@@ -137,7 +140,7 @@ _STDLIB_OR_UI = set(sys.stdlib_module_names) | {"__future__", "typer", "rich"}
 
 
 def test_version():
-    res = ok("--version")
+    res = process.ok("--version")
     assert res.stdout.strip() == f"zarrlake {zl.__version__}"
 
 
@@ -253,17 +256,21 @@ def test_sqlite_url_with_three_slashes_and_an_absolute_path(tmp_path):
     rel = str(db).lstrip("/")
     cwd = tmp_path / "elsewhere"
     cwd.mkdir()
-    res = ok("init", "-r", str(tmp_path / "r"), "--metastore", f"sqlite:///{rel}", cwd=cwd)
+    res = process.ok("init", "-r", str(tmp_path / "r"), "--metastore", f"sqlite:///{rel}", cwd=cwd)
     assert f"(file {db})" in res.stdout
     assert db.is_file() and not (cwd / rel).exists()
     assert (
         "repository initialized"
-        in ok("log", "-r", str(tmp_path / "r"), "--metastore", f"sqlite:///{rel}").stdout.lower()
+        in process.ok(
+            "log", "-r", str(tmp_path / "r"), "--metastore", f"sqlite:///{rel}"
+        ).stdout.lower()
     )
 
 
 def test_sqlite_relative_url_stays_relative(tmp_path):
-    res = ok("init", "-r", str(tmp_path / "r"), "--metastore", "sqlite:///m.db", cwd=tmp_path)
+    res = process.ok(
+        "init", "-r", str(tmp_path / "r"), "--metastore", "sqlite:///m.db", cwd=tmp_path
+    )
     assert f"(file {tmp_path / 'm.db'})" in res.stdout and (tmp_path / "m.db").is_file()
 
 
@@ -287,5 +294,5 @@ def test_postgres_pool_closes_cleanly_at_exit(tmp_path, pg_metastore_url):
         assert res.returncode == 0, res.stderr
         assert res.stdout.split()[0] == "1"
         assert "Exception ignored" not in res.stderr and "Traceback" not in res.stderr
-    res = ok("log", "-r", str(tmp_path / "r"), "--metastore", pg_metastore_url)
+    res = process.ok("log", "-r", str(tmp_path / "r"), "--metastore", pg_metastore_url)
     assert res.stderr == ""

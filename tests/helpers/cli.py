@@ -19,6 +19,11 @@ class Result:
     stdout: str
     stderr: str
 
+    @property
+    def returncode(self) -> int:
+        """The exit code, by subprocess's name (tests moved from tests/helpers/cli_process.py)."""
+        return self.code
+
     def json(self) -> object:
         return json.loads(self.stdout)
 

@@ -1,5 +1,6 @@
-"""The history verbs through the installed console script: merge, merge-base, revert,
-reset, log --graph, blame, branch protect/unprotect, each with --json and one-line errors."""
+"""The history verbs through the console script's entry point (in this process): merge,
+merge-base, revert, reset, log --graph, blame, branch protect/unprotect, each with --json
+and one-line errors."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 
 import pytest
 
-from tests.helpers.cli_process import fails, ok, run
+from tests.helpers.cli import fails, ok, run
 from tests.helpers.history import chunk_values, commit_chunks
 
 

@@ -7,7 +7,7 @@ import json
 import os
 
 import zarrlake as zl
-from tests.helpers.cli_process import fails, ok, run
+from tests.helpers.cli import fails, ok, run
 from tests.helpers.virtual import urls
 
 

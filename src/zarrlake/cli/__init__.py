@@ -2,14 +2,17 @@
 
 Global options (-r/--repo, --metastore, storage options, --debug) may be given before or
 after the command name. Errors print one line on stderr and exit non-zero; --debug (or
-ZARRLAKE_DEBUG=1) shows the traceback instead. Modules here import only typer and rich at
-the top; the engine (zarr, numpy, backends) loads when a command needs it.
+ZARRLAKE_DEBUG=1) shows the traceback instead. Modules here import only typer at the top;
+rich loads when a command draws, the engine (zarr, numpy, backends) when a command needs
+it, and only the command run is built (`build_command`).
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import sys
+from functools import cache
 from types import SimpleNamespace
 from typing import Annotated, Any
 
@@ -209,9 +212,60 @@ def _flags_as_flags(command: Any) -> None:
         _flags_as_flags(sub)
 
 
-def build_command() -> Any:
-    """The click command tree of `app`, as the console script runs it."""
-    command = typer.main.get_command(app)
+def _command_name(args: list[str]) -> str | None:
+    """The command or group that `args` (global options first) run; None when they name
+    none (`--help`, `--version`, no arguments)."""
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        name = arg.split("=", 1)[0]
+        if name in _GLOBAL_FLAGS:
+            i += 1
+        elif name in _GLOBAL_VALUED:
+            i += 1 if "=" in arg else 2
+        else:
+            return None if arg.startswith("-") else arg
+    return None
+
+
+ROOT_ONLY = ""
+"""`build_command`'s name for the root's own options and no command (`zarrlake --version`)."""
+
+
+def _only(name: str | None) -> typer.Typer:
+    """`app` with the one top-level command or group `name`, or none for `ROOT_ONLY` (all of
+    `app` when `name` names none of them): typer builds a command's parameters from its
+    signature, and building all sixty took longer than running a quick command."""
+    commands = [
+        c
+        for c in app.registered_commands
+        if c.callback is not None
+        and (c.name or typer.main.get_command_name(c.callback.__name__)) == name
+    ]
+    groups = [g for g in app.registered_groups if isinstance(g.name, str) and g.name == name]
+    if name is None or (name != ROOT_ONLY and len(commands) + len(groups) != 1):
+        return app
+    pruned = copy.copy(app)
+    pruned.registered_commands = commands
+    pruned.registered_groups = groups
+    return pruned
+
+
+def _tree_for(args: list[str]) -> str | None:
+    """What of the command tree `args` (global options first) need: the command they run,
+    `ROOT_ONLY` for `--version` alone, or all of it (None) where the root's help may show."""
+    name = _command_name(args)
+    if name is None and "--version" in args and not any(a in HELP_NAMES for a in args):
+        return ROOT_ONLY
+    return name
+
+
+@cache
+def build_command(name: str | None = None) -> Any:
+    """The click command tree of `app`, as the console script runs it: only the command or
+    group `name` under the root when it is one (see `_only`), else all of it. Made once per
+    process (a click command runs any number of times)."""
+    command = typer.main.get_command(_only(name))
     _flags_as_flags(command)
     return command
 
@@ -222,7 +276,7 @@ def main(argv: list[str] | None = None) -> None:
     debug = "--debug" in args or env_flag("ZARRLAKE_DEBUG")
     redact.add(os.environ[k] for k in _SECRET_ENV if os.environ.get(k))
     install_logging()
-    command = build_command()
+    command = build_command(_tree_for(args))
     try:
         code = command.main(args, prog_name="zarrlake", standalone_mode=False)
     except typer.Exit as e:

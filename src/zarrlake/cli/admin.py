@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
 from zarrlake.cli.context import (
     PANEL_MAINTENANCE,
@@ -14,6 +13,7 @@ from zarrlake.cli.context import (
     PANEL_TOOLS,
     console,
     describe_metastore,
+    escape,
     options,
     print_json,
 )

@@ -5,10 +5,8 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
-from zarrlake.cli.context import PANEL_REFS, console, options, print_json
+from zarrlake.cli.context import PANEL_REFS, console, escape, options, print_json
 from zarrlake.present import short
 
 branch_app = typer.Typer(
@@ -36,6 +34,8 @@ def _list(ctx: typer.Context, kind: str, json_out: bool) -> None:
     if not refs:
         console.print(f"(no {kind}es)" if kind == "branch" else "(no tags)")
         return
+    from rich.table import Table
+
     table = Table(box=None, show_header=True, header_style="bold")
     table.add_column(kind)
     table.add_column("commit")
@@ -163,6 +163,8 @@ def branch_protect(
     if not rules:
         console.print("(no protected branches)")
         return
+    from rich.table import Table
+
     table = Table(box=None, show_header=True, header_style="bold")
     for col in ("pattern", "direct commits", "delete", "pull requests"):
         table.add_column(col)

@@ -6,10 +6,8 @@ import json
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
-from zarrlake.cli.context import PANEL_REFS, console, options, print_json
+from zarrlake.cli.context import PANEL_REFS, console, escape, options, print_json
 from zarrlake.errors import InvalidInputError
 
 check_app = typer.Typer(
@@ -147,6 +145,8 @@ def check_list(ctx: typer.Context, json_out: JsonOpt = False) -> None:
     if not rules:
         console.print("(no checks)")
         return
+    from rich.table import Table
+
     table = Table(box=None, show_header=True, header_style="bold")
     for col in ("name", "kind", "branches", "parameters"):
         table.add_column(col)
@@ -201,6 +201,8 @@ def check_run(
     elif not results:
         console.print("(no checks)")
     else:
+        from rich.table import Table
+
         table = Table(box=None, show_header=True, header_style="bold")
         for col in ("check", "kind", "result", "message"):
             table.add_column(col)

@@ -12,7 +12,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
 from zarrlake.errors import InvalidInputError
 
@@ -36,11 +35,37 @@ PANELS = [
 ]
 """The help panels `zarrlake --help` groups its commands in, in this order."""
 
-console = Console(
-    highlight=False,
-    soft_wrap=not sys.stdout.isatty(),  # lines piped to a file or a program stay whole
-    width=None if sys.stdout.isatty() else 120,
-)
+
+class _LazyConsole:
+    """rich's Console on stdout, made on first use: importing rich.console is a good part of
+    the start-up of a command that prints no table (`--version`, `--json` output)."""
+
+    def __init__(self) -> None:
+        self._real: Any = None
+
+    def __getattr__(self, name: str) -> Any:  # what the proxy lacks: the Console's own
+        if self._real is None:
+            from rich.console import Console
+
+            self._real = Console(
+                highlight=False,
+                soft_wrap=not sys.stdout.isatty(),  # lines piped to a file or a program stay whole
+                width=None if sys.stdout.isatty() else 120,
+            )
+        return getattr(self._real, name)
+
+
+console: Any = _LazyConsole()
+"""Where commands print for people (rich's Console, made when first used)."""
+
+
+def escape(text: str) -> str:
+    """Text with rich markup escaped (rich.markup is imported when first needed)."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
+
+
 AsOfOpt = Annotated[
     str | None,
     typer.Option(

@@ -7,14 +7,13 @@ import math
 from typing import Annotated
 
 import typer
-from rich.markup import escape
-from rich.tree import Tree
 
 from zarrlake.cli.context import (
     PANEL_DATA,
     AsOfOpt,
     RefArg,
     console,
+    escape,
     options,
     parse_when,
     print_json,
@@ -70,6 +69,8 @@ def ls(
     if json_out:
         print_json(nodes)
         return
+    from rich.tree import Tree
+
     tree_nodes: dict[str, Tree] = {}
     top = Tree(f"[bold]{escape(root or '/')}[/] [dim]at {escape(ref)}[/]")
     for n in nodes:

@@ -6,8 +6,6 @@ from collections.abc import Container
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
 from zarrlake.cli.context import (
     PANEL_HISTORY,
@@ -16,6 +14,7 @@ from zarrlake.cli.context import (
     RefArg,
     RefOpt,
     console,
+    escape,
     options,
     parse_when,
     print_json,
@@ -46,6 +45,8 @@ def print_diff(d: Diff) -> None:
     if not rows:
         console.print("(no changes)")
         return
+    from rich.table import Table
+
     table = Table(box=None, header_style="bold")
     table.add_column("path")
     table.add_column("change")
@@ -170,6 +171,8 @@ def log(
                     highlight=False,
                 )
     else:
+        from rich.table import Table
+
         table = Table(box=None, header_style="bold")
         for col in ("commit", "time", "author", "message"):
             table.add_column(col)

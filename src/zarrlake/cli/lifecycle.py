@@ -5,9 +5,6 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from zarrlake.cli.context import PANEL_MAINTENANCE, console, options, parse_duration, print_json
 from zarrlake.present import short
@@ -34,6 +31,15 @@ class Bars:
     """Progress bars on stderr (so --json output on stdout stays clean), one per phase."""
 
     def __init__(self, enabled: bool) -> None:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
         err = Console(stderr=True)
         self.progress = Progress(
             TextColumn("{task.description}"),
@@ -89,6 +95,8 @@ def gc(
         print_json(report.to_dict())
         return
     verb = "would delete" if dry_run else "deleted"
+    from rich.table import Table
+
     table = Table(title=None, show_edge=False)
     table.add_column("kind")
     table.add_column("objects", justify="right")

@@ -5,10 +5,8 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
-from zarrlake.cli.context import PANEL_REFS, console, options, print_json
+from zarrlake.cli.context import PANEL_REFS, console, escape, options, print_json
 from zarrlake.present import short
 
 pr_app = typer.Typer(
@@ -47,6 +45,8 @@ def _list(ctx: typer.Context, state: str, json_out: bool) -> None:
     if not prs:
         console.print(f"(no {state} pull requests)" if state != "all" else "(no pull requests)")
         return
+    from rich.table import Table
+
     table = Table(box=None, show_header=True, header_style="bold")
     for col in ("id", "state", "source", "target", "author", "title"):
         table.add_column(col)

@@ -7,12 +7,11 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
 from zarrlake.cli.context import (
     PANEL_SESSIONS,
     console,
+    escape,
     options,
     parse_duration,
     print_json,
@@ -115,6 +114,8 @@ def _list(ctx: typer.Context, branch: str | None, json_out: bool) -> None:
         return
     writers = [writers_cell(repo, r) for r in records]
     show_writers = any(w is not None for w in writers)
+    from rich.table import Table
+
     table = Table(box=None, header_style="bold")
     columns = ["session", "branch", "base", "status"]
     columns += ["writers"] if show_writers else []
@@ -173,6 +174,8 @@ def show(ctx: typer.Context, session_id: IdArg, json_out: JsonOpt = False) -> No
         console.print(f"{key + ':':12} {escape(str(value if value is not None else '-'))}")
     if writers:
         console.print("\nwriters:")
+        from rich.table import Table
+
         table = Table(box=None, header_style="bold")
         for col in ("writer", "state", "process", "since", "flushed", "note"):
             table.add_column(col)

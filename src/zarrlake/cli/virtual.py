@@ -6,9 +6,8 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
-from zarrlake.cli.context import PANEL_DATA, PANEL_VIRTUAL, console, options, print_json
+from zarrlake.cli.context import PANEL_DATA, PANEL_VIRTUAL, console, escape, options, print_json
 from zarrlake.present import short
 
 virtual_app = typer.Typer(

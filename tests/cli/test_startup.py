@@ -1,0 +1,63 @@
+"""A light command starts light: `zarrlake --version` and `zarrlake sessions list --json`
+leave out the modules they do not need (the engine's extras, rich where nothing is drawn,
+typer's pydantic where no option value is parsed). The probe runs the console script's entry
+point in a new process and prints what it imported: a test of modules, not of time."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+
+import zarrlake as zl
+
+PROBE = """
+import sys
+from zarrlake.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+print(sorted(sys.modules), file=sys.stderr)
+"""
+EXTRAS = {"zarr", "pyspark", "pyarrow", "pandas", "xarray", "dask", "psycopg", "starlette"}
+"""What no command that reads a local repository's records needs."""
+
+
+def imported(*args: str) -> tuple[str, set[str]]:
+    """What `zarrlake ARGS` printed on stdout, and the top-level packages it imported."""
+    res = subprocess.run(
+        [sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=120
+    )
+    modules = ast.literal_eval(res.stderr.strip().splitlines()[-1])
+    return res.stdout, {m.split(".")[0] for m in modules} | set(modules)
+
+
+def test_version_imports_neither_the_engine_nor_rich_nor_pydantic():
+    out, modules = imported("--version")
+    assert out == f"zarrlake {zl.__version__}\n"  # the probe did run the command
+    heavy = EXTRAS | {"numpy", "rich", "pydantic", "zarrlake.repo"}
+    assert not heavy & modules, sorted(heavy & modules)
+
+
+def test_sessions_list_json_imports_no_engine_extras_and_no_rich(tmp_path):
+    zl.Repo.create(tmp_path / "r").close()
+    out, modules = imported("-r", str(tmp_path / "r"), "sessions", "list", "--json")
+    assert out == "[]\n"
+    assert not (EXTRAS | {"rich"}) & modules, sorted((EXTRAS | {"rich"}) & modules)
+    assert "zarrlake.repo" in modules  # the probe did open the repository
+
+
+def test_a_command_builds_only_its_own_part_of_the_command_tree():
+    """typer reads every command's signature to build it: a command builds its own."""
+    from zarrlake.cli import _tree_for, build_command
+
+    assert _tree_for(["-r", "x", "--debug", "sessions", "list", "--json"]) == "sessions"
+    assert set(build_command("sessions").commands) == {"sessions"}
+    assert set(build_command("sessions").commands["sessions"].commands) >= {"list", "show"}
+    assert build_command(_tree_for(["--version"])).commands == {}
+    everything = build_command(_tree_for(["--version", "--help"]))  # help lists them all
+    assert {"sessions", "log", "import-virtual"} <= set(everything.commands)
+    assert _tree_for(["--help"]) is None and _tree_for([]) is None
+    assert _tree_for(["nosuch"]) == "nosuch"
+    assert set(build_command("nosuch").commands) == set(everything.commands)  # its error
