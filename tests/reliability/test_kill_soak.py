@@ -343,7 +343,7 @@ def check_cooperative(
     return seen
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=40)  # each backend: handed out early, not last
 @pytest.mark.timeout(int(TIMEOUT) + 300)
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 def test_kill_soak(backend, tmp_path, request, figures):
