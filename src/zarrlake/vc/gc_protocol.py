@@ -126,6 +126,7 @@ class GcState:
         self.partition = partition(ctx)
         self.clock: Callable[[], float] = lambda: ctx.clock()  # tests may swap the clock
         self.owner = f"{runtime.host()}:{runtime.pid()}:{random.getrandbits(32):08x}"
+        self.read_rows: dict[bytes, bytes] = {}  # the candidate rows `candidates()` read
 
     # lock ---------------------------------------------------------------------------------
 
@@ -230,15 +231,20 @@ class GcState:
     def candidates(self) -> dict[str, Candidate]:
         """Every recorded candidate, by object key: the rows read in pages and each page's
         documents decoded by one JSON parse (a full run after many commits reads one row
-        per chunk object uploaded since the last run)."""
+        per chunk object uploaded since the last run). The rows as read are kept for
+        `changed`."""
         out: dict[str, Candidate] = {}
+        rows: dict[bytes, bytes] = {}
         page: list[tuple[bytes, bytes]] = []
         for k, v, _ in self.meta.scan(self.partition, prefix=CANDIDATE):
             page.append((k, v))
             if len(page) >= CANDIDATE_PAGE:
                 _decode_candidates(page, out)
+                rows.update(page)
                 page = []
         _decode_candidates(page, out)
+        rows.update(page)
+        self.read_rows = rows
         return out
 
     def known(self, keys: Sequence[str]) -> dict[str, Candidate]:
@@ -246,17 +252,27 @@ class GcState:
         last of them (their common prefix), decoding only theirs: a small session's commit
         clean-up then reads a row or a few however many candidates wait for the next gc
         run (reading and decoding them all grew with every commit)."""
-        wanted = sorted(set(keys))
-        if not wanted:
+        return self._among(keys, {})
+
+    def changed(self, keys: Sequence[str]) -> dict[str, Candidate]:
+        """The recorded candidates among `keys` whose stored row is no longer the one
+        `candidates()` read (registered again since, or new): rows read unchanged are
+        compared as bytes, not decoded (a collector re-checks every due candidate before
+        it deletes, 100,000 rows after as many overwritten chunks)."""
+        return self._among(keys, self.read_rows)
+
+    def _among(self, keys: Sequence[str], unchanged: dict[bytes, bytes]) -> dict[str, Candidate]:
+        """The candidates among `keys` whose row is not the one `unchanged` holds for it."""
+        if not keys:
             return {}
-        low, high = CANDIDATE + wanted[0].encode(), CANDIDATE + wanted[-1].encode()
+        low, high = CANDIDATE + min(keys).encode(), CANDIDATE + max(keys).encode()
         common = _common_prefix(low, high)  # one key: exactly its own row
-        want = {CANDIDATE + k.encode() for k in wanted}
+        want = {CANDIDATE + k.encode() for k in keys}
         rows = []
         for k, v, _ in self.meta.scan(self.partition, start=low, prefix=common):
             if k > high:
                 break
-            if k in want:
+            if k in want and unchanged.get(k) != v:
                 rows.append((k, v))
         out: dict[str, Candidate] = {}
         for i in range(0, len(rows), CANDIDATE_PAGE):  # a page per JSON parse, as above
