@@ -17,7 +17,7 @@ both about moto's Python, not about the client measured:
   as S3's XML by a template here, where moto's generic serializer parses every key's
   timestamp back through dateutil (about a millisecond a key: 1.7 s a page of 1,000).
 
-    python -m benchmarks.listserver BUCKET N   # prints {"port": ..., ...}, serves until stdin closes
+    python -m benchmarks.listserver BUCKET N  # prints {"port": ...}; serves until stdin closes
 """
 
 from __future__ import annotations
