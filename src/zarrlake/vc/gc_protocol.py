@@ -38,7 +38,7 @@ import json
 import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from zarrlake._util import crashpoints, runtime
 from zarrlake.errors import CASFailedError, GcBusyError
@@ -97,10 +97,10 @@ class Phase:
         return cls(**json.loads(data)) if data else cls()
 
 
-@dataclass(frozen=True)
-class Candidate:
+class Candidate(NamedTuple):
     """An object the collector learned may be garbage, and since when (the grace period counts from
-    then)."""
+    then). A named tuple: a run decodes one per chunk object uploaded since the last run, and
+    a tuple is built in a fraction of a frozen dataclass's time."""
 
     key: str
     first_seen: float
@@ -341,11 +341,13 @@ def _decode_candidates(rows: list[tuple[bytes, bytes]], out: dict[str, Candidate
         return
     docs = json.loads(b"[" + b",".join(v for _, v in rows) + b"]")
     skip = len(CANDIDATE)
+    make = tuple.__new__  # Candidate's fields in order, without its Python-level __new__
     for (k, _), doc in zip(rows, docs, strict=True):
         key = k[skip:].decode()
         at = doc.get("index")
         index = (at[0], at[1], at[2]) if at else None
-        out[key] = Candidate(key, doc["t"], doc.get("size"), index, doc.get("listed", False))
+        listed = doc.get("listed", False)
+        out[key] = make(Candidate, (key, doc["t"], doc.get("size"), index, listed))
 
 
 class WriteGuard:
