@@ -55,8 +55,8 @@ if TYPE_CHECKING:
 
 MAX_GRACE = timedelta(days=3650)
 DELETE_BATCH = 1000
-"""Objects deleted between lock renewals; as many as one candidate write drops
-(`GcState.drop`), so a batch costs one metastore transaction, not two."""
+"""Objects deleted between lock renewals; a round number, so that a batch drops its
+candidates in one metastore write (GcState.drop), not two."""
 LIVE_STATUSES = ("open", "committing")
 
 Progress = Callable[[str, int, int | None], None]
