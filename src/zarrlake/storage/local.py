@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import string
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,8 @@ _PLAIN = re.compile(r"[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*")
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9._-]+")
 """File names that are a key's segment as they are (obstore's half-written files end in
 `#<n>`, which this excludes)."""
+_PLAIN_BYTES = (string.ascii_letters + string.digits + "._-").encode()
+"""The characters of a plain key segment (what `_PLAIN_NAME` matches)."""
 
 
 class LocalObjectStore(ObstoreObjectStore):
@@ -32,6 +35,7 @@ class LocalObjectStore(ObstoreObjectStore):
     def __init__(self, store: Any, root: Path) -> None:
         super().__init__(store, root.as_uri(), recipe=(str(root), ()), remote=False)
         self.root = root
+        self._root = str(root)
 
     def _get(self, key: str, byte_range: ByteRange | None) -> bytes:
         if not _PLAIN.fullmatch(key):  # keys are checked: no ".."
@@ -47,6 +51,24 @@ class LocalObjectStore(ObstoreObjectStore):
         except OSError as exc:
             self._raise(exc, "GET", key)
 
+    def _delete_many(self, keys: list[str]) -> None:
+        """Unlink the files of plain keys directly (about twice as fast as obstore's local
+        deletes, which a gc makes one per garbage object); a missing file is no error, as
+        with obstore. Other keys, and errors other than a missing file, go through obstore."""
+        rest = []
+        for key in keys:
+            if not _PLAIN.fullmatch(key):
+                rest.append(key)
+                continue
+            try:
+                os.unlink(f"{self._root}/{key}")  # a string: a Path join costs more than the unlink
+            except (FileNotFoundError, NotADirectoryError):
+                continue  # gone already, or no object can exist there
+            except OSError:
+                rest.append(key)  # obstore's error for it
+        if rest:
+            super()._delete_many(rest)
+
     def _list(self, prefix: str) -> Iterator[str]:
         """The keys under `prefix`, from the directory's entries (no stat per file); through
         obstore when some name is not a plain key segment (escaped by obstore)."""
@@ -60,6 +82,7 @@ class LocalObjectStore(ObstoreObjectStore):
         if parent and not _PLAIN.fullmatch(parent):
             return None
         keys: list[str] = []
+        names: list[str] = []  # every file name listed, checked at once below
         todo = [parent]
         while todo:
             rel = todo.pop()
@@ -75,14 +98,18 @@ class LocalObjectStore(ObstoreObjectStore):
                                 todo.append(key)
                         elif "#" in name:
                             continue
-                        elif _PLAIN_NAME.fullmatch(name) is None:
-                            return None
-                        elif key.startswith(prefix):
-                            keys.append(key)
+                        else:
+                            names.append(name)
+                            if key.startswith(prefix):
+                                keys.append(key)
             except (FileNotFoundError, NotADirectoryError):
                 continue
             except OSError as exc:
                 self._raise(exc, "LIST", prefix)
+        # all names checked at once (a full gc lists every object): a character outside
+        # plain key segments sends the whole listing through obstore's unescaping
+        if "".join(names).encode("utf-8", "surrogateescape").translate(None, _PLAIN_BYTES):
+            return None
         return keys
 
     def _get_tagged(self, key: str) -> tuple[bytes, str]:
