@@ -21,7 +21,6 @@ Icechunk's 32-way listing cut 2.8 M objects from 299 s to 15 s.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import subprocess
 import sys
@@ -31,7 +30,8 @@ from typing import Any
 
 from benchmarks.groups import Group, Results
 from benchmarks.listserver import REGION
-from benchmarks.relay import RelayProcess, child_env
+from benchmarks.procs import child_env, stop
+from benchmarks.relay import RelayProcess
 
 SIZES = {"full": {"list_objects": 1_000_000}, "quick": {"list_objects": 2_000}}
 NOTE = (
@@ -69,17 +69,7 @@ class ListServer:
         self.rss: int = info["rss"]
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            with contextlib.suppress(OSError):
-                assert self.proc.stdin is not None
-                self.proc.stdin.close()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
+        stop(self.proc)
         self.log.close()
 
 

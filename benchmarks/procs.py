@@ -7,6 +7,7 @@ PYTHONPATH (`child_env`), so they import this package wherever they start; their
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -20,6 +21,24 @@ RESULT_TAG = "RESULT "
 
 class WorkerFailed(RuntimeError):
     """A worker process exited non-zero or printed no result."""
+
+
+def stop(proc: subprocess.Popen, farewell: str = "") -> None:
+    """End a helper process that serves until its stdin closes: say `farewell` on stdin
+    and close it, wait up to 10 s, then kill it (by its PID); closes its stdout."""
+    if proc.poll() is None:
+        with contextlib.suppress(OSError):
+            assert proc.stdin is not None
+            if farewell:
+                proc.stdin.write(farewell)
+            proc.stdin.close()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+    if proc.stdout is not None:
+        proc.stdout.close()
 
 
 def child_env() -> dict[str, str]:

@@ -38,7 +38,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchmarks.procs import child_env
+from benchmarks.procs import child_env, stop
 from benchmarks.wire import describe_reply, describe_request, format_log
 
 # counting ------------------------------------------------------------------------------------
@@ -341,18 +341,7 @@ class RelayProcess:
         return self._call("window")
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            with contextlib.suppress(OSError):
-                assert self.proc.stdin is not None
-                self.proc.stdin.write("quit\n")
-                self.proc.stdin.close()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
+        stop(self.proc, "quit\n")
 
     def __enter__(self) -> RelayProcess:
         return self

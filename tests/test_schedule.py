@@ -53,21 +53,28 @@ def test_with_spark(spark, i):
 """
 
 
+def run_pytest(folder: Path, args: list[str]) -> Path:
+    """Run pytest on the test files in `folder` with `args`; the file where each test
+    wrote (node id, xdist worker)."""
+    runs = folder / "runs.jsonl"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args, str(folder)],
+        capture_output=True,
+        text=True,
+        cwd=folder,
+        env={"RUNS": str(runs), "PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return runs
+
+
 def test_a_module_and_the_spark_tests_each_run_in_one_process(tmp_path):
     for name in ("test_a.py", "test_b.py", "test_c.py"):
         (tmp_path / name).write_text(MODULE)
     (tmp_path / "test_z_long.py").write_text(LONG)  # collected last, one test
     (tmp_path / "conftest.py").write_text(CONFTEST)
-    runs = tmp_path / "runs.jsonl"
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *XDIST, str(tmp_path)],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env={"RUNS": str(runs), "PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    runs = run_pytest(tmp_path, XDIST)
     workers: dict[str, set[str]] = {}
     first: dict[str, str] = {}
     for line in runs.read_text().splitlines():
@@ -100,17 +107,8 @@ def test_the_tests_of_a_spread_function_are_a_unit_each(tmp_path):
     """The seed ranges (tests/sim/test_seeds.py) can run on both processes at once."""
     (tmp_path / "test_s.py").write_text(SPREAD)
     (tmp_path / "conftest.py").write_text(CONFTEST)
-    runs = tmp_path / "runs.jsonl"
     one = ["-n", "1", "--dist", "loadgroup"]  # the unit names are made in a worker's collection
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *one, str(tmp_path)],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env={"RUNS": str(runs), "PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    runs = run_pytest(tmp_path, one)
     nodeids = [json.loads(line)[0] for line in runs.read_text().splitlines()]
     assert len(nodeids) == 4
     # xdist's unit is what follows the last "@" when it comes after the last "]"

@@ -75,22 +75,13 @@ def test_redactor_masks_urls_queries_and_values():
 
 # item 6: start-up imports few modules --------------------------------------------------------
 
-_PROBE = """
-import sys
-from zarrlake.cli import main
-try:
-    main(sys.argv[1:])
-except SystemExit:
-    pass
-print(sorted(sys.modules), file=sys.stderr)
-"""
 _NEVER = {"pyarrow", "pyspark", "psycopg", "psycopg_pool", "starlette", "uvicorn", "xarray"}
 _NEVER |= {"dask", "distributed", "pandas"}
 
 
 def _modules(*args: str) -> set[str]:
     res = subprocess.run(
-        [sys.executable, "-c", _PROBE, *args], capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", process.PROBE, *args], capture_output=True, text=True, timeout=120
     )
     return set(ast.literal_eval(res.stderr.strip().splitlines()[-1]))
 

@@ -10,16 +10,8 @@ import subprocess
 import sys
 
 import zarrlake as zl
+from tests.helpers.cli_process import PROBE
 
-PROBE = """
-import sys
-from zarrlake.cli import main
-try:
-    main(sys.argv[1:])
-except SystemExit:
-    pass
-print(sorted(sys.modules), file=sys.stderr)
-"""
 EXTRAS = {"zarr", "pyspark", "pyarrow", "pandas", "xarray", "dask", "psycopg", "starlette"}
 """What no command that reads a local repository's records needs."""
 

@@ -10,6 +10,18 @@ from pathlib import Path
 
 ZARRLAKE = str(Path(sys.executable).with_name("zarrlake"))
 
+PROBE = """
+import sys
+from zarrlake.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+print(sorted(sys.modules), file=sys.stderr)
+"""
+"""`python -c PROBE ARGS...`: the console script's entry point, then the modules it imported
+(sorted, on stderr)."""
+
 
 def run(
     *args: str, env: dict | None = None, cwd: Path | None = None
