@@ -332,9 +332,9 @@ def _common_prefix(a: bytes, b: bytes) -> bytes:
 
 
 CANDIDATE_PAGE = 10_000
+"""Candidate rows decoded together (GcState.candidates)."""
 DROP_BATCH = 10_000
 """Candidate rows deleted by one metastore write (GcState.drop)."""
-"""Candidate rows decoded together (GcState.candidates)."""
 
 
 def _decode_candidates(rows: list[tuple[bytes, bytes]], out: dict[str, Candidate]) -> None:
