@@ -287,3 +287,14 @@ def test_postgres_pool_closes_cleanly_at_exit(tmp_path, pg_metastore_url):
         assert "Exception ignored" not in res.stderr and "Traceback" not in res.stderr
     res = process.ok("log", "-r", str(tmp_path / "r"), "--metastore", pg_metastore_url)
     assert res.stderr == ""
+
+
+def test_a_secret_is_masked_in_its_own_run_only(tmp_path, monkeypatch):
+    """`main` run twice in one process (an application, a notebook): the first run's secret
+    is not masked in the second run's messages (an earlier `--secret-access-key test` masked
+    the word "test" in every later error of the process)."""
+    missing = tmp_path / "s3cr3tword"
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s3cr3tword")
+    assert "s3cr3tword" not in fails("-r", missing, "log")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    assert f"no zarrlake repository at {missing}" in fails("-r", missing, "log")

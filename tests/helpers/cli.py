@@ -10,7 +10,6 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from zarrlake.cli import main
-from zarrlake.cli.redact import redact
 
 
 @dataclass
@@ -29,10 +28,7 @@ class Result:
 
 
 def run(*args: str | Path) -> Result:
-    """Run `zarrlake ARGS...` in-process; stdout is not a terminal (as in a pipe). The
-    secrets earlier runs registered for masking are forgotten, as in a new process (an
-    earlier `--secret-access-key test` masked the word "test" in every later message)."""
-    redact.values.clear()
+    """Run `zarrlake ARGS...` in-process; stdout is not a terminal (as in a pipe)."""
     with CliRunner().isolation() as (out, err, _):
         try:
             main([str(a) for a in args])

@@ -274,6 +274,7 @@ def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: runs the command and turns errors into one line."""
     args = hoist_global_options(list(sys.argv[1:] if argv is None else argv))
     debug = "--debug" in args or env_flag("ZARRLAKE_DEBUG")
+    redact.forget()  # an earlier run in this process registered its own secrets
     redact.add(os.environ[k] for k in _SECRET_ENV if os.environ.get(k))
     install_logging()
     command = build_command(_tree_for(args))

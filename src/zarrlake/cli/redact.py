@@ -27,6 +27,11 @@ class Redactor:
     def __init__(self) -> None:
         self.values: set[str] = set()
 
+    def forget(self) -> None:
+        """Drop every registered secret: each run of the CLI registers its own (a process
+        that runs `main` again must not mask one run's secret in the next run's output)."""
+        self.values.clear()
+
     def add(self, values: Iterable[object]) -> None:
         """Register secret values to mask (empty and boolean values are not secrets)."""
         self.values.update(str(v) for v in values if v not in (None, "", True, False))
