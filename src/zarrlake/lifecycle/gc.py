@@ -55,8 +55,8 @@ if TYPE_CHECKING:
 
 MAX_GRACE = timedelta(days=3650)
 DELETE_BATCH = 1000
-"""Objects deleted between lock renewals; a round number, so that a batch drops its
-candidates in one metastore write (GcState.drop), not two."""
+"""Objects deleted between lock renewals (a batch drops its candidates in one metastore
+write: GcState.drop takes DROP_BATCH a write)."""
 LIVE_STATUSES = ("open", "committing")
 
 Progress = Callable[[str, int, int | None], None]
@@ -137,26 +137,6 @@ class GcReport:
         self.by_kind[kind] = (n + 1, b + size)
         self.objects_deleted += 1
         self.bytes_deleted += size
-
-    def count_all(self, keys: list[str], sizes: dict[str, int]) -> None:
-        """`count` each of `keys` of known size (-1: already gone, not counted), summed by
-        kind first (a run deletes one object per garbage chunk)."""
-        totals: dict[str, list[int]] = {}
-        for key in keys:
-            size = sizes[key]
-            if size >= 0:
-                kind = key.partition("/")[0]
-                total = totals.get(kind)
-                if total is None:
-                    totals[kind] = [1, size]
-                else:
-                    total[0] += 1
-                    total[1] += size
-        for kind, (n, b) in totals.items():
-            n0, b0 = self.by_kind.get(kind, (0, 0))
-            self.by_kind[kind] = (n0 + n, b0 + b)
-            self.objects_deleted += n
-            self.bytes_deleted += b
 
     def to_dict(self) -> dict:
         """The report as a plain dict (per-kind counts as objects/bytes), for `--json` output."""
@@ -327,7 +307,7 @@ class Collector:
         found: dict[str, int | None] = {}
         for location, index in fragments.items():
             for key, need in fragment_refs(self.objects, location, index).items():
-                found.setdefault(key, need if key.startswith("chunks/") else None)
+                found.setdefault(key, need if kind_of(key) == "chunks" else None)
         return found
 
     # marking ------------------------------------------------------------------------------
@@ -390,19 +370,6 @@ class Collector:
         data = self.store.get(key)
         self.sizes[key] = len(data)
         return data
-
-    def sizes_of(self, keys: list[str], pool: dict[str, int | None]) -> dict[str, int]:
-        """`size` of each of `keys`: chunk objects of known size (most of a large run) are
-        taken as they are, the others looked up one by one."""
-        out: dict[str, int] = {}
-        cached = self.sizes
-        for key in keys:
-            known = pool.get(key)
-            if known is not None and key not in cached and key.startswith("chunks/"):
-                out[key] = known
-            else:
-                out[key] = self.size(key, known)
-        return out
 
     def size(self, key: str, known: int | None) -> int:
         """The size of `key` to report: cached, `known` for chunks, or read (-1 once the object is
@@ -548,8 +515,8 @@ class Collector:
             self.report.deferred += len(due) - len(whole)
             due = whole
             order = {kind: i for i, kind in enumerate(KINDS)}
-            due.sort(key=lambda k: order.get(k.partition("/")[0], len(order)))
-            sizes = self.sizes_of(due, pool)
+            due.sort(key=lambda k: order.get(kind_of(k), len(order)))
+            sizes = {k: self.size(k, pool.get(k)) for k in due}
             drop_check_results(self.ctx, [k[8:] for k in due if k.startswith("commits/")])
             crashpoints.reached("gc_before_delete")
             finished = True
@@ -565,7 +532,9 @@ class Collector:
                 self.state.drop(gone)
                 for key in gone:
                     del self.candidates[key]
-                self.report.count_all(batch, sizes)
+                for key in batch:
+                    if sizes[key] >= 0:
+                        self.report.count(key, sizes[key])
                 self.progress("deleting", min(i + self.delete_batch, len(due)), len(due))
             if finished:  # what the fragments name is deleted or registered: not read again
                 self.state.expanded([c for c in self.candidates.values() if c.index])
@@ -610,7 +579,7 @@ def tables_of(keys: list[str], sizes: dict[str, int]) -> list[str]:
     return [
         f"{blocks.PREFIX}{k[len('chunks/') :]}"
         for k in keys
-        if k.startswith("chunks/") and not 0 <= sizes.get(k, -1) < blocks.TABLE_MIN
+        if kind_of(k) == "chunks" and not 0 <= sizes.get(k, -1) < blocks.TABLE_MIN
     ]
 
 
