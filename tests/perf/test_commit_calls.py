@@ -84,9 +84,10 @@ COMMIT = {
     "O.put_if_absent": 4,  # manifest range, snapshot, change set, commit record
 }
 
-CLEANUP = {  # in the background: the upload and fragment become gc candidates, records go
-    "M.scan": 4,  # fragments, uploads, known candidates, the uploads left
-    "M.set_many": 2,  # the new candidates; the registered upload records deleted
+CLEANUP = {  # in the background: the records go; the chunk is no gc candidate (the commit
+    # keeps it, and gc finds it through that commit once it is dropped or expired)
+    "M.scan": 3,  # fragments, uploads, the uploads left
+    "M.set_many": 1,  # the upload records deleted
     "M.drop_partition": 2,  # uploads, staging
 }
 

@@ -328,9 +328,10 @@ class Transaction:
         return commit_id
 
     def _drop_staged(self, staging: Staging) -> None:
-        """Tell gc which chunk objects the session named, then drop its staged records."""
+        """Tell gc which chunk objects the session named and its commit did not keep, then
+        drop its staged records."""
         assert self.record is not None
-        register_staged(self.ctx, self.record.id)
+        register_staged(self.ctx, self.record.id, committed=self.committed)
         staging.clear()
 
     def abandon(self) -> None:

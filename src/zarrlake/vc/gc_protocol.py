@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from zarrlake._util import crashpoints, runtime
-from zarrlake.errors import CASFailedError, GcBusyError
+from zarrlake.errors import CASFailedError, GcBusyError, ZarrLakeError
 from zarrlake.format.fragment import FragmentRecord
 
 if TYPE_CHECKING:
@@ -508,20 +508,32 @@ def forget_uploads(meta: MetaStore, partition: str, keys: Iterable[str]) -> None
         meta.drop_partition(partition)
 
 
-def register_staged(ctx: GcContext, session_id: str) -> int:
+def register_staged(ctx: GcContext, session_id: str, committed: str | None = None) -> int:
     """Remember a finished session's staged fragments and recorded uploads as garbage
     candidates, before its records are dropped (abandon, commit cleanup), so an
     incremental gc finds them without listing: a run reads each fragment's index and
     registers the chunk objects it names, and the mark keeps whichever are still
-    referenced. The upload records go once registered. Returns how many were new."""
+    referenced. The upload records go once registered. Returns how many were new.
+
+    The chunk objects the session's own commit `committed` refers to are left out: gc finds
+    them through that commit once it is dropped or expired (`reach.committed_refs`), and
+    registering them would have every later run read them back only to drop them as live."""
     records = staged_fragments(ctx.meta, ctx.stage_partition(session_id))
     found, indexes = staged_candidates(ctx.objects, records) if records else ([], {})
     uploads = uploads_partition(ctx, session_id)
     uploaded = staged_uploads(ctx.meta, uploads)
     if not found and not uploaded:
         return 0
-    state = GcState(ctx)
     items = [*found, *uploaded]
-    new = state.add(state.known([k for k, _ in items]), items, indexes)
+    if committed is not None:
+        from zarrlake.vc.reach import committed_refs
+
+        try:
+            kept = committed_refs(ctx.objects, committed)
+        except ZarrLakeError:  # unreadable (expired meanwhile): register everything
+            kept = set()
+        items = [(k, s) for k, s in items if k not in kept or not k.startswith("chunks/")]
+    state = GcState(ctx)
+    new = state.add(state.known([k for k, _ in items]), items, indexes) if items else 0
     forget_uploads(ctx.meta, uploads, [k for k, _ in uploaded])
     return new

@@ -59,6 +59,23 @@ def manifest_refs(rng: ManifestRange) -> dict[str, int]:
     return out
 
 
+def committed_refs(objects: Objects, commit_id: str) -> set[str]:
+    """Object keys commit `commit_id` refers to through the manifest ranges it wrote (those
+    its first parent's snapshot lacks): what its session uploaded and it kept. While the
+    commit is reachable they are live; once not, they are found through it (a dropped ref
+    registers it, expire marks it), so they need no candidate record of their own."""
+    rec = objects.read_commit(commit_id)
+    ranges = objects.read(SnapshotRoot, rec.snapshot).ranges.ids
+    if rec.parents:
+        parent = objects.read_commit(rec.parents[0])
+        old = set(objects.read(SnapshotRoot, parent.snapshot).ranges.ids)
+        ranges = [m for m in ranges if m not in old]
+    out: set[str] = set()
+    for m in ranges:  # in turn: a commit's clean-up runs on the pool `map` would use
+        out.update(manifest_refs(objects.read(ManifestRange, m)))
+    return out
+
+
 def fragment_refs(objects: Objects, location: str, index: tuple[int, int, str]) -> dict[str, int]:
     """Object keys a staged fragment refers to (itself included), with the bytes each must
     hold at least; empty if the fragment is gone."""
