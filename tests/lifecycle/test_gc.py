@@ -295,3 +295,37 @@ def test_a_chunk_objects_block_table_goes_with_it(tmp_path):
     repo.gc(timedelta(0))
     assert list(store.list("blocks/")) == tables
     assert np.array_equal(zarr.open_array(repo.readonly_session().store, path="a")[...], data)
+
+
+def test_a_local_sweep_asks_to_delete_only_the_tables_there_are(tmp_path, monkeypatch):
+    """Chunk objects of 256 KiB and more may have a block table; on a local directory the
+    sweep deletes only the tables it lists, not a missing one per chunk object."""
+    from zarrlake.storage.local import LocalObjectStore
+
+    asked: list[str] = []
+    delete_many = LocalObjectStore._delete_many
+
+    def spy(self: LocalObjectStore, keys: list[str]) -> None:
+        asked.extend(keys)
+        delete_many(self, keys)
+
+    monkeypatch.setattr(LocalObjectStore, "_delete_many", spy)
+    import numpy as np
+    import zarr
+
+    repo = zl.Repo.create(tmp_path / "repo")
+    s = repo.create_session()  # 300 KB chunks of an array without shards: no tables
+    zarr.create_array(s.store, name="a", shape=(4, 75_000), chunks=(1, 75_000), dtype="f4")
+    s.commit("array")
+    for seed in (1, 2):
+        s = repo.create_session()
+        zarr.open_array(s.store, path="a")[...] = np.random.default_rng(seed).random((4, 75_000))
+        s.commit(f"fill {seed}")
+        s.wait()
+    repo.expire(ZERO)
+    report = repo.gc(ZERO)
+    assert report.by_kind["chunks"][0] == 4
+    assert [k for k in asked if k.startswith("chunks/")] and not [
+        k for k in asked if k.startswith("blocks/")
+    ]
+    repo.close()

@@ -517,6 +517,7 @@ class Collector:
             order = {kind: i for i, kind in enumerate(KINDS)}
             due.sort(key=lambda k: order.get(kind_of(k), len(order)))
             sizes = {k: self.size(k, pool.get(k)) for k in due}
+            tables = self._tables_present()
             drop_check_results(self.ctx, [k[8:] for k in due if k.startswith("commits/")])
             crashpoints.reached("gc_before_delete")
             finished = True
@@ -526,7 +527,7 @@ class Collector:
                     break  # past the sweep's deadline: writers no longer wait for it
                 self.state.refresh()  # still our lock (CAS), or GcBusyError: stop deleting
                 batch = due[i : i + self.delete_batch]
-                self.deleter(batch + tables_of(batch, sizes))
+                self.deleter(batch + tables_of(batch, sizes, tables))
                 crashpoints.reached("gc_after_delete")
                 gone = [k for k in batch if k in self.candidates]
                 self.state.drop(gone)
@@ -542,6 +543,14 @@ class Collector:
         finally:
             self.state.end_sweep(phase)
         crashpoints.reached("gc_after_sweep_ends")
+
+    def _tables_present(self) -> set[str] | None:
+        """The block tables a local directory holds (listed in the sweep, so a table written
+        before it began is seen): unlinking a missing table per chunk object cost more than
+        a run's other deletes. None on a remote store, whose bulk deletes take missing keys."""
+        if self.store.remote:
+            return None
+        return set(self.store.list(blocks.PREFIX))
 
     def _dead_partials(self, reach: Reach) -> list[Partial]:
         """Half-written files to delete: older than the grace period (by modification time:
@@ -573,14 +582,16 @@ def _object_of(key: str) -> str:
     return f"chunks/{key[len(blocks.PREFIX) :]}" if key.startswith(blocks.PREFIX) else key
 
 
-def tables_of(keys: list[str], sizes: dict[str, int]) -> list[str]:
-    """The block tables (format/blocks.py) that chunk objects among `keys` may have: they
-    go with their object (deleting a missing one is no error)."""
-    return [
+def tables_of(keys: list[str], sizes: dict[str, int], present: set[str] | None = None) -> list[str]:
+    """The block tables (format/blocks.py) that chunk objects among `keys` may have (only
+    those in `present`, if given): they go with their object (deleting a missing one is no
+    error)."""
+    tables = [
         f"{blocks.PREFIX}{k[len('chunks/') :]}"
         for k in keys
         if kind_of(k) == "chunks" and not 0 <= sizes.get(k, -1) < blocks.TABLE_MIN
     ]
+    return tables if present is None else [t for t in tables if t in present]
 
 
 def drop_check_results(ctx: RepoContext, commits: list[str]) -> None:

@@ -525,7 +525,7 @@ def register_staged(ctx: GcContext, session_id: str, committed: str | None = Non
     if not found and not uploaded:
         return 0
     items = [*found, *uploaded]
-    if committed is not None:
+    if committed is not None and any(k.startswith("chunks/") for k, _ in items):
         from zarrlake.vc.reach import committed_refs
 
         try:
