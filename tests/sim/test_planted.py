@@ -62,6 +62,7 @@ def test_every_bug_has_a_symptom():
     assert set(SYMPTOMS) == set(BUGS)
 
 
+@pytest.mark.spread  # a unit each under make test: one bug takes 500 seeds, most under 150
 @pytest.mark.parametrize("bug", sorted(BUGS))
 def test_planted_bug_is_caught(bug, figures):
     summary = run_many(range(BUDGET), CONFIGS.get(bug, Config(0)), bug, stop=True)

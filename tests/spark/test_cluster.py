@@ -20,7 +20,7 @@ from tests.spark.cluster_job import plane
 JOB = Path(__file__).with_name("cluster_job.py")
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=100)  # four JVMs: 100-260 s under make test, so handed out early
 def test_write_and_map_regions_on_a_cluster(pg_metastore_url, s3_location, tmp_path):
     location, storage = s3_location
     repo = zl.Repo.create(location, metastore=pg_metastore_url, storage_options=storage)

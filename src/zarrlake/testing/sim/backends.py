@@ -194,7 +194,7 @@ class SimMetaStore(_Stops, WrapperMetaStore):
         """Stop at the scheduler (and maybe get a fault) before the call runs; a scan is read
         whole there."""
         keys = call.keys
-        shown = ", ".join(repr(k) for k in keys[:3]) + (" ..." if len(keys) > 3 else "")
+        shown = ", ".join(map(repr, keys[:3])) + (" ..." if len(keys) > 3 else "")
         what = f"meta.{OPS.get(call.op, call.op)} {_short(call.partition)} {shown}".rstrip()
         if call.op == "scan":
             return iter(self._call(what, lambda: list(run()), False))  # type: ignore[return-value, arg-type]

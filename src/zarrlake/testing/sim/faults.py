@@ -34,6 +34,22 @@ JUMPS = (1.0, 30.0, 200.0, 900.0, 4000.0, 90_000.0)
 deadlines, the gc lock's hour, and a day of session expiry."""
 
 
+_MARGIN = 1e-9
+"""Far above the rounding of `draw`'s subtractions (about 1e-16): a draw this far past the
+sum of the rates is past each of them in turn."""
+_WRITE_OPS: dict[str, bool] = {}
+"""Whether a call's operation (`meta.set_if`, `get`, ...) is one of WRITES, by name."""
+
+
+def _is_write(call: str) -> bool:
+    """Whether `call` (its operation's name, a space, what it is on) is one of WRITES."""
+    op = call.split(" ", 1)[0]
+    write = _WRITE_OPS.get(op)
+    if write is None:
+        write = _WRITE_OPS[op] = op.split(".")[-1] in WRITES
+    return write
+
+
 @dataclass
 class FaultPlan:
     """Per-call and per-step fault rates of one run, and the counts injected."""
@@ -90,7 +106,7 @@ class FaultPlan:
             self.counts[Fault.ERROR] += 1
             return Fault.ERROR
         x = rng.random()
-        write = call.split(" ", 1)[0].split(".")[-1] in WRITES
+        write = _is_write(call)
         if checking and self.checking_stuck and not write:
             if x < self.checking_stuck:
                 self.counts["read stuck failing while checking a commit landed"] += 1
@@ -102,6 +118,8 @@ class FaultPlan:
             self._stuck[call] = rng.randrange(6, 14)  # past the retry budget, mostly
             return Fault.ERROR
         x -= self.stuck if not write else 0.0
+        if x >= self._total(write) + _MARGIN:  # past every rate: the loop below finds none
+            return None
         for fault, rate in (
             (Fault.ERROR, self.error),
             (Fault.LOST, self.lost if write else 0.0),
@@ -118,6 +136,11 @@ class FaultPlan:
                 return fault
             x -= rate
         return None
+
+    def _total(self, write: bool) -> float:
+        """The sum of the per-call rates `draw` walks through, for a write or a read."""
+        total = self.error + self.delay + self.crash / 2 + self.burst
+        return total + self.lost + self.crash / 2 if write else total
 
     def delay_for(self, rng: random.Random) -> float:
         """The length of one injected delay, in simulated seconds."""

@@ -15,12 +15,14 @@ import secrets
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 import stamina
 import tenacity.nap
 
+from zarrlake import connection
 from zarrlake._util import retry, runtime
 from zarrlake.connection import FlushPolicy, RepoContext, RepoSpec, Settings, create_context
 from zarrlake.errors import TransientError
@@ -630,6 +632,12 @@ def _determinism(seed: int) -> Iterator[None]:
     writers.release_later = _release_unless_simulated
     attempts = retry.attempts
     retry.attempts = _attempts
+    # a repository opened at sim:// opens its metastore in a thread while it reads the
+    # config (`connection._open_meta_early`): the simulated metastore opens without a call,
+    # so the thread overlapped nothing, but starting it and waiting for it cost more than
+    # the open, and on a loaded machine each waited for the OS to run the thread
+    pool = connection.ThreadPoolExecutor
+    connection.ThreadPoolExecutor = _InlinePool  # type: ignore[misc, assignment]
     try:
         with stamina.set_testing(True, attempts=STAMINA_ATTEMPTS, cap=True):
             yield
@@ -638,6 +646,7 @@ def _determinism(seed: int) -> Iterator[None]:
         tenacity.nap.time = time  # type: ignore[attr-defined]
         writers.release_later = release_later
         retry.attempts = attempts
+        connection.ThreadPoolExecutor = pool  # type: ignore[misc]
         secrets.token_bytes, secrets.token_hex = saved[0], saved[1]  # type: ignore[assignment]
         secrets.randbits, secrets.randbelow = drawn  # type: ignore[assignment]
         random.setstate(saved[2])
@@ -712,14 +721,32 @@ class _Inline:
         return iter([fn(*args) for args in zip(*iterables, strict=False)])
 
     def submit(self, fn, /, *args, **kwargs):
-        from concurrent.futures import Future
-
         future: Future = Future()
         future.set_result(fn(*args, **kwargs))
         return future
 
     def shutdown(self, wait: bool = True, **_: object) -> None:
         pass
+
+
+class _InlinePool:
+    """Stands in for `ThreadPoolExecutor` in `zarrlake.connection` during a run: a task
+    runs at once in the caller, its outcome kept in the future as a thread would keep it."""
+
+    def __init__(self, max_workers: int | None = None, thread_name_prefix: str = "") -> None:
+        pass
+
+    def submit(self, fn, /, *args, **kwargs) -> Future:  # type: ignore[no-untyped-def]
+        """Run `fn` now; its result or its exception is the future's."""
+        future: Future = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except Exception as e:
+            future.set_exception(e)
+        return future
+
+    def shutdown(self, wait: bool = True, **_: object) -> None:
+        """Nothing: no thread was started."""
 
 
 class _NoTimer:
