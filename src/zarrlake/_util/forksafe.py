@@ -7,7 +7,8 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 _PARKED: list[Any] = []
@@ -69,6 +70,60 @@ class PerProcess[T]:
                 park(value)
                 return None
             return value
+
+
+class ForkGuard:
+    """Keeps fork() out of a C library's calls. A thread inside SQLite may hold one of its
+    process-wide mutexes, and a child forked meanwhile deadlocks on its first connection
+    (its parent's thread, which would release it, does not exist there). fork() waits, at
+    most `wait` seconds, until no guarded call is in flight; no call starts until it is done."""
+
+    def __init__(self, wait: float = 10.0) -> None:
+        self.wait = wait
+        self._reset()
+        os.register_at_fork(
+            before=self._before, after_in_parent=self._after, after_in_child=self._reset
+        )
+
+    def _reset(self) -> None:
+        self._cond = threading.Condition()  # the parent's may be held by a thread gone here
+        self._active = 0
+        self._forking = 0
+        self._depth = threading.local()
+
+    @property
+    def forking(self) -> bool:
+        """Whether a fork() is waiting for, or under way after, the calls in flight."""
+        return self._forking > 0
+
+    @contextmanager
+    def call(self) -> Iterator[None]:
+        """A guarded call (nested calls of a thread count once)."""
+        depth = getattr(self._depth, "n", 0)
+        if depth == 0:
+            with self._cond:
+                self._cond.wait_for(lambda: not self._forking)
+                self._active += 1
+        self._depth.n = depth + 1
+        try:
+            yield
+        finally:
+            self._depth.n = depth
+            if depth == 0:
+                with self._cond:
+                    self._active -= 1
+                    self._cond.notify_all()
+
+    def _before(self) -> None:
+        mine = 1 if getattr(self._depth, "n", 0) else 0  # a fork from inside a call
+        with self._cond:
+            self._forking += 1
+            self._cond.wait_for(lambda: self._active <= mine, timeout=self.wait)
+
+    def _after(self) -> None:
+        with self._cond:
+            self._forking -= 1
+            self._cond.notify_all()
 
 
 def _after_fork_in_child() -> None:

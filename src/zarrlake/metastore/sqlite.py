@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from typing import Any
 from urllib.parse import parse_qsl
 
-from zarrlake._util.forksafe import PerProcess
+from zarrlake._util.forksafe import ForkGuard, PerProcess
 from zarrlake.errors import (
     BackendError,
     ConfigurationError,
@@ -53,6 +53,9 @@ _SETUP = {
     sqlite3.SQLITE_AUTH,
 }
 
+_FORK = ForkGuard()
+"""SQLite's calls (connect, queries, close) and fork() wait for each other."""
+
 
 class _Connections:
     """One process's connections to one database: one per thread, closed when their thread
@@ -64,7 +67,7 @@ class _Connections:
         self.all: list[tuple[threading.Thread, sqlite3.Connection]] = []
 
     def add(self, conn: sqlite3.Connection) -> None:
-        with self.lock:  # close the connections of threads that have ended
+        with _FORK.call(), self.lock:  # close the connections of threads that have ended
             alive = []
             for thread, other in self.all:
                 if thread.is_alive():
@@ -79,7 +82,7 @@ class _Connections:
         may be inside a call on its own (closing it under that call crashes the
         interpreter): it closes it itself at its next call, which the closed store refuses."""
         me = threading.current_thread()
-        with self.lock:
+        with _FORK.call(), self.lock:
             kept = []
             for thread, conn in self.all:
                 if thread is me or not thread.is_alive():
@@ -96,7 +99,8 @@ class _Connections:
         with self.lock:
             self.all = [(t, c) for t, c in self.all if c is not conn]
         if conn is not None:
-            conn.close()
+            with _FORK.call():
+                conn.close()
 
 
 def parse_sqlite_url(url: str) -> tuple[str, str]:
@@ -185,9 +189,10 @@ class SqliteMetaStore(MetaStoreBackend):
                 f"cannot open SQLite metastore {self.path}: directory {folder} does not exist"
             )
         try:
-            conn = sqlite3.connect(
-                self.path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False
-            )
+            with _FORK.call():
+                conn = sqlite3.connect(
+                    self.path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False
+                )
         except sqlite3.Error as e:
             raise ConfigurationError(f"cannot open SQLite metastore {self.path}: {e}") from None
         try:
@@ -270,9 +275,10 @@ class SqliteMetaStore(MetaStoreBackend):
     def _errors(self, opening: bool = False) -> Iterator[None]:
         """Translate sqlite3 errors: a busy database is transient; a file that cannot be
         opened or used as a database is configuration; the rest (disk full, I/O error, a
-        damaged file) is a BackendError."""
+        damaged file) is a BackendError. The calls inside are kept apart from fork()."""
         try:
-            yield
+            with _FORK.call():
+                yield
         except sqlite3.Error as e:
             code = (getattr(e, "sqlite_errorcode", None) or 0) & 0xFF
             text = str(e)
