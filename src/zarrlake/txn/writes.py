@@ -21,7 +21,7 @@ from zarrlake._util import crashpoints, runtime
 from zarrlake._util.validate import check_zarr_key
 from zarrlake._util.zarr_metadata import check_metadata
 from zarrlake.connection import FlushPolicy
-from zarrlake.errors import InvalidInputError, SessionError, ZarrLakeError
+from zarrlake.errors import InvalidInputError, SessionClosedError, SessionError, ZarrLakeError
 from zarrlake.format import fragment
 from zarrlake.format.blocks import TABLE_MIN
 from zarrlake.format.chunk_ref import ChunkRef, RefKind, chunk_object_key
@@ -505,10 +505,19 @@ class Writes:
             self._error = e
 
     def raise_background_error(self) -> None:
-        """Raise (once) the error a background flush hit, if any."""
+        """Raise (once) the error a background flush hit, if any. A session it found closed
+        but open again now (a metastore copy closes open sessions while it copies them)
+        holds that flush's writes, staged or back in the buffer: nothing to report then."""
         error, self._error = self._error, None
-        if error is not None:
-            raise error
+        if error is None:
+            return
+        if isinstance(error, SessionClosedError):
+            try:
+                self.check_open()
+            except ZarrLakeError:
+                raise error from None
+            return
+        raise error
 
     def stop(self) -> None:
         """Cancel the pending background flush, if any."""
