@@ -25,7 +25,12 @@ SYMPTOMS = {
         r"|which a branch, tag or open session keeps"  # its record deleted (the model's check)
     ),
     "merge_takes_theirs": r"on_conflict='fail', but: conflicts",
-    "gc_ignores_open_sessions": r"still needed|cannot be read|is missing|holds nothing at",
+    # a staged write lost: the key holds nothing, or the value it held before (seed 4: the
+    # writer's upload deleted, its write withdrawn, the retried commit without it)
+    "gc_ignores_open_sessions": (
+        r"still needed|cannot be read|is missing|holds nothing at"
+        r"|holds b'[^']*'\.\.\(\d+ B\) at '[^']+'; expected one of"
+    ),
     "flush_skips_recheck": r"flush returned|\(it landed\): commit \w+ holds",
     "commit_counts_gone_writers": r"gone writer counted silently",
     "ref_moves_unguarded": (
