@@ -102,7 +102,8 @@ class ForkGuard:
         depth = getattr(self._depth, "n", 0)
         if depth == 0:
             with self._cond:
-                self._cond.wait_for(lambda: not self._forking)
+                while self._forking:
+                    self._cond.wait()
                 self._active += 1
         self._depth.n = depth + 1
         try:
@@ -112,7 +113,8 @@ class ForkGuard:
             if depth == 0:
                 with self._cond:
                     self._active -= 1
-                    self._cond.notify_all()
+                    if self._forking:  # only a fork waits for calls to end
+                        self._cond.notify_all()
 
     def _before(self) -> None:
         mine = 1 if getattr(self._depth, "n", 0) else 0  # a fork from inside a call
