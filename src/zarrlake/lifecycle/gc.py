@@ -517,7 +517,7 @@ class Collector:
             order = {kind: i for i, kind in enumerate(KINDS)}
             due.sort(key=lambda k: order.get(kind_of(k), len(order)))
             sizes = {k: self.size(k, pool.get(k)) for k in due}
-            tables = self._tables_present()
+            tables = self._tables_present() if tables_of(due, sizes) else None
             drop_check_results(self.ctx, [k[8:] for k in due if k.startswith("commits/")])
             crashpoints.reached("gc_before_delete")
             finished = True
@@ -545,9 +545,10 @@ class Collector:
         crashpoints.reached("gc_after_sweep_ends")
 
     def _tables_present(self) -> set[str] | None:
-        """The block tables a local directory holds (listed in the sweep, so a table written
-        before it began is seen): unlinking a missing table per chunk object cost more than
-        a run's other deletes. None on a remote store, whose bulk deletes take missing keys."""
+        """The block tables a local directory holds, listed once a sweep may delete some (so
+        a table written before it began is seen): unlinking a missing table per chunk
+        object cost more than a run's other deletes. None on a remote store, whose bulk
+        deletes take missing keys."""
         if self.store.remote:
             return None
         return set(self.store.list(blocks.PREFIX))
