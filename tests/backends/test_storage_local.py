@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from zarrlake.errors import ConfigurationError
+from zarrlake.errors import ConfigurationError, StorageError
 from zarrlake.storage import open_storage
 from zarrlake.testing.storage import (
     ForkedObjectStoreTests,
@@ -35,3 +35,29 @@ def test_local_directory_has_no_conditional_updates(tmp_path: Path) -> None:
     for call in (lambda: store.get_tagged("k"), lambda: store.put_if("k", b"w", None)):
         with pytest.raises(ConfigurationError, match="SQLite"):
             call()
+
+
+def test_direct_writes_agree_with_obstore_and_leave_no_staged_files(tmp_path: Path) -> None:
+    """Plain keys are written on their file directly (faster than obstore's runtime): what
+    one writes the other reads, an object either made is never replaced by a create, and
+    no half-written file (`<key>#<n>`) stays behind, also after a refused write."""
+    import obstore
+    from obstore.store import LocalStore
+
+    root = tmp_path / "objects"
+    store = open_storage(str(root))
+    assert store.put_if_absent("chunks/ab/cd", b"mine") is True
+    store.put("refs/main", b"one")
+    store.put("refs/main", b"two")
+    other = LocalStore(str(root))
+    assert bytes(obstore.get(other, "chunks/ab/cd").bytes()) == b"mine"
+    assert bytes(obstore.get(other, "refs/main").bytes()) == b"two"
+    obstore.put(other, "chunks/ef", b"theirs")
+    assert store.put_if_absent("chunks/ef", b"mine") is False
+    assert store.get("chunks/ef") == b"theirs"
+    with pytest.raises(StorageError, match="cannot hold both"):
+        store.put_if_absent("chunks/ab/cd/x", b"under an object")
+    with pytest.raises(StorageError, match="cannot hold both"):
+        store.put("chunks/ab", b"over a directory")
+    files = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+    assert files == ["chunks/ab/cd", "chunks/ef", "refs/main"]
