@@ -1,7 +1,8 @@
 """The one-chunk commit's round trips on a remote metastore (issue 34): the handle's final
-flush goes out with the seal, not before it, so the commit call waits for one round trip
-less. The test holds the flush's write until the seal's compare-and-swap has started: a
-commit that flushed first would never start it."""
+flush goes out with the seal, not before it, and the fence (the session record's attempt)
+with the commit's objects, not after them, so the commit call waits for two round trips
+less. Each test holds one write until the other has started: a commit that made them one
+after the other would never start the second."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 import zarr
 
 import zarrlake as zl
-from tests.core.counting import CountingMetaStore
+from tests.core.counting import CountingMetaStore, CountingObjectStore
 from zarrlake.connection import RepoContext
 
 
@@ -57,5 +58,66 @@ def test_the_final_flush_goes_out_with_the_seal(any_metastore: dict) -> None:
     meta.armed = False
     assert meta.overlapped == [True]
     got = zarr.open_array(repo.readonly_session("main").store, path="a", mode="r")[1]
+    assert np.array_equal(got, value)
+    repo.close()
+
+
+class SecondSwap(CountingMetaStore):
+    """Notes when the second session-record compare-and-swap after `armed` was set begins
+    (a commit's first is its seal, the second its fence)."""
+
+    def __init__(self, inner) -> None:
+        super().__init__(inner)
+        self.armed = False
+        self.swaps = 0
+        self.fencing = threading.Event()
+
+    def set_if(self, partition: str, key: bytes, value: bytes, expected: int | None) -> int:
+        if self.armed and partition.endswith("/sessions"):
+            self.swaps += 1
+            if self.swaps == 2:
+                self.fencing.set()
+        return super().set_if(partition, key, value, expected)
+
+
+class HeldRecord(CountingObjectStore):
+    """Holds the write of a commit record (in the commit's last round of objects) until the
+    fence has begun, and notes whether it had."""
+
+    def __init__(self, inner, meta: SecondSwap) -> None:
+        super().__init__(inner)
+        self.meta = meta
+        self.overlapped: list[bool] = []
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        if self.meta.armed and key.startswith("commits/"):
+            self.overlapped.append(self.meta.fencing.wait(10))
+        return super().put_if_absent(key, data)
+
+
+@pytest.mark.parametrize("any_metastore", ["s3-bucket"], indirect=True)
+def test_the_fence_goes_out_with_the_commit_objects(any_metastore: dict) -> None:
+    base = zl.Repo.create(**any_metastore)
+    s = base.create_session("main")
+    zarr.create_array(s.store, name="a", shape=(4, 64, 64), chunks=(1, 64, 64), dtype="f4")
+    s.commit("array a")
+    ctx = base.context
+    meta = SecondSwap(ctx.meta)
+    blobs = HeldRecord(ctx.object_store, meta)
+    repo = zl.Repo(
+        RepoContext(ctx.spec, ctx.repo_id, blobs, meta, hash=ctx.hash, format=ctx.format)
+    )
+    s = repo.create_session("main")
+    value = np.random.default_rng(2).random((64, 64), dtype=np.float32)
+    zarr.open_array(s.store, path="a")[2] = value
+    meta.armed = True
+    commit = s.commit("one chunk")
+    meta.armed = False
+    assert blobs.overlapped == [True]
+    assert meta.swaps == 3  # seal, fence, record committed: none added
+    assert next(c.id for c in repo.log("main")) == commit
+    info = repo.session_info(s.id)
+    assert (info.status, info.committed_as) == ("committed", commit)
+    got = zarr.open_array(repo.readonly_session("main").store, path="a", mode="r")[2]
     assert np.array_equal(got, value)
     repo.close()

@@ -473,7 +473,7 @@ def _commit(
             keep=hold.keep,
         )
         commit_id = CommitProtocol(ctx.objects, ctx.refs).run(
-            request, before_cas, cast(tuple[str, int] | None, head), check
+            request, before_cas, cast(tuple[str, int] | None, head), check, ctx.together
         )
         crashpoints.reached("after_branch_cas")
     except SessionLanded as e:  # an earlier seal's commit landed late: this one cannot
