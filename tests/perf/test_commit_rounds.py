@@ -39,12 +39,18 @@ class HeldFlush(CountingMetaStore):
         super().set_many(partition, items)
 
 
-@pytest.mark.parametrize("any_metastore", ["s3-bucket"], indirect=True)
-def test_the_final_flush_goes_out_with_the_seal(any_metastore: dict) -> None:
-    base = zl.Repo.create(**any_metastore)
+def _with_array(where: dict) -> zl.Repo:
+    """A new repository holding array `a` of four 16 KiB chunks (none written)."""
+    base = zl.Repo.create(**where)
     s = base.create_session("main")
     zarr.create_array(s.store, name="a", shape=(4, 64, 64), chunks=(1, 64, 64), dtype="f4")
     s.commit("array a")
+    return base
+
+
+@pytest.mark.parametrize("any_metastore", ["s3-bucket"], indirect=True)
+def test_the_final_flush_goes_out_with_the_seal(any_metastore: dict) -> None:
+    base = _with_array(any_metastore)
     meta = HeldFlush(base.context.meta)
     ctx = base.context
     repo = zl.Repo(
@@ -97,10 +103,7 @@ class HeldRecord(CountingObjectStore):
 
 @pytest.mark.parametrize("any_metastore", ["s3-bucket"], indirect=True)
 def test_the_fence_goes_out_with_the_commit_objects(any_metastore: dict) -> None:
-    base = zl.Repo.create(**any_metastore)
-    s = base.create_session("main")
-    zarr.create_array(s.store, name="a", shape=(4, 64, 64), chunks=(1, 64, 64), dtype="f4")
-    s.commit("array a")
+    base = _with_array(any_metastore)
     ctx = base.context
     meta = SecondSwap(ctx.meta)
     blobs = HeldRecord(ctx.object_store, meta)

@@ -13,7 +13,7 @@ import os
 import re
 import secrets
 import string
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -60,25 +60,28 @@ class LocalObjectStore(ObstoreObjectStore):
             self._raise(exc, "GET", key)
 
     def _put(self, key: str, data: bytes) -> None:
-        if len(data) > DIRECT_WRITE_MAX or not _PLAIN.fullmatch(key):
+        if not self._direct(key, data):
             return super()._put(key, data)
-        path = f"{self._root}/{key}"
-        staged = self._stage(key, path, data)
-        try:
-            os.replace(staged, path)
-        except OSError as exc:
-            self._unlink_quietly(staged)
-            self._put_failed(exc, key)
+        self._place(key, data, os.replace)
 
     def _put_if_absent(self, key: str, data: bytes) -> bool:
-        """Write a staged file, then link it to the key's path: the link fails, atomically,
-        when the object exists (as obstore's local create does)."""
-        if len(data) > DIRECT_WRITE_MAX or not _PLAIN.fullmatch(key):
+        if not self._direct(key, data):
             return super()._put_if_absent(key, data)
+        return self._place(key, data, os.link)
+
+    @staticmethod
+    def _direct(key: str, data: bytes) -> bool:
+        """Whether the object is written on its file here (see DIRECT_WRITE_MAX)."""
+        return len(data) <= DIRECT_WRITE_MAX and _PLAIN.fullmatch(key) is not None
+
+    def _place(self, key: str, data: bytes, move: Callable[[str, str], None]) -> bool:
+        """Write a staged file, then `move` it to the key's path: `os.replace` for a put,
+        `os.link` for a create, which fails atomically when the object exists (as obstore's
+        local create does); False then."""
         path = f"{self._root}/{key}"
         staged = self._stage(key, path, data)
         try:
-            os.link(staged, path)
+            move(staged, path)
             return True
         except FileExistsError:
             if os.path.isdir(path):  # a directory of other objects: no object can be there
@@ -87,7 +90,7 @@ class LocalObjectStore(ObstoreObjectStore):
         except OSError as exc:
             self._put_failed(exc, key)
         finally:
-            self._unlink_quietly(staged)
+            self._unlink_quietly(staged)  # (renamed away already after a put)
 
     def _stage(self, key: str, path: str, data: bytes) -> str:
         """`data` in a new file beside `path`, named as obstore names a half-written object
