@@ -426,19 +426,12 @@ class CommitProtocol:
         version) if the caller read it already, saves reading it again. With `together`
         (RepoContext.together), `before_cas(commit_id)` goes out with the commit's last
         objects: the branch swap needs both done, and neither needs the other (a remote
-        metastore then waits one round trip less)."""
-        sent: set[str] = set()
-
-        def fence(commit_id: str) -> None:
-            before_cas(commit_id)
-            sent.add(commit_id)
-
-        def before(commit_id: str) -> None:
-            if commit_id not in sent:
-                before_cas(commit_id)
-
-        builder = CommitBuilder(self.objects, req, None if together is None else (together, fence))
-        return self.land(req.branch, builder.build, req.timeout, req.base, before, head, check)
+        metastore then waits one round trip less). Every commit the builder writes is then
+        fenced with its objects, so `land` is given no `before_cas` of its own."""
+        alongside = None if together is None else (together, before_cas)
+        builder = CommitBuilder(self.objects, req, alongside)
+        fence = before_cas if alongside is None else None
+        return self.land(req.branch, builder.build, req.timeout, req.base, fence, head, check)
 
     def land(
         self,
