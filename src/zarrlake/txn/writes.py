@@ -16,8 +16,9 @@ import os
 import secrets
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
-from zarrlake._util import crashpoints, runtime
+from zarrlake._util import crashpoints, forksafe, runtime
 from zarrlake._util.validate import check_zarr_key
 from zarrlake._util.zarr_metadata import check_metadata
 from zarrlake.connection import FlushPolicy
@@ -37,8 +38,13 @@ from zarrlake.txn.shards import WHOLE_SHARE, ShardPlanner
 from zarrlake.txn.staging import Staging, WriterState
 from zarrlake.txn.uploads import UploadLog
 from zarrlake.vc.change_table import Change
-from zarrlake.vc.gc_protocol import WriteGuard
-from zarrlake.vc.objects import Objects
+from zarrlake.vc.gc_protocol import Phase, WriteGuard
+from zarrlake.vc.objects import MANIFEST_INLINE_MAX, Objects
+
+_BESIDE = forksafe.PerProcess(
+    lambda: ThreadPoolExecutor(4, thread_name_prefix="zarrlake-beside-mark")
+)
+"""Runs the calls that go out beside a batch's marker (`Writes._mark_first_upload`)."""
 
 log = logging.getLogger("zarrlake")
 
@@ -213,12 +219,16 @@ class Writes:
             return key, self.objects.inline(bytes(data))
         if len(data) <= self.inline_max:
             return key, self.objects.inline(bytes(data))
+        if digest is None and len(data) > MANIFEST_INLINE_MAX:  # the object's key
+            digest = self.objects.digest(data)
         with self.buffer.lock:  # marked before uploading: gc then knows an upload may be ours
+            phase = None
             if not self.buffer.current.markers:
-                self._mark(self.buffer.current)
+                phase = self._mark_first_upload(digest, len(data))
             self.buffer.uploading += 1
         try:
-            phase = self.guard.begin()
+            if phase is None:
+                phase = self.guard.begin()
             table = self._needs_table(key, len(data))
             ref, created = self.uploads.store_chunk(bytes(data), table, digest)  # recorded first
             with self.buffer.lock:  # a reused object may be deleted by gc: keep its bytes
@@ -291,6 +301,25 @@ class Writes:
                 self.state = None
             raise
         batch.markers.append(generation)
+
+    def _mark_first_upload(self, digest: bytes | None, size: int) -> Phase | None:
+        """Leave the marker of a batch's first upload. On a remote metastore the other calls
+        that must precede the upload (the gc phase read, the upload record of object
+        `digest`) run beside it, one round trip instead of three, and the phase is returned.
+        They run on a pool of their own: this thread may be one of the I/O pool's, all of
+        which can be waiting on the buffer lock held here."""
+        if not self.staging.meta.remote:
+            self._mark(self.buffer.current)
+            return None
+        calls: list[Callable[[], object]] = [self.guard.begin]
+        if digest is not None:
+            calls.append(lambda: self.uploads.record([(chunk_object_key(digest), size)]))
+        beside = [_BESIDE.get().submit(call) for call in calls]
+        try:
+            self._mark(self.buffer.current)
+        finally:
+            got = [f.result() for f in beside]
+        return got[0]  # type: ignore[return-value]
 
     def _full(self, batch: Batch) -> bool:
         p = self.policy

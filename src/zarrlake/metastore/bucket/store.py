@@ -405,6 +405,8 @@ class BucketMetaStore(MetaStoreBackend):
         another host wrote into a name), and the head is read again after the listing, so
         a page a newer head names stays. Without a head, only a dropped incarnation's go."""
         listed = list(self._store.list_modified(names.pages))
+        if not listed:  # nothing to judge: no time or head to read
+            return
         now = max((t for _, t in self._store.list_modified(names.head)), default=None)
         current, _ = self._load(names)
         if current is not None:
