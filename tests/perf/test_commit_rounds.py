@@ -1,8 +1,9 @@
 """The one-chunk commit's round trips on a remote metastore (issue 34): the handle's final
 flush goes out with the seal, not before it, and the fence (the session record's attempt)
 with the commit's objects, not after them, so the commit call waits for two round trips
-less. Each test holds one write until the other has started: a commit that made them one
-after the other would never start the second."""
+less; a batch's first upload sends its marker with its upload record, one round trip less
+before the upload. Each test holds one write until the other has started: code that made
+them one after the other would never start the second."""
 
 from __future__ import annotations
 
@@ -122,5 +123,44 @@ def test_the_fence_goes_out_with_the_commit_objects(any_metastore: dict) -> None
     info = repo.session_info(s.id)
     assert (info.status, info.committed_as) == ("committed", commit)
     got = zarr.open_array(repo.readonly_session("main").store, path="a", mode="r")[2]
+    assert np.array_equal(got, value)
+    repo.close()
+
+
+class HeldMarker(CountingMetaStore):
+    """Holds a batch's unflushed-writes marker (its first write of staged records) until
+    the upload record of its first chunk has begun, and notes whether it had."""
+
+    def __init__(self, inner) -> None:
+        super().__init__(inner)
+        self.armed = False
+        self.recording = threading.Event()
+        self.overlapped: list[bool] = []
+
+    def set_many(self, partition: str, items: Iterable[tuple[bytes, bytes | None]]) -> None:
+        if self.armed and "/uploads/" in partition:
+            self.recording.set()
+        if self.armed and "/stage/" in partition and not self.overlapped:
+            self.overlapped.append(self.recording.wait(10))
+        super().set_many(partition, items)
+
+
+@pytest.mark.parametrize("any_metastore", ["s3-bucket"], indirect=True)
+def test_the_marker_goes_out_with_the_upload_record(any_metastore: dict) -> None:
+    base = _with_array(any_metastore)
+    ctx = base.context
+    meta = HeldMarker(ctx.meta)
+    repo = zl.Repo(
+        RepoContext(ctx.spec, ctx.repo_id, ctx.object_store, meta, hash=ctx.hash, format=ctx.format)
+    )
+    s = repo.create_session("main")
+    array = zarr.open_array(s.store, path="a")
+    value = np.random.default_rng(3).random((64, 64), dtype=np.float32)
+    meta.armed = True
+    array[3] = value  # a chunk object: marker, gc phase and upload record, then the upload
+    meta.armed = False
+    assert meta.overlapped == [True]
+    s.commit("one chunk")
+    got = zarr.open_array(repo.readonly_session("main").store, path="a", mode="r")[3]
     assert np.array_equal(got, value)
     repo.close()
