@@ -311,15 +311,18 @@ class Writes:
         if not self.staging.meta.remote:
             self._mark(self.buffer.current)
             return None
-        calls: list[Callable[[], object]] = [self.guard.begin]
+        calls: list[Callable[[], object]] = [
+            lambda: self._mark(self.buffer.current),
+            self.guard.begin,
+        ]
         if digest is not None:
             calls.append(lambda: self.uploads.record([(chunk_object_key(digest), size)]))
-        beside = [_BESIDE.get().submit(call) for call in calls]
-        try:
-            self._mark(self.buffer.current)
-        finally:
-            got = [f.result() for f in beside]
-        return got[0]  # type: ignore[return-value]
+        pool = runtime.current().executor or _BESIDE.get()  # a simulation's, if it brings one
+        got = list(pool.map(_outcome, calls))
+        for outcome in got:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        return got[1]  # type: ignore[return-value]
 
     def _full(self, batch: Batch) -> bool:
         p = self.policy
@@ -555,12 +558,14 @@ class Writes:
             timer.cancel()
 
 
+def _outcome(call: Callable[[], object]) -> object:
+    """What `call` returns, or the exception it raised."""
+    try:
+        return call()
+    except Exception as e:
+        return e
+
+
 def _in_turn(*calls: Callable[[], object]) -> list[object]:
     """`RepoContext.together` without threads: each call's result or exception, in turn."""
-    out: list[object] = []
-    for call in calls:
-        try:
-            out.append(call())
-        except Exception as e:
-            out.append(e)
-    return out
+    return [_outcome(call) for call in calls]
