@@ -308,7 +308,7 @@ class Writes:
         `digest`) run beside it, one round trip instead of three, and the phase is returned.
         They run on a pool of their own: this thread may be one of the I/O pool's, all of
         which can be waiting on the buffer lock held here."""
-        if not self.staging.meta.remote:
+        if not self.staging.meta.remote or self.together is _in_turn:  # or at exit
             self._mark(self.buffer.current)
             return None
         calls: list[Callable[[], object]] = [
