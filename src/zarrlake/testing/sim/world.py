@@ -237,7 +237,7 @@ class World:
         self.handles_of: dict[int, list] = {}  # pid -> the session handles it holds
         self.leases_checked = 0.0  # simulated time of the last look at committers' leases
         self.kills_seen = 0  # the scheduler's kills when `restarts` last looked
-        self.committing: dict[int, tuple[str, int]] = {}
+        self.committing: dict[int, tuple[str, int, str | None]] = {}
         """pid of a process inside a commit -> (its session, clock jumps when it began)."""
         self.sched.on_timer = self.timer_fires
         unknown = set(config.issues) - set(KNOWN_ISSUES)
@@ -452,12 +452,19 @@ class World:
                 f"{bucket.ORPHAN_GRACE:.0f} s)"
             )
 
+    def seal_of(self, sid: str) -> str | None:
+        """The seal session `sid`'s record carries now (None: none, or no record)."""
+        got = self.obs.meta.get(self.obs.partition("sessions"), sid.encode())
+        return None if got is None else json.loads(got[0]).get("seal")
+
     def check_leases(self) -> None:
         """A committer that is running keeps its lease: by its own clock the lease never
         lapses unless a clock jumped since the commit began (it renews at every wait and
-        between long steps, so recovery never aborts a committer that keeps going)."""
+        between long steps, so recovery never aborts a committer that keeps going). Only a
+        lease of its own seal counts: an earlier attempt's, left when that attempt failed
+        and could not undo its seal, is recovery's to settle."""
         partition = self.obs.partition("sessions")
-        for pid, (sid, jumps) in self.committing.items():
+        for pid, (sid, jumps, seal_before) in self.committing.items():
             if jumps != self.sched.jumps:
                 continue
             proc = next(p for p in self.sched.processes if p.pid == pid)
@@ -465,6 +472,8 @@ class World:
             if got is None:
                 continue
             rec = json.loads(got[0])
+            if seal_before is not None and rec.get("seal") == seal_before:
+                continue
             self.model.counts["committers' leases checked"] += 1
             lease, now = rec.get("lease"), self.sched.clock_of(proc)
             if rec.get("status") == "committing" and lease is not None and now > lease:
