@@ -191,6 +191,14 @@ _ZERO_ALLOWED = {"stage_inline_max", "flush_wait", "read_coalesce_gap"}
 """Settings where 0 means something (never inline, do not wait, never coalesce)."""
 
 
+def outcome(call: Callable[[], object]) -> object:
+    """What `call` returns, or the exception it raised (calls run side by side all finish)."""
+    try:
+        return call()
+    except Exception as e:
+        return e
+
+
 @dataclass
 class RepoContext:
     """An open repository: backends, objects, refs and session records."""
@@ -229,12 +237,6 @@ class RepoContext:
         """Run independent metastore calls and return each one's result or the exception it
         raised: at once on a remote metastore (one round trip instead of one each), in turn
         on an embedded one, where a handoff to threads costs more than the calls."""
-
-        def outcome(call: Callable[[], object]) -> object:
-            try:
-                return call()
-            except Exception as e:
-                return e
 
         if not self.meta.remote:
             return [outcome(call) for call in calls]

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.backends.test_metastore_bucket import bucket_url
 from zarrlake.metastore import open_metastore
 from zarrlake.metastore.bucket.format import Names
 from zarrlake.storage.base import ObjectStore
@@ -17,9 +18,14 @@ from zarrlake.storage.base import ObjectStore
 CALLS = ("get", "get_tagged", "put", "put_if", "delete", "delete_many", "list", "list_modified")
 
 
-@pytest.fixture
-def meta() -> Iterator:
-    meta = open_metastore(f"bucket+memory://drop-{uuid.uuid4().hex}")
+@pytest.fixture(params=["memory", "s3"])
+def meta(request: pytest.FixtureRequest) -> Iterator:
+    """A bucket metastore in memory, and one on moto's S3 server."""
+    if request.param == "memory":
+        url = f"bucket+memory://drop-{uuid.uuid4().hex}"
+    else:
+        url = bucket_url(request.getfixturevalue("s3_location"))
+    meta = open_metastore(url)
     yield meta
     meta.close()
 

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from zarrlake._util import crashpoints, forksafe, runtime
 from zarrlake._util.validate import check_zarr_key
 from zarrlake._util.zarr_metadata import check_metadata
-from zarrlake.connection import FlushPolicy
+from zarrlake.connection import FlushPolicy, outcome, raise_first
 from zarrlake.errors import InvalidInputError, SessionClosedError, SessionError, ZarrLakeError
 from zarrlake.format import fragment
 from zarrlake.format.blocks import TABLE_MIN
@@ -318,11 +318,9 @@ class Writes:
         if digest is not None:
             calls.append(lambda: self.uploads.record([(chunk_object_key(digest), size)]))
         pool = runtime.current().executor or _BESIDE.get()  # a simulation's, if it brings one
-        got = list(pool.map(_outcome, calls))
-        for outcome in got:
-            if isinstance(outcome, BaseException):
-                raise outcome
-        return got[1]  # type: ignore[return-value]
+        outcomes = list(pool.map(outcome, calls))
+        raise_first(outcomes)
+        return outcomes[1]  # type: ignore[return-value]  # the phase
 
     def _full(self, batch: Batch) -> bool:
         p = self.policy
@@ -511,9 +509,7 @@ class Writes:
             )
             self.staging.unregister(record, batch.markers[0] if batch.markers else 0, error)
             raise ZarrLakeError(error)
-        for outcome in (opened, lost):
-            if isinstance(outcome, BaseException):
-                raise outcome
+        raise_first([opened, lost])
 
     # flushing in the background -------------------------------------------------------------
 
@@ -558,14 +554,6 @@ class Writes:
             timer.cancel()
 
 
-def _outcome(call: Callable[[], object]) -> object:
-    """What `call` returns, or the exception it raised."""
-    try:
-        return call()
-    except Exception as e:
-        return e
-
-
 def _in_turn(*calls: Callable[[], object]) -> list[object]:
     """`RepoContext.together` without threads: each call's result or exception, in turn."""
-    return [_outcome(call) for call in calls]
+    return [outcome(call) for call in calls]
