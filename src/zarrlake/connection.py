@@ -251,7 +251,9 @@ class RepoContext:
         return self.partition(f"stage/{session_id}")
 
     def close(self) -> None:
-        """Close the object cache's pool, the object store and the metastore."""
+        """Close the object cache's pool, the object store and the metastore (after the
+        record writes left in the background)."""
+        self.records.settle()
         self.objects.close()
         self.object_store.close()
         self.meta.close()

@@ -3,15 +3,19 @@ compare-and-swap through `SessionRecords.update`, with time read from an injecte
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import secrets
+import threading
 import warnings
 from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
-from zarrlake._util import runtime
+from zarrlake._util import forksafe, runtime
 from zarrlake._util.retry import RetryPolicy, backoff
 from zarrlake.errors import (
     CASFailedError,
@@ -247,13 +251,48 @@ class SessionRecord:
 _FIELDS = tuple(f.name for f in fields(SessionRecord))
 
 
+_LATER = forksafe.PerProcess(
+    lambda: ThreadPoolExecutor(1, thread_name_prefix="zarrlake-record-later")
+)
+"""Runs the record writes a process leaves in the background (`SessionRecords.later`)."""
+
+
 class SessionRecords:
-    """The session records of one repository, with one read-modify-CAS helper (`update`)."""
+    """The session records of one repository, with one read-modify-CAS helper (`update`).
+
+    A write this process need not wait for (a commit's finish) can run in the background
+    (`later`); every other call waits for it first, so the process reads its own writes and
+    never races them."""
 
     def __init__(self, meta: MetaStore, partition: str, clock: Clock = runtime.now) -> None:
         self.meta = meta
         self.partition = partition
         self.clock = clock
+        self._later: list[tuple[int, Future[object]]] = []
+        self._lock = threading.Lock()
+
+    def later(self, write: Callable[[SessionRecords], object]) -> Future[object]:
+        """Run `write` in the background, given these records without the wait (it would
+        wait for itself); every later call waits for it."""
+        direct = SessionRecords(self.meta, self.partition, self.clock)
+        pool: Executor = runtime.current().executor or _LATER.get()
+        with self._lock:
+            future = pool.submit(write, direct)
+            self._later.append((os.getpid(), future))
+        return future
+
+    def settle(self) -> None:
+        """Wait for this process's background writes (`later`) to be done."""
+        if not self._later:
+            return
+        with self._lock:
+            pending = list(self._later)
+        for pid, future in pending:
+            if pid == os.getpid():  # a forked child has not the thread to wait for
+                with contextlib.suppress(Exception):  # the write's to report, not ours
+                    future.result()
+        with self._lock:
+            self._later = [(p, f) for p, f in self._later if p == os.getpid() and not f.done()]
 
     def new(
         self,
@@ -265,6 +304,7 @@ class SessionRecords:
         isolation: str,
     ) -> tuple[SessionRecord, int]:
         """Store a new open session record; returns it with its version."""
+        self.settle()
         level = check_isolation(isolation)
         check_expiry(expires_in)
         now = self.clock()
@@ -282,6 +322,7 @@ class SessionRecords:
 
     def get(self, session_id: str) -> tuple[SessionRecord, int]:
         """(record, version) of session `session_id`; NotFoundError when there is none."""
+        self.settle()
         got = self.meta.get(self.partition, session_id.encode())
         if got is None:
             raise NotFoundError(f"no session {session_id!r}")
@@ -289,6 +330,7 @@ class SessionRecords:
 
     def swap(self, new: SessionRecord, version: int) -> int:
         """Store `new` if the record is still at `version` (CASFailedError otherwise)."""
+        self.settle()
         return self.meta.set_if(self.partition, new.id.encode(), new.encode(), version)
 
     def update(
@@ -297,6 +339,7 @@ class SessionRecords:
         """Apply `change` to the current record until the compare-and-swap wins (bounded,
         with jittered backoff). `change` may raise to refuse, or return None to keep the
         record as it is."""
+        self.settle()
         for _ in backoff(UPDATE_POLICY):
             rec, version = self.get(session_id)
             new = change(rec)
@@ -310,6 +353,7 @@ class SessionRecords:
 
     def scan(self, prefix: str = "") -> Iterator[SessionRecord]:
         """The records whose session ids start with `prefix`."""
+        self.settle()
         for _, value, _ in self.meta.scan(self.partition, prefix=prefix.encode()):
             yield SessionRecord.decode(value)
 
@@ -340,6 +384,7 @@ class SessionRecords:
 
     def find(self, prefix: str) -> SessionRecord:
         """The record whose id is `prefix` or starts with it (unique)."""
+        self.settle()
         if not isinstance(prefix, str) or not prefix or len(prefix) > 64:
             raise InvalidInputError(f"invalid session id {prefix!r}")
         got = self.meta.get(self.partition, prefix.encode())

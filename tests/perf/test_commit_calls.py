@@ -17,6 +17,7 @@ import zarr
 
 import zarrlake as zl
 from tests.core.counting import counted
+from zarrlake.session_records import SessionRecords
 from zarrlake.txn.transaction import Transaction
 
 CHUNK = (64, 64)  # 16 KiB of float32: above the staging inline limit, so it is uploaded
@@ -28,16 +29,22 @@ def _value(i: int) -> np.ndarray:
 
 @pytest.fixture
 def held_cleanup(monkeypatch) -> Iterator[threading.Event]:
-    """The clean-up a commit leaves to a background thread waits for this event, so the
-    calls of the commit call and of its clean-up are counted apart."""
+    """The work a commit leaves to background threads (the record's finish, the clean-up)
+    waits for this event, so the calls of the commit call and of that work are counted
+    apart."""
     release = threading.Event()
     drop = Transaction._drop_staged
+    later = SessionRecords.later
 
     def held(self: Transaction, staging: object) -> None:
         release.wait(30)
         drop(self, staging)  # type: ignore[arg-type]
 
+    def held_later(self: SessionRecords, write):
+        return later(self, lambda records: (release.wait(30), write(records))[1])
+
     monkeypatch.setattr(Transaction, "_drop_staged", held)
+    monkeypatch.setattr(SessionRecords, "later", held_later)
     yield release
     release.set()
 
@@ -80,12 +87,14 @@ COMMIT = {
     "M.set_many": 1,  # the handle's fragment record and its writer finished
     "M.scan": 2,  # protection rules and checks; the staged records (gather)
     "M.get": 2,  # the branch head; the gc phase (settles the uploads)
-    "M.set_if": 4,  # seal; lease + attempt (the fence); branch; record committed
+    "M.set_if": 3,  # seal; lease + attempt (the fence); branch
     "O.put_if_absent": 4,  # manifest range, snapshot, change set, commit record
 }
 
-CLEANUP = {  # in the background: the records go; the chunk is no gc candidate (the commit
-    # keeps it, and gc finds it through that commit once it is dropped or expired)
+CLEANUP = {  # in the background: the record committed, the records go; the chunk is no gc
+    # candidate (the commit keeps it, and gc finds it through that commit once it is dropped
+    # or expired)
+    "M.set_if": 1,  # the session record committed
     "M.scan": 3,  # fragments, uploads, the uploads left
     "M.set_many": 1,  # the upload records deleted
     "M.drop_partition": 2,  # uploads, staging

@@ -33,7 +33,7 @@ from zarrlake.errors import (
     UnflushedWritesError,
     ZarrLakeError,
 )
-from zarrlake.session_records import SessionRecord, Status, as_datetime
+from zarrlake.session_records import SessionRecord, SessionRecords, Status, as_datetime
 from zarrlake.txn.staging import Staging
 from zarrlake.vc.change_table import Gathered
 from zarrlake.vc.checks.rules import CheckRule, guard_commit
@@ -172,7 +172,8 @@ def recovered(ctx: RepoContext, rec: SessionRecord) -> SessionRecord | None:
     - A committer whose lease passed and that is alive (paused) or whose liveness cannot
       be told: aborted, never open, since it may still move the branch. An aborted
       record whose commit turns up later is upgraded to committed here.
-    - A landed commit makes the record committed, whoever finds it.
+    - A landed commit makes the record committed, whoever finds it (a running
+      committer's too: its commit returns before the record's finish lands).
     Read errors propagate with the record untouched; only a complete walk says "not
     landed" (see `landed`)."""
     now = ctx.clock()
@@ -193,7 +194,7 @@ def recovered(ctx: RepoContext, rec: SessionRecord) -> SessionRecord | None:
     alive = _alive(rec)
     lease_over = rec.lease is None or now > rec.lease
     if alive is not False and not lease_over:
-        return None
+        return _landed_meanwhile(ctx, rec, now)
     try:
         cid = landed(ctx, rec)
     except UndecidedError as e:
@@ -217,6 +218,19 @@ def recovered(ctx: RepoContext, rec: SessionRecord) -> SessionRecord | None:
         f"{rec.committer_text()}, committing since {rec.since_text()}, did not finish "
         f"within its lease (ended {as_datetime(rec.lease)}) and {how}.",
     )
+
+
+def _landed_meanwhile(ctx: RepoContext, rec: SessionRecord, now: float) -> SessionRecord | None:
+    """A running committer's record, committed if one of its attempts is on the branch
+    already (its commit returned, the record's finish still on its way); None otherwise,
+    or when that cannot be read now (the committer finishes it)."""
+    if not rec.attempts:
+        return None
+    try:
+        cid = landed(ctx, rec)
+    except ZarrLakeError:
+        return None
+    return _finished(rec, cid, now) if cid is not None else None
 
 
 def _finished(rec: SessionRecord, cid: str, now: float) -> SessionRecord:
@@ -368,11 +382,13 @@ class Hold:
             + "). The branch was not moved by this attempt"
         )
 
-    def finish(self, commit: str | None) -> None:
+    def finish(self, commit: str | None, records: SessionRecords | None = None) -> None:
         """Leave the record committed (with `commit`) or open again, if this seal still holds
         it; a record recovery aborted meanwhile stays aborted (committed if `commit`), with
-        no attempts left to look for once this committer is done."""
+        no attempts left to look for once this committer is done. `records`: those to
+        write through (a background write's own, see `SessionRecords.later`)."""
         ctx = self.txn.ctx
+        records = records or ctx.records
         seal = self.rec.seal
 
         def change(cur: SessionRecord) -> SessionRecord | None:
@@ -395,10 +411,10 @@ class Hold:
         new = change(self.rec)
         try:
             if new is not None:
-                self.version = ctx.records.swap(new, self.version)
+                self.version = records.swap(new, self.version)
                 self.rec = new
         except CASFailedError:
-            self.rec, self.version = ctx.records.update(self.rec.id, change)
+            self.rec, self.version = records.update(self.rec.id, change)
         self.txn.record, self.txn.version = self.rec, self.version
 
 
@@ -503,12 +519,17 @@ def _commit(
                 ) from None
             raise
         commit_id = cid  # the branch holds our commit; the error came after it landed
-    # The commit landed: raising now would report a failure that happened. If the record
-    # cannot be finished, it stays committing with this commit among its attempts, which
-    # recovery finds (and records as committed) once this committer's lease has passed.
-    with contextlib.suppress(ZarrLakeError):
-        hold.finish(commit_id)
-    crashpoints.reached("after_session_committed")
+    # The commit landed: raising now would report a failure that happened. The record's
+    # finish goes out in the background (this process's later record calls wait for it).
+    # If it fails, the record stays committing with this commit among its attempts, which
+    # any reader finds on the branch and records as committed (see `recovered`).
+
+    def finish(records: SessionRecords) -> None:
+        with contextlib.suppress(ZarrLakeError):
+            hold.finish(commit_id, records)
+        crashpoints.reached("after_session_committed")
+
+    ctx.records.later(finish)
     return commit_id
 
 

@@ -223,7 +223,9 @@ class Transaction:
         return self.writes is not None and self.writes.settle_flushed(keep)
 
     def wait(self) -> None:
-        """Wait for this handle's background work: the clean-up after its commit."""
+        """Wait for this handle's background work: its record's finish and the clean-up
+        after its commit."""
+        self.ctx.records.settle()
         if self.cleanup is not None:
             self.cleanup.result()
 
