@@ -10,7 +10,7 @@ import secrets
 import threading
 import warnings
 from collections.abc import Callable, Iterator
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -257,6 +257,56 @@ _LATER = forksafe.PerProcess(
 """Runs the record writes a process leaves in the background (`SessionRecords.later`)."""
 
 
+class Later:
+    """A record write left to the background, run by whichever comes to it first: the
+    pool, or a caller that needs it done (`result`), which runs it in place rather than
+    wait for a pool that has not started it (under the simulator, one that cannot)."""
+
+    def __init__(self, write: Callable[[SessionRecords], object], records: SessionRecords):
+        self.write = write
+        self.records = records
+        self.pid = os.getpid()
+        self._claim = threading.Lock()
+        self._done = threading.Event()
+        self._outcome: tuple[object, Exception | None] | None = None
+        pool: Executor = runtime.current().executor or _LATER.get()
+        pool.submit(self.run)
+
+    def run(self) -> None:
+        """Do the write, unless it was begun elsewhere."""
+        if not self._claim.acquire(blocking=False):
+            return
+        try:
+            self._outcome = (self.write(self.records), None)
+        except Exception as e:
+            self._outcome = (None, e)
+        except BaseException as e:  # interrupted: whoever waits hears of it
+            self._outcome = (None, ZarrLakeError(f"a session record write was interrupted: {e!r}"))
+            raise
+        finally:
+            self._done.set()
+
+    def result(self) -> object:
+        """What the write returned (raising what it raised), once it is done; None in a
+        forked child for a write its parent had not done (the parent's to do)."""
+        if self._outcome is None and self.pid != os.getpid():
+            return None
+        self.run()
+        while self._outcome is None:  # begun elsewhere: wait for it
+            if runtime.current() is runtime.REAL:
+                self._done.wait()
+            else:  # a simulated thread waits on the simulated clock
+                runtime.sleep(0.001)
+        value, error = self._outcome
+        if error is not None:
+            raise error
+        return value
+
+    def done(self) -> bool:
+        """Whether the write is done (or failed)."""
+        return self._outcome is not None
+
+
 class SessionRecords:
     """The session records of one repository, with one read-modify-CAS helper (`update`).
 
@@ -268,18 +318,17 @@ class SessionRecords:
         self.meta = meta
         self.partition = partition
         self.clock = clock
-        self._later: list[tuple[int, Future[object]]] = []
+        self._later: list[Later] = []
         self._lock = threading.Lock()
 
-    def later(self, write: Callable[[SessionRecords], object]) -> Future[object]:
+    def later(self, write: Callable[[SessionRecords], object]) -> Later:
         """Run `write` in the background, given these records without the wait (it would
         wait for itself); every later call waits for it."""
         direct = SessionRecords(self.meta, self.partition, self.clock)
-        pool: Executor = runtime.current().executor or _LATER.get()
         with self._lock:
-            future = pool.submit(write, direct)
-            self._later.append((os.getpid(), future))
-        return future
+            task = Later(write, direct)
+            self._later.append(task)
+        return task
 
     def settle(self) -> None:
         """Wait for this process's background writes (`later`) to be done."""
@@ -287,12 +336,12 @@ class SessionRecords:
             return
         with self._lock:
             pending = list(self._later)
-        for pid, future in pending:
-            if pid == os.getpid():  # a forked child has not the thread to wait for
+        for task in pending:
+            if task.pid == os.getpid():  # a forked child has not the thread to wait for
                 with contextlib.suppress(Exception):  # the write's to report, not ours
-                    future.result()
+                    task.result()
         with self._lock:
-            self._later = [(p, f) for p, f in self._later if p == os.getpid() and not f.done()]
+            self._later = [t for t in self._later if t.pid == os.getpid() and not t.done()]
 
     def new(
         self,

@@ -508,7 +508,7 @@ def _commit(
                 f"{rec.id} stays committing until that is known (its next reader decides "
                 "once this process is gone, or its lease has ended)"
             )
-            raise
+            raise error from None  # (a bare raise would raise the check's error, unnoted)
         if cid is None:
             hold.finish(None)
             if isinstance(error, NotFoundError) and not ctx.refs.get(BRANCH, rec.branch):

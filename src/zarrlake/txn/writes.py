@@ -94,6 +94,9 @@ class Writes:
         self._timer: runtime.Cancellable | None = None
         self._last_write = 0.0
         self._error: BaseException | None = None  # of a flush in the background
+        # A flush registered writes, then found the session closed: a later `flush()` (even
+        # with nothing left to write) must not return until the session is open again.
+        self._unconfirmed = False
         self._meta = GroupCommit[Change](self._stage_meta)
         self.pid = os.getpid()  # a forked child writes as a writer of its own
         # Under the simulator, processes end only as it says: no finishing on collection.
@@ -123,6 +126,7 @@ class Writes:
         self._timer = None
         self._unsettled = None
         self._seq = 0
+        self._unconfirmed = False
         self.state = None
         self.flushed = []
         self._meta = GroupCommit[Change](self._stage_meta)
@@ -397,6 +401,9 @@ class Writes:
         `finish` records the writer finished with its last fragment (see `finish`)."""
         self._adopt()
         self.raise_background_error()
+        if self._unconfirmed and not (final or finish):  # (finishing never raised for it)
+            self.check_open()
+            self._unconfirmed = False
         with self._flush_lock:
             with self.buffer.lock:
                 if final and not self.buffer.uploading:
@@ -509,6 +516,8 @@ class Writes:
             )
             self.staging.unregister(record, batch.markers[0] if batch.markers else 0, error)
             raise ZarrLakeError(error)
+        if isinstance(opened, Exception):
+            self._unconfirmed = True
         raise_first([opened, lost])
 
     # flushing in the background -------------------------------------------------------------

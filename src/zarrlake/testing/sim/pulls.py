@@ -42,7 +42,7 @@ from zarrlake.testing.sim.actors import (
 from zarrlake.testing.sim.model import Intent, Outcome, Violation
 from zarrlake.vc.checks.kinds import MaxChangedChunks
 from zarrlake.vc.checks.rules import PREFIX as RULE_PREFIX
-from zarrlake.vc.pulls import CLOSED, MERGED, PREFIX, STATES, PullRecord
+from zarrlake.vc.pulls import CLOSED, MERGED, PREFIX, STATES, VOID, PullRecord
 
 if TYPE_CHECKING:
     from zarrlake.testing.sim.model import Model
@@ -108,6 +108,8 @@ class PullWatch:
     def _judge_records(self) -> None:
         obs = self.world.obs
         for _, value, _ in obs.meta.scan(obs.refs.partition, prefix=PREFIX):
+            if value == VOID:  # a number whose creator was taken for dead: never a request
+                continue
             rec = PullRecord.decode(value)
             before = self.states.get(rec.id)
             self.states[rec.id] = rec

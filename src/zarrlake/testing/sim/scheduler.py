@@ -336,18 +336,9 @@ class SimFuture(Future):
         self._sched = sched
 
     def result(self, timeout: float | None = None) -> Any:
-        """The result, waiting cooperatively (other actors run meanwhile); `timeout` is ignored.
-        A waiter holding its process lets the process's other actors run meanwhile (a thread
-        blocked on a future does not keep the others out), then holds it again."""
+        """The result, waiting cooperatively (other actors run meanwhile); `timeout` is ignored."""
         if not self.done():
-            actor = self._sched._me()
-            proc = actor.process
-            held = proc.holder is actor
-            if held:
-                proc.holder = None
-            self._sched.wait_until(lambda: self.done() and (not held or proc.holder is None))
-            if held:
-                proc.holder = actor
+            self._sched.wait_until(self.done)
         return super().result(0)
 
 
