@@ -269,6 +269,9 @@ class Later:
         self._claim = threading.Lock()
         self._done = threading.Event()
         self._outcome: tuple[object, Exception | None] | None = None
+        if not records.meta.remote:  # a handoff to a thread costs more than the write
+            self.run()
+            return
         pool: Executor = runtime.current().executor or _LATER.get()
         pool.submit(self.run)
 
@@ -311,8 +314,8 @@ class SessionRecords:
     """The session records of one repository, with one read-modify-CAS helper (`update`).
 
     A write this process need not wait for (a commit's finish) can run in the background
-    (`later`); every other call waits for it first, so the process reads its own writes and
-    never races them."""
+    (`later`: on a remote metastore; in place on an embedded one); every other call waits
+    for it first, so the process reads its own writes and never races them."""
 
     def __init__(self, meta: MetaStore, partition: str, clock: Clock = runtime.now) -> None:
         self.meta = meta
