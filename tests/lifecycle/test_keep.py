@@ -15,8 +15,10 @@ import zarrlake as zl
 from tests.helpers.lifecycle import chunk, fsck
 from zarrlake._util import crashpoints
 from zarrlake.vc.gc_protocol import GcState
+from zarrlake.vc.gc_protocol import partition as gc_partition
 from zarrlake.vc.keep import KEEP, kept
 from zarrlake.vc.reach import EXPIRED_PREFIX
+from zarrlake.vc.refs import Refs
 
 
 def two_commits(repo: zl.Repo) -> tuple[str, str]:
@@ -136,3 +138,30 @@ def test_expire_takes_back_the_marker_of_a_commit_a_new_ref_points_at(repo, monk
     repo.gc(older_than=timedelta(0), full=True)
     assert fsck(repo) == []
     assert repo.log("restored")[0].id == doomed[0]
+
+
+def test_an_operation_whose_record_lapsed_refuses_a_commit_a_sweep_broke(repo, monkeypatch):
+    """A revert paused past its keep record (gc deleted the lapsed record), while a sweep
+    deleted an object its new commit reused: the fence admits the operation again and
+    checks the commit it lands, not only the commits it started from (simulator seed 46029
+    on the bucket metastore: a merge commit's change set went missing)."""
+    s = repo.create_session()
+    s.write("a/blob", chunk(1))
+    s.commit("one")
+    s = repo.create_session()
+    s.write("a/blob", chunk(2))
+    second = s.commit("two")
+    ctx = repo.context
+    move = Refs.move
+
+    def lapsed_then_move(self, name, commit_id, expected_version):
+        part = gc_partition(ctx)
+        ctx.meta.set_many(part, [(k, None) for k, _, _ in ctx.meta.scan(part, prefix=KEEP)])
+        ctx.object_store.delete(f"changes/{ctx.objects.read_commit(commit_id).changes}")
+        return move(self, name, commit_id, expected_version)
+
+    monkeypatch.setattr(Refs, "move", lapsed_then_move)
+    with pytest.raises(zl.NotFoundError, match="nothing was changed"):
+        repo.revert(second)
+    assert repo.resolve("main") == second  # what it wrote is left for gc to find
+    assert repo.readonly_session().read("a/blob") == chunk(2)

@@ -73,9 +73,11 @@ class _Keeper:
         self.doc: dict = {}
         self.version: int | None = None
 
-    def admit(self) -> None:
+    def admit(self, landing: str | None = None) -> None:
         """Write a new record, then refuse (nothing changed) if a commit was dropped or lost
-        objects before the record could protect it."""
+        objects before the record could protect it. `landing`: a commit this operation
+        wrote and is about to land, after its record lapsed (see `fence`): any sweep since
+        may have deleted what it reuses, so it and the record's commits are checked whole."""
         ctx = self.ctx
         guard = WriteGuard(ctx)
         before = guard.begin()  # a new guard reads the phase afresh
@@ -97,13 +99,16 @@ class _Keeper:
                 raise ExpiredHistoryError(
                     f"commit {cid[:12]} was dropped by expire; nothing was changed", cid, when
                 )
-        if overlapped:
+        if landing is not None:
+            check_whole(ctx, [*self.wanted, landing])
+        elif overlapped:
             check_whole(ctx, self.wanted)
 
-    def fence(self) -> None:
-        """Before a ref moves: renew the record by compare-and-swap; if it is gone (it
-        lapsed while the operation was paused, and gc or `expire` deleted it) or changed,
-        admit again, which refuses a commit dropped or broken meanwhile."""
+    def fence(self, landing: str) -> None:
+        """Before a ref moves to `landing`: renew the record by compare-and-swap; if it is
+        gone (it lapsed while the operation was paused, and gc or `expire` deleted it) or
+        changed, admit again, which refuses a commit dropped or broken meanwhile (the one
+        landing included: a sweep in the lapse may have deleted an object it reused)."""
         ctx = self.ctx
         got = ctx.meta.get(self.part, self.key) if self.key is not None else None
         if got is not None and got[1] == self.version:
@@ -116,7 +121,7 @@ class _Keeper:
                 return
             except CASFailedError:
                 pass
-        self.admit()
+        self.admit(landing)
 
     def release(self) -> None:
         """Delete the record (whatever its version: it is this operation's own)."""

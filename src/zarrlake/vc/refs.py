@@ -21,17 +21,18 @@ from zarrlake.vc.protection import Protection
 
 BRANCH = "branch"
 TAG = "tag"
-BEFORE_MOVE: ContextVar[Callable[[], None] | None] = ContextVar(
+BEFORE_MOVE: ContextVar[Callable[[str], None] | None] = ContextVar(
     "zarrlake_before_ref_move", default=None
 )
-"""A fence called before a ref is created or moved, if set: a history operation's keep
-record (vc/keep.py) renews itself there, or refuses if it lapsed and its commit went."""
+"""A fence called with the commit a ref is about to be created at or moved to, if set: a
+history operation's keep record (vc/keep.py) renews itself there, or refuses if it lapsed
+and a commit it lands went."""
 
 
-def _fence() -> None:
+def _fence(commit_id: str) -> None:
     fence = BEFORE_MOVE.get()
     if fence is not None:
-        fence()
+        fence(commit_id)
 
 
 class Refs:
@@ -112,7 +113,7 @@ class Refs:
         if self.get(other, name) is not None:
             raise AlreadyExistsError(f"a {other} named {name!r} already exists")
         key = self._key(kind, name)
-        _fence()
+        _fence(commit_id)
         try:
             version = self.meta.set_if(self.partition, key, self._value(commit_id), None)
         except CASFailedError:
@@ -124,7 +125,7 @@ class Refs:
 
     def move(self, name: str, commit_id: str, expected_version: int) -> int:
         """Compare-and-swap a branch; raises CASFailedError if it moved meanwhile."""
-        _fence()
+        _fence(commit_id)
         return self.meta.set_if(
             self.partition, self._key(BRANCH, name), self._value(commit_id), expected_version
         )
