@@ -243,8 +243,9 @@ class Session:
     def wait(self) -> None:
         """Wait for the background work of this handle.
 
-        That work is the clean-up of staged records after its commit; wait for it e.g. before
-        measuring the metastore or closing the repository.
+        That work is the clean-up of staged records after its commit and, on a remote
+        metastore, the session record's change to committed; wait for it e.g. before
+        measuring the metastore.
         """
         self._txn.wait()
 
