@@ -391,8 +391,7 @@ class SessionRecords:
         """Apply `change` to the current record until the compare-and-swap wins (bounded,
         with jittered backoff). `change` may raise to refuse, or return None to keep the
         record as it is."""
-        self.settle()
-        for _ in backoff(UPDATE_POLICY):
+        for _ in backoff(UPDATE_POLICY):  # (`get` waits for the background writes)
             rec, version = self.get(session_id)
             new = change(rec)
             if new is None:
