@@ -432,8 +432,14 @@ class BucketMetaStore(MetaStoreBackend):
         )
 
     def _drop_partition(self, partition: str) -> None:
+        # The head this process last read or wrote names the incarnation whose pages go
+        # (a drop follows a scan of the partition): read only when there is none. A head
+        # replaced meanwhile by another incarnation is deleted all the same; its pages
+        # are then judged by age, as any leftover.
         names = Names(partition)
-        head, _ = self._load(names)
+        with self._lock:
+            cached = self._heads.pop(partition, None)
+        head = cached[0] if cached is not None else self._load(names)[0]
         if head is not None:
             self._store.delete(names.head)
         with self._lock:
