@@ -28,7 +28,7 @@ from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.metastore.base import MetaStore
 from zarrlake.metastore.choice import BUCKET, choose, default_for, kind_of, open_for
 from zarrlake.metastore.retrying import RetryingMetaStore
-from zarrlake.session_records import Clock, SessionRecords
+from zarrlake.session_records import SHARDS, Clock, SessionRecords
 from zarrlake.storage.base import ObjectStore
 from zarrlake.storage.retrying import RetryingObjectStore
 from zarrlake.storage.sources import SourceReader
@@ -37,10 +37,12 @@ from zarrlake.vc.objects import Objects
 from zarrlake.vc.refs import BRANCH, Refs
 
 CONFIG_KEY = "zarrlake.json"
-FORMAT = 2
-"""The repository format this zarrlake writes, and the newest it reads. Format 2 names its
-content hash in the config and keeps snapshot ids in refs; format 1 (SHA-256, refs naming
-only commits) is read and written as it is."""
+FORMAT = 3
+"""The newest repository format this zarrlake reads. Format 3 spreads the session records
+over shards (`session_shards` in the config; repositories created on the bucket metastore);
+format 2 names its content hash in the config and keeps snapshot ids in refs; format 1
+(SHA-256, refs naming only commits). Each is read and written as it is: a repository
+keeps the format it was created with."""
 INITIAL_MESSAGE = "Repository initialized"
 
 
@@ -212,6 +214,9 @@ class RepoContext:
     hash: Hash = LEGACY
     """The content hash objects and chunks are named and checked by (fixed at creation)."""
     format: int = FORMAT
+    session_shards: int = 1
+    """Partitions the session records are spread over (see SessionRecords; fixed at
+    creation)."""
 
     def __post_init__(self) -> None:
         sources = SourceReader(dict(self.spec.storage_options))  # virtual chunks on S3
@@ -230,7 +235,13 @@ class RepoContext:
             empty_hint=f"the metastore {self.spec.metastore} holds no refs for the repository "
             f"at {self.spec.location} (wrong metastore?)",
         )
-        self.records = SessionRecords(self.meta, self.partition("sessions"), lambda: self.clock())
+        self.records = SessionRecords(
+            self.meta,
+            self.partition("sessions"),
+            lambda: self.clock(),
+            shards=self.session_shards,
+            together=self.together,
+        )
         self.write_guard = WriteGuard(self)  # shared, so sessions reuse its last phase read
 
     def together(self, *calls: Callable[[], object]) -> list[object]:
@@ -329,7 +340,19 @@ def create_context(
         raise AlreadyExistsError(f"a zarrlake repository already exists at {spec.location}")
     meta = _open_meta(spec)
     chosen = settings if settings is not None else Settings()
-    ctx = RepoContext(spec, secrets.token_hex(8), store, meta, settings=chosen, hash=algo)
+    # On the bucket every partition is one object each write replaces: spread the session
+    # records, which writers of different sessions change at once, over shards.
+    shards = SHARDS if kind_of(meta.url) == BUCKET else 1
+    ctx = RepoContext(
+        spec,
+        secrets.token_hex(8),
+        store,
+        meta,
+        settings=chosen,
+        hash=algo,
+        format=3 if shards > 1 else 2,
+        session_shards=shards,
+    )
     # Publish the config last: its presence means the repository is complete.
     objects = ctx.objects
     snapshot = objects.write(SnapshotRoot())
@@ -337,15 +360,17 @@ def create_context(
     now = ctx.clock()
     initial = objects.write(CommitRecord((), snapshot, changes, INITIAL_MESSAGE, None, now, None))
     ctx.refs.create(BRANCH, "main", initial)
-    # Format 2 (content hash named here, snapshot ids in refs): older zarrlake refuses the
-    # repository instead of misreading it.
+    # Format 2 (content hash named here, snapshot ids in refs) and 3 (sharded session
+    # records): older zarrlake refuses the repository instead of misreading it.
     config = {
-        "format": FORMAT,
+        "format": ctx.format,
         "repo_id": ctx.repo_id,
         "created": now,
         "hash": algo.label,
         "metastore": kind_of(spec.metastore),
     }
+    if shards > 1:
+        config["session_shards"] = shards
     if settings is not None:
         config["settings"] = settings.to_json()
     if not store.put_if_absent(CONFIG_KEY, json.dumps(config).encode()):
@@ -388,6 +413,7 @@ def open_context(
         settings=recorded.updated(settings),
         hash=algo,
         format=config.get("format", 1),
+        session_shards=config.get("session_shards", 1),
     )
 
 

@@ -1,5 +1,6 @@
-"""Session records: one per session in the `<repo_id>/sessions` partition, changed only by
-compare-and-swap through `SessionRecords.update`, with time read from an injected clock."""
+"""Session records: one per session in the `<repo_id>/sessions` partition (or spread over
+its shards, see `SessionRecords`), changed only by compare-and-swap through
+`SessionRecords.update`, with time read from an injected clock."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from typing import cast
 
 from zarrlake._util import forksafe, runtime
 from zarrlake._util.retry import RetryPolicy, backoff
@@ -25,7 +27,7 @@ from zarrlake.errors import (
     SessionExpiredError,
     ZarrLakeError,
 )
-from zarrlake.metastore.base import MetaStore
+from zarrlake.metastore.base import Item, MetaStore
 
 Clock = Callable[[], float]
 """Seconds since the epoch (time.time); tests inject their own to move time."""
@@ -310,24 +312,67 @@ class Later:
         return self._outcome is not None
 
 
+SHARDS = 16
+"""Shards of the session records of a repository created on the bucket metastore (one per
+first hex digit of the session id)."""
+_HEX = "0123456789abcdef"
+SCAN_BATCH = 1000
+"""Records of each shard a scan reads at once before it reads the shards' rest in turn."""
+
+
 class SessionRecords:
     """The session records of one repository, with one read-modify-CAS helper (`update`).
+
+    With `shards` (16), a record lives in the partition `<partition>/<first digit of its
+    id>` instead of `<partition>` itself: on the bucket metastore a partition is one object
+    that every write replaces, and writers of different sessions would otherwise queue on
+    it. Session ids are random hex, so the shards split the records evenly, and in key
+    order: a scan reads the shards at once (`together`) and joins them in turn.
 
     A write this process need not wait for (a commit's finish) can run in the background
     (`later`: on a remote metastore; in place on an embedded one); every other call waits
     for it first, so the process reads its own writes and never races them."""
 
-    def __init__(self, meta: MetaStore, partition: str, clock: Clock = runtime.now) -> None:
+    def __init__(
+        self,
+        meta: MetaStore,
+        partition: str,
+        clock: Clock = runtime.now,
+        shards: int = 1,
+        together: Callable[..., list[object]] | None = None,
+    ) -> None:
+        if shards not in (1, SHARDS):
+            raise InvalidInputError(
+                f"session records are kept in 1 or {SHARDS} shards, not {shards}"
+            )
         self.meta = meta
         self.partition = partition
         self.clock = clock
+        self.shards = shards
+        self.together = together
         self._later: list[Later] = []
         self._lock = threading.Lock()
+
+    @property
+    def partitions(self) -> list[str]:
+        """Every partition holding records, in key order."""
+        if self.shards == 1:
+            return [self.partition]
+        return [f"{self.partition}/{c}" for c in _HEX]
+
+    def partition_of(self, session_id: str) -> str:
+        """The partition holding the record of `session_id` (or `prefix` of ids)."""
+        if self.shards == 1:
+            return self.partition
+        first = session_id[:1]
+        if not first or first not in _HEX:
+            raise InvalidInputError(f"invalid session id {session_id!r}")
+        return f"{self.partition}/{first}"
 
     def later(self, write: Callable[[SessionRecords], object]) -> Later:
         """Run `write` in the background, given these records without the wait (it would
         wait for itself); every later call waits for it."""
-        direct = SessionRecords(self.meta, self.partition, self.clock)
+        direct = SessionRecords(self.meta, self.partition, self.clock, self.shards, self.together)
         with self._lock:
             task = Later(write, direct)
             self._later.append(task)
@@ -370,12 +415,12 @@ class SessionRecords:
             author=author,
             isolation=str(level),
         )
-        return rec, self.meta.set_if(self.partition, rec.id.encode(), rec.encode(), None)
+        return rec, self.meta.set_if(self.partition_of(rec.id), rec.id.encode(), rec.encode(), None)
 
     def get(self, session_id: str) -> tuple[SessionRecord, int]:
         """(record, version) of session `session_id`; NotFoundError when there is none."""
         self.settle()
-        got = self.meta.get(self.partition, session_id.encode())
+        got = self._get(session_id)
         if got is None:
             raise NotFoundError(f"no session {session_id!r}")
         return SessionRecord.decode(got[0]), got[1]
@@ -383,7 +428,7 @@ class SessionRecords:
     def swap(self, new: SessionRecord, version: int) -> int:
         """Store `new` if the record is still at `version` (CASFailedError otherwise)."""
         self.settle()
-        return self.meta.set_if(self.partition, new.id.encode(), new.encode(), version)
+        return self.meta.set_if(self.partition_of(new.id), new.id.encode(), new.encode(), version)
 
     def update(
         self, session_id: str, change: Callable[[SessionRecord], SessionRecord | None]
@@ -403,10 +448,37 @@ class SessionRecords:
         raise ZarrLakeError(f"session {session_id}: record kept changing; try again")
 
     def scan(self, prefix: str = "") -> Iterator[SessionRecord]:
-        """The records whose session ids start with `prefix`."""
+        """The records whose session ids start with `prefix`, in id order."""
         self.settle()
-        for _, value, _ in self.meta.scan(self.partition, prefix=prefix.encode()):
-            yield SessionRecord.decode(value)
+        if self.shards == 1 or prefix:
+            if not self._may_exist(prefix):
+                return
+            parts = [self.partition_of(prefix)] if prefix else self.partitions
+            for _, value, _ in self.meta.scan(parts[0], prefix=prefix.encode()):
+                yield SessionRecord.decode(value)
+            return
+        # The first batch of every shard at once (one round trip on a remote metastore),
+        # the rest of a shard that has more as it is reached: memory stays bounded.
+        reads = [lambda p=p: list(self.meta.scan(p, limit=SCAN_BATCH)) for p in self.partitions]
+        firsts = self.together(*reads) if self.together else [r() for r in reads]
+        for partition, first in zip(self.partitions, firsts, strict=True):
+            if isinstance(first, BaseException):
+                raise first
+            items = cast(list[Item], first)
+            for _, value, _ in items:
+                yield SessionRecord.decode(value)
+            if len(items) == SCAN_BATCH:
+                for _, value, _ in self.meta.scan(partition, start=items[-1][0] + b"\0"):
+                    yield SessionRecord.decode(value)
+
+    def _get(self, session_id: str) -> tuple[bytes, int] | None:
+        if self.shards > 1 and not (session_id and self._may_exist(session_id)):
+            return None  # no record can have this id
+        return self.meta.get(self.partition_of(session_id), session_id.encode())
+
+    def _may_exist(self, prefix: str) -> bool:
+        """Whether ids starting with `prefix` can have records (sharded: hex ids only)."""
+        return self.shards == 1 or not prefix or prefix[0] in _HEX
 
     def list_open(self, branch: str | None = None) -> list[SessionRecord]:
         """Open, unexpired sessions (optionally of one branch), oldest first."""
@@ -438,7 +510,7 @@ class SessionRecords:
         self.settle()
         if not isinstance(prefix, str) or not prefix or len(prefix) > 64:
             raise InvalidInputError(f"invalid session id {prefix!r}")
-        got = self.meta.get(self.partition, prefix.encode())
+        got = self._get(prefix)
         if got is not None:
             return SessionRecord.decode(got[0])
         if len(prefix) >= 4:

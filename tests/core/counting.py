@@ -102,6 +102,12 @@ def counted(repo: zl.Repo) -> tuple[zl.Repo, CountingObjectStore, CountingMetaSt
     blobs = CountingObjectStore(repo.context.object_store)
     meta = CountingMetaStore(repo.context.meta)
     ctx = RepoContext(
-        repo.spec, repo.repo_id, blobs, meta, hash=repo.context.hash, format=repo.context.format
+        repo.spec,
+        repo.repo_id,
+        blobs,
+        meta,
+        hash=repo.context.hash,
+        format=repo.context.format,
+        session_shards=repo.context.session_shards,
     )
     return zl.Repo(ctx), blobs, meta

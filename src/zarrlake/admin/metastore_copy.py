@@ -167,7 +167,7 @@ def _close(ctx: RepoContext, opened: list[SessionRecord]) -> dict[str, tuple[byt
         for rec in opened:
             key = rec.id.encode()
             while True:
-                got = ctx.meta.get(ctx.records.partition, key)
+                got = ctx.meta.get(ctx.records.partition_of(rec.id), key)
                 assert got is not None
                 now = SessionRecord.decode(got[0])
                 if now.status != Status.OPEN or now.expires_at <= ctx.clock():
@@ -193,7 +193,7 @@ def _reopen(ctx: RepoContext, closed: dict[str, tuple[bytes, int]]) -> None:
     """Put closed sessions back as they were in the old metastore (the copy failed)."""
     for sid, (original, version) in closed.items():
         with contextlib.suppress(CASFailedError):
-            ctx.meta.set_if(ctx.records.partition, sid.encode(), original, version)
+            ctx.meta.set_if(ctx.records.partition_of(sid), sid.encode(), original, version)
 
 
 def _replace_target(ctx: RepoContext, target: MetaStore) -> None:
@@ -201,11 +201,13 @@ def _replace_target(ctx: RepoContext, target: MetaStore) -> None:
     stops half-way leaves a target the copy treats as empty), then what its sessions
     staged and uploaded, then its session and gc records."""
     target.drop_partition(ctx.partition("refs"))
-    old = [SessionRecord.decode(v).id for _, v, _ in target.scan(ctx.partition("sessions"))]
+    sessions = ctx.records.partitions
+    old = [SessionRecord.decode(v).id for p in sessions for _, v, _ in target.scan(p)]
     for sid in old:
         target.drop_partition(ctx.stage_partition(sid))
         target.drop_partition(uploads_partition(ctx, sid))
-    target.drop_partition(ctx.partition("sessions"))
+    for partition in sessions:
+        target.drop_partition(partition)
     target.drop_partition(ctx.partition("gc"))
 
 
@@ -269,13 +271,13 @@ def copy_metastore(
         with ThreadPoolExecutor(8) as pool:  # which sessions still keep staged records
             kept = list(pool.map(lambda p: any(ctx.meta.scan(p, limit=1)), parts))
         parts = [p for p, k in zip(parts, kept, strict=True) if k]
-        sessions_partition = ctx.partition("sessions")
+        sessions_partitions = ctx.records.partitions
         reopened = {sid.encode(): original for sid, (original, _) in closed.items()}
         counts = {}
         # Refs last: a copy that stops half-way holds no refs, so it can be run again.
         gc = ctx.partition("gc")
-        for partition in [sessions_partition, gc, *parts, refs]:
-            rewrite = reopened if partition == sessions_partition else {}
+        for partition in [*sessions_partitions, gc, *parts, refs]:
+            rewrite = reopened if partition in sessions_partitions else {}
             skip = frozenset([LOCK]) if partition == gc else frozenset()  # the copy's own
             counts[partition] = _copy(ctx.meta, target, partition, rewrite, skip)
             _verify(ctx.meta, target, partition, rewrite, skip)
@@ -294,7 +296,7 @@ def copy_metastore(
         source=kind_of(ctx.spec.metastore),
         target=kind_of(to),
         refs=counts[refs],
-        sessions=counts[sessions_partition],
+        sessions=sum(counts[p] for p in sessions_partitions),
         gc_records=counts[gc],
         staged_records=sum(counts[p] for p in parts),
         partitions=len(counts),

@@ -740,7 +740,8 @@ class Model:
     def live_sessions(self, now: float) -> list[dict]:
         """The session records still open (not expired at `now`) or committing."""
         out = []
-        for _, value, _ in self.obs.meta.scan(self.obs.partition("sessions")):
+        records = self.obs.records
+        for _, value, _ in (i for p in records.partitions for i in self.obs.meta.scan(p)):
             rec = json.loads(value)
             live = rec["status"] == "committing" or (
                 rec["status"] == "open" and now <= rec["expires_at"]

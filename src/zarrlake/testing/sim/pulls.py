@@ -94,8 +94,15 @@ class PullWatch:
             return  # it may have read the rules before the check was declared
         self.model.counts["moves of a guarded branch checked"] += 1
         before, after = self.model.commits[old].state, self.model.commits[new].state
+        # Chunks of an array, as the check counts them: a key under `<array>/c/` whose
+        # array's document is in either state (a revert may have taken it away).
+        docs = {k for k in set(before) | set(after) if k.endswith("zarr.json")}
         changed = sorted(
-            k for k in set(before) | set(after) if "/c/" in k and before.get(k) != after.get(k)
+            k
+            for k in set(before) | set(after)
+            if "/c/" in k
+            and f"{k.split('/c/')[0]}/zarr.json" in docs
+            and before.get(k) != after.get(k)
         )
         if len(changed) > self.limit:
             i = movers[0]

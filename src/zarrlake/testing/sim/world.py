@@ -366,7 +366,15 @@ class World:
             s.write(key, self.rng.choice(self.values))
         s.commit("setup")
         repo.create_branch("dev", "main")
-        obs = RepoContext(self.spec, ctx.repo_id, self.store, self.meta, hash=ctx.hash)
+        obs = RepoContext(
+            self.spec,
+            ctx.repo_id,
+            self.store,
+            self.meta,
+            hash=ctx.hash,
+            format=ctx.format,
+            session_shards=ctx.session_shards,
+        )
         obs.settings = self.settings
         self.obs = obs
         self.model = Model(obs, self.keys)
@@ -454,7 +462,7 @@ class World:
 
     def seal_of(self, sid: str) -> str | None:
         """The seal session `sid`'s record carries now (None: none, or no record)."""
-        got = self.obs.meta.get(self.obs.partition("sessions"), sid.encode())
+        got = self.obs.meta.get(self.obs.records.partition_of(sid), sid.encode())
         return None if got is None else json.loads(got[0]).get("seal")
 
     def check_leases(self) -> None:
@@ -463,11 +471,11 @@ class World:
         between long steps, so recovery never aborts a committer that keeps going). Only a
         lease of its own seal counts: an earlier attempt's, left when that attempt failed
         and could not undo its seal, is recovery's to settle."""
-        partition = self.obs.partition("sessions")
         for pid, (sid, jumps, seal_before) in self.committing.items():
             if jumps != self.sched.jumps:
                 continue
             proc = next(p for p in self.sched.processes if p.pid == pid)
+            partition = self.obs.records.partition_of(sid)
             got = self.obs.meta.get(partition, sid.encode()) if proc.alive else None
             if got is None:
                 continue
