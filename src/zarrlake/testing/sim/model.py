@@ -86,6 +86,7 @@ class Intent:
     began: int = 0
     ended: int | None = None
     group: list | None = None  # intents that may each have made the same move
+    group_events: int = 0  # the moves that group explained: each intent made one at most
     unfinished: str | None = None  # commit: what to do with writers that failed or are gone
     gone: frozenset[str] = frozenset()  # commit: handles whose process was dead as it began
 
@@ -372,11 +373,19 @@ class Model:
         ]
 
     def _explained(self, kind: str, branch: str, target: str | None, what: str) -> Intent:
-        group = [i for i in self._running(kind, branch) if i.target == target and i.landed is None]
-        if not group:
-            raise Violation(f"{what}: no {kind} of {branch!r} explains it (a phantom)")
+        running = [i for i in self._running(kind, branch) if i.target == target]
+        group = [i for i in running if i.landed is None]
+        if not group:  # a group of identical requests explained an earlier event: each
+            # did at most one, so one not yet counted may do this one (create, delete and
+            # create again while two creates of one branch run)
+            spare = [i for i in running if i.group and i.group_events < len(i.group)]
+            if not spare:
+                raise Violation(f"{what}: no {kind} of {branch!r} explains it (a phantom)")
+            for i in spare[0].group:  # type: ignore[union-attr]
+                i.group_events += 1
+            return spare[0]
         for i in group:  # any of them may have done it (two deletions of one tag at once)
-            i.landed, i.group = target or "deleted", group
+            i.landed, i.group, i.group_events = target or "deleted", group, 1
         return group[0]
 
     def _transition(self, branch: str, old: str | None, new: str | None) -> None:
