@@ -453,8 +453,8 @@ class SessionRecords:
         if self.shards == 1 or prefix:
             if not self._may_exist(prefix):
                 return
-            parts = [self.partition_of(prefix)] if prefix else self.partitions
-            for _, value, _ in self.meta.scan(parts[0], prefix=prefix.encode()):
+            partition = self.partition_of(prefix) if prefix else self.partition
+            for _, value, _ in self.meta.scan(partition, prefix=prefix.encode()):
                 yield SessionRecord.decode(value)
             return
         # The first batch of every shard at once (one round trip on a remote metastore),

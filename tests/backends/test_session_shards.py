@@ -152,3 +152,16 @@ def test_the_shard_count_is_checked(bucket_repo) -> None:
 
     with pytest.raises(InvalidInputError, match="1 or 16 shards"):
         SessionRecords(repo.context.meta, "x/sessions", shards=3)
+
+
+def test_a_scan_reads_on_past_the_first_batch_of_a_shard(bucket_repo, monkeypatch) -> None:
+    import zarrlake.session_records as session_records
+
+    repo, _, _ = bucket_repo
+    monkeypatch.setattr(session_records, "SCAN_BATCH", 1)  # every shard with 2+ records
+    sessions = _sessions(repo, 30)  # 30 ids over 16 shards: some hold several
+    ids = sorted(s.id for s in sessions)
+    assert len({i[0] for i in ids}) < len(ids)
+    assert [r.id for r in repo.context.records.scan()] == ids
+    for s in sessions:
+        s.close()
