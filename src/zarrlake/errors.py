@@ -164,6 +164,8 @@ class ConflictKind(StrEnum):
     """An array was resized on one side under chunks the other side wrote."""
     DELETED = "deleted"
     """A node was deleted on one side under what the other side changed."""
+    RENAMED = "renamed"
+    """A node was moved (renamed) on one side under what the other side changed."""
     CREATED = "created"
     """Both sides created the same node."""
     READ = "read"

@@ -30,11 +30,12 @@ from zarrlake.txn.transaction import Transaction
 from zarrlake.txn.writers import WriterInfo, describe
 from zarrlake.vc.blame import Blame
 from zarrlake.vc.commit_info import Commit
-from zarrlake.vc.diff import Diff, diff_commit, diff_snapshots
+from zarrlake.vc.diff import Diff, diff_commit, diff_commits
 from zarrlake.vc.fsck import ExpiredHistory, Problem, check_objects
 from zarrlake.vc.keep import keeping
 from zarrlake.vc.merge import History, common_history_expired
 from zarrlake.vc.not_a_branch import needs_branch
+from zarrlake.vc.path_log import path_history
 from zarrlake.vc.protection import Protection
 from zarrlake.vc.refexpr import commit_as_of, merge_base, resolve_ref
 from zarrlake.vc.refs import BRANCH, TAG
@@ -238,7 +239,14 @@ class Repo:
             return commit_id
         return commit_as_of(self._ctx.objects, commit_id, as_of, ref)
 
-    def log(self, ref: str = "main", limit: int | None = None) -> list[Commit]:
+    def log(
+        self,
+        ref: str = "main",
+        limit: int | None = None,
+        *,
+        path: str | None = None,
+        follow: bool = False,
+    ) -> list[Commit]:
         """Commits reachable from `ref` along first parents, newest first.
 
         Parameters
@@ -247,19 +255,40 @@ class Repo:
             Where to start: a branch, tag, commit id or ref expression.
         limit
             At most this many commits (None: the whole history).
+        path
+            Only the commits that changed this group or array, or anything below it
+            (each Commit's `path` then says what the node was called there).
+        follow
+            With `path`: follow the node back across the moves (renames) that made it,
+            itself or a group holding it (`zarrlake log --follow PATH`).
 
         Returns
         -------
         list of Commit
             Newest first; it ends early where `expire` dropped older history.
+
+        Examples
+        --------
+        >>> [c.path for c in repo.log("main", path="t2m", follow=True)]  # doctest: +SKIP
+        ['t2m', 't2m', 'temperature']
         """
         if limit is not None and (not isinstance(limit, int) or limit < 0):
             raise InvalidInputError(f"limit must be a non-negative integer, not {limit!r}")
-        out = []
-        for cid, rec in self._ctx.objects.history(self.resolve(ref)):
+        if path is None and follow:
+            raise InvalidInputError("follow=True needs the path to follow")
+        if path is not None and not isinstance(path, str):
+            raise InvalidInputError(f"path must be a string, not {path!r}")
+        head = self.resolve(ref)
+        objects = self._ctx.objects
+        if path is None:
+            found = ((cid, rec, None) for cid, rec in objects.history(head))
+        else:
+            found = path_history(objects, head, path, follow)
+        out: list[Commit] = []
+        for cid, rec, name in found:
             if limit is not None and len(out) >= limit:
                 break
-            out.append(Commit.from_record(cid, rec))
+            out.append(Commit.from_record(cid, rec, name))
         return out
 
     def commit_info(self, ref: str) -> Commit:
@@ -335,15 +364,16 @@ class Repo:
         Returns
         -------
         Diff
-            Nodes added, deleted or changed, and chunks written and deleted, per node.
+            Nodes added, deleted, moved or changed, and chunks written and deleted, per
+            node. Nodes moved between the two (when one descends from the other) are
+            reported as moved, compared with what they were at their old path.
 
         Examples
         --------
         >>> d = repo.diff("v1.0", "main")
         >>> d.summary()  # doctest: +SKIP
         """
-        a, b = self.resolve(from_ref), self.resolve(to_ref)
-        return diff_snapshots(self._ctx.objects, self.snapshot_of(a), self.snapshot_of(b))
+        return diff_commits(self._ctx.objects, self.resolve(from_ref), self.resolve(to_ref))
 
     def commit_changes(self, ref: str) -> Diff:
         """What commit `ref` changed against its first parent.

@@ -223,6 +223,38 @@ class Session:
         """Delete the keys that exist; deleting a missing key is not an error."""
         self._txn.require_writes().delete_many(keys)
 
+    def move(self, src: str, dst: str) -> None:
+        """Move (rename) the group or array `src`, with everything below it, to `dst`.
+
+        The move is part of the session's commit. No chunk is read, copied or rewritten: the
+        chunks keep their bytes and the commit's manifests point at them under their new
+        keys. Diffs, `log --follow`, blame and conflict reports know it as a move.
+
+        Parameters
+        ----------
+        src
+            The node to move, e.g. ``"raw/temperature"`` (a leading "/" is ignored).
+        dst
+            Its new path. Its parent must be an existing group; nothing may be there yet.
+
+        Raises
+        ------
+        NotFoundError
+            If there is no group or array at `src`, or no group to hold `dst`.
+        AlreadyExistsError
+            If a node (or any key) exists at `dst`: a move does not replace anything.
+        InvalidInputError
+            If `src` is the root, `dst` lies inside `src`, or `dst`'s parent is an array.
+        ReadOnlyError, SessionClosedError
+            If the session is read-only, committed or abandoned.
+
+        Examples
+        --------
+        >>> session.move("temperature", "t2m")  # doctest: +SKIP
+        >>> session.commit("Rename temperature to t2m")  # doctest: +SKIP
+        """
+        self._txn.move(src, dst)
+
     def flush(self) -> None:
         """Make this handle's buffered chunk writes durable.
 

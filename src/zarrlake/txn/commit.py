@@ -487,6 +487,7 @@ def _commit(
             metadata=props,
             allow_empty=txn.allow_empty,
             keep=hold.keep,
+            moves=staged.moves,
         )
         commit_id = CommitProtocol(ctx.objects, ctx.refs).run(
             request, before_cas, cast(tuple[str, int] | None, head), check, ctx.together

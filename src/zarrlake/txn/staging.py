@@ -12,6 +12,8 @@ Keys (`StagingKeys` encodes and parses them; `<writer>` is a handle's writer id 
   tell a worker that ended normally from one that failed or died (txn/writers.py).
 - `a<tag>`: the writers whose fragments carrying `tag` count (a Spark job accepts the task
   attempts that committed; the fragments of failed or speculative attempts do not count).
+- `m<time><writer>`: a node moved (its source and destination), registered in one
+  transaction with the fragment and documents that carry it out; keyed in time order.
 
 Every worker of a cooperative session stages under its own writer id, so two workers
 staging different bytes for one key are detected at commit instead of one replacing the
@@ -38,6 +40,7 @@ FRAGMENT = b"f"
 DIRTY = b"d"
 ACCEPT = b"a"
 WRITER = b"s"
+MOVE = b"m"
 _WRITER_HEX = 16
 
 
@@ -86,6 +89,11 @@ class StagingKeys:
     def accept(tag: str) -> bytes:
         """The key of the accepted writers of task-commit `tag`."""
         return ACCEPT + tag.encode()
+
+    @staticmethod
+    def move(at_ns: int, writer: str) -> bytes:
+        """The key of a move `writer` made at `at_ns` (nanoseconds: keys sort by time)."""
+        return MOVE + f"{at_ns:020d}{writer}".encode()
 
 
 class WriterState(StrEnum):
@@ -168,6 +176,7 @@ class State:
     accepted: dict[str, set[str]]
     writers: dict[str, Writer] = field(default_factory=dict)
     meta_writers: set[str] = field(default_factory=set)  # writers that staged metadata
+    moves: tuple[tuple[str, str], ...] = ()  # (source, destination) of moved nodes, in order
 
 
 def counts(
@@ -199,6 +208,7 @@ class Staging:
         self.check_open = check_open
         self.own: set[bytes] = set()  # keys of the fragments this handle registered
         self.own_meta: set[str] = set()  # metadata documents this handle staged
+        self._move_ns = 0  # the time key of this handle's last move
 
     def _lost(self) -> None:
         """Raise: records this handle staged are gone, so reads would miss its writes."""
@@ -222,18 +232,27 @@ class Staging:
         """Stage metadata documents (inline references) or their deletion, durably (with
         `also`, more records in the same transaction: the writer's state)."""
         items = list(items)
-        self.meta.set_many(
-            self.partition,
-            [
-                (
-                    StagingKeys.meta(k, self.writer_id),
-                    StagedRecord(OP_WRITE if r else OP_DELETE, self.writer, r).encode(),
-                )
-                for k, r in items
-            ]
-            + list(also),
-        )
+        self.meta.set_many(self.partition, self.meta_records(items) + list(also))
         self.own_meta.update(k for k, _ in items)
+
+    def meta_records(
+        self, items: Iterable[tuple[str, ChunkRef | None]]
+    ) -> list[tuple[bytes, bytes]]:
+        """The records staging metadata documents (or their deletion), to store; once
+        stored, add their keys to `own_meta`."""
+        return [
+            (
+                StagingKeys.meta(k, self.writer_id),
+                StagedRecord(OP_WRITE if r else OP_DELETE, self.writer, r).encode(),
+            )
+            for k, r in items
+        ]
+
+    def move_record(self, src: str, dst: str) -> tuple[bytes, bytes]:
+        """The record of a move of node `src` to `dst` by this handle, to store."""
+        self._move_ns = max(int(runtime.now() * 1e9), self._move_ns + 1)  # this handle's in order
+        key = StagingKeys.move(self._move_ns, self.writer_id)
+        return key, json.dumps({"from": src, "to": dst}).encode()
 
     def lookup_meta(self, key: str) -> tuple[bool, ChunkRef | None]:
         """(staged?, ref) of the latest record of any worker; ref None with staged=True means
@@ -266,6 +285,7 @@ class Staging:
         clashes: list[str] = []
         fragments, unflushed, accepted, writers = [], [], {}, {}
         meta_writers: set[str] = set()
+        moves: list[tuple[str, str]] = []
         prev, content = None, b""
         for k, v, _ in self.meta.scan(self.partition):
             kind = k[:1]
@@ -291,7 +311,12 @@ class Staging:
                 accepted[k[1:].decode()] = set(json.loads(v))
             elif kind == WRITER:
                 writers[k[1:].decode()] = Writer.decode(k[1:].decode(), v)
-        return State(meta, clashes, fragments, unflushed, accepted, writers, meta_writers)
+            elif kind == MOVE and k[21:].decode() not in excluded:
+                doc = json.loads(v)
+                moves.append((doc["from"], doc["to"]))
+        return State(
+            meta, clashes, fragments, unflushed, accepted, writers, meta_writers, tuple(moves)
+        )
 
     # fragments ----------------------------------------------------------------------------
 

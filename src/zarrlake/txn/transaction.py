@@ -26,7 +26,7 @@ from zarrlake.format.shard import shown, split_inner_key
 from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.session_records import SessionRecord, Status, check_expiry
 from zarrlake.txn import commit as committing
-from zarrlake.txn import writers
+from zarrlake.txn import moves, writers
 from zarrlake.txn.fragments import StagedFragments
 from zarrlake.txn.overlay import Overlay
 from zarrlake.txn.staging import Staging, counts
@@ -229,6 +229,17 @@ class Transaction:
         if self.cleanup is not None:
             self.cleanup.result()
 
+    def move(self, src: str, dst: str) -> tuple[str, str]:
+        """Move node `src` to `dst` in this session (see Session.move); returns the two
+        paths as recorded."""
+        writes = self.require_writes()
+        assert self.staging is not None
+        writes.flush()  # the plan then finds this handle's writes in its fragments
+        plan = moves.plan(self.overlay, src, dst)
+        record = self.staging.move_record(plan.src, plan.dst)
+        writes.stage_block(plan.staged, plan.carried, plan.meta, [record])
+        return plan.src, plan.dst
+
     def start_writer(self, tag: str | None) -> str:
         """Stage what follows under a new writer id (see Session.start_writer)."""
         writer = self.require_writes().start_writer(tag)
@@ -264,9 +275,11 @@ class Transaction:
         clashes = state.clashes + got.clashes
         if clashes:
             raise self._clash_error(state.meta, clashes)
-        return Gathered(
-            ChangeTable(state.meta, got.writes, got.deletes), got.reads, got.listed, got.blobs
-        )
+        table = ChangeTable(state.meta, got.writes, got.deletes)
+        if strict and state.moves:
+            final = {**self.view.root.meta, **state.meta}
+            moves.check_moved(state.moves, table, {k: d for k, d in final.items() if d})
+        return Gathered(table, got.reads, got.listed, got.blobs, state.moves)
 
     def _clash_error(self, meta: dict[str, bytes | None], clashes: list[str]) -> ConflictError:
         namer = KeyNamer(self.view.root.meta, {k: d for k, d in meta.items() if d})
@@ -297,7 +310,11 @@ class Transaction:
 
     def changes(self) -> Diff:
         """The uncommitted changes of this session (of all its workers)."""
-        return diff_staged(self.view.root.meta, self.view.get, self.staged_changes())
+        self.writes_or_raise()
+        self.flush()
+        gathered = self.gather(strict=False)
+        staged = gathered.changes.to_list(self.ctx.objects.inline)
+        return diff_staged(self.view.root.meta, self.view.get, staged, gathered.moves)
 
     def commit(
         self,

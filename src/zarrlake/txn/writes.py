@@ -18,6 +18,8 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
+
 from zarrlake._util import crashpoints, forksafe, runtime
 from zarrlake._util.validate import check_zarr_key
 from zarrlake._util.zarr_metadata import check_metadata
@@ -27,6 +29,7 @@ from zarrlake.format import fragment
 from zarrlake.format.blocks import TABLE_MIN
 from zarrlake.format.chunk_ref import ChunkRef, RefKind, chunk_object_key
 from zarrlake.format.fragment import FragmentRecord
+from zarrlake.format.manifest import ManifestRange
 from zarrlake.format.snapshot import is_meta_key
 from zarrlake.txn import writers
 from zarrlake.txn.batching import GroupCommit
@@ -444,12 +447,44 @@ class Writes:
             self.state = WriterState.FINISHED
             writers.untrack(self)
 
+    def stage_block(
+        self,
+        chunks: list[Change],
+        carried: tuple[ManifestRange, np.ndarray],
+        meta: list[Change],
+        also: list[tuple[bytes, bytes]],
+    ) -> None:
+        """Stage, after this handle's buffered writes, chunk changes whose references the
+        session holds already (a move's: `chunks`, and `carried`, columnar), metadata
+        documents and more staging records (`also`) in one fragment and one metastore
+        transaction: all of it takes effect, or none."""
+        self.flush()
+        with self._flush_lock:
+            entering = self._entering()
+            batch = Batch(self.buffer.generation)  # holds the fragment's upload, if any
+            for key, ref in chunks:
+                batch.add(key, ref)
+            try:
+                records = [*entering, *self.staging.meta_records(meta), *also]
+                record = self._write_fragment(batch, records, carried)
+            except BaseException:
+                if entering:
+                    self.state = None
+                raise
+            self.staging.own_meta.update(k for k, _ in meta)
+            self.overlay.forget_docs()
+            self._settle(batch, record, True)
+            self.flushed.append(record)
+
     def _write_fragment(
-        self, batch: Batch, also: list[tuple[bytes, bytes]] | None = None
+        self,
+        batch: Batch,
+        also: list[tuple[bytes, bytes]] | None = None,
+        carried: tuple[ManifestRange, np.ndarray] | None = None,
     ) -> FragmentRecord:
         location = f"{fragment.PREFIX}{secrets.token_hex(20)}"
         blob, index, index_id, offset = fragment.build(
-            location, batch.changes, batch.reads, batch.listed, self.objects.algo
+            location, batch.changes, batch.reads, batch.listed, self.objects.algo, carried
         )
         small = len(blob) <= fragment.RECORD_MAX
         if not small:
