@@ -40,6 +40,7 @@ from zarrlake.vc.protection import Protection
 from zarrlake.vc.refexpr import commit_as_of, merge_base, resolve_ref
 from zarrlake.vc.refs import BRANCH, TAG
 from zarrlake.vc.sources import VirtualSources
+from zarrlake.vc.squash import squash, squashed
 from zarrlake.vc.stats import RepoStats, repo_stats
 
 if TYPE_CHECKING:
@@ -718,6 +719,103 @@ class Repo:
         ):
             return self._history("reset").reset(branch, target, want)
 
+    def squash(
+        self,
+        branch: str,
+        *,
+        since: str,
+        message: str | None = None,
+        author: str | None = None,
+        allow_merges: bool = False,
+        allow_tags: bool = False,
+    ) -> str:
+        """Replace `branch`'s first-parent history after `since` with one commit.
+
+        The new commit has `since` as its parent and the tree of the branch's head (its
+        snapshot is reused: nothing of the data is written again); its change set is what
+        the squashed commits changed together, moves included. The branch moves to it by
+        compare-and-swap from the head that was squashed. The squashed commits stay while
+        another branch or tag reaches them; `gc` later reclaims what only they held.
+
+        Sessions open on the branch whose base is a squashed commit can no longer commit
+        (their base is gone from the branch's history; ConflictError, kind "reset").
+
+        Parameters
+        ----------
+        branch
+            The branch whose history is squashed.
+        since
+            The commit kept: a ref to a commit of the branch's first-parent history.
+        message
+            The new commit's message (default: "Squash N commits" and their messages).
+        author
+            Recorded on the new commit.
+        allow_merges
+            Squash across merge commits (their other parents are then no longer part of
+            the branch's history).
+        allow_tags
+            Squash commits that tags point at (the tags keep them, outside the branch).
+
+        Returns
+        -------
+        str
+            The id of the new commit, the branch's new head.
+
+        Raises
+        ------
+        InvalidInputError
+            If `since` is the head or not in its first-parent history, or a squashed
+            commit is a merge or tagged and that is not allowed.
+        BranchMovedError
+            If a commit landed on the branch meanwhile; nothing was changed.
+        ProtectedBranchError
+            If a protection rule for the branch does not allow squashing
+            (`protect_branch(..., allow_squash=True)`).
+        ChecksFailedError
+            If a check guarding the branch fails on the new commit.
+
+        Examples
+        --------
+        >>> repo.squash("ingest", since="v1", message="Days 1-30")  # doctest: +SKIP
+        """
+        from zarrlake.txn.checks import branch_gate
+        from zarrlake.txn.commit import settle_before_reset
+
+        check_ref_name(branch, "branch")
+        if message is not None and not isinstance(message, str):
+            raise InvalidInputError(f"message must be a string, not {message!r}")
+        ctx = self._ctx
+        Protection(ctx.meta, ctx.refs.partition).check_squash(branch)
+        kept = self.resolve(since)
+        with needs_branch(ctx.refs, ctx.objects, branch, "squash"):
+            head, version = ctx.refs.require(BRANCH, branch)
+        plan = squashed(ctx.objects, branch, head, kept)
+        merges = plan.merges()
+        if merges and not allow_merges:
+            raise InvalidInputError(
+                f"cannot squash {branch!r} since {kept[:12]}: merge commit {merges[0][:12]} "
+                f"lies in between ({len(merges)} in all); allow_merges=True squashes across "
+                "them (their other parents then leave the branch's history)"
+            )
+        tags = {cid: name for name, cid in self.list_tags().items()}
+        tagged = [(tags[cid], cid) for cid, _ in plan.commits if cid in tags]
+        if tagged and not allow_tags:
+            name, cid = tagged[0]
+            raise InvalidInputError(
+                f"cannot squash {branch!r} since {kept[:12]}: tag {name!r} points at commit "
+                f"{cid[:12]}, which the squash takes out of the branch's history; "
+                "allow_tags=True squashes anyway (the tag keeps its commit)"
+            )
+        gate = branch_gate(ctx, "squash")
+
+        def before(new: str) -> None:
+            gate(branch, new, head)
+            settle_before_reset(ctx, branch, head)
+
+        text = message if message is not None else plan.default_message()
+        with keeping(ctx, [kept, head]):
+            return squash(ctx.objects, ctx.refs, branch, plan, version, text, author, before)
+
     def blame(self, array_path: str, chunk_coords: tuple[int, ...], ref: str = "main") -> Commit:
         """The commit that last wrote chunk `chunk_coords` of `array_path` at `ref`."""
         cid = Blame(self._ctx.objects).blame(self.resolve(ref), array_path, tuple(chunk_coords))
@@ -732,6 +830,7 @@ class Repo:
         require_pull_request: bool = False,
         required_approvals: int = 0,
         dismiss_stale_approvals: bool = False,
+        allow_squash: bool = False,
     ) -> None:
         """Protect branches matching a name or glob.
 
@@ -749,6 +848,7 @@ class Repo:
             require_pull_request=require_pull_request,
             required_approvals=required_approvals,
             dismiss_stale_approvals=dismiss_stale_approvals,
+            allow_squash=allow_squash,
         )
 
     def unprotect_branch(self, name_or_glob: str) -> None:
@@ -759,7 +859,7 @@ class Repo:
         """The protection rules, by pattern.
 
         {pattern: {allow_direct_commits, allow_delete}}, plus require_pull_request,
-        required_approvals and dismiss_stale_approvals where a rule sets them.
+        required_approvals, dismiss_stale_approvals and allow_squash where a rule sets them.
         """
         out: dict[str, dict[str, bool | int]] = {}
         for r in Protection(self._ctx.meta, self._ctx.refs.partition).rules():

@@ -135,11 +135,14 @@ def branch_protect(
     dismiss_stale_approvals: Annotated[
         bool, typer.Option(help="Approvals stop counting when the source branch moves.")
     ] = False,
+    allow_squash: Annotated[
+        bool, typer.Option(help="Let the branch's history be squashed (zarrlake squash).")
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Protect branches matching PATTERN: sessions cannot commit to them directly (merge,
-    revert or reset instead) and they cannot be deleted, unless allowed. Without PATTERN,
-    list the rules.
+    revert or reset instead), they cannot be deleted and their history cannot be squashed,
+    unless allowed. Without PATTERN, list the rules.
 
     Example: zarrlake -r ./myrepo branch protect main
     """
@@ -152,6 +155,7 @@ def branch_protect(
             require_pull_request=require_pull_request,
             required_approvals=required_approvals,
             dismiss_stale_approvals=dismiss_stale_approvals,
+            allow_squash=allow_squash,
         )
     rules = repo.protected_branches()
     if json_out:
@@ -166,7 +170,7 @@ def branch_protect(
     from rich.table import Table
 
     table = Table(box=None, show_header=True, header_style="bold")
-    for col in ("pattern", "direct commits", "delete", "pull requests"):
+    for col in ("pattern", "direct commits", "delete", "pull requests", "squash"):
         table.add_column(col)
     for name, rule in rules.items():
         yes = {True: "allowed", False: "refused"}
@@ -175,6 +179,7 @@ def branch_protect(
             yes[rule["allow_direct_commits"]],
             yes[rule["allow_delete"]],
             _pull_request_rule(rule),
+            yes[bool(rule.get("allow_squash"))],
         )
     console.print(table)
 

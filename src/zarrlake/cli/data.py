@@ -1,4 +1,5 @@
-"""Looking at data: ls (the group/array tree) and cat (a small slice of an array)."""
+"""Looking at data and arranging it: ls (the group/array tree), cat (a small slice of an
+array) and mv (move or rename a group or array)."""
 
 from __future__ import annotations
 
@@ -225,7 +226,37 @@ def _expand(selection: tuple, ndim: int) -> tuple:
     return selection + (slice(None),) * (ndim - len(selection))
 
 
+def mv(
+    ctx: typer.Context,
+    src: Annotated[str, typer.Argument(help="The group or array to move.")],
+    dst: Annotated[str, typer.Argument(help="Its new path (its parent group must exist).")],
+    message: Annotated[str | None, typer.Option("-m", "--message", help="Commit message.")] = None,
+    branch: Annotated[str, typer.Option(help="The branch to commit the move on.")] = "main",
+    author: Annotated[str | None, typer.Option(help="Author of the commit.")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Move (rename) SRC, with everything below it, to DST in one commit on a branch. No
+    chunk is copied: the commit points at the same bytes under their new keys.
+
+    Example: zarrlake -r ./myrepo mv temperature t2m -m "Rename temperature to t2m"
+    """
+    repo = options(ctx).open()
+    text = message if message is not None else f"Move {src.strip('/')} to {dst.strip('/')}"
+    with repo.create_session(branch, message=text, author=author) as session:
+        session.move(src, dst)
+        cid = session.commit()
+    if json_out:
+        print_json({"branch": branch, "commit": cid, "from": src.strip("/"), "to": dst.strip("/")})
+        return
+    console.print(
+        f"{escape(branch)}: moved {escape(src.strip('/'))} to {escape(dst.strip('/'))} in "
+        f"[yellow]{cid[:12]}[/]",
+        highlight=False,
+    )
+
+
 def register(app: typer.Typer) -> None:
-    """Add `ls` and `cat` to the command line."""
+    """Add `ls`, `cat` and `mv` to the command line."""
     app.command(rich_help_panel=PANEL_DATA)(ls)
     app.command(rich_help_panel=PANEL_DATA)(cat)
+    app.command(rich_help_panel=PANEL_DATA)(mv)

@@ -20,6 +20,7 @@ from zarrlake.cli.context import (
     print_json,
     when,
 )
+from zarrlake.errors import InvalidInputError
 from zarrlake.present import diff_rows, short
 from zarrlake.vc.policies import ConflictPolicy, FastForward
 
@@ -54,7 +55,8 @@ def print_diff(d: Diff) -> None:
     table.add_column("chunks deleted", justify="right")
     colour = {"added": "green", "deleted": "red", "metadata changed": "yellow", "data": ""}
     for p, s, w, x in rows:
-        table.add_row(escape(p), f"[{colour[s]}]{s}[/]" if colour[s] else s, str(w), str(x))
+        hue = colour.get(s, "cyan")  # "moved from OLD"
+        table.add_row(escape(p), f"[{hue}]{escape(s)}[/]" if hue else s, str(w), str(x))
     console.print(table)
     for path in sorted(d.metadata_changed):
         for line in d.metadata_lines(path):
@@ -142,20 +144,38 @@ def log(
         bool, typer.Option("--graph", help="Follow every parent and draw merges.")
     ] = False,
     as_of: AsOfOpt = None,
+    path: Annotated[
+        str | None,
+        typer.Option("--path", help="Only commits that changed this group or array (or below)."),
+    ] = None,
+    follow: Annotated[
+        str | None,
+        typer.Option(
+            "--follow",
+            metavar="PATH",
+            help="As --path, following the node back across its moves (renames).",
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Show the commits reachable from REF along first parents, newest first (--graph: all
-    parents, drawn as a graph). Where `expire` ended the history, says so.
+    parents, drawn as a graph; --path/--follow: those that changed one node). Where `expire`
+    ended the history, says so.
 
-    Example: zarrlake -r ./myrepo log main --limit 5 --json
+    Example: zarrlake -r ./myrepo log main --limit 5 --json; zarrlake log --follow t2m
     """
+    if path is not None and follow is not None:
+        raise InvalidInputError("give --path or --follow, not both")
+    if graph and (path is not None or follow is not None):
+        raise InvalidInputError("--graph shows every commit: it does not take --path or --follow")
     repo = options(ctx).open()
     head = repo.resolve(ref, as_of=parse_when(as_of))
+    node = follow if follow is not None else path
     if graph:
         commits, ends = graph_order(repo, head, limit)
     else:
-        commits = repo.log(head, limit=limit)
-        end = history_end(repo, commits, limit)
+        commits = repo.log(head, limit=limit, path=node, follow=follow is not None)
+        end = history_end(repo, commits, limit) if node is None else None
         ends = {commits[-1].parent_ids[0]: end} if end else {}
     if json_out:
         print_json([c.to_json() for c in commits])
@@ -174,7 +194,8 @@ def log(
         from rich.table import Table
 
         table = Table(box=None, header_style="bold")
-        for col in ("commit", "time", "author", "message"):
+        named = follow is not None
+        for col in ("commit", "time", "author", *(["path"] if named else []), "message"):
             table.add_column(col)
         for c in commits:
             merge = " [magenta](merge)[/]" if len(c.parent_ids) > 1 else ""
@@ -182,6 +203,7 @@ def log(
                 f"[yellow]{short(c.id)}[/]{merge}",
                 when(c.timestamp),
                 escape(c.author or "-"),
+                *([escape(c.path or "/")] if named else []),
                 escape(c.message),
             )
         console.print(table)
@@ -327,6 +349,46 @@ def reset(
     console.print(f"{escape(branch)}: {short(before)} -> [yellow]{short(cid)}[/]")
 
 
+def squash(
+    ctx: typer.Context,
+    branch: Annotated[str, typer.Argument(help="The branch whose history is squashed.")],
+    since: Annotated[
+        str, typer.Option(help="The commit kept: everything after it becomes one commit.")
+    ],
+    message: Annotated[str | None, typer.Option("-m", "--message", help="Message.")] = None,
+    author: Annotated[str | None, typer.Option(help="Author of the new commit.")] = None,
+    allow_merges: Annotated[
+        bool, typer.Option("--allow-merges", help="Squash across merge commits.")
+    ] = False,
+    allow_tags: Annotated[
+        bool, typer.Option("--allow-tags", help="Squash commits that tags point at.")
+    ] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Replace BRANCH's first-parent history after --since with one commit of the same tree
+    (compare-and-swap: a commit landing meanwhile makes it fail, changing nothing).
+    `zarrlake gc` later reclaims what only the squashed commits held.
+
+    Example: zarrlake -r ./myrepo squash ingest --since v1 -m "Days 1-30"
+    """
+    repo = options(ctx).open()
+    before, kept = repo.resolve(branch), repo.resolve(since)
+    cid = repo.squash(
+        branch,
+        since=kept,
+        message=message,
+        author=author,
+        allow_merges=allow_merges,
+        allow_tags=allow_tags,
+    )
+    if json_out:
+        print_json({"branch": branch, "commit": cid, "previous": before, "since": kept})
+        return
+    console.print(
+        f"{escape(branch)}: squashed {short(kept)}..{short(before)} into [yellow]{short(cid)}[/]"
+    )
+
+
 def blame(
     ctx: typer.Context,
     array: Annotated[str, typer.Argument(help="Array path, e.g. weather/t2m.")],
@@ -379,4 +441,5 @@ def register(app: typer.Typer) -> None:
     app.command("merge-base", rich_help_panel=PANEL_REFS)(merge_base)
     app.command(rich_help_panel=PANEL_REFS)(revert)
     app.command(rich_help_panel=PANEL_REFS)(reset)
+    app.command(rich_help_panel=PANEL_REFS)(squash)
     app.command(rich_help_panel=PANEL_HISTORY)(blame)
