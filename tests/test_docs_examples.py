@@ -28,6 +28,8 @@ EXAMPLES = [
     ("docs/how-to/deployment.md", "python", "Many machines with PostgreSQL"),
     ("docs/how-to/deployment.md", "sh", "Many machines with PostgreSQL"),
     ("docs/how-to/lifecycle.md", "python", "Garbage collection and expiry"),
+    ("docs/how-to/managing-data.md", "python", "Moving and renaming"),
+    ("docs/how-to/managing-data.md", "python", "Squashing history"),
     ("docs/how-to/checks.md", "python", "Checks"),
     ("docs/how-to/multiprocessing.md", "python", "Multiprocessing and orchestrators"),
     ("docs/how-to/pull-requests.md", "python", "The daily flow"),
@@ -93,6 +95,22 @@ def test_the_expiry_example_runs_after_the_quick_start(tmp_path):
     run_script(snippet("README.md", "Quick start"), tmp_path)
     res = run_script(snippet("docs/how-to/lifecycle.md", "Garbage collection and expiry"), tmp_path)
     assert [int(n) >= 0 for n in res.stdout.split()] == [True] * 3
+
+
+def test_the_managing_data_examples_run_as_written(tmp_path):
+    page = "docs/how-to/managing-data.md"
+    res = run_script(snippet(page, "Moving and renaming"), tmp_path)
+    assert res.stdout.splitlines() == [
+        "[0. 1. 2.]",
+        "{'raw/temperature': 'curated/t2m'}",
+        "['curated/t2m', 'raw/temperature']",
+    ]
+    res = run_script(snippet(page, "Squashing history"), tmp_path)
+    assert res.stdout.splitlines() == [
+        "['Corrections 1-3', 'Create t2m']",
+        "[30. 30. 30. 30.]",
+        "3",
+    ]
 
 
 def test_the_spark_example_runs_as_written(spark, tmp_path, monkeypatch, capsys):
