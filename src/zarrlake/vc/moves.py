@@ -19,7 +19,6 @@ from zarrlake.vc.objects import Objects
 __all__ = [
     "Move",
     "backward",
-    "between",
     "forward",
     "may_move",
     "meta_nodes",
@@ -82,30 +81,35 @@ def valid_on(moves: Iterable[Move], nodes: set[str]) -> tuple[Move, ...]:
     return tuple(kept)
 
 
-def between(objects: Objects, old: str, new: str) -> tuple[Move, ...] | None:
-    """The moves the commits after `old` up to `new` made, in order, along `new`'s first
-    parents (a merge commit records the moves it brought in); None if `old` is not on that
-    path. Change sets are read in parallel once the path is known."""
-    path = []
-    for cid, rec in objects.history(new):
-        if cid == old:
-            break
-        path.append(rec.changes)
-    else:
-        return None
-    sets = objects.map(lambda oid: objects.read(ChangeSet, oid), path[::-1])
-    return tuple(m for cs in sets for m in cs.moves)
-
-
 def relating(objects: Objects, a: str, b: str) -> tuple[Move, ...] | None:
-    """The moves that lead from commit `a` to commit `b`: those made between them when `b`
-    descends from `a` along first parents, undone in reverse order when `a` descends from
-    `b`; None when neither does."""
-    moves = between(objects, a, b)
-    if moves is not None:
-        return moves
-    back = between(objects, b, a)
-    return None if back is None else tuple((dst, src) for src, dst in reversed(back))
+    """The moves that lead from commit `a` to commit `b`: those the commits after `a` up to
+    `b` made, in order, when `b` descends from `a` along first parents (a merge commit
+    records the moves it brought in); undone in reverse order when `a` descends from `b`;
+    None when neither does. The two first-parent histories are walked in turn, so the walk
+    stops where they meet (reading as far back as the nearer of the two from their fork)."""
+    if a == b:
+        return ()
+    walks = {a: objects.history(a), b: objects.history(b)}
+    passed: dict[str, list[str]] = {a: [], b: []}  # change sets of the commits walked
+    seen: dict[str, set[str]] = {a: set(), b: set()}
+    active = [a, b]
+    while active:
+        for start in list(active):
+            other = b if start == a else a
+            step = next(walks[start], None)
+            if step is None:  # the root, or history `expire` dropped
+                active.remove(start)
+                continue
+            cid, rec = step
+            if cid == other:  # `other` is on `start`'s first-parent history
+                sets = objects.map(lambda oid: objects.read(ChangeSet, oid), passed[start][::-1])
+                moves = tuple(m for cs in sets for m in cs.moves)
+                return moves if start == b else tuple((d, s) for s, d in reversed(moves))
+            if cid in seen[other]:  # the histories met below both: neither holds the other
+                return None
+            seen[start].add(cid)
+            passed[start].append(rec.changes)
+    return None
 
 
 def may_move(old_meta: Iterable[str], new_meta: Iterable[str]) -> bool:
