@@ -17,7 +17,7 @@ from zarrlake.format.manifest import ManifestRange
 from zarrlake.format.snapshot import RangeIndex, SnapshotRoot, is_meta_key, node_path
 from zarrlake.metastore.checks import prefix_upper_bound
 from zarrlake.vc.chunk_keys import KeyNamer, load_doc
-from zarrlake.vc.moves import backward, forward, may_move, relating
+from zarrlake.vc.moves import backward, forward, forward_keys, may_move, relating
 from zarrlake.vc.objects import Objects
 
 
@@ -273,20 +273,18 @@ def diff_snapshots(
         prefixes = [(p + "/").encode() for m in moves for p in m]
         shared -= _touching(a.ranges, prefixes) | _touching(b.ranges, prefixes)
 
-    def entries(root: SnapshotRoot) -> dict[bytes, bytes]:
+    def entries(root: SnapshotRoot, renamed: Sequence[Move] = ()) -> dict[bytes, bytes]:
         out: dict[bytes, bytes] = {}
         for oid in root.ranges.ids:
             if oid in shared:
                 continue
             r = objects.read(ManifestRange, oid)
-            out.update(zip(r.keys.tolist(), (d.tobytes() for d in r.digest), strict=True))
+            keys = forward_keys(r.keys, renamed) if renamed else r.keys
+            out.update(zip(keys.tolist(), (d.tobytes() for d in r.digest), strict=True))
         return out
 
-    ea, eb = entries(a), entries(b)
-    old_meta = a.meta
-    if moves:
-        ea = {forward(k.decode(), moves).encode(): dig for k, dig in ea.items()}
-        old_meta = {forward(k, moves): doc for k, doc in a.meta.items()}
+    ea, eb = entries(a, moves), entries(b)
+    old_meta = {forward(k, moves): doc for k, doc in a.meta.items()} if moves else a.meta
     written = [k.decode() for k, dig in eb.items() if ea.get(k) != dig]
     deleted = [k.decode() for k in ea.keys() - eb.keys()]
     d = build_diff(old_meta, b.meta, written, deleted)
@@ -330,12 +328,8 @@ def diff_commit(objects: Objects, commit_id: str) -> Diff:
         return diff_change_set(objects, rec)
     root = objects.read(SnapshotRoot, rec.snapshot)
     old = objects.read(SnapshotRoot, parent.snapshot)
-    d = diff_snapshots(objects, old, root)
-    if may_hold_moves(d):
-        moves = objects.read(ChangeSet, rec.changes).moves
-        if moves:
-            d = diff_snapshots(objects, old, root, moves)
-    return d
+    moves = objects.read(ChangeSet, rec.changes).moves if may_move(old.meta, root.meta) else ()
+    return diff_snapshots(objects, old, root, moves)
 
 
 def diff_commits(objects: Objects, a: str, b: str) -> Diff:
@@ -345,12 +339,6 @@ def diff_commits(objects: Objects, a: str, b: str) -> Diff:
     new = objects.read(SnapshotRoot, objects.snapshot_of(b))
     moves = relating(objects, a, b) if may_move(old.meta, new.meta) else None
     return diff_snapshots(objects, old, new, moves or ())
-
-
-def may_hold_moves(d: Diff) -> bool:
-    """Whether a diff made without moves may show one as a delete and an add (a move
-    deletes a node and creates another): only then are moves worth looking up."""
-    return bool(d.nodes_added and d.nodes_deleted)
 
 
 def diff_change_set(objects: Objects, rec: CommitRecord) -> Diff:

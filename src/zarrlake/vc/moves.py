@@ -20,6 +20,7 @@ __all__ = [
     "Move",
     "backward",
     "forward",
+    "forward_keys",
     "may_move",
     "meta_nodes",
     "rekey",
@@ -59,6 +60,18 @@ def rekey(keys: np.ndarray, old: bytes, new: bytes) -> np.ndarray:
     out[:, : len(new)] = np.frombuffer(new, np.uint8)
     out[:, len(new) :] = body
     return out.view(f"S{out.shape[1]}").reshape(n)
+
+
+def forward_keys(keys: np.ndarray, moves: Iterable[Move]) -> np.ndarray:
+    """A column of byte-string keys renamed by the moves, applied in order (columnar)."""
+    for src, dst in moves:
+        old = (src + "/").encode()
+        hit = np.char.startswith(keys, old) if len(keys) else np.zeros(0, bool)
+        if hit.any():
+            moved = rekey(keys[hit], old, (dst + "/").encode())
+            keys = keys.astype(f"S{max(keys.dtype.itemsize, moved.dtype.itemsize)}")
+            keys[hit] = moved
+    return keys
 
 
 def meta_nodes(meta: Iterable[str]) -> set[str]:
