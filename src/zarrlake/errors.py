@@ -8,7 +8,23 @@ from enum import StrEnum
 
 
 class ZarrLakeError(Exception):
-    """Base class of every error zarrlake raises on purpose."""
+    """Base class of every error zarrlake raises on purpose.
+
+    Every subclass pickles whole (message and attributes), so an error raised in a worker
+    process (Spark, Dask, a process pool) reaches the driver as itself, whatever its
+    `__init__` takes."""
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild, (type(self), self.args, dict(self.__dict__)))
+
+
+def _rebuild(cls: type[ZarrLakeError], args: tuple, state: dict) -> ZarrLakeError:
+    """Unpickle an error without calling its `__init__` (whose signature may differ from
+    `args`): the arguments and attributes come back as they were."""
+    error = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
 
 
 class NotFoundError(ZarrLakeError, KeyError):
@@ -27,9 +43,6 @@ class ExpiredHistoryError(NotFoundError):
         super().__init__(message)
         self.commit = commit
         self.expired_at = expired_at
-
-    def __reduce__(self) -> tuple[object, ...]:  # crosses processes (Spark, Dask) whole
-        return (type(self), (str(self), self.commit, self.expired_at))
 
     @classmethod
     def before(cls, child: str, parent: str, expired_at: float) -> ExpiredHistoryError:
@@ -245,9 +258,6 @@ class ChecksFailedError(ZarrLakeError):
         super().__init__(message)
         self.results = list(results or [])
 
-    def __reduce__(self) -> tuple[object, ...]:  # crosses processes (Spark, Dask) whole
-        return (type(self), (str(self), self.results))
-
 
 class PullRequestError(ZarrLakeError):
     """A pull request action was refused.
@@ -269,6 +279,3 @@ class PullRequestBlockedError(PullRequestError):
     def __init__(self, message: str, reasons: list[str]) -> None:
         super().__init__(message)
         self.reasons = list(reasons)
-
-    def __reduce__(self) -> tuple[object, ...]:
-        return (type(self), (str(self), self.reasons))
