@@ -20,7 +20,7 @@ from zarrlake.cli.context import (
     print_json,
     when,
 )
-from zarrlake.present import diff_rows, short
+from zarrlake.present import diff_rows, short, subject
 from zarrlake.vc.policies import ConflictPolicy, FastForward
 
 if TYPE_CHECKING:
@@ -167,7 +167,7 @@ def log(
             else:
                 merge = " [magenta](merge)[/]" if len(c.parent_ids) > 1 else ""
                 console.print(
-                    f"{escape(prefix)} [yellow]{short(c.id)}[/]{merge} {escape(c.message)}",
+                    f"{escape(prefix)} [yellow]{short(c.id)}[/]{merge} {escape(subject(c.message))}",
                     highlight=False,
                 )
     else:
@@ -182,7 +182,7 @@ def log(
                 f"[yellow]{short(c.id)}[/]{merge}",
                 when(c.timestamp),
                 escape(c.author or "-"),
-                escape(c.message),
+                escape(subject(c.message)),
             )
         console.print(table)
     for note in ends.values():
@@ -219,6 +219,8 @@ def show(
     console.print(f"author:  {escape(commit.author or '-')}")
     console.print(f"date:    {when(commit.timestamp)}")
     console.print(f"session: {commit.session_id or '-'}")
+    for key, value in sorted(commit.metadata.items()):
+        console.print(f"{escape(key)}: {escape(value)}", highlight=False)
     console.print(f"\n    {escape(commit.message)}\n")
     if len(shown) > 1:
         console.print("changes against the first parent:")

@@ -29,6 +29,7 @@ class Commit:
             "author": self.author,
             "timestamp": self.timestamp.astimezone(UTC).isoformat(),
             "session_id": self.session_id,
+            "metadata": dict(self.metadata),
         }
 
     @classmethod
