@@ -166,8 +166,9 @@ def log(
                 console.print(prefix, highlight=False, markup=False)
             else:
                 merge = " [magenta](merge)[/]" if len(c.parent_ids) > 1 else ""
+                line = escape(subject(c.message))
                 console.print(
-                    f"{escape(prefix)} [yellow]{short(c.id)}[/]{merge} {escape(subject(c.message))}",
+                    f"{escape(prefix)} [yellow]{short(c.id)}[/]{merge} {line}",
                     highlight=False,
                 )
     else:
