@@ -279,3 +279,16 @@ class PullRequestBlockedError(PullRequestError):
     def __init__(self, message: str, reasons: list[str]) -> None:
         super().__init__(message)
         self.reasons = list(reasons)
+
+
+class PullRequestChecksFailedError(PullRequestBlockedError, ChecksFailedError):
+    """A pull request's merge was refused because a check guarding its target failed.
+
+    A ChecksFailedError too, so one handler covers a direct merge onto a guarded branch
+    and a pull request's merge. `results` holds the failing CheckResults, `reasons` every
+    reason the merge was refused (approvals too)."""
+
+    def __init__(self, message: str, reasons: list[str], results: list) -> None:
+        ZarrLakeError.__init__(self, message)
+        self.reasons = list(reasons)
+        self.results = list(results)
