@@ -25,6 +25,7 @@ from zarrlake.errors import (
     NotFoundError,
     ProtectedBranchError,
     PullRequestBlockedError,
+    PullRequestChecksFailedError,
     PullRequestError,
     PullRequestNotOpenError,
     ReadOnlyError,
@@ -61,8 +62,7 @@ TYPE_CHECKING = False
 """True for type checkers only (as `typing.TYPE_CHECKING`, without importing `typing`)."""
 
 if TYPE_CHECKING:  # what type checkers see of the lazy names; nothing is imported at run time
-    from typing import Any
-
+    from zarrlake import checks as checks
     from zarrlake import spark as spark
     from zarrlake import virtual as virtual
     from zarrlake.connection import FlushPolicy as FlushPolicy
@@ -97,6 +97,7 @@ __all__ = [
     "NotFoundError",
     "ProtectedBranchError",
     "PullRequestBlockedError",
+    "PullRequestChecksFailedError",
     "PullRequestError",
     "PullRequestNotOpenError",
     "ReadOnlyError",
@@ -113,19 +114,22 @@ __all__ = [
     *_LAZY,
 ]
 
+_SUBMODULES = ("checks", "spark", "virtual")
+"""Public submodules loaded on first use: the check kinds, pyspark's and virtualizarr's."""
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(_importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    if name == "checks":  # the check kinds (zarrlake.checks), loaded on first use
-        return _importlib.import_module("zarrlake.checks")
-    if name in ("spark", "virtual"):  # imports pyspark / virtualizarr
-        return _importlib.import_module(f"zarrlake.{name}")
-    raise AttributeError(f"module 'zarrlake' has no attribute {name!r}")
+if not TYPE_CHECKING:  # at run time only: type checkers see the names above, so a typo in
+    # `zl.Rpeo` is an error for them rather than `Any`
+
+    def __getattr__(name: str) -> object:
+        if name in _LAZY:
+            value = getattr(_importlib.import_module(_LAZY[name]), name)
+            globals()[name] = value
+            return value
+        if name in _SUBMODULES:
+            return _importlib.import_module(f"zarrlake.{name}")
+        raise AttributeError(f"module 'zarrlake' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
     """The public names (not the submodules imported so far, nor `importlib`)."""
-    return sorted({*__all__, "__version__", "spark", "virtual"})
+    return sorted({*__all__, "__version__", *_SUBMODULES})

@@ -20,6 +20,7 @@ import zarrlake.metastore.sqlite
 import zarrlake.storage.locations  # noqa: F401
 from zarrlake import storage as storages
 from zarrlake._util import runtime
+from zarrlake._util.secrets import mask_urls, masked_options
 from zarrlake.errors import AlreadyExistsError, InvalidInputError, NotFoundError, ZarrLakeError
 from zarrlake.format.changes import ChangeSet
 from zarrlake.format.commit import CommitRecord
@@ -58,6 +59,13 @@ class RepoSpec:
     def is_local(self) -> bool:
         """Whether the repository lives in a local directory (an absolute path)."""
         return self.location.startswith("/")
+
+    def __repr__(self) -> str:  # never shows a password or a secret option's value
+        return (
+            f"RepoSpec(location={mask_urls(self.location)!r}, "
+            f"metastore={mask_urls(self.metastore)!r}, "
+            f"storage_options={masked_options(self.storage_options)!r})"
+        )
 
 
 def resolve_spec(

@@ -8,7 +8,23 @@ from enum import StrEnum
 
 
 class ZarrLakeError(Exception):
-    """Base class of every error zarrlake raises on purpose."""
+    """Base class of every error zarrlake raises on purpose.
+
+    Every subclass pickles whole (message and attributes), so an error raised in a worker
+    process (Spark, Dask, a process pool) reaches the driver as itself, whatever its
+    `__init__` takes."""
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild, (type(self), self.args, dict(self.__dict__)))
+
+
+def _rebuild(cls: type[ZarrLakeError], args: tuple, state: dict) -> ZarrLakeError:
+    """Unpickle an error without calling its `__init__` (whose signature may differ from
+    `args`): the arguments and attributes come back as they were."""
+    error = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
 
 
 class NotFoundError(ZarrLakeError, KeyError):
@@ -27,9 +43,6 @@ class ExpiredHistoryError(NotFoundError):
         super().__init__(message)
         self.commit = commit
         self.expired_at = expired_at
-
-    def __reduce__(self) -> tuple[object, ...]:  # crosses processes (Spark, Dask) whole
-        return (type(self), (str(self), self.commit, self.expired_at))
 
     @classmethod
     def before(cls, child: str, parent: str, expired_at: float) -> ExpiredHistoryError:
@@ -247,9 +260,6 @@ class ChecksFailedError(ZarrLakeError):
         super().__init__(message)
         self.results = list(results or [])
 
-    def __reduce__(self) -> tuple[object, ...]:  # crosses processes (Spark, Dask) whole
-        return (type(self), (str(self), self.results))
-
 
 class PullRequestError(ZarrLakeError):
     """A pull request action was refused.
@@ -272,5 +282,15 @@ class PullRequestBlockedError(PullRequestError):
         super().__init__(message)
         self.reasons = list(reasons)
 
-    def __reduce__(self) -> tuple[object, ...]:
-        return (type(self), (str(self), self.reasons))
+
+class PullRequestChecksFailedError(PullRequestBlockedError, ChecksFailedError):
+    """A pull request's merge was refused because a check guarding its target failed.
+
+    A ChecksFailedError too, so one handler covers a direct merge onto a guarded branch
+    and a pull request's merge. `results` holds the failing CheckResults, `reasons` every
+    reason the merge was refused (approvals too)."""
+
+    def __init__(self, message: str, reasons: list[str], results: list) -> None:
+        ZarrLakeError.__init__(self, message)
+        self.reasons = list(reasons)
+        self.results = list(results)

@@ -21,6 +21,7 @@ from zarrlake.errors import (
     InvalidInputError,
     NotFoundError,
     PullRequestBlockedError,
+    PullRequestChecksFailedError,
     PullRequestError,
     ZarrLakeError,
 )
@@ -64,8 +65,6 @@ class Repo(Protocol):
     def run_checks(
         self, ref: str, base: str | None = None, names: list[str] | None = None
     ) -> list[CheckResult]: ...
-
-    from zarrlake.vc.checks.run import CheckResult
 
 
 __all__ = ["PullRequest"]
@@ -261,20 +260,29 @@ class PullRequest:
 
     @property
     def checks(self) -> list[CheckResult]:
-        """The results of the checks guarding the target; [] when none guard it.
+        """The recorded results of the checks guarding the target, for the source's current
+        head against its merge base with the target; a check not run on that pair yet is
+        not listed. Reading it runs nothing and writes nothing: `run_checks()` does."""
+        return self._checks(self.source_head, run=False)
 
-        They run on the source's current head against its merge base with the target
-        (`Repo.run_checks`).
-        """
+    def run_checks(self) -> list[CheckResult]:
+        """Run the checks guarding the target on the source's current head against its merge
+        base with the target, record their results and return them ([] when none guard
+        it); results recorded for that pair are reused (`Repo.run_checks`)."""
         return self._checks(self.source_head)
 
-    def _checks(self, head: str, record: bool = True) -> list[CheckResult]:
-        """The guarding checks' results for `head` against its merge base with the target;
-        without `record`, results not recorded yet are computed and not written."""
+    def _checks(self, head: str, record: bool = True, run: bool = True) -> list[CheckResult]:
+        """The guarding checks' results for `head` against its merge base with the target:
+        computed where not recorded (and then recorded, with `record`), or with `run` False
+        the recorded ones only."""
         rules = [r for r in self._repo.list_checks() if r.guards(self._rec.target)]
         if not rules:
             return []
         base = self._repo.merge_base(self._rec.target, head)
+        if not run:
+            from zarrlake.txn.checks import recorded_checks
+
+            return recorded_checks(self._repo.context, rules, head, base)
         if record:
             return self._repo.run_checks(head, base=base, names=[r.name for r in rules])
         from zarrlake.txn.checks import run_checks
@@ -287,17 +295,20 @@ class PullRequest:
             return [f"it is {self._rec.state}"]
         return self._blockers(self.source_head)
 
-    def _blockers(self, head: str) -> list[str]:
-        out = [f"check {c.name!r} failed: {c.message}" for c in self._checks(head) if not c.passed]
+    def _blockers(self, head: str, failed: list[CheckResult] | None = None) -> list[str]:
+        """Why a merge of `head` is refused: the failing checks (`failed`, or those run now),
+        then what the record says (approvals, change requests)."""
+        if failed is None:
+            failed = [c for c in self._checks(head) if not c.passed]
+        out = [f"check {c.name!r} failed: {c.message}" for c in failed]
         needed, dismiss = self._policy()
         return out + self._rec.blockers(head, needed, dismiss)
 
-    def to_json(self, checks: bool = True, record: bool = True) -> dict:
+    def to_json(self, checks: bool = True, record: bool = False) -> dict:
         """The pull request as the CLI's and the web UI's JSON show it.
 
         With `checks`, the checks' results, approvals and blockers for the source's current
-        head too (results computed now are recorded unless `record` is False: a web page only
-        reads).
+        head too (results not recorded yet are computed; with `record` they are recorded).
         """
         r = self._rec
         out: dict[str, Any] = {
@@ -434,9 +445,12 @@ class PullRequest:
         ------
         PullRequestNotOpenError
             If it is merged, closed or being merged by another client.
+        PullRequestChecksFailedError
+            If a check guarding the target fails: a PullRequestBlockedError and a
+            ChecksFailedError (`results` holds the failing checks, `reasons` every reason).
         PullRequestBlockedError
-            If a check guarding the target fails, approvals are missing or a request for
-            changes stands (`reasons` lists each).
+            If approvals are missing or a request for changes stands (`reasons` lists
+            each).
         ConflictError
             If the merge conflicts; the pull request stays open.
         """
@@ -444,11 +458,13 @@ class PullRequest:
         self.recover()
         records.require_open(self._rec, "merge")
         head = self.source_head
-        reasons = self._blockers(head)
+        failed = [c for c in self._checks(head) if not c.passed]
+        reasons = self._blockers(head, failed)
         if reasons:
-            raise PullRequestBlockedError(
-                f"pull request #{self.id} cannot be merged: {'; '.join(reasons)}", reasons
-            )
+            message = f"pull request #{self.id} cannot be merged: {'; '.join(reasons)}"
+            if failed:
+                raise PullRequestChecksFailedError(message, reasons, failed)
+            raise PullRequestBlockedError(message, reasons)
         needed, dismiss = self._policy()
         self._update(lambda r: records.begin_merge(r, head, who, needed, dismiss))
         assert self._rec.merging is not None

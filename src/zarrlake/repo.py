@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from zarrlake._util.secrets import mask_urls
 from zarrlake._util.validate import check_ref_name
 from zarrlake.connection import (
     RepoContext,
@@ -95,7 +96,7 @@ class Repo:
         return self._ctx
 
     def __repr__(self) -> str:
-        return f"<zarrlake.Repo {self.spec.location}>"
+        return f"<zarrlake.Repo {mask_urls(self.spec.location)}>"
 
     # opening ------------------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ from zarrlake.cli.context import (
     when,
 )
 from zarrlake.errors import InvalidInputError
-from zarrlake.present import diff_rows, short
+from zarrlake.present import diff_rows, short, subject
 from zarrlake.vc.policies import ConflictPolicy, FastForward
 
 if TYPE_CHECKING:
@@ -186,8 +186,9 @@ def log(
                 console.print(prefix, highlight=False, markup=False)
             else:
                 merge = " [magenta](merge)[/]" if len(c.parent_ids) > 1 else ""
+                line = escape(subject(c.message))
                 console.print(
-                    f"{escape(prefix)} [yellow]{short(c.id)}[/]{merge} {escape(c.message)}",
+                    f"{escape(prefix)} [yellow]{short(c.id)}[/]{merge} {line}",
                     highlight=False,
                 )
     else:
@@ -204,7 +205,7 @@ def log(
                 when(c.timestamp),
                 escape(c.author or "-"),
                 *([escape(c.path or "/")] if named else []),
-                escape(c.message),
+                escape(subject(c.message)),
             )
         console.print(table)
     for note in ends.values():
@@ -241,6 +242,8 @@ def show(
     console.print(f"author:  {escape(commit.author or '-')}")
     console.print(f"date:    {when(commit.timestamp)}")
     console.print(f"session: {commit.session_id or '-'}")
+    for key, value in sorted(commit.metadata.items()):
+        console.print(f"{escape(key)}: {escape(value)}", highlight=False)
     console.print(f"\n    {escape(commit.message)}\n")
     if len(shown) > 1:
         console.print("changes against the first parent:")
@@ -409,7 +412,7 @@ def blame(
     where = ",".join(map(str, coords))
     console.print(
         f"{escape(array)} chunk ({where}): [yellow]{short(c.id)}[/] {when(c.timestamp)} "
-        f"{escape(c.author or '-')}  {escape(c.message)}",
+        f"{escape(c.author or '-')}  {escape(subject(c.message))}",
         highlight=False,
     )
 

@@ -28,7 +28,7 @@ from zarrlake.errors import (
     StaleVirtualChunkError,
     ZarrLakeError,
 )
-from zarrlake.present import short
+from zarrlake.present import short, subject
 from zarrlake.repo import Repo
 from zarrlake.ui.model import Model
 from zarrlake.ui.pulls import PullPages
@@ -115,6 +115,7 @@ def create_app(repo: Repo, token: str | None = None, hosts: list[str] | None = N
     env.filters["tojson_pretty"] = lambda v: json.dumps(jsonable(v), indent=2)
     env.filters["bytes"] = _human_bytes
     env.filters["num"] = lambda v: "-" if v is None else f"{v:.6g}"
+    env.filters["subject"] = subject
     env.filters["when"] = lambda t: (t or "-")[:19].replace("T", " ")
 
     def wants_json(request: Request) -> bool:

@@ -31,6 +31,7 @@ class Commit:
             "author": self.author,
             "timestamp": self.timestamp.astimezone(UTC).isoformat(),
             "session_id": self.session_id,
+            "metadata": dict(self.metadata),
         }
         if self.path is not None:
             out["path"] = self.path
