@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from zarrlake.vc.checks.rules import CheckRule
     from zarrlake.vc.checks.run import CheckResult
     from zarrlake.vc.policies import ConflictPolicy, FastForward, IsolationLevel
+    from zarrlake.vc.purges import PurgeRecord
     from zarrlake.zarr_store import SessionStore
 
 __all__ = ["Commit", "Repo", "RepoSpec", "RepoStats", "SessionInfo"]
@@ -359,6 +360,8 @@ class Repo:
         on_read: _OnRead = None,
         on_expired: Callable[[ExpiredHistory], None] | None = None,
         sources_only: bool = False,
+        purges: bool = False,
+        against: Repo | None = None,
     ) -> list[Problem]:
         """Re-read and verify every object reachable from `ref`; returns the problems found.
 
@@ -366,7 +369,16 @@ class Repo:
         is as imported (`sources_only`: only that). No problems are returned if the repository
         is intact. `on_read(key, size)` is called for every object read (progress, counts),
         `on_expired` for each place where `expire` ended a history (which is not a problem).
+        Chunks a purge removed are not problems.
+
+        With `purges`, proves the purges instead (`zarrlake fsck --purges`): every one
+        finished, no purged chunk object or range still holds its bytes, and (given
+        `against`, the repository this one was cloned from) every purge of that one is here.
         """
+        if purges:
+            from zarrlake.admin.purge import prove
+
+            return prove(self._ctx, None if against is None else against.context)
         if ref is not None:
             starts = [(self.resolve(ref), f"ref {ref!r}")]
         else:
@@ -381,6 +393,7 @@ class Repo:
             on_expired,
             objects.sources,
             sources_only,
+            self._ctx.purges.lookup,
         )
 
     def stats(self, ref: str = "main") -> RepoStats:
@@ -902,6 +915,92 @@ class Repo:
         from zarrlake.admin.metastore_copy import copy_metastore
 
         return copy_metastore(self._ctx, to, switch, replace)
+
+    # purging data from every version (zarrlake.admin.purge) --------------------------------
+
+    def purge(
+        self,
+        paths: str | list[str] | tuple[str, ...],
+        *,
+        reason: str,
+        by: str,
+        region: tuple[slice | int, ...] | None = None,
+        force: bool = False,
+        keep_unremovable: bool = False,
+        messages: list[str] | tuple[str, ...] = (),
+        dry_run: bool = False,
+        progress: Callable[[str, int, int | None], None] | None = None,
+    ) -> PurgeRecord:
+        """Remove the chunk bytes of arrays (or of a region of one) from every version.
+
+        Commits, ids and manifests stay as they are; reading a purged chunk at any version
+        then raises PurgedError naming the purge. The purge is recorded in the metastore
+        (`purges()`), and `fsck(purges=True)` proves it.
+
+        Parameters
+        ----------
+        paths
+            Array paths; every stored version of each is purged.
+        reason, by
+            Why, and who asked: kept in the purge record.
+        region
+            With one path: only the chunks meeting this region (slices and integers in
+            array coordinates, at each version's shape and chunking).
+        force
+            Purge even bytes a branch head still holds, or that chunks outside the
+            selection share (they are removed there too); refused otherwise, naming them.
+        keep_unremovable
+            Purge what can be and keep chunks of at most 64 bytes (inside manifests, which
+            commit ids cover) and virtual chunks (outside the repository); refused otherwise.
+        messages
+            Commits whose messages to redact where their ids do not cover them: the session
+            records that made them and the pull requests that merged them.
+        dry_run
+            Find what would be removed; change nothing.
+        progress
+            Called as progress(phase, done, total or None).
+
+        Returns
+        -------
+        PurgeRecord
+            The record: counts of chunks, objects, ranges and bytes removed.
+
+        Raises
+        ------
+        ZarrLakeError
+            If the bytes are still needed and `force` is not given (the message says where).
+        InvalidInputError
+            If the selection holds chunks a purge cannot remove, and `keep_unremovable` is
+            not given.
+        GcBusyError
+            If a garbage collection is running.
+        """
+        from zarrlake.admin.purge import purge
+
+        return purge(
+            self._ctx,
+            list(paths) if not isinstance(paths, str) else [paths],
+            reason=reason,
+            by=by,
+            region=region,
+            force=force,
+            keep_unremovable=keep_unremovable,
+            messages=messages,
+            dry_run=dry_run,
+            progress=progress,
+        )
+
+    def purges(self) -> list[PurgeRecord]:
+        """Every purge record, oldest first (who, when, why, which arrays, what it removed)."""
+        from zarrlake.vc.purges import PurgeRecords
+
+        return PurgeRecords(self._ctx.meta, self._ctx.refs.partition).list()
+
+    def finish_purges(self) -> list[PurgeRecord]:
+        """Finish purges a crash stopped half-way (`zarrlake purge --resume`); returns them."""
+        from zarrlake.admin.purge import finish_pending
+
+        return finish_pending(self._ctx)
 
     # pull requests (zarrlake.pulls) -----------------------------------------------------------
 

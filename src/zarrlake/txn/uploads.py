@@ -83,4 +83,6 @@ class UploadLog:
         if digest is None:
             digest = self.objects.digest(data)
         self.record([(chunk_object_key(digest), len(data))])
-        return self.objects.store_chunk(data, digest, table)
+        return self.objects.store_chunk(
+            data, digest, table, record=lambda key, size: self.record([(key, size)])
+        )
