@@ -44,6 +44,7 @@ from zarrlake.vc.stats import RepoStats, repo_stats
 if TYPE_CHECKING:
     import zarr
 
+    from zarrlake.admin.export import ExportReport
     from zarrlake.admin.metastore_copy import CopyReport
     from zarrlake.lifecycle.expire import ExpireReport
     from zarrlake.lifecycle.gc import GcReport
@@ -915,6 +916,73 @@ class Repo:
         from zarrlake.admin.metastore_copy import copy_metastore
 
         return copy_metastore(self._ctx, to, switch, replace)
+
+    # exporting and copying (zarrlake.admin.export, zarrlake.admin.clone) ---------------------
+
+    def export(
+        self,
+        ref: str,
+        dest: str | os.PathLike,
+        *,
+        arrays: list[str] | tuple[str, ...] | None = None,
+        storage_options: dict | None = None,
+        virtual: str = "refuse",
+        overwrite: bool = False,
+        workers: int = 16,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> ExportReport:
+        """Write the tree at `ref` as a plain Zarr v3 hierarchy that zarr and xarray open
+        without zarrlake.
+
+        Chunk bytes are copied as stored (never decoded and encoded again) and checked
+        against their digests on the way; sharded arrays come out as the shards zarr reads.
+
+        Parameters
+        ----------
+        ref
+            A branch, tag, commit id or ref expression.
+        dest
+            A directory, or an object-store URL (``s3://bucket/prefix``); empty, unless
+            `overwrite` (then what it holds is deleted first).
+        arrays
+            Only these arrays or groups (with everything below them and the groups above).
+        storage_options
+            Options of the destination's object store (region, endpoint, credentials).
+        virtual
+            "refuse" (default: nothing is written when the tree holds virtual chunks) or
+            "materialize" (read them from their sources, checked, and write them).
+        workers
+            Chunks copied at once.
+        progress
+            Called as progress(bytes written, bytes in all).
+
+        Returns
+        -------
+        ExportReport
+            Arrays, documents, chunks and bytes written, and the time taken.
+
+        Raises
+        ------
+        AlreadyExistsError
+            If `dest` holds anything (and `overwrite` is not given), or a repository.
+        InvalidInputError
+            If the tree holds virtual chunks and `virtual` is "refuse".
+        CorruptionError, PurgedError
+            If a chunk fails its checksum, or a purge removed it (the export stops).
+        """
+        from zarrlake.admin.export import export
+
+        return export(
+            self._ctx,
+            self.resolve(ref),
+            dest,
+            arrays=None if arrays is None else list(arrays),
+            storage_options=storage_options,
+            virtual=virtual,  # type: ignore[arg-type]
+            overwrite=overwrite,
+            workers=workers,
+            progress=progress,
+        )
 
     # purging data from every version (zarrlake.admin.purge) --------------------------------
 
