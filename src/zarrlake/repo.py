@@ -44,6 +44,7 @@ from zarrlake.vc.stats import RepoStats, repo_stats
 if TYPE_CHECKING:
     import zarr
 
+    from zarrlake.admin.clone import PullReport
     from zarrlake.admin.export import ExportReport
     from zarrlake.admin.metastore_copy import CopyReport
     from zarrlake.lifecycle.expire import ExpireReport
@@ -73,6 +74,7 @@ class Repo:
         self._ctx = ctx
         self._session: Session | None = None
         self._checked_out = "main"  # the ref the implicit session is made on (`checkout`)
+        self.last_pull: PullReport | None = None  # what the last clone or pull copied
 
     @classmethod
     def of(cls, session: Session) -> Repo:
@@ -983,6 +985,110 @@ class Repo:
             workers=workers,
             progress=progress,
         )
+
+    @classmethod
+    def clone(
+        cls,
+        source: Repo | str | os.PathLike,
+        dest: str | os.PathLike,
+        *,
+        refs: list[str] | tuple[str, ...] | None = None,
+        depth: int | None = None,
+        metastore: str | None = None,
+        storage_options: dict | None = None,
+        progress: Callable[[str, int, int | None], None] | None = None,
+    ) -> Repo:
+        """A new repository at `dest` holding the branches and tags of `source` (all, or
+        `refs`) with their history (all of it, or the last `depth` commits of each).
+
+        The copy shares nothing with the source (its own storage, metastore and id; the
+        same commit ids), carries its purges, and remembers where it came from: `pull`
+        brings it up to date. A clone stopped half-way (killed) goes on when run again.
+
+        Parameters
+        ----------
+        source
+            The repository to copy: a Repo, or its location (opened with default options).
+        dest
+            Where the copy goes: a directory or an object-store URL.
+        refs
+            Branch and tag names to copy (default: all).
+        depth
+            Copy only the last `depth` commits of each ref's history (default: all); the
+            copy's history ends there as after `expire`.
+        metastore, storage_options
+            The copy's metastore and object-store options, as `Repo.create` takes them.
+        progress
+            Called as progress(phase, done, total or None).
+
+        Returns
+        -------
+        Repo
+            The copy (`last_pull` holds what was copied).
+
+        Raises
+        ------
+        AlreadyExistsError
+            If `dest` holds a repository that is not a clone of `source`.
+        NotFoundError
+            If a name in `refs` is no branch or tag of the source.
+        """
+        from zarrlake.admin.clone import clone
+
+        src = source if isinstance(source, Repo) else cls.open(source)
+        try:
+            spec = resolve_spec(dest, metastore, storage_options)
+            ctx, report = clone(
+                src._ctx, spec, None if refs is None else list(refs), depth, progress
+            )
+        finally:
+            if src is not source:
+                src.close()
+        repo = cls(ctx)
+        repo.last_pull = report
+        return repo
+
+    def pull(
+        self,
+        source: Repo | str | os.PathLike | None = None,
+        *,
+        refs: list[str] | tuple[str, ...] | None = None,
+        depth: int | None = None,
+        force: bool = False,
+        progress: Callable[[str, int, int | None], None] | None = None,
+    ) -> PullReport:
+        """Bring this copy up to date with `source` (default: the repository it was
+        cloned from), copying only the objects it lacks, and its purges.
+
+        `refs` are the branch and tag names to bring (default: the clone's, or all); a
+        branch of the copy with commits the source lacks, or a tag at another commit, is
+        refused with FastForwardError (nothing moved) unless `force`. A pull stopped
+        half-way (killed) goes on when run again.
+        """
+        from zarrlake.admin.clone import origin, pull
+
+        made = origin(self._ctx)
+        if source is None:
+            if made is None:
+                raise InvalidInputError("this repository is not a clone: give the source")
+            source = made["location"]
+        if refs is None and made is not None:
+            refs = made.get("refs")
+        src = source if isinstance(source, Repo) else Repo.open(source)
+        try:
+            report = pull(
+                self._ctx,
+                src._ctx,
+                None if refs is None else list(refs),
+                depth,
+                force=force,
+                progress=progress,
+            )
+        finally:
+            if src is not source:
+                src.close()
+        self.last_pull = report
+        return report
 
     # purging data from every version (zarrlake.admin.purge) --------------------------------
 
