@@ -1048,6 +1048,13 @@ class Repo:
         repo.last_pull = report
         return repo
 
+    def origin(self) -> dict | None:
+        """Where this repository was cloned from (`location`, `repo_id`, the `refs` and
+        `depth` asked for), or None if it is not a clone."""
+        from zarrlake.admin.clone import origin
+
+        return origin(self._ctx)
+
     def pull(
         self,
         source: Repo | str | os.PathLike | None = None,
@@ -1060,7 +1067,8 @@ class Repo:
         """Bring this copy up to date with `source` (default: the repository it was
         cloned from), copying only the objects it lacks, and its purges.
 
-        `refs` are the branch and tag names to bring (default: the clone's, or all); a
+        `refs` are the branch and tag names to bring and `depth` how much of their new
+        history (default: the clone's, or all of it); a
         branch of the copy with commits the source lacks, or a tag at another commit, is
         refused with FastForwardError (nothing moved) unless `force`. A pull stopped
         half-way (killed) goes on when run again.
@@ -1072,8 +1080,9 @@ class Repo:
             if made is None:
                 raise InvalidInputError("this repository is not a clone: give the source")
             source = made["location"]
-        if refs is None and made is not None:
-            refs = made.get("refs")
+        if made is not None:  # the clone's choices, unless others are given
+            refs = made.get("refs") if refs is None else refs
+            depth = made.get("depth") if depth is None else depth
         src = source if isinstance(source, Repo) else Repo.open(source)
         try:
             report = pull(
@@ -1098,7 +1107,7 @@ class Repo:
         *,
         reason: str,
         by: str,
-        region: tuple[slice | int, ...] | None = None,
+        region: tuple[slice | int, ...] | str | None = None,
         force: bool = False,
         keep_unremovable: bool = False,
         messages: list[str] | tuple[str, ...] = (),
@@ -1119,7 +1128,8 @@ class Repo:
             Why, and who asked: kept in the purge record.
         region
             With one path: only the chunks meeting this region (slices and integers in
-            array coordinates, at each version's shape and chunking).
+            array coordinates, or their text "0:10,:", at each version's shape and
+            chunking).
         force
             Purge even bytes a branch head still holds, or that chunks outside the
             selection share (they are removed there too); refused otherwise, naming them.

@@ -381,10 +381,7 @@ def _pull(
     force: bool,
     progress: Progress,
 ) -> PullReport:
-    heads = list(chosen.values())
-    if depth is None:  # a shallow copy deepens: its history goes on below its cuts
-        heads += _cuts(dest)
-    order, markers, cut = _walk(dest, source, heads, depth)
+    order, markers, cut = _walk(dest, source, chosen.values(), depth)
     copier = _Copier(dest, source)
     snapshots = list(dict.fromkeys(rec.snapshot for _, rec in order))
     fresh = [s for s in snapshots if not dest.object_store.exists(f"snapshots/{s}")]
@@ -409,7 +406,9 @@ def _pull(
         dest.object_store.put_if_absent(f"expired/{cid}", json.dumps(doc).encode())
     for generation in _generations(order):  # a record found has its whole history
         copier.copy([f"commits/{cid}" for cid in generation])
-        dest.object_store.delete_many([f"expired/{cid}" for cid in generation])  # (deepened)
+        # a commit an earlier shallow copy cut is whole now: its history goes on (gc and
+        # fsck stop at a marker, so it must go)
+        dest.object_store.delete_many([f"expired/{cid}" for cid in generation])
     moved = _move_refs(dest, chosen, force)
     _copy_sources(dest, source)
     return PullReport(
@@ -421,18 +420,6 @@ def _pull(
         refs=moved,
         cut=len(cut),
     )
-
-
-def _cuts(dest: RepoContext) -> list[str]:
-    """The commits where a shallow clone or pull cut the copy's history."""
-    out = []
-    for key in dest.object_store.list("expired/"):
-        try:
-            if "shallow" in json.loads(dest.object_store.get(key)):
-                out.append(key.rsplit("/", 1)[1])
-        except (NotFoundError, ValueError):
-            continue
-    return out
 
 
 def _generations(order: list[tuple[str, CommitRecord]]) -> list[list[str]]:

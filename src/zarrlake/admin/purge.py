@@ -458,7 +458,7 @@ def purge(
     *,
     reason: str,
     by: str,
-    region: Region | None = None,
+    region: Region | str | None = None,
     force: bool = False,
     keep_unremovable: bool = False,
     messages: Iterable[str] = (),
@@ -470,6 +470,8 @@ def purge(
     for what, value in (("reason", reason), ("by", by)):
         if not isinstance(value, str) or not value.strip():
             raise InvalidInputError(f"a purge needs a non-empty {what} (a string)")
+    if isinstance(region, str):
+        region = parse_region(region)
     if region is not None:
         region = _check_region(region)
         if len(paths) != 1:
