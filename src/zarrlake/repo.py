@@ -1067,23 +1067,27 @@ class Repo:
         """Bring this copy up to date with `source` (default: the repository it was
         cloned from), copying only the objects it lacks, and its purges.
 
-        `refs` are the branch and tag names to bring and `depth` how much of their new
-        history (default: the clone's, or all of it); a
-        branch of the copy with commits the source lacks, or a tag at another commit, is
-        refused with FastForwardError (nothing moved) unless `force`. A pull stopped
-        half-way (killed) goes on when run again.
+        `refs` are the branch and tag names to bring (default: the clone's, or all); their
+        new history is copied down to the commits the copy holds (with `depth`, at most
+        that many generations of it). A branch of the copy with commits the source lacks,
+        or a tag at another commit, is refused with FastForwardError (nothing moved) unless
+        `force`. A pull stopped half-way (killed) goes on when run again.
         """
         from zarrlake.admin.clone import origin, pull
 
         made = origin(self._ctx)
-        if source is None:
+        if source is None:  # the origin, reached with this copy's storage options
             if made is None:
                 raise InvalidInputError("this repository is not a clone: give the source")
-            source = made["location"]
-        if made is not None:  # the clone's choices, unless others are given
-            refs = made.get("refs") if refs is None else refs
-            depth = made.get("depth") if depth is None else depth
-        src = source if isinstance(source, Repo) else Repo.open(source)
+            src = Repo.open(
+                made["location"],
+                metastore=made.get("metastore") or None,
+                storage_options=dict(self.spec.storage_options) or None,
+            )
+        else:
+            src = source if isinstance(source, Repo) else Repo.open(source)
+        if made is not None and refs is None:  # the clone's refs, unless others are given
+            refs = made.get("refs")
         try:
             report = pull(
                 self._ctx,

@@ -87,10 +87,20 @@ class PullReport:
 
 
 def origin(ctx: RepoContext) -> dict[str, Any] | None:
-    """Where the repository was cloned from (location, repository id, refs, depth), or
-    None if it is not a clone."""
+    """Where the repository was cloned from (location, metastore without its password,
+    repository id, refs, depth), or None if it is not a clone."""
     got = ctx.meta.get(ctx.refs.partition, ORIGIN)
     return None if got is None else json.loads(got[0])
+
+
+def without_password(url: str) -> str:
+    """A metastore URL as the copy records it: any password left out (the copy's
+    metastore is another system; `pull` asks for the source when it needs one)."""
+    head, at, tail = url.rpartition("@")
+    if not at or "://" not in head:
+        return url
+    scheme, _, userinfo = head.partition("://")
+    return f"{scheme}://{userinfo.partition(':')[0]}@{tail}"
 
 
 def _pristine(ctx: RepoContext) -> bool:
@@ -141,6 +151,7 @@ def clone(
         main = dest.refs.get(BRANCH, "main")
         doc = {
             "location": source.spec.location,
+            "metastore": without_password(source.spec.metastore),
             "repo_id": source.repo_id,
             "refs": refs,
             "depth": depth,

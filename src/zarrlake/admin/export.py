@@ -219,9 +219,9 @@ def _assembled(
 
 def open_destination(
     ctx: RepoContext, dest: str | os.PathLike, storage_options: dict | None, overwrite: bool
-) -> ObjectStore:
-    """The destination store, checked: never a repository, never inside this one, and
-    empty (with `overwrite`, emptied first)."""
+) -> tuple[str, ObjectStore]:
+    """(URL, store) of the destination, checked: never a repository, never inside this
+    one, and empty (with `overwrite`, emptied first)."""
     if not isinstance(dest, str | os.PathLike) or not str(dest):
         raise InvalidInputError(f"the export destination must be a path or URL, not {dest!r}")
     url = str(dest)
@@ -251,7 +251,7 @@ def open_destination(
         keys = list(store.list(""))
         for i in range(0, len(keys), 1000):
             store.delete_many(keys[i : i + 1000])
-    return store
+    return url, store
 
 
 def copy_part(
@@ -305,6 +305,48 @@ def write_documents(dest: ObjectStore, documents: dict[str, bytes]) -> None:
         dest.put("zarr.json", documents["zarr.json"])
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """An export planned and its destination opened (checked, empty)."""
+
+    snapshot: str
+    root: SnapshotRoot
+    documents: dict[str, bytes]
+    arrays: list[str]
+    parts: list[Part]
+    url: str
+    store: ObjectStore
+
+
+def prepare(
+    ctx: RepoContext,
+    commit_id: str,
+    dest: str | os.PathLike,
+    arrays: list[str] | None,
+    storage_options: dict | None,
+    virtual: Virtual,
+    overwrite: bool,
+    ranges_per: int = 1,
+) -> Prepared:
+    """Plan the export of `commit_id` (raising before anything is written if it cannot
+    run) and open its destination."""
+    if virtual not in ("refuse", "materialize"):
+        raise InvalidInputError(f"virtual must be 'refuse' or 'materialize', not {virtual!r}")
+    chosen = None if arrays is None else sorted({str(a).strip("/") for a in arrays})
+    sid = ctx.objects.snapshot_of(commit_id)
+    root = ctx.objects.read(SnapshotRoot, sid)
+    documents = selected_documents(root, chosen)
+    paths = array_paths(documents)
+    parts = plan_parts(ctx.objects, root, paths, virtual, ranges_per)
+    url, store = open_destination(ctx, dest, storage_options, overwrite)
+    return Prepared(sid, root, documents, paths, parts, url, store)
+
+
+def _check_workers(workers: object) -> None:
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+        raise InvalidInputError(f"workers must be a positive integer, not {workers!r}")
+
+
 def export(
     ctx: RepoContext,
     commit_id: str,
@@ -319,19 +361,10 @@ def export(
 ) -> ExportReport:
     """Write the tree at `commit_id` (or `arrays` of it) to `dest`; see the module."""
     began = time.monotonic()
-    if virtual not in ("refuse", "materialize"):
-        raise InvalidInputError(f"virtual must be 'refuse' or 'materialize', not {virtual!r}")
-    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
-        raise InvalidInputError(f"workers must be a positive integer, not {workers!r}")
-    chosen = None if arrays is None else sorted({str(a).strip("/") for a in arrays})
-    objects = ctx.objects
-    sid = objects.snapshot_of(commit_id)
-    root = objects.read(SnapshotRoot, sid)
-    documents = selected_documents(root, chosen)
-    paths = array_paths(documents)
-    parts = plan_parts(objects, root, paths, virtual)
-    store = open_destination(ctx, dest, storage_options, overwrite)
-    total = sum(p.bytes for p in parts)
+    _check_workers(workers)
+    plan = prepare(ctx, commit_id, dest, arrays, storage_options, virtual, overwrite)
+    objects, root, sid, store = ctx.objects, plan.root, plan.snapshot, plan.store
+    total = sum(p.bytes for p in plan.parts)
     written = [0]
     lock = threading.Lock()
 
@@ -345,17 +378,17 @@ def export(
     counts = [0, 0, 0]
     try:
         with ThreadPoolExecutor(workers, thread_name_prefix="zarrlake-export") as pool:
-            for part in parts:
+            for part in plan.parts:
                 got = copy_part(objects, root, sid, part, store, pool, 4 * workers, done)
                 counts = [a + b for a, b in zip(counts, got, strict=True)]
-        write_documents(store, documents)
+        write_documents(store, plan.documents)
     finally:
         store.close()
     return ExportReport(
         commit=commit_id,
         dest=str(dest),
-        arrays=len(paths),
-        documents=len(documents),
+        arrays=len(plan.arrays),
+        documents=len(plan.documents),
         chunks=counts[0],
         bytes=counts[1],
         materialized=counts[2],

@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from zarrlake._util import crashpoints
 from zarrlake.connection import RepoContext
 from zarrlake.errors import InvalidInputError, NotFoundError, ZarrLakeError
 from zarrlake.format.blocks import table_key
@@ -336,6 +337,7 @@ def _in_batches(
                 phase = state.begin_sweep()
             state.refresh()
             work(items[i : i + BATCH])
+            crashpoints.reached("purge_after_batch")
             if progress is not None:
                 progress(label, min(i + BATCH, len(items)), len(items))
     finally:
