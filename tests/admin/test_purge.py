@@ -7,6 +7,12 @@ purge; a writer whose deduplicated upload races the purge; redacted messages."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import zarr
@@ -15,6 +21,7 @@ import zarrlake as zl
 from zarrlake.format.chunk_ref import RefKind, chunk_object_key
 from zarrlake.vc.purges import tombstone_of
 
+ROOT = Path(__file__).resolve().parents[2]
 SECRET = np.arange(64 * 64, dtype="f8").reshape(64, 64) + 0.5  # 32 KiB chunks: objects
 
 
@@ -264,3 +271,42 @@ def test_messages_are_redacted_where_the_commit_id_does_not_cover_them(tmp_path)
     assert "Jane" not in again.title and "AB123" not in again.description
     assert all("AB123" not in c.text for c in again.comments)
     assert repo.commit_info(leaked).message == "records of Jane Doe"  # its id covers it
+
+
+def test_a_purge_killed_half_way_is_finished_by_the_next(tmp_path):
+    """SIGKILLed after its first batch (objects retired, ranges not yet zeroed, the record
+    pending), in a real process: fsck --purges says so, reads of what it reached already
+    raise PurgedError, and finishing it proves it (the dead process's collector lock and
+    sweep are taken over)."""
+    location = tmp_path / "repo"
+    repo = zl.Repo.create(location)
+    v1, _, _ = history(repo)
+    env = {
+        **os.environ,
+        "ZARRLAKE_CRASH_AT": "purge_after_batch",
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.admin.test_purge", str(location)],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        timeout=120,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
+    (record,) = repo.purges()
+    assert record.state == "pending"
+    kinds = [p.kind for p in repo.fsck(purges=True)]  # and the 4 ranges not reached yet
+    assert kinds == ["unfinished"] + ["purged"] * 4
+    with pytest.raises(zl.PurgedError, match=record.id):
+        read(repo, v1, "secret")
+    (done,) = repo.finish_purges()
+    assert done.id == record.id and done.state == "done"
+    with pytest.raises(zl.PurgedError, match=record.id):
+        read(repo, v1, "notes")
+    assert repo.fsck() == [] and repo.fsck(purges=True) == []
+    np.testing.assert_array_equal(read(repo, v1, "keep"), np.arange(8.0))
+
+
+if __name__ == "__main__":
+    zl.Repo.open(sys.argv[1]).purge(["secret", "notes"], reason="killed", by="test")
