@@ -1114,6 +1114,7 @@ class Repo:
         region: tuple[slice | int, ...] | str | None = None,
         force: bool = False,
         keep_unremovable: bool = False,
+        keep_heads: bool = False,
         messages: list[str] | tuple[str, ...] = (),
         dry_run: bool = False,
         progress: Callable[[str, int, int | None], None] | None = None,
@@ -1140,6 +1141,9 @@ class Repo:
         keep_unremovable
             Purge what can be and keep chunks of at most 64 bytes (inside manifests, which
             commit ids cover) and virtual chunks (outside the repository); refused otherwise.
+        keep_heads
+            Leave out the bytes branch heads hold (write the corrected data on the branch
+            first): only history loses the rest, and no head needs `force`.
         messages
             Commits whose messages to redact where their ids do not cover them: the session
             records that made them and the pull requests that merged them.
@@ -1173,6 +1177,7 @@ class Repo:
             region=region,
             force=force,
             keep_unremovable=keep_unremovable,
+            keep_heads=keep_heads,
             messages=messages,
             dry_run=dry_run,
             progress=progress,

@@ -165,6 +165,30 @@ def test_bytes_a_head_or_another_array_still_holds_need_force(tmp_path):
     assert repo.fsck(purges=True) == []
 
 
+def test_keep_heads_purges_history_once_the_branch_was_corrected(any_metastore):
+    repo = zl.Repo.create(**any_metastore)
+    s = repo.create_session()
+    zarr.open_group(s.store).create_array(
+        "secret", shape=(64, 64), chunks=(32, 64), dtype="f8", compressors=None
+    )[:] = SECRET
+    leak = s.commit("leak")
+    s = repo.create_session()
+    zarr.open_array(s.store, path="secret")[:32] = np.nan  # corrected on main
+    s.commit("fix")
+    region = (slice(0, 32), slice(None))
+    with pytest.raises(zl.ZarrLakeError, match="branch 'main' still holds"):
+        repo.purge("secret", region=region, reason="r", by="me")  # (the NaN chunk is there)
+    record = repo.purge("secret", region=region, reason="r", by="me", keep_heads=True)
+    assert record.objects == 1 and record.kept_at_heads == 1 and record.forced == ()
+    head = read(repo, "main", "secret")
+    assert np.isnan(head[:32]).all() and (head[32:] == SECRET[32:]).all()
+    arr = zarr.open_array(repo.readonly_session(leak).store, path="secret", mode="r")
+    np.testing.assert_array_equal(arr[32:], SECRET[32:])  # still held by main: kept
+    with pytest.raises(zl.PurgedError, match=record.id):
+        arr[:32]
+    assert repo.fsck() == [] and repo.fsck(purges=True) == []
+
+
 def _digest(repo: zl.Repo, key: str) -> bytes:
     ref = repo.readonly_session()._engine.lookup(key)
     assert ref.kind == RefKind.OBJECT

@@ -7,7 +7,9 @@ version the repository stores, leaving commits, ids and manifests as they were:
    region) in each; their digests are the bytes to remove. Read every manifest range again
    for other references to those digests: chunks of other arrays, or of a region left out,
    that hold the same bytes lose them too, and so do branch heads that still hold them.
-   Either needs `force=True`, and the refusal says which arrays and branches.
+   Either needs `force=True`, and the refusal says which arrays and branches; or
+   `keep_heads=True` leaves out what branch heads hold (the data rewritten there), so
+   only history loses its bytes.
 2. Store the purge record (who, when, why, which arrays, the digests and ranges), marked
    pending, so a purge stopped half-way is finished by the next one (`finish_pending`).
 3. Holding the garbage collector's lock, inside a sweep epoch (writers that reused one of
@@ -163,6 +165,8 @@ class Plan:
     kept_virtual: int = 0
     heads: dict[str, list[str]] | None = None
     """Branch -> arrays whose purged bytes its head still holds."""
+    kept_at_heads: int = 0
+    """Digests of the selection left alone because a branch head holds them (keep_heads)."""
     outside: dict[str, int] | None = None
     """Array -> chunks outside the selection holding purged bytes."""
 
@@ -212,9 +216,14 @@ def _ranges_under(root: SnapshotRoot, prefix: bytes) -> list[int]:
 
 
 def plan_purge(
-    ctx: RepoContext, paths: Sequence[str], region: Region | None, progress: Progress = None
+    ctx: RepoContext,
+    paths: Sequence[str],
+    region: Region | None,
+    progress: Progress = None,
+    keep_heads: bool = False,
 ) -> Plan:
-    """Find what purging `paths` (or `region` of the one path) removes; see the module."""
+    """Find what purging `paths` (or `region` of the one path) removes; see the module.
+    With `keep_heads`, bytes a branch head holds are left out: only history is purged."""
     objects = ctx.objects
     commits, roots = _snapshots(ctx, progress)
     plan = Plan(tuple(paths), region, commits, {}, [], heads={}, outside={})
@@ -260,8 +269,35 @@ def plan_purge(
         plan.kept_virtual += int((kinds == RefKind.VIRTUAL).sum())
         rows = rng.digest[mask][kinds != RefKind.VIRTUAL]
         wanted.update(bytes(r.tobytes()) for r in rows)
+    if keep_heads:
+        held = _held_at_heads(ctx, roots, wanted)
+        plan.kept_at_heads = len(held)
+        wanted -= held
     _affected(ctx, plan, wanted, selected, roots, home, progress)
     return plan
+
+
+def _held_at_heads(
+    ctx: RepoContext, roots: dict[str, SnapshotRoot], wanted: set[bytes]
+) -> set[bytes]:
+    """The digests of `wanted` some branch head holds (in any array)."""
+    if not wanted:
+        return set()
+    column = np.array(sorted(wanted), dtype="S32")
+    held: set[bytes] = set()
+    seen: set[str] = set()
+    for cid in ctx.refs.list(BRANCH).values():
+        sid = ctx.objects.snapshot_of(cid)
+        root = roots.get(sid) or ctx.objects.read(SnapshotRoot, sid)
+        for mid in root.ranges.ids:
+            if mid in seen:
+                continue
+            seen.add(mid)
+            rng = ctx.objects.read(ManifestRange, mid)
+            for j in np.flatnonzero(np.isin(_digest_column(rng), column)).tolist():
+                if rng.kind[j] != RefKind.VIRTUAL:
+                    held.add(rng.digest[j].tobytes())
+    return held
 
 
 def _affected(
@@ -463,6 +499,7 @@ def purge(
     region: Region | str | None = None,
     force: bool = False,
     keep_unremovable: bool = False,
+    keep_heads: bool = False,
     messages: Iterable[str] = (),
     dry_run: bool = False,
     progress: Progress = None,
@@ -486,7 +523,7 @@ def purge(
     if not dry_run:
         finish_pending(ctx, progress)
     plan = (
-        plan_purge(ctx, paths, region, progress)
+        plan_purge(ctx, paths, region, progress, keep_heads)
         if paths
         else Plan((), None, objects={}, spans=[], heads={}, outside={})
     )
@@ -522,6 +559,7 @@ def purge(
         commits=plan.commits,
         kept_inline=plan.kept_inline,
         kept_virtual=plan.kept_virtual,
+        kept_at_heads=plan.kept_at_heads,
         forced=forced,
     )
     if dry_run:

@@ -48,6 +48,13 @@ def purge(
             help="Keep chunks of at most 64 bytes (inside manifests) and virtual chunks.",
         ),
     ] = False,
+    keep_heads: Annotated[
+        bool,
+        typer.Option(
+            "--keep-heads",
+            help="Leave out what branch heads hold (the data rewritten there): purge history.",
+        ),
+    ] = False,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Say what would be removed; change nothing.")
     ] = False,
@@ -98,6 +105,7 @@ def purge(
             region=region,
             force=force,
             keep_unremovable=keep_unremovable,
+            keep_heads=keep_heads,
             messages=messages or [],
             dry_run=dry_run,
             progress=bars,
@@ -118,6 +126,8 @@ def purge(
             f"  kept: {record.kept_inline} chunk(s) inside manifests, "
             f"{record.kept_virtual} virtual chunk(s)"
         )
+    if record.kept_at_heads:
+        console.print(f"  kept: {record.kept_at_heads} digest(s) branch heads hold")
     for what in record.redacted:
         console.print(f"  redacted: {escape(what)}")
 

@@ -98,6 +98,8 @@ class PurgeRecord:
     """Chunks of at most 64 bytes kept inside manifests (the commit ids cover them)."""
     kept_virtual: int = 0
     """Virtual chunks: their bytes live in files outside the repository."""
+    kept_at_heads: int = 0
+    """Digests of the selection kept because a branch head holds them (keep_heads)."""
     forced: tuple[str, ...] = ()
     """Why it needed force=True (branch heads or other arrays that still held the bytes)."""
     redacted: tuple[str, ...] = ()
