@@ -246,6 +246,7 @@ class RepoContext:
         self.write_guard = WriteGuard(self)  # shared, so sessions reuse its last phase read
         self.purges = PurgeIndex(PurgeRecords(self.meta, self.refs.partition))
         self.objects.purged = self.purges.lookup  # read errors name the purge, if any
+        self.objects.purges_exist = self.purges.exist
 
     def together(self, *calls: Callable[[], object]) -> list[object]:
         """Run independent metastore calls and return each one's result or the exception it

@@ -450,6 +450,7 @@ def apply_record(
     finally:
         state.release()
     ctx.objects.forget_tables()
+    ctx.purges.forget()
     return done
 
 
@@ -567,6 +568,7 @@ def purge(
     records = PurgeRecords(ctx.meta, ctx.refs.partition)
     digests = sorted(plan.objects or {})
     record = records.save(record, digests, plan.spans or [])
+    ctx.purges.forget()  # writes of this process check reused objects from now on
     redacted = _redact(ctx, commits, record.id) if commits else []
     if redacted:
         record = records.save(replace(record, redacted=tuple(redacted)))

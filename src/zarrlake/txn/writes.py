@@ -234,7 +234,8 @@ class Writes:
             if phase is None:
                 phase = self.guard.begin()
             table = self._needs_table(key, len(data))
-            ref, created = self.uploads.store_chunk(bytes(data), table, digest)  # recorded first
+            retired = self.objects.purges_exist(phase.epoch)  # (a reuse checks its object)
+            ref, created = self.uploads.store_chunk(bytes(data), table, digest, retired)
             with self.buffer.lock:  # a reused object may be deleted by gc: keep its bytes
                 upload = (None if created else bytes(data), phase)
                 self.buffer.pending.setdefault(ref.location or chunk_object_key(ref.digest), upload)

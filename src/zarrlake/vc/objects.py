@@ -112,6 +112,9 @@ class Objects:
         self.purged: Callable[[bytes], object | None] | None = None
         """Which purge removed a digest's bytes (`vc/purges.PurgeIndex.lookup`), asked only
         when a read fails, so it raises PurgedError naming the purge instead."""
+        self.purges_exist: Callable[[int], bool] = lambda epoch: True
+        """Whether the repository has purge records, as of sweep epoch `epoch`
+        (`PurgeIndex.exist`): a write reusing an existing object checks it only then."""
 
     # format objects --------------------------------------------------------------------
 
@@ -305,18 +308,22 @@ class Objects:
         digest: bytes | None = None,
         table: bool = True,
         record: Callable[[str, int], None] | None = None,
+        retired: bool = True,
     ) -> tuple[ChunkRef, bool]:
         """(reference, whether this call created the object): an object that existed may
         be garbage a collector is about to delete (gc_protocol.WriteGuard). `digest`, if
         the caller computed it already, saves hashing the bytes twice. `table=False` skips
         the block table of a large object nobody reads by range (a chunk of an unsharded
         array): a second hash pass and a second object; a ranged read of it, if any, reads
-        the whole object and checks it against its digest, as for objects without one."""
+        the whole object and checks it against its digest, as for objects without one.
+        An object found already there is checked not to be one a purge retired (its bytes
+        then go to a key of their own), unless `retired` is False: the caller knows no
+        purge record exists (`purges_exist`)."""
         if len(data) <= MANIFEST_INLINE_MAX:
             return self.inline(data), True
         key = digest if digest is not None else self.digest(data)
         created = self.store.put_if_absent(chunk_object_key(key), data)
-        if not created and self.retired(chunk_object_key(key), len(data)):
+        if not created and retired and self.retired(chunk_object_key(key), len(data)):
             return self._store_again(data, key, record), True
         if table and len(data) >= TABLE_MIN:  # after the object: never names a missing one
             blocks = BlockTable.build(self.algo, data, key)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import secrets
 import threading
-from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field, fields, replace
 
 from zarrlake.errors import CorruptionError, NotFoundError
@@ -226,6 +225,7 @@ class PurgeIndex:
         self.records = records
         self._lock = threading.Lock()
         self._known: dict[bytes, PurgeRecord] | None = None
+        self._exist: tuple[int, bool] | None = None  # (epoch asked at, whether any exists)
 
     def _load(self) -> dict[bytes, PurgeRecord]:
         out: dict[bytes, PurgeRecord] = {}
@@ -236,6 +236,27 @@ class PurgeIndex:
                 out.setdefault(d, rec)
         return out
 
+    def forget(self) -> None:
+        """Read the records afresh next time (this process made a purge)."""
+        with self._lock:
+            self._known = None
+            self._exist = None
+
+    def exist(self, epoch: int) -> bool:
+        """Whether any purge record exists, read again when the sweep epoch `epoch` (which
+        every purge moves) differs from the one last asked about. Once one exists, it
+        always does."""
+        with self._lock:
+            if self._exist is not None and (self._exist[1] or self._exist[0] == epoch):
+                return self._exist[1]
+        found = any(
+            True
+            for _ in self.records.meta.scan(self.records.partition, prefix=PREFIX.encode(), limit=1)
+        )
+        with self._lock:
+            self._exist = (epoch, found)
+        return found
+
     def lookup(self, digest: bytes) -> PurgeRecord | None:
         """The purge that removed the bytes of `digest`, or None."""
         with self._lock:
@@ -245,14 +266,3 @@ class PurgeIndex:
             with self._lock:
                 self._known = known
         return known.get(digest)
-
-    def all(self) -> Iterator[tuple[bytes, PurgeRecord]]:
-        """(digest, record) of every purged digest."""
-        with self._lock:
-            self._known = self._load()
-            yield from self._known.items()
-
-
-def purged_digests(records: Iterable[tuple[bytes, PurgeRecord]]) -> set[bytes]:
-    """The digests of (digest, record) pairs."""
-    return {d for d, _ in records}
