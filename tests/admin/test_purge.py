@@ -90,22 +90,26 @@ def test_a_region_purges_only_the_chunks_it_meets(any_metastore):
     assert repo.fsck() == [] and repo.fsck(purges=True) == []
 
 
-def test_an_inner_chunk_of_a_shard_stored_whole(tmp_path):
-    """A shard written whole is one object its inner chunks are ranges of: the purged inner
-    chunk's range is zeroed, the other inner chunks still read at that version."""
-    repo = zl.Repo.create(tmp_path / "repo")
-    data = np.arange(32 * 32, dtype="i8").reshape(32, 32)
-    s = repo.create_session()
-    a = zarr.create_array(
-        s.store,
+def write_shard(session: zl.Session, data: np.ndarray) -> None:
+    """One shard of four inner chunks, written whole (stored as one object)."""
+    zarr.create_array(
+        session.store,
         name="sh",
         shape=(32, 32),
         chunks=(16, 16),
         shards=(32, 32),
         dtype="i8",
         compressors=None,
-    )
-    a[:] = data
+    )[:] = data
+
+
+def test_an_inner_chunk_of_a_shard_stored_whole(tmp_path):
+    """A shard written whole is one object its inner chunks are ranges of: the purged inner
+    chunk's range is zeroed, the other inner chunks still read at that version."""
+    repo = zl.Repo.create(tmp_path / "repo")
+    data = np.arange(32 * 32, dtype="i8").reshape(32, 32)
+    s = repo.create_session()
+    write_shard(s, data)
     ref = s._engine.lookup("sh/c/0/0")
     assert ref.whole is not None  # stored as one object
     v1 = s.commit("shard")
@@ -124,16 +128,7 @@ def test_an_inner_chunk_of_a_shard_stored_whole(tmp_path):
     assert repo.fsck() == [] and repo.fsck(purges=True) == []
     # the same shard written again is stored anew, never deduplicated against the purged one
     s = repo.create_session()
-    b = zarr.create_array(
-        s.store,
-        name="sh",
-        shape=(32, 32),
-        chunks=(16, 16),
-        shards=(32, 32),
-        dtype="i8",
-        compressors=None,
-    )
-    b[:] = data
+    write_shard(s, data)
     again = s.commit("again")
     np.testing.assert_array_equal(read(repo, again, "sh"), data)
     with pytest.raises(zl.PurgedError):

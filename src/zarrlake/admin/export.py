@@ -317,6 +317,22 @@ class Prepared:
     url: str
     store: ObjectStore
 
+    def report(
+        self, commit_id: str, dest: str | os.PathLike, counts: list[int], began: float
+    ) -> ExportReport:
+        """The report of this export, given its (chunks, bytes, virtual) counts and when it
+        began (time.monotonic)."""
+        return ExportReport(
+            commit=commit_id,
+            dest=str(dest),
+            arrays=len(self.arrays),
+            documents=len(self.documents),
+            chunks=counts[0],
+            bytes=counts[1],
+            materialized=counts[2],
+            seconds=time.monotonic() - began,
+        )
+
 
 def prepare(
     ctx: RepoContext,
@@ -384,13 +400,4 @@ def export(
         write_documents(store, plan.documents)
     finally:
         store.close()
-    return ExportReport(
-        commit=commit_id,
-        dest=str(dest),
-        arrays=len(plan.arrays),
-        documents=len(plan.documents),
-        chunks=counts[0],
-        bytes=counts[1],
-        materialized=counts[2],
-        seconds=time.monotonic() - began,
-    )
+    return plan.report(commit_id, dest, counts, began)

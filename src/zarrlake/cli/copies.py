@@ -16,7 +16,7 @@ from zarrlake.cli.context import (
     parse_storage_option,
     print_json,
 )
-from zarrlake.cli.lifecycle import human
+from zarrlake.cli.lifecycle import Bars, human
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the report as JSON.")]
 
@@ -43,7 +43,7 @@ DestOpt = Annotated[
 ]
 
 
-class ByteBar:
+class ByteBar(Bars):
     """A progress bar of bytes on stderr (so --json output on stdout stays clean)."""
 
     def __init__(self, enabled: bool, what: str) -> None:
@@ -68,18 +68,12 @@ class ByteBar:
             transient=True,
             disable=not enabled or not err.is_terminal,
         )
-        self.task = self.progress.add_task(what, total=None)
+        self.tasks = {what: self.progress.add_task(what, total=None)}
+        self.what = what
 
-    def __call__(self, done: int, total: int) -> None:
+    def __call__(self, done: int, total: int | None) -> None:  # type: ignore[override]
         """Show `done` of `total` bytes (the export progress callback)."""
-        self.progress.update(self.task, completed=done, total=total)
-
-    def __enter__(self) -> ByteBar:
-        self.progress.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.progress.__exit__(None, None, None)
+        self.progress.update(self.tasks[self.what], completed=done, total=total)
 
 
 def export(

@@ -77,7 +77,7 @@ def export(
     ExportReport
         Arrays, documents, chunks and bytes written, and the time taken.
     """
-    from zarrlake.admin.export import ExportReport, prepare, write_documents
+    from zarrlake.admin.export import prepare, write_documents
     from zarrlake.errors import InvalidInputError
 
     for name, value in (("ranges_per_task", ranges_per_task), ("workers", workers)):
@@ -108,13 +108,4 @@ def export(
             write_documents(plan.store, plan.documents)
         finally:
             plan.store.close()
-    return ExportReport(
-        commit=commit,
-        dest=str(dest),
-        arrays=len(plan.arrays),
-        documents=len(plan.documents),
-        chunks=counts[0],
-        bytes=counts[1],
-        materialized=counts[2],
-        seconds=time.monotonic() - began,
-    )
+    return plan.report(commit, dest, counts, began)
