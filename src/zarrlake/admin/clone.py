@@ -370,15 +370,16 @@ def pull(
             + "; ".join(f"{c.path}: {c.detail}" for c in conflicts)
             + " (force=True, --force, moves them to the source's)",
         )
+    from zarrlake.admin.purge import carry_records, finish_pending
+
+    purges = carry_records(source, dest)  # before any object: no tombstone without its record
     state = GcState(dest)
     state.acquire()  # no collector deletes what is copied before a ref reaches it
     try:
         report = _pull(dest, source, chosen, depth, force, progress)
     finally:
         state.release()
-    from zarrlake.admin.purge import carry
-
-    purges = carry(source, dest)
+    finish_pending(dest)  # the source's purges applied here too
     return PullReport(
         **{**report.to_dict(), "purges": tuple(purges), "seconds": time.monotonic() - began}
     )

@@ -654,25 +654,24 @@ def prove(ctx: RepoContext, against: RepoContext | None = None) -> list[Problem]
     return problems
 
 
-def carry(source: RepoContext, dest: RepoContext, progress: Progress = None) -> list[str]:
-    """Copy the purge records of `source` that `dest` lacks, and apply every one to
-    `dest`'s storage (a copy made before a purge loses the bytes as the source did).
-    Returns the ids of the records copied."""
+def carry_records(source: RepoContext, dest: RepoContext) -> list[str]:
+    """Copy the purge records of `source` that `dest` lacks, marked pending there (a pull
+    does this before it copies any object, so a copy never holds a tombstone without its
+    record; `finish_pending` then applies them to the copy's storage: a copy made before a
+    purge loses the bytes as the source did). Returns the ids of the records copied."""
     theirs = PurgeRecords(source.meta, source.refs.partition)
-    mine = PurgeRecords(dest.meta, dest.refs.partition)
-    have = {r.id: r for r in mine.list()}
+    have = {r.id for r in PurgeRecords(dest.meta, dest.refs.partition).list()}
     copied = []
     for rec in theirs.list():
-        if rec.state != DONE:
-            continue  # still being applied there: the next pull brings it
-        if rec.id not in have:
-            rows = theirs.raw(rec)
-            head = rows[-1]
-            pending = replace(PurgeRecord.decode(head[1]), state=PENDING)
-            for i in range(0, len(rows) - 1, 16):
-                dest.meta.set_many(dest.refs.partition, rows[i : min(i + 16, len(rows) - 1)])
-            dest.meta.set_many(dest.refs.partition, [(head[0], pending.encode())])
-            have[rec.id] = pending
-            copied.append(rec.id)
-    finish_pending(dest, progress)
+        if rec.id in have:
+            continue
+        rows = theirs.raw(rec)
+        head = rows[-1]  # the record itself, last: found only with all its batches
+        pending = replace(PurgeRecord.decode(head[1]), state=PENDING, finished=None)
+        for i in range(0, len(rows) - 1, 16):
+            dest.meta.set_many(dest.refs.partition, rows[i : min(i + 16, len(rows) - 1)])
+        dest.meta.set_many(dest.refs.partition, [(head[0], pending.encode())])
+        copied.append(rec.id)
+    if copied:
+        dest.purges.forget()
     return copied
