@@ -365,6 +365,8 @@ def _in_batches(
 ) -> None:
     """Run `work` over `items` in batches, inside sweep epochs: a new one begins when the
     current one nears its deadline (or a writer past it ended it)."""
+    if not items:
+        return
     phase = state.begin_sweep()
     try:
         for i in range(0, len(items), BATCH):
@@ -380,9 +382,12 @@ def _in_batches(
         state.end_sweep(phase)
 
 
-def _retire_objects(ctx: RepoContext, purge_id: str, digests: list[bytes]) -> None:
+def _retire_objects(
+    ctx: RepoContext, purge_id: str, digests: list[bytes], existing: bool = False
+) -> None:
     """Replace each chunk object by a tombstone (one already retired keeps its own) and
-    drop its block table."""
+    drop its block table; with `existing`, only objects that are there (the bytes of a
+    purged range may also lie in a chunk object of their own no version refers to)."""
     store = ctx.object_store
     mark = tombstone(purge_id)
 
@@ -391,6 +396,8 @@ def _retire_objects(ctx: RepoContext, purge_id: str, digests: list[bytes]) -> No
         try:
             head = store.get(key, (0, 64))
         except NotFoundError:
+            if existing:
+                return
             head = b""
         if tombstone_of(head) is None:
             store.put(key, mark)
@@ -427,11 +434,15 @@ def apply_record(
     digests: list[bytes],
     spans: list[Span],
     progress: Progress = None,
+    state: GcState | None = None,
 ) -> PurgeRecord:
     """Remove what `record` lists from this repository's storage (under the collector's
-    lock, in sweep epochs), then mark it done. Every step can be repeated."""
-    state = GcState(ctx)
-    state.acquire()
+    lock, in sweep epochs), then mark it done. Every step can be repeated. `state` holds
+    the lock already (the caller releases it); otherwise it is taken and released here."""
+    held = state
+    if state is None:
+        state = GcState(ctx)
+        state.acquire()
     try:
         _in_batches(
             state,
@@ -440,15 +451,25 @@ def apply_record(
             "removing",
             progress,
         )
-        locations = sorted({s[0] for s in spans})
-        grouped = [s for loc in locations for s in spans if s[0] == loc]
+        _in_batches(  # in object order: a batch rewrites each of its objects once
+            state,
+            sorted(spans),
+            lambda batch: _zero_spans(ctx, record.id, batch),
+            "zeroing",
+            progress,
+        )
         _in_batches(
-            state, grouped, lambda batch: _zero_spans(ctx, record.id, batch), "zeroing", progress
+            state,
+            sorted({s[3] for s in spans}),
+            lambda batch: _retire_objects(ctx, record.id, batch, existing=True),
+            "removing",
+            progress,
         )
         done = replace(record, state=DONE, finished=ctx.clock())
         PurgeRecords(ctx.meta, ctx.refs.partition).save(done)
     finally:
-        state.release()
+        if held is None:
+            state.release()
     ctx.objects.forget_tables()
     ctx.purges.forget()
     return done
@@ -567,12 +588,17 @@ def purge(
         return record
     records = PurgeRecords(ctx.meta, ctx.refs.partition)
     digests = sorted(plan.objects or {})
-    record = records.save(record, digests, plan.spans or [])
-    ctx.purges.forget()  # writes of this process check reused objects from now on
-    redacted = _redact(ctx, commits, record.id) if commits else []
-    if redacted:
-        record = records.save(replace(record, redacted=tuple(redacted)))
-    return apply_record(ctx, record, digests, plan.spans or [], progress)
+    state = GcState(ctx)
+    state.acquire()  # first: a collector running now refuses the purge before it is recorded
+    try:
+        record = records.save(record, digests, plan.spans or [])
+        ctx.purges.forget()  # writes of this process check reused objects from now on
+        redacted = _redact(ctx, commits, record.id) if commits else []
+        if redacted:
+            record = records.save(replace(record, redacted=tuple(redacted)))
+        return apply_record(ctx, record, digests, plan.spans or [], progress, state)
+    finally:
+        state.release()
 
 
 def _check_paths(paths: object) -> list[str]:
@@ -593,8 +619,9 @@ def _check_paths(paths: object) -> list[str]:
 
 def prove(ctx: RepoContext, against: RepoContext | None = None) -> list[Problem]:
     """The problems that stop the purges from being proven (empty: proven): a record not
-    finished; a purged chunk object that holds anything but a tombstone, or kept its
-    block table; a purged range that still holds its bytes. With `against` (the
+    finished; a chunk object named by a purged digest (of an object or of a range) that
+    holds anything but a tombstone, or a block table of one; a purged range that still
+    holds its bytes. With `against` (the
     repository this one was cloned from), also every purge record of it this copy lacks."""
     records = PurgeRecords(ctx.meta, ctx.refs.partition)
     store = ctx.object_store
@@ -636,8 +663,10 @@ def prove(ctx: RepoContext, against: RepoContext | None = None) -> list[Problem]
                 )
             return None
 
-        found = ctx.objects.map(check_object, records.digests(rec))
-        found += ctx.objects.map(check_span, records.spans(rec))
+        spans = records.spans(rec)
+        addresses = set(records.digests(rec)) | {s[3] for s in spans}  # (their own objects)
+        found = ctx.objects.map(check_object, sorted(addresses))
+        found += ctx.objects.map(check_span, spans)
         problems += [p for p in found if p is not None]
     if against is not None:
         have = {r.id for r in mine}

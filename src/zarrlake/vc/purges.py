@@ -7,8 +7,9 @@ whole) is overwritten with zeros. Manifests keep the digests, so a read still kn
 wanted; it finds a tombstone or zeros instead, and the index below names the purge.
 
 Records live in the refs partition (`purge/<id>`: who, when, why, which arrays, counts),
-with the purged digests (`purge/<id>/d/<n>`, raw digests) and ranges (`purge/<id>/r/<n>`,
-JSON) in batches, so a metastore copy or a clone carries them like any other ref record.
+with the purged digests (`purge-lists/<id>/d/<n>`, raw digests) and ranges
+(`purge-lists/<id>/r/<n>`, JSON) in batches, so a metastore copy or a clone carries them
+like any other ref record.
 
 A tombstone is shorter than any chunk object (those hold more than 64 bytes), and a shared
 chunk object whose range was zeroed gets a trailer: either way the object's size no longer
@@ -27,6 +28,10 @@ from zarrlake.errors import CorruptionError, NotFoundError
 from zarrlake.metastore.base import MetaStore
 
 PREFIX = "purge/"
+"""Purge records: `purge/<id>`."""
+LISTS = "purge-lists/"
+"""Their digests and ranges, in batches: `purge-lists/<id>/d/<n>` and `.../r/<n>` (apart, so
+listing the records reads none of them)."""
 TOMBSTONE = b"zarrlake purged "
 """A tombstone's bytes: this, the purge id, a newline (33 bytes; chunk objects are longer)."""
 TRAILER = b"\nzarrlake purged ranges "
@@ -151,14 +156,13 @@ class PurgeRecords:
 
     @staticmethod
     def _key(purge_id: str, part: str = "") -> bytes:
-        return f"{PREFIX}{purge_id}{part}".encode()
+        return f"{LISTS}{purge_id}{part}".encode() if part else f"{PREFIX}{purge_id}".encode()
 
     def list(self) -> list[PurgeRecord]:
         """Every purge record, oldest first."""
         out = [
             PurgeRecord.decode(v)
-            for k, v, _ in self.meta.scan(self.partition, prefix=PREFIX.encode())
-            if b"/" not in k[len(PREFIX) :]
+            for _, v, _ in self.meta.scan(self.partition, prefix=PREFIX.encode())
         ]
         return sorted(out, key=lambda r: (r.at, r.id))
 
