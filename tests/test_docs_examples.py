@@ -30,6 +30,9 @@ EXAMPLES = [
     ("docs/how-to/lifecycle.md", "python", "Garbage collection and expiry"),
     ("docs/how-to/managing-data.md", "python", "Moving and renaming"),
     ("docs/how-to/managing-data.md", "python", "Squashing history"),
+    ("docs/how-to/managing-data.md", "python", "Clone and pull"),
+    ("docs/how-to/managing-data.md", "python", "Export"),
+    ("docs/how-to/managing-data.md", "python", "Purge"),
     ("docs/how-to/checks.md", "python", "Checks"),
     ("docs/how-to/multiprocessing.md", "python", "Multiprocessing and orchestrators"),
     ("docs/how-to/pull-requests.md", "python", "The daily flow"),
@@ -97,7 +100,7 @@ def test_the_expiry_example_runs_after_the_quick_start(tmp_path):
     assert [int(n) >= 0 for n in res.stdout.split()] == [True] * 3
 
 
-def test_the_managing_data_examples_run_as_written(tmp_path):
+def test_the_move_and_squash_examples_run_as_written(tmp_path):
     page = "docs/how-to/managing-data.md"
     res = run_script(snippet(page, "Moving and renaming"), tmp_path)
     assert res.stdout.splitlines() == [
@@ -278,3 +281,18 @@ def test_the_daily_spark_job_runs_on_a_directory_and_on_a_bucket(
     assert capsys.readouterr().out.split("\n")[:2] == ["[('t2m-range', True)]", "True"]
     repo = zl.Repo.open(f"s3://{bucket}/datasets/daily", storage_options=storage)
     assert repo.spec.metastore.startswith("bucket") and repo.list_pull_requests("merged")
+
+
+def test_the_export_clone_and_purge_examples_run_as_written(tmp_path):
+    page = "docs/how-to/managing-data.md"
+    runs = {}
+    for section in ("Export", "Clone and pull", "Purge"):
+        where = tmp_path / section.replace(" ", "-").lower()
+        where.mkdir()
+        runs[section] = run_script(snippet(page, section), where).stdout.splitlines()
+    (line,) = runs["Export"]
+    assert line.startswith("4 chunks, ") and int(line.split()[2]) < 24 * 90 * 4  # compressed
+    assert runs["Clone and pull"] == ["2 commits copied", "1 new commit, 4 objects copied"]
+    purge_id, rest = runs["Purge"][0].split(" ", 1)
+    assert rest == "1 chunk(s) purged" and len(purge_id) == 16
+    assert runs["Purge"][1:] == ["[10000. 11000.]", "purged: True"]

@@ -35,6 +35,7 @@ from zarrlake.storage.retrying import RetryingObjectStore
 from zarrlake.storage.sources import SourceReader
 from zarrlake.vc.gc_protocol import WriteGuard, register_dropped
 from zarrlake.vc.objects import Objects
+from zarrlake.vc.purges import PurgeIndex, PurgeRecords
 from zarrlake.vc.refs import BRANCH, Refs
 
 CONFIG_KEY = "zarrlake.json"
@@ -251,6 +252,9 @@ class RepoContext:
             together=self.together,
         )
         self.write_guard = WriteGuard(self)  # shared, so sessions reuse its last phase read
+        self.purges = PurgeIndex(PurgeRecords(self.meta, self.refs.partition))
+        self.objects.purged = self.purges.lookup  # read errors name the purge, if any
+        self.objects.purges_exist = self.purges.exist
 
     def together(self, *calls: Callable[[], object]) -> list[object]:
         """Run independent metastore calls and return each one's result or the exception it

@@ -75,6 +75,20 @@ class StaleVirtualChunkError(ZarrLakeError):
     Its size, mtime or ETag differs, or it is gone; its bytes are never returned."""
 
 
+class PurgedError(ZarrLakeError):
+    """The bytes of a chunk were removed from every version by `Repo.purge`.
+
+    Never fill values instead: a purged chunk raises this at every version that holds it.
+    `purge` is the id of the purge record (`Repo.purges()` shows who, when and why)."""
+
+    def __init__(self, message: str, purge: str) -> None:
+        super().__init__(message)
+        self.purge = purge
+
+    def __reduce__(self) -> tuple[object, ...]:  # crosses processes (Spark, Dask) whole
+        return (type(self), (str(self), self.purge))
+
+
 class ConfigurationError(ZarrLakeError):
     """A backend could not be reached or configured (bad URL, server down, credentials)."""
 

@@ -47,6 +47,8 @@ from zarrlake.vc.stats import RepoStats, repo_stats
 if TYPE_CHECKING:
     import zarr
 
+    from zarrlake.admin.clone import PullReport
+    from zarrlake.admin.export import ExportReport
     from zarrlake.admin.metastore_copy import CopyReport
     from zarrlake.lifecycle.expire import ExpireReport
     from zarrlake.lifecycle.gc import GcReport
@@ -56,6 +58,7 @@ if TYPE_CHECKING:
     from zarrlake.vc.checks.rules import CheckRule
     from zarrlake.vc.checks.run import CheckResult
     from zarrlake.vc.policies import ConflictPolicy, FastForward, IsolationLevel
+    from zarrlake.vc.purges import PurgeRecord
     from zarrlake.zarr_store import SessionStore
 
 __all__ = ["Commit", "Repo", "RepoSpec", "RepoStats", "SessionInfo"]
@@ -74,6 +77,7 @@ class Repo:
         self._ctx = ctx
         self._session: Session | None = None
         self._checked_out = "main"  # the ref the implicit session is made on (`checkout`)
+        self.last_pull: PullReport | None = None  # what the last clone or pull copied
 
     @classmethod
     def of(cls, session: Session) -> Repo:
@@ -391,6 +395,8 @@ class Repo:
         on_read: _OnRead = None,
         on_expired: Callable[[ExpiredHistory], None] | None = None,
         sources_only: bool = False,
+        purges: bool = False,
+        against: Repo | None = None,
     ) -> list[Problem]:
         """Re-read and verify every object reachable from `ref`; returns the problems found.
 
@@ -398,7 +404,16 @@ class Repo:
         is as imported (`sources_only`: only that). No problems are returned if the repository
         is intact. `on_read(key, size)` is called for every object read (progress, counts),
         `on_expired` for each place where `expire` ended a history (which is not a problem).
+        Chunks a purge removed are not problems.
+
+        With `purges`, proves the purges instead (`zarrlake fsck --purges`): every one
+        finished, no purged chunk object or range still holds its bytes, and (given
+        `against`, the repository this one was cloned from) every purge of that one is here.
         """
+        if purges:
+            from zarrlake.admin.purge import prove
+
+            return prove(self._ctx, None if against is None else against.context)
         if ref is not None:
             starts = [(self.resolve(ref), f"ref {ref!r}")]
         else:
@@ -413,6 +428,7 @@ class Repo:
             on_expired,
             objects.sources,
             sources_only,
+            self._ctx.purges.lookup,
         )
 
     def stats(self, ref: str = "main") -> RepoStats:
@@ -1033,6 +1049,282 @@ class Repo:
         from zarrlake.admin.metastore_copy import copy_metastore
 
         return copy_metastore(self._ctx, to, switch, replace)
+
+    # exporting and copying (zarrlake.admin.export, zarrlake.admin.clone) ---------------------
+
+    def export(
+        self,
+        ref: str,
+        dest: str | os.PathLike,
+        *,
+        arrays: list[str] | tuple[str, ...] | None = None,
+        storage_options: dict | None = None,
+        virtual: str = "refuse",
+        overwrite: bool = False,
+        workers: int = 16,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> ExportReport:
+        """Write the tree at `ref` as a plain Zarr v3 hierarchy that zarr and xarray open
+        without zarrlake.
+
+        Chunk bytes are copied as stored (never decoded and encoded again) and checked
+        against their digests on the way; sharded arrays come out as the shards zarr reads.
+
+        Parameters
+        ----------
+        ref
+            A branch, tag, commit id or ref expression.
+        dest
+            A directory, or an object-store URL (``s3://bucket/prefix``); empty, unless
+            `overwrite` (then what it holds is deleted first).
+        arrays
+            Only these arrays or groups (with everything below them and the groups above).
+        storage_options
+            Options of the destination's object store (region, endpoint, credentials).
+        virtual
+            "refuse" (default: nothing is written when the tree holds virtual chunks) or
+            "materialize" (read them from their sources, checked, and write them).
+        workers
+            Chunks copied at once.
+        progress
+            Called as progress(bytes written, bytes in all).
+
+        Returns
+        -------
+        ExportReport
+            Arrays, documents, chunks and bytes written, and the time taken.
+
+        Raises
+        ------
+        AlreadyExistsError
+            If `dest` holds anything (and `overwrite` is not given), or a repository.
+        InvalidInputError
+            If the tree holds virtual chunks and `virtual` is "refuse".
+        CorruptionError, PurgedError
+            If a chunk fails its checksum, or a purge removed it (the export stops).
+        """
+        from zarrlake.admin.export import export
+
+        return export(
+            self._ctx,
+            self.resolve(ref),
+            dest,
+            arrays=None if arrays is None else list(arrays),
+            storage_options=storage_options,
+            virtual=virtual,  # type: ignore[arg-type]
+            overwrite=overwrite,
+            workers=workers,
+            progress=progress,
+        )
+
+    @classmethod
+    def clone(
+        cls,
+        source: Repo | str | os.PathLike,
+        dest: str | os.PathLike,
+        *,
+        refs: list[str] | tuple[str, ...] | None = None,
+        depth: int | None = None,
+        metastore: str | None = None,
+        storage_options: dict | None = None,
+        progress: Callable[[str, int, int | None], None] | None = None,
+    ) -> Repo:
+        """A new repository at `dest` holding the branches and tags of `source` (all, or
+        `refs`) with their history (all of it, or the last `depth` commits of each).
+
+        The copy shares nothing with the source (its own storage, metastore and id; the
+        same commit ids), carries its purges, and remembers where it came from: `pull`
+        brings it up to date. A clone stopped half-way (killed) goes on when run again.
+
+        Parameters
+        ----------
+        source
+            The repository to copy: a Repo, or its location (opened with default options).
+        dest
+            Where the copy goes: a directory or an object-store URL.
+        refs
+            Branch and tag names to copy (default: all).
+        depth
+            Copy only the last `depth` commits of each ref's history (default: all); the
+            copy's history ends there as after `expire`.
+        metastore, storage_options
+            The copy's metastore and object-store options, as `Repo.create` takes them.
+        progress
+            Called as progress(phase, done, total or None).
+
+        Returns
+        -------
+        Repo
+            The copy (`last_pull` holds what was copied).
+
+        Raises
+        ------
+        AlreadyExistsError
+            If `dest` holds a repository that is not a clone of `source`.
+        NotFoundError
+            If a name in `refs` is no branch or tag of the source.
+        """
+        from zarrlake.admin.clone import clone
+
+        src = source if isinstance(source, Repo) else cls.open(source)
+        try:
+            spec = resolve_spec(dest, metastore, storage_options)
+            ctx, report = clone(
+                src._ctx, spec, None if refs is None else list(refs), depth, progress
+            )
+        finally:
+            if src is not source:
+                src.close()
+        repo = cls(ctx)
+        repo.last_pull = report
+        return repo
+
+    def origin(self) -> dict | None:
+        """Where this repository was cloned from (`location`, `repo_id`, the `refs` and
+        `depth` asked for), or None if it is not a clone."""
+        from zarrlake.admin.clone import origin
+
+        return origin(self._ctx)
+
+    def pull(
+        self,
+        source: Repo | str | os.PathLike | None = None,
+        *,
+        refs: list[str] | tuple[str, ...] | None = None,
+        depth: int | None = None,
+        force: bool = False,
+        progress: Callable[[str, int, int | None], None] | None = None,
+    ) -> PullReport:
+        """Bring this copy up to date with `source` (default: the repository it was
+        cloned from), copying only the objects it lacks, and its purges.
+
+        `refs` are the branch and tag names to bring (default: the clone's, or all); their
+        new history is copied down to the commits the copy holds (with `depth`, at most
+        that many generations of it). A branch of the copy with commits the source lacks,
+        or a tag at another commit, is refused with FastForwardError (nothing moved) unless
+        `force`. A pull stopped half-way (killed) goes on when run again.
+        """
+        from zarrlake.admin.clone import origin, pull
+
+        made = origin(self._ctx)
+        if source is None:  # the origin, reached with this copy's storage options
+            if made is None:
+                raise InvalidInputError("this repository is not a clone: give the source")
+            src = Repo.open(
+                made["location"],
+                metastore=made.get("metastore") or None,
+                storage_options=dict(self.spec.storage_options) or None,
+            )
+        else:
+            src = source if isinstance(source, Repo) else Repo.open(source)
+        if made is not None and refs is None:  # the clone's refs, unless others are given
+            refs = made.get("refs")
+        try:
+            report = pull(
+                self._ctx,
+                src._ctx,
+                None if refs is None else list(refs),
+                depth,
+                force=force,
+                progress=progress,
+            )
+        finally:
+            if src is not source:
+                src.close()
+        self.last_pull = report
+        return report
+
+    # purging data from every version (zarrlake.admin.purge) --------------------------------
+
+    def purge(
+        self,
+        paths: str | list[str] | tuple[str, ...],
+        *,
+        reason: str,
+        by: str,
+        region: tuple[slice | int, ...] | str | None = None,
+        force: bool = False,
+        keep_unremovable: bool = False,
+        keep_heads: bool = False,
+        messages: list[str] | tuple[str, ...] = (),
+        dry_run: bool = False,
+        progress: Callable[[str, int, int | None], None] | None = None,
+    ) -> PurgeRecord:
+        """Remove the chunk bytes of arrays (or of a region of one) from every version.
+
+        Commits, ids and manifests stay as they are; reading a purged chunk at any version
+        then raises PurgedError naming the purge. The purge is recorded in the metastore
+        (`purges()`), and `fsck(purges=True)` proves it.
+
+        Parameters
+        ----------
+        paths
+            Array paths; every stored version of each is purged.
+        reason, by
+            Why, and who asked: kept in the purge record.
+        region
+            With one path: only the chunks meeting this region (slices and integers in
+            array coordinates, or their text "0:10,:", at each version's shape and
+            chunking).
+        force
+            Purge even bytes a branch head still holds, or that chunks outside the
+            selection share (they are removed there too); refused otherwise, naming them.
+        keep_unremovable
+            Purge what can be and keep chunks of at most 64 bytes (inside manifests, which
+            commit ids cover) and virtual chunks (outside the repository); refused otherwise.
+        keep_heads
+            Leave out the bytes branch heads hold (write the corrected data on the branch
+            first): only history loses the rest, and no head needs `force`.
+        messages
+            Commits whose messages to redact where their ids do not cover them: the session
+            records that made them and the pull requests that merged them.
+        dry_run
+            Find what would be removed; change nothing.
+        progress
+            Called as progress(phase, done, total or None).
+
+        Returns
+        -------
+        PurgeRecord
+            The record: counts of chunks, objects, ranges and bytes removed.
+
+        Raises
+        ------
+        ZarrLakeError
+            If the bytes are still needed and `force` is not given (the message says where).
+        InvalidInputError
+            If the selection holds chunks a purge cannot remove, and `keep_unremovable` is
+            not given.
+        GcBusyError
+            If a garbage collection is running.
+        """
+        from zarrlake.admin.purge import purge
+
+        return purge(
+            self._ctx,
+            list(paths) if not isinstance(paths, str) else [paths],
+            reason=reason,
+            by=by,
+            region=region,
+            force=force,
+            keep_unremovable=keep_unremovable,
+            keep_heads=keep_heads,
+            messages=messages,
+            dry_run=dry_run,
+            progress=progress,
+        )
+
+    def purges(self) -> list[PurgeRecord]:
+        """Every purge record, oldest first (who, when, why, which arrays, what it removed)."""
+        from zarrlake.vc.purges import PurgeRecords
+
+        return PurgeRecords(self._ctx.meta, self._ctx.refs.partition).list()
+
+    def finish_purges(self) -> list[PurgeRecord]:
+        """Finish purges a crash stopped half-way (`zarrlake purge --resume`); returns them."""
+        from zarrlake.admin.purge import finish_pending
+
+        return finish_pending(self._ctx)
 
     # pull requests (zarrlake.pulls) -----------------------------------------------------------
 

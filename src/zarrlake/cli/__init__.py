@@ -22,11 +22,13 @@ from zarrlake.cli import (
     admin,
     branches,
     checks,
+    copies,
     data,
     history,
     lifecycle,
     metastore,
     pulls,
+    purge,
     sessions,
     ui,
     virtual,
@@ -147,6 +149,8 @@ ui.register(app)
 virtual.register(app)
 checks.register(app)
 pulls.register(app)
+copies.register(app)
+purge.register(app)
 
 _GLOBAL_VALUED = {
     "-r",

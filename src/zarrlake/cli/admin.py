@@ -97,6 +97,22 @@ def fsck(
     sources: Annotated[
         bool, typer.Option("--sources", help="Check only that virtual sources are unchanged.")
     ] = False,
+    purges: Annotated[
+        bool,
+        typer.Option(
+            "--purges",
+            help="Prove the purges instead: each finished, no purged object or range holds "
+            "its bytes.",
+        ),
+    ] = False,
+    against: Annotated[
+        str | None,
+        typer.Option(
+            "--against",
+            help="With --purges: also check this copy carries every purge of the repository "
+            "at this location (the one it was cloned from).",
+        ),
+    ] = None,
 ) -> None:
     """Verify every object reachable from REF (or every branch and tag): checksums,
     missing objects, inconsistent references, virtual sources changed since import, each
@@ -105,6 +121,9 @@ def fsck(
 
     Example: zarrlake -r ./myrepo fsck main
     """
+    if purges:
+        fsck_purges(ctx, against, json_out)
+        return
     counts = FsckCounts(progress=not json_out)
     expired: list = []
     if json_out:  # one JSON document, whatever happens
@@ -160,6 +179,33 @@ def fsck_json(
     }
     print_json(report if error is None else {**report, "error": error})
     if problems or error is not None:
+        raise typer.Exit(1)
+
+
+def fsck_purges(ctx: typer.Context, against: str | None, json_out: bool) -> None:
+    """`fsck --purges`: prove every purge; exit 1 unless all are proven."""
+    from zarrlake.repo import Repo
+
+    opts = options(ctx)
+    repo = opts.open()
+    other = None
+    if against is not None:
+        other = Repo.open(against, storage_options=opts.storage_options or None)
+    problems = [str(p) for p in repo.fsck(purges=True, against=other)]
+    records = repo.purges()
+    if json_out:
+        print_json({"ok": not problems, "purges": [r.id for r in records], "problems": problems})
+    elif problems:
+        console.print(f"[red]{len(problems)} problem(s) found[/] in {len(records)} purge(s):")
+        for p in problems:
+            console.print(f"  {p}", markup=False)
+    else:
+        digests = sum(r.digests for r in records)
+        console.print(
+            f"[green]ok[/]: {len(records)} purge(s) proven; no purged object or range "
+            f"({digests} digest(s)) holds its bytes"
+        )
+    if problems:
         raise typer.Exit(1)
 
 

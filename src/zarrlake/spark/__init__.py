@@ -1,6 +1,7 @@
 """zarrlake on Spark: the "zarrlake" data source (batch read and write, one commit per job),
 `write_array` (rows repartitioned by chunk, then written), `map_regions` (cooperative
-sessions for RDD pipelines) and `import_virtual` (NetCDF/HDF5 archives as virtual chunks)."""
+sessions for RDD pipelines), `import_virtual` (NetCDF/HDF5 archives as virtual chunks) and
+`export` (a version as plain Zarr v3, copied by tasks)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from zarrlake.errors import InvalidInputError, NotFoundError, SessionClosedError
 from zarrlake.spark.errors import keep_conflicts, zarrlake_errors
+from zarrlake.spark.export import export
 from zarrlake.spark.gc_job import gc
 from zarrlake.spark.handles import SessionHandle
 from zarrlake.spark.layout import CHUNKS, layout_of
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ZarrLakeSource",
+    "export",
     "gc",
     "import_virtual",
     "map_regions",

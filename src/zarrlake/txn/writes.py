@@ -205,8 +205,8 @@ class Writes:
                 for k, span, _ in ops
             ]
         _, shard = self._change_for(item, digest)  # one object; inner chunks are its ranges
-        assert shard is not None and shard.kind == RefKind.OBJECT
-        location = chunk_object_key(shard.digest)
+        assert shard is not None and shard.kind in (RefKind.OBJECT, RefKind.LOCATION)
+        location = shard.location or chunk_object_key(shard.digest)  # (a purge retired its own)
         out: list[Change] = []
         for k, span, digest in ops:
             if span is None:
@@ -237,10 +237,11 @@ class Writes:
             if phase is None:
                 phase = self.guard.begin()
             table = self._needs_table(key, len(data))
-            ref, created = self.uploads.store_chunk(bytes(data), table, digest)  # recorded first
+            retired = self.objects.purges_exist(phase.epoch)  # (a reuse checks its object)
+            ref, created = self.uploads.store_chunk(bytes(data), table, digest, retired)
             with self.buffer.lock:  # a reused object may be deleted by gc: keep its bytes
                 upload = (None if created else bytes(data), phase)
-                self.buffer.pending.setdefault(chunk_object_key(ref.digest), upload)
+                self.buffer.pending.setdefault(ref.location or chunk_object_key(ref.digest), upload)
         finally:
             with self.buffer.lock:
                 self.buffer.uploading -= 1
@@ -545,8 +546,9 @@ class Writes:
         opened, lost = self.together(self.check_open if check else lambda: None, settle)
         if isinstance(lost, list) and lost:
             error = (
-                f"a garbage collection deleted {len(lost)} chunk object(s) this worker uploaded "
-                f"before staging them (the first: {lost[0]}); their writes were withdrawn: "
+                f"a garbage collection or a purge removed {len(lost)} chunk object(s) this "
+                f"worker uploaded before staging them (the first: {lost[0]}); their writes "
+                "were withdrawn: "
                 "write those chunks again"
             )
             self.staging.unregister(record, batch.markers[0] if batch.markers else 0, error)

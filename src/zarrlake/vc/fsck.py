@@ -84,7 +84,10 @@ class _Checker:
         on_read: Callable[[str, int], None] | None = None,
         sources: SourceReader | None = None,
         only_sources: bool = False,
+        purged: Callable[[bytes], object | None] | None = None,
     ) -> None:
+        self.purged = purged
+        self.purged_refs = 0  # references to bytes a purge removed: not problems
         self.sources = sources or SourceReader()
         self.only_sources = only_sources
         self.sources_seen: set[tuple[str, str | None]] = set()
@@ -283,10 +286,12 @@ class _Checker:
             try:
                 data = self.get(obj)
             except NotFoundError:
-                self.report(obj, "missing", f"chunk data of {what}")
+                if not self.was_purged(ref):
+                    self.report(obj, "missing", f"chunk data of {what}")
                 return
             except ZarrLakeError as e:
-                self.report(obj, "corrupt", f"chunk data of {what}: {e}")
+                if not self.was_purged(ref):
+                    self.report(obj, "corrupt", f"chunk data of {what}: {e}")
                 return
         else:
             assert ref.location is not None
@@ -298,11 +303,15 @@ class _Checker:
                 self.report(ref.location, whole.kind, f"{whole.detail}; chunk data of {what}")
                 return
             data = whole[ref.offset : ref.offset + ref.length]
-        if len(data) != ref.length:
+        sized = len(data) == ref.length
+        good = sized and digest(self.algo, data) == ref.digest
+        if not good and self.was_purged(ref):
+            return
+        if not sized:
             self.report(
                 obj, "corrupt", f"chunk data of {what} has {len(data)} bytes, expected {ref.length}"
             )
-        elif digest(self.algo, data) != ref.digest:
+        elif not good:
             label = self.algo.label.upper()
             self.report(obj, "corrupt", f"chunk data of {what} fails its {label} checksum")
         elif ref.kind != RefKind.INLINE:
@@ -313,6 +322,13 @@ class _Checker:
                 whole = self.pack(ref.location)  # a shard object (its inner chunks' home)
                 if isinstance(whole, bytes) and len(whole) >= TABLE_MIN:
                     self.check_table(ref.location, None, whole, what)
+
+    def was_purged(self, ref: ChunkRef) -> bool:
+        """Whether a purge removed the bytes of `ref` (counted, not a problem)."""
+        if ref.kind == RefKind.INLINE or self.purged is None or self.purged(ref.digest) is None:
+            return False
+        self.purged_refs += 1
+        return True
 
     def read_by_range(self, key: str, length: int) -> bool:
         """Whether the chunk object of `key` is one zarrlake gives a block table (as
@@ -381,13 +397,16 @@ def check_objects(
     on_expired: Callable[[ExpiredHistory], None] | None = None,
     sources: SourceReader | None = None,
     only_sources: bool = False,
+    purged: Callable[[bytes], object | None] | None = None,
 ) -> list[Problem]:
     """Verify every object reachable from the commits in `starts` ((commit id, label) pairs)
     and return the problems found, each once; an empty list means the repository is intact.
     `on_read(key, size)` is called for each object read, `on_expired` for each place where
     `expire` ended a history (not a problem). `sources` reads virtual sources; with
-    `only_sources`, only they are checked (format objects are still read to find them)."""
-    checker = _Checker(store, algo, on_read, sources, only_sources)
+    `only_sources`, only they are checked (format objects are still read to find them).
+    `purged(digest)` names the purge that removed a digest's bytes: references to those
+    are not problems (`zarrlake fsck --purges` proves the purges themselves)."""
+    checker = _Checker(store, algo, on_read, sources, only_sources, purged)
     for cid, rec in checker.commits(starts):
         checker.check_commit(cid, rec)
     for boundary in checker.expired:
