@@ -85,9 +85,6 @@ class PurgedError(ZarrLakeError):
         super().__init__(message)
         self.purge = purge
 
-    def __reduce__(self) -> tuple[object, ...]:  # crosses processes (Spark, Dask) whole
-        return (type(self), (str(self), self.purge))
-
 
 class ConfigurationError(ZarrLakeError):
     """A backend could not be reached or configured (bad URL, server down, credentials)."""

@@ -23,6 +23,7 @@ SAMPLES: dict[str, object] = {
     "expired_at": 1_700_000_000.5,
     "results": ["a check result"],
     "reasons": ["approvals: 0 of 1"],
+    "purge": "5eb2c1a0d4e3f617",
 }
 """A value for each constructor parameter the error classes take, by name."""
 
