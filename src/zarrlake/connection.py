@@ -21,7 +21,13 @@ import zarrlake.storage.locations  # noqa: F401
 from zarrlake import storage as storages
 from zarrlake._util import runtime
 from zarrlake._util.secrets import mask_urls, masked_options
-from zarrlake.errors import AlreadyExistsError, InvalidInputError, NotFoundError, ZarrLakeError
+from zarrlake.errors import (
+    AlreadyExistsError,
+    InvalidInputError,
+    NotFoundError,
+    RepositoryNotFoundError,
+    ZarrLakeError,
+)
 from zarrlake.format.changes import ChangeSet
 from zarrlake.format.commit import CommitRecord
 from zarrlake.format.digest import DEFAULT, LEGACY, Hash, parse
@@ -393,13 +399,19 @@ def open_context(
     """Open the existing repository at `spec`; NotFoundError if there is none. Its settings
     are those its config records (defaults if none), updated with `settings`."""
     if spec.is_local and not Path(spec.location, CONFIG_KEY).exists():
-        raise NotFoundError(f"no zarrlake repository at {spec.location}")
+        raise RepositoryNotFoundError(
+            f"no zarrlake repository at {spec.location}; check the location and the metastore, "
+            "or create one with Repo.create"
+        )
     store = _open_store(spec)
     early = _open_meta_early(spec)
     try:
         config = _read_config(store)
         if config is None:
-            raise NotFoundError(f"no zarrlake repository at {spec.location}")
+            raise RepositoryNotFoundError(
+                f"no zarrlake repository at {spec.location}; check the location and the metastore, "
+                "or create one with Repo.create"
+            )
         if config.get("format", 0) > FORMAT:
             raise ZarrLakeError(
                 f"repository format {config['format']} is newer than this zarrlake ({FORMAT})"

@@ -34,6 +34,25 @@ class NotFoundError(ZarrLakeError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+class RepositoryNotFoundError(NotFoundError):
+    """No zarrlake repository is at the location (or its metastore holds none): check the
+    path or URL and the metastore, or create one with `Repo.create`."""
+
+
+class RefNotFoundError(NotFoundError):
+    """No branch, tag or commit has the name or id given (or a ref expression such as
+    `main~9` reaches past the history)."""
+
+
+class SessionNotFoundError(NotFoundError):
+    """No session has the id given (it never existed, or gc removed its record after it
+    ended)."""
+
+
+class PullRequestNotFoundError(NotFoundError):
+    """No pull request has the number given."""
+
+
 class ExpiredHistoryError(NotFoundError):
     """A commit, or history a walk needs, was dropped by `expire`.
 
@@ -242,7 +261,7 @@ class FastForwardError(ConflictError):
     Raised by `merge(..., fast_forward="only")`. Its one conflict is of kind DIVERGED."""
 
 
-class NotABranchError(NotFoundError, InvalidInputError):
+class NotABranchError(RefNotFoundError, InvalidInputError):
     """A branch operation (a session, merge or reset) was given a tag or a commit id.
 
     The message says which, and what to do instead. A NotFoundError (no branch has that

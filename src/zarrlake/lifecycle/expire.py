@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from zarrlake._util import crashpoints
-from zarrlake.errors import ExpiredHistoryError, InvalidInputError, NotFoundError
+from zarrlake.errors import ExpiredHistoryError, InvalidInputError, NotFoundError, RefNotFoundError
 from zarrlake.lifecycle.gc import check_older_than, drop_check_results
 from zarrlake.lifecycle.islands import forget, islands, note
 from zarrlake.vc.gc_protocol import Candidate, GcState
@@ -79,7 +79,7 @@ def check_branches(ctx: RepoContext, branches: object) -> dict[str, str]:
         if name in tags and name not in heads:
             raise InvalidInputError(f"{name!r} is a tag; tags never expire (give a branch)")
         if name not in heads:
-            raise NotFoundError(f"branch {name!r} does not exist")
+            raise RefNotFoundError(f"branch {name!r} does not exist")
     return {b: heads[b] for b in branches}  # type: ignore[union-attr]
 
 

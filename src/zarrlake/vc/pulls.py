@@ -34,9 +34,9 @@ from zarrlake._util.retry import RetryPolicy, backoff
 from zarrlake.errors import (
     CASFailedError,
     InvalidInputError,
-    NotFoundError,
     PullRequestBlockedError,
     PullRequestError,
+    PullRequestNotFoundError,
     PullRequestNotOpenError,
 )
 from zarrlake.metastore.base import MetaStore
@@ -318,7 +318,7 @@ class PullRequests:
         """(record, version); NotFoundError when there is no such pull request."""
         got = self.meta.get(self.partition, self._key(pr_id))
         if got is None or _is_void(got[0]):
-            raise NotFoundError(f"no pull request #{pr_id}")
+            raise PullRequestNotFoundError(f"no pull request #{pr_id}")
         return PullRecord.decode(got[0]), got[1]
 
     def list(self, state: str | None = None) -> list[PullRecord]:
