@@ -88,6 +88,11 @@ class InvalidInputError(ZarrLakeError, ValueError):
     """A name, ref, URL, option or document given by the caller is malformed."""
 
 
+class CheckExistsError(AlreadyExistsError, InvalidInputError):
+    """A check of that name is declared already. An InvalidInputError too, as it was before
+    it was an AlreadyExistsError."""
+
+
 class StaleVirtualChunkError(ZarrLakeError):
     """A virtual chunk's source file changed or vanished since it was imported.
 
@@ -285,6 +290,12 @@ class PullRequestError(ZarrLakeError):
 
     The pull request is not open, or its merge is blocked (see the subclasses), or it
     names branches that cannot be used."""
+
+
+class PullRequestExistsError(AlreadyExistsError, PullRequestError):
+    """An open pull request of the same source and target exists already (one pair, one
+    open pull request). A PullRequestError too, as it was before it was an
+    AlreadyExistsError."""
 
 
 class PullRequestNotOpenError(PullRequestError):

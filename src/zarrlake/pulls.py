@@ -23,7 +23,6 @@ from zarrlake.errors import (
     PullRequestBlockedError,
     PullRequestChecksFailedError,
     PullRequestError,
-    RefNotFoundError,
     ZarrLakeError,
 )
 from zarrlake.present import iso
@@ -120,7 +119,7 @@ def create(
     branches = repo.list_branches()
     unknown = [b for b in (source, target) if b not in branches]
     if unknown:
-        raise RefNotFoundError(
+        raise InvalidInputError(
             f"no branch {' or '.join(repr(b) for b in unknown)}: a pull request is between two "
             f"existing branches (create it with create_branch)"
         )

@@ -27,7 +27,6 @@ def repo(tmp_path) -> zl.Repo:
         (lambda r, p: r.join_session("0" * 32), zl.SessionNotFoundError, "no session"),
         (lambda r, p: r.session_info("0" * 32), zl.SessionNotFoundError, "no session"),
         (lambda r, p: r.pull_request(99), zl.PullRequestNotFoundError, "#99"),
-        (lambda r, p: r.create_pull_request("nope"), zl.RefNotFoundError, "'nope'"),
     ],
 )
 def test_each_missing_thing_has_its_kind(repo, tmp_path, call, kind, words):

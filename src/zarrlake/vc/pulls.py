@@ -36,6 +36,7 @@ from zarrlake.errors import (
     InvalidInputError,
     PullRequestBlockedError,
     PullRequestError,
+    PullRequestExistsError,
     PullRequestNotFoundError,
     PullRequestNotOpenError,
 )
@@ -233,8 +234,9 @@ class PullRequests:
             got = self.meta.get(self.partition, key)
             held = None if got is None else int(json.loads(got[0])["id"])
             if held is not None and self._holds(held):
-                raise PullRequestError(
-                    f"pull request #{held} of {source!r} into {target!r} is open already"
+                raise PullRequestExistsError(
+                    f"pull request #{held} of {source!r} into {target!r} is open already; "
+                    f"update its source branch, or close it first"
                 )
             pr_id = self._next_id()
             claim = json.dumps({"id": pr_id, "source": source, "target": target}).encode()
@@ -277,9 +279,9 @@ class PullRequests:
             if held == rec.id:
                 return
             if held is not None and self._holds(held):
-                raise PullRequestError(
+                raise PullRequestExistsError(
                     f"cannot reopen pull request #{rec.id}: #{held} of {rec.source!r} into "
-                    f"{rec.target!r} is open"
+                    f"{rec.target!r} is open (close #{held} first)"
                 )
             claim = {"id": rec.id, "source": rec.source, "target": rec.target}
             try:
