@@ -56,24 +56,30 @@ class PullRequestNotFoundError(NotFoundError):
 class ExpiredHistoryError(NotFoundError):
     """A commit, or history a walk needs, was dropped by `expire`.
 
-    `commit` is the expired commit, `expired_at` when it was expired (POSIX seconds)."""
+    `commit` is the expired commit, `expired_at` when it was expired (a timezone-aware
+    datetime, as `Repo.expired_at` returns; given as POSIX seconds it is converted)."""
 
-    def __init__(self, message: str, commit: str, expired_at: float) -> None:
+    def __init__(self, message: str, commit: str, expired_at: float | datetime) -> None:
         super().__init__(message)
         self.commit = commit
-        self.expired_at = expired_at
+        self.expired_at = (
+            expired_at
+            if isinstance(expired_at, datetime)
+            else datetime.fromtimestamp(expired_at, UTC)
+        )
 
     @classmethod
-    def before(cls, child: str, parent: str, expired_at: float) -> ExpiredHistoryError:
+    def before(cls, child: str, parent: str, expired_at: float | datetime) -> ExpiredHistoryError:
         """The error of a walk from `child` that found its parent `parent` expired."""
         return cls(
             f"history before {child[:12]} was expired on {on_date(expired_at)}", parent, expired_at
         )
 
 
-def on_date(when: float) -> str:
-    """A POSIX time as the messages show it (UTC, to the second)."""
-    return datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+def on_date(when: float | datetime) -> str:
+    """A time (POSIX seconds or a datetime) as the messages show it (UTC, to the second)."""
+    at = when if isinstance(when, datetime) else datetime.fromtimestamp(when, UTC)
+    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 class AlreadyExistsError(ZarrLakeError):

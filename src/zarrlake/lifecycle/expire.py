@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from zarrlake._util import crashpoints
+from zarrlake._util.deprecation import deprecated_alias
 from zarrlake.errors import ExpiredHistoryError, InvalidInputError, NotFoundError, RefNotFoundError
 from zarrlake.lifecycle.gc import check_older_than, drop_check_results
 from zarrlake.lifecycle.islands import forget, islands, note
@@ -48,9 +49,11 @@ class ExpireReport:
     cutoff: str = ""
     seconds: float = 0.0
 
-    def to_dict(self) -> dict:
+    def to_json(self) -> dict:
         """The report as a plain dict, for `--json` output."""
         return dict(self.__dict__)
+
+    to_dict = deprecated_alias("to_json")
 
 
 def cutoff_of(older_than: object, now: float) -> float:
