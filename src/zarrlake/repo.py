@@ -17,6 +17,7 @@ from zarrlake.connection import (
     create_context,
     open_context,
     resolve_spec,
+    save_settings,
 )
 from zarrlake.errors import (
     AlreadyExistsError,
@@ -24,6 +25,7 @@ from zarrlake.errors import (
     InvalidInputError,
     NotFoundError,
 )
+from zarrlake.format.digest import parse
 from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.session_records import DEFAULT_EXPIRY, SessionInfo
 from zarrlake.txn.commit import current_record
@@ -193,16 +195,60 @@ class Repo:
         *,
         metastore: str | None = None,
         storage_options: dict | None = None,
+        content_hash: str | None = None,
+        settings: Settings | Mapping[str, Any] | None = None,
     ) -> Repo:
-        """Open the repository at `location`, creating it if there is none."""
+        """Open the repository at `location`, creating it if there is none.
+
+        A new repository is created with `content_hash` (default "blake3") and `settings`
+        recorded in its config, as `create` does; an existing one is opened with `settings`
+        for this connection, as `open` does, and must use `content_hash` if one is given
+        (InvalidInputError naming both otherwise: a repository's hash is fixed).
+        """
         spec = resolve_spec(location, metastore, storage_options)
         try:
-            return cls(open_context(spec))
+            ctx = open_context(spec, settings)
         except NotFoundError:
+            chosen = None if settings is None else Settings().updated(settings)
             try:
-                return cls(create_context(spec))
+                return cls(create_context(spec, content_hash or "blake3", chosen))
             except AlreadyExistsError:
-                return cls(open_context(spec))
+                ctx = open_context(spec, settings)
+        if content_hash is not None and parse(content_hash).label != ctx.hash.label:
+            ctx.close()
+            raise InvalidInputError(
+                f"the repository at {spec.location} names its objects by {ctx.hash.label}, not "
+                f"{content_hash}: open it without content_hash (a repository's hash is fixed)"
+            )
+        return cls(ctx)
+
+    @property
+    def config(self) -> Settings:
+        """The settings this repository handle uses: those its config records, updated by
+        what `open(settings=)` gave. Reading it does no I/O (`save_config` changes them)."""
+        return self._ctx.settings
+
+    def save_config(self, **changes: Any) -> Settings:
+        """Record `changes` to the settings in the repository's config, for every client
+        that opens it from now on (this handle uses them at once); returns the recorded
+        settings.
+
+        Each keyword names a `Settings` field (`flush` takes a dict of `FlushPolicy`
+        fields). The change applies to what the config records now, by a conditional
+        write, so two clients saving different fields at once both land.
+
+        Raises
+        ------
+        InvalidInputError
+            If a name is not a setting or a value is of the wrong type or range (nothing is
+            written).
+
+        Examples
+        --------
+        >>> repo.save_config(commit_timeout=120, flush={"idle": None})  # doctest: +SKIP
+        """
+        Settings().updated(changes)  # refuse a bad name or value before any I/O
+        return save_settings(self._ctx, changes)
 
     def close(self) -> None:
         """Close the backends' connections."""
