@@ -9,6 +9,7 @@ from zarrlake.errors import (
     BackendError,
     BranchMovedError,
     CASFailedError,
+    CheckExistsError,
     ChecksFailedError,
     CommitTimeoutError,
     ConfigurationError,
@@ -27,13 +28,18 @@ from zarrlake.errors import (
     PullRequestBlockedError,
     PullRequestChecksFailedError,
     PullRequestError,
+    PullRequestExistsError,
+    PullRequestNotFoundError,
     PullRequestNotOpenError,
     PurgedError,
     ReadOnlyError,
     ReadOnlySessionError,
+    RefNotFoundError,
+    RepositoryNotFoundError,
     SessionClosedError,
     SessionError,
     SessionExpiredError,
+    SessionNotFoundError,
     StaleVirtualChunkError,
     StorageError,
     TransientError,
@@ -55,6 +61,15 @@ _LAZY = {
     "SessionStore": "zarrlake.zarr_store",
     "Settings": "zarrlake.connection",
     "FlushPolicy": "zarrlake.connection",
+    "GcReport": "zarrlake.lifecycle.gc",
+    "ExpireReport": "zarrlake.lifecycle.expire",
+    "CopyReport": "zarrlake.admin.metastore_copy",
+    "ExportReport": "zarrlake.admin.export",
+    "PullReport": "zarrlake.admin.clone",
+    "PurgeRecord": "zarrlake.vc.purges",
+    "WriterInfo": "zarrlake.txn.writers",
+    "Problem": "zarrlake.vc.fsck",
+    "ExpiredHistory": "zarrlake.vc.fsck",
 }
 """Public names whose modules import zarr and numpy: loaded on first use, so a command line
 that needs none of them (`zarrlake --help`) starts fast."""
@@ -66,15 +81,24 @@ if TYPE_CHECKING:  # what type checkers see of the lazy names; nothing is import
     from zarrlake import checks as checks
     from zarrlake import spark as spark
     from zarrlake import virtual as virtual
+    from zarrlake.admin.clone import PullReport as PullReport
+    from zarrlake.admin.export import ExportReport as ExportReport
+    from zarrlake.admin.metastore_copy import CopyReport as CopyReport
     from zarrlake.connection import FlushPolicy as FlushPolicy
     from zarrlake.connection import Settings as Settings
+    from zarrlake.lifecycle.expire import ExpireReport as ExpireReport
+    from zarrlake.lifecycle.gc import GcReport as GcReport
     from zarrlake.pulls import PullRequest as PullRequest
     from zarrlake.repo import Commit as Commit
     from zarrlake.repo import Repo as Repo
     from zarrlake.repo import RepoStats as RepoStats
     from zarrlake.repo import SessionInfo as SessionInfo
     from zarrlake.session import Session as Session
+    from zarrlake.txn.writers import WriterInfo as WriterInfo
     from zarrlake.vc.diff import Diff as Diff
+    from zarrlake.vc.fsck import ExpiredHistory as ExpiredHistory
+    from zarrlake.vc.fsck import Problem as Problem
+    from zarrlake.vc.purges import PurgeRecord as PurgeRecord
     from zarrlake.zarr_store import SessionStore as SessionStore
 
 __all__ = [
@@ -82,6 +106,7 @@ __all__ = [
     "BackendError",
     "BranchMovedError",
     "CASFailedError",
+    "CheckExistsError",
     "ChecksFailedError",
     "CommitTimeoutError",
     "ConfigurationError",
@@ -101,12 +126,17 @@ __all__ = [
     "PullRequestBlockedError",
     "PullRequestChecksFailedError",
     "PullRequestError",
+    "PullRequestExistsError",
+    "PullRequestNotFoundError",
     "PullRequestNotOpenError",
     "ReadOnlyError",
     "ReadOnlySessionError",
+    "RefNotFoundError",
+    "RepositoryNotFoundError",
     "SessionClosedError",
     "SessionError",
     "SessionExpiredError",
+    "SessionNotFoundError",
     "StaleVirtualChunkError",
     "StorageError",
     "TransientError",

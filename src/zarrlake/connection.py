@@ -20,8 +20,18 @@ import zarrlake.metastore.sqlite
 import zarrlake.storage.locations  # noqa: F401
 from zarrlake import storage as storages
 from zarrlake._util import runtime
+from zarrlake._util.retry import RetryPolicy, backoff
 from zarrlake._util.secrets import mask_urls, masked_options
-from zarrlake.errors import AlreadyExistsError, InvalidInputError, NotFoundError, ZarrLakeError
+from zarrlake.errors import (
+    AlreadyExistsError,
+    CASFailedError,
+    ConfigurationError,
+    InvalidInputError,
+    NotFoundError,
+    RepositoryNotFoundError,
+    TransientError,
+    ZarrLakeError,
+)
 from zarrlake.format.changes import ChangeSet
 from zarrlake.format.commit import CommitRecord
 from zarrlake.format.digest import DEFAULT, LEGACY, Hash, parse
@@ -337,6 +347,32 @@ def _read_config(store: ObjectStore) -> dict | None:
         raise ZarrLakeError(f"{store.url}/{CONFIG_KEY} is not a zarrlake config: {e}") from e
 
 
+def save_settings(ctx: RepoContext, changes: Mapping[str, Any]) -> Settings:
+    """Record `changes` in the repository's config (validated against the settings recorded
+    there now, by a conditional write that retries when another client saved meanwhile) and
+    use the result in `ctx`; returns the recorded settings."""
+    for _ in backoff(RetryPolicy(attempts=20, base_delay=0.01, max_delay=0.5)):
+        try:
+            data, tag = ctx.object_store.get_tagged(CONFIG_KEY)
+        except ConfigurationError:  # a store without conditional updates (memory): one client
+            data, tag = ctx.object_store.get(CONFIG_KEY), None
+        config = json.loads(data)
+        recorded = Settings().updated(config.get("settings")).updated(changes)
+        config["settings"] = recorded.to_json()
+        encoded = json.dumps(config).encode()
+        try:
+            if tag is None:
+                ctx.object_store.put(CONFIG_KEY, encoded)
+            else:
+                ctx.object_store.put_if(CONFIG_KEY, encoded, tag)
+        except CASFailedError:
+            continue  # another client saved meanwhile: apply ours to theirs
+        ctx.settings = recorded
+        ctx.objects.coalesce_gap = recorded.read_coalesce_gap
+        return recorded
+    raise TransientError("the repository config kept changing while saving settings; try again")
+
+
 def create_context(
     spec: RepoSpec, content_hash: str | Hash = DEFAULT, settings: Settings | None = None
 ) -> RepoContext:
@@ -397,13 +433,19 @@ def open_context(
     """Open the existing repository at `spec`; NotFoundError if there is none. Its settings
     are those its config records (defaults if none), updated with `settings`."""
     if spec.is_local and not Path(spec.location, CONFIG_KEY).exists():
-        raise NotFoundError(f"no zarrlake repository at {spec.location}")
+        raise RepositoryNotFoundError(
+            f"no zarrlake repository at {spec.location}; check the location and the metastore, "
+            "or create one with Repo.create"
+        )
     store = _open_store(spec)
     early = _open_meta_early(spec)
     try:
         config = _read_config(store)
         if config is None:
-            raise NotFoundError(f"no zarrlake repository at {spec.location}")
+            raise RepositoryNotFoundError(
+                f"no zarrlake repository at {spec.location}; check the location and the metastore, "
+                "or create one with Repo.create"
+            )
         if config.get("format", 0) > FORMAT:
             raise ZarrLakeError(
                 f"repository format {config['format']} is newer than this zarrlake ({FORMAT})"

@@ -34,27 +34,52 @@ class NotFoundError(ZarrLakeError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+class RepositoryNotFoundError(NotFoundError):
+    """No zarrlake repository is at the location (or its metastore holds none): check the
+    path or URL and the metastore, or create one with `Repo.create`."""
+
+
+class RefNotFoundError(NotFoundError):
+    """No branch, tag or commit has the name or id given (or a ref expression such as
+    `main~9` reaches past the history)."""
+
+
+class SessionNotFoundError(NotFoundError):
+    """No session has the id given (it never existed, or gc removed its record after it
+    ended)."""
+
+
+class PullRequestNotFoundError(NotFoundError):
+    """No pull request has the number given."""
+
+
 class ExpiredHistoryError(NotFoundError):
     """A commit, or history a walk needs, was dropped by `expire`.
 
-    `commit` is the expired commit, `expired_at` when it was expired (POSIX seconds)."""
+    `commit` is the expired commit, `expired_at` when it was expired (a timezone-aware
+    datetime, as `Repo.expired_at` returns; given as POSIX seconds it is converted)."""
 
-    def __init__(self, message: str, commit: str, expired_at: float) -> None:
+    def __init__(self, message: str, commit: str, expired_at: float | datetime) -> None:
         super().__init__(message)
         self.commit = commit
-        self.expired_at = expired_at
+        self.expired_at = (
+            expired_at
+            if isinstance(expired_at, datetime)
+            else datetime.fromtimestamp(expired_at, UTC)
+        )
 
     @classmethod
-    def before(cls, child: str, parent: str, expired_at: float) -> ExpiredHistoryError:
+    def before(cls, child: str, parent: str, expired_at: float | datetime) -> ExpiredHistoryError:
         """The error of a walk from `child` that found its parent `parent` expired."""
         return cls(
             f"history before {child[:12]} was expired on {on_date(expired_at)}", parent, expired_at
         )
 
 
-def on_date(when: float) -> str:
-    """A POSIX time as the messages show it (UTC, to the second)."""
-    return datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+def on_date(when: float | datetime) -> str:
+    """A time (POSIX seconds or a datetime) as the messages show it (UTC, to the second)."""
+    at = when if isinstance(when, datetime) else datetime.fromtimestamp(when, UTC)
+    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 class AlreadyExistsError(ZarrLakeError):
@@ -67,6 +92,11 @@ class CorruptionError(ZarrLakeError):
 
 class InvalidInputError(ZarrLakeError, ValueError):
     """A name, ref, URL, option or document given by the caller is malformed."""
+
+
+class CheckExistsError(AlreadyExistsError, InvalidInputError):
+    """A check of that name is declared already. An InvalidInputError too, as it was before
+    it was an AlreadyExistsError."""
 
 
 class StaleVirtualChunkError(ZarrLakeError):
@@ -253,7 +283,7 @@ class FastForwardError(ConflictError):
     Raised by `merge(..., fast_forward="only")`. Its one conflict is of kind DIVERGED."""
 
 
-class NotABranchError(NotFoundError, InvalidInputError):
+class NotABranchError(RefNotFoundError, InvalidInputError):
     """A branch operation (a session, merge or reset) was given a tag or a commit id.
 
     The message says which, and what to do instead. A NotFoundError (no branch has that
@@ -277,6 +307,12 @@ class PullRequestError(ZarrLakeError):
 
     The pull request is not open, or its merge is blocked (see the subclasses), or it
     names branches that cannot be used."""
+
+
+class PullRequestExistsError(AlreadyExistsError, PullRequestError):
+    """An open pull request of the same source and target exists already (one pair, one
+    open pull request). A PullRequestError too, as it was before it was an
+    AlreadyExistsError."""
 
 
 class PullRequestNotOpenError(PullRequestError):

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from zarrlake._util import crashpoints
+from zarrlake._util.deprecation import renamed_arguments
 from zarrlake._util.validate import check_ref_name
 from zarrlake.errors import (
     ExpiredHistoryError,
@@ -48,22 +49,22 @@ class Repo(Protocol):
 
     def list_checks(self) -> list[CheckRule]: ...
 
-    def log(self, ref: str = "main", limit: int | None = None) -> list[Any]: ...
+    def log(self, ref: str = "main", *, limit: int | None = None) -> list[Any]: ...
 
     def merge_base(self, a: str, b: str) -> str: ...
 
     def merge(
         self,
         source: str,
-        into: str = "main",
         *,
+        target: str = "main",
         message: str | None = None,
         author: str | None = None,
         fast_forward: Any = "allow",
     ) -> str: ...
 
     def run_checks(
-        self, ref: str, base: str | None = None, names: list[str] | None = None
+        self, ref: str, *, base: str | None = None, names: list[str] | None = None
     ) -> list[CheckResult]: ...
 
 
@@ -365,34 +366,38 @@ class PullRequest:
         self._rec = records_of(self._repo).update(self.id, change)
         return self
 
-    def comment(self, text: str, *, by: str | None = None) -> PullRequest:
-        """Add a comment (allowed in any state); returns self."""
+    @renamed_arguments(by="author")
+    def comment(self, text: str, *, author: str | None = None) -> PullRequest:
+        """Add a comment by `author` (allowed in any state); returns self."""
         records.check_text(text, "comment", empty=False)
-        who = None if by is None else records.check_name(by, "by")
+        who = None if author is None else records.check_name(author, "author")
         return self._update(lambda r: records.add_comment(r, text, who))
 
-    def approve(self, *, by: str, text: str = "") -> PullRequest:
-        """Approve the source's current head, as `by`.
+    @renamed_arguments(by="author")
+    def approve(self, *, author: str, text: str = "") -> PullRequest:
+        """Approve the source's current head, as reviewer `author`.
 
-        This also lifts `by`'s request for changes. The author cannot approve their own pull
-        request.
+        This also lifts that reviewer's request for changes. Whoever opened the pull request
+        cannot approve it.
         """
-        return self._review(APPROVE, by, text)
+        return self._review(APPROVE, author, text)
 
-    def request_changes(self, *, by: str, text: str = "") -> PullRequest:
-        """Ask for changes, as `by`: merging is refused until `by` approves."""
-        return self._review(REQUEST_CHANGES, by, text)
+    @renamed_arguments(by="author")
+    def request_changes(self, *, author: str, text: str = "") -> PullRequest:
+        """Ask for changes, as reviewer `author`: merging is refused until they approve."""
+        return self._review(REQUEST_CHANGES, author, text)
 
-    def _review(self, verdict: str, by: str, text: str) -> PullRequest:
-        who = records.check_name(by, "by")
+    def _review(self, verdict: str, author: str, text: str) -> PullRequest:
+        who = records.check_name(author, "author")
         records.check_text(text, "review text")
         head = self.source_head
         return self._update(lambda r: records.add_review(r, verdict, who, head, text))
 
-    def close(self, *, by: str | None = None) -> PullRequest:
-        """Close it without merging (`reopen` opens it again); returns self."""
+    @renamed_arguments(by="author")
+    def close(self, *, author: str | None = None) -> PullRequest:
+        """Close it without merging, as `author` (`reopen` opens it again); returns self."""
         self.recover()
-        return self._update(lambda r: records.close(r, by))
+        return self._update(lambda r: records.close(r, author))
 
     def reopen(self) -> PullRequest:
         """Open a closed pull request again; returns self.
@@ -436,7 +441,8 @@ class PullRequest:
 
         return self._update(settle)
 
-    def merge(self, *, by: str | None = None, message: str | None = None) -> str:
+    @renamed_arguments(by="author")
+    def merge(self, *, author: str | None = None, message: str | None = None) -> str:
         """Merge the source's current head into the target; returns the merge commit id.
 
         It uses `Repo.merge`, always making a merge commit.
@@ -454,17 +460,17 @@ class PullRequest:
         ConflictError
             If the merge conflicts; the pull request stays open.
         """
-        who = None if by is None else records.check_name(by, "by")
+        who = None if author is None else records.check_name(author, "author")
         self.recover()
         records.require_open(self._rec, "merge")
         head = self.source_head
         failed = [c for c in self._checks(head) if not c.passed]
         reasons = self._blockers(head, failed)
         if reasons:
-            message = f"pull request #{self.id} cannot be merged: {'; '.join(reasons)}"
+            why = f"pull request #{self.id} cannot be merged: {'; '.join(reasons)}"
             if failed:
-                raise PullRequestChecksFailedError(message, reasons, failed)
-            raise PullRequestBlockedError(message, reasons)
+                raise PullRequestChecksFailedError(why, reasons, failed)
+            raise PullRequestBlockedError(why, reasons)
         needed, dismiss = self._policy()
         self._update(lambda r: records.begin_merge(r, head, who, needed, dismiss))
         assert self._rec.merging is not None
@@ -475,7 +481,11 @@ class PullRequest:
         try:
             with pull_request_merge(r.target):
                 commit = self._repo.merge(
-                    head, r.target, message=text, author=who or r.author, fast_forward="never"
+                    head,
+                    target=r.target,
+                    message=text,
+                    author=who or r.author,
+                    fast_forward="never",
                 )
         except BaseException:
             with contextlib.suppress(ZarrLakeError):  # the merge's own error is the one to see

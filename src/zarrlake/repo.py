@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from zarrlake._util.deprecation import deprecated_alias, keyword_only, renamed_arguments, warn
 from zarrlake._util.secrets import mask_urls
 from zarrlake._util.validate import check_ref_name
 from zarrlake.connection import (
@@ -16,6 +17,7 @@ from zarrlake.connection import (
     create_context,
     open_context,
     resolve_spec,
+    save_settings,
 )
 from zarrlake.errors import (
     AlreadyExistsError,
@@ -23,6 +25,7 @@ from zarrlake.errors import (
     InvalidInputError,
     NotFoundError,
 )
+from zarrlake.format.digest import parse
 from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.session_records import DEFAULT_EXPIRY, SessionInfo
 from zarrlake.txn.commit import current_record
@@ -196,16 +199,60 @@ class Repo:
         *,
         metastore: str | None = None,
         storage_options: dict | None = None,
+        content_hash: str | None = None,
+        settings: Settings | Mapping[str, Any] | None = None,
     ) -> Repo:
-        """Open the repository at `location`, creating it if there is none."""
+        """Open the repository at `location`, creating it if there is none.
+
+        A new repository is created with `content_hash` (default "blake3") and `settings`
+        recorded in its config, as `create` does; an existing one is opened with `settings`
+        for this connection, as `open` does, and must use `content_hash` if one is given
+        (InvalidInputError naming both otherwise: a repository's hash is fixed).
+        """
         spec = resolve_spec(location, metastore, storage_options)
         try:
-            return cls(open_context(spec))
+            ctx = open_context(spec, settings)
         except NotFoundError:
+            chosen = None if settings is None else Settings().updated(settings)
             try:
-                return cls(create_context(spec))
+                return cls(create_context(spec, content_hash or "blake3", chosen))
             except AlreadyExistsError:
-                return cls(open_context(spec))
+                ctx = open_context(spec, settings)
+        if content_hash is not None and parse(content_hash).label != ctx.hash.label:
+            ctx.close()
+            raise InvalidInputError(
+                f"the repository at {spec.location} names its objects by {ctx.hash.label}, not "
+                f"{content_hash}: open it without content_hash (a repository's hash is fixed)"
+            )
+        return cls(ctx)
+
+    @property
+    def config(self) -> Settings:
+        """The settings this repository handle uses: those its config records, updated by
+        what `open(settings=)` gave. Reading it does no I/O (`save_config` changes them)."""
+        return self._ctx.settings
+
+    def save_config(self, **changes: Any) -> Settings:
+        """Record `changes` to the settings in the repository's config, for every client
+        that opens it from now on (this handle uses them at once); returns the recorded
+        settings.
+
+        Each keyword names a `Settings` field (`flush` takes a dict of `FlushPolicy`
+        fields). The change applies to what the config records now, by a conditional
+        write, so two clients saving different fields at once both land.
+
+        Raises
+        ------
+        InvalidInputError
+            If a name is not a setting or a value is of the wrong type or range (nothing is
+            written).
+
+        Examples
+        --------
+        >>> repo.save_config(commit_timeout=120, flush={"idle": None})  # doctest: +SKIP
+        """
+        Settings().updated(changes)  # refuse a bad name or value before any I/O
+        return save_settings(self._ctx, changes)
 
     def close(self) -> None:
         """Close the backends' connections."""
@@ -245,11 +292,12 @@ class Repo:
             return commit_id
         return commit_as_of(self._ctx.objects, commit_id, as_of, ref)
 
+    @keyword_only("limit")
     def log(
         self,
         ref: str = "main",
-        limit: int | None = None,
         *,
+        limit: int | None = None,
         path: str | None = None,
         follow: bool = False,
     ) -> list[Commit]:
@@ -310,7 +358,8 @@ class Repo:
         when = self._ctx.objects.expired_at(commit_id)
         return None if when is None else datetime.fromtimestamp(when, UTC)
 
-    def create_branch(self, name: str, at: str = "main") -> str:
+    @keyword_only("at")
+    def create_branch(self, name: str, *, at: str = "main") -> str:
         """A new branch at the commit `at` names; returns that commit id."""
         commit_id = self.resolve(at)
         with keeping(self._ctx, [commit_id]):
@@ -333,7 +382,8 @@ class Repo:
         """Branch names and their head commit ids."""
         return self._ctx.refs.list(BRANCH)
 
-    def create_tag(self, name: str, at: str = "main") -> str:
+    @keyword_only("at")
+    def create_tag(self, name: str, *, at: str = "main") -> str:
         """A new (immutable) tag at the commit `at` names; returns that commit id."""
         commit_id = self.resolve(at)
         with keeping(self._ctx, [commit_id]):
@@ -537,7 +587,8 @@ class Repo:
         now = self._ctx.clock()
         return [rec.info(now) for rec in self._ctx.records.list_open(branch)]
 
-    def abandon_sessions(self, older_than: timedelta, branch: str | None = None) -> list[str]:
+    @keyword_only("branch")
+    def abandon_sessions(self, older_than: timedelta, *, branch: str | None = None) -> list[str]:
         """Abandon every open session created at least `older_than` ago; returns their ids.
 
         Only the sessions of `branch` if given, else of all branches. Their staged writes are
@@ -567,13 +618,12 @@ class Repo:
 
         return Session(Transaction(self._ctx, None, commit_id))
 
-    # Arraylake-style implicit session -----------------------------------------------------
+    # Arraylake-style implicit session (deprecated: reading an attribute made a session) ---
 
     def checkout(self, ref: str = "main") -> Session:
-        """Make `ref` current: a writable session on a branch, read-only on a tag/commit.
-
-        This is what creates the implicit API's session record (see `session`).
-        """
+        """A session on `ref`: writable on a branch (`create_session`), read-only on a tag
+        or a commit (`readonly_session`); it is also the one the deprecated `store`,
+        `root_group`, `session` and `commit` of the repository use."""
         if self._ctx.refs.get(BRANCH, ref) is not None:
             self._session = self.create_session(ref)
         else:
@@ -583,11 +633,19 @@ class Repo:
 
     @property
     def session(self) -> Session:
-        """The current session of the implicit (Arraylake-style) API.
+        """Deprecated (reading it may create a session): `s = repo.checkout(ref)`.
 
-        Made on use by `checkout` of the ref last checked out (first: "main"); after `commit`
-        the next one is made only when used again, so a commit leaves no open session behind.
+        The current session of the implicit (Arraylake-style) API, made on use by `checkout`
+        of the ref last checked out (first: "main").
         """
+        warn(
+            "Repo.session is deprecated (reading it creates a session): use "
+            "s = repo.checkout(ref) or repo.create_session(branch)"
+        )
+        return self._current()
+
+    def _current(self) -> Session:
+        """The implicit API's session, checked out on first use."""
         if self._session is None:
             self.checkout(self._checked_out)
         assert self._session is not None
@@ -595,23 +653,32 @@ class Repo:
 
     @property
     def root_group(self) -> zarr.Group:
-        """The root zarr group of the current session."""
-        return self.session.root_group
+        """Deprecated (reading it may create a session): `repo.checkout(ref).root_group`."""
+        warn(
+            "Repo.root_group is deprecated (reading it creates a session): use "
+            "s = repo.checkout(ref), then s.root_group"
+        )
+        return self._current().root_group
 
     @property
     def store(self) -> SessionStore:
-        """The zarr store of the current session."""
-        return self.session.store
+        """Deprecated (reading it may create a session): `repo.checkout(ref).store`."""
+        warn(
+            "Repo.store is deprecated (reading it creates a session): use "
+            "s = repo.checkout(ref), then s.store"
+        )
+        return self._current().store
 
     def commit(
         self, message: str, *, on_conflict: ConflictPolicy = "fail", allow_empty: bool = False
     ) -> str:
-        """Commit the current session.
+        """Deprecated: commit the session `checkout` returned (`s.commit(message)`).
 
-        The next use of `session` (`store`, `root_group`, `commit`) starts a fresh one on the
-        same branch; until then no session is open.
+        Commits the implicit API's session; its next use starts a fresh one on the same
+        branch.
         """
-        session = self.session
+        warn("Repo.commit is deprecated: commit the session checkout() returned, s.commit(message)")
+        session = self._current()
         commit_id = session.commit(message, on_conflict=on_conflict, allow_empty=allow_empty)
         self._session = None  # `session` checks out the same branch again when used
         return commit_id
@@ -627,33 +694,35 @@ class Repo:
         gate = branch_gate(ctx, what)  # the branch's checks, on the commit it would get
         return History(ctx.objects, ctx.refs, ctx.settings.commit_timeout, settle, gate)
 
+    @renamed_arguments(into="target")
+    @keyword_only("target")
     def merge(
         self,
         source: str,
-        into: str = "main",
         *,
+        target: str = "main",
         message: str | None = None,
         author: str | None = None,
         on_conflict: ConflictPolicy = "fail",
         fast_forward: FastForward = "allow",
     ) -> str:
-        """Merge ref `source` into branch `into` (three-way, per chunk).
+        """Merge ref `source` into branch `target` (three-way, per chunk).
 
-        Returns into's new head: a merge commit, or source's head on a fast-forward.
+        Returns target's new head: a merge commit, or source's head on a fast-forward.
 
         Parameters
         ----------
         source
             The ref to merge (branch, tag or commit).
-        into
-            The branch that moves.
+        target
+            The branch that moves (`into=` before: deprecated).
         message, author
             Recorded on the merge commit.
         on_conflict
-            "fail" (raise ConflictError), or resolve chunk conflicts keeping "ours" (into's)
-            or "theirs" (source's).
+            "fail" (raise ConflictError), or resolve chunk conflicts keeping "ours" (the
+            target's) or "theirs" (source's).
         fast_forward
-            "allow" to move `into` to source's head when it is a descendant, "never" to
+            "allow" to move `target` to source's head when it is a descendant, "never" to
             always make a merge commit.
 
         Raises
@@ -663,22 +732,22 @@ class Repo:
         ExpiredHistoryError
             If `expire` dropped the history the two share.
         ProtectedBranchError
-            If a protection rule requires pull requests into `into` (merge one instead:
+            If a protection rule requires pull requests into `target` (merge one instead:
             `create_pull_request`).
         NotABranchError
-            If `into` is a tag or a commit id (the message says what to do instead).
+            If `target` is a tag or a commit id (the message says what to do instead).
         """
-        check_ref_name(into, "branch")
-        Protection(self._ctx.meta, self._ctx.refs.partition).check_merge(into)
+        check_ref_name(target, "branch")
+        Protection(self._ctx.meta, self._ctx.refs.partition).check_merge(target)
         src = self.resolve(source)
-        text = message if message is not None else f"Merge {source} into {into}"
+        text = message if message is not None else f"Merge {source} into {target}"
         with (
             keeping(self._ctx, [src]),
-            needs_branch(self._ctx.refs, self._ctx.objects, into, "merge"),
+            needs_branch(self._ctx.refs, self._ctx.objects, target, "merge"),
         ):
             return self._history("merge").merge(
                 src,
-                into,
+                target,
                 message=text,
                 author=author,
                 on_conflict=on_conflict,
@@ -699,24 +768,27 @@ class Repo:
             raise NotFoundError(f"{a!r} and {b!r} share no history")
         return found
 
+    @renamed_arguments(branch="target")
+    @keyword_only("target")
     def revert(
         self,
         commit: str,
-        branch: str = "main",
         *,
+        target: str = "main",
         message: str | None = None,
         author: str | None = None,
         allow_empty: bool = False,
     ) -> str:
-        """A new commit on `branch` undoing the changes `commit` made to its first parent.
+        """A new commit on branch `target` (`branch=` before: deprecated) undoing the
+        changes `commit` made to its first parent.
 
         InvalidInputError if that changes nothing, unless `allow_empty`.
         """
-        check_ref_name(branch, "branch")
-        target = self.resolve(commit)
-        with keeping(self._ctx, [target]):
+        check_ref_name(target, "branch")
+        undone = self.resolve(commit)
+        with keeping(self._ctx, [undone]):
             return self._history("revert").revert(
-                target, branch, message=message, author=author, allow_empty=allow_empty
+                undone, target, message=message, author=author, allow_empty=allow_empty
             )
 
     def reset_branch(self, branch: str, to: str, *, expected: str | None = None) -> str:
@@ -833,7 +905,8 @@ class Repo:
         with keeping(ctx, [kept, head]):
             return squash(ctx.objects, ctx.refs, branch, plan, version, text, author, before)
 
-    def blame(self, array_path: str, chunk_coords: tuple[int, ...], ref: str = "main") -> Commit:
+    @keyword_only("ref")
+    def blame(self, array_path: str, chunk_coords: tuple[int, ...], *, ref: str = "main") -> Commit:
         """The commit that last wrote chunk `chunk_coords` of `array_path` at `ref`."""
         cid = Blame(self._ctx.objects).blame(self.resolve(ref), array_path, tuple(chunk_coords))
         return Commit.from_record(cid, self._ctx.objects.read_commit(cid))
@@ -872,7 +945,7 @@ class Repo:
         """Remove the protection rule for `name_or_glob`; NotFoundError if there is none."""
         Protection(self._ctx.meta, self._ctx.refs.partition).unprotect(name_or_glob)
 
-    def protected_branches(self) -> dict[str, dict[str, bool | int]]:
+    def list_protected_branches(self) -> dict[str, dict[str, bool | int]]:
         """The protection rules, by pattern.
 
         {pattern: {allow_direct_commits, allow_delete}}, plus require_pull_request,
@@ -887,14 +960,24 @@ class Repo:
         """Allow virtual chunk references under `prefix` (`file:///dir`, `s3://bucket/dir`)."""
         VirtualSources(self._ctx.meta, self._ctx.refs.partition).add(prefix)
 
-    def virtual_sources(self) -> list[str]:
+    def list_virtual_sources(self) -> list[str]:
         """The URL prefixes virtual chunk references may point into."""
         return VirtualSources(self._ctx.meta, self._ctx.refs.partition).prefixes()
 
+    def remove_virtual_source(self, prefix: str) -> None:
+        """Stop allowing virtual chunk references under `prefix`; NotFoundError if it was not
+        allowed. References committed under it stay, and fail to read (their source is not
+        allowed) until it is added again."""
+        VirtualSources(self._ctx.meta, self._ctx.refs.partition).remove(prefix)
+
+    protected_branches = deprecated_alias("list_protected_branches")
+    virtual_sources = deprecated_alias("list_virtual_sources")
+
     # checks (zarrlake.checks) -------------------------------------------------------------
 
+    @keyword_only("branches")
     def add_check(
-        self, name: str, check: Check, branches: str | tuple[str, ...] | list[str] = ("main",)
+        self, name: str, check: Check, *, branches: str | tuple[str, ...] | list[str] = ("main",)
     ) -> CheckRule:
         """Declare check `name`: `check` (a zarrlake.checks kind) guards some branches.
 
@@ -934,12 +1017,13 @@ class Repo:
 
         CheckRules(self._ctx.meta, self._ctx.refs.partition).remove(name)
 
+    @keyword_only("base", "names")
     def run_checks(
         self,
         ref: str,
+        *,
         base: str | None = None,
         names: list[str] | tuple[str, ...] | None = None,
-        *,
         reuse: bool = True,
     ) -> list[CheckResult]:
         """Run every declared check (or those `names`) on the change from `base` to `ref`.
@@ -1008,8 +1092,9 @@ class Repo:
 
         return collect(self._ctx, older_than, dry_run=dry_run, full=full, progress=progress)
 
+    @keyword_only("branches")
     def expire(
-        self, older_than: datetime | timedelta, branches: list[str] | None = None
+        self, older_than: datetime | timedelta, *, branches: list[str] | None = None
     ) -> ExpireReport:
         """Drop commits older than `older_than` from the history of `branches` (None: all).
 
@@ -1328,11 +1413,12 @@ class Repo:
 
     # pull requests (zarrlake.pulls) -----------------------------------------------------------
 
+    @keyword_only("target")
     def create_pull_request(
         self,
         source: str,
-        target: str = "main",
         *,
+        target: str = "main",
         title: str | None = None,
         description: str = "",
         author: str | None = None,
@@ -1362,9 +1448,9 @@ class Repo:
 
         Examples
         --------
-        >>> pr = repo.create_pull_request("ingest/day1", "main", title="Day 1", author="bot")
-        >>> pr.approve(by="alice")  # doctest: +SKIP
-        >>> pr.merge(by="alice")  # doctest: +SKIP
+        >>> pr = repo.create_pull_request("ingest/day1", target="main", title="Day 1")
+        >>> pr.approve(author="alice")  # doctest: +SKIP
+        >>> pr.merge(author="alice")  # doctest: +SKIP
         """
         from zarrlake.pulls import create
 

@@ -37,7 +37,9 @@ def test_processes_creating_the_same_pull_request_at_once_get_one(
     created = [o[1] for o in outcomes if o[0] == "created"]
     assert len(created) == 1, outcomes
     assert all(
-        o[0] == "PullRequestError" and "open already" in o[1] for o in outcomes if o[0] != "created"
+        o[0] == "PullRequestExistsError" and "open already" in o[1]
+        for o in outcomes
+        if o[0] != "created"
     )
     assert [p.id for p in repo.list_pull_requests("open")] == created
     assert records_of(repo).holder("day1", "main") == created[0]

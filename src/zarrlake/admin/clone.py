@@ -81,7 +81,7 @@ class PullReport:
     """Purge records brought from the source."""
     seconds: float = 0.0
 
-    def to_dict(self) -> dict:
+    def to_json(self) -> dict:
         """The report as a plain dict, for `--json` output."""
         return asdict(self)
 
@@ -381,7 +381,7 @@ def pull(
         state.release()
     finish_pending(dest)  # the source's purges applied here too
     return PullReport(
-        **{**report.to_dict(), "purges": tuple(purges), "seconds": time.monotonic() - began}
+        **{**report.to_json(), "purges": tuple(purges), "seconds": time.monotonic() - began}
     )
 
 

@@ -63,7 +63,7 @@ class ExportReport:
     """Virtual chunks read from their sources and written."""
     seconds: float
 
-    def to_dict(self) -> dict:
+    def to_json(self) -> dict:
         """The report as a plain dict, for `--json` output."""
         return asdict(self)
 

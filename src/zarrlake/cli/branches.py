@@ -157,7 +157,7 @@ def branch_protect(
             dismiss_stale_approvals=dismiss_stale_approvals,
             allow_squash=allow_squash,
         )
-    rules = repo.protected_branches()
+    rules = repo.list_protected_branches()
     if json_out:
         print_json(rules if pattern is None else {pattern: rules[pattern]})
         return

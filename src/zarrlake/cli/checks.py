@@ -195,7 +195,7 @@ def check_run(
 
     Example: zarrlake -r ./myrepo check run day-2024-01-01 --base main
     """
-    results = options(ctx).open().run_checks(ref, base, name, reuse=not again)
+    results = options(ctx).open().run_checks(ref, base=base, names=name, reuse=not again)
     if json_out:
         print_json([r.to_json() for r in results])
     elif not results:

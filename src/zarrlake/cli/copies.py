@@ -117,7 +117,7 @@ def export(
             progress=bar,
         )
     if json_out:
-        print_json(report.to_dict())
+        print_json(report.to_json())
         return
     rate = report.bytes / max(report.seconds, 1e-9) / 2**20
     console.print(
@@ -179,7 +179,7 @@ def clone(
     report = copy.last_pull
     assert report is not None
     if json_out:
-        print_json({"dest": dest, **report.to_dict()})
+        print_json({"dest": dest, **report.to_json()})
         return
     console.print(f"cloned {escape(source.spec.location)} into {escape(dest)}")
     _print_pull(report, "copied")
@@ -227,7 +227,7 @@ def pull(
     )
     report = repo.pull(src, refs=ref or None, depth=depth, force=force)
     if json_out:
-        print_json(report.to_dict())
+        print_json(report.to_json())
         return
     _print_pull(report, "pulled")
 

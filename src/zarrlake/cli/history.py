@@ -293,7 +293,12 @@ def merge(
     repo = options(ctx).open()
     before = repo.resolve(into)
     cid = repo.merge(
-        source, into, message=message, author=author, on_conflict=on_conflict, fast_forward=ff
+        source,
+        target=into,
+        message=message,
+        author=author,
+        on_conflict=on_conflict,
+        fast_forward=ff,
     )
     commit = repo.commit_info(cid)
     kind = (
@@ -323,7 +328,9 @@ def revert(
     """
     repo = options(ctx).open()
     target = repo.resolve(commit)
-    cid = repo.revert(target, branch, message=message, author=author, allow_empty=allow_empty)
+    cid = repo.revert(
+        target, target=branch, message=message, author=author, allow_empty=allow_empty
+    )
     if json_out:
         print_json({"branch": branch, "commit": cid, "reverted": target})
         return

@@ -92,7 +92,7 @@ def gc(
     with Bars(not json_out) as bars:
         report = repo.gc(grace, dry_run=dry_run, full=full, progress=bars)
     if json_out:
-        print_json(report.to_dict())
+        print_json(report.to_json())
         return
     verb = "would delete" if dry_run else "deleted"
     from rich.table import Table
@@ -136,7 +136,7 @@ def expire(
     repo = options(ctx).open()
     report = repo.expire(cutoff, branches=branch or None)
     if json_out:
-        print_json(report.to_dict())
+        print_json(report.to_json())
         return
     console.print(f"expired {report.commits_expired} commit(s) older than {report.cutoff}")
     for name, cid in sorted(report.oldest_retained.items()):

@@ -96,7 +96,9 @@ def pr_create(
     Example: zarrlake -r ./myrepo pr create ingest/day1 --into main --title "Day 1" --author bot
     """
     repo = options(ctx).open()
-    pr = repo.create_pull_request(source, into, title=title, description=description, author=author)
+    pr = repo.create_pull_request(
+        source, target=into, title=title, description=description, author=author
+    )
     _summary(pr, json_out, "Opened")
 
 
@@ -157,7 +159,7 @@ def pr_comment(
 
     Example: zarrlake -r ./myrepo pr comment 3 "row 12 looks off" --by alice
     """
-    _summary(_open(ctx, pr_id).comment(text, by=by), json_out, "Commented on")
+    _summary(_open(ctx, pr_id).comment(text, author=by), json_out, "Commented on")
 
 
 @pr_app.command("approve")
@@ -172,7 +174,7 @@ def pr_approve(
 
     Example: zarrlake -r ./myrepo pr approve 3 --by alice
     """
-    _summary(_open(ctx, pr_id).approve(by=by, text=text), json_out, "Approved")
+    _summary(_open(ctx, pr_id).approve(author=by, text=text), json_out, "Approved")
 
 
 @pr_app.command("request-changes")
@@ -187,7 +189,9 @@ def pr_request_changes(
 
     Example: zarrlake -r ./myrepo pr request-changes 3 --by bob --text "wrong units"
     """
-    _summary(_open(ctx, pr_id).request_changes(by=by, text=text), json_out, "Requested changes on")
+    _summary(
+        _open(ctx, pr_id).request_changes(author=by, text=text), json_out, "Requested changes on"
+    )
 
 
 @pr_app.command("merge")
@@ -204,7 +208,7 @@ def pr_merge(
     Example: zarrlake -r ./myrepo pr merge 3 --by alice
     """
     pr = _open(ctx, pr_id)
-    commit = pr.merge(by=by, message=message)
+    commit = pr.merge(author=by, message=message)
     if json_out:
         print_json(pr.to_json(checks=False))
     else:
@@ -219,7 +223,7 @@ def pr_close(ctx: typer.Context, pr_id: IdArg, by: ByOpt = None, json_out: JsonO
 
     Example: zarrlake -r ./myrepo pr close 3
     """
-    _summary(_open(ctx, pr_id).close(by=by), json_out, "Closed")
+    _summary(_open(ctx, pr_id).close(author=by), json_out, "Closed")
 
 
 @pr_app.command("reopen")

@@ -75,7 +75,7 @@ def purge(
     if list_:
         records = repo.purges()
         if json_out:
-            print_json([r.to_dict() for r in records])
+            print_json([r.to_json() for r in records])
             return
         for r in records:
             console.print(
@@ -91,7 +91,7 @@ def purge(
     if resume:
         done = repo.finish_purges()
         if json_out:
-            print_json([r.to_dict() for r in done])
+            print_json([r.to_json() for r in done])
             return
         console.print(f"finished {len(done)} purge(s)")
         return
@@ -111,7 +111,7 @@ def purge(
             progress=bars,
         )
     if json_out:
-        print_json(record.to_dict())
+        print_json(record.to_json())
         return
     verb = "would remove" if dry_run else f"purge {record.id} removed"
     console.print(

@@ -233,7 +233,7 @@ def abandon(
         else:
             console.print(f"Abandoned session {session.id}")
         return
-    ids = repo.abandon_sessions(parse_duration(older_than), branch)
+    ids = repo.abandon_sessions(parse_duration(older_than), branch=branch)
     if json_out:
         print_json({"abandoned": ids})
         return

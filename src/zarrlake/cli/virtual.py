@@ -38,7 +38,7 @@ def sources(
         if action != "add" or prefix is None:
             raise typer.BadParameter("use 'virtual sources' or 'virtual sources add PREFIX'")
         repo.add_virtual_source(prefix)
-    prefixes = repo.virtual_sources()
+    prefixes = repo.list_virtual_sources()
     if json_out:
         print_json(prefixes)
     elif not prefixes:

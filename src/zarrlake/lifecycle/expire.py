@@ -22,7 +22,8 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from zarrlake._util import crashpoints
-from zarrlake.errors import ExpiredHistoryError, InvalidInputError, NotFoundError
+from zarrlake._util.deprecation import deprecated_alias
+from zarrlake.errors import ExpiredHistoryError, InvalidInputError, NotFoundError, RefNotFoundError
 from zarrlake.lifecycle.gc import check_older_than, drop_check_results
 from zarrlake.lifecycle.islands import forget, islands, note
 from zarrlake.vc.gc_protocol import Candidate, GcState
@@ -48,9 +49,11 @@ class ExpireReport:
     cutoff: str = ""
     seconds: float = 0.0
 
-    def to_dict(self) -> dict:
+    def to_json(self) -> dict:
         """The report as a plain dict, for `--json` output."""
         return dict(self.__dict__)
+
+    to_dict = deprecated_alias("to_json")
 
 
 def cutoff_of(older_than: object, now: float) -> float:
@@ -79,7 +82,7 @@ def check_branches(ctx: RepoContext, branches: object) -> dict[str, str]:
         if name in tags and name not in heads:
             raise InvalidInputError(f"{name!r} is a tag; tags never expire (give a branch)")
         if name not in heads:
-            raise NotFoundError(f"branch {name!r} does not exist")
+            raise RefNotFoundError(f"branch {name!r} does not exist")
     return {b: heads[b] for b in branches}  # type: ignore[union-attr]
 
 

@@ -19,7 +19,7 @@ from zarrlake.errors import (
     ExpiredHistoryError,
     FastForwardError,
     InvalidInputError,
-    NotFoundError,
+    RefNotFoundError,
 )
 from zarrlake.format.changes import Move
 from zarrlake.format.commit import CommitRecord
@@ -226,7 +226,7 @@ class History:
     def reset(self, branch: str, to: str, expected: str | None) -> str:
         """Move `branch` to commit `to`; with `expected`, only if the branch is there now."""
         if not self.objects.has_commit(to):
-            raise NotFoundError(f"no commit {to!r}")
+            raise RefNotFoundError(f"no commit {to!r}")
         while True:
             head, version = self.refs.require(BRANCH, branch)
             if expected is not None and head != expected:

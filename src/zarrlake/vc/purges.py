@@ -140,7 +140,7 @@ class PurgeRecord:
 
         return f"purge {self.id} ({self.reason!r}, by {self.by}, {on_date(self.at)})"
 
-    def to_dict(self) -> dict:
+    def to_json(self) -> dict:
         """The record as plain JSON values (`--json` output)."""
         doc = asdict(self)
         doc.pop("extra")

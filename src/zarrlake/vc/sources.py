@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from zarrlake.errors import InvalidInputError
+from zarrlake.errors import InvalidInputError, NotFoundError
 from zarrlake.metastore.base import MetaStore
 from zarrlake.storage.sources import split_url
 
@@ -48,6 +48,17 @@ class VirtualSources:
         prefix = check_source_prefix(prefix)
         self.meta.set(self.partition, PREFIX + prefix.encode(), b"")
         return prefix
+
+    def remove(self, prefix: str) -> None:
+        """Stop allowing virtual references under `prefix`; NotFoundError if it was not."""
+        prefix = check_source_prefix(prefix)
+        key = PREFIX + prefix.encode()
+        if self.meta.get(self.partition, key) is None:
+            raise NotFoundError(
+                f"virtual source {prefix!r} is not allowed, so there is nothing to remove "
+                f"(allowed: {self.prefixes() or 'none'})"
+            )
+        self.meta.delete(self.partition, key)
 
     def prefixes(self) -> list[str]:
         """The allowed virtual source prefixes."""

@@ -365,7 +365,7 @@ class World:
         for key in self.keys[:4]:
             s.write(key, self.rng.choice(self.values))
         s.commit("setup")
-        repo.create_branch("dev", "main")
+        repo.create_branch("dev", at="main")
         obs = RepoContext(
             self.spec,
             ctx.repo_id,
