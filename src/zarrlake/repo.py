@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from zarrlake._util.secrets import mask_urls
-from zarrlake._util.validate import check_ref_name
+from zarrlake._util.validate import check_new_ref_name, check_ref_name
 from zarrlake.connection import (
     RepoContext,
     RepoSpec,
@@ -307,7 +307,11 @@ class Repo:
         return None if when is None else datetime.fromtimestamp(when, UTC)
 
     def create_branch(self, name: str, at: str = "main") -> str:
-        """A new branch at the commit `at` names; returns that commit id."""
+        """A new branch at the commit `at` names; returns that commit id.
+
+        The name follows git's rules for ref names and does not start with '-'
+        (InvalidInputError says what is wrong with it)."""
+        check_new_ref_name(name, "branch")
         commit_id = self.resolve(at)
         with keeping(self._ctx, [commit_id]):
             self._ctx.refs.create(BRANCH, name, commit_id)
@@ -330,7 +334,10 @@ class Repo:
         return self._ctx.refs.list(BRANCH)
 
     def create_tag(self, name: str, at: str = "main") -> str:
-        """A new (immutable) tag at the commit `at` names; returns that commit id."""
+        """A new (immutable) tag at the commit `at` names; returns that commit id.
+
+        The name follows the rules of a branch name (`create_branch`)."""
+        check_new_ref_name(name, "tag")
         commit_id = self.resolve(at)
         with keeping(self._ctx, [commit_id]):
             self._ctx.refs.create(TAG, name, commit_id)
@@ -870,6 +877,11 @@ class Repo:
     def add_virtual_source(self, prefix: str) -> None:
         """Allow virtual chunk references under `prefix` (`file:///dir`, `s3://bucket/dir`)."""
         VirtualSources(self._ctx.meta, self._ctx.refs.partition).add(prefix)
+
+    def remove_virtual_source(self, prefix: str) -> None:
+        """Stop allowing new virtual chunk references under `prefix`; those already
+        committed stay readable. NotFoundError if `prefix` is not an allowed prefix."""
+        VirtualSources(self._ctx.meta, self._ctx.refs.partition).remove(prefix)
 
     def virtual_sources(self) -> list[str]:
         """The URL prefixes virtual chunk references may point into."""
