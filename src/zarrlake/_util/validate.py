@@ -46,8 +46,8 @@ def check_new_ref_name(name: object, what: str = "branch") -> str:
     """A name for a new branch or tag (`Repo.create_branch`/`create_tag`): `check_ref_name`'s
     rules, and no leading '-' (the command line would read it as an option). Refs made
     before this rule keep working, and clones copy them."""
-    check_ref_name(name, what)
-    if isinstance(name, str) and name.startswith("-"):
+    name = check_ref_name(name, what)
+    if name.startswith("-"):
         raise InvalidInputError(
             f"invalid {what} name {name!r}: it starts with '-', which the command line would "
             "read as an option; drop the leading '-'"

@@ -1,4 +1,6 @@
-"""What every command shares: the repository options, opening the repository, output."""
+"""What every command shares: the repository options, opening the repository, output, the
+values the command line takes (refs, durations, dates, coordinates) and how it says no
+(usage errors exit 2, deprecation notices, which errors are the user's)."""
 
 from __future__ import annotations
 
