@@ -113,11 +113,9 @@ class Selection(NamedTuple):
     items: tuple
 
 
-def parse_selection(text: str | Selection) -> Selection:
+def parse_selection(text: str) -> Selection:
     """'0:10,5' -> (slice(0, 10), 5); '...' and ':' allowed. A usage error when it does not
     parse (whether it fits the array is checked against the array: `fit_selection`)."""
-    if isinstance(text, Selection):
-        return text
 
     def integer(s: str) -> int | None:
         s = s.strip()
