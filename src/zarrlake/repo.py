@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from zarrlake._util.deprecation import deprecated_alias, keyword_only, renamed_arguments, warn
 from zarrlake._util.secrets import mask_urls
-from zarrlake._util.validate import check_ref_name
+from zarrlake._util.validate import check_new_ref_name, check_ref_name
 from zarrlake.connection import (
     RepoContext,
     RepoSpec,
@@ -360,7 +360,11 @@ class Repo:
 
     @keyword_only("at")
     def create_branch(self, name: str, *, at: str = "main") -> str:
-        """A new branch at the commit `at` names; returns that commit id."""
+        """A new branch at the commit `at` names; returns that commit id.
+
+        The name follows git's rules for ref names and does not start with '-'
+        (InvalidInputError says what is wrong with it)."""
+        check_new_ref_name(name, "branch")
         commit_id = self.resolve(at)
         with keeping(self._ctx, [commit_id]):
             self._ctx.refs.create(BRANCH, name, commit_id)
@@ -384,7 +388,10 @@ class Repo:
 
     @keyword_only("at")
     def create_tag(self, name: str, *, at: str = "main") -> str:
-        """A new (immutable) tag at the commit `at` names; returns that commit id."""
+        """A new (immutable) tag at the commit `at` names; returns that commit id.
+
+        The name follows the rules of a branch name (`create_branch`)."""
+        check_new_ref_name(name, "tag")
         commit_id = self.resolve(at)
         with keeping(self._ctx, [commit_id]):
             self._ctx.refs.create(TAG, name, commit_id)
@@ -965,9 +972,8 @@ class Repo:
         return VirtualSources(self._ctx.meta, self._ctx.refs.partition).prefixes()
 
     def remove_virtual_source(self, prefix: str) -> None:
-        """Stop allowing virtual chunk references under `prefix`; NotFoundError if it was not
-        allowed. References committed under it stay, and fail to read (their source is not
-        allowed) until it is added again."""
+        """Stop allowing new virtual chunk references under `prefix`; those already
+        committed stay readable. NotFoundError if `prefix` is not an allowed prefix."""
         VirtualSources(self._ctx.meta, self._ctx.refs.partition).remove(prefix)
 
     protected_branches = deprecated_alias("list_protected_branches")

@@ -85,9 +85,9 @@ def test_branch_protection_and_name_rules(repo_path, repo):
         "main": {"allow_direct_commits": False, "allow_delete": False}
     }
     js("-r", repo_path, "branch", "protect", "rel/*", "--allow-delete")
-    rules = js("-r", repo_path, "branch", "protect")
+    rules = js("-r", repo_path, "branch", "protections")
     assert set(rules) == {"main", "rel/*"} and rules["rel/*"]["allow_delete"]
-    assert "rel/*" in ok("-r", repo_path, "branch", "protect").stdout
+    assert "rel/*" in ok("-r", repo_path, "branch", "protections").stdout
     assert js("-r", repo_path, "merge", "dev")["kind"] == "merge"  # merges still land
     assert js("-r", repo_path, "branch", "unprotect", "main") == {"unprotected": "main"}
     assert "no protection rule" in fails("-r", repo_path, "branch", "unprotect", "main")

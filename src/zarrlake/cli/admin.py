@@ -13,11 +13,11 @@ from zarrlake.cli.context import (
     PANEL_TOOLS,
     console,
     describe_metastore,
+    error_line,
     escape,
     options,
     print_json,
 )
-from zarrlake.errors import ZarrLakeError
 from zarrlake.present import iso, short
 
 
@@ -91,7 +91,8 @@ def human(n: int) -> str:
 def fsck(
     ctx: typer.Context,
     ref: Annotated[
-        str | None, typer.Argument(help="Check only what this ref reaches (default: all refs).")
+        str | None,
+        typer.Argument(metavar="REF", help="Check only what this ref reaches (default: all refs)."),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print problems as JSON.")] = False,
     sources: Annotated[
@@ -162,10 +163,7 @@ def fsck_json(
             for p in repo.fsck(ref, on_read=counts, on_expired=expired.append, sources_only=sources)
         ]
     except Exception as e:  # reported inside the document instead of as a second output
-        text = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e).strip()
-        error = text.splitlines()[0] if text else type(e).__name__
-        if not isinstance(e, ZarrLakeError | ValueError | KeyError | IndexError | OSError):
-            error = f"internal error: {type(e).__name__}: {error}"
+        error = error_line(e)
     ends = [
         {"commit": e.commit, "expired_parent": e.parent, "expired_at": iso(e.expired_at)}
         for e in expired

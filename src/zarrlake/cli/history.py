@@ -10,17 +10,20 @@ import typer
 from zarrlake.cli.context import (
     PANEL_HISTORY,
     PANEL_REFS,
+    REF_HELP,
     AsOfOpt,
     RefArg,
-    RefOpt,
     console,
+    deprecated,
     escape,
+    is_coords,
     options,
-    parse_when,
+    parse_coords,
     print_json,
+    usage_error,
+    usage_line,
     when,
 )
-from zarrlake.errors import InvalidInputError
 from zarrlake.present import diff_rows, short, subject
 from zarrlake.vc.policies import ConflictPolicy, FastForward
 
@@ -165,11 +168,11 @@ def log(
     Example: zarrlake -r ./myrepo log main --limit 5 --json; zarrlake log --follow t2m
     """
     if path is not None and follow is not None:
-        raise InvalidInputError("give --path or --follow, not both")
+        raise usage_error("give --path or --follow, not both")
     if graph and (path is not None or follow is not None):
-        raise InvalidInputError("--graph shows every commit: it does not take --path or --follow")
+        raise usage_error("--graph shows every commit: it does not take --path or --follow")
     repo = options(ctx).open()
-    head = repo.resolve(ref, as_of=parse_when(as_of))
+    head = repo.resolve(ref, as_of=as_of)
     node = follow if follow is not None else path
     if graph:
         commits, ends = graph_order(repo, head, limit)
@@ -214,16 +217,16 @@ def log(
 
 def show(
     ctx: typer.Context,
-    ref: RefArg,
+    ref: RefArg = "main",
     as_of: AsOfOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Show one commit's details and the changes it made to its (first) parent.
+    """Show one commit (REF's, default main) and the changes it made to its (first) parent.
 
     Example: zarrlake -r ./myrepo show v1.0
     """
     repo = options(ctx).open()
-    commit = repo.commit_info(repo.resolve(ref, as_of=parse_when(as_of)))
+    commit = repo.commit_info(repo.resolve(ref, as_of=as_of))
     changes = repo.commit_changes(commit.id)
     if json_out:
         print_json({"commit": commit.to_json(), "changes": diff_json(changes)})
@@ -263,8 +266,7 @@ def diff(
     Example: zarrlake -r ./myrepo diff v1.0 main --json
     """
     repo = options(ctx).open()
-    at = parse_when(as_of)
-    d = repo.diff(repo.resolve(from_ref, as_of=at), repo.resolve(to_ref, as_of=at))
+    d = repo.diff(repo.resolve(from_ref, as_of=as_of), repo.resolve(to_ref, as_of=as_of))
     if json_out:
         print_json(diff_json(d))
         return
@@ -399,20 +401,59 @@ def squash(
     )
 
 
+BLAME_WORDS = "[REF] {ARRAY} {COORD}..."
+
+
+def blame_words(words: list[str]) -> tuple[str | None, str, tuple[int, ...]]:
+    """(ref or None, array, chunk coordinates) from `blame`'s words: the coordinates are the
+    trailing words written as coordinates (9,1,2 or 9 1 2), the array the word before them,
+    and the ref the word before that, if there is one."""
+    cut = len(words)
+    while cut > 0 and is_coords(words[cut - 1]):
+        cut -= 1
+    if cut == len(words):  # no coordinates at the end
+        if len(words) > 2:
+            parse_coords(words[-1:])  # names the word that is not coordinates
+        raise usage_error("Missing argument 'COORD...': the chunk's coordinates, e.g. 9,1,2.")
+    if cut == 0:
+        raise usage_error("Missing argument 'ARRAY'.")
+    if cut > 2:
+        extra = " ".join(words[: cut - 2])
+        raise usage_error(f"Got unexpected extra argument(s) ({extra}): write {BLAME_WORDS}")
+    return (words[0] if cut == 2 else None), words[cut - 1], parse_coords(words[cut:])
+
+
 def blame(
     ctx: typer.Context,
-    array: Annotated[str, typer.Argument(help="Array path, e.g. weather/t2m.")],
-    coords: Annotated[list[int], typer.Argument(help="Chunk coordinates, e.g. 1 0.")],
-    ref: RefOpt = "main",
+    words: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="[REF] ARRAY COORD...",
+            help=f"REF (default main): {REF_HELP} ARRAY: the array's path, e.g. weather/t2m. "
+            "COORD: the chunk's coordinates, 9,1,2 or 9 1 2.",
+            show_default=False,
+        ),
+    ],
+    ref_option: Annotated[
+        str | None, typer.Option("--ref", metavar="REF", hidden=True, help="Deprecated: REF.")
+    ] = None,
     as_of: AsOfOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Show the commit that last wrote one chunk of an array.
+    """Show the commit that last wrote one chunk of an array, at REF (default main).
 
-    Example: zarrlake -r ./myrepo blame weather/t2m 1 0 --ref main
+    Example: zarrlake -r ./myrepo blame main weather/t2m 9,1,2
     """
+    ref, array, coords = blame_words(words)
+    if ref_option is not None:
+        if ref is not None:
+            raise usage_error(f"give the ref once: {ref!r} or --ref {ref_option!r}", "--ref")
+        ref = ref_option
+        where = " ".join([ref, array, ",".join(map(str, coords))])
+        deprecated("blame ARRAY COORD... --ref REF", f"zarrlake blame {where}")
+    ref = ref or "main"
     repo = options(ctx).open()
-    c = repo.blame(array, tuple(coords), ref=repo.resolve(ref, as_of=parse_when(as_of)))
+    c = repo.blame(array, coords, ref=repo.resolve(ref, as_of=as_of))
     if json_out:
         print_json({"array": array, "chunk": list(coords), "commit": c.to_json()})
         return
@@ -452,4 +493,4 @@ def register(app: typer.Typer) -> None:
     app.command(rich_help_panel=PANEL_REFS)(revert)
     app.command(rich_help_panel=PANEL_REFS)(reset)
     app.command(rich_help_panel=PANEL_REFS)(squash)
-    app.command(rich_help_panel=PANEL_HISTORY)(blame)
+    app.command(rich_help_panel=PANEL_HISTORY, cls=usage_line(BLAME_WORDS))(blame)

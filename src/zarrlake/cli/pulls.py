@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 
@@ -21,7 +21,9 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print as JSON.")]
 IdArg = Annotated[str, typer.Argument(help="The pull request's number (12 or #12).")]
 ByOpt = Annotated[str | None, typer.Option("--by", help="Who does it (a name).")]
 ByRequired = Annotated[str, typer.Option("--by", help="Who reviews (a name).")]
-STATES = ("open", "merging", "merged", "closed", "all")
+State = Literal["open", "merging", "merged", "closed", "all"]
+"""What `pr list --state` takes (a choice: anything else is a usage error)."""
+StateOpt = Annotated[State, typer.Option(help="Which pull requests: all, or those in a state.")]
 
 
 def _open(ctx: typer.Context, pr_id: str) -> Any:
@@ -35,9 +37,7 @@ def _summary(pr: Any, json_out: bool, verb: str) -> None:
         console.print(f"{verb} pull request [bold]#{pr.id}[/] ({escape(pr.state)})")
 
 
-def _list(ctx: typer.Context, state: str, json_out: bool) -> None:
-    if state not in STATES:
-        raise typer.BadParameter(f"--state must be one of {', '.join(STATES)}, not {state!r}")
+def _list(ctx: typer.Context, state: State, json_out: bool) -> None:
     prs = options(ctx).open().list_pull_requests(None if state == "all" else state)
     if json_out:
         print_json([p.to_json(checks=False) for p in prs])
@@ -61,7 +61,7 @@ def _list(ctx: typer.Context, state: str, json_out: bool) -> None:
 @pr_app.callback()
 def _pr_default(
     ctx: typer.Context,
-    state: Annotated[str, typer.Option(help="open, merging, merged, closed or all.")] = "open",
+    state: StateOpt = "open",
     json_out: JsonOpt = False,
 ) -> None:
     if ctx.invoked_subcommand is None:
@@ -71,7 +71,7 @@ def _pr_default(
 @pr_app.command("list")
 def pr_list(
     ctx: typer.Context,
-    state: Annotated[str, typer.Option(help="open, merging, merged, closed or all.")] = "open",
+    state: StateOpt = "open",
     json_out: JsonOpt = False,
 ) -> None:
     """List pull requests (default: the open ones).

@@ -2,8 +2,9 @@
 point into, held in the metastore next to the refs (`vsource/<prefix>` in the refs
 partition), so every client (Python, command line, Spark tasks) checks the same list.
 
-Only `Repo.add_virtual_source` and `zarrlake virtual sources add` change it; writing a
-reference outside every allowed prefix is refused before anything is staged.
+Only `Repo.add_virtual_source`/`remove_virtual_source` and `zarrlake virtual sources
+add`/`remove` change it; writing a reference outside every allowed prefix is refused before
+anything is staged (references already committed stay readable whatever the list says).
 """
 
 from __future__ import annotations
@@ -49,16 +50,19 @@ class VirtualSources:
         self.meta.set(self.partition, PREFIX + prefix.encode(), b"")
         return prefix
 
-    def remove(self, prefix: str) -> None:
-        """Stop allowing virtual references under `prefix`; NotFoundError if it was not."""
+    def remove(self, prefix: str) -> str:
+        """Stop allowing new virtual references under `prefix`; NotFoundError if it is not
+        one of the allowed prefixes (its subdirectories are not: name the prefix itself)."""
         prefix = check_source_prefix(prefix)
         key = PREFIX + prefix.encode()
         if self.meta.get(self.partition, key) is None:
+            allowed = ", ".join(self.prefixes()) or "none"
             raise NotFoundError(
-                f"virtual source {prefix!r} is not allowed, so there is nothing to remove "
-                f"(allowed: {self.prefixes() or 'none'})"
+                f"virtual source prefix {prefix!r} is not allowed, so there is nothing to "
+                f"remove (allowed: {allowed})"
             )
         self.meta.delete(self.partition, key)
+        return prefix
 
     def prefixes(self) -> list[str]:
         """The allowed virtual source prefixes."""
