@@ -41,7 +41,7 @@ def test_add_list_run_remove(repo, tmp_path):
     assert got["t-range"]["commit"] == day and got["attrs"]["passed"]
     assert run(*r, "check", "run", "day", "--name", "attrs").returncode == 0
     assert "FAILED" in run(*r, "check", "run", "day").stdout
-    assert "'t-range'" in fails(*r, "merge", "day", "--into", "main")
+    assert "'t-range'" in fails(*r, "merge", "day", "--target", "main")
 
     assert json.loads(ok(*r, "check", "remove", "t-range", "--json").stdout) == {
         "removed": "t-range"

@@ -215,3 +215,36 @@ def test_a_ref_given_twice_to_blame_is_a_usage_error(tagged):
     _, r = tagged
     line = fails("-r", r, "blame", "main", "t", "1,0", "--ref", "v1", code=2)
     assert "give the ref once" in line
+
+
+def test_renamed_flags_still_work_and_say_once_what_replaces_them(tagged):
+    """--into and --branch became --target, --by became --author (the Python API's names)."""
+    repo, r = tagged
+    repo.create_branch("dev", at="v1")
+    s = repo.create_session("dev")
+    zarr.open_array(s.store, path="t")[0:2, 3:6] = 7
+    s.commit("dev writes chunk 0,1")
+
+    def old_form(*args: str, says: str, instead: str) -> str:
+        res = ok("-r", r, *args)
+        (line,) = res.stderr.splitlines()
+        assert f"'{says}' is deprecated" in line and f"use '{instead}'" in line
+        return res.stdout
+
+    old_form("merge", "dev", "--into", "main", "--ff", "never", says="--into", instead="--target")
+    t = zarr.open_array(repo.readonly_session().store, path="t")
+    assert np.array_equal(t[0:2, 3:6], np.full((2, 3), 7))
+    merged = repo.resolve("main")
+    old_form("revert", merged, "--branch", "main", says="--branch", instead="--target")
+    t = zarr.open_array(repo.readonly_session().store, path="t")
+    assert np.array_equal(t[0:2, 3:6], np.arange(24).reshape(4, 6)[0:2, 3:6])
+    assert "give --target only" in fails("-r", r, "merge", "dev", "--into", "x", "--target", "y",
+                                         code=2)  # fmt: skip
+    old_form("pr", "create", "dev", "--into", "main", says="--into", instead="--target")
+    old_form("pr", "comment", "1", "ok?", "--by", "carol", says="--by", instead="--author")
+    old_form("pr", "approve", "1", "--by", "dave", says="--by", instead="--author")
+    assert repo.pull_request(1).approvals == ["dave"]
+    assert [c.by for c in repo.pull_request(1).comments] == ["carol"]
+    assert "give --author" in fails("-r", r, "pr", "approve", "1", code=2)
+    old_form("pr", "close", "1", "--by", "erin", says="--by", instead="--author")
+    assert repo.pull_request(1).state == "closed"

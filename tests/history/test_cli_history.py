@@ -30,7 +30,9 @@ def test_merge_log_graph_and_merge_base(repo_path, repo):
     base = js("-r", repo_path, "merge-base", "main", "dev")["merge_base"]
     assert base == repo.resolve("v0")
     before = repo.resolve("main")
-    out = js("-r", repo_path, "merge", "dev", "--into", "main", "-m", "merge dev", "--ff", "never")
+    out = js(
+        "-r", repo_path, "merge", "dev", "--target", "main", "-m", "merge dev", "--ff", "never"
+    )
     assert out["kind"] == "merge" and out["previous"] == before
     assert out["commit"] == repo.resolve("main")
     assert chunk_values(repo, "main")[:4] == [0, 5, 0, 7]

@@ -94,6 +94,17 @@ def deprecated(old: str, new: str) -> None:
     sys.stderr.flush()
 
 
+def renamed_option(new: object, old: object, new_flag: str, old_flag: str) -> object:
+    """The value of an option given by its new flag or, deprecated, its old one (which says
+    so on stderr); both given is a usage error."""
+    if old is None:
+        return new
+    if new is not None:
+        raise typer.BadParameter(f"give {new_flag} only ({old_flag} is its old name)")
+    deprecated(old_flag, new_flag)
+    return old
+
+
 def is_user_error(error: BaseException) -> bool:
     """Whether an error is about the user's input, repository or machine: zarrlake's own
     errors and the operating system's. Anything else (a bare ValueError, KeyError, ...) is a

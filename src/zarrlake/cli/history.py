@@ -20,6 +20,7 @@ from zarrlake.cli.context import (
     options,
     parse_coords,
     print_json,
+    renamed_option,
     usage_error,
     usage_line,
     when,
@@ -276,22 +277,26 @@ def diff(
 def merge(
     ctx: typer.Context,
     source: Annotated[str, typer.Argument(help="Branch, tag or commit to merge in.")],
-    into: Annotated[str, typer.Option(help="The branch that receives the merge.")] = "main",
+    target: Annotated[
+        str | None, typer.Option(help="The branch that receives the merge (default main).")
+    ] = None,
     message: Annotated[str | None, typer.Option("-m", "--message", help="Merge message.")] = None,
     author: Annotated[str | None, typer.Option(help="Author of the merge commit.")] = None,
     on_conflict: Annotated[
         ConflictPolicy,
-        typer.Option(help="fail | ours (into wins) | theirs (source wins), per chunk."),
+        typer.Option(help="fail | ours (the target wins) | theirs (source wins), per chunk."),
     ] = "fail",
     ff: Annotated[
         FastForward, typer.Option("--ff", help="allow | never (always a merge commit) | only.")
     ] = "allow",
+    into: Annotated[str | None, typer.Option(hidden=True, help="Deprecated: --target.")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Merge SOURCE into a branch: three-way, per chunk, against their merge base.
 
-    Example: zarrlake -r ./myrepo merge dev --into main -m "bring dev in"
+    Example: zarrlake -r ./myrepo merge dev --target main -m "bring dev in"
     """
+    into = str(renamed_option(target, into, "--target", "--into") or "main")
     repo = options(ctx).open()
     before = repo.resolve(into)
     cid = repo.merge(
@@ -315,19 +320,23 @@ def merge(
 def revert(
     ctx: typer.Context,
     commit: Annotated[str, typer.Argument(help="The commit to undo.")],
-    branch: Annotated[str, typer.Option(help="Branch to commit the revert on.")] = "main",
+    target: Annotated[
+        str | None, typer.Option(help="The branch to commit the revert on (default main).")
+    ] = None,
     message: Annotated[str | None, typer.Option("-m", "--message", help="Message.")] = None,
     author: Annotated[str | None, typer.Option(help="Author of the revert commit.")] = None,
     allow_empty: Annotated[
         bool, typer.Option("--allow-empty", help="Commit even if the revert changes nothing.")
     ] = False,
+    branch: Annotated[str | None, typer.Option(hidden=True, help="Deprecated: --target.")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Make a new commit on a branch undoing COMMIT's changes (later commits stay). A revert
     that would change nothing makes no commit and exits 1, unless --allow-empty.
 
-    Example: zarrlake -r ./myrepo revert main~2 --branch main
+    Example: zarrlake -r ./myrepo revert main~2 --target main
     """
+    branch = str(renamed_option(target, branch, "--target", "--branch") or "main")
     repo = options(ctx).open()
     target = repo.resolve(commit)
     cid = repo.revert(
