@@ -37,16 +37,15 @@ CHUNK_COLUMN = "__zarrlake_chunk"
 
 
 def register(spark: SparkSession) -> None:
-    """Register the "zarrlake" format with `spark` and enable filter push-down.
+    """Register the "zarrlake" format with `spark`.
 
-    Filter push-down to Python data sources is needed for reading slabs without reading whole
-    arrays. Once per Spark session: registering again would make Spark warn that the source
-    was replaced.
+    Once per Spark session: registering again would make Spark warn that the source was
+    replaced. Reads are narrowed by option `region`, not by filter push-down (see
+    zarrlake.spark.region), so Spark's push-down setting is left as the user has it.
     """
     if spark.conf.get(_REGISTERED, "false") == "true":
         return
     spark.dataSource.register(ZarrLakeSource)
-    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
     spark.conf.set(_REGISTERED, "true")
 
 

@@ -129,7 +129,7 @@ def chunk_names(info: ArrayInfo) -> list[str]:
 
 
 class ChunkReader(ZarrLakeReader):
-    """Whole chunks; filters on dimension columns are on chunk coordinates."""
+    """Whole chunks (a region is on chunk coordinates)."""
 
     binary = False
 
@@ -137,11 +137,6 @@ class ChunkReader(ZarrLakeReader):
     def row_bytes(info: ArrayInfo) -> int:
         """The bytes per value, which the partition size is measured in."""
         return np.dtype(info.dtype).itemsize
-
-    def to_elements(self, d: int, low: int | None, high: int | None):
-        """Bounds on chunk coordinates as bounds on element indexes along dimension `d`."""
-        c = self.info.unit[d]
-        return (None if low is None else low * c), (None if high is None else high * c)
 
     def read(self, partition: ChunkRun) -> Iterator[pa.RecordBatch]:
         """The record batches of one run of chunks, one row per chunk."""

@@ -28,6 +28,7 @@ from zarrlake.spark.layout import (
     layout_of,
     rows_grid,
 )
+from zarrlake.spark.region import parse_region
 
 
 class ZarrLakeSource(DataSource):
@@ -85,15 +86,24 @@ class ZarrLakeSource(DataSource):
 
             feed = ChangeFeed.plan(self.options, self._read_path())
             self._check_columns(schema, feed.info, feed.name)
-            return ChangeReader(feed, layout_of(self.options))
+            region = parse_region(self.options, feed.info.dims, feed.info.unit_grid)
+            return ChangeReader(feed, layout_of(self.options), region)
         session, info, ref = self._read_target()
         self._check_columns(schema, info, ref)
         cls = ChunkReader if layout_of(self.options) == CHUNKS else ZarrLakeReader
         if cls is ChunkReader:
             info = rows_grid(self.options, info)
+            region = parse_region(self.options, info.dims, info.unit_grid)
+            bounds = [
+                (lo * c, min(hi * c, n))
+                for (lo, hi), c, n in zip(region, info.unit, info.shape, strict=True)
+            ]
+        else:
+            bounds = parse_region(self.options, info.dims, info.shape)
         reader = cls(
             session,
             info,
+            bounds=bounds,
             partition_rows=opts.get_int(self.options, "partition_rows", None),
             partition_bytes=opts.get_int(self.options, "partition_bytes", None),
         )
