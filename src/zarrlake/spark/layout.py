@@ -294,6 +294,13 @@ class ChunkSink:
             if d != axis:
                 others *= np.clip(np.minimum((c + 1) * u, size) - c * u, 1, None)
         lengths = np.minimum(sizes // others, unit)
+        bad = np.flatnonzero((sizes % others != 0) | (lengths == 0))
+        if len(bad):
+            at = tuple(int(c[bad[0]]) for c in coords)
+            raise InvalidInputError(
+                f"chunk {at} of array {self.info.path!r} has {int(sizes[bad[0]])} values; along "
+                f"{self.info.dims[axis]!r} it holds 1 to {unit} steps of {int(others[bad[0]])}"
+            )
         starts = along * unit
         reach = growth.take(starts, int((starts + lengths).max()))
         if reach is not None:

@@ -66,11 +66,10 @@ def plan(
     layout = layout_of(options)
     dim = given.get("append_dim")
     append = Append(dim.strip(), overwrite) if dim and dim.strip() else None
-    create = creation_options(options)
     fields = {f.name: f.dataType for f in schema.fields}
     arrays = {}
     for path in opts.array_paths(options):
-        arrays[path] = _target(session, path, branch, create, fields, overwrite and not append)
+        arrays[path] = _target(session, path, branch, options, fields, overwrite, append)
     infos = [ArrayInfo.of(a, p) for p, a in arrays.items()]
     width = max(len(i.dims) for i in infos)
     data = [i for i in infos if len(i.dims) == width]
@@ -91,25 +90,39 @@ def plan(
 
 
 def _target(
-    session: Session, path: str, branch: str, create: dict | None, fields: dict, replace: bool
+    session: Session,
+    path: str,
+    branch: str,
+    options: Mapping[str, str],
+    fields: dict,
+    overwrite: bool,
+    append: Append | None,
 ) -> zarr.Array:
+    """Array `path`, opened; created if missing (or, with overwrite and no append_dim,
+    replaced) as the creation options say."""
     try:
         array = open_array(session, path, ref=branch)
     except NotFoundError:
-        if create is None or session.read_only:
+        create = None if session.read_only else creation_options(options)
+        if create is None:
             raise NotFoundError(
                 f"no array {path!r} on branch {branch!r}; to create it give options shape, "
                 "chunks, dtype and dims"
             ) from None
-        return create_array(session, path, _spec_of(path, create, fields), replace=False)
-    if replace and create is not None:
-        return create_array(session, path, _spec_of(path, create, fields), replace=True)
+        return create_array(session, path, _spec_of(path, create, fields, append), replace=False)
+    if overwrite and append is None and (create := creation_options(options)) is not None:
+        return create_array(session, path, _spec_of(path, create, fields, append), replace=True)
     return array
 
 
-def _spec_of(path: str, create: dict, fields: dict) -> dict:
+def _spec_of(path: str, create: dict, fields: dict, append: Append | None) -> dict:
     """The creation keywords of `path`: the options'; for an array named like one of their
-    dimensions, that dimension's coordinate (1-D, the dtype of its value column)."""
+    dimensions, that dimension's coordinate (1-D, the dtype of its value column). With
+    append_dim, the array starts empty along it."""
+    if append is not None and append.dim in create["dimension_names"]:
+        shape = list(create["shape"])
+        shape[create["dimension_names"].index(append.dim)] = 0
+        create = {**create, "shape": tuple(shape)}
     name = path.rsplit("/", 1)[-1]
     dims = create["dimension_names"]
     if name not in dims or len(dims) == 1:
