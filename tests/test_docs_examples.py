@@ -34,6 +34,7 @@ EXAMPLES = [
     ("docs/how-to/pull-requests.md", "python", "A daily Spark job, on one machine or on a bucket"),
     ("docs/how-to/pull-requests.md", "sh", "From the command line"),
     ("docs/how-to/spark.md", "python", "Spark"),
+    ("docs/how-to/spark.md", "python", "Append a day"),
     (
         "docs/how-to/virtual.md",
         "python",
@@ -102,6 +103,50 @@ def test_the_spark_example_runs_as_written(spark, tmp_path, monkeypatch, capsys)
     exec(compile(code, "docs/how-to/spark.md", "exec"), {"__name__": "__main__"})
     assert capsys.readouterr().out.split() == ["ingest", "2000"]
     assert zl.Repo.open(tmp_path / "zl-spark-demo").log(limit=1)[0].message == "ingest"
+
+
+def test_the_spark_daily_append_runs_on_a_directory_and_on_a_bucket(
+    spark, s3_server, tmp_path, monkeypatch, capsys
+):
+    """In this process, where its getOrCreate() finds the test run's Spark session: once as
+    written (the embedded default), once with the bucket-only location and storage."""
+    monkeypatch.chdir(tmp_path)
+    page, section = "docs/how-to/spark.md", "Append a day"
+    code = snippet(page, section)
+    printed = [
+        "rows at time 2 are already in array 't2m' (time 0..2); an append writes past the "
+        "end, or give mode('overwrite') to replace them",
+        "(3, 4) [ 0 24 48]",
+        "['day 2, corrected', 'day 2', 'day 1', 'day 0']",
+    ]
+    exec(compile(code, page, "exec"), {"__name__": "__main__"})
+    assert capsys.readouterr().out.splitlines() == printed
+    store = zl.Repo.open(tmp_path / "daily-t2m").readonly_session().store
+    t2m = zarr.open_array(store, path="t2m")
+    assert t2m[:].tolist() == [[10 + d + s + 0.5 * (d == 2) for s in range(4)] for d in range(3)]
+
+    bucket = f"docs-{uuid.uuid4().hex[:12]}"
+    s3_client(s3_server).create_bucket(Bucket=bucket)
+    storage = {
+        "endpoint_url": s3_server,
+        "region": "us-east-1",
+        "access_key_id": "test",
+        "secret_access_key": "test",
+        "allow_http": True,
+    }
+    on_bucket = filled(
+        code,
+        {
+            'location, storage = os.path.abspath("daily-t2m"), {}': (
+                f'location, storage = "s3://{bucket}/datasets/t2m", {storage!r}'
+            )
+        },
+    )
+    exec(compile(on_bucket, page, "exec"), {"__name__": "__main__"})
+    assert capsys.readouterr().out.splitlines() == printed
+    repo = zl.Repo.open(f"s3://{bucket}/datasets/t2m", storage_options=storage)
+    assert repo.spec.metastore.startswith("bucket")
+    assert zarr.open_array(repo.readonly_session().store, path="time")[:].tolist() == [0, 24, 48]
 
 
 def test_the_dask_how_to_runs_as_written_and_leaves_no_session(tmp_path):
