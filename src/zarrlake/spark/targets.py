@@ -103,7 +103,12 @@ def _target(
     try:
         array = open_array(session, path, ref=branch)
     except NotFoundError:
-        create = None if session.read_only else creation_options(options)
+        if session.read_only:  # the streaming sink
+            raise NotFoundError(
+                f"no array {path!r} on branch {branch!r}; the streaming sink writes into "
+                "existing arrays (create it with a batch write first)"
+            ) from None
+        create = creation_options(options)
         if create is None:
             raise NotFoundError(
                 f"no array {path!r} on branch {branch!r}; to create it give options shape, "

@@ -267,43 +267,37 @@ def write_batches(
     commit on the driver. A zarrlake error ends the attempt's work and comes back in the
     message instead (so Spark logs no failed task)."""
     try:
-        return _write(session, tag, opened, targets, batches)
+        writer = session._engine.start_writer(tag)
+        # the arrays as this session holds them (a stream's grow from batch to batch)
+        infos = [dataclasses.replace(i, shape=tuple(opened[i.path].shape)) for i in targets.infos]
+        refuse = targets.refuse_duplicates
+        sink: RowSink | ChunkSink
+        if targets.layout == CHUNKS:
+            sink = ChunkSink(
+                opened[infos[0].path], infos[0], append=targets.append, refuse_duplicates=refuse
+            )
+        else:
+            sink = RowSink(
+                opened,
+                infos,
+                replace=targets.replace,
+                append=targets.append,
+                refuse_duplicates=refuse,
+            )
+        coords = CoordSink(targets.coords, last=not refuse) if targets.coords else None
+        try:
+            for batch in batches:
+                sink.add(batch)
+                if coords is not None:
+                    coords.add(batch)
+            sink.close()
+        finally:
+            if isinstance(sink, ChunkSink):
+                sink.stop()
+        session.flush()  # durable before Spark may count the attempt
+        keys = {path: sorted(k) for path, k in sink.written.items()}
+        extent = sink.growth.extent if sink.growth is not None else 0
+        cells = coords.cells() if coords is not None else {}
+        return WrittenChunks(partition_id(), keys, sink.rows, writer, extent, cells)
     except ZarrLakeError as e:
         return WrittenChunks(partition_id(), error=TaskError.of(e))
-
-
-def _write(
-    session: Session,
-    tag: str,
-    opened: dict[str, zarr.Array],
-    targets: Targets,
-    batches: Iterator[pa.RecordBatch],
-) -> WrittenChunks:
-    writer = session._engine.start_writer(tag)
-    # the arrays as this session holds them (a stream's grow from batch to batch)
-    infos = [dataclasses.replace(i, shape=tuple(opened[i.path].shape)) for i in targets.infos]
-    refuse = targets.refuse_duplicates
-    sink: RowSink | ChunkSink
-    if targets.layout == CHUNKS:
-        sink = ChunkSink(
-            opened[infos[0].path], infos[0], append=targets.append, refuse_duplicates=refuse
-        )
-    else:
-        sink = RowSink(
-            opened, infos, replace=targets.replace, append=targets.append, refuse_duplicates=refuse
-        )
-    coords = CoordSink(targets.coords, last=not refuse) if targets.coords else None
-    try:
-        for batch in batches:
-            sink.add(batch)
-            if coords is not None:
-                coords.add(batch)
-        sink.close()
-    finally:
-        if isinstance(sink, ChunkSink):
-            sink.stop()
-    session.flush()  # durable before Spark may count the attempt
-    keys = {path: sorted(k) for path, k in sink.written.items()}
-    extent = sink.growth.extent if sink.growth is not None else 0
-    cells = coords.cells() if coords is not None else {}
-    return WrittenChunks(partition_id(), keys, sink.rows, writer, extent, cells)
