@@ -39,6 +39,7 @@ EXAMPLES = [
     ("docs/how-to/pull-requests.md", "python", "A daily Spark job, on one machine or on a bucket"),
     ("docs/how-to/pull-requests.md", "sh", "From the command line"),
     ("docs/how-to/spark.md", "python", "Spark"),
+    ("docs/how-to/spark.md", "python", "Append a day"),
     (
         "docs/how-to/virtual.md",
         "python",
@@ -123,6 +124,55 @@ def test_the_spark_example_runs_as_written(spark, tmp_path, monkeypatch, capsys)
     exec(compile(code, "docs/how-to/spark.md", "exec"), {"__name__": "__main__"})
     assert capsys.readouterr().out.split() == ["ingest", "2000"]
     assert zl.Repo.open(tmp_path / "zl-spark-demo").log(limit=1)[0].message == "ingest"
+
+
+def _on_a_bucket(code: str, s3_server: str, directory: str, prefix: str):
+    """`code` with its directory location (`directory`) replaced by `prefix` in a new bucket
+    of the S3 server, and its storage options: (code, location, storage)."""
+    bucket = f"docs-{uuid.uuid4().hex[:12]}"
+    s3_client(s3_server).create_bucket(Bucket=bucket)
+    storage = {
+        "endpoint_url": s3_server,
+        "region": "us-east-1",
+        "access_key_id": "test",
+        "secret_access_key": "test",
+        "allow_http": True,
+    }
+    location = f"s3://{bucket}/{prefix}"
+    given = f'location, storage = os.path.abspath("{directory}"), {{}}'
+    return (
+        filled(code, {given: f'location, storage = "{location}", {storage!r}'}),
+        location,
+        storage,
+    )
+
+
+def test_the_spark_daily_append_runs_on_a_directory_and_on_a_bucket(
+    spark, s3_server, tmp_path, monkeypatch, capsys
+):
+    """In this process, where its getOrCreate() finds the test run's Spark session: once as
+    written (the embedded default), once with the bucket-only location and storage."""
+    monkeypatch.chdir(tmp_path)
+    page, section = "docs/how-to/spark.md", "Append a day"
+    code = snippet(page, section)
+    printed = [
+        "rows at time 2 are already in array 't2m' (time 0..2); an append writes past the "
+        "end, or give mode('overwrite') to replace them",
+        "(3, 4) [ 0 24 48]",
+        "['day 2, corrected', 'day 2', 'day 1', 'day 0']",
+    ]
+    exec(compile(code, page, "exec"), {"__name__": "__main__"})
+    assert capsys.readouterr().out.splitlines() == printed
+    store = zl.Repo.open(tmp_path / "daily-t2m").readonly_session().store
+    t2m = zarr.open_array(store, path="t2m")
+    assert t2m[:].tolist() == [[10 + d + s + 0.5 * (d == 2) for s in range(4)] for d in range(3)]
+
+    on_bucket, location, storage = _on_a_bucket(code, s3_server, "daily-t2m", "datasets/t2m")
+    exec(compile(on_bucket, page, "exec"), {"__name__": "__main__"})
+    assert capsys.readouterr().out.splitlines() == printed
+    repo = zl.Repo.open(location, storage_options=storage)
+    assert repo.spec.metastore.startswith("bucket")
+    assert zarr.open_array(repo.readonly_session().store, path="time")[:].tolist() == [0, 24, 48]
 
 
 def test_the_dask_how_to_runs_as_written_and_leaves_no_session(tmp_path):
@@ -260,26 +310,10 @@ def test_the_daily_spark_job_runs_on_a_directory_and_on_a_bucket(
     assert capsys.readouterr().out.split("\n")[:2] == ["[('t2m-range', True)]", "True"]
     assert zl.Repo.open(tmp_path / "daily-repo").log(limit=1)[0].message.startswith("Merge")
 
-    bucket = f"docs-{uuid.uuid4().hex[:12]}"
-    s3_client(s3_server).create_bucket(Bucket=bucket)
-    storage = {
-        "endpoint_url": s3_server,
-        "region": "us-east-1",
-        "access_key_id": "test",
-        "secret_access_key": "test",
-        "allow_http": True,
-    }
-    on_bucket = filled(
-        code,
-        {
-            'location, storage = os.path.abspath("daily-repo"), {}': (
-                f'location, storage = "s3://{bucket}/datasets/daily", {storage!r}'
-            )
-        },
-    )
+    on_bucket, location, storage = _on_a_bucket(code, s3_server, "daily-repo", "datasets/daily")
     exec(compile(on_bucket, page, "exec"), {"__name__": "__main__"})
     assert capsys.readouterr().out.split("\n")[:2] == ["[('t2m-range', True)]", "True"]
-    repo = zl.Repo.open(f"s3://{bucket}/datasets/daily", storage_options=storage)
+    repo = zl.Repo.open(location, storage_options=storage)
     assert repo.spec.metastore.startswith("bucket") and repo.list_pull_requests("merged")
 
 
