@@ -146,10 +146,16 @@ class NoChangesError(SessionError):
 class UnfinishedWritersError(UnflushedWritesError):
     """A worker of the session failed or died before it finished; the commit was refused.
 
-    What it staged may be a part of its work. The commit refuses rather than choose for
-    the caller:
+    What it staged may be a part of its work, and no finished worker wrote that part again
+    (a worker whose part was rewritten is left out without asking). The commit refuses
+    rather than choose for the caller:
     `commit(unfinished="discard")` leaves out everything those workers staged,
-    `unfinished="include"` keeps what they flushed. `workers` describes each."""
+    `unfinished="include"` keeps what they flushed. `workers` describes each, with what is
+    still missing; `choice` is the one that fits ("include": they had flushed all they
+    held; "discard": their part looks rewritten; "rewrite": chunks are still missing,
+    named in the message), or None when the workers differ."""
+
+    choice: str | None = None
 
 
 class ConflictKind(StrEnum):

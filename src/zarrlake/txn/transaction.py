@@ -245,13 +245,18 @@ class Transaction:
         """Every worker's staged changes as one table, with the keys read and prefixes
         listed (serializable sessions) and the fragments a commit writes out; ConflictError
         if two workers staged different bytes for one key. If `strict`, the writers' rule
-        (txn/writers.py) applies: UnfinishedWritersError if a worker failed or is gone
-        (unless `self.unfinished` chose), UnflushedWritesError if a live one holds writes it
-        has not flushed."""
+        (txn/writers.py) applies: UnfinishedWritersError if a worker failed or is gone and
+        its part was not written again (unless `self.unfinished` chose),
+        UnflushedWritesError if a live one holds writes it has not flushed."""
         assert self.staging is not None and self.record is not None
         state = self.staging.state()
         if strict:
             verdict = writers.judge(state, self.staging.writer_id, self.unfinished)
+            if verdict.unfinished_ids:  # leave out those whose part was written again
+                namer = KeyNamer(self.view.root.meta, {k: d for k, d in state.meta.items() if d})
+                verdict = writers.settle(
+                    verdict, state, self.unfinished, self.fragments.read_index, namer
+                )
             if verdict.unfinished and self.unfinished is None:
                 raise writers.refuse(self.record.id, verdict)
             if verdict.waiting:

@@ -148,8 +148,9 @@ class Writes:
         self._adopt()
         with self._flush_lock, self.buffer.lock:
             markers = self.buffer.current.markers
+            dropped = sorted(self.buffer.current.changes)
             self.buffer.current = Batch(self.buffer.generation)
-            record = self.staging.writer_record(WriterState.FAILED, self.tag, error)
+            record = self.staging.writer_record(WriterState.FAILED, self.tag, error, dropped)
             self.staging.drop_markers(markers, also=[record])
             self.state = WriterState.FAILED
         writers.untrack(self)
@@ -228,7 +229,7 @@ class Writes:
         with self.buffer.lock:  # marked before uploading: gc then knows an upload may be ours
             phase = None
             if not self.buffer.current.markers:
-                phase = self._mark_first_upload(digest, len(data))
+                phase = self._mark_first_upload(digest, len(data), key)
             self.buffer.uploading += 1
         try:
             if phase is None:
@@ -282,7 +283,7 @@ class Writes:
     def _buffer(self, changes: list[Change]) -> None:
         with self.buffer.lock:
             if not self.buffer.current.markers:  # the first write since the last flush
-                self._mark(self.buffer.current)
+                self._mark(self.buffer.current, [k for k, _ in changes])
             batch = self.buffer.add(changes)
             self._last_write = runtime.monotonic()
             full = self._full(batch)
@@ -291,32 +292,36 @@ class Writes:
         if full:
             self.flush()
 
-    def _mark(self, batch: Batch) -> None:
-        """Leave the marker saying this handle holds unflushed writes (before holding any).
+    def _mark(self, batch: Batch, keys: list[str] | None = None) -> None:
+        """Leave the marker saying this handle holds unflushed writes (before holding any),
+        naming the chunk `keys` the batch begins with (None: it begins with a read).
         Whether the session still takes them is checked when they are flushed (and before,
         from the record this handle holds: `Transaction.require_writes`)."""
         generation = self.buffer.generation = self.buffer.generation + 1
         batch.since = runtime.monotonic()
         entering = self._entering()
         try:
-            self.staging.mark_unflushed(generation, self.clock(), self.tag, also=entering)
+            self.staging.mark_unflushed(
+                generation, self.clock(), self.tag, also=entering, keys=keys
+            )
         except BaseException:
             if entering:
                 self.state = None
             raise
         batch.markers.append(generation)
 
-    def _mark_first_upload(self, digest: bytes | None, size: int) -> Phase | None:
-        """Leave the marker of a batch's first upload. On a remote metastore the other calls
-        that must precede the upload (the gc phase read, the upload record of object
-        `digest`) run beside it, one round trip instead of three, and the phase is returned.
+    def _mark_first_upload(self, digest: bytes | None, size: int, key: str) -> Phase | None:
+        """Leave the marker of a batch's first upload (of chunk `key`). On a remote metastore
+        the other calls that must precede the upload (the gc phase read, the upload record
+        of object `digest`) run beside it, one round trip instead of three, and the phase
+        is returned.
         They run on a pool of their own: this thread may be one of the I/O pool's, all of
         which can be waiting on the buffer lock held here."""
         if not self.staging.meta.remote or self.together is _in_turn:  # or at exit
-            self._mark(self.buffer.current)
+            self._mark(self.buffer.current, [key])
             return None
         calls: list[Callable[[], object]] = [
-            lambda: self._mark(self.buffer.current),
+            lambda: self._mark(self.buffer.current, [key]),
             self.guard.begin,
         ]
         if digest is not None:
