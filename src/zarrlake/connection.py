@@ -9,6 +9,7 @@ import json
 import os
 import secrets
 import threading
+import weakref
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -243,6 +244,9 @@ class RepoContext:
             together=self.together,
         )
         self.write_guard = WriteGuard(self)  # shared, so sessions reuse its last phase read
+        self.handles: weakref.WeakSet[Any] = weakref.WeakSet()
+        """The write paths of the session handles opened on this context (txn/writes.py):
+        `Repo.close` finishes them."""
 
     def together(self, *calls: Callable[[], object]) -> list[object]:
         """Run independent metastore calls and return each one's result or the exception it

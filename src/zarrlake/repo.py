@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -27,7 +28,7 @@ from zarrlake.session_records import DEFAULT_EXPIRY, SessionInfo
 from zarrlake.txn.commit import current_record
 from zarrlake.txn.staging import Staging
 from zarrlake.txn.transaction import Transaction
-from zarrlake.txn.writers import WriterInfo, describe
+from zarrlake.txn.writers import WriterInfo, describe, finish_each, release_each_later
 from zarrlake.vc.blame import Blame
 from zarrlake.vc.commit_info import Commit
 from zarrlake.vc.diff import Diff, diff_commit, diff_snapshots
@@ -71,6 +72,15 @@ class Repo:
         self._ctx = ctx
         self._session: Session | None = None
         self._checked_out = "main"  # the ref the implicit session is made on (`checkout`)
+
+    @classmethod
+    def _owning(cls, ctx: RepoContext) -> Repo:
+        """A Repo that opened `ctx` (not one sharing a session's, `Repo.of`): when it is
+        garbage-collected, the handles opened on it finish (in the background), as
+        `close` finishes them."""
+        repo = cls(ctx)
+        weakref.finalize(repo, release_each_later, ctx.handles)
+        return repo
 
     @classmethod
     def of(cls, session: Session) -> Repo:
@@ -145,7 +155,7 @@ class Repo:
         """
         spec = resolve_spec(location, metastore, storage_options)
         chosen = None if settings is None else Settings().updated(settings)
-        return cls(create_context(spec, content_hash, chosen))
+        return cls._owning(create_context(spec, content_hash, chosen))
 
     @classmethod
     def open(
@@ -180,7 +190,9 @@ class Repo:
         ConfigurationError
             If the storage or metastore cannot be reached.
         """
-        return cls(open_context(resolve_spec(location, metastore, storage_options), settings))
+        return cls._owning(
+            open_context(resolve_spec(location, metastore, storage_options), settings)
+        )
 
     @classmethod
     def open_or_create(
@@ -193,16 +205,31 @@ class Repo:
         """Open the repository at `location`, creating it if there is none."""
         spec = resolve_spec(location, metastore, storage_options)
         try:
-            return cls(open_context(spec))
+            return cls._owning(open_context(spec))
         except NotFoundError:
             try:
-                return cls(create_context(spec))
+                return cls._owning(create_context(spec))
             except AlreadyExistsError:
-                return cls(open_context(spec))
+                return cls._owning(open_context(spec))
 
     def close(self) -> None:
-        """Close the backends' connections."""
-        self._ctx.close()
+        """Finish every session handle opened on this repository, then close the backends'
+        connections.
+
+        Each handle flushes its buffered writes and records its writer finished, as leaving
+        its `with` block does, so a commit from another `Repo` or process counts them.
+        Garbage collection of the `Repo` and the end of its process finish them too.
+
+        Raises
+        ------
+        ZarrLakeError
+            If a handle's writes could not be flushed (the connections are closed anyway;
+            a commit of its session names that writer).
+        """
+        try:
+            finish_each(self._ctx.handles)
+        finally:
+            self._ctx.close()
 
     # refs and history ---------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ through the per-process `connect(spec)`: no data and no connections travel."""
 from __future__ import annotations
 
 import contextlib
+import os
 import secrets
 import weakref
 from collections.abc import Callable
@@ -87,6 +88,8 @@ class Transaction:
             else None
         )
         if self.writes is not None:
+            ctx.handles.add(self.writes)  # finished by Repo.close
+            self.writes.repository_gone = _Gone(ctx.spec)
             self.overlay.record_reads = self.writes.record_reads
             # The handle going away (a task returning, a worker dropping its copy) finishes
             # its writer; the write path holds no reference back to this handle.
@@ -376,3 +379,16 @@ class _OpenCheck:
             with contextlib.suppress(CASFailedError):
                 self.ctx.records.swap(replace(rec, status=Status.EXPIRED), version)
         rec.check_writable(self.ctx.clock())
+
+
+class _Gone:
+    """Whether the repository a handle writes to was removed (a local directory deleted,
+    a temporary repository at process exit): nothing is left to finish for."""
+
+    __slots__ = ("location",)
+
+    def __init__(self, spec: RepoSpec) -> None:
+        self.location = spec.location if spec.is_local else None
+
+    def __call__(self) -> bool:
+        return self.location is not None and not os.path.isdir(self.location)

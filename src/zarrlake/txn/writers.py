@@ -25,12 +25,17 @@ import os
 import queue
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Protocol
 
-from zarrlake.errors import InvalidInputError, UnfinishedWritersError, UnflushedWritesError
+from zarrlake.errors import (
+    InvalidInputError,
+    SessionError,
+    UnfinishedWritersError,
+    UnflushedWritesError,
+)
 from zarrlake.format.fragment import FragmentIndex, FragmentRecord
 from zarrlake.format.snapshot import is_meta_key
 from zarrlake.txn.staging import State, Unflushed, Writer, WriterState, counts
@@ -142,6 +147,37 @@ def untrack(handle: Finishing) -> None:
     _LIVE.discard(handle)
 
 
+class Closing(Finishing, Protocol):
+    """What closing a repository asks of the writing handles opened on it."""
+
+    def finish(self) -> None:
+        """Flush, then record the writer finished (raising what goes wrong)."""
+
+
+def finish_each(handles: Iterable[Closing]) -> None:
+    """Finish every handle of `handles` this process made (a repository closing: as each
+    handle's `with` block ending would). A session that ended meanwhile has nothing left
+    to finish; any other failure is raised once every handle was tried."""
+    errors: list[Exception] = []
+    for handle in list(handles):
+        if handle.pid != os.getpid():
+            continue
+        try:
+            handle.finish()
+        except SessionError:
+            continue
+        except Exception as e:
+            errors.append(e)
+    if errors:
+        raise errors[0]
+
+
+def release_each_later(handles: Iterable[Finishing]) -> None:
+    """Release every handle of `handles` on the release thread (a repository collected)."""
+    for handle in list(handles):
+        release_later(handle)
+
+
 EXIT_BUDGET = 20.0
 """Seconds process exit waits for its writers to finish (a metastore gone away must not
 hold the process forever); those left unfinished are then gone, and a commit names them."""
@@ -159,6 +195,7 @@ def finish_all() -> None:
     def run() -> None:
         for handle in handles:
             handle.release()
+            untrack(handle)  # tried once: the other exit hook does not try again
         done.set()
 
     try:

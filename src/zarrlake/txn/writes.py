@@ -102,6 +102,7 @@ class Writes:
         # Under the simulator, processes end only as it says: no finishing on collection.
         self.simulated = runtime.current() is not runtime.REAL
         self.state: WriterState | None = None  # of this writer's record, as last stored
+        self.repository_gone: Callable[[], bool] = lambda: False  # see `release`
 
     # the writer's state ---------------------------------------------------------------------
 
@@ -162,7 +163,9 @@ class Writes:
 
     def release(self) -> None:
         """Finish when the handle goes away or its process ends; nobody is left to raise to,
-        so a failure is logged (the commit then finds this writer unfinished)."""
+        so a failure is logged (the commit then finds this writer unfinished). A session
+        that ended first, or a repository removed meanwhile (a temporary one), leaves
+        nothing to count: that is logged at debug level only."""
         if self.pid != os.getpid() or self.simulated:
             return
         self.together = _in_turn  # at interpreter exit, thread pools take no more work
@@ -171,7 +174,10 @@ class Writes:
         except SessionError as e:  # the session ended first: nothing left to count
             log.debug("zarrlake writer %s: %s", self.writer, e)
         except Exception as e:
-            log.warning("zarrlake writer %s could not finish: %s", self.writer, e)
+            if self.repository_gone():
+                log.debug("zarrlake writer %s: its repository is gone (%s)", self.writer, e)
+            else:
+                log.warning("zarrlake writer %s could not finish: %s", self.writer, e)
 
     @property
     def writer(self) -> str:
