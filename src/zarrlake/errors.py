@@ -52,6 +52,22 @@ class CorruptionError(ZarrLakeError):
     """Stored bytes failed their checksum or do not decode; never silently returned."""
 
 
+class UndecodableChunkError(CorruptionError):
+    """A chunk's bytes are stored intact but its array's codecs cannot decode them (they
+    were written so: `Settings.check_chunks` refuses such writes, `zarrlake fsck --decode`
+    finds those already committed). `array`, `coords` (None if the key is no chunk key of
+    the array), `key` and `reason` (the codec's own message) say which and why."""
+
+    def __init__(
+        self, message: str, array: str, coords: tuple[int, ...] | None, key: str, reason: str
+    ) -> None:
+        super().__init__(message)
+        self.array = array
+        self.coords = coords
+        self.key = key
+        self.reason = reason
+
+
 class InvalidInputError(ZarrLakeError, ValueError):
     """A name, ref, URL, option or document given by the caller is malformed."""
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import sys
 import weakref
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -58,6 +59,8 @@ class Transaction:
         self.created = False  # this handle began the session (others joined it)
         self.unfinished: writers.Unfinished | None = None  # the commit's choice, see writers
         self.allow_empty = True
+        self.task_copy = False  # a copy a Dask task received: it finishes after each write
+        self.within = 0  # `with session:` blocks this handle is in (they finish it instead)
         self.cleanup: Future[None] | None = None  # dropping the staged records after commit
         self.writer = secrets.token_bytes(8)
         self.staging = (
@@ -130,9 +133,16 @@ class Transaction:
 
     @classmethod
     def reopen(cls, spec: RepoSpec, session_id: str | None, base: str) -> Transaction:
-        """Unpickling: the session `session_id` (or the read-only view of `base`)."""
+        """Unpickling: the session `session_id` (or the read-only view of `base`). In a
+        Dask worker the copy is a task's own (Dask sends each task its arguments): it
+        finishes after each array write (zarr_store), so the task's writes are durable and
+        counted by the time it returns, not when its copy is collected."""
         ctx = connect(spec)
-        return cls(ctx, None, base) if session_id is None else cls.join(ctx, session_id)
+        if session_id is None:
+            return cls(ctx, None, base)
+        txn = cls.join(ctx, session_id)
+        txn.task_copy = _in_dask_worker()
+        return txn
 
     def __reduce__(self) -> tuple[object, ...]:
         """A handle pickles after finishing its writer (sending a session to or back from a
@@ -392,3 +402,10 @@ class _Gone:
 
     def __call__(self) -> bool:
         return self.location is not None and not os.path.isdir(self.location)
+
+
+def _in_dask_worker() -> bool:
+    """Whether this process runs a Dask distributed worker (whose tasks get their own copy
+    of each argument)."""
+    worker = sys.modules.get("distributed.worker")
+    return bool(worker is not None and getattr(worker.Worker, "_instances", None))
