@@ -127,6 +127,11 @@ class Settings:
     """Ranged requests (parts of chunk objects, e.g. a shard's inner chunks) in flight at once."""
     read_coalesce_gap: int = 256 << 10
     """Ranges of one object at most this many bytes apart are fetched in one request."""
+    check_chunks: bool = True
+    """Refuse a chunk write whose bytes the array's codecs could not decode, naming the key.
+
+    A cheap check of the frame (the compressor's magic and declared size, or the exact
+    length of uncompressed chunks), not a decode; `zarrlake fsck --decode` decodes."""
 
     def __post_init__(self) -> None:
         check_settings(self)
@@ -181,6 +186,10 @@ def check_settings(settings: Settings) -> None:
     ]
     for name, value, kind in values:
         if name == "flush" or (name == "flush.idle" and value is None):
+            continue
+        if kind in (bool, "bool"):
+            if not isinstance(value, bool):
+                raise InvalidInputError(f"setting {name} must be True or False, not {value!r}")
             continue
         number = (int,) if "float" not in str(kind) else (int, float)
         least = 0 if name in _ZERO_ALLOWED else 1e-9

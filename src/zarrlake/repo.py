@@ -386,6 +386,9 @@ class Repo:
         on_read: _OnRead = None,
         on_expired: Callable[[ExpiredHistory], None] | None = None,
         sources_only: bool = False,
+        decode: bool = False,
+        arrays: list[str] | None = None,
+        on_decoded: Callable[[int, int], None] | None = None,
     ) -> list[Problem]:
         """Re-read and verify every object reachable from `ref`; returns the problems found.
 
@@ -393,6 +396,11 @@ class Repo:
         is as imported (`sources_only`: only that). No problems are returned if the repository
         is intact. `on_read(key, size)` is called for every object read (progress, counts),
         `on_expired` for each place where `expire` ended a history (which is not a problem).
+
+        With `decode`, every chunk is also decoded with its array's codecs, in parallel
+        (each failure is a problem of kind "undecodable" naming the array, the chunk's
+        coordinates and the codec's message); `arrays` limits that to the arrays whose
+        paths match one of its glob patterns; `on_decoded(done, queued)` follows it.
         """
         if ref is not None:
             starts = [(self.resolve(ref), f"ref {ref!r}")]
@@ -408,6 +416,9 @@ class Repo:
             on_expired,
             objects.sources,
             sources_only,
+            decode,
+            arrays,
+            on_decoded,
         )
 
     def stats(self, ref: str = "main") -> RepoStats:

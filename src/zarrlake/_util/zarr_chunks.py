@@ -180,3 +180,26 @@ def _opened(doc: bytes) -> tuple[dict[str, Any], Any]:
             cache.clear()
         got = cache[doc] = (held, zarr.open_array(MemoryStore(held), mode="r"))
     return got
+
+
+@lru_cache(maxsize=64)
+def inner_doc(doc: bytes) -> bytes | None:
+    """For an array with a sharding codec: a `zarr.json` of one inner chunk as an array of
+    its own (the inner chunk shape and codecs), so an inner chunk zarrlake stores apart
+    from its shard decodes like a chunk; None for other arrays."""
+    try:
+        meta = json.loads(doc)
+        codecs = meta["codecs"]
+        shard = next(c for c in codecs if isinstance(c, dict) and c["name"] == "sharding_indexed")
+        config = shard["configuration"]
+        inner = list(config["chunk_shape"])
+        own = {
+            **meta,
+            "shape": inner,
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": inner}},
+            "codecs": config["codecs"],
+            "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+        }
+    except (ValueError, KeyError, TypeError, StopIteration):
+        return None
+    return json.dumps(own).encode()

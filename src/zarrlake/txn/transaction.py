@@ -86,6 +86,7 @@ class Transaction:
                 ctx.together,
                 ctx.clock,
                 ctx.settings.flush,
+                ctx.settings.check_chunks,
             )
             if self.staging is not None
             else None

@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from zarrlake._util import crashpoints, forksafe, runtime
 from zarrlake._util.validate import check_zarr_key
+from zarrlake._util.zarr_chunks import chunk_frame
 from zarrlake._util.zarr_metadata import check_metadata
 from zarrlake.connection import FlushPolicy, outcome, raise_first
 from zarrlake.errors import InvalidInputError, SessionClosedError, SessionError, ZarrLakeError
@@ -72,6 +73,7 @@ class Writes:
         together: Callable[..., list[object]],
         clock: Callable[[], float],
         policy: FlushPolicy,
+        check_chunks: bool = False,
     ) -> None:
         self.objects = objects
         self.guard = guard
@@ -83,6 +85,7 @@ class Writes:
         self.together = together
         self.clock = clock
         self.policy = policy
+        self.check_chunks = check_chunks  # refuse chunk bytes the codecs cannot decode
         self.buffer = overlay.buffer
         self.shards = ShardPlanner(objects, overlay)
         self.uploads = UploadLog(objects, staging.meta, staging.partition)  # gc sees them
@@ -198,6 +201,8 @@ class Writes:
         key, data = item
         if is_meta_key(key):
             return [self._change_for(item)]
+        if self.check_chunks:
+            self._check_chunk(key, data)
         ops = self.shards.write(key, data)
         if ops is None:  # stored whole: inner chunks it replaces are deleted
             return [self._change_for(item, digest), *self.shards.stale(key)]
@@ -222,6 +227,18 @@ class Writes:
                 (k, ChunkRef(RefKind.LOCATION, digest, span[1] - span[0], span[0], location))
             )
         return out
+
+    def _check_chunk(self, key: str, data: bytes) -> None:
+        """InvalidInputError naming `key` if its array's codecs could not decode `data`
+        (a cheap look at the frame: _util/zarr_chunks.py); keys of no array pass."""
+        doc = self.overlay.array_doc(key)
+        frame = None if doc is None else chunk_frame(doc)
+        problem = None if frame is None else frame.problem(data)
+        if problem is not None:
+            raise InvalidInputError(
+                f"chunk {key!r} {problem}: zarr could not decode it with the array's codecs, "
+                "so the write is refused (Settings.check_chunks)"
+            )
 
     def _change_for(self, item: tuple[str, bytes], digest: bytes | None = None) -> Change:
         key, data = item

@@ -50,8 +50,9 @@ class SessionPipeline(BatchedCodecPipeline):
         """zarr's write, then each session store written to hears that it is done."""
         batch = list(batch_info)
         await super().write(batch, value, drop_axes)
-        stores = {id(item[0].store): item[0].store for item in batch}
-        for store in stores.values():
+        stores = [getattr(item[0], "store", None) for item in batch]  # (inner pipelines of
+        # a sharding codec write through shard byte setters: no store)
+        for store in {id(s): s for s in stores if s is not None}.values():
             written = getattr(store, "array_written", None)
             if written is not None:
                 await written()
@@ -62,7 +63,7 @@ class SessionPipeline(BatchedCodecPipeline):
 
         async def attempt(item: Any) -> tuple[Any, Exception] | None:
             getter, spec = item[0], item[1]
-            if getattr(getter.store, "undecodable", None) is None:
+            if getattr(getattr(getter, "store", None), "undecodable", None) is None:
                 return None
             data = await getter.get(prototype=spec.prototype)
             if data is None:
