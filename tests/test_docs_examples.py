@@ -11,6 +11,7 @@ import sys
 import uuid
 from pathlib import Path
 
+import pytest
 import zarr
 
 import zarrlake as zl
@@ -20,9 +21,11 @@ from tests.helpers.examples import code_blocks, filled, pages, run_script, snipp
 EXAMPLES = [
     ("README.md", "sh", "Quick start"),
     ("README.md", "python", "Quick start"),
+    ("docs/concepts.md", "python", "When a worker or the committer dies"),
     ("docs/concepts.md", "python", "Merging branches"),
     ("docs/getting-started.md", "sh", "A first repository"),
     ("docs/how-to/dask.md", "python", "Dask"),
+    ("docs/how-to/dask.md", "python", "When a worker dies"),
     ("docs/how-to/deployment.md", "python", "One machine"),
     ("docs/how-to/deployment.md", "python", "Many machines, one bucket"),
     ("docs/how-to/deployment.md", "python", "Many machines with PostgreSQL"),
@@ -30,6 +33,7 @@ EXAMPLES = [
     ("docs/how-to/lifecycle.md", "python", "Garbage collection and expiry"),
     ("docs/how-to/checks.md", "python", "Checks"),
     ("docs/how-to/multiprocessing.md", "python", "Multiprocessing and orchestrators"),
+    ("docs/how-to/multiprocessing.md", "python", "When a worker dies"),
     ("docs/how-to/pull-requests.md", "python", "The daily flow"),
     ("docs/how-to/pull-requests.md", "python", "A daily Spark job, on one machine or on a bucket"),
     ("docs/how-to/pull-requests.md", "sh", "From the command line"),
@@ -124,6 +128,37 @@ def test_the_multiprocessing_how_to_runs_as_written(tmp_path):
     repo = zl.Repo.open(tmp_path / "mp-repo")
     assert [c.message for c in repo.log()][:1] == ["hourly run"]
     assert repo.list_sessions() == []
+    repo.close()
+
+
+@pytest.mark.slow(seconds=6)
+def test_the_recovery_of_a_crashed_committer_runs_as_written(tmp_path):
+    code = snippet("docs/concepts.md", "When a worker or the committer dies")
+    res = run_script(code, tmp_path)
+    assert res.stdout.split() == ["include", "[0.", "1.", "2.", "3.]"]
+    repo = zl.Repo.open(tmp_path / "recovery-repo")
+    assert repo.log(limit=1)[0].message == "nightly" and repo.list_sessions() == []
+    repo.close()
+
+
+@pytest.mark.slow(seconds=12)
+def test_the_multiprocessing_recovery_runs_as_written(tmp_path):
+    code = snippet("docs/how-to/multiprocessing.md", "When a worker dies")
+    res = run_script(code, tmp_path)
+    assert res.stdout.strip().splitlines()[-1] == "[0. 1. 2. 3. 4. 5. 6. 7.]"
+    repo = zl.Repo.open(tmp_path / "mp-recovery")
+    assert repo.log(limit=1)[0].message == "hourly run" and repo.list_sessions() == []
+    repo.close()
+
+
+@pytest.mark.slow(seconds=25)
+def test_the_dask_recovery_runs_as_written(tmp_path):
+    code = snippet("docs/how-to/dask.md", "When a worker dies")
+    res = run_script(code, tmp_path)
+    assert res.stdout.strip().splitlines()[-1] == "[0. 1. 2. 3. 4. 5.]"
+    assert (tmp_path / "died-once").exists()  # a worker did die
+    repo = zl.Repo.open(tmp_path / "dask-recovery")
+    assert repo.log(limit=1)[0].message == "nightly job" and repo.list_sessions() == []
     repo.close()
 
 

@@ -23,6 +23,7 @@ from tests.writers.workers import (
     read_then_write_then_die,
     write_rows,
     write_rows_as,
+    write_rows_within,
     write_then_die,
     write_then_raise,
 )
@@ -85,9 +86,10 @@ def test_a_pool_whose_worker_died_runs_the_failed_parts_again_and_commits(here):
     repo = zl.Repo.open(**here)
     s = repo.create_session()
     parts = {0: [0, 1, 2, 3], 1: [4, 5, 6, 7]}
-    with ProcessPoolExecutor(1, mp_context=SPAWN) as pool:  # one worker: the kill breaks it
+    # one worker: the kill breaks the pool; the first part finished before it returned
+    with ProcessPoolExecutor(1, mp_context=SPAWN) as pool:
         futures = {
-            0: pool.submit(write_rows, (here, s.id, parts[0])),
+            0: pool.submit(write_rows_within, (here, s.id, parts[0])),
             1: pool.submit(write_then_die, (here, s.id, parts[1][:2], parts[1][2:])),
         }
         assert futures[0].result()  # the first part ended normally

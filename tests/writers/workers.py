@@ -29,6 +29,16 @@ def write_rows(args: tuple[dict, str, list[int]]) -> int:
     return os.getpid()
 
 
+def write_rows_within(args: tuple[dict, str, list[int]]) -> int:
+    """Join, write `rows` inside `with session:` (finished before the task returns)."""
+    where, session_id, rows = args
+    session, arr = open_rows(where, session_id)
+    with session:
+        for r in rows:
+            arr[r] = r + 1
+    return os.getpid()
+
+
 def write_then_die(args: tuple[dict, str, list[int], list[int]]) -> None:
     """Write and flush `flushed`, write `buffered` without flushing, then be SIGKILLed."""
     where, session_id, flushed, buffered = args
