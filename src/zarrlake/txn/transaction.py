@@ -28,7 +28,7 @@ from zarrlake.format.shard import shown, split_inner_key
 from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.session_records import SessionRecord, Status, check_expiry
 from zarrlake.txn import commit as committing
-from zarrlake.txn import writers
+from zarrlake.txn import refusals, writers
 from zarrlake.txn.fragments import StagedFragments
 from zarrlake.txn.overlay import Overlay
 from zarrlake.txn.staging import Staging, counts
@@ -268,11 +268,11 @@ class Transaction:
             verdict = writers.judge(state, self.staging.writer_id, self.unfinished)
             if verdict.unfinished_ids:  # leave out those whose part was written again
                 namer = KeyNamer(self.view.root.meta, {k: d for k, d in state.meta.items() if d})
-                verdict = writers.settle(
+                verdict = refusals.settle(
                     verdict, state, self.unfinished, self.fragments.read_index, namer
                 )
             if verdict.unfinished and self.unfinished is None:
-                raise writers.refuse(self.record.id, verdict)
+                raise refusals.refuse(self.record.id, verdict)
             if verdict.waiting:
                 raise writers.waiting_error(self.record.id, verdict.waiting)
             if verdict.excluded:
