@@ -218,13 +218,9 @@ class Repo:
 
         Each handle flushes its buffered writes and records its writer finished, as leaving
         its `with` block does, so a commit from another `Repo` or process counts them.
-        Garbage collection of the `Repo` and the end of its process finish them too.
-
-        Raises
-        ------
-        ZarrLakeError
-            If a handle's writes could not be flushed (the connections are closed anyway;
-            a commit of its session names that writer).
+        Garbage collection of the `Repo` and the end of its process finish them too. A
+        handle that cannot finish (its session ended, its metastore is unreachable) is
+        logged on the "zarrlake" logger, not raised; a commit of its session names it.
         """
         try:
             finish_each(self._ctx.handles)

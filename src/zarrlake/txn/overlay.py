@@ -189,6 +189,17 @@ class Overlay:
                 return doc
         return None
 
+    def current_array_doc(self, key: str) -> bytes | None:
+        """The zarr.json of the array chunk key `key` belongs to as the session has it now
+        (staged by any worker over the base), read afresh: `array_doc` prefers the base
+        commit's, which a session re-creating the array (other codecs) has replaced."""
+        parts = key.split("/")
+        for n in range(1, len(parts)):
+            doc = self._read_doc("/".join(parts[:n]) + "/zarr.json")
+            if doc is not None and _is_array(doc):
+                return doc
+        return None
+
     def _read_doc(self, meta: str) -> bytes | None:
         if self.staging is None:
             return self.view.root.meta.get(meta)

@@ -54,10 +54,16 @@ def _advice(part: Part, rec: Writer | None, namer: KeyNamer) -> tuple[str, str]:
     """(the choice that fits, why) for an unfinished writer whose part was not rewritten."""
     failed = rec is not None and rec.state == WriterState.FAILED
     if not part.missing:  # every key known was written again; some never were known
+        known = (
+            f"all {part.rewritten_keys} key(s) known of its part were written again by "
+            "finished workers, but it"
+            if part.rewritten_keys
+            else "it flushed nothing, and"
+        )
         return (
             str(Unfinished.DISCARD),
-            f"all {part.rewritten_keys} key(s) known of its part were written again by "
-            "finished workers, but it held unflushed writes whose keys were never recorded",
+            f"{known} held unflushed writes whose keys were never recorded (a batch that "
+            "began with a read)",
         )
     if not failed and not part.unflushed and not part.rewritten_keys and part.staged:
         return (

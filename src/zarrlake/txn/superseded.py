@@ -93,11 +93,11 @@ def _changes(
     out: dict[str, _Change] = {}
     for rec in sorted((r for r in state.fragments if r.writer == writer), key=lambda r: r.seq):
         index = read_index(rec)
-        for i, k in enumerate(index.writes.keys):
-            ref = index.writes.ref_at(i)
-            out[bytes(k).decode()] = (rec.at, (ref.digest, ref.length))
-        for k in index.deletes:
-            out[bytes(k).decode()] = (rec.at, None)
+        w = index.writes
+        for k, digest, length in zip(w.keys.tolist(), w.digest, w.length.tolist(), strict=True):
+            out[k.decode()] = (rec.at, (digest.tobytes(), length))
+        for k in index.deletes.tolist():
+            out[k.decode()] = (rec.at, None)
     return out
 
 
@@ -151,9 +151,9 @@ def _latest(
         if len(written) and np.char.count(written, SEP.encode()).any():  # inner chunks
             shards = np.array([shard_key_of(bytes(k).decode()).encode() for k in written])
             hit |= np.isin(shards, wanted)
-        for i in np.flatnonzero(hit):
-            ref = index.writes.ref_at(int(i))
-            note(bytes(written[i]).decode(), (rec.at, (ref.digest, ref.length)))
+        w = index.writes
+        for i in np.flatnonzero(hit).tolist():
+            note(bytes(written[i]).decode(), (rec.at, (w.digest[i].tobytes(), int(w.length[i]))))
         for k in index.deletes[np.isin(index.deletes, wanted)]:
             note(bytes(k).decode(), (rec.at, None))
     return out

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
-from zarrlake.errors import InvalidInputError, SessionError, UnflushedWritesError
+from zarrlake.errors import InvalidInputError, UnflushedWritesError
 from zarrlake.txn.staging import State, Unflushed, Writer, WriterState, counts
 
 log = logging.getLogger("zarrlake")
@@ -139,29 +139,14 @@ def untrack(handle: Finishing) -> None:
     _LIVE.discard(handle)
 
 
-class Closing(Finishing, Protocol):
-    """What closing a repository asks of the writing handles opened on it."""
-
-    def finish(self) -> None:
-        """Flush, then record the writer finished (raising what goes wrong)."""
-
-
-def finish_each(handles: Iterable[Closing]) -> None:
-    """Finish every handle of `handles` this process made (a repository closing: as each
-    handle's `with` block ending would). A session that ended meanwhile has nothing left
-    to finish; any other failure is raised once every handle was tried."""
-    errors: list[Exception] = []
+def finish_each(handles: Iterable[Finishing]) -> None:
+    """Finish every handle of `handles` this process made, in this thread (a repository
+    closing: as each handle's `with` block ending would). A failure is logged, not raised
+    (`release`): closing never raised, and a commit names a writer left unfinished."""
     for handle in list(handles):
-        if handle.pid != os.getpid():
-            continue
-        try:
-            handle.finish()
-        except SessionError:
-            continue
-        except Exception as e:
-            errors.append(e)
-    if errors:
-        raise errors[0]
+        if handle.pid == os.getpid():
+            handle.release()
+            untrack(handle)
 
 
 def release_each_later(handles: Iterable[Finishing]) -> None:

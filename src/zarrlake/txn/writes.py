@@ -39,6 +39,7 @@ from zarrlake.txn.shards import WHOLE_SHARE, ShardPlanner
 from zarrlake.txn.staging import Staging, WriterState
 from zarrlake.txn.uploads import UploadLog
 from zarrlake.vc.change_table import Change
+from zarrlake.vc.chunk_keys import is_array_doc
 from zarrlake.vc.gc_protocol import Phase, WriteGuard
 from zarrlake.vc.objects import MANIFEST_INLINE_MAX, Objects
 
@@ -195,14 +196,19 @@ class Writes:
         inner chunks (txn/shards.py), so there may be several changes, or none."""
         return self._changes_for((check_zarr_key(key), check_data(key, data)))
 
-    def _changes_for(self, item: tuple[str, bytes], digest: bytes | None = None) -> list[Change]:
+    def _changes_for(
+        self,
+        item: tuple[str, bytes],
+        digest: bytes | None = None,
+        batch: dict[str, bytes] | None = None,
+    ) -> list[Change]:
         """The changes of one checked write; `digest`, of the item's bytes if the caller
-        hashed them already."""
+        hashed them already; `batch`, the metadata documents written with it."""
         key, data = item
         if is_meta_key(key):
             return [self._change_for(item)]
         if self.check_chunks:
-            self._check_chunk(key, data)
+            self._check_chunk(key, data, batch)
         ops = self.shards.write(key, data)
         if ops is None:  # stored whole: inner chunks it replaces are deleted
             return [self._change_for(item, digest), *self.shards.stale(key)]
@@ -228,12 +234,16 @@ class Writes:
             )
         return out
 
-    def _check_chunk(self, key: str, data: bytes) -> None:
+    def _check_chunk(self, key: str, data: bytes, batch: dict[str, bytes] | None = None) -> None:
         """InvalidInputError naming `key` if its array's codecs could not decode `data`
-        (a cheap look at the frame: _util/zarr_chunks.py); keys of no array pass."""
-        doc = self.overlay.array_doc(key)
-        frame = None if doc is None else chunk_frame(doc)
-        problem = None if frame is None else frame.problem(data)
+        (a cheap look at the frame: _util/zarr_chunks.py); keys of no array pass. The
+        array's document is the one written in the same `batch` if any, else the one
+        `array_doc` gives at no cost; bytes that fail against that are checked again
+        against the session's current one (the array may have been re-created)."""
+        doc = _batch_doc(batch, key) if batch else None
+        problem = _problem(doc or self.overlay.array_doc(key), data)
+        if problem is not None and doc is None:
+            problem = _problem(self.overlay.current_array_doc(key), data)
         if problem is not None:
             raise InvalidInputError(
                 f"chunk {key!r} {problem}: zarr could not decode it with the array's codecs, "
@@ -382,6 +392,9 @@ class Writes:
         """`prepare` of each item: the big chunks recorded in one metastore write, hashed
         once, and uploaded in parallel."""
         checked = [(check_zarr_key(key), check_data(key, data)) for key, data in items]
+        docs = {key: data for key, data in checked if is_meta_key(key)}
+        for key, data in docs.items():  # bad documents are refused before any upload
+            check_metadata(key, data)
         big = [
             i
             for i, (key, data) in enumerate(checked)
@@ -389,12 +402,12 @@ class Writes:
         ]
         digests = self.uploads.record_chunks([checked[i][1] for i in big])  # one write
         prepared = self.objects.map(
-            lambda pair: self._changes_for(checked[pair[0]], pair[1]),
+            lambda pair: self._changes_for(checked[pair[0]], pair[1], docs),
             list(zip(big, digests, strict=True)),
         )
         uploaded = dict(zip(big, prepared, strict=True))
         return [
-            uploaded[i] if i in uploaded else self._changes_for(item)
+            uploaded[i] if i in uploaded else self._changes_for(item, None, docs)
             for i, item in enumerate(checked)
         ]
 
@@ -589,6 +602,22 @@ class Writes:
         timer, self._timer = self._timer, None
         if timer is not None:
             timer.cancel()
+
+
+def _problem(doc: bytes | None, data: bytes) -> str | None:
+    """Why `data` cannot be a chunk of the array whose document is `doc` (None: it may)."""
+    frame = None if doc is None else chunk_frame(doc)
+    return None if frame is None else frame.problem(data)
+
+
+def _batch_doc(docs: dict[str, bytes], key: str) -> bytes | None:
+    """The array document among `docs` (written in one batch) that chunk `key` is under."""
+    parts = key.split("/")
+    for n in range(1, len(parts)):
+        doc = docs.get("/".join(parts[:n]) + "/zarr.json")
+        if doc is not None and is_array_doc(doc):
+            return doc
+    return None
 
 
 def _in_turn(*calls: Callable[[], object]) -> list[object]:

@@ -15,8 +15,13 @@ from zarr.abc.store import (
 )
 from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 
-from zarrlake.errors import ReadOnlySessionError, UndecodableChunkError
-from zarrlake.format.chunk_ref import ChunkRef
+from zarrlake.errors import (
+    ReadOnlySessionError,
+    StaleVirtualChunkError,
+    UndecodableChunkError,
+    ZarrLakeError,
+)
+from zarrlake.format.chunk_ref import ChunkRef, RefKind
 from zarrlake.format.shard import ShardRef
 from zarrlake.vc.chunk_keys import KeyNamer
 from zarrlake.vc.commit_protocol import Change
@@ -116,6 +121,16 @@ class StoreSession(Protocol):
 
     def delete_many(self, keys: list[str]) -> None:
         """Stage the deletion of several keys."""
+
+
+def stale_virtual_chunk(key: str, ref: ChunkRef, error: Exception) -> StaleVirtualChunkError:
+    """The error for virtual chunk `key` whose bytes at `ref` do not decode."""
+    span = f"[{ref.offset}:{ref.offset + ref.length}]"
+    return StaleVirtualChunkError(
+        f"virtual source {ref.location} changed since it was imported, though its "
+        f"{ref.identity} did not: chunk {key!r} (bytes {span} of it) does not decode "
+        f"({type(error).__module__}.{type(error).__name__}: {error})"
+    )
 
 
 def _is_metadata(key: str) -> bool:
@@ -458,13 +473,17 @@ class SessionStore(Store):
 
     # chunks that do not decode --------------------------------------------------------------
 
-    async def undecodable(self, key: str, error: Exception, more: int = 0) -> UndecodableChunkError:
+    async def undecodable(self, key: str, error: Exception, more: int = 0) -> ZarrLakeError:
         """The error of a read that met chunk `key`, whose bytes the array's codecs could
         not decode (`error`, the codec's exception; `more` other chunks of the read failed
-        too)."""
+        too): UndecodableChunkError, or StaleVirtualChunkError for a virtual chunk (its
+        source file was rewritten keeping its size and mtime)."""
         return await asyncio.to_thread(self._undecodable, key, error, more)
 
-    def _undecodable(self, key: str, error: Exception, more: int) -> UndecodableChunkError:
+    def _undecodable(self, key: str, error: Exception, more: int) -> ZarrLakeError:
+        ref = self.session._engine.lookup(key)
+        if isinstance(ref, ChunkRef) and ref.kind == RefKind.VIRTUAL:  # its file changed
+            return stale_virtual_chunk(key, ref, error)
         parts = key.split("/")
         docs = {}
         for n in range(len(parts)):
