@@ -10,9 +10,9 @@ import pytest
 import zarr
 
 import zarrlake as zl
-from tests.helpers.chunks import zstd_chunk
 from tests.checks.conftest import ROWS, write
 from tests.core.counting import counted
+from tests.helpers.chunks import zstd_chunk
 from zarrlake.checks import MaxChangedChunks, Monotonic, ValueRange
 
 
