@@ -131,35 +131,36 @@ def test_the_multiprocessing_how_to_runs_as_written(tmp_path):
     repo.close()
 
 
+def recovered(page: str, section: str, tmp_path: Path, repo: str, message: str) -> list[str]:
+    """Run a recovery example; its lines of output, once its repository's head is a commit
+    `message` and no session is left open."""
+    res = run_script(snippet(page, section), tmp_path)
+    opened = zl.Repo.open(tmp_path / repo)
+    assert opened.log(limit=1)[0].message == message and opened.list_sessions() == []
+    opened.close()
+    return res.stdout.strip().splitlines()
+
+
 @pytest.mark.slow(seconds=6)
 def test_the_recovery_of_a_crashed_committer_runs_as_written(tmp_path):
-    code = snippet("docs/concepts.md", "When a worker or the committer dies")
-    res = run_script(code, tmp_path)
-    assert res.stdout.split() == ["include", "[0.", "1.", "2.", "3.]"]
-    repo = zl.Repo.open(tmp_path / "recovery-repo")
-    assert repo.log(limit=1)[0].message == "nightly" and repo.list_sessions() == []
-    repo.close()
+    page, section = "docs/concepts.md", "When a worker or the committer dies"
+    lines = recovered(page, section, tmp_path, "recovery-repo", "nightly")
+    assert lines == ["include", "[0. 1. 2. 3.]"]
 
 
 @pytest.mark.slow(seconds=12)
 def test_the_multiprocessing_recovery_runs_as_written(tmp_path):
-    code = snippet("docs/how-to/multiprocessing.md", "When a worker dies")
-    res = run_script(code, tmp_path)
-    assert res.stdout.strip().splitlines()[-1] == "[0. 1. 2. 3. 4. 5. 6. 7.]"
-    repo = zl.Repo.open(tmp_path / "mp-recovery")
-    assert repo.log(limit=1)[0].message == "hourly run" and repo.list_sessions() == []
-    repo.close()
+    page = "docs/how-to/multiprocessing.md"
+    lines = recovered(page, "When a worker dies", tmp_path, "mp-recovery", "hourly run")
+    assert lines[-1] == "[0. 1. 2. 3. 4. 5. 6. 7.]"
 
 
 @pytest.mark.slow(seconds=25)
 def test_the_dask_recovery_runs_as_written(tmp_path):
-    code = snippet("docs/how-to/dask.md", "When a worker dies")
-    res = run_script(code, tmp_path)
-    assert res.stdout.strip().splitlines()[-1] == "[0. 1. 2. 3. 4. 5.]"
+    page = "docs/how-to/dask.md"
+    lines = recovered(page, "When a worker dies", tmp_path, "dask-recovery", "nightly job")
+    assert lines[-1] == "[0. 1. 2. 3. 4. 5.]"
     assert (tmp_path / "died-once").exists()  # a worker did die
-    repo = zl.Repo.open(tmp_path / "dask-recovery")
-    assert repo.log(limit=1)[0].message == "nightly job" and repo.list_sessions() == []
-    repo.close()
 
 
 def test_the_xarray_how_to_runs_as_written(tmp_path):

@@ -6,30 +6,16 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Iterator
 
 import dask.array as da
 import numpy as np
 import pytest
 import xarray as xr
 import zarr
-from distributed import Client, LocalCluster
 
 import zarrlake as zl
 
 DAYS, X = 6, 4
-
-
-@pytest.fixture(scope="module")
-def client() -> Iterator[Client]:
-    cluster = LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
-    )
-    try:
-        with Client(cluster) as c:
-            yield c
-    finally:
-        cluster.close()
 
 
 def day_rows(day: int) -> np.ndarray:

@@ -86,6 +86,9 @@ def _blosc(head: bytes, data: bytes | memoryview, size: int | None) -> str | Non
     return None
 
 
+UNCHECKED = ChunkFrame(None, None)
+"""The frame of chunks nothing is checked about (no array, or a chain not checked)."""
+
 _FRAMES: dict[str, Callable[[bytes, bytes | memoryview, int | None], str | None]] = {
     "zstd": _zstd,
     "gzip": _gzip,

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from zarrlake._util import crashpoints, forksafe, runtime
 from zarrlake._util.validate import check_zarr_key
-from zarrlake._util.zarr_chunks import chunk_frame
+from zarrlake._util.zarr_chunks import UNCHECKED, ChunkFrame, chunk_frame
 from zarrlake._util.zarr_metadata import check_metadata
 from zarrlake.connection import FlushPolicy, outcome, raise_first
 from zarrlake.errors import InvalidInputError, SessionClosedError, SessionError, ZarrLakeError
@@ -28,7 +28,7 @@ from zarrlake.format import fragment
 from zarrlake.format.blocks import TABLE_MIN
 from zarrlake.format.chunk_ref import ChunkRef, RefKind, chunk_object_key
 from zarrlake.format.fragment import FragmentRecord
-from zarrlake.format.snapshot import is_meta_key
+from zarrlake.format.snapshot import is_meta_key, meta_keys_above
 from zarrlake.txn import writers
 from zarrlake.txn.batching import GroupCommit
 from zarrlake.txn.buffer import Batch
@@ -87,6 +87,7 @@ class Writes:
         self.clock = clock
         self.policy = policy
         self.check_chunks = check_chunks  # refuse chunk bytes the codecs cannot decode
+        self._frames: tuple[str, ChunkFrame] | None = None  # (array path + "/", its frame)
         self.buffer = overlay.buffer
         self.shards = ShardPlanner(objects, overlay)
         self.uploads = UploadLog(objects, staging.meta, staging.partition)  # gc sees them
@@ -241,7 +242,7 @@ class Writes:
         `array_doc` gives at no cost; bytes that fail against that are checked again
         against the session's current one (the array may have been re-created)."""
         doc = _batch_doc(batch, key) if batch else None
-        problem = _problem(doc or self.overlay.array_doc(key), data)
+        problem = _problem(doc, data) if doc is not None else self._frame_of(key).problem(data)
         if problem is not None and doc is None:
             problem = _problem(self.overlay.current_array_doc(key), data)
         if problem is not None:
@@ -249,6 +250,21 @@ class Writes:
                 f"chunk {key!r} {problem}: zarr could not decode it with the array's codecs, "
                 "so the write is refused (Settings.check_chunks)"
             )
+
+    def _frame_of(self, key: str) -> ChunkFrame:
+        """The frame chunk `key`'s array stores its chunks in (`array_doc`'s document),
+        remembered for the array's keys until this handle stages metadata: an array has
+        no child nodes, so every key under its path is one of its chunks."""
+        cached = self._frames
+        if cached is not None and key.startswith(cached[0]):
+            return cached[1]
+        found = self.overlay.array_meta(key)
+        if found is None:
+            return UNCHECKED
+        meta, doc = found
+        frame = chunk_frame(doc) or UNCHECKED
+        self._frames = (meta[: -len("zarr.json")], frame)
+        return frame
 
     def _change_for(self, item: tuple[str, bytes], digest: bytes | None = None) -> Change:
         key, data = item
@@ -298,6 +314,7 @@ class Writes:
         if meta:
             self._meta.submit(meta)
             self.overlay.forget_docs()
+            self._frames = None
         chunks = [c for c in changes if not is_meta_key(c[0])]
         if chunks:
             self._buffer(chunks)
@@ -612,12 +629,8 @@ def _problem(doc: bytes | None, data: bytes) -> str | None:
 
 def _batch_doc(docs: dict[str, bytes], key: str) -> bytes | None:
     """The array document among `docs` (written in one batch) that chunk `key` is under."""
-    parts = key.split("/")
-    for n in range(1, len(parts)):
-        doc = docs.get("/".join(parts[:n]) + "/zarr.json")
-        if doc is not None and is_array_doc(doc):
-            return doc
-    return None
+    found = (docs.get(meta) for meta in meta_keys_above(key))
+    return next((doc for doc in found if doc is not None and is_array_doc(doc)), None)
 
 
 def _in_turn(*calls: Callable[[], object]) -> list[object]:
