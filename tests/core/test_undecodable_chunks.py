@@ -161,3 +161,34 @@ def test_the_command_line_names_the_chunk_and_exits_1(planted):
     res = run("-r", where, "fsck", "--decode", "--arrays", "t", "--json")
     assert res.code == 1 and len(res.json()["problems"]) == 2  # type: ignore[index]
     assert run("-r", where, "fsck", "--arrays", "t").code == 1  # --arrays needs --decode
+
+
+def test_chunks_are_checked_against_the_document_written_with_them(repo):
+    doc, chunk = good_chunk(GzipCodec())
+    s = repo.create_session()
+    s.write_many([("n/zarr.json", doc), ("n/c/0/0", chunk)])  # one batch: its own document
+    with pytest.raises(zl.InvalidInputError, match="'m/c/0/0' is not a gzip stream"):
+        s.write_many([("m/zarr.json", doc), ("m/c/0/0", BAD)])
+    s.commit()
+    got = zarr.open_array(repo.readonly_session().store, path="n", mode="r")[:]
+    assert np.array_equal(got, np.full((2, 2), 7.0))
+
+
+def test_an_array_created_again_with_other_codecs_takes_chunks_in_them(repo):
+    s = repo.create_session()
+    zarr.create_array(s.store, name="t", shape=(2, 2), chunks=(2, 2), dtype="f8")[:] = 1
+    s.commit("zstd")
+    s = repo.create_session()  # the base commit holds t with zstd
+    t = zarr.create_array(
+        s.store,
+        name="t",
+        shape=(2, 2),
+        chunks=(2, 2),
+        dtype="f8",
+        compressors=GzipCodec(),
+        overwrite=True,
+    )
+    t[:] = 2  # gzip frames: checked against the session's document, not the base's
+    s.commit("gzip")
+    got = zarr.open_array(repo.readonly_session().store, path="t", mode="r")[:]
+    assert np.array_equal(got, np.full((2, 2), 2.0))

@@ -194,14 +194,14 @@ class Overlay:
                 return meta, doc
         return None
 
-    def current_array_doc(self, key: str) -> bytes | None:
-        """The zarr.json of the array chunk key `key` belongs to as the session has it now
-        (staged by any worker over the base), read afresh: `array_doc` prefers the base
-        commit's, which a session re-creating the array (other codecs) has replaced."""
+    def current_array_meta(self, key: str) -> tuple[str, bytes] | None:
+        """(metadata key, zarr.json) of the array chunk key `key` belongs to as the session
+        has it now (staged by any worker over the base), read afresh: `array_meta` prefers
+        the base commit's, which a session re-creating the array (other codecs) replaced."""
         for meta in meta_keys_above(key):
             doc = self._read_doc(meta)
             if doc is not None and _is_array(doc):
-                return doc
+                return meta, doc
         return None
 
     def _read_doc(self, meta: str) -> bytes | None:

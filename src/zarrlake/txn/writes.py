@@ -244,7 +244,10 @@ class Writes:
         doc = _batch_doc(batch, key) if batch else None
         problem = _problem(doc, data) if doc is not None else self._frame_of(key).problem(data)
         if problem is not None and doc is None:
-            problem = _problem(self.overlay.current_array_doc(key), data)
+            found = self.overlay.current_array_meta(key)
+            problem = None if found is None else _problem(found[1], data)
+            if found is not None and problem is None:  # the array's chunks follow the new one
+                self._frames = (found[0][: -len("zarr.json")], chunk_frame(found[1]) or UNCHECKED)
         if problem is not None:
             raise InvalidInputError(
                 f"chunk {key!r} {problem}: zarr could not decode it with the array's codecs, "
