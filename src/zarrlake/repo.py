@@ -28,7 +28,7 @@ from zarrlake.session_records import DEFAULT_EXPIRY, SessionInfo
 from zarrlake.txn.commit import current_record
 from zarrlake.txn.staging import Staging
 from zarrlake.txn.transaction import Transaction
-from zarrlake.txn.writers import WriterInfo, describe, finish_each, release_each_later
+from zarrlake.txn.writers import WriterInfo, describe, finish_each, flush_each_later
 from zarrlake.vc.blame import Blame
 from zarrlake.vc.commit_info import Commit
 from zarrlake.vc.diff import Diff, diff_commit, diff_snapshots
@@ -76,10 +76,10 @@ class Repo:
     @classmethod
     def _owning(cls, ctx: RepoContext) -> Repo:
         """A Repo that opened `ctx` (not one sharing a session's, `Repo.of`): when it is
-        garbage-collected, the handles opened on it finish (in the background), as
-        `close` finishes them."""
+        garbage-collected, the handles opened on it flush their buffered writes (in the
+        background; see txn/writers.py `flush_each_later` for why they do not finish)."""
         repo = cls(ctx)
-        weakref.finalize(repo, release_each_later, ctx.handles)
+        weakref.finalize(repo, flush_each_later, ctx.handles)
         return repo
 
     @classmethod
@@ -218,9 +218,10 @@ class Repo:
 
         Each handle flushes its buffered writes and records its writer finished, as leaving
         its `with` block does, so a commit from another `Repo` or process counts them.
-        Garbage collection of the `Repo` and the end of its process finish them too. A
-        handle that cannot finish (its session ended, its metastore is unreachable) is
-        logged on the "zarrlake" logger, not raised; a commit of its session names it.
+        The end of the process finishes them too; garbage collection of the `Repo` flushes
+        them (a handle still in use finishes when it goes away). A handle that cannot
+        finish (its session ended, its metastore is unreachable) is logged on the
+        "zarrlake" logger, not raised; a commit of its session names it.
         """
         try:
             finish_each(self._ctx.handles)

@@ -39,7 +39,7 @@ DIRTY = b"d"
 ACCEPT = b"a"
 WRITER = b"s"
 _WRITER_HEX = 16
-MARKER_KEYS = 64
+MARKER_KEYS = 8
 """Chunk keys an unflushed-writes marker records: those its batch began with. The rest of
 a batch is known only once flushed (a marker is written once per batch, not per write)."""
 

@@ -146,13 +146,41 @@ def finish_each(handles: Iterable[Finishing]) -> None:
     for handle in list(handles):
         if handle.pid == os.getpid():
             handle.release()
-            untrack(handle)
 
 
-def release_each_later(handles: Iterable[Finishing]) -> None:
-    """Release every handle of `handles` on the release thread (a repository collected)."""
+class Flushing(Protocol):
+    """What a collected repository asks of the writing handles opened on it."""
+
+    pid: int
+
+    def flush(self) -> object:
+        """Make the handle's buffered writes durable."""
+
+
+class _FlushLater:
+    """A release that only flushes (see `flush_each_later`), logging what goes wrong."""
+
+    def __init__(self, handle: Flushing) -> None:
+        self.handle = handle
+        self.pid = handle.pid
+
+    def release(self) -> None:
+        try:
+            self.handle.flush()
+        except Exception as e:  # its next flush or finish meets it again, and raises
+            log.debug("zarrlake: flushing a writer of a collected repository: %s", e)
+
+
+def flush_each_later(handles: Iterable[Flushing]) -> None:
+    """Flush, on the release thread, every handle of `handles` this process made (a
+    repository collected). Its writes become durable, so a commit from elsewhere need not
+    wait for them; finishing is left to the handle itself (its `with` block, `close`, its
+    collection, its process's end): a repository is often collected while its sessions
+    are in use (`Repo.open(...).join_session(id)`), and a writer finished in the middle
+    of its part would count that part as complete if its process were killed."""
     for handle in list(handles):
-        release_later(handle)
+        if handle.pid == os.getpid():
+            release_later(_FlushLater(handle))
 
 
 EXIT_BUDGET = 20.0
@@ -172,7 +200,6 @@ def finish_all() -> None:
     def run() -> None:
         for handle in handles:
             handle.release()
-            untrack(handle)  # tried once: the other exit hook does not try again
         done.set()
 
     try:
