@@ -9,6 +9,7 @@ import json
 import os
 import secrets
 import threading
+import weakref
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -145,6 +146,11 @@ class Settings:
     """Ranged requests (parts of chunk objects, e.g. a shard's inner chunks) in flight at once."""
     read_coalesce_gap: int = 256 << 10
     """Ranges of one object at most this many bytes apart are fetched in one request."""
+    check_chunks: bool = True
+    """Refuse a chunk write whose bytes the array's codecs could not decode, naming the key.
+
+    A cheap check of the frame (the compressor's magic and declared size, or the exact
+    length of uncompressed chunks), not a decode; `zarrlake fsck --decode` decodes."""
 
     def __post_init__(self) -> None:
         check_settings(self)
@@ -199,6 +205,10 @@ def check_settings(settings: Settings) -> None:
     ]
     for name, value, kind in values:
         if name == "flush" or (name == "flush.idle" and value is None):
+            continue
+        if kind in (bool, "bool"):
+            if not isinstance(value, bool):
+                raise InvalidInputError(f"setting {name} must be True or False, not {value!r}")
             continue
         number = (int,) if "float" not in str(kind) else (int, float)
         least = 0 if name in _ZERO_ALLOWED else 1e-9
@@ -265,6 +275,9 @@ class RepoContext:
         self.purges = PurgeIndex(PurgeRecords(self.meta, self.refs.partition))
         self.objects.purged = self.purges.lookup  # read errors name the purge, if any
         self.objects.purges_exist = self.purges.exist
+        self.handles: weakref.WeakSet[Any] = weakref.WeakSet()
+        """The write paths of the session handles opened on this context (txn/writes.py):
+        `Repo.close` finishes them."""
 
     def together(self, *calls: Callable[[], object]) -> list[object]:
         """Run independent metastore calls and return each one's result or the exception it
