@@ -150,7 +150,7 @@ def test_a_dead_workers_unflushed_writes_are_named_never_dropped(tmp_path):
     s = array_session(repo, 100)
     head = repo.resolve("main")
     proc = run_worker("die", save(s, tmp_path), "0", "100")
-    with pytest.raises(zl.UnflushedWritesError, match=f"pid {proc.pid} .*gone") as e:
+    with pytest.raises(zl.UnfinishedWritersError, match=f"pid {proc.pid} .*gone") as e:
         s.commit("refused")
     assert len(e.value.workers) == 1
     assert repo.resolve("main") == head and s.status == "open"
@@ -176,7 +176,7 @@ def test_a_worker_killed_while_flushing_leaves_nothing_fsck_or_gc_minds(tmp_path
     assert proc.returncode == -9, proc.stderr[-2000:]
     orphan = list(repo.context.object_store.list("fragments/"))
     assert orphan  # uploaded, never registered
-    with pytest.raises(zl.UnflushedWritesError, match="gone"):
+    with pytest.raises(zl.UnfinishedWritersError, match="gone"):
         s.commit("refused")
     s.commit("without them", unflushed="discard")
     assert repo.fsck() == []

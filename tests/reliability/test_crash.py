@@ -141,7 +141,7 @@ def test_crash_at_every_point(point, rebase, round_, tmp_path, figures):
     staged = dict(resumed.staged_changes())
     try:
         cid = resumed.commit("resumed")
-    except zl.UnflushedWritesError as e:
+    except zl.UnfinishedWritersError as e:  # the killed worker is gone
         assert point in ("after_chunk_upload", "after_staging")
         assert "gone" in str(e) and len(e.workers) == 1
         figures["crash: dead workers' unflushed writes named"] += 1
