@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
+from typing import Any
 
 
 class ZarrLakeError(Exception):
@@ -18,7 +19,9 @@ class ZarrLakeError(Exception):
         return (_rebuild, (type(self), self.args, dict(self.__dict__)))
 
 
-def _rebuild(cls: type[ZarrLakeError], args: tuple, state: dict) -> ZarrLakeError:
+def _rebuild(
+    cls: type[ZarrLakeError], args: tuple[Any, ...], state: dict[str, Any]
+) -> ZarrLakeError:
     """Unpickle an error without calling its `__init__` (whose signature may differ from
     `args`): the arguments and attributes come back as they were."""
     error = cls.__new__(cls, *args)
@@ -204,7 +207,7 @@ class UnflushedWritesError(SessionError):
     def __init__(self, message: str, workers: list[str]) -> None:
         super().__init__(message)
         self.workers = workers
-        self.markers: list = []  # the staging markers behind `workers`
+        self.markers: list[Any] = []  # the staging markers behind `workers`
 
 
 class NoChangesError(SessionError):
@@ -233,7 +236,7 @@ class UnfinishedWritersError(SessionError):
     def __init__(self, message: str, workers: list[str]) -> None:
         super().__init__(message)
         self.workers = workers
-        self.markers: list = []  # the staging markers behind `workers`
+        self.markers: list[Any] = []  # the staging markers behind `workers`
 
 
 class ConflictKind(StrEnum):
@@ -327,7 +330,7 @@ class ChecksFailedError(ZarrLakeError):
     to fix and commit again). `results` holds the failing CheckResults
     (zarrlake.checks)."""
 
-    def __init__(self, message: str, results: list | None = None) -> None:
+    def __init__(self, message: str, results: list[Any] | None = None) -> None:
         super().__init__(message)
         self.results = list(results or [])
 
@@ -367,7 +370,7 @@ class PullRequestChecksFailedError(PullRequestBlockedError, ChecksFailedError):
     and a pull request's merge. `results` holds the failing CheckResults, `reasons` every
     reason the merge was refused (approvals too)."""
 
-    def __init__(self, message: str, reasons: list[str], results: list) -> None:
+    def __init__(self, message: str, reasons: list[str], results: list[Any]) -> None:
         ZarrLakeError.__init__(self, message)
         self.reasons = list(reasons)
         self.results = list(results)

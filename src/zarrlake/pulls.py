@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from zarrlake.connection import RepoContext
     from zarrlake.vc.checks.rules import CheckRule
     from zarrlake.vc.checks.run import CheckResult
+    from zarrlake.vc.commit_info import Commit
 
 
 class Repo(Protocol):
@@ -49,7 +50,7 @@ class Repo(Protocol):
 
     def list_checks(self) -> list[CheckRule]: ...
 
-    def log(self, ref: str = "main", *, limit: int | None = None) -> list[Any]: ...
+    def log(self, ref: str = "main", *, limit: int | None = None) -> list[Commit]: ...
 
     def merge_base(self, a: str, b: str) -> str: ...
 
@@ -305,7 +306,7 @@ class PullRequest:
         needed, dismiss = self._policy()
         return out + self._rec.blockers(head, needed, dismiss)
 
-    def to_json(self, checks: bool = True, record: bool = False) -> dict:
+    def to_json(self, checks: bool = True, record: bool = False) -> dict[str, Any]:
         """The pull request as the CLI's and the web UI's JSON show it.
 
         With `checks`, the checks' results, approvals and blockers for the source's current
@@ -496,7 +497,7 @@ class PullRequest:
         return commit
 
 
-def _located(result: CheckResult) -> dict:
+def _located(result: CheckResult) -> dict[str, Any]:
     """The array and a few failing chunk coordinates a check result reports, if any."""
     if not result.chunks or result.array is None:
         return {}

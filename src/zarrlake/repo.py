@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +32,8 @@ from zarrlake.session_records import DEFAULT_EXPIRY, SessionInfo
 from zarrlake.txn.commit import current_record
 from zarrlake.txn.staging import Staging
 from zarrlake.txn.transaction import Transaction
-from zarrlake.txn.writers import WriterInfo, describe, finish_each, flush_each_later
+from zarrlake.txn.writers import WriterInfo as WriterInfo  # (a result type of Repo's)
+from zarrlake.txn.writers import describe, finish_each, flush_each_later
 from zarrlake.vc.blame import Blame
 from zarrlake.vc.commit_info import Commit
 from zarrlake.vc.diff import Diff, diff_commit, diff_commits
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
     from zarrlake.admin.clone import PullReport
     from zarrlake.admin.export import ExportReport
     from zarrlake.admin.metastore_copy import CopyReport
+    from zarrlake.format.commit import CommitRecord
     from zarrlake.lifecycle.expire import ExpireReport
     from zarrlake.lifecycle.gc import GcReport
     from zarrlake.pulls import PullRequest
@@ -122,10 +124,10 @@ class Repo:
     @classmethod
     def create(
         cls,
-        location: str | os.PathLike,
+        location: str | os.PathLike[str],
         *,
         metastore: str | None = None,
-        storage_options: dict | None = None,
+        storage_options: dict[str, Any] | None = None,
         content_hash: str = "blake3",
         settings: Settings | Mapping[str, Any] | None = None,
     ) -> Repo:
@@ -172,10 +174,10 @@ class Repo:
     @classmethod
     def open(
         cls,
-        location: str | os.PathLike,
+        location: str | os.PathLike[str],
         *,
         metastore: str | None = None,
-        storage_options: dict | None = None,
+        storage_options: dict[str, Any] | None = None,
         settings: Settings | Mapping[str, Any] | None = None,
     ) -> Repo:
         """Open an existing repository; NotFoundError if there is none.
@@ -209,10 +211,10 @@ class Repo:
     @classmethod
     def open_or_create(
         cls,
-        location: str | os.PathLike,
+        location: str | os.PathLike[str],
         *,
         metastore: str | None = None,
-        storage_options: dict | None = None,
+        storage_options: dict[str, Any] | None = None,
         content_hash: str | None = None,
         settings: Settings | Mapping[str, Any] | None = None,
     ) -> Repo:
@@ -360,6 +362,7 @@ class Repo:
             raise InvalidInputError(f"path must be a string, not {path!r}")
         head = self.resolve(ref)
         objects = self._ctx.objects
+        found: Iterator[tuple[str, CommitRecord, str | None]]
         if path is None:
             found = ((cid, rec, None) for cid, rec in objects.history(head))
         else:
@@ -731,7 +734,7 @@ class Repo:
 
     # merge, revert, reset, blame, protection (zarrlake.vc.merge and friends) --------------
 
-    def _history(self, what: str = "move"):
+    def _history(self, what: str = "move") -> History:
         from zarrlake.txn.checks import branch_gate
         from zarrlake.txn.commit import settle_before_reset
 
@@ -1185,10 +1188,10 @@ class Repo:
     def export(
         self,
         ref: str,
-        dest: str | os.PathLike,
+        dest: str | os.PathLike[str],
         *,
         arrays: list[str] | tuple[str, ...] | None = None,
-        storage_options: dict | None = None,
+        storage_options: dict[str, Any] | None = None,
         virtual: str = "refuse",
         overwrite: bool = False,
         workers: int = 16,
@@ -1250,13 +1253,13 @@ class Repo:
     @classmethod
     def clone(
         cls,
-        source: Repo | str | os.PathLike,
-        dest: str | os.PathLike,
+        source: Repo | str | os.PathLike[str],
+        dest: str | os.PathLike[str],
         *,
         refs: list[str] | tuple[str, ...] | None = None,
         depth: int | None = None,
         metastore: str | None = None,
-        storage_options: dict | None = None,
+        storage_options: dict[str, Any] | None = None,
         progress: Callable[[str, int, int | None], None] | None = None,
     ) -> Repo:
         """A new repository at `dest` holding the branches and tags of `source` (all, or
@@ -1309,7 +1312,7 @@ class Repo:
         repo.last_pull = report
         return repo
 
-    def origin(self) -> dict | None:
+    def origin(self) -> dict[str, Any] | None:
         """Where this repository was cloned from (`location`, `repo_id`, the `refs` and
         `depth` asked for), or None if it is not a clone."""
         from zarrlake.admin.clone import origin
@@ -1318,7 +1321,7 @@ class Repo:
 
     def pull(
         self,
-        source: Repo | str | os.PathLike | None = None,
+        source: Repo | str | os.PathLike[str] | None = None,
         *,
         refs: list[str] | tuple[str, ...] | None = None,
         depth: int | None = None,

@@ -162,7 +162,9 @@ class Session:
 
     # reads ------------------------------------------------------------------------------
 
-    def read(self, key: str, byte_range: tuple[int, int | None] | None = None) -> bytes | None:
+    def read(
+        self, key: str, byte_range: tuple[int, int | None] | None = None
+    ) -> bytes | memoryview | None:
         """The bytes of `key` as this session sees it (staged over base), or None if absent.
 
         Parameters
@@ -422,7 +424,7 @@ class SessionEngine:
         metadata): the zarr store then skips its hop to a thread."""
         return self._txn.overlay.peek(key)
 
-    def read_here(self, key: str) -> tuple[bool, bytes | None]:
+    def read_here(self, key: str) -> tuple[bool, bytes | memoryview | None]:
         """(answered, bytes or None) when the value is cheaper to read on the calling
         thread than on another: a read-only session on a local directory (see
         Overlay.reads_here); the zarr store then skips its hop to a thread. The read

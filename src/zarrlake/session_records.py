@@ -77,11 +77,11 @@ def check_expiry(expires_in: object) -> timedelta:
 
 def check_isolation(isolation: object) -> Isolation:
     """The Isolation named by `isolation`; InvalidInputError for an unknown level."""
-    try:
-        return Isolation(isolation)
-    except ValueError:
-        levels = ", ".join(Isolation)
-        raise InvalidInputError(f"isolation must be one of {levels}, not {isolation!r}") from None
+    with contextlib.suppress(ValueError):
+        if isinstance(isolation, str):
+            return Isolation(isolation)
+    levels = ", ".join(Isolation)
+    raise InvalidInputError(f"isolation must be one of {levels}, not {isolation!r}")
 
 
 def as_datetime(ts: float | None) -> datetime | None:

@@ -56,8 +56,8 @@ log = logging.getLogger("zarrlake.retry")
 def log_retry(details: stamina.instrumentation.RetryDetails) -> None:
     """One line per scheduled retry: DEBUG, or WARNING when the next attempt is the last."""
     (attempts,) = details.args
-    last = attempts is not None and details.retry_num + 1 >= attempts
-    of = f" of {attempts - 1}" if attempts is not None else ""
+    last = isinstance(attempts, int) and details.retry_num + 1 >= attempts
+    of = f" of {attempts - 1}" if isinstance(attempts, int) else ""
     log.log(
         logging.WARNING if last else logging.DEBUG,
         "%s; retry %d%s in %.2f s",
@@ -76,18 +76,19 @@ def _install_hook() -> None:
 
     theirs = instrumentation.get_on_retry_hooks()
 
-    def hook(details: instrumentation.RetryDetails) -> object:
+    def hook(details: instrumentation.RetryDetails) -> None:
         if details.name == OURS:
-            return log_retry(details)
+            log_retry(details)
+            return
         for other in theirs:
             other(details)
-        return None
 
     instrumentation.set_on_retry_hooks([hook])
 
 
 def attempts(
-    policy: RetryPolicy = DEFAULT_POLICY, on: type[BaseException] | tuple = TransientError
+    policy: RetryPolicy = DEFAULT_POLICY,
+    on: type[Exception] | tuple[type[Exception], ...] = TransientError,
 ) -> Iterator[stamina.Attempt]:
     """stamina's attempt context managers for `policy`: ``for a in attempts(p): with a: ...``
     (use `retry` unless the loop keeps state between attempts)."""
@@ -126,7 +127,7 @@ def backoff(policy: RetryPolicy) -> Iterator[int]:
 def retry[T](
     fn: Callable[[], T],
     policy: RetryPolicy = DEFAULT_POLICY,
-    on: type[BaseException] | tuple = TransientError,
+    on: type[Exception] | tuple[type[Exception], ...] = TransientError,
     failed: BaseException | None = None,
 ) -> T:
     """Call `fn` until it does not raise `on`, within `policy`; then re-raise the last error.
@@ -139,7 +140,7 @@ def retry[T](
     for attempt in attempts(policy, on):
         with attempt:
             if failed is not None:  # the first attempt, already made: hand its error over
-                error, failed = failed, None
-                raise error
+                first, failed = failed, None
+                raise first
             return fn()
     raise AssertionError("unreachable: stamina re-raises the last error")

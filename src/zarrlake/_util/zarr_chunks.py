@@ -143,7 +143,8 @@ def _raw_size(doc: bytes) -> int | None:
 
     try:
         meta = ArrayV3Metadata.from_dict(json.loads(doc))
-        shape = meta.chunk_grid.chunk_shape  # type: ignore[attr-defined]
+        # (the grid classes are named differently across zarr 3.x: an irregular one raises)
+        shape = meta.chunk_grid.chunk_shape  # type: ignore[union-attr]
         itemsize = meta.dtype.to_native_dtype().itemsize
     except Exception:  # an irregular grid, a dtype without a fixed size: not checked
         return None

@@ -45,7 +45,7 @@ from zarrlake.metastore.checks import prefix_upper_bound
 from zarrlake.vc.chunk_keys import KeyNamer, load_doc
 from zarrlake.vc.fsck import Problem
 from zarrlake.vc.gc_protocol import GcState
-from zarrlake.vc.pulls import PullRequests
+from zarrlake.vc.pulls import PullRecord, PullRequests
 from zarrlake.vc.purges import (
     DONE,
     PENDING,
@@ -498,7 +498,7 @@ def _redact(ctx: RepoContext, commits: set[str], purge_id: str) -> list[str]:
     for pr in pulls.list(None):
         if pr.merge_commit in commits:
 
-            def scrub(p):  # type: ignore[no-untyped-def]
+            def scrub(p: PullRecord) -> PullRecord:
                 return replace(
                     p,
                     title=text,

@@ -29,6 +29,7 @@ from zarrlake.present import diff_rows, short, subject
 from zarrlake.vc.policies import ConflictPolicy, FastForward
 
 if TYPE_CHECKING:
+    from zarrlake.vc.commit_info import Commit
     from zarrlake.vc.diff import Diff
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print as JSON.")]
@@ -67,7 +68,7 @@ def print_diff(d: Diff) -> None:
             console.print(f"  {path or '/'}: {line}", markup=False)
 
 
-def graph_order(repo, head: str, limit: int | None) -> tuple[list, dict[str, str]]:
+def graph_order(repo, head: str, limit: int | None) -> tuple[list[Commit], dict[str, str]]:
     """Commits reachable from `head` through every parent, children before parents and
     otherwise newest first (git's --topo-order), at most `limit` of them; and the parents
     `expire` dropped, each with the note that says so."""
@@ -89,7 +90,7 @@ def graph_order(repo, head: str, limit: int | None) -> tuple[list, dict[str, str
                 todo.append(p)
             children[p] = children.get(p, 0) + 1
     ready = [(-seen[head].timestamp.timestamp(), head)]
-    out = []
+    out: list[Commit] = []
     while ready and (limit is None or len(out) < limit):
         ready.sort()
         _, cid = ready.pop(0)
@@ -103,11 +104,13 @@ def graph_order(repo, head: str, limit: int | None) -> tuple[list, dict[str, str
     return out, {p: note for p, (child, note) in cut.items() if child in shown}
 
 
-def graph_lines(commits: list, gone: Container[str] = ()) -> list[tuple[str, object | None]]:
+def graph_lines(
+    commits: list[Commit], gone: Container[str] = ()
+) -> list[tuple[str, Commit | None]]:
     """(graph prefix, commit or None for a connector line): a small `git log --graph`.
     Lines to the parents in `gone` (expired) are not drawn."""
     columns: list[str] = []
-    lines: list[tuple[str, object | None]] = []
+    lines: list[tuple[str, Commit | None]] = []
     for c in commits:
         if c.id not in columns:
             columns.append(c.id)

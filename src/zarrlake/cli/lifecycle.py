@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -16,6 +16,9 @@ from zarrlake.cli.context import (
     print_json,
 )
 from zarrlake.present import short
+
+if TYPE_CHECKING:
+    from rich.progress import TaskID
 
 PHASES = {
     "sessions": "settling sessions",
@@ -58,7 +61,7 @@ class Bars:
             transient=True,
             disable=not enabled or not err.is_terminal,
         )
-        self.tasks: dict[str, int] = {}
+        self.tasks: dict[str, TaskID] = {}
 
     def __call__(self, phase: str, done: int, total: int | None) -> None:
         """Show `done` of `total` for `phase` (the gc and expire progress callback)."""

@@ -103,8 +103,8 @@ class Narrator:
             self.say("(no changes)")
             return
         table = Table(box=None, header_style="bold")
-        for col, justify in (("path", "left"), ("change", "left")):
-            table.add_column(col, justify=justify)
+        for col in ("path", "change"):
+            table.add_column(col, justify="left")
         table.add_column("chunks written", justify="right")
         table.add_column("chunks deleted", justify="right")
         for path, status, written, deleted in rows:

@@ -79,6 +79,7 @@ def day_frame(
 
         for batch in batches:
             for chunk in batch.column("id").to_pylist():
+                assert chunk is not None  # (spark.range has no nulls)
                 if chunk == fail_chunk:
                     raise RuntimeError(f"corrupt upstream file for spatial chunk {chunk}")
                 rows = block_rows(grid, day, chunk, revision)

@@ -11,7 +11,7 @@ import time
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -57,7 +57,7 @@ class Story:
         import zarr
 
         store = self.repo.readonly_session(ref).store
-        return zarr.open_array(store, path=array, mode="r")[region]
+        return np.asarray(zarr.open_array(store, path=array, mode="r")[region])
 
     def _ingest(self, spark: SparkSession, day: int, arrays: list[str] | None = None, **kw) -> None:
         arrays = arrays or self.cfg.arrays
@@ -93,7 +93,7 @@ class Story:
         ):
             arr = group.create_array(
                 name, shape=values.shape, dtype=values.dtype, dimension_names=[name],
-                attributes=attrs,
+                attributes=dict(attrs),
             )  # fmt: skip
             arr[:] = values
             self.written_bytes += values.nbytes
@@ -305,7 +305,7 @@ class Story:
         day = self.grid.days - 1
         branch = f"reprocess-{day_name(day)}"
         repo.create_branch(branch, at="main")
-        reprocess = {"arrays": [T2M], "branch": branch, "revision": 2}
+        reprocess: dict[str, Any] = {"arrays": [T2M], "branch": branch, "revision": 2}
         title = f"Reprocessed t2m of {day_name(day)} (upstream revision 2)"
         self._ingest(spark, day, **reprocess, kelvin_chunk=0, message=title)
         pr = repo.create_pull_request(branch, target="main", title=title, author="ingest-job")

@@ -40,7 +40,7 @@ def apply(session: Session, job: WriterJob) -> None:
     import zarr
 
     arr = zarr.open_array(session.store, path=job.array)
-    arr[job.region] = arr[job.region] + np.float32(job.delta)
+    arr[job.region] = np.asarray(arr[job.region]) + np.float32(job.delta)
 
 
 def _write(

@@ -113,7 +113,7 @@ class ManifestRange:
             part = writes.take(slice(start, start + TARGET_ENTRIES))
             yield from _concat(kept._take(slice(cuts[j], cuts[j + 1])), part)._split()
 
-    def _take(self, idx: np.ndarray) -> ManifestRange:
+    def _take(self, idx: np.ndarray | slice) -> ManifestRange:
         return ManifestRange(
             keys=self.keys[idx],
             kind=self.kind[idx],

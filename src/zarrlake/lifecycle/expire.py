@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
@@ -79,20 +79,20 @@ def cutoff_of(older_than: object, now: float) -> float:
     )
 
 
-def check_branches(ctx: RepoContext, branches: object) -> dict[str, str]:
+def check_branches(ctx: RepoContext, branches: Iterable[str] | None) -> dict[str, str]:
     """The selected branches and their heads (every branch for None)."""
     heads = ctx.refs.list(BRANCH)
     if branches is None:
         return heads
-    if isinstance(branches, str) or not all(isinstance(b, str) for b in branches):  # type: ignore[union-attr]
+    if isinstance(branches, str) or not all(isinstance(b, str) for b in branches):
         raise InvalidInputError(f"branches must be a list of branch names, not {branches!r}")
     tags = ctx.refs.list(TAG)
-    for name in branches:  # type: ignore[union-attr]
+    for name in branches:
         if name in tags and name not in heads:
             raise InvalidInputError(f"{name!r} is a tag; tags never expire (give a branch)")
         if name not in heads:
             raise RefNotFoundError(f"branch {name!r} does not exist")
-    return {b: heads[b] for b in branches}  # type: ignore[union-attr]
+    return {b: heads[b] for b in branches}
 
 
 def protected(ctx: RepoContext, selected: dict[str, str]) -> set[str]:

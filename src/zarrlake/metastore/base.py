@@ -293,8 +293,8 @@ class WrapperMetaStore(MetaStore):
         """Close the inner store."""
         self.inner.close()
 
-    @property  # type: ignore[override]
-    def remote(self) -> bool:
+    @property
+    def remote(self) -> bool:  # type: ignore[override]
         """Whether the inner store is remote."""
         return self.inner.remote
 

@@ -65,10 +65,10 @@ def parse_postgres_url(url: str) -> tuple[dict[str, str], str]:
     if not isinstance(url, str) or not url.lower().startswith(("postgresql://", "postgres://")):
         raise InvalidInputError(f"not a PostgreSQL metastore URL: {_redact(url)!r}")
     try:
-        params = psycopg.conninfo.conninfo_to_dict(url)
+        given = psycopg.conninfo.conninfo_to_dict(url)
     except psycopg.Error as e:
         raise InvalidInputError(f"invalid PostgreSQL URL {_redact(url)!r}: {e}") from None
-    params = {k: str(v) for k, v in params.items()}
+    params = {k: str(v) for k, v in given.items()}
     where = f"{params.get('host') or 'localhost'}:{params.get('port') or 5432}"
     if not params.get("dbname"):
         raise InvalidInputError(
@@ -144,6 +144,8 @@ def _adopting(first: psycopg.Connection | None) -> type[psycopg.Connection]:
 
 class PostgresMetaStore(MetaStoreBackend):
     """A metastore in one PostgreSQL table, shared by every process that opens the URL."""
+
+    _params: dict[str, Any]  # libpq parameters, psycopg's keyword arguments
 
     def __init__(self, url: str) -> None:
         self.url = url

@@ -229,7 +229,7 @@ def map_regions[R, T](
     tag = f"spark-{secrets.token_hex(8)}"
     writable = not session.read_only
 
-    def run(part: Iterator[R]) -> Iterator[tuple[str, Any]]:
+    def run(part: Iterable[R]) -> Iterator[tuple[str, Any]]:
         try:
             joined = handle.session  # once per Python worker and session, not per task
             writer = joined._engine.start_writer(tag) if writable else ""

@@ -167,7 +167,8 @@ class ArrayInfo:
             )
         chunks = array.shards or array.chunks  # the stored object is the shard
         inner = tuple(array.chunks) if array.shards else None
-        return cls(path, tuple(array.shape), tuple(chunks), tuple(dims), str(array.dtype), inner)
+        names = tuple(d for d in dims if d)  # all of them (checked above)
+        return cls(path, tuple(array.shape), tuple(chunks), names, str(array.dtype), inner)
 
 
 def open_array(session: Session, path: str, *, ref: str) -> zarr.Array:

@@ -8,6 +8,7 @@ import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import ArrayType, LongType, StringType, StructField, StructType
@@ -113,12 +114,15 @@ class ChangeReader(DataSourceReader):
         n = CHUNKS_PER_PARTITION if self.layout == CHUNKS else 100_000
         return [ChangeRun(rows[i : i + n]) for i in range(0, len(rows), n)]
 
-    def read(self, partition: ChangeRun) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The rows of one run: coordinates, change kind and the new values at TO."""
+        assert isinstance(partition, ChangeRun)  # Spark hands back what partitions() made
         info, rows = self.info, partition.rows
         if not rows:
             return
-        columns = [pa.array([c[d] for c, _ in rows], pa.int64()) for d in range(len(info.dims))]
+        columns: list[pa.Array] = [
+            pa.array([c[d] for c, _ in rows], pa.int64()) for d in range(len(info.dims))
+        ]
         columns.append(pa.array([kind for _, kind in rows], pa.string()))
         names = [*info.dims, CHANGE]
         if self.layout == CHUNKS:
@@ -126,17 +130,18 @@ class ChangeReader(DataSourceReader):
                 info.path,
                 lambda s: open_array(s, info.path, ref=self.handle.session.base_commit),
             )
-            shapes, values = [], []
+            shapes: list[list[int] | None] = []
+            values: list[pa.Array | None] = []
             for coords, kind in rows:
                 if kind == DELETED:
                     shapes.append(None)
                     values.append(None)
                     continue
-                block = array[chunk_extent(info, coords)]
+                block = np.asarray(array[chunk_extent(info, coords)])
                 shapes.append(list(block.shape))
                 values.append(pa.array(block.reshape(-1).astype(info.spark_dtype, copy=False)))
             columns.append(pa.array(shapes, pa.list_(pa.int64())))
-            value_type = pa.list_(pa.from_numpy_dtype(info.spark_dtype))
+            value_type = pa.list_(pa.from_numpy_dtype(np.dtype(info.spark_dtype)))
             columns.append(
                 pa.array([None if v is None else v.to_numpy() for v in values], value_type)
             )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
@@ -26,10 +27,10 @@ def _copy_task(
     url: str,
     options: dict,
     workers: int,
-) -> object:
+) -> Callable[[Iterable[Part]], list[tuple[int, int, int]]]:
     """The function a task runs on its parts: (chunks, bytes, virtual chunks read)."""
 
-    def run(parts: object) -> list[tuple[int, int, int]]:
+    def run(parts: Iterable[Part]) -> list[tuple[int, int, int]]:
         from zarrlake.admin.export import copy_part
         from zarrlake.connection import connect
         from zarrlake.format.snapshot import SnapshotRoot
@@ -41,7 +42,7 @@ def _copy_task(
         out = []
         try:
             with ThreadPoolExecutor(workers, thread_name_prefix="zarrlake-export") as pool:
-                for part in parts:  # type: ignore[attr-defined]
+                for part in parts:
                     out.append(
                         copy_part(ctx.objects, root, snapshot, part, dest, pool, 4 * workers)
                     )

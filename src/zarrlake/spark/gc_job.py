@@ -5,7 +5,7 @@ bookkeeping and the sweep protocol run on the driver, as in `Repo.gc`."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -74,7 +74,7 @@ def _gc(
             known.unpersist()
 
     def deleter(keys: list[str]) -> None:
-        def delete_all(part: Iterator[str]) -> None:
+        def delete_all(part: Iterable[str]) -> None:
             store = _context(spec).object_store
             for key in part:
                 store.delete(key)

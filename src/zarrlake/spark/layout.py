@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pyarrow as pa
 import zarr
+from pyspark.sql.datasource import InputPartition
 from pyspark.sql.types import ArrayType, BinaryType, LongType, StructField, StructType
 
 from zarrlake.errors import InvalidInputError
@@ -109,11 +110,13 @@ def chunk_batch(
         kind = pa.binary() if offsets[-1] < 2**31 else pa.large_binary()
         width = np.int32 if kind == pa.binary() else np.int64
         buffers = [None, pa.py_buffer(offsets.astype(width)), pa.py_buffer(flat.view(np.uint8))]
-        values = pa.Array.from_buffers(kind, len(rows), buffers)
+        values: pa.Array = pa.Array.from_buffers(kind, len(rows), buffers)
     elif offsets[-1] < 2**31:
-        values = pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(flat))
+        values = pa.ListArray.from_arrays(
+            pa.array(offsets.astype(np.int32), pa.int32()), pa.array(flat)
+        )
     else:
-        values = pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(flat))
+        values = pa.LargeListArray.from_arrays(pa.array(offsets, pa.int64()), pa.array(flat))
     batch = pa.RecordBatch.from_arrays([*dims, shapes, values], names=chunk_names(info))
     return batch.cast(arrow_schema(chunk_schema(info, binary)))
 
@@ -140,8 +143,9 @@ class ChunkReader(ZarrLakeReader):
         """The bytes per value, which the partition size is measured in."""
         return np.dtype(info.dtype).itemsize
 
-    def read(self, partition: ChunkRun) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The record batches of one run of chunks, one row per chunk."""
+        assert isinstance(partition, ChunkRun)  # Spark hands back what partitions() made
         if partition.stop <= partition.start:
             return
         array = self.array()
@@ -226,6 +230,7 @@ class ChunkSink:
         if pa.types.is_binary(values.type) or pa.types.is_large_binary(values.type):
             offsets, flat = _binary_values(values, np.dtype(self.info.dtype))
         else:
+            assert isinstance(values, pa.ListArray | pa.LargeListArray)  # the schema's list
             offsets = values.offsets.to_numpy()
             flat = values.flatten().to_numpy(zero_copy_only=False)
             offsets = offsets - int(offsets[0])
@@ -346,6 +351,7 @@ class ChunkSink:
 def _binary_values(values: pa.Array, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
     """(offsets in items, all items) of a binary column of raw little-endian C-order bytes."""
     offsets_buf, data_buf = values.buffers()[1:3]
+    assert offsets_buf is not None and data_buf is not None  # a binary array has both
     width = np.int64 if pa.types.is_large_binary(values.type) else np.int32
     offsets = np.frombuffer(offsets_buf, dtype=width)[
         values.offset : values.offset + len(values) + 1

@@ -137,8 +137,9 @@ class ZarrLakeReader(DataSourceReader):
             )
             yield chunk, box
 
-    def read(self, partition: ChunkRun) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The record batches of one run of chunks, one row per cell."""
+        assert isinstance(partition, ChunkRun)  # Spark hands back what partitions() made
         if partition.stop <= partition.start:
             return
         array = self.array()
@@ -162,7 +163,8 @@ class ZarrLakeReader(DataSourceReader):
 
     def _batch(self, parts: list[list[np.ndarray]]) -> pa.RecordBatch:
         names = [*self.info.dims, self.info.column]
-        types = [pa.int64()] * len(self.info.dims) + [pa.from_numpy_dtype(self.info.spark_dtype)]
+        types: list[pa.DataType] = [pa.int64()] * len(self.info.dims)
+        types.append(pa.from_numpy_dtype(np.dtype(self.info.spark_dtype)))
         fields = [pa.field(n, t, nullable=False) for n, t in zip(names, types, strict=True)]
         schema = pa.schema(fields)
         columns = [

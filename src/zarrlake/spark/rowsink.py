@@ -103,9 +103,14 @@ class RowSink:
             and int(lin[-1]) - int(lin[0]) == n - 1
             and (n == 1 or bool(np.all(np.diff(lin) == 1)))
         )
-        if ordered and self._run_len and int(lin[0]) == self._run_start + self._run_len:
+        if (
+            ordered
+            and lin is not None
+            and self._run_len
+            and int(lin[0]) == self._run_start + self._run_len
+        ):
             self._extend(values, n)
-        elif ordered:
+        elif ordered and lin is not None:
             self._end_run()
             self._run_start = int(lin[0])
             self._extend(values, n)

@@ -13,7 +13,7 @@ import contextlib
 from collections.abc import Iterator
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSourceStreamArrowWriter
+from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
 from zarrlake.errors import InvalidInputError, NotFoundError, SessionClosedError
 from zarrlake.spark import options as opts
@@ -66,7 +66,8 @@ class ZarrLakeStreamWriter(DataSourceStreamArrowWriter):
 
     # executors --------------------------------------------------------------------------
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> WrittenChunks:
+    # pyspark's own DataSourceStreamArrowWriter.write narrows the base's Iterator[Row]
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WrittenChunks:  # type: ignore[override]
         """Write one task's rows of a micro-batch into the batch's open session."""
         repo = self._repo()
         pending = self._pending(repo)
@@ -87,7 +88,7 @@ class ZarrLakeStreamWriter(DataSourceStreamArrowWriter):
         return None
 
     @keep_conflicts
-    def commit(self, messages: list[WrittenChunks | None], batchId: int) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Commit the micro-batch's session (once: a replayed batch is abandoned).
 
         The commit records the stream id and batch id, so a restarted query recognises batches it
@@ -115,7 +116,7 @@ class ZarrLakeStreamWriter(DataSourceStreamArrowWriter):
         finally:
             self.open_session()
 
-    def abort(self, messages: list[WrittenChunks | None], batchId: int) -> None:
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Abandon the micro-batch's session and open a fresh one for the retry."""
         repo = self._repo()
         pending = self._pending(repo)

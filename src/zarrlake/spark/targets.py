@@ -6,7 +6,7 @@ duplicates)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -163,7 +163,8 @@ def _check_dims(data: list[ArrayInfo], coords: list[ArrayInfo]) -> None:
 def _check_matches(array: zarr.Array, path: str, options: Mapping[str, str], append) -> None:
     """Options shape, chunks, dims and dtype given for an existing array must describe it
     (the shape along append_dim excepted): InvalidInputError naming both otherwise."""
-    dims = list(array.metadata.dimension_names or [])
+    meta = array.metadata
+    dims = list(meta.dimension_names or []) if meta.zarr_format == 3 else []
     have: dict[str, object] = {
         "shape": tuple(array.shape),
         "chunks": tuple(array.chunks),
@@ -203,7 +204,7 @@ def _shown(value: object) -> str:
 
 
 def check_write_schema(
-    schema: StructType, infos: list[ArrayInfo], coords: list[ArrayInfo] = ()
+    schema: StructType, infos: list[ArrayInfo], coords: Sequence[ArrayInfo] = ()
 ) -> None:
     """The DataFrame must have an integer column per dimension and a value column per array
     whose type casts to the array's dtype without changing kind."""

@@ -8,7 +8,7 @@ import dataclasses
 import itertools
 import pickle
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -53,7 +53,7 @@ class WrittenChunks(WriterCommitMessage):
     error: TaskError | None = None
 
 
-def accept(session: Session, tag: str, messages: list[WrittenChunks | None]) -> None:
+def accept(session: Session, tag: str, messages: Sequence[WrittenChunks | None]) -> None:
     """Count the writes of the task attempts Spark committed (those whose messages arrived),
     and nothing of failed or speculative attempts."""
     session._engine.accept_writers(tag, [m.writer for m in messages if m is not None and m.writer])
@@ -94,7 +94,8 @@ class ZarrLakeWriter(DataSourceArrowWriter):
 
     # executors --------------------------------------------------------------------------
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> WrittenChunks:
+    # pyspark's own DataSourceArrowWriter.write narrows DataSourceWriter's Iterator[Row]
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WrittenChunks:  # type: ignore[override]
         """Write one task's rows into the job's session; the message says what it wrote (or
         the zarrlake error it met: the task itself does not fail)."""
         return write_batches(self.session, self.tag, self.opened(), self.targets, iterator)
@@ -107,7 +108,7 @@ class ZarrLakeWriter(DataSourceArrowWriter):
     # driver -----------------------------------------------------------------------------
 
     @keep_conflicts
-    def commit(self, messages: list[WrittenChunks | None]) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """One repository commit for the whole job: unless a task met an error or two tasks
         wrote one chunk; the arrays grown along append_dim and the coordinate arrays written
         first."""
@@ -120,7 +121,7 @@ class ZarrLakeWriter(DataSourceArrowWriter):
                 session.abandon()
             raise
 
-    def abort(self, messages: list[WrittenChunks | None]) -> None:
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """A task failed or the job was cancelled: abandon the session; the branch is
         untouched."""
         with contextlib.suppress(SessionClosedError, NotFoundError):
@@ -128,13 +129,13 @@ class ZarrLakeWriter(DataSourceArrowWriter):
 
 
 def finish(
-    session: Session, targets: Targets, tag: str, messages: list[WrittenChunks | None]
+    session: Session, targets: Targets, tag: str, messages: Sequence[WriterCommitMessage | None]
 ) -> None:
     """The driver's part of a job before its commit: raise the first error a task met; count
     the committed attempts' writes; refuse chunks two tasks wrote; store the arrays' new
     extent along append_dim; write the coordinate arrays; with replace, delete the chunks no
     task wrote."""
-    arrived = [m for m in messages if m is not None]
+    arrived = [m for m in messages if isinstance(m, WrittenChunks)]  # None: a task sent none
     raise_first([m.error for m in arrived if m.error is not None])
     accept(session, tag, arrived)
     written = _check_single_writers(targets.infos, arrived)
@@ -179,11 +180,12 @@ def _check_single_writers(
                     path, ConflictKind.WRITERS, [coords], f"written by Spark tasks {a} and {b}"
                 )
             )
-        first = listed[0]
+        one = listed[0]
+        assert one.chunks  # (made with its chunk above)
         raise ConflictError(
             listed,
-            f"chunk {first.chunks[0]} of array {first.path!r} was written by two Spark "
-            f"tasks ({first.detail[len('written by Spark tasks ') :]}) and one would lose "
+            f"chunk {one.chunks[0]} of array {one.path!r} was written by two Spark "
+            f"tasks ({one.detail[len('written by Spark tasks ') :]}) and one would lose "
             f"values ({len(listed)} chunk(s) in all); repartition rows by chunk, e.g. with "
             "zarrlake.spark.write_array",
         )

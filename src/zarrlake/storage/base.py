@@ -9,6 +9,7 @@ inner store, so a wrapper overrides only what it changes.
 
 from __future__ import annotations
 
+import builtins
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 
@@ -59,7 +60,7 @@ class ObjectStore(ABC):
         where the backend cannot tell."""
         raise ConfigurationError(f"{self!r} does not report modification times")
 
-    def delete_many(self, keys: list[str]) -> None:
+    def delete_many(self, keys: builtins.list[str]) -> None:  # (`list` is a method)
         """Remove several objects (missing ones are no error); a backend with a bulk delete
         (S3's DeleteObjects) sends them together."""
         for key in keys:
@@ -192,8 +193,8 @@ class WrapperObjectStore(ObjectStore):
         self.inner = inner
         self.url = inner.url
 
-    @property  # type: ignore[override]
-    def remote(self) -> bool:
+    @property
+    def remote(self) -> bool:  # type: ignore[override]
         """Whether the wrapped store is remote."""
         return self.inner.remote
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from cachetools import LRUCache
@@ -19,7 +19,10 @@ from zarrlake.storage.keys import check_prefix
 from zarrlake.storage.local import LocalObjectStore
 from zarrlake.storage.obstore import ObstoreObjectStore, s3_config, summarise
 
-S3_OPTIONS = {
+if TYPE_CHECKING:
+    from obstore.store import ClientConfig, RetryConfig, S3Config
+
+S3_OPTIONS: dict[str, type | tuple[type, ...]] = {
     "endpoint_url": str,
     "region": str,
     "access_key_id": str,
@@ -111,18 +114,18 @@ def open_s3(location: str, options: dict[str, Any]) -> ObjectStore:
         check_prefix(prefix)
 
     config = s3_config(options)
-    client: dict[str, Any] = {}
+    client: ClientConfig = {}
     if "allow_http" in options:
         client["allow_http"] = options["allow_http"]
     if "connect_timeout" in options:
         client["connect_timeout"] = timedelta(seconds=options["connect_timeout"])
     if "request_timeout" in options:
         client["timeout"] = timedelta(seconds=options["request_timeout"])
-    retry: dict[str, Any] = {"max_retries": options.get("max_retries", 3)}
+    retry: RetryConfig = {"max_retries": options.get("max_retries", 3)}
     retry["retry_timeout"] = timedelta(seconds=options.get("retry_timeout", 30))
     # Conditional creates go through a client that never retries at the HTTP level: a lost
     # response must surface as TransientError, not be retried into a false "already exists".
-    no_retry = {"max_retries": 0, "retry_timeout": retry["retry_timeout"]}
+    no_retry: RetryConfig = {"max_retries": 0, "retry_timeout": retry["retry_timeout"]}
     url = f"s3://{bucket}/{prefix}" if prefix else f"s3://{bucket}"
     try:
         store = _s3_client(bucket, prefix, config, client, retry)
@@ -140,7 +143,9 @@ def open_s3(location: str, options: dict[str, Any]) -> ObjectStore:
 _s3_clients: LRUCache[str, Any] = LRUCache(maxsize=32)
 
 
-def _s3_client(bucket: str, prefix: str, config: dict, client: dict, retry: dict) -> Any:
+def _s3_client(
+    bucket: str, prefix: str, config: S3Config, client: ClientConfig, retry: RetryConfig
+) -> Any:
     """One S3Store per configuration (the last 32) in a process: making one costs
     milliseconds (its HTTP client loads TLS roots), and they are safe to share."""
     key = repr((bucket, prefix, sorted(config.items()), sorted(client.items()), retry))

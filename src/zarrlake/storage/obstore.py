@@ -12,7 +12,7 @@ import os
 import re
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import obstore as obs
 from obstore.exceptions import (
@@ -36,6 +36,9 @@ from zarrlake.errors import (
 from zarrlake.storage.base import ByteRange, ObjectStoreBackend
 from zarrlake.storage.forked import Helper, Recipe
 from zarrlake.storage.keys import check_prefix
+
+if TYPE_CHECKING:
+    from obstore.store import S3Config
 
 MULTIPART_THRESHOLD = 64 * 1024 * 1024
 """Objects larger than this are uploaded in parts; smaller ones in one request (no orphaned
@@ -130,12 +133,13 @@ def _forksafe[F: Callable[..., Any]](primitive: F) -> F:
     return run  # type: ignore[return-value]
 
 
-def s3_config(options: dict[str, Any]) -> dict[str, Any]:
+def s3_config(options: dict[str, Any]) -> S3Config:
     """obstore's S3 config (region, keys, endpoint) from zarrlake's S3 storage options."""
-    config: dict[str, Any] = {"region": options.get("region", "us-east-1")}
-    for name in ("access_key_id", "secret_access_key"):
-        if name in options:
-            config[name] = options[name]
+    config: S3Config = {"region": options.get("region", "us-east-1")}
+    if "access_key_id" in options:
+        config["access_key_id"] = options["access_key_id"]
+    if "secret_access_key" in options:
+        config["secret_access_key"] = options["secret_access_key"]
     if "endpoint_url" in options:
         config["endpoint"] = options["endpoint_url"]
         config["virtual_hosted_style_request"] = False
@@ -383,7 +387,7 @@ class ObstoreObjectStore(ObjectStoreBackend):
 
     def _range(self, prefix: str, parent: str, after: str, upto: str | None) -> list[str]:
         """The keys under `prefix` greater than `after` and not greater than `upto`."""
-        keys = []
+        keys: list[str] = []
         try:
             for chunk in obs.list(self.store, parent or None, offset=after, chunk_size=LIST_CHUNK):
                 for meta in chunk:

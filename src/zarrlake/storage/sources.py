@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 import obstore as obs
@@ -25,6 +25,9 @@ from zarrlake.errors import (
     StorageError,
 )
 from zarrlake.storage.obstore import credentials_missing, no_credentials, s3_config, summarise
+
+if TYPE_CHECKING:
+    from obstore.store import ClientConfig, S3Config
 
 SCHEMES = ("file", "s3")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -64,10 +67,10 @@ def identity_of(scheme: str, meta: Any) -> str:
     return f"size={meta['size']};etag={meta['e_tag']}"
 
 
-def _s3_config(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def _s3_config(options: dict[str, Any]) -> tuple[S3Config, ClientConfig]:
     """obstore config and client options from zarrlake's S3 storage options."""
     config = s3_config(options)
-    client = {"allow_http": True} if options.get("allow_http") else {}
+    client: ClientConfig = {"allow_http": True} if options.get("allow_http") else {}
     return config, client
 
 
@@ -138,7 +141,7 @@ class SourceReader:
         """One ranged GET; the identity that comes back with the bytes must match."""
         try:
             got = obs.get(store, path, options={"range": (offset, offset + length)})
-            now = identity_of(scheme, got.meta)
+            now: str | None = identity_of(scheme, got.meta)
             data = memoryview(got.bytes()) if now == identity else memoryview(b"")
         except (ObstoreNotFound, FileNotFoundError):
             raise StaleVirtualChunkError(

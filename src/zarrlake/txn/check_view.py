@@ -59,7 +59,9 @@ class _Pinned:
         """The reference of `key` at the commit."""
         return self.overlay.lookup(key)
 
-    def read(self, key: str, byte_range: tuple[int, int | None] | None = None) -> bytes | None:
+    def read(
+        self, key: str, byte_range: tuple[int, int | None] | None = None
+    ) -> bytes | memoryview | None:
         """The bytes of `key` at the commit (a chunk read is counted)."""
         self.counter.add(key)
         return self.overlay.read(key, byte_range)

@@ -458,15 +458,17 @@ def _commit(
 
     try:
         raise_first([flushed, protected, head])  # the seal is undone below
+
         # The gc phase is read only once the seal has landed: a sweep that begins later
         # sees this session committing and keeps what a commit may reuse, one that began
         # earlier is waited for (reading it alongside the seal let both miss each other),
         # the lease renewed meanwhile. The same read settles this handle's last uploads;
         # the gather goes out with it.
-        idle, gathered = ctx.together(
-            lambda: txn.settle_flushed(hold.keep) or ctx.write_guard.wait_idle(hold.keep),
-            txn.gather,
-        )
+        def settle_and_wait() -> None:  # a settle that read the phase spares the wait
+            if not txn.settle_flushed(hold.keep):
+                ctx.write_guard.wait_idle(hold.keep)
+
+        idle, gathered = ctx.together(settle_and_wait, txn.gather)
         raise_first([idle, gathered])
         hold.keep()
         staged = cast(Gathered, gathered)
@@ -500,9 +502,9 @@ def _commit(
     except BaseException as error:
         try:
             cid = landed(ctx, hold.rec) if hold.rec.attempts else None
-        except ZarrLakeError as check:  # cannot tell: the record stays committing
+        except ZarrLakeError as unknown:  # cannot tell: the record stays committing
             error.add_note(
-                f"whether this commit landed could not be checked ({check}); session "
+                f"whether this commit landed could not be checked ({unknown}); session "
                 f"{rec.id} stays committing until that is known (its next reader decides "
                 "once this process is gone, or its lease has ended)"
             )

@@ -34,7 +34,7 @@ def check_node_change(overlay: Overlay, key: str, node_type: str) -> None:
     ref = overlay.lookup(key)
     if ref is None:
         return
-    was = node_type_of(overlay.objects.read_ref(ref, f"key {key!r}"))
+    was = node_type_of(bytes(overlay.objects.read_ref(ref, f"key {key!r}")))
     if was not in ("array", "group") or was == node_type:
         return
     below = first_key_below(overlay, key)

@@ -38,16 +38,20 @@ def _is_array(doc: bytes) -> bool:
 
 def check_byte_range(byte_range: object) -> tuple[int, int | None]:
     """A (start, end) byte range: 0 <= start, end None or >= start."""
-    ok = isinstance(byte_range, tuple) and len(byte_range) == 2
-    start, end = byte_range if ok else (None, None)  # type: ignore[misc]
-    ok = ok and isinstance(start, int) and not isinstance(start, bool) and start >= 0
-    ok = ok and (end is None or (isinstance(end, int) and not isinstance(end, bool)))
-    if not ok or (end is not None and end < start):
-        raise InvalidInputError(
-            f"byte range must be (start, end) with 0 <= start <= end (or end None), "
-            f"not {byte_range!r}"
-        )
-    return start, end  # type: ignore[return-value]
+    if isinstance(byte_range, tuple) and len(byte_range) == 2:
+        start, end = byte_range
+        if (
+            isinstance(start, int)
+            and not isinstance(start, bool)
+            and start >= 0
+            and (
+                end is None or (isinstance(end, int) and not isinstance(end, bool) and end >= start)
+            )
+        ):
+            return start, end
+    raise InvalidInputError(
+        f"byte range must be (start, end) with 0 <= start <= end (or end None), not {byte_range!r}"
+    )
 
 
 class Overlay:
@@ -246,7 +250,9 @@ class Overlay:
         with self._seen_lock:
             self._seen[key] = seen
 
-    def read(self, key: str, byte_range: tuple[int, int | None] | None = None) -> bytes | None:
+    def read(
+        self, key: str, byte_range: tuple[int, int | None] | None = None
+    ) -> bytes | memoryview | None:
         """The bytes of `key` as the session sees it (staged over base), or None if absent.
 
         A serializable session records the read, so a commit can check nobody changed the key."""
@@ -313,7 +319,7 @@ class Overlay:
                     if ref is None:
                         docs.pop(k, None)
                     else:
-                        docs[k] = self.objects.read_ref(ref, f"key {k!r}")
+                        docs[k] = bytes(self.objects.read_ref(ref, f"key {k!r}"))
         return dict(sorted(docs.items()))
 
     def list_dir(self, prefix: str = "") -> list[str]:

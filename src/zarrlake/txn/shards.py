@@ -46,8 +46,9 @@ class ShardPlanner:
             # staged, and the whole entry deleted.
             self.overlay.take_seen(key)
             gone = self.overlay.inner(key).keys() - spans.keys()
+            whole: list[Op] = [(key, None, None)]
             return (
-                [(key, None, None)]
+                whole
                 + [(inner_key(key, n), span, None) for n, span in sorted(spans.items())]
                 + [(inner_key(key, n), None, None) for n in sorted(gone)]
             )

@@ -74,8 +74,8 @@ def parts(
                 missing.add(key)
         first, since, unknown = firsts[w]
         for key in first:
-            at = shards.get(shard_key_of(key))
-            if at is None or at < since[key]:
+            last = shards.get(shard_key_of(key))
+            if last is None or last < since[key]:
                 missing.add(key)
         rec = state.writers.get(w)
         unflushed = any(m.writer == w for m in state.unflushed) or bool(rec and rec.dropped)

@@ -21,6 +21,7 @@ the block; a worker terminated before its handle was dropped is gone, and named.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
 import queue
@@ -50,11 +51,11 @@ def check_unfinished(value: object) -> Unfinished | None:
     """The policy named by `value` (None refuses); InvalidInputError naming the choices."""
     if value is None:
         return None
-    try:
-        return Unfinished(value)
-    except ValueError:
-        choices = ", ".join(repr(str(u)) for u in Unfinished)
-        raise InvalidInputError(f"unfinished must be None, {choices}, not {value!r}") from None
+    with contextlib.suppress(ValueError):
+        if isinstance(value, str):
+            return Unfinished(value)
+    choices = ", ".join(repr(str(u)) for u in Unfinished)
+    raise InvalidInputError(f"unfinished must be None, {choices}, not {value!r}")
 
 
 # finishing at process exit ---------------------------------------------------------------

@@ -184,7 +184,7 @@ def url(route: str, /, **query: Any) -> str:
     return route + ("?" + urlencode(q) if q else "")
 
 
-def _human_bytes(n: int | None) -> str:
+def _human_bytes(n: float | None) -> str:
     if n is None:
         return "-"
     for unit in ("B", "KB", "MB", "GB", "TB"):

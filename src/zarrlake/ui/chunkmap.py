@@ -155,7 +155,8 @@ def shard_lines(m: dict, per_shard: tuple[int, ...]) -> None:
         step = per / block
         if dim is None or step <= 1:
             continue
-        k, lines = 1, []
+        k = 1
+        lines: list[float] = []
         while k * step < cells and len(lines) < MAX_SIDE:
             lines.append(round(k * step, 3))
             k += 1

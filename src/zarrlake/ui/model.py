@@ -255,10 +255,13 @@ class Model:
 
     def virtual_chunks(self, commit_id: str, path: str, arr: zarr.Array) -> set[tuple]:
         """Grid coordinates of the chunks of `path` that are virtual at `commit_id`."""
+        from zarr.core.metadata import ArrayV3Metadata
+
         from zarrlake.vc.stats import virtual_keys
 
         prefix = f"{path}/" if path else ""
         keys = virtual_keys(self.repo._context.objects, commit_id, prefix + "c")
+        assert isinstance(arr.metadata, ArrayV3Metadata)  # zarrlake's arrays are Zarr v3
         decode = arr.metadata.chunk_key_encoding.decode_chunk_key
         return {tuple(decode(k[len(prefix) :])) for k in keys}
 
@@ -277,16 +280,19 @@ def chunk_grid(arr: zarr.Array) -> tuple[int, ...]:
 def array_info(arr: zarr.Array, path: str) -> dict:
     """What the array page shows of `arr`: shape, chunking, dtype, codecs, attributes."""
     meta = arr.metadata.to_dict()
+    names = meta.get("dimension_names")
     fill = arr.fill_value
     return {
         "path": path,
         "shape": list(arr.shape),
         "chunks": list(arr.chunks),
-        "shards": list(arr.shards) if getattr(arr, "shards", None) else None,
+        "shards": list(arr.shards) if arr.shards else None,
         "chunk_grid": list(chunk_grid(arr)),
         "dtype": str(arr.dtype),
         "fill_value": fill.item() if hasattr(fill, "item") else fill,
-        "dimension_names": list(meta.get("dimension_names") or [None] * arr.ndim),
+        "dimension_names": list(names)
+        if isinstance(names, list | tuple) and names
+        else [None] * arr.ndim,
         "codecs": meta.get("codecs", []),
         "attributes": dict(arr.attrs),
     }

@@ -159,9 +159,11 @@ def read_preview(
             f"an array of dtype {arr.dtype} cannot be drawn as an image (only bool, int, float)"
         )
     drawn = sel.drawn
-    ranges = [sel.items[d] for d in drawn]
+    ranges = [it for it in sel.items if isinstance(it, tuple)]  # the drawn ones, in order
     idx = sample_indices(ranges, [chunk_shape[d] for d in drawn], max_pixels, max_chunks)
-    selection = tuple(idx[drawn.index(d)] if d in drawn else it for d, it in enumerate(sel.items))
+    selection = tuple(
+        idx[drawn.index(d)] if isinstance(it, tuple) else it for d, it in enumerate(sel.items)
+    )
     data = np.asarray(arr.get_orthogonal_selection(selection), dtype=np.float64)
     if len(drawn) == 1:
         data = data.reshape(1, -1)
@@ -171,7 +173,7 @@ def read_preview(
     # Which touched chunks are stored: samples in the others show the fill value.
     fill = np.zeros(data.shape, dtype=bool)
     chunk_of = [np.asarray(a) // chunk_shape[d] for a, d in zip(idx, drawn, strict=True)]
-    fixed = {d: it // chunk_shape[d] for d, it in enumerate(sel.items) if d not in drawn}
+    fixed = {d: it // chunk_shape[d] for d, it in enumerate(sel.items) if not isinstance(it, tuple)}
     uniq = [np.unique(c) for c in chunk_of]
     grid_r = uniq[0] if len(drawn) == 2 else np.zeros(1, dtype=np.int64)
     grid_c = uniq[-1]

@@ -12,6 +12,7 @@ from zarrlake.format.snapshot import is_meta_key, node_path
 
 if TYPE_CHECKING:
     from zarr.core.chunk_key_encodings import ChunkKeyEncoding
+    from zarr.core.common import JSON
 
 
 def load_doc(doc: bytes | None) -> dict:
@@ -30,7 +31,7 @@ def is_array_doc(doc: bytes | None) -> bool:
     return load_doc(doc).get("node_type") == "array"
 
 
-DEFAULT_ENCODING = {"name": "default", "configuration": {"separator": "/"}}
+DEFAULT_ENCODING: dict[str, JSON] = {"name": "default", "configuration": {"separator": "/"}}
 
 
 class KeyNamer:

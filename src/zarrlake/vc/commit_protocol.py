@@ -165,8 +165,8 @@ def apply_changes(
     counts: list[int] = []
     for i in range(-1, len(idx)):
         if i in rebuilt:
-            for key, oid, n in rebuilt[i]:
-                first.append(key)
+            for first_key, oid, n in rebuilt[i]:
+                first.append(first_key)
                 oids.append(oid)
                 counts.append(n)
         elif i >= 0:
@@ -276,7 +276,7 @@ class CommitBuilder:
     def between(self, head: str, base: str) -> list[tuple[str, CommitRecord]]:
         """(id, record) of the commits after `base` up to `head`, newest first, as
         `ancestry`."""
-        out = []
+        out: list[tuple[str, CommitRecord]] = []
         for cid, rec in self.objects.history(head):
             if cid == base:
                 return out

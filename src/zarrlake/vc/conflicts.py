@@ -19,7 +19,7 @@ from collections import defaultdict
 import numpy as np
 
 from zarrlake.errors import Conflict, ConflictKind
-from zarrlake.format.changes import ChangeSet, NodeChangeKind
+from zarrlake.format.changes import ChangeSet, NodeChange, NodeChangeKind
 from zarrlake.format.snapshot import is_meta_key
 from zarrlake.vc.chunk_keys import KeyNamer
 
@@ -37,7 +37,7 @@ def merge_changes(sets: list[ChangeSet]) -> ChangeSet:
     keys = np.concatenate([s.keys for s in sets]) if sets else np.zeros(0, "S1")
     ops = np.concatenate([s.ops for s in sets]) if sets else np.zeros(0, np.uint8)
     uniq, idx = np.unique(keys[::-1], return_index=True)
-    nodes = {}
+    nodes: dict[str, NodeChange] = {}
     for s in sets:
         for path, change in s.nodes.items():
             prev = nodes.get(path)

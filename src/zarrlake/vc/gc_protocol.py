@@ -57,7 +57,10 @@ class GcContext(Protocol):
     meta: MetaStore
     object_store: ObjectStore
     objects: Objects
-    clock: Callable[[], float]
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        """Seconds since the epoch (read-only: RepoContext's is a dataclass field)."""
 
     def partition(self, name: str) -> str:
         """The metastore partition `name` of this repository."""
@@ -106,7 +109,7 @@ class Candidate(NamedTuple):
     key: str
     first_seen: float
     size: int | None = None
-    index: tuple[int, int, str] | None = None
+    index: tuple[int, int, str] | None = None  # type: ignore[assignment]  # shadows tuple.index
     """For a staged fragment not yet read: where its index lies (offset, length, id). What
     the fragment names (chunk objects) becomes candidates when a run reads it."""
     listed: bool = False

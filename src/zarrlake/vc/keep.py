@@ -111,7 +111,7 @@ class _Keeper:
         landing included: a sweep in the lapse may have deleted an object it reused)."""
         ctx = self.ctx
         got = ctx.meta.get(self.part, self.key) if self.key is not None else None
-        if got is not None and got[1] == self.version:
+        if got is not None and self.key is not None and got[1] == self.version:
             doc = {**self.doc, "until": ctx.clock() + KEEP_TTL}
             try:
                 self.version = ctx.meta.set_if(

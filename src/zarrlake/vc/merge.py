@@ -103,8 +103,10 @@ class History:
         """The changes taking `other`'s side (against `base`) onto `head`, and the nodes
         they move."""
         head_root, base_root, other_root = self.root(head), self.root(base), self.root(other)
-        moves = (self._moves(base, head, base_root, head_root),)
-        moves += (self._moves(base, other, base_root, other_root),)
+        moves = (
+            self._moves(base, head, base_root, head_root),
+            self._moves(base, other, base_root, other_root),
+        )
         result = three_way(self.objects, base_root, head_root, other_root, moves)
         changes = result.changes
         if result.conflicts:

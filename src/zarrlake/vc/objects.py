@@ -47,7 +47,7 @@ PARALLEL_WRITE_BYTES = 4 << 20
 Blob = tuple[str, bytes]
 """An object key and the bytes to store under it."""
 
-PREFIXES = {
+PREFIXES: dict[type[ManifestRange | SnapshotRoot | ChangeSet | CommitRecord], str] = {
     ManifestRange: "manifests",
     SnapshotRoot: "snapshots",
     ChangeSet: "changes",

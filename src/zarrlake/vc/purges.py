@@ -19,9 +19,11 @@ deduplicated write) learns that its address was retired (`Objects.store_chunk`).
 
 from __future__ import annotations
 
+import builtins
 import json
 import secrets
 import threading
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 
 from zarrlake.errors import CorruptionError, NotFoundError
@@ -68,7 +70,7 @@ def trailer(purge_id: str) -> bytes:
     return TRAILER + purge_id.encode() + b"\n"
 
 
-def has_trailer(data: bytes | memoryview) -> bool:
+def has_trailer(data: bytes | bytearray | memoryview) -> bool:
     """Whether a purge already appended its trailer to these object bytes."""
     return bytes(data[-64:]).rfind(TRAILER) >= 0
 
@@ -113,14 +115,14 @@ class PurgeRecord:
     """How many digest and range records follow it."""
     extra: dict = field(default_factory=dict)
 
-    def encode(self) -> bytes:
+    def encode(self) -> builtins.bytes:  # (`bytes` is a field here)
         """The record as stored (JSON)."""
         doc = asdict(self)
         doc.pop("extra")
         return json.dumps({**self.extra, **doc}, sort_keys=True).encode()
 
     @classmethod
-    def decode(cls, data: bytes) -> PurgeRecord:
+    def decode(cls, data: builtins.bytes) -> PurgeRecord:
         """A stored record; fields a later version added are kept as they are."""
         try:
             doc = json.loads(data)
@@ -174,8 +176,8 @@ class PurgeRecords:
         return PurgeRecord.decode(got[0])
 
     def save(
-        self, record: PurgeRecord, digests: list[bytes] = (), spans: list[Span] = ()
-    ) -> PurgeRecord:  # type: ignore[assignment]
+        self, record: PurgeRecord, digests: Sequence[bytes] = (), spans: Sequence[Span] = ()
+    ) -> PurgeRecord:
         """Store `record` with its digests and ranges (given on the first save only): the
         batches first, the record last, so a record found always has its lists."""
         if digests or spans:
@@ -197,21 +199,21 @@ class PurgeRecords:
         self.meta.set_many(self.partition, [(self._key(record.id), record.encode())])
         return record
 
-    def digests(self, record: PurgeRecord) -> list[bytes]:
+    def digests(self, record: PurgeRecord) -> builtins.list[bytes]:  # (`list` is a method)
         """The chunk-object digests purge `record` retired."""
         out: list[bytes] = []
         for _, v, _ in self.meta.scan(self.partition, prefix=self._key(record.id, "/d/")):
             out.extend(v[i : i + 32] for i in range(0, len(v), 32))
         return out
 
-    def spans(self, record: PurgeRecord) -> list[Span]:
+    def spans(self, record: PurgeRecord) -> builtins.list[Span]:
         """The ranges of shared objects purge `record` zeroed."""
         out: list[Span] = []
         for _, v, _ in self.meta.scan(self.partition, prefix=self._key(record.id, "/r/")):
             out.extend((k, o, ln, bytes.fromhex(d)) for k, o, ln, d in json.loads(v))
         return out
 
-    def raw(self, record: PurgeRecord) -> list[tuple[bytes, bytes]]:
+    def raw(self, record: PurgeRecord) -> builtins.list[tuple[bytes, bytes]]:
         """Every stored row of `record` (its batches, then itself), to copy elsewhere."""
         rows = [
             (k, v) for k, v, _ in self.meta.scan(self.partition, prefix=self._key(record.id, "/"))

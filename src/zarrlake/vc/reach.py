@@ -9,7 +9,7 @@ only the new objects.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -65,7 +65,7 @@ def committed_refs(objects: Objects, commit_id: str) -> set[str]:
     commit is reachable they are live; once not, they are found through it (a dropped ref
     registers it, expire marks it), so they need no candidate record of their own."""
     rec = objects.read_commit(commit_id)
-    ranges = objects.read(SnapshotRoot, rec.snapshot).ranges.ids
+    ranges: Sequence[str] = objects.read(SnapshotRoot, rec.snapshot).ranges.ids
     if rec.parents:
         parent = objects.read_commit(rec.parents[0])
         old = set(objects.read(SnapshotRoot, parent.snapshot).ranges.ids)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterator
 
 import numpy as np
@@ -63,7 +64,7 @@ class SnapshotView:
                 pieces.append(r.take(part))
         return pieces
 
-    def _ranges_between(self, start: bytes, stop: bytes | None) -> range:
+    def _ranges_between(self, start: bytes, stop: bytes | None) -> builtins.range:
         idx = self.root.ranges
         if not len(idx):
             return range(0)

@@ -61,7 +61,7 @@ def squashed(objects: Objects, branch: str, head: str, since: str) -> Squashed:
     `since` is the head or not on that history."""
     if since == head:
         raise InvalidInputError(f"nothing to squash: {since[:12]} is the head of {branch!r}")
-    commits = []
+    commits: list[tuple[str, CommitRecord]] = []
     for cid, rec in objects.history(head):
         if cid == since:
             return Squashed(since, head, commits)

@@ -36,10 +36,10 @@ class ChunkDecoder:
 
     def _array(self, items: list[tuple[str, bytes | memoryview]]) -> zarr.Array:
         import zarr
-        from zarr.core.buffer import cpu
+        from zarr.core.buffer import Buffer, cpu
         from zarr.storage import MemoryStore
 
-        held = {f"{self.path}/zarr.json": cpu.Buffer.from_bytes(self._doc)}
+        held: dict[str, Buffer] = {f"{self.path}/zarr.json": cpu.Buffer.from_bytes(self._doc)}
         held |= {key: cpu.Buffer.from_bytes(bytes(data)) for key, data in items}
         return zarr.open_array(MemoryStore(held, read_only=True), path=self.path, mode="r")
 
@@ -50,7 +50,10 @@ class ChunkDecoder:
         not decode, or None when all do."""
         if not items:
             return None
+        from zarr.core.metadata import ArrayV3Metadata
+
         arr = self._array(items)
+        assert isinstance(arr.metadata, ArrayV3Metadata)  # zarrlake's arrays are Zarr v3
         decode_key = arr.metadata.chunk_key_encoding.decode_chunk_key
         for key, _ in items:
             coords = decode_key(key[len(self.path) + 1 :])
@@ -100,7 +103,7 @@ def find_undecodable(session: Session, path: str, batch_size: int = 256) -> Zarr
     doc = session.read(f"{path}/zarr.json")
     if doc is None:
         return None
-    decoder = ChunkDecoder(path, doc)
+    decoder = ChunkDecoder(path, bytes(doc))
     chunks = virtual_chunks(session, path)
     objects = session._engine.context.objects
     for i in range(0, len(chunks), batch_size):

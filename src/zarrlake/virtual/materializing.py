@@ -38,6 +38,7 @@ def materialize(session: Session, path: str) -> int:
     doc = session.read(f"{path}/zarr.json") if isinstance(path, str) and path else None
     if doc is None:
         raise NotFoundError(f"no array at {path!r}")
+    doc = bytes(doc)  # (a document is bytes already: not copied)
     if json.loads(doc).get("node_type") != "array":
         raise InvalidInputError(f"{path!r} is a group, not an array")
     decoder, held = ChunkDecoder(path, doc), Held()
@@ -57,11 +58,11 @@ def materialize(session: Session, path: str) -> int:
         held.keep(datas)
     for i in range(0, len(virtual), BATCH):  # all decode: store them (read again if not held)
         batch = virtual[i : i + BATCH]
-        datas = held.batch(i // BATCH)
-        if datas is None:
-            datas = objects.map(lambda kr: objects.read_ref(kr[1], f"key {kr[0]!r}"), batch)
-            check_batch(decoder, batch, datas)
-        session.write_many([(k, d) for (k, _), d in zip(batch, datas, strict=True)])
+        got = held.batch(i // BATCH)
+        if got is None:
+            got = objects.map(lambda kr: objects.read_ref(kr[1], f"key {kr[0]!r}"), batch)
+            check_batch(decoder, batch, got)
+        session.write_many([(k, bytes(d)) for (k, _), d in zip(batch, got, strict=True)])
     return len(virtual)
 
 

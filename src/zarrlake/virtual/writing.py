@@ -55,13 +55,13 @@ def _existing(session: Session, prefix: str) -> dict[str, Any] | None:
     raw = session.read(_key(prefix, "zarr.json"))
     if raw is None:
         return None
-    if json.loads(raw).get("node_type") != "group":
+    if json.loads(bytes(raw)).get("node_type") != "group":
         raise InvalidInputError(f"{prefix or '/'} is an array, not a group")
     out = {}
     for name in session.list_dir(prefix):
         doc = session.read(_key(prefix, f"{name}/zarr.json"))
         if doc is not None:
-            out[name] = json.loads(doc)
+            out[name] = json.loads(bytes(doc))
     return out
 
 
@@ -178,10 +178,14 @@ def write_dataset(
             plan.add_array(name, arr, list(arr.shape), (0,) * len(arr.shape), ds.sources)
         appended = None
     # Checked; now write: coordinates through xarray, then documents and references.
-    target = {"group": plan.prefix or None, "zarr_format": 3, "consolidated": False}
+    into = plan.prefix or None
     if appended is None:
-        _coords_dataset(ds, list(ds.coords)).to_zarr(session.store, mode="a", **target)
+        _coords_dataset(ds, list(ds.coords)).to_zarr(
+            session.store, mode="a", group=into, zarr_format=3, consolidated=False
+        )
     elif appended:
-        _coords_dataset(ds, appended).to_zarr(session.store, append_dim=append_dim, **target)
+        _coords_dataset(ds, appended).to_zarr(
+            session.store, append_dim=append_dim, group=into, zarr_format=3, consolidated=False
+        )
     session.write_many(plan.docs + plan.inlined)
     session._engine.stage(list(plan.refs))

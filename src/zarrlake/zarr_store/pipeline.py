@@ -30,7 +30,7 @@ class SessionPipeline(BatchedCodecPipeline):
 
     async def read(
         self, batch_info: Iterable[Any], out: Any, drop_axes: tuple[int, ...] = ()
-    ) -> Any:  # type: ignore[override]
+    ) -> Any:
         """zarr's read; a chunk of a session store that does not decode raises
         UndecodableChunkError naming it."""
         batch = list(batch_info)
@@ -46,7 +46,7 @@ class SessionPipeline(BatchedCodecPipeline):
 
     async def write(
         self, batch_info: Iterable[Any], value: Any, drop_axes: tuple[int, ...] = ()
-    ) -> None:  # type: ignore[override]
+    ) -> None:
         """zarr's write, then each session store written to hears that it is done."""
         batch = list(batch_info)
         await super().write(batch, value, drop_axes)

@@ -95,10 +95,10 @@ class StoreSession(Protocol):
     def spec(self) -> object:
         """The repository spec, which makes the store picklable."""
 
-    def read(self, key: str) -> bytes | None:
+    def read(self, key: str) -> bytes | memoryview | None:
         """The bytes of `key` as the session sees it, or None."""
 
-    def read_ranges(self, key: str, spans: list[Span]) -> list[bytes] | None:
+    def _read_ranges(self, key: str, spans: list[Span]) -> list[bytes] | None:
         """Byte ranges of `key` as the session sees it (verified), or None if absent."""
 
     def exists(self, key: str) -> bool:
@@ -196,7 +196,7 @@ class _ReadBatcher:
     async def _read(self, key: str, items: list[tuple[Span, asyncio.Future[bytes | None]]]) -> None:
         spans = [span for span, _ in items]
         try:
-            got = await asyncio.to_thread(self.session.read_ranges, key, spans)
+            got = await asyncio.to_thread(self.session._read_ranges, key, spans)
         except BaseException as e:
             for _, f in items:
                 if not f.done():
@@ -277,7 +277,7 @@ class SessionStore(Store):
 
     # reads ------------------------------------------------------------------------------
 
-    def _get(self, key: str, byte_range: ByteRequest | None) -> bytes | None:
+    def _get(self, key: str, byte_range: ByteRequest | None) -> bytes | memoryview | None:
         if byte_range is None:
             return self.session.read(key)
         got = self.session._read_ranges(key, [_span(byte_range)])
@@ -306,6 +306,7 @@ class SessionStore(Store):
         of one key share requests."""
         span = None if byte_range is None else _span(byte_range)  # malformed: fails here
         engine = self.session._engine
+        data: bytes | memoryview | None
         answered, data = engine.peek(key)
         if not answered and span is None and self._reads_here:
             answered, data = engine.read_here(key)  # type: ignore[attr-defined]
@@ -350,7 +351,7 @@ class SessionStore(Store):
             Holding FileNotFoundError if the key is absent (as zarr's default does).
         """
         spans = [Span() if r is None else _span(r) for r in byte_ranges]
-        got = await asyncio.to_thread(self.session.read_ranges, key, spans)
+        got = await asyncio.to_thread(self.session._read_ranges, key, spans)
         if got is None:
             raise ExceptionGroup(f"{key} is absent", [FileNotFoundError(key)])
         yield [(i, prototype.buffer.from_bytes(data)) for i, data in enumerate(got)]
@@ -490,7 +491,7 @@ class SessionStore(Store):
             meta = "/".join([*parts[:n], "zarr.json"])
             doc = self.session.read(meta)
             if doc is not None:
-                docs[meta] = doc
+                docs[meta] = bytes(doc)  # (a document is bytes already: not copied)
         node, coords = KeyNamer(docs).name(key)
         text = str(error).strip().splitlines()
         reason = f"{type(error).__name__}: {text[0]}" if text else type(error).__name__

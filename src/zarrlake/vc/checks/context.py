@@ -3,7 +3,7 @@ between them) and what it answers (`Outcome`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -29,7 +29,7 @@ class Outcome:
     failing: int = 0
 
     @classmethod
-    def fail(cls, message: str, array: str | None = None, chunks: list[Coords] = ()) -> Outcome:
+    def fail(cls, message: str, array: str | None = None, chunks: Sequence[Coords] = ()) -> Outcome:
         """A failure at `chunks` of `array` (the first few kept, all counted)."""
         bad = sorted(chunks)
         return cls(False, message, array, [tuple(c) for c in bad[:SHOWN]], len(bad))

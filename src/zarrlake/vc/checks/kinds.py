@@ -7,7 +7,7 @@ import contextlib
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import Field, dataclass, fields
 from typing import Any, ClassVar
 
 import numpy as np
@@ -44,6 +44,7 @@ class Check:
     """Base of every kind: JSON with a `kind` field, and `evaluate(view) -> Outcome`."""
 
     kind: ClassVar[str]
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]  # every kind is a dataclass
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)

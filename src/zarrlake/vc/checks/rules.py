@@ -121,7 +121,9 @@ class CheckRules:
         self.meta = meta
         self.partition = partition
 
-    def add(self, name: str, check: Check, branches: tuple[str, ...] | list[str]) -> CheckRule:
+    def add(
+        self, name: str, check: Check, branches: str | tuple[str, ...] | list[str]
+    ) -> CheckRule:
         """Add the rule `name`; CheckExistsError (an AlreadyExistsError) if taken."""
         if not isinstance(check, Check):
             raise InvalidInputError(
