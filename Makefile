@@ -72,6 +72,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks docs/hooks.py
 	$(VENV)/bin/ruff format --check src tests benchmarks docs/hooks.py
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info

@@ -20,7 +20,7 @@ import pytest
 
 from zarrlake.errors import CASFailedError, ConfigurationError, InvalidInputError, ZarrLakeError
 from zarrlake.metastore import PAGE_SIZE, MetaStore, open_metastore
-from zarrlake.testing.metastore_retries import RetriedMetaStoreTests
+from zarrlake.testing.metastore_retries import RetriedMetaStoreTests, stored
 
 P = "part"
 ODD_KEYS = [b"\xff", b"ab", b"a\x00", b"", b"\x00", b"a", b"b", b"\x7f", b"\x80", b"\xff\xff"]
@@ -36,7 +36,7 @@ def keys(items) -> list[bytes]:
 def race_round(meta: MetaStore, partition: str, barrier) -> bool:
     """Read the counter, wait for every racer to have read it, then try to increment it."""
     barrier.wait()
-    value, version = meta.get(partition, b"counter")
+    value, version = stored(meta.get(partition, b"counter"))
     barrier.wait()
     try:
         meta.set_if(partition, b"counter", str(int(value) + 1).encode(), version)
@@ -107,14 +107,14 @@ class MetaStoreTests(RetriedMetaStoreTests):
         store.set(P, b"empty", b"")
         store.set(P, b"big", big)
         store.set(P, b"binary", bytes(range(256)))
-        store.set(P, b"from-bytearray", bytearray(b"xyz"))
+        store.set(P, b"from-bytearray", bytearray(b"xyz"))  # type: ignore[arg-type]  # (bytes-like)
         store.set(P, b"", b"empty key")
-        assert store.get(P, b"empty")[0] == b""
-        assert store.get(P, b"big")[0] == big
-        assert store.get(P, b"binary")[0] == bytes(range(256))
-        got = store.get(P, b"from-bytearray")[0]
+        assert stored(store.get(P, b"empty"))[0] == b""
+        assert stored(store.get(P, b"big"))[0] == big
+        assert stored(store.get(P, b"binary"))[0] == bytes(range(256))
+        got = stored(store.get(P, b"from-bytearray"))[0]
         assert got == b"xyz" and type(got) is bytes
-        assert store.get(P, b"")[0] == b"empty key"
+        assert stored(store.get(P, b""))[0] == b"empty key"
 
     def test_two_handles_share_data(self, store_url: str, store: MetaStore):
         """Two handles on one URL see each other's writes and deletes."""
@@ -215,13 +215,13 @@ class MetaStoreTests(RetriedMetaStoreTests):
         store.set("a", b"k", b"in a")
         store.set("a/b", b"k", b"in a/b")
         store.set("ab", b"k2", b"in ab")
-        assert store.get("a", b"k")[0] == b"in a"
-        assert store.get("a/b", b"k")[0] == b"in a/b"
+        assert stored(store.get("a", b"k"))[0] == b"in a"
+        assert stored(store.get("a/b", b"k"))[0] == b"in a/b"
         assert store.get("a", b"k2") is None
         assert [(k, v) for k, v, _ in store.scan("a")] == [(b"k", b"in a")]
         store.drop_partition("a")
         assert store.get("a", b"k") is None
-        assert store.get("a/b", b"k")[0] == b"in a/b"
+        assert stored(store.get("a/b", b"k"))[0] == b"in a/b"
         assert keys(store.scan("ab")) == [b"k2"]
 
     def test_set_many_writes_and_deletes(self, store: MetaStore):
@@ -231,19 +231,19 @@ class MetaStoreTests(RetriedMetaStoreTests):
         assert [(k, v) for k, v, _ in store.scan(P)] == [(b"b", b"22"), (b"c", b"3"), (b"d", b"4")]
         store.set_many(P, [])
         store.set_many(P, iter([(b"e", b"5")]))
-        assert store.get(P, b"e")[0] == b"5"
+        assert stored(store.get(P, b"e"))[0] == b"5"
 
     def test_set_many_last_write_of_a_key_wins(self, store: MetaStore):
         """A batch naming a key twice keeps its last value (or deletion)."""
         store.set_many(P, [(b"k", b"first"), (b"k", b"second"), (b"gone", b"x"), (b"gone", None)])
-        assert store.get(P, b"k")[0] == b"second"
+        assert stored(store.get(P, b"k"))[0] == b"second"
         assert store.get(P, b"gone") is None
 
     def test_set_many_gives_new_distinct_versions(self, store: MetaStore):
         """Every key a batch writes gets a new version, which `set_if` then compares against."""
         old = store.set(P, b"a", b"0")
         store.set_many(P, [(b"a", b"1"), (b"b", b"2")])
-        va, vb = store.get(P, b"a")[1], store.get(P, b"b")[1]
+        va, vb = stored(store.get(P, b"a"))[1], stored(store.get(P, b"b"))[1]
         assert len({old, va, vb}) == 3
         with pytest.raises(CASFailedError):
             store.set_if(P, b"a", b"x", old)
@@ -253,8 +253,8 @@ class MetaStoreTests(RetriedMetaStoreTests):
         """A batch with an invalid item is refused whole."""
         store.set(P, b"a", b"old")
         with pytest.raises(InvalidInputError):
-            store.set_many(P, [(b"a", b"new"), (b"b", b"2"), ("c", b"3")])
-        assert store.get(P, b"a")[0] == b"old"
+            store.set_many(P, [(b"a", b"new"), (b"b", b"2"), ("c", b"3")])  # type: ignore[list-item]
+        assert stored(store.get(P, b"a"))[0] == b"old"
         assert store.get(P, b"b") is None
 
     def test_set_many_is_atomic_to_readers(self, store_url: str, store: MetaStore):
@@ -320,7 +320,7 @@ class MetaStoreTests(RetriedMetaStoreTests):
         store.drop_partition("doomed")
         assert list(store.scan("doomed")) == []
         assert store.get("doomed", b"0") is None
-        assert store.get("kept", b"k")[0] == b"v"
+        assert stored(store.get("kept", b"k"))[0] == b"v"
         store.drop_partition("doomed")  # dropping an empty partition is fine
         store.set("doomed", b"again", b"v")
         assert keys(store.scan("doomed")) == [b"again"]
@@ -358,7 +358,7 @@ class MetaStoreTests(RetriedMetaStoreTests):
         versions.append(store.set(P, b"k", b"same"))  # same bytes, still a new version
         versions.append(store.set_if(P, b"k", b"same", versions[-1]))
         store.set_many(P, [(b"k", b"same")])
-        versions.append(store.get(P, b"k")[1])
+        versions.append(stored(store.get(P, b"k"))[1])
         store.delete(P, b"k")
         versions.append(store.set(P, b"k", b"same"))  # recreated: must not repeat an old version
         store.drop_partition(P)
@@ -393,7 +393,7 @@ class MetaStoreTests(RetriedMetaStoreTests):
         assert not errors, errors
         rounds_won = sorted(r for w in wins for r in w)
         assert rounds_won == list(range(self.race_rounds)), "each round needs one winner"
-        assert int(store.get(P, b"counter")[0]) == self.race_rounds
+        assert int(stored(store.get(P, b"counter"))[0]) == self.race_rounds
 
     @pytest.mark.parametrize("call", BAD_CALLS.values(), ids=BAD_CALLS.keys())
     def test_bad_arguments_are_invalid_input(self, store: MetaStore, call):

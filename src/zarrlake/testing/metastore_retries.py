@@ -13,6 +13,13 @@ from zarrlake.metastore import MetaStore, WrapperMetaStore
 from zarrlake.metastore.retrying import RetryingMetaStore
 from zarrlake.testing.faults import FaultyMetaStore
 
+
+def stored(got: tuple[bytes, int] | None) -> tuple[bytes, int]:
+    """(value, version) of a key the test wrote: `MetaStore.get`'s answer, present."""
+    assert got is not None
+    return got
+
+
 P = "part"
 FAST = RetryPolicy(attempts=12, base_delay=0.0005, max_delay=0.005)
 
@@ -64,7 +71,7 @@ class RetriedMetaStoreTests:
                 conflicts += 1  # would be a false conflict: nobody else writes this key
                 continue
             done += 1
-        assert int(store.get(P, b"counter")[0]) == 300
+        assert int(stored(store.get(P, b"counter"))[0]) == 300
         assert conflicts == 0
         assert faulty.errors_injected > 0 and faulty.responses_lost > 0
 
@@ -141,7 +148,7 @@ class RetriedMetaStoreTests:
         retried = RetryingMetaStore(OverwrittenAfterLanding(store), FAST)
         with pytest.raises(CASFailedError):
             retried.set_if(P, b"k", b"ours", version)
-        assert store.get(P, b"k")[0] == b"someone else"
+        assert stored(store.get(P, b"k"))[0] == b"someone else"
 
     def test_lost_delete_if_response_keeps_a_key_created_again(self, store: MetaStore):
         """A retried compare-and-delete after a lost reply never removes a key made anew."""
@@ -153,4 +160,4 @@ class RetriedMetaStoreTests:
         recreating = DeletedThenCreatedAgain(store, recreate=True)
         with pytest.raises(CASFailedError):
             RetryingMetaStore(recreating, FAST).delete_if(P, b"k", version)
-        assert store.get(P, b"k")[0] == b"someone else's"  # a plain retried delete drops it
+        assert stored(store.get(P, b"k"))[0] == b"someone else's"  # a plain retried delete drops it

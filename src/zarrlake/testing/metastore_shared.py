@@ -11,6 +11,7 @@ import warnings
 
 from zarrlake.metastore import MetaStore, open_metastore
 from zarrlake.testing.metastore import P, keys, race_round
+from zarrlake.testing.metastore_retries import stored
 
 RACE_PROCESSES = 4
 RACE_PROCESS_ROUNDS = 100
@@ -35,7 +36,7 @@ def race_process(url: str, partition: str, rounds: int, barrier, results, index:
 def _use_after_fork(meta: MetaStore) -> None:
     """Child of a fork: write with the inherited store, then close it."""
     meta.set(P, b"child", str(os.getpid()).encode())
-    assert meta.get(P, b"child")[0] == str(os.getpid()).encode()
+    assert stored(meta.get(P, b"child"))[0] == str(os.getpid()).encode()
     meta.close()  # must leave the parent's connections alone
 
 
@@ -71,7 +72,7 @@ class SharedMetaStoreTests:
         rounds_won = sorted(r for _, won, _ in reports for r in won)
         assert rounds_won == list(range(RACE_PROCESS_ROUNDS)), "each round needs exactly one winner"
         successes = sum(len(won) for _, won, _ in reports)
-        assert int(store.get(P, b"counter")[0]) == successes == RACE_PROCESS_ROUNDS
+        assert int(stored(store.get(P, b"counter"))[0]) == successes == RACE_PROCESS_ROUNDS
 
     def test_concurrent_first_opens_create_the_schema_once(self, store_url: str):
         """Many clients opening a brand-new database at once must not trip over each other."""
@@ -116,8 +117,8 @@ class SharedMetaStoreTests:
             child.kill()
             child.join()
         assert child.exitcode == 0
-        assert store.get(P, b"child")[0] == str(child.pid).encode()
+        assert stored(store.get(P, b"child"))[0] == str(child.pid).encode()
         # The parent's own connections still work after the child used and closed the store.
         for i in range(10):
             store.set(P, b"parent", str(i).encode())
-        assert store.get(P, b"parent")[0] == b"9"
+        assert stored(store.get(P, b"parent"))[0] == b"9"

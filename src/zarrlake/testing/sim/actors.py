@@ -37,6 +37,13 @@ from zarrlake.errors import (
 from zarrlake.repo import Repo
 from zarrlake.testing.sim import metadata as md
 from zarrlake.testing.sim.model import Handle, Intent, Outcome, SessionModel, Violation
+from zarrlake.vc.policies import (
+    ConflictPolicy,
+    FastForward,
+    IsolationLevel,
+    UnfinishedPolicy,
+    UnflushedPolicy,
+)
 
 if TYPE_CHECKING:
     from zarrlake.session import Session
@@ -130,6 +137,11 @@ class Actor:
 # sessions -----------------------------------------------------------------------------
 
 
+def _plain(data: bytes | memoryview | None) -> bytes | None:
+    """A read's value as bytes (a virtual chunk's comes as a memoryview)."""
+    return None if data is None else bytes(data)
+
+
 class Writing:
     """One handle on a session and the model's view of it."""
 
@@ -166,7 +178,7 @@ class Writing:
         """Read one key in the session (checked against the model); raises ZarrLakeError."""
         a = self.actor
         with a.op(f"read {key} in session {self.m.sid[:6]}"):
-            got = self.s.read(key)
+            got = _plain(self.s.read(key))
         shown = md.canonical(got) if md.is_meta(key) else got
         a.model.check_session_read(a.name, self.m, self.h, {key: shown})
         return got
@@ -223,7 +235,10 @@ class Writing:
         return True
 
     def commit(
-        self, policy: str, unflushed: str = "wait", unfinished: str | None = None
+        self,
+        policy: ConflictPolicy,
+        unflushed: UnflushedPolicy = "wait",
+        unfinished: UnfinishedPolicy | None = None,
     ) -> str | None:
         """Commit; the outcome goes to the model. Returns the commit id if acknowledged."""
         a, model = self.actor, self.actor.model
@@ -302,7 +317,7 @@ def begin_session(a: Actor, branch: str) -> Writing | None:
     """A new session on `branch` with drawn expiry and isolation; None if it could not begin."""
     repo = a.open()
     expires = a.rng.choice((timedelta(minutes=2), timedelta(hours=1), timedelta(hours=24)))
-    isolation = "serializable" if a.rng.random() < 0.15 else "snapshot"
+    isolation: IsolationLevel = "serializable" if a.rng.random() < 0.15 else "snapshot"
     try:
         with a.op(f"begin session on {branch} ({isolation}, expires in {expires})"):
             s = repo.create_session(branch, expires_in=expires, isolation=isolation)
@@ -324,10 +339,10 @@ def join(a: Actor, m: SessionModel) -> Writing | None:
     return Writing(a, s, m)
 
 
-def commit_with_retries(w: Writing, a: Actor, unflushed: str = "wait") -> None:
+def commit_with_retries(w: Writing, a: Actor, unflushed: UnflushedPolicy = "wait") -> None:
     """Commit with a drawn conflict policy, retrying a conflict up to three times."""
-    policy = a.rng.choice(("fail", "fail", "ours", "theirs"))
-    unfinished = None
+    policy: ConflictPolicy = a.rng.choice(("fail", "fail", "ours", "theirs"))
+    unfinished: UnfinishedPolicy | None = None
     for _ in range(3):
         try:
             w.commit(policy, unflushed, unfinished)
@@ -411,7 +426,11 @@ def cooperative(a: Actor) -> None:
         if a.rng.random() < 0.15:
             mine.append(a.rng.choice(a.world.keys))  # an overlap
         worker = Actor(a.world, f"{a.name}.w{i}", random.Random(a.rng.getrandbits(64)))
-        worker.start(lambda me, keys=mine: coop_worker(me, w.m, keys))
+
+        def work(me: Actor, keys: list[str] = mine) -> None:
+            coop_worker(me, w.m, keys)
+
+        worker.start(work)
         workers.append(worker)
     if a.rng.random() < 0.4:  # a driver that does not wait: its workers' writes race the seal
         a.world.sched.sleep(a.rng.choice((0.0, 0.01)))
@@ -472,7 +491,7 @@ def reader(a: Actor) -> None:
                 else:
                     s = repo.readonly_session(branch, as_of=as_of)
                     cid = s.base_commit
-                got = {k: s.read(k) for k in keys}
+                got = {k: _plain(s.read(k)) for k in keys}
             got = {k: md.canonical(v) if md.is_meta(k) else v for k, v in got.items()}
         except (NotFoundError, ExpiredHistoryError) as e:
             if cid is not None and cid in model.retained(a.world.latest())[0]:
@@ -527,8 +546,8 @@ def merger(a: Actor) -> None:
             head = model.heads.get(source)
             if head is None:
                 continue
-            policy = a.rng.choice(("fail", "fail", "ours", "theirs"))
-            ff = a.rng.choice(("allow", "never"))
+            policy: ConflictPolicy = a.rng.choice(("fail", "fail", "ours", "theirs"))
+            ff: FastForward = a.rng.choice(("allow", "never"))
             intent = Intent(a.world.new_id("m"), "merge", into, a.name, policy=policy)
             intent.source = head
             _history_op(
@@ -538,7 +557,7 @@ def merger(a: Actor) -> None:
                 partial(
                     repo.merge,
                     head,
-                    into,
+                    target=into,
                     message=intent.id,
                     on_conflict=policy,
                     fast_forward=ff,
@@ -558,7 +577,7 @@ def merger(a: Actor) -> None:
                 a,
                 intent,
                 f"revert {target[:8]} on {into}",
-                partial(repo.revert, target, into, message=intent.id),
+                partial(repo.revert, target, target=into, message=intent.id),
             )
 
 
@@ -576,7 +595,7 @@ def _toggle_ref(a: Actor, kind: str, name: str, exists: bool, known: list[str]) 
     at = a.rng.choice(known)
     intent = Intent(a.world.new_id(kind[0]), f"create-{kind}", name, a.name)
     intent.target = at
-    _history_op(a, intent, f"{kind} {name} at {at[:8]}", partial(create, name, at))
+    _history_op(a, intent, f"{kind} {name} at {at[:8]}", partial(create, name, at=at))
 
 
 def admin(a: Actor) -> None:
@@ -656,7 +675,7 @@ def expirer(a: Actor) -> None:
         a.model.expire_floor[a.name] = older
         try:
             with a.op(f"expire older_than={older:.0f}s branches={branches}"):
-                report = repo.expire(timedelta(seconds=older), branches)
+                report = repo.expire(timedelta(seconds=older), branches=branches)
             a.note(f"expired {report.commits_expired}")
             a.model.check_expire_done(a.name, a.world.clock_of(a))
         except ZarrLakeError:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from zarrlake import metastore, storage
 from zarrlake.errors import CASFailedError, NotFoundError, TransientError
@@ -116,6 +116,8 @@ class _Stops:
 class SimObjectStore(_Stops, WrapperObjectStore):
     """The object store as actors see it: every call stops at the scheduler and may get a fault."""
 
+    inner: DictObjectStore
+
     def __init__(self, inner: DictObjectStore, world: World) -> None:
         super().__init__(inner)
         self.world = world
@@ -197,7 +199,7 @@ class SimMetaStore(_Stops, WrapperMetaStore):
         shown = ", ".join(map(repr, keys[:3])) + (" ..." if len(keys) > 3 else "")
         what = f"meta.{OPS.get(call.op, call.op)} {_short(call.partition)} {shown}".rstrip()
         if call.op == "scan":
-            return iter(self._call(what, lambda: list(run()), False))  # type: ignore[return-value, arg-type]
+            return iter(self._call(what, lambda: list(cast(Iterator[Any], run())), False))
         return self._call(what, run, call.write)
 
     def close(self) -> None:

@@ -493,7 +493,7 @@ class Model:
         out: dict[str, list[set]] = {}
         drop = intent is not None and intent.unfinished != "include"
         for h in s.handles:
-            if drop and h.name in intent.gone:
+            if drop and intent is not None and h.name in intent.gone:
                 continue
             died = drop and h.process is not None and not h.process.alive
             for key in set(h.durable) | set(h.maybe):

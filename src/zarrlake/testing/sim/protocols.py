@@ -4,7 +4,6 @@ imports them to build a run), and the trace uses the scheduler (which imports th
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Protocol
 
 
@@ -44,9 +43,23 @@ class World(Protocol):
     meta_rate: Any
     meta_factory: Any
 
-    new_id: Callable[..., Any]
-    clock_of: Callable[..., Any]
-    latest: Callable[..., Any]
-    targets: Callable[..., Any]
-    after_call: Callable[..., Any]
-    deleted: Callable[..., Any]
+    def new_id(self, prefix: str) -> str:
+        """A fresh id with `prefix`, deterministic within the run."""
+
+    def clock_of(self, actor: Any) -> float:
+        """The time the clock of `actor`'s process shows now."""
+
+    def latest(self) -> float:
+        """The clock furthest ahead."""
+
+    def targets(self) -> list[str]:
+        """Commits resets, new branches and tags may point at."""
+
+    def after_call(self, actor: Any, what: str, result: object) -> None:
+        """Note what a backend call changed."""
+
+    def deleted(self, key: str, born: float | None = None) -> None:
+        """Record that the calling actor deleted `key`."""
+
+    def seal_of(self, sid: str) -> str | None:
+        """The seal session `sid`'s record carries now."""

@@ -21,6 +21,7 @@ commits to `main`.
 from __future__ import annotations
 
 import random
+from functools import partial
 from typing import TYPE_CHECKING
 
 from zarrlake.errors import (
@@ -124,7 +125,11 @@ class PullWatch:
             if rec.state not in STATES:
                 raise Violation(f"pull request #{rec.id} is in the unknown state {rec.state!r}")
             settled = before is not None and before.state in (MERGED, CLOSED)
-            if settled and (rec.state, rec.merge_commit) != (before.state, before.merge_commit):
+            if (
+                settled
+                and before is not None
+                and (rec.state, rec.merge_commit) != (before.state, before.merge_commit)
+            ):
                 raise Violation(
                     f"pull request #{rec.id} went from {before.state} "
                     f"({(before.merge_commit or '')[:12]}) to {rec.state} "
@@ -232,7 +237,11 @@ def pull_requests(a: Actor) -> None:
             pr_id = open_[0]
             if a.rng.random() < 0.4:  # a second process merges it at the same time
                 racer = Actor(a.world, f"{a.name}.m", random.Random(a.rng.getrandbits(64)))
-                racer.start(lambda me, n=pr_id: _merge(me, watch, n))
+
+                def race(me: Actor, n: int = pr_id) -> None:
+                    _merge(me, watch, n)
+
+                racer.start(race)
             _merge(a, watch, pr_id)
         elif roll < 0.93:
             head = a.model.heads.get(SOURCE)
@@ -244,7 +253,7 @@ def pull_requests(a: Actor) -> None:
                 a,
                 intent,
                 f"merge {SOURCE}@{head[:8]} into {TARGET} (no pull request)",
-                lambda h=head, m=intent.id: repo.merge(h, target=TARGET, message=m),
+                partial(repo.merge, head, target=TARGET, message=intent.id),
             )
         else:
             try:

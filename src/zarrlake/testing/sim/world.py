@@ -15,9 +15,10 @@ import secrets
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future
+from concurrent.futures import Executor, Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import stamina
 import tenacity.nap
@@ -574,7 +575,7 @@ class _Attempt:
 
 def _attempts(
     policy: retry.RetryPolicy = retry.DEFAULT_POLICY,
-    on: type[BaseException] | tuple = TransientError,
+    on: type[Exception] | tuple[type[Exception], ...] = TransientError,
 ) -> Iterator[_Attempt]:
     """`retry.attempts` as stamina's test mode (capped at 8 attempts, no waits, no random
     draws) runs it, without tenacity's machinery, which cost more than the simulated call
@@ -591,7 +592,7 @@ def _checks_marked(world: World) -> Iterator[None]:
     there. Wraps whatever `landed` is now (a planted bug's version included)."""
     inner = txn_commit.landed
 
-    def landed(ctx, rec):  # type: ignore[no-untyped-def]
+    def landed(ctx, rec):
         actor = world.sched._me() if world.sched.inside() else None
         if actor is not None:
             actor.checking += 1
@@ -642,14 +643,14 @@ def _determinism(seed: int) -> Iterator[None]:
     # stamina's test mode waits 0 s between attempts, but tenacity still calls time.sleep(0),
     # which hands the CPU away on a busy machine: its sleep returns at once instead (and
     # `_attempts` below keeps the library's retries off tenacity altogether)
-    tenacity.nap.time = _NO_SLEEP  # type: ignore[attr-defined]
+    tenacity.nap.time = _NO_SLEEP  # type: ignore[assignment]  # (a stand-in for the module)
     # a simulated handle's release does nothing (`Writes.release`), but handing it to the
     # release thread wakes a real thread at every garbage-collected session handle: the
     # thread switches cost more than the rest of the step
     release_later = writers.release_later
     writers.release_later = _release_unless_simulated
     attempts = retry.attempts
-    retry.attempts = _attempts
+    retry.attempts = _attempts  # type: ignore[assignment]  # (_Attempt stands in for stamina's)
     # a repository opened at sim:// opens its metastore in a thread while it reads the
     # config (`connection._open_meta_early`): the simulated metastore opens without a call,
     # so the thread overlapped nothing, but starting it and waiting for it cost more than
@@ -661,12 +662,12 @@ def _determinism(seed: int) -> Iterator[None]:
             yield
     finally:
         stamina.instrumentation.set_on_retry_hooks(hooks)
-        tenacity.nap.time = time  # type: ignore[attr-defined]
+        tenacity.nap.time = time
         writers.release_later = release_later
         retry.attempts = attempts
         connection.ThreadPoolExecutor = pool  # type: ignore[misc]
-        secrets.token_bytes, secrets.token_hex = saved[0], saved[1]  # type: ignore[assignment]
-        secrets.randbits, secrets.randbelow = drawn  # type: ignore[assignment]
+        secrets.token_bytes, secrets.token_hex = saved[0], saved[1]
+        secrets.randbits, secrets.randbelow = drawn
         random.setstate(saved[2])
         fragment.RECORD_MAX = saved[3]
         gc_protocol.POLL = saved[4]
@@ -732,14 +733,14 @@ def run(
     )
 
 
-class _Inline:
+class _Inline(Executor):
     """The observer's executor: everything runs at once, in turn."""
 
     def map(self, fn, *iterables, timeout=None, chunksize=1):
         return iter([fn(*args) for args in zip(*iterables, strict=False)])
 
-    def submit(self, fn, /, *args, **kwargs):
-        future: Future = Future()
+    def submit[T](self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        future: Future[T] = Future()
         future.set_result(fn(*args, **kwargs))
         return future
 
@@ -754,7 +755,7 @@ class _InlinePool:
     def __init__(self, max_workers: int | None = None, thread_name_prefix: str = "") -> None:
         pass
 
-    def submit(self, fn, /, *args, **kwargs) -> Future:  # type: ignore[no-untyped-def]
+    def submit(self, fn, /, *args, **kwargs) -> Future:
         """Run `fn` now; its result or its exception is the future's."""
         future: Future = Future()
         try:
