@@ -47,7 +47,8 @@ def record_json(rec: SessionInfo) -> dict:
         "id": rec.id,
         "branch": rec.branch,
         "base": rec.base_commit,
-        "status": rec.status,
+        "state": rec.state,
+        "status": rec.state,  # the old key, kept one release (see CHANGELOG)
         "created": iso(rec.created),
         "expires_at": iso(rec.expires_at),
         "message": rec.message,
@@ -119,7 +120,7 @@ def _list(ctx: typer.Context, branch: str | None, json_out: bool) -> None:
     from rich.table import Table
 
     table = Table(box=None, header_style="bold")
-    columns = ["session", "branch", "base", "status"]
+    columns = ["session", "branch", "base", "state"]
     columns += ["writers"] if show_writers else []
     columns += ["expires", "author", "message"]
     for col in columns:
@@ -149,7 +150,7 @@ def list_(
     json_out: JsonOpt = False,
 ) -> None:
     """List open, unexpired sessions, and those being committed or recently aborted, with
-    their status (committing since when, by which process; aborted and why).
+    their state (committing since when, by which process; aborted and why).
 
     Example: zarrlake -r ./myrepo sessions list --branch main --json
     """
@@ -164,7 +165,7 @@ def show(ctx: typer.Context, session_id: IdArg, json_out: JsonOpt = False) -> No
     """
     repo = options(ctx).open()
     rec = repo.session_info(session_id)
-    changes = repo.join_session(rec.id).changes() if rec.status == "open" else None
+    changes = repo.join_session(rec.id).changes() if rec.state == "open" else None
     writers = repo.session_writers(rec.id)
     if json_out:
         out = record_json(rec)
@@ -173,6 +174,8 @@ def show(ctx: typer.Context, session_id: IdArg, json_out: JsonOpt = False) -> No
         print_json(out)
         return
     for key, value in record_json(rec).items():
+        if key == "status":  # the JSON's old key for state
+            continue
         console.print(f"{key + ':':12} {escape(str(value if value is not None else '-'))}")
     if writers:
         console.print("\nwriters:")
@@ -229,7 +232,7 @@ def abandon(
         session = repo.join_session(session_id)
         session.abandon()
         if json_out:
-            print_json({"id": session.id, "status": "abandoned"})
+            print_json({"id": session.id, "state": "abandoned", "status": "abandoned"})
         else:
             console.print(f"Abandoned session {session.id}")
         return
