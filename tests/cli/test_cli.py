@@ -191,7 +191,7 @@ def test_sessions(repo_dir):
     listed = json.loads(ok("-r", r, "sessions", "list", "--json").stdout)
     assert [s["message"] for s in listed] == ["pending work"]
     sid = listed[0]["id"]
-    assert listed[0]["author"] == "carol" and listed[0]["state"] == "open"
+    assert listed[0]["author"] == "carol" and listed[0]["status"] == "open"
     shown = json.loads(ok("-r", r, "sessions", "show", sid, "--json").stdout)
     assert shown["id"] == sid and shown["changes"]["summary"] == []
 
@@ -204,7 +204,7 @@ def test_sessions(repo_dir):
     ok("-r", r, "sessions", "abandon", sid)
     assert json.loads(ok("-r", r, "sessions", "--json").stdout) == []
     assert "abandoned" in fails("-r", r, "sessions", "abandon", sid)
-    assert json.loads(ok("-r", r, "sessions", "show", sid, "--json").stdout)["state"] == (
+    assert json.loads(ok("-r", r, "sessions", "show", sid, "--json").stdout)["status"] == (
         "abandoned"
     )
     assert "no session 'nope'" in fails("-r", r, "sessions", "show", "nope")
@@ -218,7 +218,7 @@ def test_expired_session_is_refused(repo_dir):
     assert "expired" in fails("-r", r, "sessions", "extend", s.id, "1d")
     assert "expired" in fails("-r", r, "sessions", "abandon", s.id)
     shown = json.loads(ok("-r", r, "sessions", "show", s.id, "--json").stdout)
-    assert shown["state"] == "expired" and shown["changes"] is None
+    assert shown["status"] == "expired" and shown["changes"] is None
 
 
 def test_missing_repository_and_usage_errors(tmp_path):

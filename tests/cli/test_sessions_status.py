@@ -41,14 +41,14 @@ def test_sessions_list_shows_each_status(tmp_path):
     listed = json.loads(ok("-r", str(path), "sessions", "list", "--json").stdout)
     by_message = {s["message"]: s for s in listed}
     assert set(by_message) == {"open one", "being committed", "given up"}
-    assert by_message["open one"]["state"] == "open"
+    assert by_message["open one"]["status"] == "open"
     busy = by_message["being committed"]
-    assert busy["state"] == "committing"
+    assert busy["status"] == "committing"
     assert busy["committer"] == {"host": host, "pid": os.getpid()}
     assert busy["state"].startswith("committing since ")
     assert busy["state"].endswith(f"by pid {os.getpid()}@{host}")
     gone = by_message["given up"]
-    assert gone["state"] == "aborted" and gone["note"] == "did not finish within its lease"
+    assert gone["status"] == "aborted" and gone["note"] == "did not finish within its lease"
 
     table = ok("-r", str(path), "sessions", "list", env={"COLUMNS": "300"}).stdout
     assert "state" in table.splitlines()[0]

@@ -47,8 +47,7 @@ def record_json(rec: SessionInfo) -> dict:
         "id": rec.id,
         "branch": rec.branch,
         "base": rec.base_commit,
-        "state": rec.state,
-        "status": rec.state,  # the old key, kept one release (see CHANGELOG)
+        "status": rec.state,
         "created": iso(rec.created),
         "expires_at": iso(rec.expires_at),
         "message": rec.message,
@@ -174,7 +173,7 @@ def show(ctx: typer.Context, session_id: IdArg, json_out: JsonOpt = False) -> No
         print_json(out)
         return
     for key, value in record_json(rec).items():
-        if key == "status":  # the JSON's old key for state
+        if key == "status":  # the bare word; "state" below describes it
             continue
         console.print(f"{key + ':':12} {escape(str(value if value is not None else '-'))}")
     if writers:
@@ -232,7 +231,7 @@ def abandon(
         session = repo.join_session(session_id)
         session.abandon()
         if json_out:
-            print_json({"id": session.id, "state": "abandoned", "status": "abandoned"})
+            print_json({"id": session.id, "status": "abandoned"})
         else:
             console.print(f"Abandoned session {session.id}")
         return
