@@ -41,6 +41,7 @@ from tests.reliability.kill_workers import (
     COOP_WORKERS,
     SIDE_KEY,
     SIDES,
+    coop_stderr,
     coop_value,
 )
 from tests.reliability.workers import COUNTER_KEY, COUNTERS, _int, setup_repo
@@ -227,6 +228,7 @@ def check(
     failed: set[str] = set()
     killed: dict[str, set[int]] = {}  # cooperative session -> its workers SIGKILLed
     chose: dict[str, str] = {}  # cooperative session -> its choice for them, if refused
+    returncodes: dict[str, list[int | None]] = {}  # cooperative session -> its workers'
     for path in journals:
         for line in path.read_text().splitlines():
             kind, _, rest = line.partition(" ")
@@ -241,6 +243,9 @@ def check(
             elif kind == "K":
                 sid, workers = rest.split(" ")
                 killed[sid] = {int(w) for w in workers.split(",") if w != "-"}
+            elif kind == "R":
+                sid, codes = rest.split(" ")
+                returncodes[sid] = [int(c) if c != "None" else None for c in codes.split(",")]
             elif kind == "U":
                 sid, choice = rest.split(" ")
                 chose[sid] = choice
@@ -295,7 +300,7 @@ def check(
             for i in range(SIDES):
                 key = SIDE_KEY.format(i)
                 assert mine.read(key) == theirs.read(key), f"merge {cid} lost {key}"
-    coops = check_cooperative(repo, committed, killed, chose)
+    coops = check_cooperative(repo, committed, killed, chose, returncodes, journals[0].parent)
     assert repo.fsck() == []
     figures[f"kill soak ({backend}): cooperative commits checked"] += coops["checked"]
     figures[f"kill soak ({backend}): killed cooperative workers"] += coops["killed"]
@@ -311,7 +316,12 @@ def check(
 
 
 def check_cooperative(
-    repo: zl.Repo, committed: dict[str, str], killed: dict[str, set[int]], chose: dict[str, str]
+    repo: zl.Repo,
+    committed: dict[str, str],
+    killed: dict[str, set[int]],
+    chose: dict[str, str],
+    returncodes: dict[str, list[int | None]],
+    journals: Path,
 ) -> Counter:
     """Each committed cooperative session holds every chunk its normally ended workers
     wrote. Of a killed worker's, it holds none if the commit chose `discard`, and all or
@@ -335,7 +345,11 @@ def check_cooperative(
                 for row in rows
             ]
             if worker not in dead:
-                assert all(held), f"session {sid} lost writes of worker {worker}: {held}"
+                assert all(held), (
+                    f"session {sid} lost writes of worker {worker}: {held}; it exited "
+                    f"{returncodes.get(sid)}, chose {chose.get(sid)}, stderr: "
+                    f"{coop_stderr(journals, sid, worker).read_text()[-3000:]}"
+                )
             elif chose.get(sid) == "discard":
                 assert not any(held), f"session {sid} holds writes of killed worker {worker}"
             elif sid not in chose:  # not refused: it died before writing, or after finishing
