@@ -11,7 +11,8 @@ each. Afterwards, with the dead committers' leases recovered:
   is a session's recorded commit, once;
 - the counters hold exactly the increments of the sessions that committed (no lost update,
   no increment counted twice), and each merge commit carries its source's `side` array;
-- a cooperative session's commit holds every chunk its workers that ended normally wrote,
+- a cooperative session's commit holds every chunk its workers that ended normally wrote
+  (and no worker fails: each ends normally or by the SIGKILL),
   and none a killed worker wrote unless the commit chose `unfinished="include"`;
 - `fsck` is clean.
 
@@ -338,23 +339,33 @@ def check_cooperative(
         seen["checked"] += 1
         seen["killed"] += len(dead)
         seen["refused"] += sid in chose
+        codes = returncodes.get(sid) or [None] * COOP_WORKERS  # (unknown: driver killed)
         for worker in range(COOP_WORKERS):
             rows = range(worker * COOP_ROWS, (worker + 1) * COOP_ROWS)
             held = [
                 snap.read(COOP_KEY.format(row)) == coop_value(sid, worker, row - rows[0])
                 for row in rows
             ]
-            if worker not in dead:
+            said = f"it exited {codes[worker]}, stderr: {_stderr(journals, sid, worker)}"
+            assert codes[worker] in (0, -9, None), f"session {sid}: worker {worker} failed: {said}"
+            if worker not in dead:  # it ended normally: its exit finished its writer
                 assert all(held), (
-                    f"session {sid} lost writes of worker {worker}: {held}; it exited "
-                    f"{returncodes.get(sid)}, chose {chose.get(sid)}, stderr: "
-                    f"{coop_stderr(journals, sid, worker).read_text()[-3000:]}"
+                    f"session {sid} (chose {chose.get(sid)}) lost writes of worker {worker}: "
+                    f"{held}; {said}"
                 )
             elif chose.get(sid) == "discard":
                 assert not any(held), f"session {sid} holds writes of killed worker {worker}"
             elif sid not in chose:  # not refused: it died before writing, or after finishing
                 assert len(set(held)) == 1, f"session {sid} holds part of worker {worker}'s"
     return seen
+
+
+def _stderr(journals: Path, sid: str, worker: int) -> str:
+    """The end of what cooperative worker `worker` of session `sid` printed."""
+    try:
+        return coop_stderr(journals, sid, worker).read_text()[-3000:] or "(empty)"
+    except FileNotFoundError:
+        return "(not kept)"
 
 
 @pytest.mark.slow(seconds=40)  # each backend: handed out early, not last
