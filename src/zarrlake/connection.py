@@ -145,6 +145,9 @@ class Settings:
     """Ranged requests (parts of chunk objects, e.g. a shard's inner chunks) in flight at once."""
     read_coalesce_gap: int = 256 << 10
     """Ranges of one object at most this many bytes apart are fetched in one request."""
+    chunk_statistics: bool = True
+    """Chunk writes carry their values' statistics (count, NaN, fill, min, max, sum) into
+    the manifests, where reads and checks use them to skip chunks that cannot match."""
 
     def __post_init__(self) -> None:
         check_settings(self)
@@ -199,6 +202,10 @@ def check_settings(settings: Settings) -> None:
     ]
     for name, value, kind in values:
         if name == "flush" or (name == "flush.idle" and value is None):
+            continue
+        if kind in (bool, "bool"):
+            if not isinstance(value, bool):
+                raise InvalidInputError(f"setting {name} must be True or False, not {value!r}")
             continue
         number = (int,) if "float" not in str(kind) else (int, float)
         least = 0 if name in _ZERO_ALLOWED else 1e-9

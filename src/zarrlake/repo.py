@@ -48,6 +48,7 @@ from zarrlake.vc.squash import squash, squashed
 from zarrlake.vc.stats import RepoStats, repo_stats
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     import zarr
 
     from zarrlake.admin.clone import PullReport
@@ -491,6 +492,31 @@ class Repo:
     def stats(self, ref: str = "main") -> RepoStats:
         """Counts at `ref`: commits in its history, arrays, chunks and their bytes."""
         return repo_stats(self._ctx.objects, self.resolve(ref))
+
+    def chunk_stats(
+        self, array: str, ref: str = "main", *, as_of: datetime | None = None
+    ) -> pa.Table:
+        """The value statistics of every chunk of `array` at `ref`, read from its manifests
+        only (no chunk is read).
+
+        One row per chunk of the grid (inner chunks of a sharded array), in C order: an
+        int64 column of grid coordinates per dimension (named after the dimension, or
+        `dim_<i>`), then `count` (elements of the chunk as stored), `nan_count`,
+        `fill_count` (elements equal to the fill value), `min` and `max` (ignoring NaN, in
+        the array's dtype), `sum` (float64, ignoring NaN) and `known`. A chunk absent from
+        the manifests is all fill value; where `known` is false (written before
+        statistics, with them off, a virtual chunk) the statistics are null.
+
+        Raises
+        ------
+        NotFoundError
+            If there is no array at `array`.
+        """
+        from zarrlake.vc.statistics import array_stats
+
+        if not isinstance(array, str):
+            raise InvalidInputError(f"array must be an array path, not {array!r}")
+        return array_stats(self._ctx.objects, self.resolve(ref, as_of=as_of), array).table()
 
     # sessions -----------------------------------------------------------------------------
 

@@ -145,7 +145,7 @@ def build(
         if ref.kind == RefKind.INLINE and ref.length > INLINE_MAX:
             assert ref.data is not None
             data_parts.append(ref.data)
-            ref = ChunkRef(RefKind.LOCATION, ref.digest, ref.length, pos, location)
+            ref = ChunkRef(RefKind.LOCATION, ref.digest, ref.length, pos, location, stats=ref.stats)
             pos += ref.length
         refs.append(ref)
     writes = ManifestRange.from_refs(written, refs)

@@ -89,7 +89,9 @@ class StagedFragments:
             ref = index.writes.get(k)
             if ref is not None and rec.blob is not None and ref.location == rec.location:
                 data = rec.blob[ref.offset : ref.offset + ref.length]  # no object yet
-                return True, ChunkRef(RefKind.INLINE, ref.digest, ref.length, data=data)
+                return True, ChunkRef(
+                    RefKind.INLINE, ref.digest, ref.length, data=data, stats=ref.stats
+                )
             if ref is not None:
                 return True, ref
             if _holds(index.deletes, k):

@@ -82,6 +82,7 @@ class Transaction:
                 ctx.together,
                 ctx.clock,
                 ctx.settings.flush,
+                ctx.settings.chunk_statistics,
             )
             if self.staging is not None
             else None

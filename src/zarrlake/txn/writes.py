@@ -17,6 +17,7 @@ import secrets
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 import numpy as np
 
@@ -30,7 +31,9 @@ from zarrlake.format.blocks import TABLE_MIN
 from zarrlake.format.chunk_ref import ChunkRef, RefKind, chunk_object_key
 from zarrlake.format.fragment import FragmentRecord
 from zarrlake.format.manifest import ManifestRange
+from zarrlake.format.shard import split_inner_key
 from zarrlake.format.snapshot import is_meta_key
+from zarrlake.format.statistics import ChunkStats
 from zarrlake.txn import writers
 from zarrlake.txn.batching import GroupCommit
 from zarrlake.txn.buffer import Batch
@@ -43,6 +46,7 @@ from zarrlake.txn.uploads import UploadLog
 from zarrlake.vc.change_table import Change
 from zarrlake.vc.gc_protocol import Phase, WriteGuard
 from zarrlake.vc.objects import MANIFEST_INLINE_MAX, Objects
+from zarrlake.vc.statistics import ChunkValues, decoded_stats
 
 _BESIDE = forksafe.PerProcess(
     lambda: ThreadPoolExecutor(4, thread_name_prefix="zarrlake-beside-mark")
@@ -75,6 +79,7 @@ class Writes:
         together: Callable[..., list[object]],
         clock: Callable[[], float],
         policy: FlushPolicy,
+        statistics: bool = True,
     ) -> None:
         self.objects = objects
         self.guard = guard
@@ -86,6 +91,7 @@ class Writes:
         self.together = together
         self.clock = clock
         self.policy = policy
+        self.statistics = statistics  # chunk writes carry their values' statistics
         self.buffer = overlay.buffer
         self.shards = ShardPlanner(objects, overlay)
         self.uploads = UploadLog(objects, staging.meta, staging.partition)  # gc sees them
@@ -182,13 +188,20 @@ class Writes:
 
     # preparing ----------------------------------------------------------------------------
 
-    def prepare(self, key: str, data: bytes) -> list[Change]:
+    def prepare(self, key: str, data: bytes, values: ChunkValues | None = None) -> list[Change]:
         """Check one write and upload its bytes if they are too big to stage inline; it takes
         effect once staged (`stage`). A shard of a sharded array becomes the changes of its
-        inner chunks (txn/shards.py), so there may be several changes, or none."""
-        return self._changes_for((check_zarr_key(key), check_data(key, data)))
+        inner chunks (txn/shards.py), so there may be several changes, or none. `values`:
+        what the bytes encode, when the writer has them (their statistics are computed from
+        them; otherwise the bytes are decoded)."""
+        return self._changes_for((check_zarr_key(key), check_data(key, data)), values=values)
 
-    def _changes_for(self, item: tuple[str, bytes], digest: bytes | None = None) -> list[Change]:
+    def _changes_for(
+        self,
+        item: tuple[str, bytes],
+        digest: bytes | None = None,
+        values: ChunkValues | None = None,
+    ) -> list[Change]:
         """The changes of one checked write; `digest`, of the item's bytes if the caller
         hashed them already."""
         key, data = item
@@ -196,12 +209,17 @@ class Writes:
             return [self._change_for(item)]
         ops = self.shards.write(key, data)
         if ops is None:  # stored whole: inner chunks it replaces are deleted
-            return [self._change_for(item, digest), *self.shards.stale(key)]
+            whole = self._with_stats(self._change_for(item, digest), data, values)
+            return [whole, *self.shards.stale(key)]
         changed = sum(span[1] - span[0] for _, span, _ in ops if span is not None)
         view = memoryview(data)
         if len(data) <= self.inline_max or changed < WHOLE_SHARE * len(data):
             return [
-                (k, None) if span is None else self._change_for((k, bytes(view[slice(*span)])))
+                (k, None)
+                if span is None
+                else self._with_stats(
+                    self._change_for((k, bytes(view[slice(*span)]))), view[slice(*span)], values
+                )
                 for k, span, _ in ops
             ]
         _, shard = self._change_for(item, digest)  # one object; inner chunks are its ranges
@@ -212,12 +230,35 @@ class Writes:
             if span is None:
                 out.append((k, None))
                 continue
+            part = view[slice(*span)]
             if digest is None:
-                digest = self.objects.digest(view[slice(*span)])
-            out.append(
-                (k, ChunkRef(RefKind.LOCATION, digest, span[1] - span[0], span[0], location))
-            )
+                digest = self.objects.digest(part)
+            ref = ChunkRef(RefKind.LOCATION, digest, span[1] - span[0], span[0], location)
+            out.append(self._with_stats((k, ref), part, values))
         return out
+
+    def _with_stats(
+        self, change: Change, data: bytes | memoryview, values: ChunkValues | None
+    ) -> Change:
+        """`change` (a chunk written) with the statistics of its values, from `values` when
+        the writer gave them, else from its bytes decoded (none: not a chunk of a numeric
+        array, bytes its codecs cannot decode, or Settings.chunk_statistics off)."""
+        key, ref = change
+        if ref is None or not self.statistics:
+            return change
+        stats = self._stats_of(key, data, values)
+        return change if stats is None else (key, replace(ref, stats=stats))
+
+    def _stats_of(
+        self, key: str, data: bytes | memoryview, values: ChunkValues | None
+    ) -> ChunkStats | None:
+        inner = split_inner_key(key)
+        if values is not None:
+            stats = values.stats() if inner is None else values.inner_stats(inner[1], data)
+            if stats is not None:
+                return stats
+        doc = self.overlay.array_doc(key if inner is None else inner[0])
+        return None if doc is None else decoded_stats(doc, data, inner is not None)
 
     def _change_for(self, item: tuple[str, bytes], digest: bytes | None = None) -> Change:
         key, data = item
