@@ -70,6 +70,7 @@ _LAZY = {
     "WriterInfo": "zarrlake.txn.writers",
     "Problem": "zarrlake.vc.fsck",
     "ExpiredHistory": "zarrlake.vc.fsck",
+    "select": "zarrlake.query",
 }
 """Public names whose modules import zarr and numpy: loaded on first use, so a command line
 that needs none of them (`zarrlake --help`) starts fast."""
@@ -89,6 +90,7 @@ if TYPE_CHECKING:  # what type checkers see of the lazy names; nothing is import
     from zarrlake.lifecycle.expire import ExpireReport as ExpireReport
     from zarrlake.lifecycle.gc import GcReport as GcReport
     from zarrlake.pulls import PullRequest as PullRequest
+    from zarrlake.query import select as select
     from zarrlake.repo import Commit as Commit
     from zarrlake.repo import Repo as Repo
     from zarrlake.repo import RepoStats as RepoStats

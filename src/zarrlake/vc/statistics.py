@@ -24,7 +24,7 @@ import numpy as np
 from zarrlake.errors import InvalidInputError, NotFoundError
 from zarrlake.format import statistics as sf
 from zarrlake.format.manifest import ManifestRange
-from zarrlake.format.shard import SEP
+from zarrlake.format.shard import SEP, inner_key
 from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.format.statistics import STATS, ChunkStats
 from zarrlake.vc.chunk_keys import is_array_doc
@@ -391,6 +391,44 @@ def array_stats(objects: Objects, commit_id: str, path: str) -> ArrayStats:
         raise NotFoundError(f"no array {path!r} at commit {commit_id[:12]}")
     view = SnapshotView(objects, root, snapshot)
     return read(path, doc, view.entries_under(f"{path}/".encode() if path else b""))
+
+
+def records_at(
+    view: SnapshotView, path: str, layout: ArrayLayout, coords: Sequence[Sequence[int]]
+) -> np.ndarray:
+    """The records of the chunks of array `path` at grid `coords` in snapshot `view`, each
+    looked up by its key (a change's chunks, without reading the array's other entries):
+    fill for a chunk with no entry, unknown where statistics are unknown or stale."""
+    prefix = f"{path}/" if path else ""
+    fill = of_fill(layout.kind, layout.fill, layout.size)
+    out = np.zeros(len(coords), STATS)
+    per = layout.per_shard
+    for i, c in enumerate(coords):
+        if per is None:
+            ref = view.get(prefix + layout.encoding.encode_chunk_key(tuple(c)))
+            whole = False
+        else:
+            shard = prefix + layout.encoding.encode_chunk_key(
+                tuple(k // p for k, p in zip(c, per, strict=True))
+            )
+            ref = view.get(
+                inner_key(shard, ".".join(str(k % p) for k, p in zip(c, per, strict=True)))
+            )
+            whole = ref is None and view.get(shard) is not None  # stored whole: unknown
+        if ref is None:
+            if not whole:
+                out[i] = fill[0]
+        elif ref.stats is not None:
+            out[i] = ref.stats
+    out[~usable(layout, out)] = np.zeros(1, STATS)
+    return out
+
+
+def inside(layout: ArrayLayout, coords: Sequence[int]) -> int:
+    """Elements of unit chunk `coords` inside the array's shape."""
+    return math.prod(
+        max(0, min(u, s - k * u)) for k, u, s in zip(coords, layout.unit, layout.shape, strict=True)
+    )
 
 
 def read(path: str, doc: bytes, pieces: list[ManifestRange]) -> ArrayStats:
