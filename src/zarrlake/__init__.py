@@ -71,6 +71,7 @@ _LAZY = {
     "Problem": "zarrlake.vc.fsck",
     "ExpiredHistory": "zarrlake.vc.fsck",
     "select": "zarrlake.query",
+    "BackfillReport": "zarrlake.vc.backfill",
 }
 """Public names whose modules import zarr and numpy: loaded on first use, so a command line
 that needs none of them (`zarrlake --help`) starts fast."""
@@ -97,6 +98,7 @@ if TYPE_CHECKING:  # what type checkers see of the lazy names; nothing is import
     from zarrlake.repo import SessionInfo as SessionInfo
     from zarrlake.session import Session as Session
     from zarrlake.txn.writers import WriterInfo as WriterInfo
+    from zarrlake.vc.backfill import BackfillReport as BackfillReport
     from zarrlake.vc.diff import Diff as Diff
     from zarrlake.vc.fsck import ExpiredHistory as ExpiredHistory
     from zarrlake.vc.fsck import Problem as Problem

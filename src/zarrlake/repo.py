@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from zarrlake.lifecycle.gc import GcReport
     from zarrlake.pulls import PullRequest
     from zarrlake.session import Session
+    from zarrlake.vc.backfill import BackfillReport
     from zarrlake.vc.checks.kinds import Check
     from zarrlake.vc.checks.rules import CheckRule
     from zarrlake.vc.checks.run import CheckResult
@@ -517,6 +518,45 @@ class Repo:
         if not isinstance(array, str):
             raise InvalidInputError(f"array must be an array path, not {array!r}")
         return array_stats(self._ctx.objects, self.resolve(ref, as_of=as_of), array).table()
+
+    def backfill_chunk_stats(
+        self,
+        array: str,
+        branch: str = "main",
+        *,
+        message: str | None = None,
+        author: str | None = None,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> BackfillReport:
+        """Give the chunks of `array` on `branch` that lack statistics theirs (chunks
+        written before statistics, with `Settings.chunk_statistics` off, or virtual ones):
+        each is read and decoded, and the statistics are committed in one commit that
+        changes no chunk and no document. `on_progress(done, total)` follows the reads.
+
+        Raises
+        ------
+        NotFoundError
+            If there is no array at `array` on the branch.
+        ProtectedBranchError
+            If a protection rule forbids direct commits to the branch (backfill a branch
+            made from it and merge that).
+        """
+        from zarrlake.vc.backfill import backfill
+
+        if not isinstance(array, str):
+            raise InvalidInputError(f"array must be an array path, not {array!r}")
+        check_ref_name(branch, "branch")
+        Protection(self._ctx.meta, self._ctx.refs.partition).check_direct_commit(branch)
+        path = array.strip("/")
+        with needs_branch(self._ctx.refs, self._ctx.objects, branch, "session"):
+            return backfill(
+                self._history("backfill"),
+                branch,
+                path,
+                message=message or f"Backfill chunk statistics of {path}",
+                author=author,
+                on_progress=on_progress,
+            )
 
     # sessions -----------------------------------------------------------------------------
 
