@@ -11,6 +11,7 @@ import sys
 import uuid
 from pathlib import Path
 
+import pytest
 import zarr
 
 import zarrlake as zl
@@ -20,9 +21,11 @@ from tests.helpers.examples import code_blocks, filled, pages, run_script, snipp
 EXAMPLES = [
     ("README.md", "sh", "Quick start"),
     ("README.md", "python", "Quick start"),
+    ("docs/concepts.md", "python", "When a worker or the committer dies"),
     ("docs/concepts.md", "python", "Merging branches"),
     ("docs/getting-started.md", "sh", "A first repository"),
     ("docs/how-to/dask.md", "python", "Dask"),
+    ("docs/how-to/dask.md", "python", "When a worker dies"),
     ("docs/how-to/deployment.md", "python", "One machine"),
     ("docs/how-to/deployment.md", "python", "Many machines, one bucket"),
     ("docs/how-to/deployment.md", "python", "Many machines with PostgreSQL"),
@@ -35,6 +38,7 @@ EXAMPLES = [
     ("docs/how-to/managing-data.md", "python", "Purge"),
     ("docs/how-to/checks.md", "python", "Checks"),
     ("docs/how-to/multiprocessing.md", "python", "Multiprocessing and orchestrators"),
+    ("docs/how-to/multiprocessing.md", "python", "When a worker dies"),
     ("docs/how-to/pull-requests.md", "python", "The daily flow"),
     ("docs/how-to/pull-requests.md", "python", "A daily Spark job, on one machine or on a bucket"),
     ("docs/how-to/pull-requests.md", "sh", "From the command line"),
@@ -196,6 +200,38 @@ def test_the_multiprocessing_how_to_runs_as_written(tmp_path):
     assert [c.message for c in repo.log()][:1] == ["hourly run"]
     assert repo.list_sessions() == []
     repo.close()
+
+
+def recovered(page: str, section: str, tmp_path: Path, repo: str, message: str) -> list[str]:
+    """Run a recovery example; its lines of output, once its repository's head is a commit
+    `message` and no session is left open."""
+    res = run_script(snippet(page, section), tmp_path)
+    opened = zl.Repo.open(tmp_path / repo)
+    assert opened.log(limit=1)[0].message == message and opened.list_sessions() == []
+    opened.close()
+    return res.stdout.strip().splitlines()
+
+
+@pytest.mark.slow(seconds=6)
+def test_the_recovery_of_a_crashed_committer_runs_as_written(tmp_path):
+    page, section = "docs/concepts.md", "When a worker or the committer dies"
+    lines = recovered(page, section, tmp_path, "recovery-repo", "nightly")
+    assert lines == ["include", "[0. 1. 2. 3.]"]
+
+
+@pytest.mark.slow(seconds=12)
+def test_the_multiprocessing_recovery_runs_as_written(tmp_path):
+    page = "docs/how-to/multiprocessing.md"
+    lines = recovered(page, "When a worker dies", tmp_path, "mp-recovery", "hourly run")
+    assert lines[-1] == "[0. 1. 2. 3. 4. 5. 6. 7.]"
+
+
+@pytest.mark.slow(seconds=25)
+def test_the_dask_recovery_runs_as_written(tmp_path):
+    page = "docs/how-to/dask.md"
+    lines = recovered(page, "When a worker dies", tmp_path, "dask-recovery", "nightly job")
+    assert lines[-1] == "[0. 1. 2. 3. 4. 5.]"
+    assert (tmp_path / "died-once").exists()  # a worker did die
 
 
 def test_the_xarray_how_to_runs_as_written(tmp_path):

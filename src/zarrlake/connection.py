@@ -9,6 +9,7 @@ import json
 import os
 import secrets
 import threading
+import weakref
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -145,6 +146,11 @@ class Settings:
     """Ranged requests (parts of chunk objects, e.g. a shard's inner chunks) in flight at once."""
     read_coalesce_gap: int = 256 << 10
     """Ranges of one object at most this many bytes apart are fetched in one request."""
+    check_chunks: bool = True
+    """Refuse a chunk write whose bytes the array's codecs could not decode, naming the key.
+
+    A cheap check of the frame (the compressor's magic and declared size, or the exact
+    length of uncompressed chunks), not a decode; `zarrlake fsck --decode` decodes."""
     chunk_statistics: bool = True
     """Chunk writes carry their values' statistics (count, NaN, fill, min, max, sum) into
     the manifests, where reads and checks use them to skip chunks that cannot match."""
@@ -272,6 +278,9 @@ class RepoContext:
         self.purges = PurgeIndex(PurgeRecords(self.meta, self.refs.partition))
         self.objects.purged = self.purges.lookup  # read errors name the purge, if any
         self.objects.purges_exist = self.purges.exist
+        self.handles: weakref.WeakSet[Any] = weakref.WeakSet()
+        """The write paths of the session handles opened on this context (txn/writes.py):
+        `Repo.close` finishes them."""
 
     def together(self, *calls: Callable[[], object]) -> list[object]:
         """Run independent metastore calls and return each one's result or the exception it

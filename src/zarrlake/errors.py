@@ -90,6 +90,22 @@ class CorruptionError(ZarrLakeError):
     """Stored bytes failed their checksum or do not decode; never silently returned."""
 
 
+class UndecodableChunkError(CorruptionError):
+    """A chunk's bytes are stored intact but its array's codecs cannot decode them (they
+    were written so: `Settings.check_chunks` refuses such writes, `zarrlake fsck --decode`
+    finds those already committed). `array`, `coords` (None if the key is no chunk key of
+    the array), `key` and `reason` (the codec's own message) say which and why."""
+
+    def __init__(
+        self, message: str, array: str, coords: tuple[int, ...] | None, key: str, reason: str
+    ) -> None:
+        super().__init__(message)
+        self.array = array
+        self.coords = coords
+        self.key = key
+        self.reason = reason
+
+
 class InvalidInputError(ZarrLakeError, ValueError):
     """A name, ref, URL, option or document given by the caller is malformed."""
 
@@ -200,10 +216,16 @@ class NoChangesError(SessionError):
 class UnfinishedWritersError(UnflushedWritesError):
     """A worker of the session failed or died before it finished; the commit was refused.
 
-    What it staged may be a part of its work. The commit refuses rather than choose for
-    the caller:
+    What it staged may be a part of its work, and no finished worker wrote that part again
+    (a worker whose part was rewritten is left out without asking). The commit refuses
+    rather than choose for the caller:
     `commit(unfinished="discard")` leaves out everything those workers staged,
-    `unfinished="include"` keeps what they flushed. `workers` describes each."""
+    `unfinished="include"` keeps what they flushed. `workers` describes each, with what is
+    still missing; `choice` is the one that fits ("include": they had flushed all they
+    held; "discard": their part looks rewritten; "rewrite": chunks are still missing,
+    named in the message), or None when the workers differ."""
+
+    choice: str | None = None
 
 
 class ConflictKind(StrEnum):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -31,7 +32,7 @@ from zarrlake.session_records import DEFAULT_EXPIRY, SessionInfo
 from zarrlake.txn.commit import current_record
 from zarrlake.txn.staging import Staging
 from zarrlake.txn.transaction import Transaction
-from zarrlake.txn.writers import WriterInfo, describe
+from zarrlake.txn.writers import WriterInfo, describe, finish_each, flush_each_later
 from zarrlake.vc.blame import Blame
 from zarrlake.vc.commit_info import Commit
 from zarrlake.vc.diff import Diff, diff_commit, diff_commits
@@ -83,6 +84,15 @@ class Repo:
         self._session: Session | None = None
         self._checked_out = "main"  # the ref the implicit session is made on (`checkout`)
         self.last_pull: PullReport | None = None  # what the last clone or pull copied
+
+    @classmethod
+    def _owning(cls, ctx: RepoContext) -> Repo:
+        """A Repo that opened `ctx` (not one sharing a session's, `Repo.of`): when it is
+        garbage-collected, the handles opened on it flush their buffered writes (in the
+        background; see txn/writers.py `flush_each_later` for why they do not finish)."""
+        repo = cls(ctx)
+        weakref.finalize(repo, flush_each_later, ctx.handles)
+        return repo
 
     @classmethod
     def of(cls, session: Session) -> Repo:
@@ -157,7 +167,7 @@ class Repo:
         """
         spec = resolve_spec(location, metastore, storage_options)
         chosen = None if settings is None else Settings().updated(settings)
-        return cls(create_context(spec, content_hash, chosen))
+        return cls._owning(create_context(spec, content_hash, chosen))
 
     @classmethod
     def open(
@@ -192,7 +202,9 @@ class Repo:
         ConfigurationError
             If the storage or metastore cannot be reached.
         """
-        return cls(open_context(resolve_spec(location, metastore, storage_options), settings))
+        return cls._owning(
+            open_context(resolve_spec(location, metastore, storage_options), settings)
+        )
 
     @classmethod
     def open_or_create(
@@ -217,7 +229,7 @@ class Repo:
         except NotFoundError:
             chosen = None if settings is None else Settings().updated(settings)
             try:
-                return cls(create_context(spec, content_hash or "blake3", chosen))
+                return cls._owning(create_context(spec, content_hash or "blake3", chosen))
             except AlreadyExistsError:
                 ctx = open_context(spec, settings)
         if content_hash is not None and parse(content_hash).label != ctx.hash.label:
@@ -226,7 +238,7 @@ class Repo:
                 f"the repository at {spec.location} names its objects by {ctx.hash.label}, not "
                 f"{content_hash}: open it without content_hash (a repository's hash is fixed)"
             )
-        return cls(ctx)
+        return cls._owning(ctx)
 
     @property
     def config(self) -> Settings:
@@ -257,8 +269,20 @@ class Repo:
         return save_settings(self._ctx, changes)
 
     def close(self) -> None:
-        """Close the backends' connections."""
-        self._ctx.close()
+        """Finish every session handle opened on this repository, then close the backends'
+        connections.
+
+        Each handle flushes its buffered writes and records its writer finished, as leaving
+        its `with` block does, so a commit from another `Repo` or process counts them.
+        The end of the process finishes them too; garbage collection of the `Repo` flushes
+        them (a handle still in use finishes when it goes away). A handle that cannot
+        finish (its session ended, its metastore is unreachable) is logged on the
+        "zarrlake" logger, not raised; a commit of its session names it.
+        """
+        try:
+            finish_each(self._ctx.handles)
+        finally:
+            self._ctx.close()
 
     # refs and history ---------------------------------------------------------------------
 
@@ -456,6 +480,9 @@ class Repo:
         sources_only: bool = False,
         purges: bool = False,
         against: Repo | None = None,
+        decode: bool = False,
+        arrays: list[str] | None = None,
+        on_decoded: Callable[[int, int], None] | None = None,
     ) -> list[Problem]:
         """Re-read and verify every object reachable from `ref`; returns the problems found.
 
@@ -468,6 +495,11 @@ class Repo:
         With `purges`, proves the purges instead (`zarrlake fsck --purges`): every one
         finished, no purged chunk object or range still holds its bytes, and (given
         `against`, the repository this one was cloned from) every purge of that one is here.
+
+        With `decode`, every chunk is also decoded with its array's codecs, in parallel
+        (each failure is a problem of kind "undecodable" naming the array, the chunk's
+        coordinates and the codec's message); `arrays` limits that to the arrays whose
+        paths match one of its glob patterns; `on_decoded(done, queued)` follows it.
         """
         if purges:
             from zarrlake.admin.purge import prove
@@ -488,6 +520,9 @@ class Repo:
             objects.sources,
             sources_only,
             self._ctx.purges.lookup,
+            decode,
+            arrays,
+            on_decoded,
         )
 
     def stats(self, ref: str = "main") -> RepoStats:

@@ -47,6 +47,7 @@ class Session:
         return (Session, (self._txn,))
 
     def __enter__(self) -> Session:
+        self._txn.within += 1
         return self
 
     def __exit__(
@@ -56,6 +57,7 @@ class Session:
         it by an exception abandons the session if this handle began it; a worker that
         joined marks its writer failed instead, so the commit refuses to count its part
         without being told to. The block's own exception is what propagates."""
+        self._txn.within -= 1
         if self.read_only or self.committed_as is not None:
             return
         if exc_type is None:
@@ -450,6 +452,17 @@ class SessionEngine:
     def stage(self, changes: list[Change]) -> None:
         """Stage prepared writes durably (concurrent callers share one transaction)."""
         self._txn.stage(changes)
+
+    @property
+    def finishes_after_writes(self) -> bool:
+        """Whether this handle finishes after each array write: a copy of the session a
+        Dask task received, outside a `with` block (see `Transaction.task_copy`)."""
+        txn = self._txn
+        return txn.task_copy and not txn.within and txn.committed is None
+
+    def finish(self) -> None:
+        """Flush this handle's writes and record its writer finished (`Session.close`)."""
+        self._txn.finish()
 
     def start_writer(self, tag: str | None = None) -> str:
         """Flush this handle's writes, then stage what follows under a new writer id, which

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -18,7 +19,12 @@ from zarrlake.cli.context import (
     options,
     print_json,
 )
+from zarrlake.errors import InvalidInputError
 from zarrlake.present import iso, short
+
+if TYPE_CHECKING:
+    from zarrlake.repo import Repo
+    from zarrlake.vc.fsck import Problem
 
 
 def init(
@@ -61,6 +67,16 @@ class FsckCounts:
             disable=not progress or not err.is_terminal,
         )
         self.task = self.progress.add_task("fsck", total=None, what="")
+        self.decoding: Any = None  # the decoding bar, once chunks are decoded
+        self.decoded = 0
+
+    def on_decoded(self, done: int, queued: int) -> None:
+        """Follow the chunks decoded (`--decode`): a bar of those decoded among those
+        found so far (called from the decoding threads)."""
+        self.decoded = done
+        if self.decoding is None:
+            self.decoding = self.progress.add_task("decode", total=queued, what="decoding")
+        self.progress.update(self.decoding, completed=done, total=queued, what=f"decoded {done}")
 
     def __call__(self, key: str, size: int) -> None:
         """Count one object read by fsck (the progress callback) and update the display."""
@@ -71,11 +87,13 @@ class FsckCounts:
 
     def summary(self) -> str:
         """The running totals in words, for the progress line."""
-        return f"{self.commits} commits, {self.objects} objects, {human(self.bytes)}"
+        out = f"{self.commits} commits, {self.objects} objects, {human(self.bytes)}"
+        return out + (f", {self.decoded} chunks decoded" if self.decoding is not None else "")
 
     def to_json(self) -> dict[str, int]:
         """The totals for `--json` output."""
-        return {"commits": self.commits, "objects": self.objects, "bytes": self.bytes}
+        out = {"commits": self.commits, "objects": self.objects, "bytes": self.bytes}
+        return out | ({"decoded": self.decoded} if self.decoding is not None else {})
 
 
 def human(n: int) -> str:
@@ -114,28 +132,42 @@ def fsck(
             "at this location (the one it was cloned from).",
         ),
     ] = None,
+    decode: Annotated[
+        bool,
+        typer.Option(
+            "--decode", help="Also decode every chunk with its array's codecs (in parallel)."
+        ),
+    ] = False,
+    arrays: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--arrays",
+            help="With --decode: only these arrays (paths or globs; repeatable, or "
+            "comma-separated).",
+        ),
+    ] = None,
 ) -> None:
     """Verify every object reachable from REF (or every branch and tag): checksums,
     missing objects, inconsistent references, virtual sources changed since import, each
-    problem listed once. Prints what it checked (commits, objects, bytes) and where `expire`
-    ended the history (not a problem); exits 1 if anything is wrong.
+    problem listed once; with --decode, also that zarr can decode every chunk. Prints what
+    it checked (commits, objects, bytes) and where `expire` ended the history (not a
+    problem); exits 1 if anything is wrong.
 
-    Example: zarrlake -r ./myrepo fsck main
+    Example: zarrlake -r ./myrepo fsck main --decode --arrays weather/t2m
     """
     if purges:
         fsck_purges(ctx, against, json_out)
         return
     counts = FsckCounts(progress=not json_out)
     expired: list = []
+    wanted = [a for arg in arrays for a in arg.split(",") if a] if arrays else None
+    check = Check(ref, sources, decode, wanted)
     if json_out:  # one JSON document, whatever happens
-        fsck_json(ctx, ref, sources, counts, expired)
+        fsck_json(ctx, check, counts, expired)
         return
     repo = options(ctx).open()
     with counts.progress:
-        problems = [
-            str(p)
-            for p in repo.fsck(ref, on_read=counts, on_expired=expired.append, sources_only=sources)
-        ]
+        problems = [str(p) for p in check.run(repo, counts, expired)]
     if problems:
         console.print(f"[red]{len(problems)} problem(s) found[/] (read {counts.summary()}):")
         for p in problems:
@@ -149,19 +181,39 @@ def fsck(
         raise typer.Exit(1)
 
 
-def fsck_json(
-    ctx: typer.Context, ref: str | None, sources: bool, counts: FsckCounts, expired: list
-) -> None:
+@dataclass(frozen=True)
+class Check:
+    """What `fsck` was asked to check."""
+
+    ref: str | None
+    sources: bool
+    decode: bool
+    arrays: list[str] | None
+
+    def run(self, repo: Repo, counts: FsckCounts, expired: list) -> list[Problem]:
+        """Run the check on `repo`, counting into `counts`, noting ends of history."""
+        if self.arrays and not self.decode:
+            raise InvalidInputError("--arrays limits the chunks --decode decodes: add --decode")
+        return repo.fsck(
+            self.ref,
+            on_read=counts,
+            on_expired=expired.append,
+            sources_only=self.sources,
+            decode=self.decode,
+            arrays=self.arrays,
+            on_decoded=counts.on_decoded if self.decode else None,
+        )
+
+
+def fsck_json(ctx: typer.Context, check: Check, counts: FsckCounts, expired: list) -> None:
     """`fsck --json`: print exactly one JSON document (problems, expired history, and under
     `error` the error that stopped the check, if one did); exit 1 unless all is well."""
     problems: list[str] = []
     error: str | None = None
+    ref = check.ref
     try:
         repo = options(ctx).open()
-        problems = [
-            str(p)
-            for p in repo.fsck(ref, on_read=counts, on_expired=expired.append, sources_only=sources)
-        ]
+        problems = [str(p) for p in check.run(repo, counts, expired)]
     except Exception as e:  # reported inside the document instead of as a second output
         error = error_line(e)
     ends = [

@@ -142,6 +142,10 @@ def expire(
     console.print(f"expired {report.commits_expired} commit(s) older than {report.cutoff}")
     for name, cid in sorted(report.oldest_retained.items()):
         console.print(f"  {name}: history now ends at {short(cid)}")
+    if report.kept:
+        console.print(f"kept {len(report.kept)} commit(s) older than that, because:")
+        for reason, count in report.reasons():
+            console.print(f"  {count} {reason}", markup=False)
 
 
 def register(app: typer.Typer) -> None:

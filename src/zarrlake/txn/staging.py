@@ -26,7 +26,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
-from itertools import groupby
+from itertools import groupby, islice
 
 from zarrlake._util import runtime
 from zarrlake.errors import SessionClosedError
@@ -42,6 +42,9 @@ ACCEPT = b"a"
 WRITER = b"s"
 MOVE = b"m"
 _WRITER_HEX = 16
+MARKER_KEYS = 8
+"""Chunk keys an unflushed-writes marker records: those its batch began with. The rest of
+a batch is known only once flushed (a marker is written once per batch, not per write)."""
 
 
 class StagingKeys:
@@ -115,6 +118,9 @@ class Writer:
     since: float  # when it entered this state (epoch seconds)
     tag: str | None = None
     error: str | None = None
+    dropped: tuple[str, ...] = ()
+    """A failed writer's unflushed writes, given up when it failed: their first keys (up
+    to MARKER_KEYS), so a commit can tell whether that part was written again."""
 
     @property
     def host(self) -> str:
@@ -135,6 +141,8 @@ class Writer:
         """The record as stored (JSON)."""
         doc = {"state": str(self.state), "identity": self.identity, "since": self.since}
         doc |= {k: v for k, v in (("tag", self.tag), ("error", self.error)) if v is not None}
+        if self.dropped:
+            doc["dropped"] = list(self.dropped)
         return json.dumps(doc).encode()
 
     @classmethod
@@ -142,7 +150,15 @@ class Writer:
         """A stored record of `writer`."""
         doc = json.loads(data)
         state = WriterState(doc["state"])
-        return cls(writer, state, doc["identity"], doc["since"], doc.get("tag"), doc.get("error"))
+        return cls(
+            writer,
+            state,
+            doc["identity"],
+            doc["since"],
+            doc.get("tag"),
+            doc.get("error"),
+            tuple(doc.get("dropped", ())),
+        )
 
 
 @dataclass(frozen=True)
@@ -156,6 +172,9 @@ class Unflushed:
     tag: str | None = None
     error: str | None = None  # its writes failed to settle
     identity: str | None = None
+    keys: tuple[str, ...] | None = None
+    """The first chunk keys of the batch (see `MARKER_KEYS`); None if unknown (a batch
+    begun by a read, or a marker of an older version)."""
 
     @property
     def alive(self) -> bool | None:
@@ -177,6 +196,8 @@ class State:
     writers: dict[str, Writer] = field(default_factory=dict)
     meta_writers: set[str] = field(default_factory=set)  # writers that staged metadata
     moves: tuple[tuple[str, str], ...] = ()  # (source, destination) of moved nodes, in order
+    meta_by_writer: dict[str, dict[str, tuple[bytes, int]]] = field(default_factory=dict)
+    """Each writer's metadata records: document key -> (content, metastore version)."""
 
 
 def counts(
@@ -286,12 +307,14 @@ class Staging:
         fragments, unflushed, accepted, writers = [], [], {}, {}
         meta_writers: set[str] = set()
         moves: list[tuple[str, str]] = []
+        meta_by_writer: dict[str, dict[str, tuple[bytes, int]]] = {}
         prev, content = None, b""
-        for k, v, _ in self.meta.scan(self.partition):
+        for k, v, version in self.meta.scan(self.partition):
             kind = k[:1]
             if kind == META:
                 name, writer = StagingKeys.parse_meta(k)
                 meta_writers.add(writer)
+                meta_by_writer.setdefault(writer, {})[name] = (StagedRecord.content(v), version)
                 if writer in excluded:
                     continue
                 if name == prev:
@@ -315,7 +338,15 @@ class Staging:
                 doc = json.loads(v)
                 moves.append((doc["from"], doc["to"]))
         return State(
-            meta, clashes, fragments, unflushed, accepted, writers, meta_writers, tuple(moves)
+            meta,
+            clashes,
+            fragments,
+            unflushed,
+            accepted,
+            writers,
+            meta_writers,
+            moves=tuple(moves),
+            meta_by_writer=meta_by_writer,
         )
 
     # fragments ----------------------------------------------------------------------------
@@ -391,12 +422,17 @@ class Staging:
         since: float,
         tag: str | None,
         also: Iterable[tuple[bytes, bytes]] = (),
+        keys: Iterable[str] | None = None,
     ) -> None:
         """Note that this handle holds buffered writes of `generation` since `since` (with
-        `also`, more records in the same transaction: the writer's state).
+        `also`, more records in the same transaction: the writer's state), beginning with
+        the chunk `keys` (the first MARKER_KEYS are kept; None: a batch begun by a read).
 
-        A commit finds the markers and waits for (or refuses) workers that never flushed."""
+        A commit finds the markers and waits for (or refuses) workers that never flushed;
+        the keys tell it whether a dead worker's unflushed part was written again."""
         doc = self._marker_doc(since, tag)
+        if keys is not None:
+            doc["keys"] = list(islice(keys, MARKER_KEYS))
         self.meta.set_many(
             self.partition, [(self._marker(generation), json.dumps(doc).encode()), *also]
         )
@@ -427,10 +463,23 @@ class Staging:
     # writer states --------------------------------------------------------------------------
 
     def writer_record(
-        self, state: WriterState, tag: str | None, error: str | None = None
+        self,
+        state: WriterState,
+        tag: str | None,
+        error: str | None = None,
+        dropped: Iterable[str] = (),
     ) -> tuple[bytes, bytes]:
-        """This handle's writer state record, to store with other records."""
-        rec = Writer(self.writer_id, state, runtime.identity(), runtime.now(), tag, error)
+        """This handle's writer state record, to store with other records (`dropped`: the
+        keys of the unflushed writes a failing writer gives up; the first MARKER_KEYS)."""
+        rec = Writer(
+            self.writer_id,
+            state,
+            runtime.identity(),
+            runtime.now(),
+            tag,
+            error,
+            tuple(islice(dropped, MARKER_KEYS)),
+        )
         return StagingKeys.writer(self.writer_id), rec.encode()
 
     def writers(self) -> dict[str, Writer]:
@@ -473,4 +522,5 @@ def _unflushed(key: bytes, value: bytes) -> Unflushed:
         doc.get("tag"),
         doc.get("error"),
         doc.get("identity"),
+        None if doc.get("keys") is None else tuple(doc["keys"]),
     )

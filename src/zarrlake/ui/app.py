@@ -26,6 +26,7 @@ from zarrlake.errors import (
     InvalidInputError,
     NotFoundError,
     StaleVirtualChunkError,
+    UndecodableChunkError,
     ZarrLakeError,
 )
 from zarrlake.present import short, subject
@@ -64,11 +65,12 @@ def jsonable(value: Any) -> Any:
 
 
 def status_of(exc: Exception) -> int:
-    """The HTTP status for an error: 404 not found, 400 bad input, 409 a virtual chunk's
-    source no longer holds what was imported, else 500."""
+    """The HTTP status for an error: 404 not found, 400 bad input, 409 stored data that
+    cannot be shown (a virtual chunk's source no longer holds what was imported, chunk
+    bytes the array's codecs cannot decode), else 500."""
     if isinstance(exc, NotFoundError):
         return 404
-    if isinstance(exc, StaleVirtualChunkError):
+    if isinstance(exc, StaleVirtualChunkError | UndecodableChunkError):
         return 409
     if isinstance(exc, InvalidInputError | ValueError | IndexError | KeyError):
         return 400
