@@ -14,7 +14,6 @@ import numpy as np
 from zarrlake._util.zarr_reads import read_boxes
 from zarrlake.errors import InvalidInputError
 from zarrlake.vc import where as filters
-from zarrlake.vc.statistics import array_stats
 
 if TYPE_CHECKING:
     from zarrlake.repo import Repo
@@ -81,25 +80,22 @@ def select(
     if not isinstance(path, str):
         raise InvalidInputError(f"array must be an array path, not {array!r}")
     commit = repo.resolve(ref, as_of=as_of)
-    stats = array_stats(repo.context.objects, commit, path)
-    layout = stats.layout
-    node = filters.parse(where, value_names(path, layout.dims))
-    positions = np.arange(math.prod(layout.grid), dtype=np.int64)
-    if use:
-        positions = positions[stats.may_match(node, positions)]
-    if not len(positions):
-        return
     arr = zarr.open_array(repo.readonly_session(commit).store, path=path, mode="r")
+    dims = tuple(arr.metadata.dimension_names or (None,) * arr.ndim)
+    node = filters.parse(where, value_names(path, dims))
+    unit, shape = tuple(arr.chunks), tuple(arr.shape)
+    grid = tuple(-(-s // u) for s, u in zip(shape, unit, strict=True))
+    positions = np.arange(math.prod(grid), dtype=np.int64)
+    if use:
+        chunks = filters.Chunks.of_table(repo.chunk_stats(path, commit))
+        positions = positions[node.may_match(chunks)]
     for at in range(0, len(positions), BATCH):
         coords = [
-            tuple(int(c) for c in np.unravel_index(int(p), layout.grid))
+            tuple(int(c) for c in np.unravel_index(int(p), grid))
             for p in positions[at : at + BATCH]
         ]
         boxes = [
-            tuple(
-                slice(k * u, min((k + 1) * u, s))
-                for k, u, s in zip(c, layout.unit, layout.shape, strict=True)
-            )
+            tuple(slice(k * u, min((k + 1) * u, s)) for k, u, s in zip(c, unit, shape, strict=True))
             for c in coords
         ]
         for c, block in zip(coords, read_boxes(arr, boxes), strict=True):

@@ -149,6 +149,8 @@ class ChunkReader(ZarrLakeReader):
         buffered = 0
         for chunk, _ in self.boxes(partition):
             block = self.read_block(array, chunk, chunk_extent(self.info, chunk))
+            if self.where is not None and not self.where.matches(block).any():
+                continue  # a chunk holding no matching value is no row of a filtered read
             rows.append((chunk, block))
             buffered += block.nbytes
             if buffered >= BATCH_BYTES:

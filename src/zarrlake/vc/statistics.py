@@ -30,7 +30,6 @@ from zarrlake.format.statistics import STATS, ChunkStats
 from zarrlake.vc.chunk_keys import is_array_doc
 from zarrlake.vc.objects import Objects
 from zarrlake.vc.snapshot_view import SnapshotView
-from zarrlake.vc.where import Chunks, Node
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -310,11 +309,6 @@ class ArrayStats:
         """The records of every chunk of the grid, in C order."""
         return self.at(np.arange(math.prod(self.layout.grid), dtype=np.int64))
 
-    def may_match(self, node: Node, positions: np.ndarray) -> np.ndarray:
-        """Per chunk at C-order grid `positions`: whether filter `node` may match a value
-        in it (True where statistics are unknown)."""
-        return node.may_match(filter_view(self.layout, self.at(positions)))
-
     def table(self) -> pa.Table:
         """Every chunk of the grid, in C order: an int64 column of grid coordinates per
         dimension (named after it), then `count`, `nan_count`, `fill_count`, `min`, `max`
@@ -358,18 +352,6 @@ def column_names(layout: ArrayLayout) -> list[str]:
         name = d if d and d not in STAT_COLUMNS and d not in out else f"dim_{i}"
         out.append(name)
     return out
-
-
-def filter_view(layout: ArrayLayout, records: np.ndarray) -> Chunks:
-    """What a value filter asks of chunks with `records` (vc/where.py)."""
-    kind = layout.kind if layout.kind != sf.UNKNOWN else sf.FLOAT
-    return Chunks(
-        low=sf.values(kind, records["min"]),
-        high=sf.values(kind, records["max"]),
-        has_value=records["nan"] < records["count"],
-        has_nan=records["nan"] > 0,
-        known=usable(layout, records),
-    )
 
 
 def usable(layout: ArrayLayout, records: np.ndarray) -> np.ndarray:

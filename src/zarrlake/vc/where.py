@@ -21,6 +21,7 @@ import operator
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -52,6 +53,27 @@ class Chunks:
     has_value: np.ndarray
     has_nan: np.ndarray
     known: np.ndarray
+
+    @classmethod
+    def of_table(cls, table: Any) -> Chunks:
+        """The chunks of a statistics table (`Repo.chunk_stats`), or of some of its rows."""
+        known = _column(table["known"], False).astype(bool)
+        count = _column(table["count"], 0)
+        nan = _column(table["nan_count"], 0)
+        return cls(
+            low=_column(table["min"], 0),
+            high=_column(table["max"], 0),
+            has_value=nan < count,
+            has_nan=nan > 0,
+            known=known,
+        )
+
+
+def _column(column: Any, null: object) -> np.ndarray:
+    """A table column as numpy, nulls replaced by `null` (where nothing is read of it)."""
+    import pyarrow as pa
+
+    return np.asarray(column.fill_null(pa.scalar(null, column.type)).to_numpy())
 
 
 class Node:
