@@ -138,6 +138,10 @@ class Pages:
         if arr is not None:
             names = array_info(arr, path)["dimension_names"]
             m["dimension_names"] = names
+            # the grid statistics are kept on: the array's chunks (inner chunks if sharded)
+            m["statistics_grid"] = list(grid) == [
+                -(-n // c) for n, c in zip(arr.shape, arr.chunks, strict=True)
+            ]
         return m
 
     def _array_either(self, a: str | None, b: str, path: str) -> zarr.Array | None:
@@ -170,11 +174,30 @@ class Pages:
             d = self.model.diff(a, b)
         except ExpiredHistoryError:  # its parent was expired: its change set says
             a, d = None, self.model.diff(None, b)
+        by = request.query_params.get("colour") or None
+        if by is not None:
+            chunkmap.check_colour(by[:MAX_PARAM])
         m = self._map(a, b, path, d, where[:MAX_PARAM] if where else None)
         if m["written_total"] + m["deleted_total"] == 0:
             since = f"from {a[:12]}" if a else "in"
             raise NotFoundError(f"no chunks of {path!r} changed {since} {b[:12]}")
-        m.update({"from_ref": a_text or a, "to_ref": b_ref, "jumps": jumps(m)})
+        if by is not None and m.get("statistics_grid"):
+            try:
+                table = self.model.cache.get(
+                    ("chunk_stats", b, path), lambda: self.model.repo.chunk_stats(path, b)
+                )
+            except NotFoundError:  # the array is gone at `to`: nothing to colour by
+                table = None
+            if table is not None:
+                chunkmap.colour(m, table, by)
+        m.update(
+            {
+                "from_ref": a_text or a,
+                "to_ref": b_ref,
+                "jumps": jumps(m),
+                "colours": chunkmap.COLOURS,
+            }
+        )
         return self.render(request, "chunkmap.html", m)
 
     # tree and arrays ------------------------------------------------------------------------
