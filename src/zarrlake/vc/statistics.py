@@ -164,26 +164,36 @@ def decoded_stats(doc: bytes, data: bytes | memoryview, inner: bool = False) -> 
     inner chunk of its shards with `inner`), decoding them; None when they do not decode
     here."""
     values = decode(doc, data, inner)
-    if values is None:
-        return None
-    return of_chunk(values, np.asarray(_decoder(doc, inner)[1].fill_value).item())  # type: ignore[index]
+    return None if values is None else of_chunk(values, fill_of(doc, inner))
 
 
 def decode(doc: bytes, data: bytes | memoryview, inner: bool = False) -> np.ndarray | None:
     """The values of chunk bytes `data` of the array whose `zarr.json` is `doc` (an inner
     chunk of its shards with `inner`): the whole chunk shape, as zarr decodes it, without
     an event loop; None when its codecs cannot decode them here."""
-    from zarr.core.buffer import default_buffer_prototype
-
     try:
-        found = _decoder(doc, inner)
-        if found is None:
-            return None
-        transform, spec = found
-        buffer = default_buffer_prototype().buffer.from_bytes(data)
-        return np.asarray(transform.decode_chunk(buffer, spec).as_numpy_array())
+        return decode_values(doc, data, inner)
     except Exception:  # bytes no codec decodes (a test's, or damaged): unknown
         return None
+
+
+def decode_values(doc: bytes, data: bytes | memoryview, inner: bool = False) -> np.ndarray | None:
+    """`decode`, raising the codec's exception when the bytes do not decode; None when
+    the array's codecs do not run without an event loop."""
+    from zarr.core.buffer import default_buffer_prototype
+
+    found = _decoder(doc, inner)
+    if found is None:
+        return None
+    transform, spec = found
+    buffer = default_buffer_prototype().buffer.from_bytes(data)
+    return np.asarray(transform.decode_chunk(buffer, spec).as_numpy_array())
+
+
+def fill_of(doc: bytes, inner: bool = False) -> object:
+    """The fill value the chunks of the array whose `zarr.json` is `doc` are decoded with."""
+    found = _decoder(doc, inner)
+    return None if found is None else np.asarray(found[1].fill_value).item()
 
 
 @lru_cache(maxsize=64)
