@@ -60,7 +60,7 @@ def _plain_copy(repo: Any, keys: list[str], dest: Path) -> int:
 
     dest.mkdir(parents=True)
     out = open_storage(str(dest))
-    src = repo.context.object_store
+    src = repo._context.object_store
 
     def one(item: tuple[int, str]) -> int:
         data = src.get(item[1])
@@ -76,7 +76,7 @@ def _plain_copy(repo: Any, keys: list[str], dest: Path) -> int:
 def run(cfg: dict[str, Any], work: Path) -> Results:
     n = cfg["export_chunks"]
     repo = _build(work / "repo", n)
-    keys = sorted(repo.context.object_store.list("chunks/"))
+    keys = sorted(repo._context.object_store.list("chunks/"))
     assert len(keys) == n, (len(keys), n)
     _plain_copy(repo, keys, work / "warm")  # the source into the page cache
     shutil.rmtree(work / "warm")

@@ -213,7 +213,7 @@ class NoChangesError(SessionError):
     Ask for an empty commit with `commit(allow_empty=True)` (idempotent re-runs)."""
 
 
-class UnfinishedWritersError(UnflushedWritesError):
+class UnfinishedWritersError(SessionError):
     """A worker of the session failed or died before it finished; the commit was refused.
 
     What it staged may be a part of its work, and no finished worker wrote that part again
@@ -223,9 +223,17 @@ class UnfinishedWritersError(UnflushedWritesError):
     `unfinished="include"` keeps what they flushed. `workers` describes each, with what is
     still missing; `choice` is the one that fits ("include": they had flushed all they
     held; "discard": their part looks rewritten; "rewrite": chunks are still missing,
-    named in the message), or None when the workers differ."""
+    named in the message), or None when the workers differ.
+
+    Not an UnflushedWritesError: `unflushed="discard"` does not answer it, so a handler that
+    retries with that does not swallow it."""
 
     choice: str | None = None
+
+    def __init__(self, message: str, workers: list[str]) -> None:
+        super().__init__(message)
+        self.workers = workers
+        self.markers: list = []  # the staging markers behind `workers`
 
 
 class ConflictKind(StrEnum):

@@ -43,7 +43,7 @@ class Repo(Protocol):
     module and hands pull requests out)."""
 
     @property
-    def context(self) -> RepoContext: ...
+    def _context(self) -> RepoContext: ...
 
     def list_branches(self) -> dict[str, str]: ...
 
@@ -73,11 +73,11 @@ __all__ = ["PullRequest"]
 
 def records_of(repo: Repo) -> PullRequests:
     """The pull request records of `repo`."""
-    return PullRequests(repo.context.meta, repo.context.refs.partition)
+    return PullRequests(repo._context.meta, repo._context.refs.partition)
 
 
 def _protection(repo: Repo) -> Protection:
-    return Protection(repo.context.meta, repo.context.refs.partition)
+    return Protection(repo._context.meta, repo._context.refs.partition)
 
 
 def guarding_checks(repo: Repo, branch: str) -> list[str]:
@@ -88,7 +88,7 @@ def guarding_checks(repo: Repo, branch: str) -> list[str]:
 def merged_at(repo: Repo, target: str, head: str) -> str | None:
     """The commit of branch `target` that brought commit `head` in (a merge commit with
     `head` as a parent, or `head` itself); None if `target` does not contain `head`."""
-    got = repo.context.refs.get(BRANCH, target)
+    got = repo._context.refs.get(BRANCH, target)
     if got is None:
         return None
     tip = got[0]
@@ -225,7 +225,7 @@ class PullRequest:
     @property
     def source_head(self) -> str:
         """The source branch's current head; PullRequestError if the branch is gone."""
-        got = self._repo.context.refs.get(BRANCH, self._rec.source)
+        got = self._repo._context.refs.get(BRANCH, self._rec.source)
         if got is None:
             raise PullRequestError(
                 f"pull request #{self.id}: its source branch {self._rec.source!r} no longer exists"
@@ -283,12 +283,12 @@ class PullRequest:
         if not run:
             from zarrlake.txn.checks import recorded_checks
 
-            return recorded_checks(self._repo.context, rules, head, base)
+            return recorded_checks(self._repo._context, rules, head, base)
         if record:
             return self._repo.run_checks(head, base=base, names=[r.name for r in rules])
         from zarrlake.txn.checks import run_checks
 
-        return run_checks(self._repo.context, rules, head, base, record=False)
+        return run_checks(self._repo._context, rules, head, base, record=False)
 
     def blockers(self) -> list[str]:
         """Why a merge would be refused now, one line each ([] when it may merge)."""
@@ -339,7 +339,7 @@ class PullRequest:
         }
         if not checks:
             return out
-        head = self._repo.context.refs.get(BRANCH, r.source)
+        head = self._repo._context.refs.get(BRANCH, r.source)
         out["source_head"] = head[0] if head else None
         if head is None or r.state != records.OPEN:
             return out

@@ -110,9 +110,11 @@ class Repo:
         return self._ctx.repo_id
 
     @property
-    def context(self) -> RepoContext:
-        """The engine below: backends, objects, refs and session records (for tools)."""
+    def _context(self) -> RepoContext:
+        """The engine below: backends, objects, refs and session records (internal)."""
         return self._ctx
+
+    context = deprecated_alias("_context")
 
     def __repr__(self) -> str:
         return f"<zarrlake.Repo {mask_urls(self.spec.location)}>"
@@ -437,10 +439,12 @@ class Repo:
         """Tag names and their commit ids."""
         return self._ctx.refs.list(TAG)
 
-    def snapshot_of(self, commit_id: str) -> SnapshotRoot:
+    def _snapshot_of(self, commit_id: str) -> SnapshotRoot:
         """The snapshot root of commit `commit_id` (metadata documents and range index)."""
         objects = self._ctx.objects
         return objects.read(SnapshotRoot, objects.read_commit(commit_id).snapshot)
+
+    snapshot_of = deprecated_alias("_snapshot_of")
 
     def diff(self, from_ref: str, to_ref: str) -> Diff:
         """What changed between two refs (branches, tags or commit ids).
@@ -504,7 +508,7 @@ class Repo:
         if purges:
             from zarrlake.admin.purge import prove
 
-            return prove(self._ctx, None if against is None else against.context)
+            return prove(self._ctx, None if against is None else against._context)
         if ref is not None:
             starts = [(self.resolve(ref), f"ref {ref!r}")]
         else:

@@ -175,7 +175,7 @@ class Session:
         """
         return self._txn.overlay.read(key, byte_range)
 
-    def read_ranges(self, key: str, spans: list[Span]) -> list[bytes] | None:
+    def _read_ranges(self, key: str, spans: list[Span]) -> list[bytes] | None:
         """Byte ranges of `key` as this session sees it, verified; None if absent.
 
         Reads little more than the ranges need.
@@ -286,10 +286,13 @@ class Session:
 
     # transaction ------------------------------------------------------------------------
 
-    def staged_changes(self) -> list[Change]:
+    def _staged_changes(self) -> list[Change]:
         """Every staged change of every worker.
 
-        ConflictError if two workers staged different bytes for one key.
+        read_ranges = deprecated_alias("_read_ranges")
+        staged_changes = deprecated_alias("_staged_changes")
+
+            ConflictError if two workers staged different bytes for one key.
         """
         return self._txn.staged_changes()
 

@@ -184,7 +184,7 @@ def test_a_clone_carries_the_purge_and_a_pull_brings_it_to_an_older_copy(any_met
         assert copy.fsck() == []
         assert copy.fsck(purges=True, against=source) == []
         needle = leaked[:, :64].tobytes()  # 512 bytes of the leaked chunk
-        store = copy.context.object_store
+        store = copy._context.object_store
         for key in store.list(""):
             assert needle not in store.get(key), key
 

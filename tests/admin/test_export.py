@@ -159,7 +159,7 @@ def test_a_shard_whose_inner_chunks_straddle_manifest_ranges(tmp_path, monkeypat
     )
     a[:] = data
     s.commit("many inner chunks")
-    root = repo.snapshot_of(repo.resolve("main"))
+    root = repo._snapshot_of(repo.resolve("main"))
     assert len(root.ranges) >= 8
     report = repo.export("main", tmp_path / "out", workers=4)
     assert report.chunks == (20 // 5) * (30 // 5)

@@ -66,8 +66,8 @@ def test_purged_chunks_raise_at_every_version_and_the_rest_reads_as_before(any_m
     np.testing.assert_array_equal(read(repo, v1, "keep"), np.arange(8.0))
     np.testing.assert_array_equal(read(repo, main, "keep"), np.arange(8.0) * 2)
     assert repo.log("main")[1].id == v1  # commits and ids untouched
-    store = repo.context.object_store
-    for d in repo.context.purges.records.digests(record):
+    store = repo._context.object_store
+    for d in repo._context.purges.records.digests(record):
         assert tombstone_of(store.get(chunk_object_key(d))) == record.id
     assert repo.fsck() == []  # purged chunks are not problems
     assert repo.fsck(purges=True) == []
@@ -145,12 +145,12 @@ def test_bytes_a_head_or_another_array_still_holds_need_force(tmp_path):
             SECRET
         )
     old = s.commit("a and b hold the same bytes")
-    before = repo.context.object_store.get(chunk_object_key(_digest(repo, "a/c/0/0")))
+    before = repo._context.object_store.get(chunk_object_key(_digest(repo, "a/c/0/0")))
     with pytest.raises(zl.ZarrLakeError, match=r"branch 'main' still holds") as e:
         repo.purge("a", reason="r", by="me")
     assert "of 'b' outside the selection" in str(e.value) and "force" in str(e.value)
     assert repo.purges() == []  # nothing recorded, nothing removed
-    assert repo.context.object_store.get(chunk_object_key(_digest(repo, "a/c/0/0"))) == before
+    assert repo._context.object_store.get(chunk_object_key(_digest(repo, "a/c/0/0"))) == before
     record = repo.purge("a", reason="r", by="me", force=True)
     assert len(record.forced) == 2
     for path in ("a", "b"):  # the same bytes are gone from both, at the head too
@@ -213,15 +213,15 @@ def test_fsck_purges_fails_when_purged_bytes_come_back(tmp_path):
     v1, _, _ = history(repo)
     digest = _digest_at(repo, v1, "secret/c/0/0")
     key = chunk_object_key(digest)
-    original = repo.context.object_store.get(key)
+    original = repo._context.object_store.get(key)
     record = repo.purge(["secret", "notes"], reason="r", by="me")
-    repo.context.object_store.put(key, original)  # a backup restored by hand
+    repo._context.object_store.put(key, original)  # a backup restored by hand
     problems = repo.fsck(purges=True)
     assert [p.object for p in problems] == [key] and record.id in problems[0].detail
     # the bytes of a purged range, found as an object of their own (a stray upload)
     small = _digest_at(repo, v1, "notes/c/0/0")
     stray = chunk_object_key(small)
-    repo.context.object_store.put(stray, np.arange(64.0).tobytes())
+    repo._context.object_store.put(stray, np.arange(64.0).tobytes())
     assert stray in {p.object for p in repo.fsck(purges=True)}
 
 
@@ -246,7 +246,7 @@ def test_bytes_written_again_are_stored_anew_and_old_versions_stay_purged(any_me
     np.testing.assert_array_equal(read(repo, again, "secret"), SECRET)
     with pytest.raises(zl.PurgedError, match=record.id):
         read(repo, v1, "secret")
-    store = repo.context.object_store
+    store = repo._context.object_store
     assert tombstone_of(store.get(chunk_object_key(digest))) == record.id
     assert repo.fsck() == [] and repo.fsck(purges=True) == []
 
@@ -274,7 +274,7 @@ def test_a_deduplicated_upload_racing_the_purge_is_withdrawn_never_revived(tmp_p
     np.testing.assert_array_equal(read(repo, after, "copy"), SECRET[:32])
     with pytest.raises(zl.PurgedError, match=record.id):
         read(repo, v1, "secret")
-    assert tombstone_of(repo.context.object_store.get(chunk_object_key(digest))) == record.id
+    assert tombstone_of(repo._context.object_store.get(chunk_object_key(digest))) == record.id
     assert repo.fsck() == [] and repo.fsck(purges=True) == []
 
 

@@ -103,7 +103,7 @@ def test_a_commit_rebuilt_on_a_moved_head_is_checked_again(repo, monkeypatch):
     first = [
         r
         for r in zl.Repo.open(repo.spec.location).context.meta.scan(
-            repo.context.refs.partition, prefix=b"checkresult/"
+            repo._context.refs.partition, prefix=b"checkresult/"
         )
         if r[0].decode().split("/")[2] == base
     ]

@@ -213,7 +213,7 @@ def test_sessions(repo_dir):
 def test_expired_session_is_refused(repo_dir):
     repo = zl.Repo.open(repo_dir)
     s = repo.create_session(message="will expire")
-    repo.context.records.update(s.id, lambda r: replace(r, expires_at=time.time() - 60))
+    repo._context.records.update(s.id, lambda r: replace(r, expires_at=time.time() - 60))
     r = str(repo_dir)
     assert "expired" in fails("-r", r, "sessions", "extend", s.id, "1d")
     assert "expired" in fails("-r", r, "sessions", "abandon", s.id)

@@ -146,7 +146,7 @@ def test_a_branch_made_with_a_leading_dash_before_the_rule_still_works(repo):
     from zarrlake.vc.refs import BRANCH
 
     head = repo.resolve("main")
-    repo.context.refs.create(BRANCH, "-old", head)  # as an older release stored it
+    repo._context.refs.create(BRANCH, "-old", head)  # as an older release stored it
     r = repo.spec.location
     assert ok("-r", r, "branch", "list", "--json").json()["-old"] == head
     with repo.create_session("-old") as s:

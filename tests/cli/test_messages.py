@@ -81,7 +81,7 @@ def test_fsck_lists_each_problem_once_without_wrapping(tmp_path):
         s = repo.create_session()
         zarr.open_group(s.store).create_array(name, data=values, chunks=1000)
         s.commit(f"add {name}")
-    store = repo.context.object_store
+    store = repo._context.object_store
     pack = repo.readonly_session()._engine.lookup("a/c/0").location
     store.delete(pack)  # its chunks are referenced by four keys, in two commits
     res = run("-r", repo.spec.location, "fsck")

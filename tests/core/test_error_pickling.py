@@ -24,6 +24,10 @@ SAMPLES: dict[str, object] = {
     "results": ["a check result"],
     "reasons": ["approvals: 0 of 1"],
     "purge": "5eb2c1a0d4e3f617",
+    "array": "weather/t2m",
+    "coords": (3, 1),
+    "key": "weather/t2m/c/3/1",
+    "reason": "Zstd decompression error: invalid input data",
 }
 """A value for each constructor parameter the error classes take, by name."""
 

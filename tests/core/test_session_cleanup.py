@@ -50,7 +50,7 @@ def test_a_committed_session_is_left_alone(repo):
 
 def test_abandon_sessions_older_than_an_age(repo):
     now = [time.time()]
-    repo.context.clock = lambda: now[0]
+    repo._context.clock = lambda: now[0]
     old = [repo.create_session(message=f"old {i}").id for i in range(3)]
     repo.create_branch("dev")
     old_dev = repo.create_session("dev").id

@@ -43,7 +43,7 @@ def nodes(repo: zl.Repo, ref: str = "main") -> list[str]:
 
 
 def chunk_objects(repo: zl.Repo) -> set[str]:
-    return set(repo.context.object_store.list("chunks/"))
+    return set(repo._context.object_store.list("chunks/"))
 
 
 @pytest.fixture

@@ -52,14 +52,14 @@ def test_squash_then_gc_on_every_metastore(any_metastore):
         zarr.open_array(s.store, path="b")[30:40] = -1.0
         head = s.commit("rename a to b, write its last chunk")
         expected[30:40] = -1.0
-        old_head_snapshot = repo.context.objects.snapshot_of(head)
-        chunks_before = set(repo.context.object_store.list("chunks/"))
+        old_head_snapshot = repo._context.objects.snapshot_of(head)
+        chunks_before = set(repo._context.object_store.list("chunks/"))
 
         new = repo.squash("main", since=since, message="a's first week")
         log = repo.log("main")
         assert [c.id for c in log[:2]] == [new, since]
         assert log[0].message == "a's first week" and log[0].parent_ids == (since,)
-        assert repo.context.objects.snapshot_of(new) == old_head_snapshot  # same tree, reused
+        assert repo._context.objects.snapshot_of(new) == old_head_snapshot  # same tree, reused
         changes = repo.commit_changes(new)
         assert changes.nodes_moved == {"a": "b"}
         assert changes.chunks_written == {"b": {(0,), (3,)}}
@@ -69,14 +69,14 @@ def test_squash_then_gc_on_every_metastore(any_metastore):
 
         report = repo.gc(older_than=timedelta(0))
         assert report.by_kind["commits"][0] == 5
-        gone = chunks_before - set(repo.context.object_store.list("chunks/"))
-        digest = repo.context.objects.digest
+        gone = chunks_before - set(repo._context.object_store.list("chunks/"))
+        digest = repo._context.objects.digest
         overwritten = {np.full(CHUNK, 100.0 + i).tobytes() for i in range(3)}
         assert gone == {chunk_object_key(digest(b)) for b in overwritten}
         np.testing.assert_array_equal(read(repo, "main", "b"), expected)
         np.testing.assert_array_equal(read(repo, since, "a"), np.arange(N, dtype="f8"))
         assert repo.fsck() == []
-        assert not repo.context.object_store.exists(f"commits/{head}")
+        assert not repo._context.object_store.exists(f"commits/{head}")
     finally:
         repo.close()
 
@@ -141,10 +141,10 @@ def test_bad_squashes_name_the_problem(repo):
 def test_a_commit_landing_during_a_squash_makes_it_fail_and_change_nothing(repo):
     since = repo.resolve("main")
     write(repo, "main", "a", slice(0, 10), 1.0)
-    head, version = repo.context.refs.require("branch", "main")
-    plan = squashed(repo.context.objects, "main", head, since)
+    head, version = repo._context.refs.require("branch", "main")
+    plan = squashed(repo._context.objects, "main", head, since)
     landed = write(repo, "main", "a", slice(10, 20), 2.0)  # between plan and swap
-    objects, refs = repo.context.objects, repo.context.refs
+    objects, refs = repo._context.objects, repo._context.refs
     with pytest.raises(zl.BranchMovedError, match="moved to"):
         squash(objects, refs, "main", plan, version, "squash", None, lambda new: None)
     assert repo.resolve("main") == landed

@@ -12,7 +12,7 @@ from zarrlake.vc.gc_protocol import SWEEP_TTL, GcState, WriteGuard
 
 
 def test_a_writer_ahead_of_the_collectors_clock_ends_the_sweep_it_stops_waiting_for(repo):
-    ctx = repo.context
+    ctx = repo._context
     state = GcState(ctx)
     state.acquire()
     phase = state.begin_sweep()
@@ -33,7 +33,7 @@ def test_a_collector_whose_sweep_was_ended_leaves_a_whole_repository(repo, monke
         s.write_many([(f"a/c/{j}", chunk(10 * i + j)) for j in range(4)])
         s.commit(f"c{i}")
     repo.reset_branch("main", repo.log()[2].id)  # two commits' chunks become garbage
-    ctx = repo.context
+    ctx = repo._context
 
     def ended_by_a_writer(self, batch):  # a writer ahead by an hour ends the sweep first
         guard = WriteGuard(ctx)

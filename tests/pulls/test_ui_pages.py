@@ -105,7 +105,7 @@ def test_bad_ids_and_states_are_4xx(client: TestClient, url: str, status: int, t
 
 def metastore_state(repo: zl.Repo) -> list[tuple[bytes, int]]:
     """(key, version) of every record in the refs and sessions partitions."""
-    ctx = repo.context
+    ctx = repo._context
     return [
         (k, v)
         for part in (ctx.refs.partition, ctx.partition("sessions"))

@@ -131,7 +131,7 @@ class Fixture:
             self.repo.list_tags(),
             files,
             sorted((r.id, r.status, r.expires_at) for r in self.repo.list_sessions()),
-            self.session.staged_changes(),
+            self.session._staged_changes(),
         )
 
     def expect_clear_error(self, figures, fn, *args, **kwargs) -> BaseException:

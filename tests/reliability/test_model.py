@@ -370,7 +370,7 @@ class RepoMachine(RuleBasedStateMachine):
     def expire(self, i):
         """Rewrite the session record's expiry into the past instead of waiting."""
         s, txn = self.pick(self.open_handles(), i)
-        self.repo.context.records.update(txn.id, lambda r: replace(r, expires_at=time.time() - 1))
+        self.repo._context.records.update(txn.id, lambda r: replace(r, expires_at=time.time() - 1))
         txn.status = "expired"
         for fn in (lambda: s.commit("late"), lambda: s.write("a/zarr.json", doc(1, 0))):
             try:

@@ -98,7 +98,7 @@ def test_failed_task_leaves_branch_untouched(spark, tmp_path):
             # Runs after tasks 0 or 1 finished writing (local[2]: task 2 waits for a core).
             other = zl.Repo.open(loc)
             [rec] = other.list_sessions("main")
-            staged = len(other.join_session(rec.id).staged_changes())
+            staged = len(other.join_session(rec.id)._staged_changes())
             marker.write_text(json.dumps({"session": rec.id, "staged": staged}))
             raise RuntimeError("injected task failure")
 

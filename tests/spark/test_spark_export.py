@@ -23,7 +23,7 @@ def test_spark_export_matches_numpy_and_the_local_export(spark, tmp_path, monkey
     g.create_array("s", shape=sharded.shape, chunks=(1, 1), shards=(5, 5), dtype="u2")[:] = sharded
     g.create_array("p", shape=plain.shape, chunks=(10, 10), dtype="f8")[:] = plain
     s.commit("data")
-    assert len(repo.snapshot_of(repo.resolve("main")).ranges) >= 2
+    assert len(repo._snapshot_of(repo.resolve("main")).ranges) >= 2
     report = zl.spark.export(spark, repo, "main", tmp_path / "spark.zarr", ranges_per_task=4)
     local = repo.export("main", tmp_path / "local.zarr")
     assert (report.chunks, report.bytes, report.documents) == (

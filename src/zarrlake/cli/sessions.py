@@ -91,7 +91,7 @@ def current_sessions(repo: Repo, branch: str | None) -> list[SessionInfo]:
     cannot be checked now shows as stored."""
     from zarrlake.txn.commit import current_record
 
-    ctx = repo.context
+    ctx = repo._context
     return [current_record(ctx, rec).info(ctx.clock()) for rec in ctx.records.list_current(branch)]
 
 

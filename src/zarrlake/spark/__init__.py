@@ -101,8 +101,10 @@ def write_array(
         The target array path, or several arrays sharing dims, shape and chunks; among
         `arrays`, coordinate arrays on some of those dims (such as `time`) take their values
         from the same rows. An array named like a dimension has value column `<name>_value`.
-    branch, message
-        The branch the job commits to, and the commit message.
+    branch
+        The branch the job commits to (default "main").
+    message
+        The commit message.
     mode
         "append" writes the rows' cells into the array; "overwrite" replaces its contents
         in the same commit (chunks no row writes are deleted); with `append_dim`, it lets

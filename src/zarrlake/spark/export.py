@@ -87,7 +87,7 @@ def export(
     with opened(repo) as r:
         commit = r.resolve(ref)
         plan = prepare(
-            r.context,
+            r._context,
             commit,
             dest,
             None if arrays is None else list(arrays),

@@ -82,7 +82,7 @@ def _gc(
         sc.parallelize(keys, max(1, min(tasks, len(keys)))).foreachPartition(delete_all)
 
     return collect(
-        repo.context,
+        repo._context,
         older_than,
         dry_run=dry_run,
         full=True,

@@ -29,7 +29,6 @@ from zarrlake.errors import (
     InvalidInputError,
     NotFoundError,
     SessionClosedError,
-    UnfinishedWritersError,
     UnflushedWritesError,
     ZarrLakeError,
 )
@@ -314,8 +313,6 @@ def commit(
     while True:
         try:
             return _commit(txn, message, on_conflict, props, final_flush)
-        except UnfinishedWritersError:
-            raise  # the caller chooses (see txn/writers.py); waiting changes nothing
         except UnflushedWritesError as e:  # live workers: they flush soon, or finish
             assert txn.staging is not None
             if unflushed == "discard":

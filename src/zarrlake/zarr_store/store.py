@@ -286,7 +286,7 @@ class SessionStore(Store):
     def _get(self, key: str, byte_range: ByteRequest | None) -> bytes | None:
         if byte_range is None:
             return self.session.read(key)
-        got = self.session.read_ranges(key, [_span(byte_range)])
+        got = self.session._read_ranges(key, [_span(byte_range)])
         return None if got is None else got[0]
 
     def get_sync(
@@ -372,7 +372,7 @@ class SessionStore(Store):
     ) -> Sequence[tuple[int, Buffer | None]]:
         """`get_ranges` without an event loop."""
         spans = [Span() if r is None else _span(r) for r in byte_ranges]
-        got = self.session.read_ranges(key, spans)
+        got = self.session._read_ranges(key, spans)
         if got is None:
             raise ExceptionGroup(f"{key} is absent", [FileNotFoundError(key)])
         return [(i, prototype.buffer.from_bytes(data)) for i, data in enumerate(got)]
