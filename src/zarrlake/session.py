@@ -17,6 +17,7 @@ from contextlib import suppress
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from zarrlake._util.deprecation import deprecated_alias
 from zarrlake.errors import InvalidInputError, ZarrLakeError
 from zarrlake.format.chunk_ref import ChunkRef
 from zarrlake.format.shard import ShardRef
@@ -133,13 +134,15 @@ class Session:
         return as_datetime(self._txn.record.expires_at) if self._txn.record else None
 
     @property
-    def status(self) -> str:
-        """The session's status: open, committing, committed, aborted, abandoned or expired.
+    def state(self) -> str:
+        """The session's state: open, committing, committed, aborted, abandoned or expired.
 
         Read from the metastore; aborted: a committer outlived its lease and may still land,
-        see Session.commit. A read-only view of a commit has the status "read-only".
+        see Session.commit. A read-only view of a commit has the state "read-only".
         """
         return self._txn.load()[0].status if self._txn.record else Status.READ_ONLY
+
+    status = deprecated_alias("state")
 
     # zarr access ------------------------------------------------------------------------
 
@@ -289,12 +292,12 @@ class Session:
     def _staged_changes(self) -> list[Change]:
         """Every staged change of every worker.
 
-        read_ranges = deprecated_alias("_read_ranges")
-        staged_changes = deprecated_alias("_staged_changes")
-
-            ConflictError if two workers staged different bytes for one key.
+        ConflictError if two workers staged different bytes for one key.
         """
         return self._txn.staged_changes()
+
+    read_ranges = deprecated_alias("_read_ranges")
+    staged_changes = deprecated_alias("_staged_changes")
 
     def changes(self) -> Diff:
         """The uncommitted changes of this session (of all its workers)."""

@@ -53,7 +53,7 @@ class Status(StrEnum):
     committed if its commit turns up on the branch (looked for whenever the record is read)."""
     READ_ONLY = "read-only"
     """A read-only view of one commit (`Repo.readonly_session`): it has no record, and never
-    writes or commits. Only `Session.status` says it; no stored record holds it."""
+    writes or commits. Only `Session.state` says it; no stored record holds it."""
 
 
 class Isolation(StrEnum):
@@ -102,7 +102,8 @@ class SessionInfo:
     branch: str
     base_commit: str
     """The commit the session reads from (as `Session.base_commit`)."""
-    status: str
+    state: str
+    """open, committing, committed, aborted, abandoned or expired (as `Session.state`)."""
     created: datetime
     expires_at: datetime
     message: str | None
@@ -111,11 +112,17 @@ class SessionInfo:
     committed_as: str | None
     """The commit the session became, once committed (as `Session.committed_as`)."""
     since: datetime | None = None
-    """When the session entered its status (committing, aborted, committed), if recorded."""
+    """When the session entered its state (committing, aborted, committed), if recorded."""
     committer: tuple[str, int] | None = None
     """(host, pid) of the process committing it (or that last tried to)."""
     note: str | None = None
-    """Why the session is aborted, or other news about its status."""
+    """Why the session is aborted, or other news about its state."""
+
+    @property
+    def status(self) -> str:
+        """Deprecated: `state` (the word pull requests use too)."""
+        _renamed("SessionInfo.status", "state")
+        return self.state
 
     @property
     def base(self) -> str:
@@ -130,13 +137,13 @@ class SessionInfo:
         return self.committed_as
 
     def describe(self) -> str:
-        """The status in a few words: "committing since ... by pid 12@host" and the like."""
-        out = self.status
-        if self.status == Status.COMMITTED and self.committed_as:
+        """The state in a few words: "committing since ... by pid 12@host" and the like."""
+        out = self.state
+        if self.state == Status.COMMITTED and self.committed_as:
             out += f" as {self.committed_as[:12]}"
         if self.since is not None:
             out += f" since {self.since:%Y-%m-%d %H:%M:%S} UTC"
-        if self.committer is not None and self.status in (Status.COMMITTING, Status.ABORTED):
+        if self.committer is not None and self.state in (Status.COMMITTING, Status.ABORTED):
             out += f" by pid {self.committer[1]}@{self.committer[0]}"
         return out
 

@@ -28,7 +28,7 @@ def test_a_failing_commit_is_refused_and_the_session_stays_open(where):
     assert [r.name for r in info.value.results] == ["t-range"]
     assert info.value.results[0].failing == 2
     assert repo.resolve("main") == head  # untouched
-    assert s.status == "open"
+    assert s.state == "open"
     zarr.open_group(s.store)["t"][2] = 20.0  # fix, commit again
     zarr.open_group(s.store)["t"][5] = 21.0
     cid = s.commit("fixed day")
@@ -108,7 +108,7 @@ def test_a_commit_rebuilt_on_a_moved_head_is_checked_again(repo, monkeypatch):
         if r[0].decode().split("/")[2] == base
     ]
     assert len(first) == 1 and b'"passed": true' in first[0][1]  # the stale pass, recorded
-    assert s.status == "open"
+    assert s.state == "open"
 
 
 def test_results_are_recorded_per_pair_and_never_reused_for_another_commit(repo):

@@ -57,6 +57,13 @@ _FORK = ForkGuard()
 """SQLite's calls (connect, queries, close) and fork() wait for each other."""
 
 
+def _ended(thread: threading.Thread) -> bool:
+    """Whether `thread` ended, so its connection may be closed. The main thread counts as
+    running until the process ends: at interpreter exit Python marks it stopped before the
+    `atexit` handlers run in it (writers finish there: txn/writers.py `finish_all`)."""
+    return not thread.is_alive() and thread is not threading.main_thread()
+
+
 class _Connections:
     """One process's connections to one database: one per thread, closed when their thread
     has ended or the store closes. A forked child gets a new set (see zarrlake._util.forksafe)."""
@@ -70,10 +77,10 @@ class _Connections:
         with _FORK.call(), self.lock:  # close the connections of threads that have ended
             alive = []
             for thread, other in self.all:
-                if thread.is_alive():
-                    alive.append((thread, other))
-                else:
+                if _ended(thread):
                     other.close()
+                else:
+                    alive.append((thread, other))
             self.all = [*alive, (threading.current_thread(), conn)]
         self.local.conn = conn
 
@@ -85,7 +92,7 @@ class _Connections:
         with _FORK.call(), self.lock:
             kept = []
             for thread, conn in self.all:
-                if thread is me or not thread.is_alive():
+                if thread is me or _ended(thread):
                     conn.close()
                 else:
                     kept.append((thread, conn))
