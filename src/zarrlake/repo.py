@@ -811,7 +811,7 @@ class Repo:
             message = f"no merge base of {a!r} and {b!r}: {common_history_expired(e)}"
             raise ExpiredHistoryError(message, e.commit, e.expired_at) from None
         if found is None:
-            raise NotFoundError(f"{a!r} and {b!r} share no history")
+            raise NotFoundError(f"{a!r} and {b!r} share no history; give two refs of one history")
         return found
 
     @renamed_arguments(branch="target")
