@@ -940,6 +940,7 @@ class Repo:
                 f"cannot squash {branch!r} since {kept[:12]}: tag {name!r} points at commit "
                 f"{cid[:12]}, which the squash takes out of the branch's history; "
                 "allow_tags=True squashes anyway (the tag keeps its commit)"
+                "; or move or delete the tag first"
             )
         gate = branch_gate(ctx, "squash")
 

@@ -20,12 +20,12 @@ from typing import cast
 from zarrlake._util import forksafe, runtime
 from zarrlake._util.retry import RetryPolicy, backoff
 from zarrlake.errors import (
+    REPORT_BUG,
     CASFailedError,
     InvalidInputError,
     SessionClosedError,
     SessionExpiredError,
     SessionNotFoundError,
-    REPORT_BUG,
     ZarrLakeError,
 )
 from zarrlake.metastore.base import Item, MetaStore

@@ -211,6 +211,7 @@ class Protection:
             raise ProtectedBranchError(
                 f"branch {branch!r} is protected (rule {blocking[0].pattern!r}) and cannot be "
                 "deleted"
+                "; unprotect it first (repo.unprotect_branch)"
             )
         if branch == "main" and not rules:
             raise ProtectedBranchError(
