@@ -20,18 +20,90 @@ import zarrlake.errors as errors
 
 SRC = Path(errors.__file__).parent
 
-VERBS = (
-    "abandon add allow append approve ask avoid blame call cast change check choose clip close commit "
-    "clone configure copy create declare delete drop export fill fix follow give go grant import install "
-    "leave list look merge move name open pass pick point protect pull put read rebase "
-    "reimport remove rename repartition replace report reopen reset restart restore retry "
-    "run see select set settle shorten specify split squash start stop try unprotect update upgrade "
-    "use wait write"
-).split()
+VERBS = "|".join(  # imperatives an advice clause starts with
+    [
+        "abandon",
+        "add",
+        "allow",
+        "append",
+        "approve",
+        "ask",
+        "avoid",
+        "blame",
+        "call",
+        "cast",
+        "change",
+        "check",
+        "choose",
+        "clip",
+        "clone",
+        "close",
+        "commit",
+        "configure",
+        "copy",
+        "create",
+        "declare",
+        "delete",
+        "drop",
+        "export",
+        "fill",
+        "fix",
+        "follow",
+        "give",
+        "go",
+        "grant",
+        "import",
+        "install",
+        "leave",
+        "list",
+        "look",
+        "merge",
+        "move",
+        "name",
+        "open",
+        "pass",
+        "pick",
+        "point",
+        "protect",
+        "pull",
+        "put",
+        "read",
+        "rebase",
+        "reimport",
+        "remove",
+        "rename",
+        "reopen",
+        "repartition",
+        "replace",
+        "report",
+        "reset",
+        "restart",
+        "restore",
+        "retry",
+        "run",
+        "see",
+        "select",
+        "set",
+        "settle",
+        "shorten",
+        "specify",
+        "split",
+        "squash",
+        "start",
+        "stop",
+        "try",
+        "unprotect",
+        "update",
+        "upgrade",
+        "use",
+        "wait",
+        "write",
+    ]
+)
 ADVICE = re.compile(
     r"(?:^|[;:(]\s*|,\s+(?:or|then)\s+|\.\s+)"  # where a clause starts
     r"(?:(?:or|then|first|instead)\s+)?(?:to \w+(?: \w+)?,? )?"  # "or ...", "to create it, ..."
-    rf"(?:{'|'.join(VERBS)})(?:\b|_)",  # "remove_check(...) first" names the call to make
+    rf"(?:{VERBS})(?:\b|_)",  # "remove_check(...) first" names the call to make
     re.I,
 )
 RULES = re.compile(r"\b(must|needs?|expected)\b|give options", re.I)
