@@ -877,7 +877,7 @@ class Repo:
             message = f"no merge base of {a!r} and {b!r}: {common_history_expired(e)}"
             raise ExpiredHistoryError(message, e.commit, e.expired_at) from None
         if found is None:
-            raise NotFoundError(f"{a!r} and {b!r} share no history")
+            raise NotFoundError(f"{a!r} and {b!r} share no history; give two refs of one history")
         return found
 
     @renamed_arguments(branch="target")
@@ -1006,6 +1006,7 @@ class Repo:
                 f"cannot squash {branch!r} since {kept[:12]}: tag {name!r} points at commit "
                 f"{cid[:12]}, which the squash takes out of the branch's history; "
                 "allow_tags=True squashes anyway (the tag keeps its commit)"
+                "; or move or delete the tag first"
             )
         gate = branch_gate(ctx, "squash")
 

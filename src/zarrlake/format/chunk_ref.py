@@ -78,7 +78,10 @@ class ChunkRef:
             (offset,) = _OFFSET.unpack_from(body)
             location, identity = body[_OFFSET.size :].decode().split("\0")
         except (struct.error, ValueError) as e:
-            raise CorruptionError(f"{what}: cannot decode its virtual reference ({e})") from e
+            raise CorruptionError(
+                f"{what}: cannot decode its virtual reference ({e})"
+                "; run `zarrlake fsck` to find every damaged object"
+            ) from e
         return cls(RefKind.VIRTUAL, digest, length, offset, location, identity=identity)
 
 

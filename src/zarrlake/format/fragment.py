@@ -103,7 +103,10 @@ class FragmentRecord:
         try:
             return cls(**json.loads(head), blob=blob if sep else None)
         except (ValueError, TypeError) as e:
-            raise CorruptionError(f"staged fragment record cannot be decoded ({e})") from None
+            raise CorruptionError(
+                f"staged fragment record cannot be decoded ({e})"
+                "; abandon the session and write its data again in a new one"
+            ) from None
 
     @property
     def needs_object(self) -> bool:

@@ -50,7 +50,10 @@ class ZarrLakeSource(DataSource):
     def _read_path(self) -> str:
         paths = opts.array_paths(self.options)
         if len(paths) != 1:
-            raise InvalidInputError(f"reading takes one array (option 'array'), not {paths}")
+            raise InvalidInputError(
+                f"reading takes one array (option 'array'), not {paths}"
+                "; read one array per DataFrame"
+            )
         return paths[0]
 
     def _schema_of(self, info: ArrayInfo) -> StructType:
@@ -119,6 +122,7 @@ class ZarrLakeSource(DataSource):
         if schema.fieldNames() != want:
             raise InvalidInputError(
                 f"array {info.path!r} at {ref!r} reads as columns {want}, not {schema.fieldNames()}"
+                "; select those columns"
             )
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:

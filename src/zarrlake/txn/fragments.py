@@ -67,6 +67,7 @@ class StagedFragments:
         except NotFoundError:
             raise NotFoundError(
                 f"staged fragment {record.location} of writer {record.writer} is missing"
+                "; abandon the session and write its data again in a new one"
             ) from None
         return FragmentIndex.decode(record.index_id, data)
 

@@ -323,6 +323,7 @@ class Writes:
             raise InvalidInputError(
                 f"chunk {key!r} {problem}: zarr could not decode it with the array's codecs, "
                 "so the write is refused (Settings.check_chunks)"
+                "; write bytes the array's codecs decode"
             )
 
     def _frame_of(self, key: str) -> ChunkFrame:

@@ -53,10 +53,12 @@ def parse_slice(text: str, grid: tuple[int, ...]) -> MapSlice:
             raise InvalidInputError(
                 f"chunk map slice {text!r}: item {t!r} is neither a chunk index (an integer) "
                 "nor ':'"
+                "; give an integer or ':'"
             )
     if len(items) != nd:
         raise InvalidInputError(
             f"chunk map slice {text!r} has {len(items)} items; the grid has {nd} dimensions"
+            "; give one item per dimension"
         )
     drawn = [d for d, t in enumerate(items) if t == ":"]
     if len(drawn) != want:

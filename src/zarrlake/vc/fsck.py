@@ -253,6 +253,7 @@ class _Decoder:
             raise InvalidInputError(
                 f"no array matching {', '.join(repr(p) for p in missed)} has chunks in the "
                 "commits checked (--arrays names array paths, e.g. weather/t2m)"
+                "; check the --arrays names"
             )
 
 

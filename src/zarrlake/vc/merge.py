@@ -120,7 +120,12 @@ class History:
         if result.conflicts:
             if on_conflict == "fail" or any(c.kind != "chunk" for c in result.conflicts):
                 shown = "; ".join(str(c) for c in result.conflicts)
-                raise ConflictError(result.conflicts, f"{what} conflicts: {shown}")
+                raise ConflictError(
+                    result.conflicts,
+                    f"{what} conflicts: {shown}"
+                    "; settle chunk conflicts with on_conflict='ours' or 'theirs', "
+                    "others in a session",
+                )
             if on_conflict == "theirs":
                 changes = changes + list(result.chunk_keys.items())
         return head_root, changes, result.moves, result.gains
@@ -170,7 +175,9 @@ class History:
                             "", ConflictKind.UNRELATED, None, "the two histories share no commit"
                         )
                     ],
-                    f"cannot merge {source[:12]} into {into!r}: no common history",
+                    f"cannot merge {source[:12]} into {into!r}: no common history"
+                    "; copy what you need in a session on the other branch, "
+                    "or reset one to the other",
                 )
             if base == source:
                 return head  # already merged
@@ -186,7 +193,8 @@ class History:
                             f"{into!r} has commits {source[:12]} lacks",
                         )
                     ],
-                    f"cannot fast-forward {into!r} to {source[:12]}: the branches diverged",
+                    f"cannot fast-forward {into!r} to {source[:12]}: the branches diverged"
+                    "; merge with fast_forward='allow' to make a merge commit",
                 )
             root, changes, moves, gains = self._combine(
                 base, head, source, on_conflict, f"merge of {source[:12]} into {into!r}"
@@ -227,7 +235,7 @@ class History:
             if not changes and not allow_empty:
                 raise InvalidInputError(
                     f"{what} changes nothing (what it changed is undone there already); no "
-                    "commit made (allow_empty=True, or zarrlake revert --allow-empty, makes one)"
+                    "commit made; pass allow_empty=True (zarrlake revert --allow-empty) to make one"
                 )
             return self.write_commit(root, changes, (head,), text, author, moves)
 
@@ -236,7 +244,7 @@ class History:
     def reset(self, branch: str, to: str, expected: str | None) -> str:
         """Move `branch` to commit `to`; with `expected`, only if the branch is there now."""
         if not self.objects.has_commit(to):
-            raise RefNotFoundError(f"no commit {to!r}")
+            raise RefNotFoundError(f"no commit {to!r}; run `zarrlake log` to see the commits")
         while True:
             head, version = self.refs.require(BRANCH, branch)
             if expected is not None and head != expected:

@@ -274,7 +274,10 @@ class SessionStore(Store):
             If a writable store is asked of a read-only session.
         """
         if not read_only and self.session.read_only:
-            raise ReadOnlySessionError(f"{_READ_ONLY}: the session is pinned to a commit")
+            raise ReadOnlySessionError(
+                f"{_READ_ONLY}: the session is pinned to a commit"
+                "; open a writable one with repo.create_session(branch)"
+            )
         return SessionStore(self.session, read_only=read_only)
 
     def _check_writable(self) -> None:

@@ -71,11 +71,17 @@ def _plain(value: object) -> object:
 def check_from_json(doc: object) -> Check:
     """The check a `to_json` document describes; InvalidInputError naming what is wrong."""
     if not isinstance(doc, dict) or "kind" not in doc:
-        raise InvalidInputError(f"a check is a JSON object with a 'kind', not {doc!r}")
+        raise InvalidInputError(
+            f"a check is a JSON object with a 'kind', not {doc!r}"
+            '; give an object like {"kind": "ValueRange", "array": "t2m", ...}'
+        )
     kind = doc["kind"]
     cls = KINDS.get(kind)
     if cls is None:
-        raise InvalidInputError(f"unknown check kind {kind!r} (kinds: {', '.join(sorted(KINDS))})")
+        raise InvalidInputError(
+            f"unknown check kind {kind!r} (kinds: {', '.join(sorted(KINDS))})"
+            "; use one of those kinds"
+        )
     params = {k: v for k, v in doc.items() if k != "kind"}
     if cls is Custom:
         return Custom(params.pop("entry_point", None), **(params.get("params") or {}))
@@ -297,7 +303,7 @@ class ValueRange(Chunkwise):
         if lo is None and hi is None:
             raise InvalidInputError("a value-range check needs min, max or both")
         if lo is not None and hi is not None and lo > hi:
-            raise InvalidInputError(f"min {lo!r} is greater than max {hi!r}")
+            raise InvalidInputError(f"min {lo!r} is greater than max {hi!r}; give min <= max")
 
     def _tally(self, view: ChangeView, doc: dict) -> Tally:
         return _RangeTally(self, doc)
@@ -520,6 +526,7 @@ class Custom(Check):
         if not isinstance(entry_point_name, str) or not entry_point_name:
             raise InvalidInputError(
                 f"a custom check names its entry point, not {entry_point_name!r}"
+                "; give it as 'module:function'"
             )
         try:
             json.dumps(params)
