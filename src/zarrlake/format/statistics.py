@@ -209,4 +209,7 @@ def decode(head: dict[str, Any] | None, cols: dict[str, np.ndarray], n: int, wha
                 out[name] = col
         return out
     except (KeyError, TypeError, ValueError) as e:
-        raise CorruptionError(f"{what}: statistics cannot be decoded ({e})") from None
+        raise CorruptionError(
+            f"{what}: statistics cannot be decoded ({e}); run `zarrlake fsck --decode` to see "
+            "which manifests are damaged"
+        ) from None

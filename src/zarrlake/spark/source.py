@@ -84,7 +84,7 @@ class ZarrLakeSource(DataSource):
             if WHERE in self._given():
                 raise InvalidInputError(
                     "option 'where' filters an array's values; the change feed (option "
-                    "'changes') takes none: filter its rows with Spark"
+                    "'changes') takes none; use Spark's filter() on its rows instead"
                 )
             feed = ChangeFeed.plan(self.options, self._read_path())
             self._check_columns(schema, feed.info, feed.name)

@@ -66,7 +66,10 @@ def backfill(
         root = history.root(head)
         doc = root.meta.get(f"{path}/zarr.json" if path else "zarr.json")
         if doc is None or not is_array_doc(doc):
-            raise NotFoundError(f"no array {path!r} on branch {branch!r}")
+            raise NotFoundError(
+                f"no array {path!r} on branch {branch!r}; run `zarrlake ls {branch}` to see "
+                "its arrays"
+            )
         todo = _lacking(objects, root, path, doc)
         _compute(objects, doc, todo, found, on_progress)
         stats = [found.get(_ident(todo, i)) for i in range(len(todo))]

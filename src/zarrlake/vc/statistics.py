@@ -380,7 +380,10 @@ def array_stats(objects: Objects, commit_id: str, path: str) -> ArrayStats:
     root = objects.read(SnapshotRoot, snapshot)
     doc = root.meta.get(f"{path}/zarr.json" if path else "zarr.json")
     if doc is None or not is_array_doc(doc):
-        raise NotFoundError(f"no array {path!r} at commit {commit_id[:12]}")
+        raise NotFoundError(
+            f"no array {path!r} at commit {commit_id[:12]}; run `zarrlake ls {commit_id[:12]}` "
+            "to see its arrays"
+        )
     view = SnapshotView(objects, root, snapshot)
     return read(path, doc, view.entries_under(f"{path}/".encode() if path else b""))
 

@@ -239,7 +239,7 @@ class _Parser:
         raise InvalidInputError(
             f"where {self.text!r}: {why} (filters look like '{self.names[0]} > 40', "
             f"'{self.names[0]} >= 0 AND {self.names[0]} < 10', 'isnan({self.names[0]})', "
-            f"'{self.names[0]} IN (1, 2)')"
+            f"'{self.names[0]} IN (1, 2)'); write the filter in that form"
         )
 
     def peek(self) -> str | None:
