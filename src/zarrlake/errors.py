@@ -7,6 +7,9 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+REPORT_BUG = "this is a bug in zarrlake; please report it with the traceback"
+"""The end of a message of an error that only a bug in zarrlake raises: what to do is report it."""
+
 
 class ZarrLakeError(Exception):
     """Base class of every error zarrlake raises on purpose.

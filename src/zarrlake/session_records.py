@@ -20,6 +20,7 @@ from typing import cast
 from zarrlake._util import forksafe, runtime
 from zarrlake._util.retry import RetryPolicy, backoff
 from zarrlake.errors import (
+    REPORT_BUG,
     CASFailedError,
     InvalidInputError,
     SessionClosedError,
@@ -235,7 +236,9 @@ class SessionRecord:
     def check_writable(self, now: float) -> None:
         """Raise unless the session can still write and commit at `now`."""
         if self.status == Status.EXPIRED or (self.status == Status.OPEN and now > self.expires_at):
-            raise SessionExpiredError(f"session {self.id} expired at {self.expires_time}")
+            raise SessionExpiredError(
+                f"session {self.id} expired at {self.expires_time}; start a new session"
+            )
         if self.status == Status.COMMITTING:
             lease = "an unrecorded time" if self.lease is None else str(as_datetime(self.lease))
             raise SessionClosedError(
@@ -245,6 +248,7 @@ class SessionRecord:
                 "session opens again as soon as this is noticed (on the next read of it); "
                 f"otherwise its lease ends at {lease}, after which the session is aborted "
                 "unless its commit landed"
+                "; wait for that commit, or start a new session"
             )
         if self.status == Status.ABORTED:
             raise SessionClosedError(
@@ -350,7 +354,7 @@ class SessionRecords:
     ) -> None:
         if shards not in (1, SHARDS):
             raise InvalidInputError(
-                f"session records are kept in 1 or {SHARDS} shards, not {shards}"
+                f"session records are kept in 1 or {SHARDS} shards, not {shards}; {REPORT_BUG}"
             )
         self.meta = meta
         self.partition = partition
@@ -373,7 +377,9 @@ class SessionRecords:
             return self.partition
         first = session_id[:1]
         if not first or first not in _HEX:
-            raise InvalidInputError(f"invalid session id {session_id!r}")
+            raise InvalidInputError(
+                f"invalid session id {session_id!r}; run `zarrlake sessions list` for the ids"
+            )
         return f"{self.partition}/{first}"
 
     def later(self, write: Callable[[SessionRecords], object]) -> Later:
@@ -429,7 +435,9 @@ class SessionRecords:
         self.settle()
         got = self._get(session_id)
         if got is None:
-            raise SessionNotFoundError(f"no session {session_id!r}")
+            raise SessionNotFoundError(
+                f"no session {session_id!r}; run `zarrlake sessions list` to see the open ones"
+            )
         return SessionRecord.decode(got[0]), got[1]
 
     def swap(self, new: SessionRecord, version: int) -> int:
@@ -516,7 +524,9 @@ class SessionRecords:
         """The record whose id is `prefix` or starts with it (unique)."""
         self.settle()
         if not isinstance(prefix, str) or not prefix or len(prefix) > 64:
-            raise InvalidInputError(f"invalid session id {prefix!r}")
+            raise InvalidInputError(
+                f"invalid session id {prefix!r}; run `zarrlake sessions list` for the ids"
+            )
         got = self._get(prefix)
         if got is not None:
             return SessionRecord.decode(got[0])
@@ -525,5 +535,9 @@ class SessionRecords:
             if len(found) == 1:
                 return found[0]
             if len(found) > 1:
-                raise InvalidInputError(f"session id prefix {prefix!r} is ambiguous")
-        raise SessionNotFoundError(f"no session {prefix!r}")
+                raise InvalidInputError(
+                    f"session id prefix {prefix!r} is ambiguous; give more characters of the id"
+                )
+        raise SessionNotFoundError(
+            f"no session {prefix!r}; run `zarrlake sessions list` to see the open ones"
+        )

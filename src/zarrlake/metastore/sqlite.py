@@ -119,7 +119,7 @@ def parse_sqlite_url(url: str) -> tuple[str, str]:
     root is taken as that absolute path (see `_resolve`).
     """
     if not isinstance(url, str) or not url.lower().startswith("sqlite://"):
-        raise InvalidInputError(f"not a sqlite metastore URL: {url!r}")
+        raise InvalidInputError(f"not a sqlite metastore URL: {url!r}; write it as sqlite:///PATH")
     rest = url[len("sqlite://") :]
     rest, _, query = rest.partition("?")
     if not rest.startswith("/"):
@@ -129,7 +129,10 @@ def parse_sqlite_url(url: str) -> tuple[str, str]:
         )
     path = rest[1:]
     if not path or path.endswith("/"):
-        raise InvalidInputError(f"sqlite metastore URL {url!r} names no database file")
+        raise InvalidInputError(
+            f"sqlite metastore URL {url!r} names no database file"
+            "; add the file's path, e.g. sqlite:///PATH"
+        )
     if path == ":memory:":
         raise InvalidInputError(
             f"{url!r}: an in-memory SQLite database is per connection; use memory://NAME"
@@ -140,6 +143,7 @@ def parse_sqlite_url(url: str) -> tuple[str, str]:
             raise InvalidInputError(
                 f"sqlite metastore URL {url!r}: unknown option {name}={value!r} "
                 "(supported: synchronous=normal|full)"
+                "; remove that option"
             )
         sync = _SYNCHRONOUS[value.lower()]
     return _resolve(path), sync
@@ -184,7 +188,7 @@ class SqliteMetaStore(MetaStoreBackend):
             return conn
         if self._closed:
             conns.drop_mine()
-            raise ConfigurationError(f"metastore {self.url} is closed")
+            raise ConfigurationError(f"metastore {self.url} is closed; open the repository again")
         conn = self._connect()
         conns.add(conn)
         return conn
@@ -194,6 +198,7 @@ class SqliteMetaStore(MetaStoreBackend):
         if not os.path.isdir(folder):
             raise ConfigurationError(
                 f"cannot open SQLite metastore {self.path}: directory {folder} does not exist"
+                "; create the directory first"
             )
         try:
             with _FORK.call():
@@ -218,6 +223,7 @@ class SqliteMetaStore(MetaStoreBackend):
                     if mode.lower() != "wal":
                         raise ConfigurationError(
                             f"SQLite metastore {self.path} cannot use WAL mode (got {mode})"
+                            "; put the file on a local file system that supports WAL"
                         )
                 conn.execute(f"PRAGMA synchronous = {self.synchronous}")
                 if not conn.execute(
