@@ -154,11 +154,11 @@ def test_an_operation_whose_record_lapsed_refuses_a_commit_a_sweep_broke(repo, m
     ctx = repo.context
     move = Refs.move
 
-    def lapsed_then_move(self, name, commit_id, expected_version):
+    def lapsed_then_move(self, name, commit_id, expected_version, landing=None):
         part = gc_partition(ctx)
         ctx.meta.set_many(part, [(k, None) for k, _, _ in ctx.meta.scan(part, prefix=KEEP)])
         ctx.object_store.delete(f"changes/{ctx.objects.read_commit(commit_id).changes}")
-        return move(self, name, commit_id, expected_version)
+        return move(self, name, commit_id, expected_version, landing)
 
     monkeypatch.setattr(Refs, "move", lapsed_then_move)
     with pytest.raises(zl.NotFoundError, match="nothing was changed"):

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from zarrlake._util import crashpoints
+from zarrlake._util import crashpoints, runtime
 from zarrlake.errors import ExpiredHistoryError, InvalidInputError, NotFoundError
 from zarrlake.lifecycle.gc import check_older_than, drop_check_results
 from zarrlake.lifecycle.islands import forget, islands, note
@@ -54,12 +54,14 @@ class ExpireReport:
 
 
 def cutoff_of(older_than: object, now: float) -> float:
-    """The cutoff timestamp for `older_than`: a datetime, or a timedelta before now."""
+    """The cutoff timestamp for `older_than`: a datetime, or a timedelta before `now` (the
+    metastore's clock). A datetime is the caller's: it is refused when in the future by
+    this machine's clock, and taken as `now` if past the metastore's."""
     if isinstance(older_than, datetime):
         when = older_than if older_than.tzinfo else older_than.replace(tzinfo=UTC)
-        if when.timestamp() > now:
+        if when.timestamp() > runtime.now():
             raise InvalidInputError(f"older_than must not be in the future, not {when}")
-        return when.timestamp()
+        return min(when.timestamp(), now)
     if isinstance(older_than, timedelta):
         return now - check_older_than(older_than).total_seconds()
     raise InvalidInputError(
