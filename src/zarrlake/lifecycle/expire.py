@@ -88,7 +88,9 @@ def check_branches(ctx: RepoContext, branches: object) -> dict[str, str]:
 def protected(ctx: RepoContext, selected: dict[str, str]) -> set[str]:
     """Commits that must stay: every head and tag, what running history operations keep
     (vc/keep.py), the whole history of branches not selected, and each open session's
-    commits from its branch head down to its base."""
+    commits from its branch head down to its base: all of them while its base is not
+    known yet (a session being created reads its branch's head after writing its record,
+    so whatever head it reads, a read of the records that follows sees it)."""
     objects = ctx.objects
     # Keep records and sessions are read before the refs: an operation moves its ref and then
     # drops its record, a commit moves its branch and then ends its session, so whichever
@@ -142,6 +144,7 @@ def expire(
 ) -> ExpireReport:
     """Expire the history older than `older_than` on `branches` (None: every branch)."""
     start = time.monotonic()
+    ctx.refs.check_moved()  # a process that opened the repository before it moved
     now = ctx.clock()
     cutoff = cutoff_of(older_than, now)
     selected = check_branches(ctx, branches)

@@ -233,7 +233,8 @@ class Collector:
             if held and not (rec.status == "open" and now > rec.expires_at):
                 live.update(self._staged_refs(partition))
                 live.update(self._uploads(rec.id))
-                live.add(f"commits/{rec.base}")
+                if rec.base:  # (none yet while the session is being created)
+                    live.add(f"commits/{rec.base}")
                 continue
             finished.append(rec.id)
         # What finished sessions left: staged records, and uploads recorded (flushed or not),
@@ -306,7 +307,8 @@ class Collector:
                 committing |= rec.status != "open"  # committing, or aborted but may land
                 live.update(self._staged_refs(self.ctx.stage_partition(rec.id)))
                 live.update(self._uploads(rec.id))
-                live.add(f"commits/{rec.base}")
+                if rec.base:
+                    live.add(f"commits/{rec.base}")
         return live, committing
 
     def expand_fragments(self, fragments: dict[str, tuple[int, int, str]]) -> dict[str, int | None]:

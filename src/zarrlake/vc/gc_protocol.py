@@ -51,6 +51,7 @@ from zarrlake._util import crashpoints, runtime
 from zarrlake.errors import CASFailedError, GcBusyError, ZarrLakeError
 from zarrlake.format.fragment import FragmentRecord
 from zarrlake.vc import sweep_fence
+from zarrlake.vc.refs import Refs
 
 if TYPE_CHECKING:
     from zarrlake.metastore.base import MetaStore
@@ -167,8 +168,12 @@ class GcState:
 
     # lock ---------------------------------------------------------------------------------
 
-    def acquire(self) -> None:
-        """Take the collector lock; GcBusyError if a collector that may be alive holds it."""
+    def acquire(self, moving: bool = False) -> None:
+        """Take the collector lock; GcBusyError if a collector that may be alive holds it,
+        RepositoryMovedError if the repository moved to another metastore (unless
+        `moving`: the metastore copy itself takes the lock)."""
+        if not moving:
+            Refs(self.meta, self.ctx.partition("refs")).check_moved()
         got = self.meta.get(self.partition, LOCK)
         if got is not None and not self._stale(json.loads(got[0])):
             lock = json.loads(got[0])

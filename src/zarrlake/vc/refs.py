@@ -87,6 +87,11 @@ class Refs:
         self.on_drop = on_drop
         self.snapshots = snapshots  # None: values name only the commit (format 1)
         self.empty_hint = empty_hint  # said when a ref is missing because none exists at all
+        self._seen: dict[str, str] = {}  # branch -> the head this process last read or wrote
+
+    def seen(self, branch: str) -> str | None:
+        """The head of `branch` this process last read or moved it to (None: never)."""
+        return self._seen.get(branch)
 
     def _value(self, commit_id: str) -> bytes:
         known = self.snapshots.known_snapshot(commit_id) if self.snapshots else None
@@ -110,7 +115,12 @@ class Refs:
     def get(self, kind: str, name: str) -> tuple[str, int] | None:
         """(commit id, version) or None."""
         got = self.meta.get(self.partition, self._key(kind, name))
-        return (self._commit(got[0]), got[1]) if got else None
+        if got is None:
+            return None
+        commit_id = self._commit(got[0])
+        if kind == BRANCH:
+            self._seen[name] = commit_id
+        return commit_id, got[1]
 
     def require(self, kind: str, name: str) -> tuple[str, int]:
         """(commit id, version) of a branch or tag; raises the missing-ref error when absent."""
@@ -165,9 +175,11 @@ class Refs:
         `landing`, also only while that session's landing fence is where its committer
         read it (LandingRevokedError otherwise)."""
         _fence(commit_id)
-        return self._write(
+        version = self._write(
             self._key(BRANCH, name), self._value(commit_id), expected_version, landing
         )
+        self._seen[name] = commit_id
+        return version
 
     def _write(
         self, key: bytes, value: bytes | None, expected: int | None, landing: Landing | None = None
