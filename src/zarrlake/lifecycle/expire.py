@@ -54,14 +54,14 @@ class ExpireReport:
 
 
 def cutoff_of(older_than: object, now: float) -> float:
-    """The cutoff timestamp for `older_than`: a datetime, or a timedelta before `now` (the
-    metastore's clock). A datetime is the caller's: it is refused when in the future by
-    this machine's clock, and taken as `now` if past the metastore's."""
+    """The cutoff timestamp for `older_than`: a datetime, or a timedelta before `now`.
+    Commit timestamps are history's time, taken by the committing process's clock, so the
+    cutoff is too (this process's), not the metastore's, which judges leases."""
     if isinstance(older_than, datetime):
         when = older_than if older_than.tzinfo else older_than.replace(tzinfo=UTC)
-        if when.timestamp() > runtime.now():
+        if when.timestamp() > now:
             raise InvalidInputError(f"older_than must not be in the future, not {when}")
-        return min(when.timestamp(), now)
+        return when.timestamp()
     if isinstance(older_than, timedelta):
         return now - check_older_than(older_than).total_seconds()
     raise InvalidInputError(
@@ -146,7 +146,7 @@ def expire(
     start = time.monotonic()
     ctx.refs.check_moved()  # a process that opened the repository before it moved
     now = ctx.clock()
-    cutoff = cutoff_of(older_than, now)
+    cutoff = cutoff_of(older_than, runtime.now())
     selected = check_branches(ctx, branches)
     keep = protected(ctx, selected)
     objects = ctx.objects

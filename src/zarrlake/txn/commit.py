@@ -48,7 +48,7 @@ from zarrlake.vc.checks.rules import CheckRule, guard_commit
 from zarrlake.vc.commit_protocol import CommitProtocol, CommitRequest, SessionLanded
 from zarrlake.vc.gc_protocol import register_staged
 from zarrlake.vc.policies import CONFLICT_POLICIES, UNFLUSHED_POLICIES
-from zarrlake.vc.refs import BRANCH, Landing
+from zarrlake.vc.refs import BRANCH, Landing, LandingRevokedError
 
 
 class CommitHandle(Protocol):
@@ -594,6 +594,8 @@ def _run(
             raise error from None  # (a bare raise would raise the check's error, unnoted)
         if cid is None:
             hold.finish(None)
+            if isinstance(error, LandingRevokedError):  # say what recovery made of it
+                raise hold.lost(ctx.records.get(rec.id)[0]) from None
             if isinstance(error, NotFoundError) and not ctx.refs.get(BRANCH, rec.branch):
                 raise NotFoundError(
                     f"branch {rec.branch!r} was deleted after this session started at "
