@@ -25,6 +25,7 @@ before) is refused unless `replace` is given: its records are then dropped and r
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import time
 from collections.abc import Iterator
@@ -74,12 +75,18 @@ class CopyReport:
         return asdict(self)
 
 
+def _in_flight(value: bytes) -> bool:
+    """Whether a session record is one being created (its base not named yet): after the
+    fence its creation fails (it reads the fence), so it is neither copied nor compared."""
+    return SessionRecord.decode(value).base == PENDING
+
+
 def _pages(
-    meta: MetaStore, partition: str, skip: frozenset[bytes]
+    meta: MetaStore, partition: str, skip: frozenset[bytes], sessions: bool = False
 ) -> Iterator[list[tuple[bytes, bytes]]]:
     batch: list[tuple[bytes, bytes]] = []
     for key, value, _ in meta.scan(partition):
-        if key in skip:
+        if key in skip or (sessions and _in_flight(value)):
             continue
         batch.append((key, value))
         if len(batch) >= BATCH:
@@ -95,38 +102,37 @@ def _copy(
     partition: str,
     rewrite: dict[bytes, bytes],
     skip: frozenset[bytes],
-) -> int:
+    sessions: bool = False,
+) -> tuple[int, bytes]:
     """Copy one partition (values in `rewrite` replacing the source's, keys in `skip` left
-    out), over whatever the target held in it (a copy stopped half-way, or an older one
-    being replaced)."""
+    out, and `sessions` records being created), over whatever the target held in it (a
+    copy stopped half-way, or an older one being replaced). Returns how many keys it
+    wrote and a digest of them, which `_verify` checks the target against: the source may
+    change after it was read, by writes the fence makes fail (a flush staging its last
+    record before it finds its session closed), which the copy need not hold."""
     target.drop_partition(partition)
-    n = 0
-    for batch in _pages(source, partition, skip):
-        target.set_many(partition, [(k, rewrite.get(k, v)) for k, v in batch])
+    n, digest = 0, hashlib.blake2b()
+    for batch in _pages(source, partition, skip, sessions):
+        items = [(k, rewrite.get(k, v)) for k, v in batch]
+        target.set_many(partition, items)
+        for k, v in items:
+            digest.update(b"%d:%s%d:%s" % (len(k), k, len(v), v))
         n += len(batch)
-    return n
+    return n, digest.digest()
 
 
-def _verify(
-    source: MetaStore,
-    target: MetaStore,
-    partition: str,
-    rewrite: dict[bytes, bytes],
-    skip: frozenset[bytes],
-) -> None:
-    theirs = target.scan(partition)
-    for key, value, _ in source.scan(partition):
-        if key in skip:
-            continue
-        got = next(theirs, None)
-        if got is None or got[0] != key or got[1] != rewrite.get(key, value):
-            raise CorruptionError(
-                f"the copy of {partition}/{key!r} in {target.url} differs from the original; "
-                "the repository still uses its old metastore"
-            )
-    extra = next(theirs, None)
-    if extra is not None:
-        raise CorruptionError(f"the copy of {partition} in {target.url} has extra key {extra[0]!r}")
+def _verify(target: MetaStore, partition: str, written: tuple[int, bytes]) -> None:
+    """Check that the target's partition holds exactly what `_copy` wrote there."""
+    n, digest = 0, hashlib.blake2b()
+    for k, v, _ in target.scan(partition):
+        digest.update(b"%d:%s%d:%s" % (len(k), k, len(v), v))
+        n += 1
+    if (n, digest.digest()) != written:
+        raise CorruptionError(
+            f"the copy of {partition} in {target.url} differs from the original as it was read "
+            f"({n} keys read back, {written[0]} written); the repository still uses its old "
+            "metastore"
+        )
 
 
 def _check_no_gc(ctx: RepoContext) -> None:
@@ -179,10 +185,11 @@ def _close(ctx: RepoContext, kind: str) -> tuple[list[str], dict[str, tuple[byte
                     moved = now
                 else:
                     break  # finished: copied as it is
-                gone = replace(
+                gone = replace(  # no seal: a committer's late finish leaves it alone
                     now,
                     status=Status.ABORTED,
                     lease=None,
+                    seal=None,
                     attempts=(),
                     note=f"the repository moved to another metastore ({kind}): join the "
                     "session again there",
@@ -293,8 +300,9 @@ def copy_metastore(
             moved = partition in sessions_partitions
             skip = {gc: frozenset([LOCK]), refs: frozenset([MOVED])}.get(partition, frozenset())
             skip = skip | dropped if moved else skip  # the copy's own, and creations it stopped
-            counts[partition] = _copy(ctx.meta, target, partition, rewrite if moved else {}, skip)
-            _verify(ctx.meta, target, partition, rewrite if moved else {}, skip)
+            written = _copy(ctx.meta, target, partition, rewrite if moved else {}, skip, moved)
+            _verify(target, partition, written)
+            counts[partition] = written[0]
         if switch:
             _switch(ctx.object_store, kind_of(to))
         else:

@@ -26,7 +26,19 @@ class Fault(StrEnum):
     BURST = "burst of errors"
 
 
-WRITES = ("set", "set_many", "set_if", "delete", "drop", "put", "put_if_absent", "put_if")
+WRITES = (
+    "set",
+    "set_many",
+    "set_if",
+    "write_if",
+    "delete",
+    "delete_if",
+    "drop",
+    "put",
+    "put_if_absent",
+    "put_if",
+    "retag",
+)
 """Calls whose reply can be lost (the write happened)."""
 
 JUMPS = (1.0, 30.0, 200.0, 900.0, 4000.0, 90_000.0)

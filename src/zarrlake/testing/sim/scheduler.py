@@ -108,7 +108,7 @@ class Scheduler:
         proc = Process(1000 + len(self.processes), name)
         proc.runtime = runtime.Runtime(
             now=lambda: self.now + proc.offset,
-            monotonic=lambda: self.now + proc.offset,
+            monotonic=lambda: self.now,  # a wall clock's skew or step leaves it alone
             sleep=self.sleep,
             call_later=lambda delay, fn: self.call_later(proc, delay, fn),
             executor=SimExecutor(self, proc),

@@ -107,6 +107,7 @@ default, so that the seeds CI runs pass, and `Config(issues=...)` provokes it. F
 are replayed by tests/sim/test_former_issues.py."""
 META_WRITES = (
     "meta.set_if",
+    "meta.write_if",
     "meta.set_many",
     "meta.set",
     "meta.delete",
