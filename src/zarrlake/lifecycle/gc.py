@@ -528,21 +528,7 @@ class Collector:
         try:
             fence.open()
             crashpoints.reached("gc_after_sweep_begins")
-            self.unflushed = False
-            live, committing = self.live_sessions()
-            self.roots(reach, live)  # only what changed since the first mark is read
-            due = [k for k in self._keep_redropped(reach, due) if k not in reach.live]
-            if self.unflushed:  # a writer began since: what only the listing found waits
-                kept = [k for k in due if k in listed_only]
-                self.report.deferred += len(kept)
-                due = [k for k in due if k not in listed_only]
-            if committing or self.history_running:  # a commit may reuse a metadata object
-                kept = [k for k in due if kind_of(k) in WRITTEN_BY_COMMITS]
-                self.report.deferred += len(kept)
-                due = [k for k in due if kind_of(k) not in WRITTEN_BY_COMMITS]
-            whole = self.hold_named(due, (k for k in pool if k not in reach.live))
-            self.report.deferred += len(due) - len(whole)
-            due = whole
+            due = self.recheck(reach, due, pool, listed_only)
             order = {kind: i for i, kind in enumerate(KINDS)}
             due.sort(key=lambda k: order.get(kind_of(k), len(order)))
             sizes = {k: self.size(k, pool.get(k)) for k in due}
@@ -582,6 +568,29 @@ class Collector:
                 del self.candidates[key]
             self.state.forget_sweeps(phase.epoch)
         crashpoints.reached("gc_after_sweep_ends")
+
+    def recheck(
+        self, reach: Reach, due: list[str], pool: dict[str, int | None], listed_only: set[str]
+    ) -> list[str]:
+        """`due` less what became live since the first mark: read again once the sweep's
+        phase is entered (a writer staging before it is seen here, one staging after it
+        waits for the sweep), with what the state of sessions and history operations makes
+        wait for a later run."""
+        self.unflushed = False
+        live, committing = self.live_sessions()
+        self.roots(reach, live)  # only what changed since the first mark is read
+        due = [k for k in self._keep_redropped(reach, due) if k not in reach.live]
+        if self.unflushed:  # a writer began since: what only the listing found waits
+            kept = [k for k in due if k in listed_only]
+            self.report.deferred += len(kept)
+            due = [k for k in due if k not in listed_only]
+        if committing or self.history_running:  # a commit may reuse a metadata object
+            kept = [k for k in due if kind_of(k) in WRITTEN_BY_COMMITS]
+            self.report.deferred += len(kept)
+            due = [k for k in due if kind_of(k) not in WRITTEN_BY_COMMITS]
+        whole = self.hold_named(due, (k for k in pool if k not in reach.live))
+        self.report.deferred += len(due) - len(whole)
+        return whole
 
     def _tables_present(self) -> set[str] | None:
         """The block tables a local directory holds, listed once a sweep may delete some (so

@@ -128,6 +128,12 @@ class _Stops:
         self.world.trace.call(sched, actor, what)
         if fault == Fault.ERROR:
             raise TransientError(f"sim: {what} failed before it ran")
+        if fault == Fault.CRASH_IN_FLIGHT:  # sent: it lands later, the sender is gone
+
+            def deliver() -> None:
+                self.world.after_call(actor, what, fn())
+
+            sched.in_flight(self.world.faults.in_flight_for(sched.rng), deliver)
         try:
             result = fn()
         except CASFailedError:

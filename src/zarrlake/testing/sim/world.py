@@ -52,14 +52,13 @@ from zarrlake.vc.refs import BRANCH
 
 KINDS = tuple(PROGRAMS)
 SMALL_SKEW = 20.0
-"""Seconds a process's clock runs ahead at most, and one process's clock steps at most,
-unless `Config.wild_clocks` (up to 80 minutes, and jumps of any size)."""
-UNSKEWED = ("gc", "expire")
-"""Processes whose clock is never skewed nor stepped alone, and large skews run ahead only.
-With a collector's clock ahead of (or another clock behind) the clock that recorded a gc
-candidate, the grace period shrinks by the skew, and a commit's objects go while a ref can
-still be made to it (see docs/reliability.md, known issues): the library judges a
-candidate's age by the collector's clock against the time another host wrote."""
+"""Seconds a process's clock is off at most in a seed with small skews, and one process's
+clock steps at most, unless `Config.wild_clocks` (jumps of any size)."""
+LARGE_SKEWS = (30.0, 200.0, 900.0, 4000.0)
+"""How far off a process's clock is in a seed with large skews (ahead or behind, gc and
+expire included): past a sweep's lease, a committer's lease, an hour. Nothing the protocol
+decides rests on a process's own clock (leases, expiries and gc candidates are judged on
+the metastore's), so no skew is off limits."""
 META_ROOT = "meta/"
 """Where the bucket metastore keeps its heads and pages."""
 ARRAY_DOC = json.dumps(
@@ -278,6 +277,7 @@ class World:
         if not config.wild_clocks:
             self.faults.own_jump_max = SMALL_SKEW
         self.clocks = random.Random(f"{config.seed}/clocks")
+        self.faults.pauses(random.Random(f"{config.seed}/pauses"))
         self.sched.on_process = self.place
 
     def place(self, proc) -> None:
@@ -286,24 +286,24 @@ class World:
             return
         if self.hosts:
             proc.host = f"host{proc.pid}"
-        if proc.name.startswith(UNSKEWED):
-            proc.steady = True  # see UNSKEWED
-            return
+        sign = self.clocks.choice((1.0, -1.0))
         if self.skew == "small":
-            proc.offset = self.clocks.uniform(0.0, 1.0) * self.clocks.choice((1.0, 20.0))
-        elif self.skew == "large" and self.config.wild_clocks:
-            size = self.clocks.choice((30.0, 200.0, 900.0, 4000.0))
-            proc.offset = size * self.clocks.uniform(1.0, 1.2)
+            proc.offset = sign * self.clocks.uniform(0.0, 1.0) * self.clocks.choice((1.0, 20.0))
+        elif self.skew == "large":
+            proc.offset = sign * self.clocks.choice(LARGE_SKEWS) * self.clocks.uniform(1.0, 1.2)
+        proc.peak = proc.offset
         if proc.offset:
             self.faults.counts["clock skew"] += 1
+            self.faults.counts[f"clock skew {'ahead' if sign > 0 else 'behind'}"] += 1
 
     def clock_of(self, actor) -> float:
         """The time the clock of `actor`'s process shows now."""
         return self.sched.clock_of(actor.process)
 
     def latest(self) -> float:
-        """The clock furthest ahead: a session it finds expired may be treated as expired."""
-        return self.sched.now + max((p.offset for p in self.sched.processes), default=0.0)
+        """The metastore's clock, which judges sessions' expiry for every process (a little
+        ahead, for the bucket metastore's reading of its service's clock)."""
+        return self.sched.now + 1.0
 
     def new_id(self, prefix: str) -> str:
         """A fresh id with `prefix`, deterministic within the run."""
@@ -329,8 +329,8 @@ class World:
             and rest.startswith(EXPIRED_PREFIX)
             and result is not False
         ):
-            what = f"expired {rest[len(EXPIRED_PREFIX) :]}"
-            self.events.append((what, actor.name, self.sched.clock_of(actor.process)))
+            what = f"expired {rest[len(EXPIRED_PREFIX) :]}"  # its cutoff: by its clock's peak
+            self.events.append((what, actor.name, self.sched.now + actor.process.peak))
 
     def targets(self) -> list[str]:
         """Commits resets, new branches and tags may point at: any commit ever seen (one
@@ -346,12 +346,13 @@ class World:
         """Record that the calling actor deleted `key` (checked after the step): an object
         of the repository, or a head or page of the bucket metastore (`meta/`), last
         written at `born` by the service's clock."""
+        actor = self.sched.sender or (self.sched._me() if self.sched.inside() else None)
         if key.startswith(META_ROOT):
             self.pages_changed.add(key.split("/pages/")[0].split("/head")[0])
-            if "/pages/" in key and self.sched.inside():
-                self.pages_deleted.append((key, self.sched._me().name, born))
+            if "/pages/" in key and actor is not None:
+                self.pages_deleted.append((key, actor.name, born))
             return
-        actor = self.sched._me()
+        assert actor is not None, f"{key} deleted outside any actor"
         self.events.append((f"deleted {key}", actor.name, self.sched.clock_of(actor.process)))
 
     # the run ----------------------------------------------------------------------------
@@ -404,12 +405,12 @@ class World:
         if self.pages_changed:
             self.check_pages()
         events, self.events = self.events, []
-        for what, by, now in events:  # judged by the clock of the process that did it
+        for what, by, now in events:
             kind, _, arg = what.partition(" ")
-            if kind == "deleted":
-                model.check_delete(arg, by, now)
-            else:
-                model.check_expired(arg, by, now)
+            if kind == "deleted":  # grace periods and leases: on the metastore's clock
+                model.check_delete(arg, by, self.sched.now)
+            else:  # cutoffs: the expiring process's clock, as commit timestamps are
+                model.check_expired(arg, by, now, self.sched.now)
         for actor in self.sched.actors:
             if actor.error is not None:
                 error, actor.error = actor.error, None
@@ -484,12 +485,12 @@ class World:
             if seal_before is not None and rec.get("seal") == seal_before:
                 continue
             self.model.counts["committers' leases checked"] += 1
-            lease, now = rec.get("lease"), self.sched.clock_of(proc)
-            if rec.get("status") == "committing" and lease is not None and now > lease:
+            lease, now = rec.get("lease"), self.sched.now
+            if rec.get("status") == "committing" and lease is not None and now > lease + 1.0:
                 raise Violation(
                     f"session {sid}: the lease of its running committer ({proc.name}) "
-                    f"lapsed {now - lease:.0f} s ago by its own clock, no clock having "
-                    "jumped (a lease not renewed while it waits?)"
+                    f"lapsed {now - lease:.0f} s ago by the metastore's clock, no clock "
+                    "having jumped (a lease not renewed while it waits?)"
                 )
 
     def restarts(self) -> None:
