@@ -50,6 +50,8 @@ JUMPS = (1.0, 30.0, 200.0, 900.0, 4000.0, 90_000.0)
 PAUSES = (40.0, 200.0, 4000.0)
 """Lengths of a process's stall (`Fault.PAUSE`): past a sweep's lease (30 s), a committer's
 (commit timeout + 60 s), a keep record's hour."""
+STALLING = 10.0
+"""How much more often the calls of the run's stalling kind of process stall."""
 IN_FLIGHT = (0.5, 5.0, 60.0, 400.0)
 """How long a dead process's last write stays in the network (`Fault.CRASH_IN_FLIGHT`)."""
 """Clock jumps in seconds: past idle flushes, leases (commit timeout + 60 s), sweep
@@ -80,6 +82,8 @@ class FaultPlan:
     lost: float = 0.0
     delay: float = 0.0
     pause: float = 0.0
+    stalling: str | None = None
+    """The kind of process (its name's prefix) whose calls stall STALLING times as often."""
     crash: float = 0.0
     jump: float = 0.0
     burst: float = 0.0
@@ -115,14 +119,21 @@ class FaultPlan:
             plan.jump = rng.choice((0.005, 0.02))
         return plan
 
-    def pauses(self, rng: random.Random) -> None:
-        """Draw whether processes stall in this run (a stream of its own, so the rest of
-        a seed's draws stay as they were)."""
+    def pauses(self, rng: random.Random, kinds: tuple[str, ...]) -> None:
+        """Draw whether processes stall in this run, and which kind of process (of `kinds`)
+        stalls STALLING times as often: a stall matters at few calls of a program (a
+        collector's between its second look and its sweep phase, a committer's between
+        its attempt and its swap), which it then reaches (a stream of its own, so the rest
+        of a seed's draws stay as they were)."""
         self.pause = rng.choice((0.0, 0.0, 0.001, 0.004))
+        self.stalling = rng.choice(kinds) if self.pause and kinds else None
 
-    def draw(self, rng: random.Random, call: str, checking: bool = False) -> Fault | None:
+    def draw(
+        self, rng: random.Random, call: str, checking: bool = False, stalling: bool = False
+    ) -> Fault | None:
         """The fault for one backend call (`call` starts with its operation's name);
-        `checking`: the caller is checking whether a commit landed."""
+        `checking`: the caller is checking whether a commit landed; `stalling`: it is of
+        the kind of process that stalls more often."""
         if self._burst_left:
             self._burst_left -= 1
             self.counts[Fault.ERROR] += 1
@@ -152,7 +163,7 @@ class FaultPlan:
             (Fault.ERROR, self.error),
             (Fault.LOST, self.lost if write else 0.0),
             (Fault.DELAY, self.delay),
-            (Fault.PAUSE, self.pause),
+            (Fault.PAUSE, self.pause * (STALLING if stalling else 1.0)),
             (Fault.CRASH_BEFORE, self.crash / 2),
             (Fault.CRASH_AFTER, self.crash / 4 if write else 0.0),
             (Fault.CRASH_IN_FLIGHT, self.crash / 4 if write else 0.0),
@@ -169,7 +180,7 @@ class FaultPlan:
 
     def _total(self, write: bool) -> float:
         """The sum of the per-call rates `draw` walks through, for a write or a read."""
-        total = self.error + self.delay + self.pause + self.crash / 2 + self.burst
+        total = self.error + self.delay + self.pause * STALLING + self.crash / 2 + self.burst
         return total + self.lost + self.crash / 2 if write else total
 
     def delay_for(self, rng: random.Random) -> float:

@@ -311,7 +311,10 @@ class Scheduler:
             return True
         actor = self.rng.choice(runnable)
         if actor.pending is not None:
-            actor.fault = self.faults.draw(self.rng, actor.pending, actor.checking > 0)
+            stalls = self.faults.stalling is not None and actor.name.startswith(
+                self.faults.stalling
+            )
+            actor.fault = self.faults.draw(self.rng, actor.pending, actor.checking > 0, stalls)
             if actor.fault is not None:
                 self.trace.fault(self, actor, actor.fault)
             if actor.fault == Fault.CRASH_BEFORE:

@@ -277,7 +277,8 @@ class World:
         if not config.wild_clocks:
             self.faults.own_jump_max = SMALL_SKEW
         self.clocks = random.Random(f"{config.seed}/clocks")
-        self.faults.pauses(random.Random(f"{config.seed}/pauses"))
+        kinds = tuple(sorted({k.rstrip("0123456789") for k in self.kinds}))
+        self.faults.pauses(random.Random(f"{config.seed}/pauses"), kinds)
         self.sched.on_process = self.place
 
     def place(self, proc) -> None:
