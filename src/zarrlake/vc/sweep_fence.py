@@ -24,10 +24,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from zarrlake.errors import GcBusyError, NotFoundError
+from zarrlake.errors import ConfigurationError, GcBusyError, NotFoundError
 from zarrlake.storage.base import ObjectStore
 from zarrlake.storage.local import LocalObjectStore
 
+PROBE = "gc-sweeps/probe-"
+"""Where a sweep checks that the store honours conditional deletes (`Fence.open`)."""
 Map = Callable[[Callable[[str], object], list[str]], Iterable[object]]
 """Runs a function over keys (in parallel where the caller can: `Objects.map`)."""
 
@@ -83,9 +85,25 @@ class Fence:
         self.local = _local(store)
 
     def open(self) -> None:
-        """Before the sweep's first delete: make its bin (a local directory)."""
+        """Before the sweep's first delete: make its bin (a local directory), or check that
+        the store honours a conditional delete (a store that ignored If-Match would delete
+        unfenced: ConfigurationError)."""
         if self.local is not None:
             self.local.open_bin(self.sweep)
+            return
+        probe = f"{PROBE}{self.sweep}"
+        self.store.put(probe, b"")
+        try:
+            honoured = not self.store.delete_if(probe, '"not-its-tag"')
+            honoured = honoured and self.store.exists(probe)
+        finally:
+            self.store.delete(probe)
+        if not honoured:
+            raise ConfigurationError(
+                f"{self.store.url} deleted an object whose entity tag did not match (it "
+                "ignores If-Match on DeleteObject): garbage collection's deletes cannot be "
+                "fenced there, so it does not delete"
+            )
 
     def prepare(self, keys: list[str]) -> FencedDeletes:
         """The batch of `keys` with what must be recorded before the fence is checked (the

@@ -44,6 +44,8 @@ if TYPE_CHECKING:
     from zarrlake.testing.sim.scheduler import Process
 
 BRANCHES = ("main", "dev")
+GARBAGE_REUSE = 0.25
+"""How often a writer writes a value whose chunk object is garbage (`Actor.value`)."""
 DEFINITE = (
     ConflictError,
     SessionClosedError,
@@ -119,7 +121,14 @@ class Actor:
         return self.rng.choice(self.world.keys)
 
     def value(self) -> bytes:
-        """A value drawn from the world's values."""
+        """A value drawn from the world's values; now and then one whose chunk object is
+        garbage in storage (no retained commit or live session needs it): its upload is a
+        deduplicated reuse of an object a collector may be deleting."""
+        if self.rng.random() < GARBAGE_REUSE:
+            garbage = self.world.garbage_values()
+            if garbage:
+                self.model.counts["writes reusing a garbage object"] += 1
+                return self.rng.choice(garbage)
         return self.rng.choice(self.world.values)
 
     def branch(self) -> str:

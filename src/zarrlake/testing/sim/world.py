@@ -27,6 +27,8 @@ from zarrlake._util import retry, runtime
 from zarrlake.connection import FlushPolicy, RepoContext, RepoSpec, Settings, create_context
 from zarrlake.errors import TransientError
 from zarrlake.format import fragment
+from zarrlake.format.chunk_ref import chunk_object_key
+from zarrlake.format.digest import digest
 from zarrlake.metastore.base import MetaStore
 from zarrlake.metastore.bucket import runs as bucket_runs
 from zarrlake.metastore.bucket import store as bucket
@@ -40,7 +42,7 @@ from zarrlake.testing.sim import pulls as sim_pulls
 from zarrlake.testing.sim.actors import PROGRAMS, Actor
 from zarrlake.testing.sim.backends import DictObjectStore
 from zarrlake.testing.sim.faults import FaultPlan
-from zarrlake.testing.sim.model import Model, Violation
+from zarrlake.testing.sim.model import MANIFEST_INLINE_MAX, Model, Violation
 from zarrlake.testing.sim.scheduler import Deadlock, Scheduler
 from zarrlake.testing.sim.trace import Trace
 from zarrlake.txn import commit as txn_commit
@@ -48,6 +50,7 @@ from zarrlake.txn import writers
 from zarrlake.txn.commit import load
 from zarrlake.vc import gc_protocol
 from zarrlake.vc.reach import EXPIRED_PREFIX
+from zarrlake.vc.sweep_fence import PROBE
 from zarrlake.vc.refs import BRANCH
 
 KINDS = tuple(PROGRAMS)
@@ -77,7 +80,7 @@ ARRAY_DOC = json.dumps(
 KEYS = [f"a/c/{i}" for i in range(6)]
 SIZES = (8, 40, 100, 300)
 """Inline in manifests (<= 64 B), inline in fragments (<= 128 B), chunk objects."""
-VALUES = [bytes([65 + i]) * SIZES[i % 4] + bytes([i]) for i in range(10)]
+VALUES = [bytes([65 + i]) * SIZES[i % 4] + bytes([i]) for i in range(16)]
 SETTINGS = Settings(
     commit_timeout=60.0,
     stage_inline_max=128,
@@ -333,6 +336,17 @@ class World:
             what = f"expired {rest[len(EXPIRED_PREFIX) :]}"  # its cutoff: by its clock's peak
             self.events.append((what, actor.name, self.sched.now + actor.process.peak))
 
+    def garbage_values(self) -> list[bytes]:
+        """The values whose chunk objects exist but nothing retained needs (the model's
+        view): writing one reuses an object a collector may be deleting."""
+        big = [v for v in self.values if len(v) > MANIFEST_INLINE_MAX]
+        keys = {chunk_object_key(digest(self.obs.hash, v)): v for v in big}
+        present = [k for k in keys if k in self.store.objects]
+        if not present:
+            return []
+        needed = self.model.protected(self.latest(), self.obs.hash)
+        return [keys[k] for k in present if k not in needed]
+
     def targets(self) -> list[str]:
         """Commits resets, new branches and tags may point at: any commit ever seen (one
         gc or expire may be removing meanwhile)."""
@@ -354,6 +368,8 @@ class World:
                 self.pages_deleted.append((key, actor.name, born))
             return
         assert actor is not None, f"{key} deleted outside any actor"
+        if key.startswith(PROBE):  # a sweep's check that the store honours If-Match
+            return
         self.events.append((f"deleted {key}", actor.name, self.sched.clock_of(actor.process)))
 
     # the run ----------------------------------------------------------------------------
