@@ -338,14 +338,18 @@ class World:
 
     def garbage_values(self) -> list[bytes]:
         """The values whose chunk objects exist but nothing retained needs (the model's
-        view): writing one reuses an object a collector may be deleting."""
+        view), those a collector has recorded as candidates first: writing one reuses an
+        object a collector may be about to delete."""
         big = [v for v in self.values if len(v) > MANIFEST_INLINE_MAX]
         keys = {chunk_object_key(digest(self.obs.hash, v)): v for v in big}
         present = [k for k in keys if k in self.store.objects]
         if not present:
             return []
         needed = self.model.protected(self.latest(), self.obs.hash)
-        return [keys[k] for k in present if k not in needed]
+        garbage = [k for k in present if k not in needed]
+        part = self.obs.partition("gc")
+        doomed = [k for k in garbage if self.obs.meta.get(part, b"c/" + k.encode())]
+        return [keys[k] for k in doomed or garbage]
 
     def targets(self) -> list[str]:
         """Commits resets, new branches and tags may point at: any commit ever seen (one
