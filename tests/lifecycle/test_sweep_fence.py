@@ -134,3 +134,21 @@ def test_a_same_bytes_upload_keeps_its_tag_and_a_retag_changes_it(s3_location):
     assert store.retag("chunks/x") not in (new, None)  # and back, in one part
     assert store.delete_if("chunks/x", store.tag("chunks/x")) is True
     assert not store.exists("chunks/x")
+
+
+def test_a_sweep_does_not_delete_on_a_store_that_ignores_if_match():
+    """A store that deletes whatever tag a conditional delete names would leave the fence
+    open: a sweep checks first, and refuses."""
+    from zarrlake.errors import ConfigurationError
+    from zarrlake.storage.base import WrapperObjectStore
+
+    class Ignores(WrapperObjectStore):
+        def delete_if(self, key: str, tag: str) -> bool:
+            self.inner.delete(key)
+            return True
+
+    store = Ignores(open_storage("memory://ignores-if-match"))
+    with pytest.raises(ConfigurationError, match="ignores If-Match"):
+        Fence(store, "000000000001").open()
+    assert list(store.list("gc-sweeps/")) == []  # the probe is gone
+    Fence(open_storage("memory://honours-if-match"), "000000000001").open()

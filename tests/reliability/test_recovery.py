@@ -91,6 +91,13 @@ def expect_line(proc: subprocess.Popen, prefix: str) -> str:
     return line
 
 
+def resume(proc: subprocess.Popen) -> None:
+    """Let a committer held at its point go on."""
+    assert proc.stdin is not None
+    proc.stdin.write("go\n")
+    proc.stdin.flush()
+
+
 def make_repo(location: str, meta: str | None = None) -> tuple[zl.Repo, str]:
     """A repository with a 2x2 array t, and a session that set t[0,0] = 11 (flushed)."""
     repo = zl.Repo.create(location, metastore=meta) if meta else zl.Repo.create(location)
@@ -280,8 +287,7 @@ def test_a_live_committer_refuses_with_who_since_and_when(tmp_path):
         text = str(err.value)
         assert "being committed since" in text and f"pid {proc.pid} on " in text
         assert "lease ends at" in text and "as soon as this is noticed" in text
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
+        resume(proc)
         assert expect_line(proc, "COMMITTED").split()[1] == repo.resolve("main")
     finally:
         proc.kill()
@@ -308,8 +314,7 @@ def test_a_paused_committer_on_this_host_is_waited_for_and_lands_with_its_data(t
             repo.join_session(sid)
         repo.gc(timedelta(0), full=True)
         assert repo.context.records.get(sid)[0].status == Status.COMMITTING
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
+        resume(proc)
         assert expect_line(proc, "COMMITTED").split()[1] == repo.resolve("main")
     finally:
         proc.kill()
@@ -336,8 +341,7 @@ def test_a_commit_never_lands_after_its_session_was_aborted(tmp_path, then):
         ctx = repo.context
         ctx.records.update(sid, lambda r: replace(r, committer=_foreign(r.committer or "")))
         if then == "dies":  # its swap lands first, its record is left committing
-            proc.stdin.write("go\n")
-            proc.stdin.flush()
+            resume(proc)
             proc.communicate()
         past_every_lease(repo)
         if then == "dies":
@@ -350,8 +354,7 @@ def test_a_commit_never_lands_after_its_session_was_aborted(tmp_path, then):
         assert rec.status == Status.ABORTED and not rec.attempts
         assert "cannot be checked from here" in (rec.note or "")
         repo.gc(timedelta(0), full=True)  # the aborted session's data goes
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
+        resume(proc)
         out = expect_line(proc, "RAISED")
     finally:
         proc.kill()

@@ -50,8 +50,8 @@ from zarrlake.txn import writers
 from zarrlake.txn.commit import load
 from zarrlake.vc import gc_protocol
 from zarrlake.vc.reach import EXPIRED_PREFIX
-from zarrlake.vc.sweep_fence import PROBE
 from zarrlake.vc.refs import BRANCH
+from zarrlake.vc.sweep_fence import PROBE
 
 KINDS = tuple(PROGRAMS)
 SMALL_SKEW = 20.0
