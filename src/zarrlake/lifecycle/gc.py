@@ -175,9 +175,9 @@ class Collector:
         progress: Progress | None = None,
         lister: Lister | None = None,
         deleter: Deleter | None = None,
-        delete_batch: int = DELETE_BATCH,
+        delete_batch: int | None = None,
     ) -> None:
-        self.delete_batch = delete_batch
+        self.delete_batch = delete_batch or DELETE_BATCH  # (read now: the simulator sets it)
         self.ctx = ctx
         self.objects = ctx.objects
         self.store = ctx.object_store
@@ -672,7 +672,7 @@ def collect(
     progress: Progress | None = None,
     lister: Lister | None = None,
     deleter: Deleter | None = None,
-    delete_batch: int = DELETE_BATCH,
+    delete_batch: int | None = None,
 ) -> GcReport:
     """Delete every object nothing can reach that the collector has known to be garbage
     for at least `older_than` (see the module docstring)."""

@@ -19,7 +19,8 @@ Nothing else sets them; the library never imports this module.
   same node's metadata document (or resized an array it wrote chunks of) finds no conflict:
   only chunk conflicts count.
 - `lease_not_renewed`: a committer does not renew its lease while it waits (for a sweep,
-  between long steps); only the fence before the branch compare-and-swap remains.
+  between long steps) nor in the background; only the renewal before the branch
+  compare-and-swap remains.
 - `recovery_trusts_failed_read`: whether a commit landed is taken as "no" when reading
   the branch history fails (recovery and a committer's own check after an error).
 - `page_age_by_local_clock`: the bucket metastore's page sweep judges a page's age by the
@@ -157,9 +158,9 @@ def _rebase_ignores_metadata_conflicts() -> list[tuple[Any, str, Any]]:
 
 
 def _lease_not_renewed() -> list[tuple[Any, str, Any]]:
-    from zarrlake.txn.commit import Hold
+    from zarrlake.txn.commit import Heartbeat, Hold
 
-    return [(Hold, "keep", lambda self: None)]
+    return [(Hold, "keep", lambda self: None), (Heartbeat, "__call__", lambda self: None)]
 
 
 def _recovery_trusts_failed_read() -> list[tuple[Any, str, Any]]:

@@ -391,6 +391,12 @@ class Hold:
             self.rec, self.version = ctx.records.update(self.rec.id, change)
         self.txn.record, self.txn.version = self.rec, self.version
 
+    def heartbeat(self) -> Heartbeat:
+        """Renew the lease in the background too (every quarter of it), so a step slower
+        than the lease between two `keep` calls (a slow store, a long sweep's wait) does not
+        let it lapse while this process runs; stopped when the commit ends."""
+        return Heartbeat(self)
+
     def release(self) -> None:
         """Give the seal up without settling it (whether its commit landed could not be
         read): the record names no live committer any more (RELEASED), so the next reader
@@ -466,6 +472,47 @@ def _settle_own(txn: CommitHandle, fresh: bool = False) -> tuple[SessionRecord, 
     return rec, version
 
 
+class Heartbeat:
+    """A committer's lease renewal in the background (a `runtime` timer, every quarter of
+    the lease). It only ever compare-and-swaps the record, from a fresh read, and stops
+    once the record is no longer its seal's: it may run beside the commit's own calls
+    (`concurrent`, which the simulator honours)."""
+
+    concurrent = True
+
+    def __init__(self, hold: Hold) -> None:
+        self.ctx = hold.txn.ctx
+        self.session = hold.rec.id
+        self.seal = hold.rec.seal
+        self.span = hold.span
+        self._stopped = False
+        self._timer = runtime.call_later(self.span / 4, self)
+
+    def __call__(self) -> None:
+        """One beat: renew, and schedule the next unless stopped or given up on."""
+        if self._stopped:
+            return
+
+        def change(cur: SessionRecord) -> SessionRecord:
+            if cur.status != Status.COMMITTING or cur.seal != self.seal:
+                raise SessionClosedError(f"session {cur.id} is no longer this commit's")
+            return replace(cur, lease=self.ctx.clock() + self.span)
+
+        try:
+            self.ctx.records.update(self.session, change)
+        except SessionClosedError:
+            return  # given up on, or finished: the commit finds out at its next step
+        except ZarrLakeError:
+            pass  # a missed beat: the next one, or the commit's own renewal, renews
+        if not self._stopped:
+            self._timer = runtime.call_later(self.span / 4, self)
+
+    def stop(self) -> None:
+        """Renew no more."""
+        self._stopped = True
+        self._timer.cancel()
+
+
 def _commit(
     txn: CommitHandle,
     message: str | None,
@@ -492,9 +539,11 @@ def _commit(
         raise_first([flushed, sealed])  # nothing to undo
     hold = Hold(txn, *cast(tuple[SessionRecord, int], sealed))
     rec = hold.rec
+    beat = hold.heartbeat()
     try:
         return _run(txn, hold, message, on_conflict, props, flushed, protected, head)
     finally:
+        beat.stop()
         _HELD.discard(rec.seal or "")
 
 

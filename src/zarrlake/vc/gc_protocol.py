@@ -536,15 +536,20 @@ class WriteGuard:
 class Heartbeat:
     """Renews a collector's sweep lease every HEARTBEAT seconds in the background (a timer
     of `runtime`), so that a sweep busy between delete batches (marking again, reading
-    sizes) keeps its lease, and one whose process died loses it within SWEEP_LEASE."""
+    sizes, a slow batch) keeps its lease, and one whose process died loses it within
+    SWEEP_LEASE. Its beats only ever compare-and-swap the phase: they may run beside the
+    collector's own calls (`concurrent`, which the simulator honours)."""
+
+    concurrent = True
 
     def __init__(self, state: GcState, phase: Phase) -> None:
         self.state = state
         self.phase = phase
         self._stopped = False
-        self._timer: runtime.Cancellable = runtime.call_later(HEARTBEAT, self._beat)
+        self._timer: runtime.Cancellable = runtime.call_later(HEARTBEAT, self)
 
-    def _beat(self) -> None:
+    def __call__(self) -> None:
+        """One beat: renew, and schedule the next unless stopped or given up on."""
         if self._stopped:
             return
         try:
@@ -552,7 +557,7 @@ class Heartbeat:
         except ZarrLakeError:  # a missed beat: the next one, or the next batch, renews
             alive = True
         if alive and not self._stopped:
-            self._timer = runtime.call_later(HEARTBEAT, self._beat)
+            self._timer = runtime.call_later(HEARTBEAT, self)
 
     def stop(self) -> None:
         """Renew no more (the sweep is over, or its collector stops)."""

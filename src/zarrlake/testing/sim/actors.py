@@ -251,7 +251,7 @@ class Writing:
         model.flush_begins(self.h)
         # While it runs, its lease must never lapse by its own clock unless a clock jumped.
         seal = a.world.seal_of(self.m.sid)
-        a.world.committing[a.process.pid] = (self.m.sid, a.world.sched.jumps, seal)
+        a.world.committing[a.process.pid] = (self.m.sid, a.world.sched.lapses(a.process), seal)
         began = a.world.sched.now
         try:
             with a.op(f"commit {self.m.sid[:6]} to {self.m.branch} ({policy}, {unflushed})"):

@@ -52,6 +52,9 @@ PAUSES = (40.0, 200.0, 4000.0)
 (commit timeout + 60 s), a keep record's hour."""
 STALLING = 10.0
 """How much more often the calls of the run's stalling kind of process stall."""
+SLOW = 0.3
+"""How often a call of the run's stalling kind of process is slow (5 to 25 s: a collector's
+sweep, renewed at every batch, then lasts minutes, and committers wait for it)."""
 IN_FLIGHT = (0.5, 5.0, 60.0, 400.0)
 """How long a dead process's last write stays in the network (`Fault.CRASH_IN_FLIGHT`)."""
 """Clock jumps in seconds: past idle flushes, leases (commit timeout + 60 s), sweep
@@ -129,11 +132,16 @@ class FaultPlan:
         self.stalling = rng.choice(kinds) if self.pause and kinds else None
 
     def draw(
-        self, rng: random.Random, call: str, checking: bool = False, stalling: bool = False
+        self,
+        rng: random.Random,
+        call: str,
+        checking: bool = False,
+        stalling: bool = False,
+        slow: bool = False,
     ) -> Fault | None:
         """The fault for one backend call (`call` starts with its operation's name);
         `checking`: the caller is checking whether a commit landed; `stalling`: it is of
-        the kind of process that stalls more often."""
+        the kind of process that stalls more often; `slow`: its calls are slow too."""
         if self._burst_left:
             self._burst_left -= 1
             self.counts[Fault.ERROR] += 1
@@ -162,7 +170,7 @@ class FaultPlan:
         for fault, rate in (
             (Fault.ERROR, self.error),
             (Fault.LOST, self.lost if write else 0.0),
-            (Fault.DELAY, self.delay),
+            (Fault.DELAY, max(self.delay, SLOW) if slow else self.delay),
             (Fault.PAUSE, self.pause * (STALLING if stalling else 1.0)),
             (Fault.CRASH_BEFORE, self.crash / 2),
             (Fault.CRASH_AFTER, self.crash / 4 if write else 0.0),
@@ -180,12 +188,15 @@ class FaultPlan:
 
     def _total(self, write: bool) -> float:
         """The sum of the per-call rates `draw` walks through, for a write or a read."""
-        total = self.error + self.delay + self.pause * STALLING + self.crash / 2 + self.burst
+        total = self.error + max(self.delay, SLOW) + self.pause * STALLING
+        total += self.crash / 2 + self.burst
         return total + self.lost + self.crash / 2 if write else total
 
-    def delay_for(self, rng: random.Random) -> float:
-        """The length of one injected delay, in simulated seconds."""
-        return rng.choice((0.01, 0.2, 2.0))
+    def delay_for(self, rng: random.Random, slow: bool = False) -> float:
+        """The length of one injected delay, in simulated seconds; `slow`: of the run's
+        stalling kind of process, whose calls also take up to 25 s (short of any lease,
+        so a collector's sweep, renewed at every batch, can last for minutes)."""
+        return rng.choice((5.0, 15.0, 25.0) if slow else (0.01, 0.2, 2.0))
 
     def pause_for(self, rng: random.Random) -> float:
         """The length of one stall of a process, in simulated seconds."""

@@ -60,6 +60,8 @@ class Process:
     step back since)."""
     steady: bool = False
     """Its clock never steps alone (only with everyone's)."""
+    stalls: int = 0
+    """How many times it stalled (`Fault.PAUSE`) or was slow (seconds-long delays)."""
 
 
 @dataclass(eq=False)
@@ -158,6 +160,11 @@ class Scheduler:
         if host != (asking.host if asking is not None else HOST):
             return None
         return any(p.pid == pid and p.host == host and p.alive for p in self.processes)
+
+    def lapses(self, proc: Process) -> int:
+        """What may let a lease of `proc` lapse without a bug: jumps of time for everyone,
+        and its own stalls (a count that grows with either)."""
+        return self.jumps + proc.stalls
 
     def clock_of(self, proc: Process) -> float:
         """The time process `proc`'s clock shows."""
@@ -290,6 +297,9 @@ class Scheduler:
                     self.on_timer(proc)
                     fn()
 
+            if getattr(fn, "concurrent", False):  # a thread of its own that takes no lock
+                self.spawn(proc, f"{proc.name}.beat", fn, background=True)
+                continue
             self.spawn(proc, f"{proc.name}.timer", task, background=True)
 
     def step(self) -> bool:
@@ -314,20 +324,24 @@ class Scheduler:
             stalls = self.faults.stalling is not None and actor.name.startswith(
                 self.faults.stalling
             )
-            actor.fault = self.faults.draw(self.rng, actor.pending, actor.checking > 0, stalls)
+            actor.fault = self.faults.draw(
+                self.rng, actor.pending, actor.checking > 0, stalls, stalls
+            )
             if actor.fault is not None:
                 self.trace.fault(self, actor, actor.fault)
             if actor.fault == Fault.CRASH_BEFORE:
                 self.kill(actor.process, f"before {actor.pending}")
                 return True
             if actor.fault == Fault.DELAY:
-                actor.wake = self.now + self.faults.delay_for(self.rng)
+                actor.wake = self.now + self.faults.delay_for(self.rng, stalls)
                 actor.fault = None
+                if stalls:  # a slow call (seconds): a lease of its own may lapse in it
+                    actor.process.stalls += 1
                 return True
-            if actor.fault == Fault.PAUSE:  # for a lease, as good as a jump of time
+            if actor.fault == Fault.PAUSE:  # for its own lease, as good as a jump of time
                 actor.wake = self.now + self.faults.pause_for(self.rng)
                 actor.fault = None
-                self.jumps += 1
+                actor.process.stalls += 1
                 self.trace.event(self, f"{actor.name} stalls until {actor.wake - EPOCH:,.0f}")
                 return True
         self.current = actor

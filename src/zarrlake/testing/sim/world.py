@@ -29,6 +29,7 @@ from zarrlake.errors import TransientError
 from zarrlake.format import fragment
 from zarrlake.format.chunk_ref import chunk_object_key
 from zarrlake.format.digest import digest
+from zarrlake.lifecycle import gc as lifecycle_gc
 from zarrlake.metastore.base import MetaStore
 from zarrlake.metastore.bucket import runs as bucket_runs
 from zarrlake.metastore.bucket import store as bucket
@@ -92,6 +93,10 @@ SWEEP_POLL = 5.0
 would spend a run's steps on one stalled sweep)."""
 RECORD_MAX = 200
 """Fragments bigger than this are objects (the library's 32 KiB would never be reached)."""
+DELETE_BATCH = 2
+"""Objects a sweep deletes per batch (the library's 1,000 would make every sweep one
+batch): a sweep then renews its lease, records, checks its fence and deletes many times,
+and lasts long enough that committers wait for it past half their lease."""
 
 
 STAMINA_ATTEMPTS = 8
@@ -163,8 +168,9 @@ class Config:
     """In flaky seeds, a read may also fail for several tries in a row (past the retries):
     off by default, see docs/reliability.md's known issues (expire under failing reads)."""
     wild_clocks: bool = False
-    """Skews of up to 80 minutes and one-process clock steps of any size (see SMALL_SKEW
-    and docs/reliability.md's known issues: gc grace periods judged across clocks)."""
+    """One-process clock steps of any size (see SMALL_SKEW)."""
+    hosts: bool | None = None
+    """Each process on a host of its own (True), all on one (False); None: drawn."""
 
     @property
     def meta_kind(self) -> str:
@@ -189,6 +195,8 @@ class Config:
             parts.append(f"metastore {self.metastore}")
         if self.wild_clocks:
             parts.append("wild clocks")
+        if self.hosts is not None:
+            parts.append("a host per process" if self.hosts else "one host")
         if self.stuck_reads:
             parts.append("stuck reads")
         return ", ".join(parts)
@@ -268,6 +276,8 @@ class World:
         self.meta_rate = extra.choice((0.0, 0.2, 0.5))
         """How often a writer's session also changes metadata (and a reader reads it)."""
         self.hosts = extra.random() < 0.3
+        if config.hosts is not None:
+            self.hosts = config.hosts
         """Each process on a host of its own: no process can tell whether another is alive
         (a crashed collector's lock and sweep then stall writers until they time out)."""
         self.skew = extra.choice(("none", "none", "small", "large"))
@@ -489,15 +499,16 @@ class World:
         return None if got is None else json.loads(got[0]).get("seal")
 
     def check_leases(self) -> None:
-        """A committer that is running keeps its lease: by its own clock the lease never
-        lapses unless a clock jumped since the commit began (it renews at every wait and
-        between long steps, so recovery never aborts a committer that keeps going). Only a
+        """A committer that is running keeps its lease: on the metastore's clock the lease
+        never lapses unless time jumped or the committer itself stalled since the commit
+        began (it renews at every wait and between long steps, so recovery never aborts a
+        committer that keeps going, however long a sweep it waits for lasts). Only a
         lease of its own seal counts: an earlier attempt's, left when that attempt failed
         and could not undo its seal, is recovery's to settle."""
         for pid, (sid, jumps, seal_before) in self.committing.items():
-            if jumps != self.sched.jumps:
-                continue
             proc = next(p for p in self.sched.processes if p.pid == pid)
+            if jumps != self.sched.lapses(proc):
+                continue
             partition = self.obs.records.partition_of(sid)
             got = self.obs.meta.get(partition, sid.encode()) if proc.alive else None
             if got is None:
@@ -642,6 +653,7 @@ def _determinism(seed: int) -> Iterator[None]:
         random.getstate(),
         fragment.RECORD_MAX,
         gc_protocol.POLL,
+        lifecycle_gc.DELETE_BATCH,
         bucket_runs.INLINE_BYTES,
         (bucket.ORPHAN_GRACE, bucket.PREPARED_MAX_AGE),
     )
@@ -657,6 +669,7 @@ def _determinism(seed: int) -> Iterator[None]:
     random.seed(seed)
     fragment.RECORD_MAX = RECORD_MAX
     gc_protocol.POLL = SWEEP_POLL
+    lifecycle_gc.DELETE_BATCH = DELETE_BATCH
     bucket_runs.INLINE_BYTES = BUCKET_INLINE
     bucket.ORPHAN_GRACE, bucket.PREPARED_MAX_AGE = BUCKET_TIMES
     hooks = stamina.instrumentation.get_on_retry_hooks()
@@ -692,8 +705,9 @@ def _determinism(seed: int) -> Iterator[None]:
         random.setstate(saved[2])
         fragment.RECORD_MAX = saved[3]
         gc_protocol.POLL = saved[4]
-        bucket_runs.INLINE_BYTES = saved[5]
-        bucket.ORPHAN_GRACE, bucket.PREPARED_MAX_AGE = saved[6]
+        lifecycle_gc.DELETE_BATCH = saved[5]
+        bucket_runs.INLINE_BYTES = saved[6]
+        bucket.ORPHAN_GRACE, bucket.PREPARED_MAX_AGE = saved[7]
 
 
 def run(
