@@ -72,6 +72,9 @@ CONFIGS: dict[str, Config] = {
     # collectors and writers only: a writer reusing a garbage chunk while a collector
     # stalls between its second look and its sweep phase
     "sweep_rereads_before_phase": Config(0, actors=("gc", "gc", "writer", "writer", "writer")),
+    # a committer that recovery gave up on (another host: its liveness unknown) renews
+    # anyway: committers and a collector, each process on a host of its own
+    "lease_renewal_unchecked": Config(0, actors=("writer", "writer", "coop", "gc"), hosts=True),
 }
 """The run a bug is looked for in, where not the default."""
 
