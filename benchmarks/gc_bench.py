@@ -56,12 +56,12 @@ def make_garbage(repo: zl.Repo, count: int, seed: int | None, known: bool) -> No
     rng = np.random.default_rng(seed)
     chunks = [rng.integers(0, 256, 16384, dtype=np.uint8).tobytes() for _ in range(count)]
     if not known:
-        repo.context.objects.map(repo.context.objects.put_chunk, chunks)
+        repo._context.objects.map(repo._context.objects.put_chunk, chunks)
         return
     s = repo.create_session()
     s.write_many([(f"junk/c/{i}", data) for i, data in enumerate(chunks)])
     s.flush()  # staged: the metastore knows them
-    repo.context.records.update(s.id, lambda r: r.__class__(**{**r.__dict__, "expires_at": 0}))
+    repo._context.records.update(s.id, lambda r: r.__class__(**{**r.__dict__, "expires_at": 0}))
 
 
 def main() -> None:
@@ -106,7 +106,7 @@ def main() -> None:
             "bytes_on_disk_before_gc": before,
             "bytes_on_disk_after_gc": after,
             "metastore_bytes_freed": first.metastore_bytes_freed,
-            "objects_after_gc": sum(1 for _ in repo.context.object_store.list("")),
+            "objects_after_gc": sum(1 for _ in repo._context.object_store.list("")),
         }
         repo.close()
     text = json.dumps(figures, indent=2)

@@ -93,6 +93,8 @@ GROUP_MODULES: tuple[str, ...] = (
     "benchmarks.checks",
     "benchmarks.listing",
     "benchmarks.daily",
+    "benchmarks.export",
+    "benchmarks.chunk_check",
 )
 """Modules that add groups: each has `groups(cfg) -> list[Group]` and may have `SIZES`
 ({"full": {...}, "quick": {...}}, merged into the configuration) and `NOTE` (a line under

@@ -225,7 +225,7 @@ def rt_count(engine: Engine, path: str, p: dict) -> dict:
                 marks = {"commit called": called, "commit returned": returned}
                 out["log_commit"] = format_log(add_marks(window, marks))
         if zl:  # the same commit counted in-process, to check what the S3 relay saw
-            ctx = engine.repo.context
+            ctx = engine.repo._context
             store_calls, meta_calls = count_calls(ctx.object_store), count_calls(ctx.meta)
             relays.start()
             _one_commit(engine, k, "counted in-process")

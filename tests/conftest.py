@@ -15,4 +15,5 @@ pytest_plugins = [
     "tests.fixtures.metastores",
     "tests.fixtures.figures",
     "tests.fixtures.schedule",
+    "tests.fixtures.dask",
 ]

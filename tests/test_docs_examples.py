@@ -11,6 +11,7 @@ import sys
 import uuid
 from pathlib import Path
 
+import pytest
 import zarr
 
 import zarrlake as zl
@@ -20,20 +21,29 @@ from tests.helpers.examples import code_blocks, filled, pages, run_script, snipp
 EXAMPLES = [
     ("README.md", "sh", "Quick start"),
     ("README.md", "python", "Quick start"),
+    ("docs/concepts.md", "python", "When a worker or the committer dies"),
     ("docs/concepts.md", "python", "Merging branches"),
     ("docs/getting-started.md", "sh", "A first repository"),
     ("docs/how-to/dask.md", "python", "Dask"),
+    ("docs/how-to/dask.md", "python", "When a worker dies"),
     ("docs/how-to/deployment.md", "python", "One machine"),
     ("docs/how-to/deployment.md", "python", "Many machines, one bucket"),
     ("docs/how-to/deployment.md", "python", "Many machines with PostgreSQL"),
     ("docs/how-to/deployment.md", "sh", "Many machines with PostgreSQL"),
     ("docs/how-to/lifecycle.md", "python", "Garbage collection and expiry"),
+    ("docs/how-to/managing-data.md", "python", "Moving and renaming"),
+    ("docs/how-to/managing-data.md", "python", "Squashing history"),
+    ("docs/how-to/managing-data.md", "python", "Clone and pull"),
+    ("docs/how-to/managing-data.md", "python", "Export"),
+    ("docs/how-to/managing-data.md", "python", "Purge"),
     ("docs/how-to/checks.md", "python", "Checks"),
     ("docs/how-to/multiprocessing.md", "python", "Multiprocessing and orchestrators"),
+    ("docs/how-to/multiprocessing.md", "python", "When a worker dies"),
     ("docs/how-to/pull-requests.md", "python", "The daily flow"),
     ("docs/how-to/pull-requests.md", "python", "A daily Spark job, on one machine or on a bucket"),
     ("docs/how-to/pull-requests.md", "sh", "From the command line"),
     ("docs/how-to/spark.md", "python", "Spark"),
+    ("docs/how-to/spark.md", "python", "Append a day"),
     (
         "docs/how-to/virtual.md",
         "python",
@@ -95,6 +105,22 @@ def test_the_expiry_example_runs_after_the_quick_start(tmp_path):
     assert [int(n) >= 0 for n in res.stdout.split()] == [True] * 3
 
 
+def test_the_move_and_squash_examples_run_as_written(tmp_path):
+    page = "docs/how-to/managing-data.md"
+    res = run_script(snippet(page, "Moving and renaming"), tmp_path)
+    assert res.stdout.splitlines() == [
+        "[0. 1. 2.]",
+        "{'raw/temperature': 'curated/t2m'}",
+        "['curated/t2m', 'raw/temperature']",
+    ]
+    res = run_script(snippet(page, "Squashing history"), tmp_path)
+    assert res.stdout.splitlines() == [
+        "['Corrections 1-3', 'Create t2m']",
+        "[30. 30. 30. 30.]",
+        "3",
+    ]
+
+
 def test_the_spark_example_runs_as_written(spark, tmp_path, monkeypatch, capsys):
     """In this process, where its getOrCreate() finds the test run's Spark session."""
     monkeypatch.chdir(tmp_path)
@@ -102,6 +128,55 @@ def test_the_spark_example_runs_as_written(spark, tmp_path, monkeypatch, capsys)
     exec(compile(code, "docs/how-to/spark.md", "exec"), {"__name__": "__main__"})
     assert capsys.readouterr().out.split() == ["ingest", "2000"]
     assert zl.Repo.open(tmp_path / "zl-spark-demo").log(limit=1)[0].message == "ingest"
+
+
+def _on_a_bucket(code: str, s3_server: str, directory: str, prefix: str):
+    """`code` with its directory location (`directory`) replaced by `prefix` in a new bucket
+    of the S3 server, and its storage options: (code, location, storage)."""
+    bucket = f"docs-{uuid.uuid4().hex[:12]}"
+    s3_client(s3_server).create_bucket(Bucket=bucket)
+    storage = {
+        "endpoint_url": s3_server,
+        "region": "us-east-1",
+        "access_key_id": "test",
+        "secret_access_key": "test",
+        "allow_http": True,
+    }
+    location = f"s3://{bucket}/{prefix}"
+    given = f'location, storage = os.path.abspath("{directory}"), {{}}'
+    return (
+        filled(code, {given: f'location, storage = "{location}", {storage!r}'}),
+        location,
+        storage,
+    )
+
+
+def test_the_spark_daily_append_runs_on_a_directory_and_on_a_bucket(
+    spark, s3_server, tmp_path, monkeypatch, capsys
+):
+    """In this process, where its getOrCreate() finds the test run's Spark session: once as
+    written (the embedded default), once with the bucket-only location and storage."""
+    monkeypatch.chdir(tmp_path)
+    page, section = "docs/how-to/spark.md", "Append a day"
+    code = snippet(page, section)
+    printed = [
+        "rows at time 2 are already in array 't2m' (time 0..2); an append writes past the "
+        "end, or give mode('overwrite') to replace them",
+        "(3, 4) [ 0 24 48]",
+        "['day 2, corrected', 'day 2', 'day 1', 'day 0']",
+    ]
+    exec(compile(code, page, "exec"), {"__name__": "__main__"})
+    assert capsys.readouterr().out.splitlines() == printed
+    store = zl.Repo.open(tmp_path / "daily-t2m").readonly_session().store
+    t2m = zarr.open_array(store, path="t2m")
+    assert t2m[:].tolist() == [[10 + d + s + 0.5 * (d == 2) for s in range(4)] for d in range(3)]
+
+    on_bucket, location, storage = _on_a_bucket(code, s3_server, "daily-t2m", "datasets/t2m")
+    exec(compile(on_bucket, page, "exec"), {"__name__": "__main__"})
+    assert capsys.readouterr().out.splitlines() == printed
+    repo = zl.Repo.open(location, storage_options=storage)
+    assert repo.spec.metastore.startswith("bucket")
+    assert zarr.open_array(repo.readonly_session().store, path="time")[:].tolist() == [0, 24, 48]
 
 
 def test_the_dask_how_to_runs_as_written_and_leaves_no_session(tmp_path):
@@ -125,6 +200,38 @@ def test_the_multiprocessing_how_to_runs_as_written(tmp_path):
     assert [c.message for c in repo.log()][:1] == ["hourly run"]
     assert repo.list_sessions() == []
     repo.close()
+
+
+def recovered(page: str, section: str, tmp_path: Path, repo: str, message: str) -> list[str]:
+    """Run a recovery example; its lines of output, once its repository's head is a commit
+    `message` and no session is left open."""
+    res = run_script(snippet(page, section), tmp_path)
+    opened = zl.Repo.open(tmp_path / repo)
+    assert opened.log(limit=1)[0].message == message and opened.list_sessions() == []
+    opened.close()
+    return res.stdout.strip().splitlines()
+
+
+@pytest.mark.slow(seconds=6)
+def test_the_recovery_of_a_crashed_committer_runs_as_written(tmp_path):
+    page, section = "docs/concepts.md", "When a worker or the committer dies"
+    lines = recovered(page, section, tmp_path, "recovery-repo", "nightly")
+    assert lines == ["include", "[0. 1. 2. 3.]"]
+
+
+@pytest.mark.slow(seconds=12)
+def test_the_multiprocessing_recovery_runs_as_written(tmp_path):
+    page = "docs/how-to/multiprocessing.md"
+    lines = recovered(page, "When a worker dies", tmp_path, "mp-recovery", "hourly run")
+    assert lines[-1] == "[0. 1. 2. 3. 4. 5. 6. 7.]"
+
+
+@pytest.mark.slow(seconds=25)
+def test_the_dask_recovery_runs_as_written(tmp_path):
+    page = "docs/how-to/dask.md"
+    lines = recovered(page, "When a worker dies", tmp_path, "dask-recovery", "nightly job")
+    assert lines[-1] == "[0. 1. 2. 3. 4. 5.]"
+    assert (tmp_path / "died-once").exists()  # a worker did die
 
 
 def test_the_xarray_how_to_runs_as_written(tmp_path):
@@ -239,24 +346,23 @@ def test_the_daily_spark_job_runs_on_a_directory_and_on_a_bucket(
     assert capsys.readouterr().out.split("\n")[:2] == ["[('t2m-range', True)]", "True"]
     assert zl.Repo.open(tmp_path / "daily-repo").log(limit=1)[0].message.startswith("Merge")
 
-    bucket = f"docs-{uuid.uuid4().hex[:12]}"
-    s3_client(s3_server).create_bucket(Bucket=bucket)
-    storage = {
-        "endpoint_url": s3_server,
-        "region": "us-east-1",
-        "access_key_id": "test",
-        "secret_access_key": "test",
-        "allow_http": True,
-    }
-    on_bucket = filled(
-        code,
-        {
-            'location, storage = os.path.abspath("daily-repo"), {}': (
-                f'location, storage = "s3://{bucket}/datasets/daily", {storage!r}'
-            )
-        },
-    )
+    on_bucket, location, storage = _on_a_bucket(code, s3_server, "daily-repo", "datasets/daily")
     exec(compile(on_bucket, page, "exec"), {"__name__": "__main__"})
     assert capsys.readouterr().out.split("\n")[:2] == ["[('t2m-range', True)]", "True"]
-    repo = zl.Repo.open(f"s3://{bucket}/datasets/daily", storage_options=storage)
+    repo = zl.Repo.open(location, storage_options=storage)
     assert repo.spec.metastore.startswith("bucket") and repo.list_pull_requests("merged")
+
+
+def test_the_export_clone_and_purge_examples_run_as_written(tmp_path):
+    page = "docs/how-to/managing-data.md"
+    runs = {}
+    for section in ("Export", "Clone and pull", "Purge"):
+        where = tmp_path / section.replace(" ", "-").lower()
+        where.mkdir()
+        runs[section] = run_script(snippet(page, section), where).stdout.splitlines()
+    (line,) = runs["Export"]
+    assert line.startswith("4 chunks, ") and int(line.split()[2]) < 24 * 90 * 4  # compressed
+    assert runs["Clone and pull"] == ["2 commits copied", "1 new commit, 4 objects copied"]
+    purge_id, rest = runs["Purge"][0].split(" ", 1)
+    assert rest == "1 chunk(s) purged" and len(purge_id) == 16
+    assert runs["Purge"][1:] == ["[10000. 11000.]", "purged: True"]

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.helpers.examples import ROOT, code_blocks, pages
 
 CONFIG = """\
@@ -38,6 +40,15 @@ reveal_type(zl.Repo.open("r"))
 reveal_type(zl.Repo.open("r").create_session())
 """
 
+TYPOS = """\
+import zarrlake as zl
+
+zl.Rpeo.open("r")
+zl.ConflictErorr
+zl.checks.ValueRange
+"""
+"""A user's misspelt names: a type checker must reject them, not see `Any`."""
+
 
 def example_files(where: Path) -> list[Path]:
     """Each ```python block of the README and the site as a module of its own; a block
@@ -55,13 +66,17 @@ def example_files(where: Path) -> list[Path]:
     return files
 
 
-def test_the_examples_type_check_under_mypy_strict(tmp_path: Path):
+@pytest.fixture(scope="module")
+def mypy_output(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """What one `mypy --strict` run prints over every example, the reveals and the typos."""
+    tmp_path = tmp_path_factory.mktemp("types")
     examples = tmp_path / "examples"
     examples.mkdir()
     files = example_files(examples)
     assert len(files) >= 10  # every page with Python examples
-    (examples / "reveal.py").write_text(REVEAL)
-    files.append(examples / "reveal.py")
+    for name, code in (("reveal.py", REVEAL), ("typos.py", TYPOS)):
+        (examples / name).write_text(code)
+        files.append(examples / name)
     config = tmp_path / "mypy.ini"
     config.write_text(CONFIG.format(cache=tmp_path / "cache"))
     env = {**os.environ, "MYPYPATH": str(ROOT / "src")}
@@ -73,8 +88,22 @@ def test_the_examples_type_check_under_mypy_strict(tmp_path: Path):
         text=True,
         timeout=600,
     )
-    errors = [line for line in res.stdout.splitlines() if ": error:" in line]
-    assert errors == [], res.stdout
-    assert 'Revealed type is "zarrlake.repo.Repo"' in res.stdout, res.stdout
-    assert 'Revealed type is "zarrlake.session.Session"' in res.stdout, res.stdout
-    assert res.returncode == 0 and "Success: no issues found" in res.stdout, res.stdout
+    return res.stdout
+
+
+def test_the_examples_type_check_under_mypy_strict(mypy_output: str):
+    errors = [
+        line
+        for line in mypy_output.splitlines()
+        if ": error:" in line and not line.startswith("typos.py")
+    ]
+    assert errors == [], mypy_output
+    assert 'Revealed type is "zarrlake.repo.Repo"' in mypy_output, mypy_output
+    assert 'Revealed type is "zarrlake.session.Session"' in mypy_output, mypy_output
+
+
+def test_a_misspelt_name_is_a_type_error(mypy_output: str):
+    errors = [line for line in mypy_output.splitlines() if line.startswith("typos.py")]
+    assert len(errors) == 2, mypy_output
+    assert 'Module has no attribute "Rpeo"' in errors[0], errors
+    assert 'Module has no attribute "ConflictErorr"' in errors[1], errors

@@ -45,6 +45,7 @@ def test_every_lazy_name_is_visible_to_type_checkers():
     seen = type_checking_reexports()
     assert {name: seen.get(name) for name in zarrlake._LAZY} == zarrlake._LAZY
     assert seen["spark"] == "zarrlake.spark" and seen["virtual"] == "zarrlake.virtual"
+    assert seen["checks"] == "zarrlake.checks"
 
 
 def test_importing_the_package_loads_no_lazy_module():
@@ -60,4 +61,4 @@ def test_dir_lists_the_public_names_only():
     names = dir(zarrlake)
     assert "Repo" in names and "spark" in names and "ConflictError" in names
     assert "importlib" not in names and "_importlib" not in names and "TYPE_CHECKING" not in names
-    assert set(names) == {*zarrlake.__all__, "__version__", "spark", "virtual"}
+    assert set(names) == {*zarrlake.__all__, "__version__", "checks", "spark", "virtual"}

@@ -9,6 +9,7 @@ from zarrlake.errors import (
     BackendError,
     BranchMovedError,
     CASFailedError,
+    CheckExistsError,
     ChecksFailedError,
     CommitTimeoutError,
     ConfigurationError,
@@ -25,16 +26,24 @@ from zarrlake.errors import (
     NotFoundError,
     ProtectedBranchError,
     PullRequestBlockedError,
+    PullRequestChecksFailedError,
     PullRequestError,
+    PullRequestExistsError,
+    PullRequestNotFoundError,
     PullRequestNotOpenError,
+    PurgedError,
     ReadOnlyError,
     ReadOnlySessionError,
+    RefNotFoundError,
+    RepositoryNotFoundError,
     SessionClosedError,
     SessionError,
     SessionExpiredError,
+    SessionNotFoundError,
     StaleVirtualChunkError,
     StorageError,
     TransientError,
+    UndecodableChunkError,
     UnfinishedWritersError,
     UnflushedWritesError,
     ZarrLakeError,
@@ -53,6 +62,15 @@ _LAZY = {
     "SessionStore": "zarrlake.zarr_store",
     "Settings": "zarrlake.connection",
     "FlushPolicy": "zarrlake.connection",
+    "GcReport": "zarrlake.lifecycle.gc",
+    "ExpireReport": "zarrlake.lifecycle.expire",
+    "CopyReport": "zarrlake.admin.metastore_copy",
+    "ExportReport": "zarrlake.admin.export",
+    "PullReport": "zarrlake.admin.clone",
+    "PurgeRecord": "zarrlake.vc.purges",
+    "WriterInfo": "zarrlake.txn.writers",
+    "Problem": "zarrlake.vc.fsck",
+    "ExpiredHistory": "zarrlake.vc.fsck",
 }
 """Public names whose modules import zarr and numpy: loaded on first use, so a command line
 that needs none of them (`zarrlake --help`) starts fast."""
@@ -61,19 +79,27 @@ TYPE_CHECKING = False
 """True for type checkers only (as `typing.TYPE_CHECKING`, without importing `typing`)."""
 
 if TYPE_CHECKING:  # what type checkers see of the lazy names; nothing is imported at run time
-    from typing import Any
-
+    from zarrlake import checks as checks
     from zarrlake import spark as spark
     from zarrlake import virtual as virtual
+    from zarrlake.admin.clone import PullReport as PullReport
+    from zarrlake.admin.export import ExportReport as ExportReport
+    from zarrlake.admin.metastore_copy import CopyReport as CopyReport
     from zarrlake.connection import FlushPolicy as FlushPolicy
     from zarrlake.connection import Settings as Settings
+    from zarrlake.lifecycle.expire import ExpireReport as ExpireReport
+    from zarrlake.lifecycle.gc import GcReport as GcReport
     from zarrlake.pulls import PullRequest as PullRequest
     from zarrlake.repo import Commit as Commit
     from zarrlake.repo import Repo as Repo
     from zarrlake.repo import RepoStats as RepoStats
     from zarrlake.repo import SessionInfo as SessionInfo
     from zarrlake.session import Session as Session
+    from zarrlake.txn.writers import WriterInfo as WriterInfo
     from zarrlake.vc.diff import Diff as Diff
+    from zarrlake.vc.fsck import ExpiredHistory as ExpiredHistory
+    from zarrlake.vc.fsck import Problem as Problem
+    from zarrlake.vc.purges import PurgeRecord as PurgeRecord
     from zarrlake.zarr_store import SessionStore as SessionStore
 
 __all__ = [
@@ -81,6 +107,7 @@ __all__ = [
     "BackendError",
     "BranchMovedError",
     "CASFailedError",
+    "CheckExistsError",
     "ChecksFailedError",
     "CommitTimeoutError",
     "ConfigurationError",
@@ -96,36 +123,47 @@ __all__ = [
     "NotABranchError",
     "NotFoundError",
     "ProtectedBranchError",
+    "PurgedError",
     "PullRequestBlockedError",
+    "PullRequestChecksFailedError",
     "PullRequestError",
+    "PullRequestExistsError",
+    "PullRequestNotFoundError",
     "PullRequestNotOpenError",
     "ReadOnlyError",
     "ReadOnlySessionError",
+    "RefNotFoundError",
+    "RepositoryNotFoundError",
     "SessionClosedError",
     "SessionError",
     "SessionExpiredError",
+    "SessionNotFoundError",
     "StaleVirtualChunkError",
     "StorageError",
     "TransientError",
+    "UndecodableChunkError",
     "UnfinishedWritersError",
     "UnflushedWritesError",
     "ZarrLakeError",
     *_LAZY,
 ]
 
+_SUBMODULES = ("checks", "spark", "virtual")
+"""Public submodules loaded on first use: the check kinds, pyspark's and virtualizarr's."""
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(_importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    if name == "checks":  # the check kinds (zarrlake.checks), loaded on first use
-        return _importlib.import_module("zarrlake.checks")
-    if name in ("spark", "virtual"):  # imports pyspark / virtualizarr
-        return _importlib.import_module(f"zarrlake.{name}")
-    raise AttributeError(f"module 'zarrlake' has no attribute {name!r}")
+if not TYPE_CHECKING:  # at run time only: type checkers see the names above, so a typo in
+    # `zl.Rpeo` is an error for them rather than `Any`
+
+    def __getattr__(name: str) -> object:
+        if name in _LAZY:
+            value = getattr(_importlib.import_module(_LAZY[name]), name)
+            globals()[name] = value
+            return value
+        if name in _SUBMODULES:
+            return _importlib.import_module(f"zarrlake.{name}")
+        raise AttributeError(f"module 'zarrlake' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
     """The public names (not the submodules imported so far, nor `importlib`)."""
-    return sorted({*__all__, "__version__", "spark", "virtual"})
+    return sorted({*__all__, "__version__", *_SUBMODULES})

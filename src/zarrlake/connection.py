@@ -9,6 +9,7 @@ import json
 import os
 import secrets
 import threading
+import weakref
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -19,7 +20,18 @@ from typing import Any
 import zarrlake.metastore.sqlite
 import zarrlake.storage.locations  # noqa: F401
 from zarrlake import storage as storages
-from zarrlake.errors import AlreadyExistsError, InvalidInputError, NotFoundError, ZarrLakeError
+from zarrlake._util.retry import RetryPolicy, backoff
+from zarrlake._util.secrets import mask_urls, masked_options
+from zarrlake.errors import (
+    AlreadyExistsError,
+    CASFailedError,
+    ConfigurationError,
+    InvalidInputError,
+    NotFoundError,
+    RepositoryNotFoundError,
+    TransientError,
+    ZarrLakeError,
+)
 from zarrlake.format.changes import ChangeSet
 from zarrlake.format.commit import CommitRecord
 from zarrlake.format.digest import DEFAULT, LEGACY, Hash, parse
@@ -33,6 +45,7 @@ from zarrlake.storage.retrying import RetryingObjectStore
 from zarrlake.storage.sources import SourceReader
 from zarrlake.vc.gc_protocol import WriteGuard, register_dropped
 from zarrlake.vc.objects import Objects
+from zarrlake.vc.purges import PurgeIndex, PurgeRecords
 from zarrlake.vc.refs import BRANCH, Refs
 
 CONFIG_KEY = "zarrlake.json"
@@ -57,6 +70,13 @@ class RepoSpec:
     def is_local(self) -> bool:
         """Whether the repository lives in a local directory (an absolute path)."""
         return self.location.startswith("/")
+
+    def __repr__(self) -> str:  # never shows a password or a secret option's value
+        return (
+            f"RepoSpec(location={mask_urls(self.location)!r}, "
+            f"metastore={mask_urls(self.metastore)!r}, "
+            f"storage_options={masked_options(self.storage_options)!r})"
+        )
 
 
 def resolve_spec(
@@ -125,6 +145,11 @@ class Settings:
     """Ranged requests (parts of chunk objects, e.g. a shard's inner chunks) in flight at once."""
     read_coalesce_gap: int = 256 << 10
     """Ranges of one object at most this many bytes apart are fetched in one request."""
+    check_chunks: bool = True
+    """Refuse a chunk write whose bytes the array's codecs could not decode, naming the key.
+
+    A cheap check of the frame (the compressor's magic and declared size, or the exact
+    length of uncompressed chunks), not a decode; `zarrlake fsck --decode` decodes."""
 
     def __post_init__(self) -> None:
         check_settings(self)
@@ -179,6 +204,10 @@ def check_settings(settings: Settings) -> None:
     ]
     for name, value, kind in values:
         if name == "flush" or (name == "flush.idle" and value is None):
+            continue
+        if kind in (bool, "bool"):
+            if not isinstance(value, bool):
+                raise InvalidInputError(f"setting {name} must be True or False, not {value!r}")
             continue
         number = (int,) if "float" not in str(kind) else (int, float)
         least = 0 if name in _ZERO_ALLOWED else 1e-9
@@ -247,6 +276,12 @@ class RepoContext:
             together=self.together,
         )
         self.write_guard = WriteGuard(self)  # shared, so sessions reuse its last phase read
+        self.purges = PurgeIndex(PurgeRecords(self.meta, self.refs.partition))
+        self.objects.purged = self.purges.lookup  # read errors name the purge, if any
+        self.objects.purges_exist = self.purges.exist
+        self.handles: weakref.WeakSet[Any] = weakref.WeakSet()
+        """The write paths of the session handles opened on this context (txn/writes.py):
+        `Repo.close` finishes them."""
 
     def together(self, *calls: Callable[[], object]) -> list[object]:
         """Run independent metastore calls and return each one's result or the exception it
@@ -329,6 +364,32 @@ def _read_config(store: ObjectStore) -> dict | None:
         raise ZarrLakeError(f"{store.url}/{CONFIG_KEY} is not a zarrlake config: {e}") from e
 
 
+def save_settings(ctx: RepoContext, changes: Mapping[str, Any]) -> Settings:
+    """Record `changes` in the repository's config (validated against the settings recorded
+    there now, by a conditional write that retries when another client saved meanwhile) and
+    use the result in `ctx`; returns the recorded settings."""
+    for _ in backoff(RetryPolicy(attempts=20, base_delay=0.01, max_delay=0.5)):
+        try:
+            data, tag = ctx.object_store.get_tagged(CONFIG_KEY)
+        except ConfigurationError:  # a store without conditional updates (memory): one client
+            data, tag = ctx.object_store.get(CONFIG_KEY), None
+        config = json.loads(data)
+        recorded = Settings().updated(config.get("settings")).updated(changes)
+        config["settings"] = recorded.to_json()
+        encoded = json.dumps(config).encode()
+        try:
+            if tag is None:
+                ctx.object_store.put(CONFIG_KEY, encoded)
+            else:
+                ctx.object_store.put_if(CONFIG_KEY, encoded, tag)
+        except CASFailedError:
+            continue  # another client saved meanwhile: apply ours to theirs
+        ctx.settings = recorded
+        ctx.objects.coalesce_gap = recorded.read_coalesce_gap
+        return recorded
+    raise TransientError("the repository config kept changing while saving settings; try again")
+
+
 def create_context(
     spec: RepoSpec, content_hash: str | Hash = DEFAULT, settings: Settings | None = None
 ) -> RepoContext:
@@ -389,13 +450,19 @@ def open_context(
     """Open the existing repository at `spec`; NotFoundError if there is none. Its settings
     are those its config records (defaults if none), updated with `settings`."""
     if spec.is_local and not Path(spec.location, CONFIG_KEY).exists():
-        raise NotFoundError(f"no zarrlake repository at {spec.location}")
+        raise RepositoryNotFoundError(
+            f"no zarrlake repository at {spec.location}; check the location and the metastore, "
+            "or create one with Repo.create"
+        )
     store = _open_store(spec)
     early = _open_meta_early(spec)
     try:
         config = _read_config(store)
         if config is None:
-            raise NotFoundError(f"no zarrlake repository at {spec.location}")
+            raise RepositoryNotFoundError(
+                f"no zarrlake repository at {spec.location}; check the location and the metastore, "
+                "or create one with Repo.create"
+            )
         if config.get("format", 0) > FORMAT:
             raise ZarrLakeError(
                 f"repository format {config['format']} is newer than this zarrlake ({FORMAT})"

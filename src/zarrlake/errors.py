@@ -8,7 +8,23 @@ from enum import StrEnum
 
 
 class ZarrLakeError(Exception):
-    """Base class of every error zarrlake raises on purpose."""
+    """Base class of every error zarrlake raises on purpose.
+
+    Every subclass pickles whole (message and attributes), so an error raised in a worker
+    process (Spark, Dask, a process pool) reaches the driver as itself, whatever its
+    `__init__` takes."""
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild, (type(self), self.args, dict(self.__dict__)))
+
+
+def _rebuild(cls: type[ZarrLakeError], args: tuple, state: dict) -> ZarrLakeError:
+    """Unpickle an error without calling its `__init__` (whose signature may differ from
+    `args`): the arguments and attributes come back as they were."""
+    error = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
 
 
 class NotFoundError(ZarrLakeError, KeyError):
@@ -18,30 +34,52 @@ class NotFoundError(ZarrLakeError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+class RepositoryNotFoundError(NotFoundError):
+    """No zarrlake repository is at the location (or its metastore holds none): check the
+    path or URL and the metastore, or create one with `Repo.create`."""
+
+
+class RefNotFoundError(NotFoundError):
+    """No branch, tag or commit has the name or id given (or a ref expression such as
+    `main~9` reaches past the history)."""
+
+
+class SessionNotFoundError(NotFoundError):
+    """No session has the id given (it never existed, or gc removed its record after it
+    ended)."""
+
+
+class PullRequestNotFoundError(NotFoundError):
+    """No pull request has the number given."""
+
+
 class ExpiredHistoryError(NotFoundError):
     """A commit, or history a walk needs, was dropped by `expire`.
 
-    `commit` is the expired commit, `expired_at` when it was expired (POSIX seconds)."""
+    `commit` is the expired commit, `expired_at` when it was expired (a timezone-aware
+    datetime, as `Repo.expired_at` returns; given as POSIX seconds it is converted)."""
 
-    def __init__(self, message: str, commit: str, expired_at: float) -> None:
+    def __init__(self, message: str, commit: str, expired_at: float | datetime) -> None:
         super().__init__(message)
         self.commit = commit
-        self.expired_at = expired_at
-
-    def __reduce__(self) -> tuple[object, ...]:  # crosses processes (Spark, Dask) whole
-        return (type(self), (str(self), self.commit, self.expired_at))
+        self.expired_at = (
+            expired_at
+            if isinstance(expired_at, datetime)
+            else datetime.fromtimestamp(expired_at, UTC)
+        )
 
     @classmethod
-    def before(cls, child: str, parent: str, expired_at: float) -> ExpiredHistoryError:
+    def before(cls, child: str, parent: str, expired_at: float | datetime) -> ExpiredHistoryError:
         """The error of a walk from `child` that found its parent `parent` expired."""
         return cls(
             f"history before {child[:12]} was expired on {on_date(expired_at)}", parent, expired_at
         )
 
 
-def on_date(when: float) -> str:
-    """A POSIX time as the messages show it (UTC, to the second)."""
-    return datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+def on_date(when: float | datetime) -> str:
+    """A time (POSIX seconds or a datetime) as the messages show it (UTC, to the second)."""
+    at = when if isinstance(when, datetime) else datetime.fromtimestamp(when, UTC)
+    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 class AlreadyExistsError(ZarrLakeError):
@@ -52,14 +90,46 @@ class CorruptionError(ZarrLakeError):
     """Stored bytes failed their checksum or do not decode; never silently returned."""
 
 
+class UndecodableChunkError(CorruptionError):
+    """A chunk's bytes are stored intact but its array's codecs cannot decode them (they
+    were written so: `Settings.check_chunks` refuses such writes, `zarrlake fsck --decode`
+    finds those already committed). `array`, `coords` (None if the key is no chunk key of
+    the array), `key` and `reason` (the codec's own message) say which and why."""
+
+    def __init__(
+        self, message: str, array: str, coords: tuple[int, ...] | None, key: str, reason: str
+    ) -> None:
+        super().__init__(message)
+        self.array = array
+        self.coords = coords
+        self.key = key
+        self.reason = reason
+
+
 class InvalidInputError(ZarrLakeError, ValueError):
     """A name, ref, URL, option or document given by the caller is malformed."""
+
+
+class CheckExistsError(AlreadyExistsError, InvalidInputError):
+    """A check of that name is declared already. An InvalidInputError too, as it was before
+    it was an AlreadyExistsError."""
 
 
 class StaleVirtualChunkError(ZarrLakeError):
     """A virtual chunk's source file changed or vanished since it was imported.
 
     Its size, mtime or ETag differs, or it is gone; its bytes are never returned."""
+
+
+class PurgedError(ZarrLakeError):
+    """The bytes of a chunk were removed from every version by `Repo.purge`.
+
+    Never fill values instead: a purged chunk raises this at every version that holds it.
+    `purge` is the id of the purge record (`Repo.purges()` shows who, when and why)."""
+
+    def __init__(self, message: str, purge: str) -> None:
+        super().__init__(message)
+        self.purge = purge
 
 
 class ConfigurationError(ZarrLakeError):
@@ -143,13 +213,27 @@ class NoChangesError(SessionError):
     Ask for an empty commit with `commit(allow_empty=True)` (idempotent re-runs)."""
 
 
-class UnfinishedWritersError(UnflushedWritesError):
+class UnfinishedWritersError(SessionError):
     """A worker of the session failed or died before it finished; the commit was refused.
 
-    What it staged may be a part of its work. The commit refuses rather than choose for
-    the caller:
+    What it staged may be a part of its work, and no finished worker wrote that part again
+    (a worker whose part was rewritten is left out without asking). The commit refuses
+    rather than choose for the caller:
     `commit(unfinished="discard")` leaves out everything those workers staged,
-    `unfinished="include"` keeps what they flushed. `workers` describes each."""
+    `unfinished="include"` keeps what they flushed. `workers` describes each, with what is
+    still missing; `choice` is the one that fits ("include": they had flushed all they
+    held; "discard": their part looks rewritten; "rewrite": chunks are still missing,
+    named in the message), or None when the workers differ.
+
+    Not an UnflushedWritesError: `unflushed="discard"` does not answer it, so a handler that
+    retries with that does not swallow it."""
+
+    choice: str | None = None
+
+    def __init__(self, message: str, workers: list[str]) -> None:
+        super().__init__(message)
+        self.workers = workers
+        self.markers: list = []  # the staging markers behind `workers`
 
 
 class ConflictKind(StrEnum):
@@ -164,6 +248,8 @@ class ConflictKind(StrEnum):
     """An array was resized on one side under chunks the other side wrote."""
     DELETED = "deleted"
     """A node was deleted on one side under what the other side changed."""
+    RENAMED = "renamed"
+    """A node was moved (renamed) on one side under what the other side changed."""
     CREATED = "created"
     """Both sides created the same node."""
     READ = "read"
@@ -227,7 +313,7 @@ class FastForwardError(ConflictError):
     Raised by `merge(..., fast_forward="only")`. Its one conflict is of kind DIVERGED."""
 
 
-class NotABranchError(NotFoundError, InvalidInputError):
+class NotABranchError(RefNotFoundError, InvalidInputError):
     """A branch operation (a session, merge or reset) was given a tag or a commit id.
 
     The message says which, and what to do instead. A NotFoundError (no branch has that
@@ -245,15 +331,18 @@ class ChecksFailedError(ZarrLakeError):
         super().__init__(message)
         self.results = list(results or [])
 
-    def __reduce__(self) -> tuple[object, ...]:  # crosses processes (Spark, Dask) whole
-        return (type(self), (str(self), self.results))
-
 
 class PullRequestError(ZarrLakeError):
     """A pull request action was refused.
 
     The pull request is not open, or its merge is blocked (see the subclasses), or it
     names branches that cannot be used."""
+
+
+class PullRequestExistsError(AlreadyExistsError, PullRequestError):
+    """An open pull request of the same source and target exists already (one pair, one
+    open pull request). A PullRequestError too, as it was before it was an
+    AlreadyExistsError."""
 
 
 class PullRequestNotOpenError(PullRequestError):
@@ -270,5 +359,15 @@ class PullRequestBlockedError(PullRequestError):
         super().__init__(message)
         self.reasons = list(reasons)
 
-    def __reduce__(self) -> tuple[object, ...]:
-        return (type(self), (str(self), self.reasons))
+
+class PullRequestChecksFailedError(PullRequestBlockedError, ChecksFailedError):
+    """A pull request's merge was refused because a check guarding its target failed.
+
+    A ChecksFailedError too, so one handler covers a direct merge onto a guarded branch
+    and a pull request's merge. `results` holds the failing CheckResults, `reasons` every
+    reason the merge was refused (approvals too)."""
+
+    def __init__(self, message: str, reasons: list[str], results: list) -> None:
+        ZarrLakeError.__init__(self, message)
+        self.reasons = list(reasons)
+        self.results = list(results)

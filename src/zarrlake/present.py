@@ -15,6 +15,12 @@ def short(commit_id: str | None) -> str:
     return commit_id[:12] if commit_id else "-"
 
 
+def subject(message: str) -> str:
+    """A commit message's first line, as tables and one-line listings show it (a merge's
+    message holds a body below it)."""
+    return message.split("\n", 1)[0].rstrip()
+
+
 def iso(value: datetime | float | None) -> str | None:
     """ISO-8601 UTC text for a datetime or a POSIX timestamp."""
     if value is None:

@@ -15,12 +15,14 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from zarrlake._util import crashpoints
+from zarrlake._util.deprecation import renamed_arguments
 from zarrlake._util.validate import check_ref_name
 from zarrlake.errors import (
     ExpiredHistoryError,
     InvalidInputError,
     NotFoundError,
     PullRequestBlockedError,
+    PullRequestChecksFailedError,
     PullRequestError,
     ZarrLakeError,
 )
@@ -41,31 +43,29 @@ class Repo(Protocol):
     module and hands pull requests out)."""
 
     @property
-    def context(self) -> RepoContext: ...
+    def _context(self) -> RepoContext: ...
 
     def list_branches(self) -> dict[str, str]: ...
 
     def list_checks(self) -> list[CheckRule]: ...
 
-    def log(self, ref: str = "main", limit: int | None = None) -> list[Any]: ...
+    def log(self, ref: str = "main", *, limit: int | None = None) -> list[Any]: ...
 
     def merge_base(self, a: str, b: str) -> str: ...
 
     def merge(
         self,
         source: str,
-        into: str = "main",
         *,
+        target: str = "main",
         message: str | None = None,
         author: str | None = None,
         fast_forward: Any = "allow",
     ) -> str: ...
 
     def run_checks(
-        self, ref: str, base: str | None = None, names: list[str] | None = None
+        self, ref: str, *, base: str | None = None, names: list[str] | None = None
     ) -> list[CheckResult]: ...
-
-    from zarrlake.vc.checks.run import CheckResult
 
 
 __all__ = ["PullRequest"]
@@ -73,11 +73,11 @@ __all__ = ["PullRequest"]
 
 def records_of(repo: Repo) -> PullRequests:
     """The pull request records of `repo`."""
-    return PullRequests(repo.context.meta, repo.context.refs.partition)
+    return PullRequests(repo._context.meta, repo._context.refs.partition)
 
 
 def _protection(repo: Repo) -> Protection:
-    return Protection(repo.context.meta, repo.context.refs.partition)
+    return Protection(repo._context.meta, repo._context.refs.partition)
 
 
 def guarding_checks(repo: Repo, branch: str) -> list[str]:
@@ -88,7 +88,7 @@ def guarding_checks(repo: Repo, branch: str) -> list[str]:
 def merged_at(repo: Repo, target: str, head: str) -> str | None:
     """The commit of branch `target` that brought commit `head` in (a merge commit with
     `head` as a parent, or `head` itself); None if `target` does not contain `head`."""
-    got = repo.context.refs.get(BRANCH, target)
+    got = repo._context.refs.get(BRANCH, target)
     if got is None:
         return None
     tip = got[0]
@@ -225,7 +225,7 @@ class PullRequest:
     @property
     def source_head(self) -> str:
         """The source branch's current head; PullRequestError if the branch is gone."""
-        got = self._repo.context.refs.get(BRANCH, self._rec.source)
+        got = self._repo._context.refs.get(BRANCH, self._rec.source)
         if got is None:
             raise PullRequestError(
                 f"pull request #{self.id}: its source branch {self._rec.source!r} no longer exists"
@@ -261,25 +261,34 @@ class PullRequest:
 
     @property
     def checks(self) -> list[CheckResult]:
-        """The results of the checks guarding the target; [] when none guard it.
+        """The recorded results of the checks guarding the target, for the source's current
+        head against its merge base with the target; a check not run on that pair yet is
+        not listed. Reading it runs nothing and writes nothing: `run_checks()` does."""
+        return self._checks(self.source_head, run=False)
 
-        They run on the source's current head against its merge base with the target
-        (`Repo.run_checks`).
-        """
+    def run_checks(self) -> list[CheckResult]:
+        """Run the checks guarding the target on the source's current head against its merge
+        base with the target, record their results and return them ([] when none guard
+        it); results recorded for that pair are reused (`Repo.run_checks`)."""
         return self._checks(self.source_head)
 
-    def _checks(self, head: str, record: bool = True) -> list[CheckResult]:
-        """The guarding checks' results for `head` against its merge base with the target;
-        without `record`, results not recorded yet are computed and not written."""
+    def _checks(self, head: str, record: bool = True, run: bool = True) -> list[CheckResult]:
+        """The guarding checks' results for `head` against its merge base with the target:
+        computed where not recorded (and then recorded, with `record`), or with `run` False
+        the recorded ones only."""
         rules = [r for r in self._repo.list_checks() if r.guards(self._rec.target)]
         if not rules:
             return []
         base = self._repo.merge_base(self._rec.target, head)
+        if not run:
+            from zarrlake.txn.checks import recorded_checks
+
+            return recorded_checks(self._repo._context, rules, head, base)
         if record:
             return self._repo.run_checks(head, base=base, names=[r.name for r in rules])
         from zarrlake.txn.checks import run_checks
 
-        return run_checks(self._repo.context, rules, head, base, record=False)
+        return run_checks(self._repo._context, rules, head, base, record=False)
 
     def blockers(self) -> list[str]:
         """Why a merge would be refused now, one line each ([] when it may merge)."""
@@ -287,17 +296,20 @@ class PullRequest:
             return [f"it is {self._rec.state}"]
         return self._blockers(self.source_head)
 
-    def _blockers(self, head: str) -> list[str]:
-        out = [f"check {c.name!r} failed: {c.message}" for c in self._checks(head) if not c.passed]
+    def _blockers(self, head: str, failed: list[CheckResult] | None = None) -> list[str]:
+        """Why a merge of `head` is refused: the failing checks (`failed`, or those run now),
+        then what the record says (approvals, change requests)."""
+        if failed is None:
+            failed = [c for c in self._checks(head) if not c.passed]
+        out = [f"check {c.name!r} failed: {c.message}" for c in failed]
         needed, dismiss = self._policy()
         return out + self._rec.blockers(head, needed, dismiss)
 
-    def to_json(self, checks: bool = True, record: bool = True) -> dict:
+    def to_json(self, checks: bool = True, record: bool = False) -> dict:
         """The pull request as the CLI's and the web UI's JSON show it.
 
         With `checks`, the checks' results, approvals and blockers for the source's current
-        head too (results computed now are recorded unless `record` is False: a web page only
-        reads).
+        head too (results not recorded yet are computed; with `record` they are recorded).
         """
         r = self._rec
         out: dict[str, Any] = {
@@ -327,7 +339,7 @@ class PullRequest:
         }
         if not checks:
             return out
-        head = self._repo.context.refs.get(BRANCH, r.source)
+        head = self._repo._context.refs.get(BRANCH, r.source)
         out["source_head"] = head[0] if head else None
         if head is None or r.state != records.OPEN:
             return out
@@ -354,34 +366,38 @@ class PullRequest:
         self._rec = records_of(self._repo).update(self.id, change)
         return self
 
-    def comment(self, text: str, *, by: str | None = None) -> PullRequest:
-        """Add a comment (allowed in any state); returns self."""
+    @renamed_arguments(by="author")
+    def comment(self, text: str, *, author: str | None = None) -> PullRequest:
+        """Add a comment by `author` (allowed in any state); returns self."""
         records.check_text(text, "comment", empty=False)
-        who = None if by is None else records.check_name(by, "by")
+        who = None if author is None else records.check_name(author, "author")
         return self._update(lambda r: records.add_comment(r, text, who))
 
-    def approve(self, *, by: str, text: str = "") -> PullRequest:
-        """Approve the source's current head, as `by`.
+    @renamed_arguments(by="author")
+    def approve(self, *, author: str, text: str = "") -> PullRequest:
+        """Approve the source's current head, as reviewer `author`.
 
-        This also lifts `by`'s request for changes. The author cannot approve their own pull
-        request.
+        This also lifts that reviewer's request for changes. Whoever opened the pull request
+        cannot approve it.
         """
-        return self._review(APPROVE, by, text)
+        return self._review(APPROVE, author, text)
 
-    def request_changes(self, *, by: str, text: str = "") -> PullRequest:
-        """Ask for changes, as `by`: merging is refused until `by` approves."""
-        return self._review(REQUEST_CHANGES, by, text)
+    @renamed_arguments(by="author")
+    def request_changes(self, *, author: str, text: str = "") -> PullRequest:
+        """Ask for changes, as reviewer `author`: merging is refused until they approve."""
+        return self._review(REQUEST_CHANGES, author, text)
 
-    def _review(self, verdict: str, by: str, text: str) -> PullRequest:
-        who = records.check_name(by, "by")
+    def _review(self, verdict: str, author: str, text: str) -> PullRequest:
+        who = records.check_name(author, "author")
         records.check_text(text, "review text")
         head = self.source_head
         return self._update(lambda r: records.add_review(r, verdict, who, head, text))
 
-    def close(self, *, by: str | None = None) -> PullRequest:
-        """Close it without merging (`reopen` opens it again); returns self."""
+    @renamed_arguments(by="author")
+    def close(self, *, author: str | None = None) -> PullRequest:
+        """Close it without merging, as `author` (`reopen` opens it again); returns self."""
         self.recover()
-        return self._update(lambda r: records.close(r, by))
+        return self._update(lambda r: records.close(r, author))
 
     def reopen(self) -> PullRequest:
         """Open a closed pull request again; returns self.
@@ -425,7 +441,8 @@ class PullRequest:
 
         return self._update(settle)
 
-    def merge(self, *, by: str | None = None, message: str | None = None) -> str:
+    @renamed_arguments(by="author")
+    def merge(self, *, author: str | None = None, message: str | None = None) -> str:
         """Merge the source's current head into the target; returns the merge commit id.
 
         It uses `Repo.merge`, always making a merge commit.
@@ -434,21 +451,26 @@ class PullRequest:
         ------
         PullRequestNotOpenError
             If it is merged, closed or being merged by another client.
+        PullRequestChecksFailedError
+            If a check guarding the target fails: a PullRequestBlockedError and a
+            ChecksFailedError (`results` holds the failing checks, `reasons` every reason).
         PullRequestBlockedError
-            If a check guarding the target fails, approvals are missing or a request for
-            changes stands (`reasons` lists each).
+            If approvals are missing or a request for changes stands (`reasons` lists
+            each).
         ConflictError
             If the merge conflicts; the pull request stays open.
         """
-        who = None if by is None else records.check_name(by, "by")
+        who = None if author is None else records.check_name(author, "author")
         self.recover()
         records.require_open(self._rec, "merge")
         head = self.source_head
-        reasons = self._blockers(head)
+        failed = [c for c in self._checks(head) if not c.passed]
+        reasons = self._blockers(head, failed)
         if reasons:
-            raise PullRequestBlockedError(
-                f"pull request #{self.id} cannot be merged: {'; '.join(reasons)}", reasons
-            )
+            why = f"pull request #{self.id} cannot be merged: {'; '.join(reasons)}"
+            if failed:
+                raise PullRequestChecksFailedError(why, reasons, failed)
+            raise PullRequestBlockedError(why, reasons)
         needed, dismiss = self._policy()
         self._update(lambda r: records.begin_merge(r, head, who, needed, dismiss))
         assert self._rec.merging is not None
@@ -459,7 +481,11 @@ class PullRequest:
         try:
             with pull_request_merge(r.target):
                 commit = self._repo.merge(
-                    head, r.target, message=text, author=who or r.author, fast_forward="never"
+                    head,
+                    target=r.target,
+                    message=text,
+                    author=who or r.author,
+                    fast_forward="never",
                 )
         except BaseException:
             with contextlib.suppress(ZarrLakeError):  # the merge's own error is the one to see

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from zarrlake._util.validate import check_ref_name
+from zarrlake._util.deprecation import deprecated_alias, keyword_only, renamed_arguments, warn
+from zarrlake._util.secrets import mask_urls
+from zarrlake._util.validate import check_new_ref_name, check_ref_name
 from zarrlake.connection import (
     RepoContext,
     RepoSpec,
@@ -15,6 +18,7 @@ from zarrlake.connection import (
     create_context,
     open_context,
     resolve_spec,
+    save_settings,
 )
 from zarrlake.errors import (
     AlreadyExistsError,
@@ -22,28 +26,33 @@ from zarrlake.errors import (
     InvalidInputError,
     NotFoundError,
 )
+from zarrlake.format.digest import parse
 from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.session_records import DEFAULT_EXPIRY, SessionInfo
 from zarrlake.txn.commit import current_record
 from zarrlake.txn.staging import Staging
 from zarrlake.txn.transaction import Transaction
-from zarrlake.txn.writers import WriterInfo, describe
+from zarrlake.txn.writers import WriterInfo, describe, finish_each, flush_each_later
 from zarrlake.vc.blame import Blame
 from zarrlake.vc.commit_info import Commit
-from zarrlake.vc.diff import Diff, diff_commit, diff_snapshots
+from zarrlake.vc.diff import Diff, diff_commit, diff_commits
 from zarrlake.vc.fsck import ExpiredHistory, Problem, check_objects
 from zarrlake.vc.keep import keeping
 from zarrlake.vc.merge import History, common_history_expired
 from zarrlake.vc.not_a_branch import needs_branch
+from zarrlake.vc.path_log import path_history
 from zarrlake.vc.protection import Protection
 from zarrlake.vc.refexpr import commit_as_of, merge_base, resolve_ref
 from zarrlake.vc.refs import BRANCH, TAG
 from zarrlake.vc.sources import VirtualSources
+from zarrlake.vc.squash import squash, squashed
 from zarrlake.vc.stats import RepoStats, repo_stats
 
 if TYPE_CHECKING:
     import zarr
 
+    from zarrlake.admin.clone import PullReport
+    from zarrlake.admin.export import ExportReport
     from zarrlake.admin.metastore_copy import CopyReport
     from zarrlake.lifecycle.expire import ExpireReport
     from zarrlake.lifecycle.gc import GcReport
@@ -53,6 +62,7 @@ if TYPE_CHECKING:
     from zarrlake.vc.checks.rules import CheckRule
     from zarrlake.vc.checks.run import CheckResult
     from zarrlake.vc.policies import ConflictPolicy, FastForward, IsolationLevel
+    from zarrlake.vc.purges import PurgeRecord
     from zarrlake.zarr_store import SessionStore
 
 __all__ = ["Commit", "Repo", "RepoSpec", "RepoStats", "SessionInfo"]
@@ -71,6 +81,16 @@ class Repo:
         self._ctx = ctx
         self._session: Session | None = None
         self._checked_out = "main"  # the ref the implicit session is made on (`checkout`)
+        self.last_pull: PullReport | None = None  # what the last clone or pull copied
+
+    @classmethod
+    def _owning(cls, ctx: RepoContext) -> Repo:
+        """A Repo that opened `ctx` (not one sharing a session's, `Repo.of`): when it is
+        garbage-collected, the handles opened on it flush their buffered writes (in the
+        background; see txn/writers.py `flush_each_later` for why they do not finish)."""
+        repo = cls(ctx)
+        weakref.finalize(repo, flush_each_later, ctx.handles)
+        return repo
 
     @classmethod
     def of(cls, session: Session) -> Repo:
@@ -88,12 +108,14 @@ class Repo:
         return self._ctx.repo_id
 
     @property
-    def context(self) -> RepoContext:
-        """The engine below: backends, objects, refs and session records (for tools)."""
+    def _context(self) -> RepoContext:
+        """The engine below: backends, objects, refs and session records (internal)."""
         return self._ctx
 
+    context = deprecated_alias("_context")
+
     def __repr__(self) -> str:
-        return f"<zarrlake.Repo {self.spec.location}>"
+        return f"<zarrlake.Repo {mask_urls(self.spec.location)}>"
 
     # opening ------------------------------------------------------------------------------
 
@@ -145,7 +167,7 @@ class Repo:
         """
         spec = resolve_spec(location, metastore, storage_options)
         chosen = None if settings is None else Settings().updated(settings)
-        return cls(create_context(spec, content_hash, chosen))
+        return cls._owning(create_context(spec, content_hash, chosen))
 
     @classmethod
     def open(
@@ -180,7 +202,9 @@ class Repo:
         ConfigurationError
             If the storage or metastore cannot be reached.
         """
-        return cls(open_context(resolve_spec(location, metastore, storage_options), settings))
+        return cls._owning(
+            open_context(resolve_spec(location, metastore, storage_options), settings)
+        )
 
     @classmethod
     def open_or_create(
@@ -189,20 +213,76 @@ class Repo:
         *,
         metastore: str | None = None,
         storage_options: dict | None = None,
+        content_hash: str | None = None,
+        settings: Settings | Mapping[str, Any] | None = None,
     ) -> Repo:
-        """Open the repository at `location`, creating it if there is none."""
+        """Open the repository at `location`, creating it if there is none.
+
+        A new repository is created with `content_hash` (default "blake3") and `settings`
+        recorded in its config, as `create` does; an existing one is opened with `settings`
+        for this connection, as `open` does, and must use `content_hash` if one is given
+        (InvalidInputError naming both otherwise: a repository's hash is fixed).
+        """
         spec = resolve_spec(location, metastore, storage_options)
         try:
-            return cls(open_context(spec))
+            ctx = open_context(spec, settings)
         except NotFoundError:
+            chosen = None if settings is None else Settings().updated(settings)
             try:
-                return cls(create_context(spec))
+                return cls._owning(create_context(spec, content_hash or "blake3", chosen))
             except AlreadyExistsError:
-                return cls(open_context(spec))
+                ctx = open_context(spec, settings)
+        if content_hash is not None and parse(content_hash).label != ctx.hash.label:
+            ctx.close()
+            raise InvalidInputError(
+                f"the repository at {spec.location} names its objects by {ctx.hash.label}, not "
+                f"{content_hash}: open it without content_hash (a repository's hash is fixed)"
+            )
+        return cls._owning(ctx)
+
+    @property
+    def config(self) -> Settings:
+        """The settings this repository handle uses: those its config records, updated by
+        what `open(settings=)` gave. Reading it does no I/O (`save_config` changes them)."""
+        return self._ctx.settings
+
+    def save_config(self, **changes: Any) -> Settings:
+        """Record `changes` to the settings in the repository's config, for every client
+        that opens it from now on (this handle uses them at once); returns the recorded
+        settings.
+
+        Each keyword names a `Settings` field (`flush` takes a dict of `FlushPolicy`
+        fields). The change applies to what the config records now, by a conditional
+        write, so two clients saving different fields at once both land.
+
+        Raises
+        ------
+        InvalidInputError
+            If a name is not a setting or a value is of the wrong type or range (nothing is
+            written).
+
+        Examples
+        --------
+        >>> repo.save_config(commit_timeout=120, flush={"idle": None})  # doctest: +SKIP
+        """
+        Settings().updated(changes)  # refuse a bad name or value before any I/O
+        return save_settings(self._ctx, changes)
 
     def close(self) -> None:
-        """Close the backends' connections."""
-        self._ctx.close()
+        """Finish every session handle opened on this repository, then close the backends'
+        connections.
+
+        Each handle flushes its buffered writes and records its writer finished, as leaving
+        its `with` block does, so a commit from another `Repo` or process counts them.
+        The end of the process finishes them too; garbage collection of the `Repo` flushes
+        them (a handle still in use finishes when it goes away). A handle that cannot
+        finish (its session ended, its metastore is unreachable) is logged on the
+        "zarrlake" logger, not raised; a commit of its session names it.
+        """
+        try:
+            finish_each(self._ctx.handles)
+        finally:
+            self._ctx.close()
 
     # refs and history ---------------------------------------------------------------------
 
@@ -238,7 +318,15 @@ class Repo:
             return commit_id
         return commit_as_of(self._ctx.objects, commit_id, as_of, ref)
 
-    def log(self, ref: str = "main", limit: int | None = None) -> list[Commit]:
+    @keyword_only("limit")
+    def log(
+        self,
+        ref: str = "main",
+        *,
+        limit: int | None = None,
+        path: str | None = None,
+        follow: bool = False,
+    ) -> list[Commit]:
         """Commits reachable from `ref` along first parents, newest first.
 
         Parameters
@@ -247,19 +335,40 @@ class Repo:
             Where to start: a branch, tag, commit id or ref expression.
         limit
             At most this many commits (None: the whole history).
+        path
+            Only the commits that changed this group or array, or anything below it
+            (each Commit's `path` then says what the node was called there).
+        follow
+            With `path`: follow the node back across the moves (renames) that made it,
+            itself or a group holding it (`zarrlake log --follow PATH`).
 
         Returns
         -------
         list of Commit
             Newest first; it ends early where `expire` dropped older history.
+
+        Examples
+        --------
+        >>> [c.path for c in repo.log("main", path="t2m", follow=True)]  # doctest: +SKIP
+        ['t2m', 't2m', 'temperature']
         """
         if limit is not None and (not isinstance(limit, int) or limit < 0):
             raise InvalidInputError(f"limit must be a non-negative integer, not {limit!r}")
-        out = []
-        for cid, rec in self._ctx.objects.history(self.resolve(ref)):
+        if path is None and follow:
+            raise InvalidInputError("follow=True needs the path to follow")
+        if path is not None and not isinstance(path, str):
+            raise InvalidInputError(f"path must be a string, not {path!r}")
+        head = self.resolve(ref)
+        objects = self._ctx.objects
+        if path is None:
+            found = ((cid, rec, None) for cid, rec in objects.history(head))
+        else:
+            found = path_history(objects, head, path, follow)
+        out: list[Commit] = []
+        for cid, rec, name in found:
             if limit is not None and len(out) >= limit:
                 break
-            out.append(Commit.from_record(cid, rec))
+            out.append(Commit.from_record(cid, rec, name))
         return out
 
     def commit_info(self, ref: str) -> Commit:
@@ -275,8 +384,13 @@ class Repo:
         when = self._ctx.objects.expired_at(commit_id)
         return None if when is None else datetime.fromtimestamp(when, UTC)
 
-    def create_branch(self, name: str, at: str = "main") -> str:
-        """A new branch at the commit `at` names; returns that commit id."""
+    @keyword_only("at")
+    def create_branch(self, name: str, *, at: str = "main") -> str:
+        """A new branch at the commit `at` names; returns that commit id.
+
+        The name follows git's rules for ref names and does not start with '-'
+        (InvalidInputError says what is wrong with it)."""
+        check_new_ref_name(name, "branch")
         commit_id = self.resolve(at)
         with keeping(self._ctx, [commit_id]):
             self._ctx.refs.create(BRANCH, name, commit_id)
@@ -298,8 +412,12 @@ class Repo:
         """Branch names and their head commit ids."""
         return self._ctx.refs.list(BRANCH)
 
-    def create_tag(self, name: str, at: str = "main") -> str:
-        """A new (immutable) tag at the commit `at` names; returns that commit id."""
+    @keyword_only("at")
+    def create_tag(self, name: str, *, at: str = "main") -> str:
+        """A new (immutable) tag at the commit `at` names; returns that commit id.
+
+        The name follows the rules of a branch name (`create_branch`)."""
+        check_new_ref_name(name, "tag")
         commit_id = self.resolve(at)
         with keeping(self._ctx, [commit_id]):
             self._ctx.refs.create(TAG, name, commit_id)
@@ -319,10 +437,12 @@ class Repo:
         """Tag names and their commit ids."""
         return self._ctx.refs.list(TAG)
 
-    def snapshot_of(self, commit_id: str) -> SnapshotRoot:
+    def _snapshot_of(self, commit_id: str) -> SnapshotRoot:
         """The snapshot root of commit `commit_id` (metadata documents and range index)."""
         objects = self._ctx.objects
         return objects.read(SnapshotRoot, objects.read_commit(commit_id).snapshot)
+
+    snapshot_of = deprecated_alias("_snapshot_of")
 
     def diff(self, from_ref: str, to_ref: str) -> Diff:
         """What changed between two refs (branches, tags or commit ids).
@@ -335,15 +455,16 @@ class Repo:
         Returns
         -------
         Diff
-            Nodes added, deleted or changed, and chunks written and deleted, per node.
+            Nodes added, deleted, moved or changed, and chunks written and deleted, per
+            node. Nodes moved between the two (when one descends from the other) are
+            reported as moved, compared with what they were at their old path.
 
         Examples
         --------
         >>> d = repo.diff("v1.0", "main")
         >>> d.summary()  # doctest: +SKIP
         """
-        a, b = self.resolve(from_ref), self.resolve(to_ref)
-        return diff_snapshots(self._ctx.objects, self.snapshot_of(a), self.snapshot_of(b))
+        return diff_commits(self._ctx.objects, self.resolve(from_ref), self.resolve(to_ref))
 
     def commit_changes(self, ref: str) -> Diff:
         """What commit `ref` changed against its first parent.
@@ -359,6 +480,11 @@ class Repo:
         on_read: _OnRead = None,
         on_expired: Callable[[ExpiredHistory], None] | None = None,
         sources_only: bool = False,
+        purges: bool = False,
+        against: Repo | None = None,
+        decode: bool = False,
+        arrays: list[str] | None = None,
+        on_decoded: Callable[[int, int], None] | None = None,
     ) -> list[Problem]:
         """Re-read and verify every object reachable from `ref`; returns the problems found.
 
@@ -366,7 +492,21 @@ class Repo:
         is as imported (`sources_only`: only that). No problems are returned if the repository
         is intact. `on_read(key, size)` is called for every object read (progress, counts),
         `on_expired` for each place where `expire` ended a history (which is not a problem).
+        Chunks a purge removed are not problems.
+
+        With `purges`, proves the purges instead (`zarrlake fsck --purges`): every one
+        finished, no purged chunk object or range still holds its bytes, and (given
+        `against`, the repository this one was cloned from) every purge of that one is here.
+
+        With `decode`, every chunk is also decoded with its array's codecs, in parallel
+        (each failure is a problem of kind "undecodable" naming the array, the chunk's
+        coordinates and the codec's message); `arrays` limits that to the arrays whose
+        paths match one of its glob patterns; `on_decoded(done, queued)` follows it.
         """
+        if purges:
+            from zarrlake.admin.purge import prove
+
+            return prove(self._ctx, None if against is None else against._context)
         if ref is not None:
             starts = [(self.resolve(ref), f"ref {ref!r}")]
         else:
@@ -381,6 +521,10 @@ class Repo:
             on_expired,
             objects.sources,
             sources_only,
+            self._ctx.purges.lookup,
+            decode,
+            arrays,
+            on_decoded,
         )
 
     def stats(self, ref: str = "main") -> RepoStats:
@@ -489,7 +633,8 @@ class Repo:
         now = self._ctx.clock()
         return [rec.info(now) for rec in self._ctx.records.list_open(branch)]
 
-    def abandon_sessions(self, older_than: timedelta, branch: str | None = None) -> list[str]:
+    @keyword_only("branch")
+    def abandon_sessions(self, older_than: timedelta, *, branch: str | None = None) -> list[str]:
         """Abandon every open session created at least `older_than` ago; returns their ids.
 
         Only the sessions of `branch` if given, else of all branches. Their staged writes are
@@ -519,13 +664,12 @@ class Repo:
 
         return Session(Transaction(self._ctx, None, commit_id))
 
-    # Arraylake-style implicit session -----------------------------------------------------
+    # Arraylake-style implicit session (deprecated: reading an attribute made a session) ---
 
     def checkout(self, ref: str = "main") -> Session:
-        """Make `ref` current: a writable session on a branch, read-only on a tag/commit.
-
-        This is what creates the implicit API's session record (see `session`).
-        """
+        """A session on `ref`: writable on a branch (`create_session`), read-only on a tag
+        or a commit (`readonly_session`); it is also the one the deprecated `store`,
+        `root_group`, `session` and `commit` of the repository use."""
         if self._ctx.refs.get(BRANCH, ref) is not None:
             self._session = self.create_session(ref)
         else:
@@ -535,11 +679,19 @@ class Repo:
 
     @property
     def session(self) -> Session:
-        """The current session of the implicit (Arraylake-style) API.
+        """Deprecated (reading it may create a session): `s = repo.checkout(ref)`.
 
-        Made on use by `checkout` of the ref last checked out (first: "main"); after `commit`
-        the next one is made only when used again, so a commit leaves no open session behind.
+        The current session of the implicit (Arraylake-style) API, made on use by `checkout`
+        of the ref last checked out (first: "main").
         """
+        warn(
+            "Repo.session is deprecated (reading it creates a session): use "
+            "s = repo.checkout(ref) or repo.create_session(branch)"
+        )
+        return self._current()
+
+    def _current(self) -> Session:
+        """The implicit API's session, checked out on first use."""
         if self._session is None:
             self.checkout(self._checked_out)
         assert self._session is not None
@@ -547,23 +699,32 @@ class Repo:
 
     @property
     def root_group(self) -> zarr.Group:
-        """The root zarr group of the current session."""
-        return self.session.root_group
+        """Deprecated (reading it may create a session): `repo.checkout(ref).root_group`."""
+        warn(
+            "Repo.root_group is deprecated (reading it creates a session): use "
+            "s = repo.checkout(ref), then s.root_group"
+        )
+        return self._current().root_group
 
     @property
     def store(self) -> SessionStore:
-        """The zarr store of the current session."""
-        return self.session.store
+        """Deprecated (reading it may create a session): `repo.checkout(ref).store`."""
+        warn(
+            "Repo.store is deprecated (reading it creates a session): use "
+            "s = repo.checkout(ref), then s.store"
+        )
+        return self._current().store
 
     def commit(
         self, message: str, *, on_conflict: ConflictPolicy = "fail", allow_empty: bool = False
     ) -> str:
-        """Commit the current session.
+        """Deprecated: commit the session `checkout` returned (`s.commit(message)`).
 
-        The next use of `session` (`store`, `root_group`, `commit`) starts a fresh one on the
-        same branch; until then no session is open.
+        Commits the implicit API's session; its next use starts a fresh one on the same
+        branch.
         """
-        session = self.session
+        warn("Repo.commit is deprecated: commit the session checkout() returned, s.commit(message)")
+        session = self._current()
         commit_id = session.commit(message, on_conflict=on_conflict, allow_empty=allow_empty)
         self._session = None  # `session` checks out the same branch again when used
         return commit_id
@@ -579,33 +740,35 @@ class Repo:
         gate = branch_gate(ctx, what)  # the branch's checks, on the commit it would get
         return History(ctx.objects, ctx.refs, ctx.settings.commit_timeout, settle, gate)
 
+    @renamed_arguments(into="target")
+    @keyword_only("target")
     def merge(
         self,
         source: str,
-        into: str = "main",
         *,
+        target: str = "main",
         message: str | None = None,
         author: str | None = None,
         on_conflict: ConflictPolicy = "fail",
         fast_forward: FastForward = "allow",
     ) -> str:
-        """Merge ref `source` into branch `into` (three-way, per chunk).
+        """Merge ref `source` into branch `target` (three-way, per chunk).
 
-        Returns into's new head: a merge commit, or source's head on a fast-forward.
+        Returns target's new head: a merge commit, or source's head on a fast-forward.
 
         Parameters
         ----------
         source
             The ref to merge (branch, tag or commit).
-        into
-            The branch that moves.
+        target
+            The branch that moves (`into=` before: deprecated).
         message, author
             Recorded on the merge commit.
         on_conflict
-            "fail" (raise ConflictError), or resolve chunk conflicts keeping "ours" (into's)
-            or "theirs" (source's).
+            "fail" (raise ConflictError), or resolve chunk conflicts keeping "ours" (the
+            target's) or "theirs" (source's).
         fast_forward
-            "allow" to move `into` to source's head when it is a descendant, "never" to
+            "allow" to move `target` to source's head when it is a descendant, "never" to
             always make a merge commit.
 
         Raises
@@ -615,22 +778,22 @@ class Repo:
         ExpiredHistoryError
             If `expire` dropped the history the two share.
         ProtectedBranchError
-            If a protection rule requires pull requests into `into` (merge one instead:
+            If a protection rule requires pull requests into `target` (merge one instead:
             `create_pull_request`).
         NotABranchError
-            If `into` is a tag or a commit id (the message says what to do instead).
+            If `target` is a tag or a commit id (the message says what to do instead).
         """
-        check_ref_name(into, "branch")
-        Protection(self._ctx.meta, self._ctx.refs.partition).check_merge(into)
+        check_ref_name(target, "branch")
+        Protection(self._ctx.meta, self._ctx.refs.partition).check_merge(target)
         src = self.resolve(source)
-        text = message if message is not None else f"Merge {source} into {into}"
+        text = message if message is not None else f"Merge {source} into {target}"
         with (
             keeping(self._ctx, [src]),
-            needs_branch(self._ctx.refs, self._ctx.objects, into, "merge"),
+            needs_branch(self._ctx.refs, self._ctx.objects, target, "merge"),
         ):
             return self._history("merge").merge(
                 src,
-                into,
+                target,
                 message=text,
                 author=author,
                 on_conflict=on_conflict,
@@ -651,24 +814,27 @@ class Repo:
             raise NotFoundError(f"{a!r} and {b!r} share no history")
         return found
 
+    @renamed_arguments(branch="target")
+    @keyword_only("target")
     def revert(
         self,
         commit: str,
-        branch: str = "main",
         *,
+        target: str = "main",
         message: str | None = None,
         author: str | None = None,
         allow_empty: bool = False,
     ) -> str:
-        """A new commit on `branch` undoing the changes `commit` made to its first parent.
+        """A new commit on branch `target` (`branch=` before: deprecated) undoing the
+        changes `commit` made to its first parent.
 
         InvalidInputError if that changes nothing, unless `allow_empty`.
         """
-        check_ref_name(branch, "branch")
-        target = self.resolve(commit)
-        with keeping(self._ctx, [target]):
+        check_ref_name(target, "branch")
+        undone = self.resolve(commit)
+        with keeping(self._ctx, [undone]):
             return self._history("revert").revert(
-                target, branch, message=message, author=author, allow_empty=allow_empty
+                undone, target, message=message, author=author, allow_empty=allow_empty
             )
 
     def reset_branch(self, branch: str, to: str, *, expected: str | None = None) -> str:
@@ -688,7 +854,105 @@ class Repo:
         ):
             return self._history("reset").reset(branch, target, want)
 
-    def blame(self, array_path: str, chunk_coords: tuple[int, ...], ref: str = "main") -> Commit:
+    def squash(
+        self,
+        branch: str,
+        *,
+        since: str,
+        message: str | None = None,
+        author: str | None = None,
+        allow_merges: bool = False,
+        allow_tags: bool = False,
+    ) -> str:
+        """Replace `branch`'s first-parent history after `since` with one commit.
+
+        The new commit has `since` as its parent and the tree of the branch's head (its
+        snapshot is reused: nothing of the data is written again); its change set is what
+        the squashed commits changed together, moves included. The branch moves to it by
+        compare-and-swap from the head that was squashed. The squashed commits stay while
+        another branch or tag reaches them; `gc` later reclaims what only they held.
+
+        Sessions open on the branch whose base is a squashed commit can no longer commit
+        (their base is gone from the branch's history; ConflictError, kind "reset").
+
+        Parameters
+        ----------
+        branch
+            The branch whose history is squashed.
+        since
+            The commit kept: a ref to a commit of the branch's first-parent history.
+        message
+            The new commit's message (default: "Squash N commits" and their messages).
+        author
+            Recorded on the new commit.
+        allow_merges
+            Squash across merge commits (their other parents are then no longer part of
+            the branch's history).
+        allow_tags
+            Squash commits that tags point at (the tags keep them, outside the branch).
+
+        Returns
+        -------
+        str
+            The id of the new commit, the branch's new head.
+
+        Raises
+        ------
+        InvalidInputError
+            If `since` is the head or not in its first-parent history, or a squashed
+            commit is a merge or tagged and that is not allowed.
+        BranchMovedError
+            If a commit landed on the branch meanwhile; nothing was changed.
+        ProtectedBranchError
+            If a protection rule for the branch does not allow squashing
+            (`protect_branch(..., allow_squash=True)`).
+        ChecksFailedError
+            If a check guarding the branch fails on the new commit.
+
+        Examples
+        --------
+        >>> repo.squash("ingest", since="v1", message="Days 1-30")  # doctest: +SKIP
+        """
+        from zarrlake.txn.checks import branch_gate
+        from zarrlake.txn.commit import settle_before_reset
+
+        check_ref_name(branch, "branch")
+        if message is not None and not isinstance(message, str):
+            raise InvalidInputError(f"message must be a string, not {message!r}")
+        ctx = self._ctx
+        Protection(ctx.meta, ctx.refs.partition).check_squash(branch)
+        kept = self.resolve(since)
+        with needs_branch(ctx.refs, ctx.objects, branch, "squash"):
+            head, version = ctx.refs.require(BRANCH, branch)
+        plan = squashed(ctx.objects, branch, head, kept)
+        merges = plan.merges()
+        if merges and not allow_merges:
+            raise InvalidInputError(
+                f"cannot squash {branch!r} since {kept[:12]}: merge commit {merges[0][:12]} "
+                f"lies in between ({len(merges)} in all); allow_merges=True squashes across "
+                "them (their other parents then leave the branch's history)"
+            )
+        tags = {cid: name for name, cid in self.list_tags().items()}
+        tagged = [(tags[cid], cid) for cid, _ in plan.commits if cid in tags]
+        if tagged and not allow_tags:
+            name, cid = tagged[0]
+            raise InvalidInputError(
+                f"cannot squash {branch!r} since {kept[:12]}: tag {name!r} points at commit "
+                f"{cid[:12]}, which the squash takes out of the branch's history; "
+                "allow_tags=True squashes anyway (the tag keeps its commit)"
+            )
+        gate = branch_gate(ctx, "squash")
+
+        def before(new: str) -> None:
+            gate(branch, new, head)
+            settle_before_reset(ctx, branch, head)
+
+        text = message if message is not None else plan.default_message()
+        with keeping(ctx, [kept, head]):
+            return squash(ctx.objects, ctx.refs, branch, plan, version, text, author, before)
+
+    @keyword_only("ref")
+    def blame(self, array_path: str, chunk_coords: tuple[int, ...], *, ref: str = "main") -> Commit:
         """The commit that last wrote chunk `chunk_coords` of `array_path` at `ref`."""
         cid = Blame(self._ctx.objects).blame(self.resolve(ref), array_path, tuple(chunk_coords))
         return Commit.from_record(cid, self._ctx.objects.read_commit(cid))
@@ -702,6 +966,7 @@ class Repo:
         require_pull_request: bool = False,
         required_approvals: int = 0,
         dismiss_stale_approvals: bool = False,
+        allow_squash: bool = False,
     ) -> None:
         """Protect branches matching a name or glob.
 
@@ -719,17 +984,18 @@ class Repo:
             require_pull_request=require_pull_request,
             required_approvals=required_approvals,
             dismiss_stale_approvals=dismiss_stale_approvals,
+            allow_squash=allow_squash,
         )
 
     def unprotect_branch(self, name_or_glob: str) -> None:
         """Remove the protection rule for `name_or_glob`; NotFoundError if there is none."""
         Protection(self._ctx.meta, self._ctx.refs.partition).unprotect(name_or_glob)
 
-    def protected_branches(self) -> dict[str, dict[str, bool | int]]:
+    def list_protected_branches(self) -> dict[str, dict[str, bool | int]]:
         """The protection rules, by pattern.
 
         {pattern: {allow_direct_commits, allow_delete}}, plus require_pull_request,
-        required_approvals and dismiss_stale_approvals where a rule sets them.
+        required_approvals, dismiss_stale_approvals and allow_squash where a rule sets them.
         """
         out: dict[str, dict[str, bool | int]] = {}
         for r in Protection(self._ctx.meta, self._ctx.refs.partition).rules():
@@ -740,14 +1006,23 @@ class Repo:
         """Allow virtual chunk references under `prefix` (`file:///dir`, `s3://bucket/dir`)."""
         VirtualSources(self._ctx.meta, self._ctx.refs.partition).add(prefix)
 
-    def virtual_sources(self) -> list[str]:
+    def list_virtual_sources(self) -> list[str]:
         """The URL prefixes virtual chunk references may point into."""
         return VirtualSources(self._ctx.meta, self._ctx.refs.partition).prefixes()
 
+    def remove_virtual_source(self, prefix: str) -> None:
+        """Stop allowing new virtual chunk references under `prefix`; those already
+        committed stay readable. NotFoundError if `prefix` is not an allowed prefix."""
+        VirtualSources(self._ctx.meta, self._ctx.refs.partition).remove(prefix)
+
+    protected_branches = deprecated_alias("list_protected_branches")
+    virtual_sources = deprecated_alias("list_virtual_sources")
+
     # checks (zarrlake.checks) -------------------------------------------------------------
 
+    @keyword_only("branches")
     def add_check(
-        self, name: str, check: Check, branches: str | tuple[str, ...] | list[str] = ("main",)
+        self, name: str, check: Check, *, branches: str | tuple[str, ...] | list[str] = ("main",)
     ) -> CheckRule:
         """Declare check `name`: `check` (a zarrlake.checks kind) guards some branches.
 
@@ -787,12 +1062,13 @@ class Repo:
 
         CheckRules(self._ctx.meta, self._ctx.refs.partition).remove(name)
 
+    @keyword_only("base", "names")
     def run_checks(
         self,
         ref: str,
+        *,
         base: str | None = None,
         names: list[str] | tuple[str, ...] | None = None,
-        *,
         reuse: bool = True,
     ) -> list[CheckResult]:
         """Run every declared check (or those `names`) on the change from `base` to `ref`.
@@ -861,8 +1137,9 @@ class Repo:
 
         return collect(self._ctx, older_than, dry_run=dry_run, full=full, progress=progress)
 
+    @keyword_only("branches")
     def expire(
-        self, older_than: datetime | timedelta, branches: list[str] | None = None
+        self, older_than: datetime | timedelta, *, branches: list[str] | None = None
     ) -> ExpireReport:
         """Drop commits older than `older_than` from the history of `branches` (None: all).
 
@@ -903,13 +1180,290 @@ class Repo:
 
         return copy_metastore(self._ctx, to, switch, replace)
 
+    # exporting and copying (zarrlake.admin.export, zarrlake.admin.clone) ---------------------
+
+    def export(
+        self,
+        ref: str,
+        dest: str | os.PathLike,
+        *,
+        arrays: list[str] | tuple[str, ...] | None = None,
+        storage_options: dict | None = None,
+        virtual: str = "refuse",
+        overwrite: bool = False,
+        workers: int = 16,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> ExportReport:
+        """Write the tree at `ref` as a plain Zarr v3 hierarchy that zarr and xarray open
+        without zarrlake.
+
+        Chunk bytes are copied as stored (never decoded and encoded again) and checked
+        against their digests on the way; sharded arrays come out as the shards zarr reads.
+
+        Parameters
+        ----------
+        ref
+            A branch, tag, commit id or ref expression.
+        dest
+            A directory, or an object-store URL (``s3://bucket/prefix``); empty, unless
+            `overwrite` (then what it holds is deleted first).
+        arrays
+            Only these arrays or groups (with everything below them and the groups above).
+        storage_options
+            Options of the destination's object store (region, endpoint, credentials).
+        virtual
+            "refuse" (default: nothing is written when the tree holds virtual chunks) or
+            "materialize" (read them from their sources, checked, and write them).
+        workers
+            Chunks copied at once.
+        progress
+            Called as progress(bytes written, bytes in all).
+
+        Returns
+        -------
+        ExportReport
+            Arrays, documents, chunks and bytes written, and the time taken.
+
+        Raises
+        ------
+        AlreadyExistsError
+            If `dest` holds anything (and `overwrite` is not given), or a repository.
+        InvalidInputError
+            If the tree holds virtual chunks and `virtual` is "refuse".
+        CorruptionError, PurgedError
+            If a chunk fails its checksum, or a purge removed it (the export stops).
+        """
+        from zarrlake.admin.export import export
+
+        return export(
+            self._ctx,
+            self.resolve(ref),
+            dest,
+            arrays=None if arrays is None else list(arrays),
+            storage_options=storage_options,
+            virtual=virtual,  # type: ignore[arg-type]
+            overwrite=overwrite,
+            workers=workers,
+            progress=progress,
+        )
+
+    @classmethod
+    def clone(
+        cls,
+        source: Repo | str | os.PathLike,
+        dest: str | os.PathLike,
+        *,
+        refs: list[str] | tuple[str, ...] | None = None,
+        depth: int | None = None,
+        metastore: str | None = None,
+        storage_options: dict | None = None,
+        progress: Callable[[str, int, int | None], None] | None = None,
+    ) -> Repo:
+        """A new repository at `dest` holding the branches and tags of `source` (all, or
+        `refs`) with their history (all of it, or the last `depth` commits of each).
+
+        The copy shares nothing with the source (its own storage, metastore and id; the
+        same commit ids), carries its purges, and remembers where it came from: `pull`
+        brings it up to date. A clone stopped half-way (killed) goes on when run again.
+
+        Parameters
+        ----------
+        source
+            The repository to copy: a Repo, or its location (opened with default options).
+        dest
+            Where the copy goes: a directory or an object-store URL.
+        refs
+            Branch and tag names to copy (default: all).
+        depth
+            Copy only the last `depth` commits of each ref's history (default: all); the
+            copy's history ends there as after `expire`.
+        metastore, storage_options
+            The copy's metastore and object-store options, as `Repo.create` takes them.
+        progress
+            Called as progress(phase, done, total or None).
+
+        Returns
+        -------
+        Repo
+            The copy (`last_pull` holds what was copied).
+
+        Raises
+        ------
+        AlreadyExistsError
+            If `dest` holds a repository that is not a clone of `source`.
+        NotFoundError
+            If a name in `refs` is no branch or tag of the source.
+        """
+        from zarrlake.admin.clone import clone
+
+        src = source if isinstance(source, Repo) else cls.open(source)
+        try:
+            spec = resolve_spec(dest, metastore, storage_options)
+            ctx, report = clone(
+                src._ctx, spec, None if refs is None else list(refs), depth, progress
+            )
+        finally:
+            if src is not source:
+                src.close()
+        repo = cls(ctx)
+        repo.last_pull = report
+        return repo
+
+    def origin(self) -> dict | None:
+        """Where this repository was cloned from (`location`, `repo_id`, the `refs` and
+        `depth` asked for), or None if it is not a clone."""
+        from zarrlake.admin.clone import origin
+
+        return origin(self._ctx)
+
+    def pull(
+        self,
+        source: Repo | str | os.PathLike | None = None,
+        *,
+        refs: list[str] | tuple[str, ...] | None = None,
+        depth: int | None = None,
+        force: bool = False,
+        progress: Callable[[str, int, int | None], None] | None = None,
+    ) -> PullReport:
+        """Bring this copy up to date with `source` (default: the repository it was
+        cloned from), copying only the objects it lacks, and its purges.
+
+        `refs` are the branch and tag names to bring (default: the clone's, or all); their
+        new history is copied down to the commits the copy holds (with `depth`, at most
+        that many generations of it). A branch of the copy with commits the source lacks,
+        or a tag at another commit, is refused with FastForwardError (nothing moved) unless
+        `force`. A pull stopped half-way (killed) goes on when run again.
+        """
+        from zarrlake.admin.clone import origin, pull
+
+        made = origin(self._ctx)
+        if source is None:  # the origin, reached with this copy's storage options
+            if made is None:
+                raise InvalidInputError("this repository is not a clone: give the source")
+            src = Repo.open(
+                made["location"],
+                metastore=made.get("metastore") or None,
+                storage_options=dict(self.spec.storage_options) or None,
+            )
+        else:
+            src = source if isinstance(source, Repo) else Repo.open(source)
+        if made is not None and refs is None:  # the clone's refs, unless others are given
+            refs = made.get("refs")
+        try:
+            report = pull(
+                self._ctx,
+                src._ctx,
+                None if refs is None else list(refs),
+                depth,
+                force=force,
+                progress=progress,
+            )
+        finally:
+            if src is not source:
+                src.close()
+        self.last_pull = report
+        return report
+
+    # purging data from every version (zarrlake.admin.purge) --------------------------------
+
+    def purge(
+        self,
+        paths: str | list[str] | tuple[str, ...],
+        *,
+        reason: str,
+        by: str,
+        region: tuple[slice | int, ...] | str | None = None,
+        force: bool = False,
+        keep_unremovable: bool = False,
+        keep_heads: bool = False,
+        messages: list[str] | tuple[str, ...] = (),
+        dry_run: bool = False,
+        progress: Callable[[str, int, int | None], None] | None = None,
+    ) -> PurgeRecord:
+        """Remove the chunk bytes of arrays (or of a region of one) from every version.
+
+        Commits, ids and manifests stay as they are; reading a purged chunk at any version
+        then raises PurgedError naming the purge. The purge is recorded in the metastore
+        (`purges()`), and `fsck(purges=True)` proves it.
+
+        Parameters
+        ----------
+        paths
+            Array paths; every stored version of each is purged.
+        reason, by
+            Why, and who asked: kept in the purge record.
+        region
+            With one path: only the chunks meeting this region (slices and integers in
+            array coordinates, or their text "0:10,:", at each version's shape and
+            chunking).
+        force
+            Purge even bytes a branch head still holds, or that chunks outside the
+            selection share (they are removed there too); refused otherwise, naming them.
+        keep_unremovable
+            Purge what can be and keep chunks of at most 64 bytes (inside manifests, which
+            commit ids cover) and virtual chunks (outside the repository); refused otherwise.
+        keep_heads
+            Leave out the bytes branch heads hold (write the corrected data on the branch
+            first): only history loses the rest, and no head needs `force`.
+        messages
+            Commits whose messages to redact where their ids do not cover them: the session
+            records that made them and the pull requests that merged them.
+        dry_run
+            Find what would be removed; change nothing.
+        progress
+            Called as progress(phase, done, total or None).
+
+        Returns
+        -------
+        PurgeRecord
+            The record: counts of chunks, objects, ranges and bytes removed.
+
+        Raises
+        ------
+        ZarrLakeError
+            If the bytes are still needed and `force` is not given (the message says where).
+        InvalidInputError
+            If the selection holds chunks a purge cannot remove, and `keep_unremovable` is
+            not given.
+        GcBusyError
+            If a garbage collection is running.
+        """
+        from zarrlake.admin.purge import purge
+
+        return purge(
+            self._ctx,
+            list(paths) if not isinstance(paths, str) else [paths],
+            reason=reason,
+            by=by,
+            region=region,
+            force=force,
+            keep_unremovable=keep_unremovable,
+            keep_heads=keep_heads,
+            messages=messages,
+            dry_run=dry_run,
+            progress=progress,
+        )
+
+    def purges(self) -> list[PurgeRecord]:
+        """Every purge record, oldest first (who, when, why, which arrays, what it removed)."""
+        from zarrlake.vc.purges import PurgeRecords
+
+        return PurgeRecords(self._ctx.meta, self._ctx.refs.partition).list()
+
+    def finish_purges(self) -> list[PurgeRecord]:
+        """Finish purges a crash stopped half-way (`zarrlake purge --resume`); returns them."""
+        from zarrlake.admin.purge import finish_pending
+
+        return finish_pending(self._ctx)
+
     # pull requests (zarrlake.pulls) -----------------------------------------------------------
 
+    @keyword_only("target")
     def create_pull_request(
         self,
         source: str,
-        target: str = "main",
         *,
+        target: str = "main",
         title: str | None = None,
         description: str = "",
         author: str | None = None,
@@ -939,9 +1493,9 @@ class Repo:
 
         Examples
         --------
-        >>> pr = repo.create_pull_request("ingest/day1", "main", title="Day 1", author="bot")
-        >>> pr.approve(by="alice")  # doctest: +SKIP
-        >>> pr.merge(by="alice")  # doctest: +SKIP
+        >>> pr = repo.create_pull_request("ingest/day1", target="main", title="Day 1")
+        >>> pr.approve(author="alice")  # doctest: +SKIP
+        >>> pr.merge(author="alice")  # doctest: +SKIP
         """
         from zarrlake.pulls import create
 

@@ -47,6 +47,7 @@ class Session:
         return (Session, (self._txn,))
 
     def __enter__(self) -> Session:
+        self._txn.within += 1
         return self
 
     def __exit__(
@@ -56,6 +57,7 @@ class Session:
         it by an exception abandons the session if this handle began it; a worker that
         joined marks its writer failed instead, so the commit refuses to count its part
         without being told to. The block's own exception is what propagates."""
+        self._txn.within -= 1
         if self.read_only or self.committed_as is not None:
             return
         if exc_type is None:
@@ -172,7 +174,7 @@ class Session:
         """
         return self._txn.overlay.read(key, byte_range)
 
-    def read_ranges(self, key: str, spans: list[Span]) -> list[bytes] | None:
+    def _read_ranges(self, key: str, spans: list[Span]) -> list[bytes] | None:
         """Byte ranges of `key` as this session sees it, verified; None if absent.
 
         Reads little more than the ranges need.
@@ -223,6 +225,38 @@ class Session:
         """Delete the keys that exist; deleting a missing key is not an error."""
         self._txn.require_writes().delete_many(keys)
 
+    def move(self, src: str, dst: str) -> None:
+        """Move (rename) the group or array `src`, with everything below it, to `dst`.
+
+        The move is part of the session's commit. No chunk is read, copied or rewritten: the
+        chunks keep their bytes and the commit's manifests point at them under their new
+        keys. Diffs, `log --follow`, blame and conflict reports know it as a move.
+
+        Parameters
+        ----------
+        src
+            The node to move, e.g. ``"raw/temperature"`` (a leading "/" is ignored).
+        dst
+            Its new path. Its parent must be an existing group; nothing may be there yet.
+
+        Raises
+        ------
+        NotFoundError
+            If there is no group or array at `src`, or no group to hold `dst`.
+        AlreadyExistsError
+            If a node (or any key) exists at `dst`: a move does not replace anything.
+        InvalidInputError
+            If `src` is the root, `dst` lies inside `src`, or `dst`'s parent is an array.
+        ReadOnlyError, SessionClosedError
+            If the session is read-only, committed or abandoned.
+
+        Examples
+        --------
+        >>> session.move("temperature", "t2m")  # doctest: +SKIP
+        >>> session.commit("Rename temperature to t2m")  # doctest: +SKIP
+        """
+        self._txn.move(src, dst)
+
     def flush(self) -> None:
         """Make this handle's buffered chunk writes durable.
 
@@ -251,10 +285,13 @@ class Session:
 
     # transaction ------------------------------------------------------------------------
 
-    def staged_changes(self) -> list[Change]:
+    def _staged_changes(self) -> list[Change]:
         """Every staged change of every worker.
 
-        ConflictError if two workers staged different bytes for one key.
+        read_ranges = deprecated_alias("_read_ranges")
+        staged_changes = deprecated_alias("_staged_changes")
+
+            ConflictError if two workers staged different bytes for one key.
         """
         return self._txn.staged_changes()
 
@@ -418,6 +455,17 @@ class SessionEngine:
     def stage(self, changes: list[Change]) -> None:
         """Stage prepared writes durably (concurrent callers share one transaction)."""
         self._txn.stage(changes)
+
+    @property
+    def finishes_after_writes(self) -> bool:
+        """Whether this handle finishes after each array write: a copy of the session a
+        Dask task received, outside a `with` block (see `Transaction.task_copy`)."""
+        txn = self._txn
+        return txn.task_copy and not txn.within and txn.committed is None
+
+    def finish(self) -> None:
+        """Flush this handle's writes and record its writer finished (`Session.close`)."""
+        self._txn.finish()
 
     def start_writer(self, tag: str | None = None) -> str:
         """Flush this handle's writes, then stage what follows under a new writer id, which

@@ -22,9 +22,9 @@ from zarrlake._util.retry import RetryPolicy, backoff
 from zarrlake.errors import (
     CASFailedError,
     InvalidInputError,
-    NotFoundError,
     SessionClosedError,
     SessionExpiredError,
+    SessionNotFoundError,
     ZarrLakeError,
 )
 from zarrlake.metastore.base import Item, MetaStore
@@ -430,7 +430,7 @@ class SessionRecords:
         self.settle()
         got = self._get(session_id)
         if got is None:
-            raise NotFoundError(f"no session {session_id!r}")
+            raise SessionNotFoundError(f"no session {session_id!r}")
         return SessionRecord.decode(got[0]), got[1]
 
     def swap(self, new: SessionRecord, version: int) -> int:
@@ -527,4 +527,4 @@ class SessionRecords:
                 return found[0]
             if len(found) > 1:
                 raise InvalidInputError(f"session id prefix {prefix!r} is ambiguous")
-        raise NotFoundError(f"no session {prefix!r}")
+        raise SessionNotFoundError(f"no session {prefix!r}")

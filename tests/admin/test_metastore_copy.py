@@ -42,7 +42,7 @@ def _fill(repo: zl.Repo) -> dict:
 
 
 def _state(repo: zl.Repo) -> dict:
-    ctx = repo.context
+    ctx = repo._context
     return {
         "log": [c.id for c in repo.log()],
         "branches": repo.list_branches(),
@@ -100,7 +100,7 @@ def test_sqlite_to_bucket_to_postgres_to_sqlite(s3_repo, pg_metastore_url, tmp_p
 
 def test_copy_is_offline(s3_repo):
     repo, _, _ = s3_repo  # open sessions move along: tests/admin/test_metastore_copy_sessions
-    holder = GcState(repo.context)
+    holder = GcState(repo._context)
     holder.acquire()
     with pytest.raises(ZarrLakeError, match="garbage collector holds its lock"):
         repo.copy_metastore("bucket")
@@ -134,7 +134,7 @@ def test_a_copy_that_reads_back_wrong_changes_nothing(s3_repo):
             repo.copy_metastore("bucket")
     finally:
         metastores.registry.remove_hook(garble)
-    config = json.loads(repo.context.object_store.get("zarrlake.json"))
+    config = json.loads(repo._context.object_store.get("zarrlake.json"))
     assert config["metastore"] == "sqlite"
     again = zl.Repo.open(repo.spec.location, metastore=sqlite, storage_options=options)
     assert _state(again) == expected

@@ -73,7 +73,7 @@ def _cli(repo: zl.Repo, metastore: str | None, *args: str) -> int:
 
 
 def _state(repo: zl.Repo) -> dict:
-    ctx = repo.context
+    ctx = repo._context
     return {
         "log": [c.id for c in repo.log()],
         "branches": repo.list_branches(),
@@ -102,7 +102,7 @@ def test_a_cooperative_flow_then_the_cli_copy(s3_repo, capsys):
     gone.abandon()
     late = repo.create_session()
     late.write("y/c/0", chunk(8))
-    repo.context.records.update(late.id, lambda r: replace(r, expires_at=0))
+    repo._context.records.update(late.id, lambda r: replace(r, expires_at=0))
     implicit = repo.session
     implicit.write("z/c/0", chunk(7))
     repo.commit("implicit")  # leaves no session open (issue 32)
@@ -134,7 +134,7 @@ def test_open_sessions_are_copied_along(s3_repo):
     with pytest.raises(zl.SessionClosedError):
         s.commit("into the old metastore")
     # closed in the old copy (fenced: no collector runs there), open in the new
-    assert repo.context.records.get(s.id)[0].status == "aborted"
+    assert repo._context.records.get(s.id)[0].status == "aborted"
     on_bucket = _reopen(repo)
     assert on_bucket.session_info(s.id).status == "open"
     assert on_bucket.gc(timedelta(0)).objects_deleted == 0  # the copy left no lock behind
@@ -158,10 +158,10 @@ def test_a_session_being_committed_goes_along(s3_repo):
     s.write("a/c/0", chunk(1))
     s.flush()
     lease = time.time() + 600
-    repo.context.records.update(s.id, lambda r: replace(r, status="committing", lease=lease))
+    repo._context.records.update(s.id, lambda r: replace(r, status="committing", lease=lease))
     report = repo.copy_metastore("bucket")
     assert report.moved_sessions == (s.id,)
-    assert repo.context.records.get(s.id)[0].status == "aborted"  # closed in the old one
+    assert repo._context.records.get(s.id)[0].status == "aborted"  # closed in the old one
     with pytest.raises(RepositoryMovedError):  # a ref write there is refused
         repo.create_branch("late")
     on_bucket = _reopen(repo)

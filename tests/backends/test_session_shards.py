@@ -30,7 +30,7 @@ def bucket_repo(s3_location) -> Iterator[tuple[zl.Repo, str, dict]]:
 
 
 def _config(repo: zl.Repo) -> dict:
-    return json.loads(repo.context.object_store.get(connection.CONFIG_KEY))
+    return json.loads(repo._context.object_store.get(connection.CONFIG_KEY))
 
 
 def _sessions(repo: zl.Repo, n: int) -> list[zl.Session]:
@@ -49,7 +49,7 @@ def test_a_new_bucket_repository_spreads_its_session_records(bucket_repo) -> Non
     cfg = _config(repo)
     assert (cfg["format"], cfg["session_shards"]) == (3, SHARDS)
     sessions = _sessions(repo, 40)
-    ctx = repo.context
+    ctx = repo._context
     for s in sessions:
         part = ctx.records.partition_of(s.id)
         assert part == f"{ctx.partition('sessions')}/{s.id[0]}"
@@ -83,12 +83,12 @@ def test_writing_one_sessions_record_leaves_the_other_shards_alone(bucket_repo) 
     a, b = repo.create_session(), repo.create_session()
     while b.id[0] == a.id[0]:
         b = repo.create_session()
-    store = repo.context.object_store  # the metastore's heads are under meta/ in it
-    heads = {s.id: Names(repo.context.records.partition_of(s.id)).head for s in (a, b)}
+    store = repo._context.object_store  # the metastore's heads are under meta/ in it
+    heads = {s.id: Names(repo._context.records.partition_of(s.id)).head for s in (a, b)}
     _, tag_before = store.get_tagged(heads[b.id])
     a.write("a/c/0", chunk(1))
     a.commit("a")  # its seal, fence and finish: three swaps of its own record
-    repo.context.records.settle()
+    repo._context.records.settle()
     assert store.get_tagged(heads[b.id])[1] == tag_before
     assert repo.session_info(a.id).status == "committed"
     assert repo.session_info(b.id).status == "open"
@@ -110,7 +110,7 @@ def test_a_bucket_repository_of_the_older_layout_keeps_it(s3_location, monkeypat
     s = repo.create_session()
     s.write("a/c/1", chunk(2))
     s.commit("after")
-    ctx = repo.context
+    ctx = repo._context
     for sid in (first.id, s.id):
         assert ctx.meta.get(ctx.partition("sessions"), sid.encode()) is not None
     assert repo.session_info(first.id).status == "committed"
@@ -151,7 +151,7 @@ def test_the_shard_count_is_checked(bucket_repo) -> None:
     from zarrlake.session_records import SessionRecords
 
     with pytest.raises(InvalidInputError, match="1 or 16 shards"):
-        SessionRecords(repo.context.meta, "x/sessions", shards=3)
+        SessionRecords(repo._context.meta, "x/sessions", shards=3)
 
 
 def test_a_scan_reads_on_past_the_first_batch_of_a_shard(bucket_repo, monkeypatch) -> None:
@@ -162,6 +162,6 @@ def test_a_scan_reads_on_past_the_first_batch_of_a_shard(bucket_repo, monkeypatc
     sessions = _sessions(repo, 30)  # 30 ids over 16 shards: some hold several
     ids = sorted(s.id for s in sessions)
     assert len({i[0] for i in ids}) < len(ids)
-    assert [r.id for r in repo.context.records.scan()] == ids
+    assert [r.id for r in repo._context.records.scan()] == ids
     for s in sessions:
         s.close()

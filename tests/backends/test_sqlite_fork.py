@@ -59,7 +59,7 @@ def test_children_forked_while_a_thread_uses_sqlite_open_it(tmp_path) -> None:
     """A parent thread runs metastore calls without pause while children are forked; each
     child opens the repository (a new SQLite connection) and exits."""
     repo = zl.Repo.create(tmp_path / "repo")
-    meta = repo.context.meta
+    meta = repo._context.meta
     stop = threading.Event()
 
     def busy() -> None:

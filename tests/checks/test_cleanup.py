@@ -13,7 +13,7 @@ from zarrlake.checks import MaxChangedChunks, ValueRange
 
 def recorded(repo: zl.Repo) -> set[tuple[str, str, str]]:
     """(commit, base, check) of every result recorded."""
-    ctx = repo.context
+    ctx = repo._context
     return {
         tuple(k.decode().split("/", 1)[1].split("/"))  # type: ignore[misc]
         for k, _, _ in ctx.meta.scan(ctx.refs.partition, prefix=b"checkresult/")

@@ -41,7 +41,7 @@ def test_add_list_run_remove(repo, tmp_path):
     assert got["t-range"]["commit"] == day and got["attrs"]["passed"]
     assert run(*r, "check", "run", "day", "--name", "attrs").returncode == 0
     assert "FAILED" in run(*r, "check", "run", "day").stdout
-    assert "'t-range'" in fails(*r, "merge", "day", "--into", "main")
+    assert "'t-range'" in fails(*r, "merge", "day", "--target", "main")
 
     assert json.loads(ok(*r, "check", "remove", "t-range", "--json").stdout) == {
         "removed": "t-range"
@@ -52,8 +52,10 @@ def test_add_list_run_remove(repo, tmp_path):
 
 def test_bad_input_is_named(repo):
     r = ["-r", repo.spec.location, "check"]
-    assert "does not take --array" in fails(*r, "add", "m", "--kind", "monotonic", "--array", "t")
-    assert "unknown check kind 'nope'" in fails(*r, "add", "m", "--kind", "nope")
+    line = fails(*r, "add", "m", "--kind", "monotonic", "--array", "t", code=2)
+    assert "does not take --array" in line
+    assert "'nope' is not one of 'max-nan-fraction'" in fails(*r, "add", "m", "--kind", "nope",
+                                                                code=2)  # fmt: skip
     assert "not valid JSON" in fails(*r, "add", "m", "--kind", "value-range",
-                                     "--json-params", "{")  # fmt: skip
+                                     "--json-params", "{", code=2)  # fmt: skip
     assert "no check named 'x'" in fails(*r, "remove", "x")

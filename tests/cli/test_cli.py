@@ -179,7 +179,7 @@ def test_cat(repo_dir):
     whole = json.loads(ok("-r", r, "cat", "v1", "weather/t2m", "--slice", "...,0", "--json").stdout)
     assert whole["shape"] == [20]
     assert "55." in ok("-r", r, "cat", "v1", "weather/t2m").stdout
-    assert "bad slice" in fails("-r", r, "cat", "main", "weather/t2m", "--slice", "0:x")
+    assert "bad slice" in fails("-r", r, "cat", "main", "weather/t2m", "--slice", "0:x", code=2)
     assert "bad slice" in fails("-r", r, "cat", "main", "weather/t2m", "--slice", "1,2,3")
     assert "out of bounds" in fails("-r", r, "cat", "main", "weather/t2m", "--slice", "99,0")
     assert "no array 'weather'" in fails("-r", r, "cat", "main", "weather")
@@ -198,7 +198,7 @@ def test_sessions(repo_dir):
     extended = json.loads(ok("-r", r, "sessions", "extend", sid, "2d", "--json").stdout)
     expires = datetime.fromisoformat(extended["expires_at"])
     assert abs(expires - (datetime.now(UTC) + timedelta(days=2))) < timedelta(minutes=5)
-    assert "bad duration" in fails("-r", r, "sessions", "extend", sid, "3 fortnights")
+    assert "bad duration" in fails("-r", r, "sessions", "extend", sid, "3 fortnights", code=2)
     assert "7 days" in fails("-r", r, "sessions", "extend", sid, "8d")
 
     ok("-r", r, "sessions", "abandon", sid)
@@ -213,7 +213,7 @@ def test_sessions(repo_dir):
 def test_expired_session_is_refused(repo_dir):
     repo = zl.Repo.open(repo_dir)
     s = repo.create_session(message="will expire")
-    repo.context.records.update(s.id, lambda r: replace(r, expires_at=time.time() - 60))
+    repo._context.records.update(s.id, lambda r: replace(r, expires_at=time.time() - 60))
     r = str(repo_dir)
     assert "expired" in fails("-r", r, "sessions", "extend", s.id, "1d")
     assert "expired" in fails("-r", r, "sessions", "abandon", s.id)

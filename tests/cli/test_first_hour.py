@@ -103,7 +103,11 @@ def test_cli_modules_import_only_typer_rich_and_light_zarrlake_modules():
     light = {"zarrlake.errors", "zarrlake.present", "zarrlake.vc.policies"} | {
         f"zarrlake.cli.{p.stem}" for p in CLI_DIR.glob("*.py")
     }
-    light.add("zarrlake.cli")
+    light |= {"zarrlake.cli", "zarrlake._util.secrets"}
+    # zarrlake._util.secrets (what is masked in output) imports re alone.
+    secrets = ast.parse((CLI_DIR.parent / "_util" / "secrets.py").read_text())
+    assert {n.module for n in secrets.body if isinstance(n, ast.ImportFrom)} == {"__future__"}
+    assert [a.name for n in secrets.body if isinstance(n, ast.Import) for a in n.names] == ["re"]
     # zarrlake.vc.policies (the option values, as Literal types) imports typing alone.
     policies = ast.parse((CLI_DIR.parent / "vc" / "policies.py").read_text())
     imported = {n.module for n in policies.body if isinstance(n, ast.ImportFrom)}
@@ -298,3 +302,35 @@ def test_a_secret_is_masked_in_its_own_run_only(tmp_path, monkeypatch):
     assert "s3cr3tword" not in fails("-r", missing, "log")
     monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
     assert f"no zarrlake repository at {missing}" in fails("-r", missing, "log")
+
+
+# retries: one line at most before the error, naming what failed ------------------------------
+
+
+def test_an_unreachable_endpoint_warns_once_before_its_error(tmp_path):
+    res = process.run(
+        "log",
+        "-r",
+        "s3://bucket/repo",
+        "--metastore",
+        f"sqlite:///{tmp_path}/m.db",
+        "--endpoint-url",
+        "http://127.0.0.1:1",
+        "--allow-http",
+        "--access-key-id",
+        "test",
+        "--secret-access-key",
+        "test",
+        "--storage-option",
+        "connect_timeout=1",
+        "--storage-option",
+        "max_retries=0",
+    )
+    assert res.returncode == 1, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert "stamina" not in res.stderr
+    *warnings, error = lines
+    assert error.startswith("zarrlake: error: ") and "127.0.0.1:1" in error
+    assert len(warnings) <= 1, res.stderr  # the last retry only, not one per retry
+    for line in warnings:
+        assert line.startswith("zarrlake: WARNING: zarrlake.retry: ") and "127.0.0.1:1" in line

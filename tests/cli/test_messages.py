@@ -81,7 +81,7 @@ def test_fsck_lists_each_problem_once_without_wrapping(tmp_path):
         s = repo.create_session()
         zarr.open_group(s.store).create_array(name, data=values, chunks=1000)
         s.commit(f"add {name}")
-    store = repo.context.object_store
+    store = repo._context.object_store
     pack = repo.readonly_session()._engine.lookup("a/c/0").location
     store.delete(pack)  # its chunks are referenced by four keys, in two commits
     res = run("-r", repo.spec.location, "fsck")
@@ -118,7 +118,7 @@ def test_read_commands_take_as_of(merged):
     assert ok("-r", r, "diff", "main", "dev", "--as-of", at, "--json").json()["summary"] == []
     assert "never written" in fails("-r", r, "blame", "t", "0", "0", "--as-of", at)
     assert "has no commit at or before 2000-01-01" in fails("-r", r, "log", "--as-of", "2000-01-01")
-    assert "bad date 'yesterday'" in fails("-r", r, "ls", "--as-of", "yesterday")
+    assert "bad date 'yesterday'" in fails("-r", r, "ls", "--as-of", "yesterday", code=2)
 
 
 def test_diff_says_what_changed_in_metadata(tmp_path):

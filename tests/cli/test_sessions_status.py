@@ -16,7 +16,7 @@ from zarrlake._util import runtime
 def test_sessions_list_shows_each_status(tmp_path):
     path = tmp_path / "repo"
     repo = zl.Repo.create(path)
-    records = repo.context.records
+    records = repo._context.records
     repo.create_session(message="open one")
     committing = repo.create_session(message="being committed")
     aborted = repo.create_session(message="given up")

@@ -106,15 +106,15 @@ class CountingMetaStore(MetaStore):
 
 def counted(repo: zl.Repo) -> tuple[zl.Repo, CountingObjectStore, CountingMetaStore]:
     """The same repository through counting wrappers, with cold caches (a fresh Repo)."""
-    blobs = CountingObjectStore(repo.context.object_store)
-    meta = CountingMetaStore(repo.context.meta)
+    blobs = CountingObjectStore(repo._context.object_store)
+    meta = CountingMetaStore(repo._context.meta)
     ctx = RepoContext(
         repo.spec,
         repo.repo_id,
         blobs,
         meta,
-        hash=repo.context.hash,
-        format=repo.context.format,
-        session_shards=repo.context.session_shards,
+        hash=repo._context.hash,
+        format=repo._context.format,
+        session_shards=repo._context.session_shards,
     )
     return zl.Repo(ctx), blobs, meta

@@ -224,7 +224,7 @@ def test_the_engine_hooks_are_not_public_members_of_session(local_repo):
     ref = s._engine.lookup("a/c/0")
     assert ref is not None and ref.length == 10
     again = zl.Repo.of(s)
-    assert again.repo_id == local_repo.repo_id and again.context is s._engine.context
+    assert again.repo_id == local_repo.repo_id and again._context is s._engine.context
     s.abandon()
 
 
@@ -248,8 +248,8 @@ def test_settings_given_to_create_are_recorded_for_every_client(tmp_path):
 
     repo = zl.Repo.create(tmp_path / "repo", settings=zl.Settings(stage_inline_max=0))
     again = zl.Repo.open(tmp_path / "repo", settings={"commit_timeout": 7})
-    assert again.context.settings.stage_inline_max == 0  # recorded
-    assert again.context.settings.commit_timeout == 7  # given on top
+    assert again._context.settings.stage_inline_max == 0  # recorded
+    assert again._context.settings.commit_timeout == 7  # given on top
     assert connect(repo.spec).settings.stage_inline_max == 0  # a worker's connection
     s = again.create_session()
     s.write("a/c/0", b"x" * 100)

@@ -119,7 +119,7 @@ def test_expiry_and_update(repo):
     # force expiry by rewriting the record's deadline into the past
     from dataclasses import replace
 
-    repo.context.records.update(s.id, lambda rec: replace(rec, expires_at=rec.created - 1))
+    repo._context.records.update(s.id, lambda rec: replace(rec, expires_at=rec.created - 1))
     with pytest.raises(zl.SessionExpiredError):
         write_array(s)
     with pytest.raises(zl.SessionExpiredError):
@@ -182,7 +182,7 @@ def test_dedup_identical_chunks(local_repo):
     s1 = local_repo.create_session()
     write_array(s1, shape=(10000,), chunks=(5000,), value=np.concatenate([big, big]))
     s1.commit("twice the same chunk")
-    objs = list(local_repo.context.object_store.list("chunks/"))
+    objs = list(local_repo._context.object_store.list("chunks/"))
     assert len(objs) == 1
 
 
@@ -190,7 +190,7 @@ def test_corruption_is_detected(local_repo, tmp_path):
     s = local_repo.create_session()
     write_array(s, shape=(10000,), chunks=(5000,), value=np.random.default_rng(1).random(10000))
     s.commit("data")
-    (key,) = [k for k in local_repo.context.object_store.list("chunks/")][:1]
+    (key,) = [k for k in local_repo._context.object_store.list("chunks/")][:1]
     path = tmp_path / "repo" / key
     raw = bytearray(path.read_bytes())
     raw[10] ^= 0xFF

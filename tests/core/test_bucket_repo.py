@@ -43,12 +43,12 @@ def test_s3_repository_keeps_its_metastore_in_its_bucket(s3_location):
     location, options = s3_location
     repo = zl.Repo.create(location, storage_options=options)
     assert repo.spec.metastore == "bucket"
-    config = json.loads(repo.context.object_store.get("zarrlake.json"))
+    config = json.loads(repo._context.object_store.get("zarrlake.json"))
     assert config["metastore"] == "bucket"
     s = repo.create_session()
     _write(s, list(range(8)))
     s.commit("first")
-    heads = [k for k in repo.context.object_store.list("meta/") if k.endswith("/head")]
+    heads = [k for k in repo._context.object_store.list("meta/") if k.endswith("/head")]
     assert len(heads) >= 2  # refs and sessions, at least: no server involved
 
     driver = repo.create_session()
@@ -71,7 +71,7 @@ def test_s3_repository_keeps_its_metastore_in_its_bucket(s3_location):
 def test_bucket_metastore_named_explicitly(s3_location):
     location, options = s3_location
     repo = zl.Repo.create(location, metastore="bucket", storage_options=options)
-    assert json.loads(repo.context.object_store.get("zarrlake.json"))["metastore"] == "bucket"
+    assert json.loads(repo._context.object_store.get("zarrlake.json"))["metastore"] == "bucket"
     assert zl.Repo.open(location, metastore="bucket", storage_options=options).log()
 
 
@@ -112,7 +112,7 @@ def test_bucket_repository_refuses_another_metastore(s3_location, pg_metastore_u
 def test_repository_from_before_kinds_were_recorded_needs_its_url(s3_location):
     location, options = s3_location
     repo = zl.Repo.create(location, storage_options=options)
-    store = repo.context.object_store
+    store = repo._context.object_store
     config = json.loads(store.get("zarrlake.json"))
     del config["metastore"]
     store.put("zarrlake.json", json.dumps(config).encode())

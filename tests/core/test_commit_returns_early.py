@@ -34,7 +34,7 @@ def test_a_reader_elsewhere_sees_a_returned_commit_committed(any_metastore, held
     s = repo.create_session(message="one")
     s.write("a/c/0", b"x" * 100)
     cid = s.commit()
-    ctx = repo.context
+    ctx = repo._context
     stored = SessionRecord.decode(ctx.meta.get(ctx.records.partition_of(s.id), s.id.encode())[0])
     assert stored.status == "committing" and cid in stored.attempts  # the finish is held
     other = zl.Repo.open(**any_metastore)  # another handle: it does not wait for ours

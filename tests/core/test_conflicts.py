@@ -354,11 +354,11 @@ def _commit_with_lost_cas_reply(repo: zl.Repo, wrapper_above_retries: bool) -> N
     arr(s)[0:10] = 5
     start = repo.resolve("main")
     if wrapper_above_retries:  # the commit itself sees the error
-        faulty = LoseBranchCasResponse(repo.context.refs.meta)
-        repo.context.refs.meta = faulty
+        faulty = LoseBranchCasResponse(repo._context.refs.meta)
+        repo._context.refs.meta = faulty
     else:  # the retrying metastore sees it and retries
-        faulty = LoseBranchCasResponse(repo.context.meta.inner)
-        repo.context.meta.inner = faulty
+        faulty = LoseBranchCasResponse(repo._context.meta.inner)
+        repo._context.meta.inner = faulty
     cid = s.commit("reply lost")
     assert faulty.lost == 1
     assert repo.resolve("main") == cid

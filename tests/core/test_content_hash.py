@@ -96,8 +96,8 @@ def test_format_1_repository_is_read_and_written_as_it_is(tmp_path):
 def test_format_2_refs_name_the_snapshot_so_open_reads_no_commit_record(tmp_path):
     repo = zl.Repo.create(tmp_path)
     cid = write_chunk(repo)
-    value, _ = repo.context.meta.get(repo.context.refs.partition, b"branch/main")
-    snapshot = repo.context.objects.read_commit(cid).snapshot
+    value, _ = repo._context.meta.get(repo._context.refs.partition, b"branch/main")
+    snapshot = repo._context.objects.read_commit(cid).snapshot
     assert value == f"{cid} {snapshot}".encode()
     fresh, blobs, _ = counted(repo)
     assert fresh.readonly_session("main").read("a/c/0") == CHUNK
@@ -107,7 +107,7 @@ def test_format_2_refs_name_the_snapshot_so_open_reads_no_commit_record(tmp_path
 
 def test_new_repositories_default_to_blake3(tmp_path):
     repo = zl.Repo.create(tmp_path)
-    assert repo.context.hash is Hash.BLAKE3
+    assert repo._context.hash is Hash.BLAKE3
     assert config(tmp_path)["hash"] == "blake3"
 
 
@@ -123,7 +123,7 @@ def test_unknown_hash_is_refused_and_nothing_is_created(tmp_path):
 def test_altered_chunk_fails_its_check_on_read_and_in_fsck(tmp_path, name):
     repo = zl.Repo.create(tmp_path, content_hash=name)
     write_chunk(repo)
-    path = tmp_path / chunk_object_key(repo.context.objects.digest(CHUNK))
+    path = tmp_path / chunk_object_key(repo._context.objects.digest(CHUNK))
     path.write_bytes(b"\xff" + CHUNK[1:])
     fresh = zl.Repo.open(tmp_path)
     with pytest.raises(CorruptionError, match="checksum mismatch"):

@@ -5,30 +5,15 @@ then the client makes one commit."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 
 import dask.array as da
 import numpy as np
-import pytest
 import xarray as xr
 import zarr
-from distributed import Client, LocalCluster
 
 import zarrlake as zl
 
 T, X = 8, 6
-
-
-@pytest.fixture(scope="module")
-def client() -> Iterator[Client]:
-    cluster = LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
-    )
-    try:
-        with Client(cluster) as c:
-            yield c
-    finally:
-        cluster.close()
 
 
 def block(start: int, stop: int) -> xr.Dataset:

@@ -96,7 +96,7 @@ def test_fsck_json_is_one_document_with_expired_history_and_a_missing_commit(tmp
     write_a(repo, "main", 1)
     c3 = write_a(repo, "main", 2)
     repo.expire(older_than=timedelta(0))
-    repo.context.object_store.delete(f"commits/{d1}")
+    repo._context.object_store.delete(f"commits/{d1}")
     res = run("-r", repo.spec.location, "fsck", "--json")
     assert res.code == 1
     doc = json.loads(res.stdout)  # one document: nothing printed after it

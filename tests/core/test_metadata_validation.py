@@ -81,7 +81,7 @@ def test_documents_zarr_cannot_open_are_refused(shared_repo, fresh_branch, how):
     make_array(s)
     s.commit("create a")
     s = shared_repo.create_session(fresh_branch)
-    before = (s.staged_changes(), s.read("a/zarr.json"))
+    before = (s._staged_changes(), s.read("a/zarr.json"))
     for doc, reason in BAD_DOCS:
         with pytest.raises(InvalidInputError) as info:
             if how == "write":
@@ -92,7 +92,7 @@ def test_documents_zarr_cannot_open_are_refused(shared_repo, fresh_branch, how):
                 store_set(s, "a/zarr.json", doc)
         assert "metadata document 'a/zarr.json'" in str(info.value), doc
         assert reason in str(info.value), (doc, str(info.value))
-        assert (s.staged_changes(), s.read("a/zarr.json")) == before, doc
+        assert (s._staged_changes(), s.read("a/zarr.json")) == before, doc
     s.write("b/zarr.json", GROUP)
     s.commit("a group beside a")
     at_main = shared_repo.readonly_session(fresh_branch)
@@ -107,7 +107,7 @@ def test_new_nodes_and_the_root_are_checked_too(shared_repo, fresh_branch):
         with pytest.raises(InvalidInputError, match=f"metadata document '{key}' is not JSON"):
             s.write(key, b"{not json")
         assert s.read(key) == (s.read("zarr.json") if key == "zarr.json" else None)
-    assert s.staged_changes() == []
+    assert s._staged_changes() == []
 
 
 def test_ls_keeps_working_after_refused_writes(tmp_path):
@@ -200,7 +200,7 @@ def test_documents_zarr_writes_are_accepted(shared_repo, fresh_branch):
         for bad, reason in damaged(written[key]):
             with pytest.raises(InvalidInputError, match=f"'{key}'.* {reason}"):
                 s.write(key, bad)
-    assert s.staged_changes() == []
+    assert s._staged_changes() == []
     s.write_many(list(written.items()))
     s.commit("zarr's own documents")
     at_head = shared_repo.readonly_session(fresh_branch)
@@ -235,13 +235,13 @@ def test_array_with_committed_chunks_cannot_become_a_group(shared_repo, fresh_br
     s.write("e/zarr.json", GROUP)
     s.write("e/zarr.json", json.dumps(ARRAY).encode())
     s.write("e/zarr.json", GROUP)
-    assert [k for k, _ in s.staged_changes()] == ["e/zarr.json"]
+    assert [k for k, _ in s._staged_changes()] == ["e/zarr.json"]
     with pytest.raises(InvalidInputError) as info:
         s.write("a/zarr.json", GROUP)
     message = str(info.value)
     assert "'a/zarr.json'" in message and "the array 'a' into a group" in message
     assert "chunks (e.g. 'a/c/0')" in message
-    assert [k for k, _ in s.staged_changes()] == ["e/zarr.json"]
+    assert [k for k, _ in s._staged_changes()] == ["e/zarr.json"]
     s.delete_many(["a/c/0"])  # one chunk left: still refused, naming it
     with pytest.raises(InvalidInputError, match=r"e\.g\. 'a/c/1'"):
         store_set(s, "a/zarr.json", GROUP)
@@ -288,7 +288,7 @@ def test_group_with_children_cannot_become_an_array(shared_repo, fresh_branch):
         message = str(info.value)
         assert f"the group {node!r} into an array while it has children" in message
         assert child in message
-    assert s.staged_changes() == []
+    assert s._staged_changes() == []
     s.delete("g/child/zarr.json")
     s.write("g/zarr.json", array)
     s.commit("g is an array now")

@@ -69,15 +69,15 @@ class Recording(WrapperObjectStore):
 
 def reopened(repo: zl.Repo, hold: int = 0, **settings: Any) -> tuple[zl.Repo, Recording]:
     """The same repository through a recording store, with cold caches and `settings`."""
-    rec = Recording(repo.context.object_store, hold)
+    rec = Recording(repo._context.object_store, hold)
     ctx = RepoContext(
         repo.spec,
         repo.repo_id,
         rec,
-        repo.context.meta,
+        repo._context.meta,
         settings=Settings(**settings),
-        hash=repo.context.hash,
-        format=repo.context.format,
+        hash=repo._context.hash,
+        format=repo._context.format,
     )
     return zl.Repo(ctx), rec
 
@@ -410,12 +410,12 @@ def test_virtual_chunks_read_only_the_ranges_asked(tmp_path: Path) -> None:
     url = source.as_uri()
     ref = ChunkRef.virtual(url, 100, len(data), objects.sources.identity(url))
     spans = [Span(5, 9), Span(suffix=4), Span(2 * BLOCK, 2 * BLOCK + 3)]
-    got = objects.read_ranges(ref, "v", spans)
+    got = objects._read_ranges(ref, "v", spans)
     assert got == [data[5:9], data[-4:], data[2 * BLOCK : 2 * BLOCK + 3]]
     source.write_bytes(b"y" * 100 + data)  # same size, new mtime: another version
     os.utime(source, ns=(1, 1))
     with pytest.raises(StaleVirtualChunkError):
-        objects.read_ranges(ref, "v", spans)
+        objects._read_ranges(ref, "v", spans)
 
 
 def test_small_reads_of_verified_blocks_are_served_from_memory(tmp_path: Path) -> None:

@@ -189,11 +189,11 @@ def test_f_abandon_leaves_nothing(tmp_path, clients):
     open_all(tmp_path / "repo", client)
     sid = client.call("create_session", "doomed")
     client.call("write", "doomed", "x", 0, 30, 9.0)
-    assert any(True for _ in repo.context.meta.scan(repo.context.stage_partition(sid)))
+    assert any(True for _ in repo._context.meta.scan(repo._context.stage_partition(sid)))
     assert client.call("abandon", "doomed") is None
     assert repo.resolve("main") == head
     assert len(repo.log("main")) == 2
-    assert list(repo.context.meta.scan(repo.context.stage_partition(sid))) == []
+    assert list(repo._context.meta.scan(repo._context.stage_partition(sid))) == []
     assert repo.list_sessions() == []
     np.testing.assert_array_equal(head_array(repo), np.zeros(30))
     assert client.call("status", "doomed") == "abandoned"
@@ -204,7 +204,7 @@ def test_f_abandon_leaves_nothing(tmp_path, clients):
 
 def expire_now(repo: zl.Repo, session_id: str) -> None:
     """Rewrite the session record's deadline into the past (no waiting for the clock)."""
-    repo.context.records.update(session_id, lambda r: replace(r, expires_at=r.created - 1))
+    repo._context.records.update(session_id, lambda r: replace(r, expires_at=r.created - 1))
 
 
 def test_g_expiry_and_update_expiration(tmp_path, clients):

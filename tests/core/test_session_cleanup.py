@@ -50,7 +50,7 @@ def test_a_committed_session_is_left_alone(repo):
 
 def test_abandon_sessions_older_than_an_age(repo):
     now = [time.time()]
-    repo.context.clock = lambda: now[0]
+    repo._context.clock = lambda: now[0]
     old = [repo.create_session(message=f"old {i}").id for i in range(3)]
     repo.create_branch("dev")
     old_dev = repo.create_session("dev").id
@@ -73,8 +73,9 @@ def test_sessions_abandon_older_than_on_the_command_line(repo):
         "no open session is 2h old"
         in ok("-r", r, "sessions", "abandon", "--older-than", "2h").stdout
     )
-    assert "not both" in fails("-r", r, "sessions", "abandon")
-    assert "not both" in fails("-r", r, "sessions", "abandon", ids[0], "--older-than", "2h")
-    assert "bad duration" in fails("-r", r, "sessions", "abandon", "--older-than", "soon")
+    assert "not both" in fails("-r", r, "sessions", "abandon", code=2)
+    line = fails("-r", r, "sessions", "abandon", ids[0], "--older-than", "2h", code=2)
+    assert "not both" in line
+    assert "bad duration" in fails("-r", r, "sessions", "abandon", "--older-than", "soon", code=2)
     one = repo.create_session().id
     assert ok("-r", r, "sessions", "abandon", one[:8], "--json").json()["id"] == one

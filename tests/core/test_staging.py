@@ -150,7 +150,7 @@ def test_a_dead_workers_unflushed_writes_are_named_never_dropped(tmp_path):
     s = array_session(repo, 100)
     head = repo.resolve("main")
     proc = run_worker("die", save(s, tmp_path), "0", "100")
-    with pytest.raises(zl.UnflushedWritesError, match=f"pid {proc.pid} .*gone") as e:
+    with pytest.raises(zl.UnfinishedWritersError, match=f"pid {proc.pid} .*gone") as e:
         s.commit("refused")
     assert len(e.value.workers) == 1
     assert repo.resolve("main") == head and s.status == "open"
@@ -174,14 +174,14 @@ def test_a_worker_killed_while_flushing_leaves_nothing_fsck_or_gc_minds(tmp_path
         timeout=120,
     )
     assert proc.returncode == -9, proc.stderr[-2000:]
-    orphan = list(repo.context.object_store.list("fragments/"))
+    orphan = list(repo._context.object_store.list("fragments/"))
     assert orphan  # uploaded, never registered
-    with pytest.raises(zl.UnflushedWritesError, match="gone"):
+    with pytest.raises(zl.UnfinishedWritersError, match="gone"):
         s.commit("refused")
     s.commit("without them", unflushed="discard")
     assert repo.fsck() == []
     repo.gc(timedelta(0), full=True)
-    assert list(repo.context.object_store.list("fragments/")) == []
+    assert list(repo._context.object_store.list("fragments/")) == []
     assert repo.fsck() == []
 
 
@@ -231,7 +231,7 @@ def test_abandon_and_gc_reclaim_every_fragment(tmp_path):
     s.write_many([(f"a/c/{i}", chunk(i)) for i in range(20_000)])  # fragments are objects
     s.write_many([(f"b/c/{i}", bytes([i]) * 20_000) for i in range(3)])  # chunk objects
     s.flush()
-    store = repo.context.object_store
+    store = repo._context.object_store
     assert list(store.list("fragments/")) and len(list(store.list("chunks/"))) == 3
     s.abandon()
     repo.gc(older_than=timedelta(0))

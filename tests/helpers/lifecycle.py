@@ -25,14 +25,14 @@ PREFIXES = (
 
 
 def all_objects(repo: zl.Repo) -> set[str]:
-    store = repo.context.object_store
+    store = repo._context.object_store
     return {k for p in PREFIXES for k in store.list(p)}
 
 
 def reachable(repo: zl.Repo) -> set[str]:
     """What a full mark computes, written independently of zarrlake.vc.reach: everything
     reachable from branches, tags and open sessions (bases and staged chunk objects)."""
-    ctx = repo.context
+    ctx = repo._context
     objects = ctx.objects
     live: set[str] = set()
     starts = list(repo.list_branches().values()) + list(repo.list_tags().values())
@@ -64,7 +64,7 @@ def reachable(repo: zl.Repo) -> set[str]:
 def staged_objects(repo: zl.Repo, session_id: str) -> set[str]:
     """The objects a session's staged fragments name: the fragment objects and the chunk
     objects their indexes refer to."""
-    ctx = repo.context
+    ctx = repo._context
     out: set[str] = set()
     for _, v, _ in ctx.meta.scan(ctx.stage_partition(session_id), prefix=b"f"):
         rec = FragmentRecord.decode(v)
@@ -89,7 +89,7 @@ def fsck(repo: zl.Repo) -> list[str]:
     """The repository check's problems, as strings. Missing parents that were expired are
     left out until the check itself learns about expiry (requested from the lead)."""
     problems = repo.fsck()
-    objects = repo.context.objects
+    objects = repo._context.objects
     return [
         str(p)
         for p in problems

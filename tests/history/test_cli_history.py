@@ -30,7 +30,9 @@ def test_merge_log_graph_and_merge_base(repo_path, repo):
     base = js("-r", repo_path, "merge-base", "main", "dev")["merge_base"]
     assert base == repo.resolve("v0")
     before = repo.resolve("main")
-    out = js("-r", repo_path, "merge", "dev", "--into", "main", "-m", "merge dev", "--ff", "never")
+    out = js(
+        "-r", repo_path, "merge", "dev", "--target", "main", "-m", "merge dev", "--ff", "never"
+    )
     assert out["kind"] == "merge" and out["previous"] == before
     assert out["commit"] == repo.resolve("main")
     assert chunk_values(repo, "main")[:4] == [0, 5, 0, 7]
@@ -85,9 +87,9 @@ def test_branch_protection_and_name_rules(repo_path, repo):
         "main": {"allow_direct_commits": False, "allow_delete": False}
     }
     js("-r", repo_path, "branch", "protect", "rel/*", "--allow-delete")
-    rules = js("-r", repo_path, "branch", "protect")
+    rules = js("-r", repo_path, "branch", "protections")
     assert set(rules) == {"main", "rel/*"} and rules["rel/*"]["allow_delete"]
-    assert "rel/*" in ok("-r", repo_path, "branch", "protect").stdout
+    assert "rel/*" in ok("-r", repo_path, "branch", "protections").stdout
     assert js("-r", repo_path, "merge", "dev")["kind"] == "merge"  # merges still land
     assert js("-r", repo_path, "branch", "unprotect", "main") == {"unprotected": "main"}
     assert "no protection rule" in fails("-r", repo_path, "branch", "unprotect", "main")

@@ -36,13 +36,13 @@ def test_a_tagged_commit_is_expired_once_its_tag_is_deleted(any_metastore):
     head = commit_chunks(repo, "main", {3: 3})
     repo.expire(older_than=timedelta(0))
     assert repo.expired_at(c1) is None and read(repo, "v1")[CHUNK] == 1
-    assert islands(repo.context) == [c1]
+    assert islands(repo._context) == [c1]
 
     repo.delete_tag("v1")
     second = repo.expire(older_than=timedelta(0))
     assert repo.expired_at(c1) is not None, "the untagged commit was left behind"
     assert second.commits_expired == 1
-    assert islands(repo.context) == []
+    assert islands(repo._context) == []
     assert repo.log("main")[-1].id == head and repo.fsck() == []
     repo.close()
 
@@ -62,10 +62,10 @@ def test_an_open_sessions_base_behind_an_expired_commit_is_expired_after_it_ends
     commit_chunks(repo, "main", {3: 3})
     repo.expire(older_than=timedelta(0))
     assert repo.expired_at(base) is None, "an open session's base was expired"
-    assert islands(repo.context) == [base]
+    assert islands(repo._context) == [base]
 
     waiting.abandon()
     repo.expire(older_than=timedelta(0))
     assert repo.expired_at(base) is not None, "the session's former base was left behind"
-    assert islands(repo.context) == [] and repo.fsck() == []
+    assert islands(repo._context) == [] and repo.fsck() == []
     repo.close()

@@ -82,7 +82,7 @@ def test_fsck_tells_expired_history_from_missing_objects(expired):
         (expired.c3, True),
         (expired.c1, True),
     }
-    repo.context.object_store.delete(f"commits/{expired.d1}")  # now something is missing
+    repo._context.object_store.delete(f"commits/{expired.d1}")  # now something is missing
     [problem] = repo.fsck()
     assert problem.kind == "missing" and problem.object == f"commits/{expired.d1}"
 
@@ -110,6 +110,6 @@ def test_after_gc_the_retained_commits_still_show(expired):
     """gc reclaims the expired commits' snapshots; show reads the change set instead."""
     repo = expired.repo
     repo.gc(older_than=timedelta(0))
-    assert not repo.context.object_store.exists(f"commits/{expired.c2}")
+    assert not repo._context.object_store.exists(f"commits/{expired.c2}")
     assert "a " in ok("-r", expired.path, "show", "main").stdout
     assert repo.fsck() == []

@@ -159,7 +159,7 @@ def test_a_branch_and_a_tag_cannot_share_a_name(repo):
 def test_a_branch_made_while_a_tag_of_its_name_landed_steps_back(repo):
     # The tag's creator checked for a branch and re-checked after its swap before this
     # branch's swap landed: it was acknowledged, so the branch must not stay beside it.
-    refs = repo.context.refs
+    refs = repo._context.refs
     meta = refs.meta
     head = repo.list_branches()["main"]
 

@@ -55,7 +55,7 @@ def garbage_with(repo: zl.Repo) -> None:
     s = repo.create_session()
     s.write("g/c/0", DATA)
     s.flush()
-    repo.context.records.update(s.id, lambda r: r.__class__(**{**r.__dict__, "expires_at": 0}))
+    repo._context.records.update(s.id, lambda r: r.__class__(**{**r.__dict__, "expires_at": 0}))
 
 
 def run_writer(session: zl.Session, upto: int, state: dict) -> None:

@@ -30,7 +30,7 @@ def _history(repo: zl.Repo) -> tuple[str, str]:
 
 
 def _marker(repo: zl.Repo, cid: str) -> bool:
-    return repo.context.object_store.exists(f"expired/{cid}")
+    return repo._context.object_store.exists(f"expired/{cid}")
 
 
 def test_a_marker_taken_back_after_another_expiry_deleted_the_record_is_put_again(
@@ -54,8 +54,8 @@ def test_a_marker_taken_back_after_another_expiry_deleted_the_record_is_put_agai
     assert _marker(repo, old)
     assert repo.expired_at(old) is not None
     assert fsck(repo) == []
-    repo.context.objects.forget(old)  # cached when this process read it; another deleted it
-    assert [c for c, _ in repo.context.objects.history(above)][-1] == above
+    repo._context.objects.forget(old)  # cached when this process read it; another deleted it
+    assert [c for c, _ in repo._context.objects.history(above)][-1] == above
 
 
 def test_a_marker_taken_back_before_the_record_was_deleted_is_put_again(
@@ -75,6 +75,6 @@ def test_a_marker_taken_back_before_the_record_was_deleted_is_put_again(
     report = repo.expire(ZERO)
     assert report.commits_expired == 3 and taken == [old]  # with the repository's first
     assert _marker(repo, old)
-    assert not repo.context.object_store.exists(f"commits/{old}")
+    assert not repo._context.object_store.exists(f"commits/{old}")
     assert fsck(repo) == []
-    assert [c for c, _ in repo.context.objects.history(above)][-1] == above
+    assert [c for c, _ in repo._context.objects.history(above)][-1] == above

@@ -20,7 +20,7 @@ def _expired_by_gc(repo: zl.Repo) -> zl.Session:
     """A session with a flushed chunk and a staged group document, expired and swept up by
     gc while its handle stays."""
     now = [1_000_000.0]
-    repo.context.clock = lambda: now[0]
+    repo._context.clock = lambda: now[0]
     s = repo.create_session("main", expires_in=timedelta(minutes=2))
     s.write("a/c/5", chunk(5))
     s.write("g/zarr.json", GROUP)

@@ -34,7 +34,7 @@ def test_reclaims_exactly_the_unreachable_objects(repo: zl.Repo) -> None:
     commit(repo, {"a/c/0": chunk(2), "a/c/3": b"y" * 900})
     # an aborted job: chunks uploaded by a session that then died (never staged, never known
     # to the metastore): only the full listing finds them
-    repo.context.objects.put_chunk(chunk(50))
+    repo._context.objects.put_chunk(chunk(50))
     # an abandoned session with big chunks
     s = repo.create_session()
     s.write_many([(f"a/c/{i}", chunk(100 + i, 200_000)) for i in range(5)])
@@ -42,7 +42,7 @@ def test_reclaims_exactly_the_unreachable_objects(repo: zl.Repo) -> None:
     # an expired session
     s = repo.create_session(expires_in=timedelta(seconds=1))
     s.write("a/c/9", chunk(9, 100_000))
-    repo.context.records.update(s.id, lambda r: r.__class__(**{**r.__dict__, "expires_at": 0}))
+    repo._context.records.update(s.id, lambda r: r.__class__(**{**r.__dict__, "expires_at": 0}))
     # expired history
     repo.create_tag("v1", "main")
     commit(repo, {"a/c/1": chunk(3)})
@@ -72,7 +72,7 @@ def test_incremental_run_reclaims_what_the_metastore_knows(repo: zl.Repo) -> Non
     s = repo.create_session()
     s.write_many([(f"b/c/{i}", chunk(10 + i)) for i in range(4)])
     s.flush()  # one fragment, in one staging record
-    repo.context.records.update(s.id, lambda r: r.__class__(**{**r.__dict__, "expires_at": 0}))
+    repo._context.records.update(s.id, lambda r: r.__class__(**{**r.__dict__, "expires_at": 0}))
     commit(repo, {"a/c/0": chunk(1)})
     repo.expire(ZERO)
     expected = unreachable(repo)
@@ -188,7 +188,7 @@ def test_staged_bytes_stay_out_of_the_metastore_and_gc_converts_older_files(
         db.execute("PRAGMA auto_vacuum = NONE")
         db.execute("VACUUM")
     ingest("b")
-    meta = repo.context.meta  # rows an older zarrlake staged, dropped: pages freed
+    meta = repo._context.meta  # rows an older zarrlake staged, dropped: pages freed
     meta.set_many("scratch", [(b"%d" % i, bytes(2000)) for i in range(1000)])
     meta.drop_partition("scratch")
     report = repo.gc(ZERO)
@@ -208,9 +208,9 @@ def test_abandoned_session_registered_before_its_records_go(repo: zl.Repo) -> No
     s = repo.create_session()
     s.write_many([("a/c/0", chunk(0)), ("a/c/1", chunk(1, 300_000))])  # one dedup hit
     s.flush()
-    register_staged(repo.context, s.id)  # a/c/0 may be a candidate already (commit cleanup)
+    register_staged(repo._context, s.id)  # a/c/0 may be a candidate already (commit cleanup)
     assert {chunk_object_key(content_hash(c)) for c in (chunk(0), chunk(1, 300_000))} <= set(
-        GcState(repo.context).candidates()
+        GcState(repo._context).candidates()
     )
     s.abandon()
     report = repo.gc(ZERO)
@@ -230,19 +230,19 @@ def test_a_sweep_renews_the_lock_and_a_taken_over_collector_stops(repo: zl.Repo)
     from zarrlake.vc.gc_protocol import LOCK, SWEEP_LEASE, GcState
 
     now = [1_000.0]
-    repo.context.clock = lambda: now[0]
-    state = GcState(repo.context)
+    repo._context.clock = lambda: now[0]
+    state = GcState(repo._context)
     state.acquire()
     now[0] += 3_000.0
     phase = state.begin_sweep()
-    lock = json.loads(repo.context.meta.get(state.partition, LOCK)[0])
+    lock = json.loads(repo._context.meta.get(state.partition, LOCK)[0])
     assert (lock["owner"], lock["since"]) == (state.owner, 4_000.0)
     assert phase.sweeping and phase.until == 4_000.0 + SWEEP_LEASE
     state.end_sweep(phase)
 
-    other = GcState(repo.context)
-    got = repo.context.meta.get(state.partition, LOCK)
-    repo.context.meta.set_if(
+    other = GcState(repo._context)
+    got = repo._context.meta.get(state.partition, LOCK)
+    repo._context.meta.set_if(
         state.partition, LOCK, json.dumps({"owner": other.owner, "since": now[0]}).encode(), got[1]
     )
     with pytest.raises(GcBusyError, match="taken over"):
@@ -284,7 +284,7 @@ def test_a_chunk_objects_block_table_goes_with_it(tmp_path):
     )
     a[...] = data
     s.commit("sharded")
-    store = repo.context.object_store
+    store = repo._context.object_store
     tables = list(store.list("blocks/"))
     assert len(tables) == 1
     s = repo.create_session()

@@ -29,12 +29,12 @@ def repo(s3_location) -> Iterator[zl.Repo]:
 
 
 def _meta_objects(repo: zl.Repo, partition: str) -> list[str]:
-    return list(repo.context.object_store.list(f"meta/{segment(partition)}/"))
+    return list(repo._context.object_store.list(f"meta/{segment(partition)}/"))
 
 
 def _crash(repo: zl.Repo, session: zl.Session) -> None:
     """As if the session's process died long ago: its record runs out."""
-    repo.context.records.update(
+    repo._context.records.update(
         session.id, lambda r: r.__class__(**{**r.__dict__, "expires_at": 0})
     )
 
@@ -49,9 +49,9 @@ def test_reclaim_on_a_bucket_only_repository(repo: zl.Repo) -> None:
     inline = [(f"y/c/{j}", chunk(500 + j, 2000)) for j in range(100)]  # in a fragment
     crashed.write_many(uploads + inline)
     crashed.flush()
-    stage = repo.context.stage_partition(crashed.id)
+    stage = repo._context.stage_partition(crashed.id)
     assert _meta_objects(repo, stage)  # its head: one fragment record
-    assert list(repo.context.object_store.list("fragments/"))
+    assert list(repo._context.object_store.list("fragments/"))
     _crash(repo, crashed)
     repo.expire(ZERO)
     expected, live = unreachable(repo), reachable(repo)
@@ -62,7 +62,7 @@ def test_reclaim_on_a_bucket_only_repository(repo: zl.Repo) -> None:
     assert _meta_objects(repo, stage) == []  # its head and pages, gone with it
     assert fsck(repo) == []
     assert repo.readonly_session().read("a/c/2") == chunk(22)
-    assert GcState(repo.context).candidates() == {}
+    assert GcState(repo._context).candidates() == {}
 
 
 def test_leftover_metastore_pages_are_collected(repo: zl.Repo) -> None:
@@ -72,9 +72,9 @@ def test_leftover_metastore_pages_are_collected(repo: zl.Repo) -> None:
     belong to a write in flight; tests/backends/test_bucket_pages.py)."""
     s = repo.create_session()
     s.write_many([(f"x/c/{j}", chunk(j)) for j in range(10)])
-    stage = repo.context.stage_partition(s.id)
+    stage = repo._context.stage_partition(s.id)
     names = Names(stage)
-    store = repo.context.object_store
+    store = repo._context.object_store
     salt = decode_head(store.get(names.head), names.head).salt
     store.put(f"{names.pages}{salt:08x}-{int(time.time() * 1000):011x}-deadbeef", b"leftover")
     s.commit("one")
@@ -83,7 +83,7 @@ def test_leftover_metastore_pages_are_collected(repo: zl.Repo) -> None:
 
 
 def test_one_collector_at_a_time(repo: zl.Repo) -> None:
-    holder = GcState(repo.context)
+    holder = GcState(repo._context)
     holder.acquire()
     try:
         with pytest.raises(GcBusyError, match="another garbage collection"):
@@ -99,8 +99,8 @@ def test_full_gc_and_expiry_leave_the_metastore_working(repo: zl.Repo) -> None:
         s.write_many([(f"a/c/{j}", chunk(10 * i + j)) for j in range(4)])
         s.commit(f"c{i}")
     for j in range(5):  # an aborted job's uploads, unknown to the metastore
-        repo.context.objects.put_chunk(chunk(300 + j))
-    meta_before = set(repo.context.object_store.list("meta/"))
+        repo._context.objects.put_chunk(chunk(300 + j))
+    meta_before = set(repo._context.object_store.list("meta/"))
     report = repo.expire(datetime.now(UTC))
     assert report.commits_expired == 3  # all but the head
     expected, live = unreachable(repo), reachable(repo)
@@ -108,8 +108,8 @@ def test_full_gc_and_expiry_leave_the_metastore_working(repo: zl.Repo) -> None:
     assert report.objects_deleted == len(expected)
     assert all_objects(repo) == live
     assert fsck(repo) == []
-    refs = f"meta/{segment(repo.context.partition('refs'))}/head"
-    assert refs in meta_before and refs in set(repo.context.object_store.list("meta/"))
+    refs = f"meta/{segment(repo._context.partition('refs'))}/head"
+    assert refs in meta_before and refs in set(repo._context.object_store.list("meta/"))
     again = zl.Repo.open(repo.spec.location, storage_options=dict(repo.spec.storage_options))
     assert [c.message for c in again.log()] == ["c2"]
     s = again.create_session()

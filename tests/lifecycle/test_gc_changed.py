@@ -17,7 +17,7 @@ def test_changed_decodes_only_rows_written_since_the_read(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     repo = zl.Repo.create(f"memory://{secrets.token_hex(6)}")
-    state = GcState(repo.context)
+    state = GcState(repo._context)
     state.clock = lambda: 100.0
     keys = [f"chunks/{i:04x}" for i in range(50)]
     state.add({}, [(k, 16) for k in keys])

@@ -23,7 +23,7 @@ def key(seed: int) -> str:
 
 
 def chunk_candidates(repo: zl.Repo) -> set[str]:
-    return {k for k in GcState(repo.context).candidates() if k.startswith("chunks/")}
+    return {k for k in GcState(repo._context).candidates() if k.startswith("chunks/")}
 
 
 @pytest.mark.parametrize("any_metastore", ["sqlite", "s3-bucket"], indirect=True)
@@ -36,7 +36,7 @@ def test_only_what_the_commit_did_not_keep_becomes_a_candidate(any_metastore: di
     s.commit("one")
     s.wait()
     assert chunk_candidates(repo) == {key(0)}
-    assert not list(repo.context.meta.scan(uploads_partition(repo.context, s.id)))
+    assert not list(repo._context.meta.scan(uploads_partition(repo._context, s.id)))
     report = repo.gc(ZERO)
     assert report.by_kind["chunks"][0] == 1 and unreachable(repo) == set()
     assert repo.readonly_session().read("a/c/0") == chunk(2)
@@ -80,7 +80,7 @@ def test_an_unreadable_commit_registers_every_upload(tmp_path) -> None:
     s = repo.create_session()
     s.write_many([("a/c/0", chunk(0)), ("a/c/1", chunk(1))])
     s.flush()
-    assert register_staged(repo.context, s.id, committed="0" * 64) >= 2
+    assert register_staged(repo._context, s.id, committed="0" * 64) >= 2
     assert {key(0), key(1)} <= chunk_candidates(repo)
     s.close()
     repo.close()

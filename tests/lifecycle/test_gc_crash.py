@@ -32,7 +32,7 @@ def setup(location: Path) -> zl.Repo:
         s.commit(f"c{i}")
     s = repo.create_session()
     s.write_many([(f"x/c/{j}", chunk(100 + j)) for j in range(4)])
-    repo.context.records.update(s.id, lambda r: r.__class__(**{**r.__dict__, "expires_at": 0}))
+    repo._context.records.update(s.id, lambda r: r.__class__(**{**r.__dict__, "expires_at": 0}))
     s = repo.create_session()
     s.write_many([(f"y/c/{j}", chunk(200 + j)) for j in range(300)])  # > one delete batch
     s.abandon()

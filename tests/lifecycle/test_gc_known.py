@@ -11,7 +11,7 @@ from zarrlake.vc.gc_protocol import GcState, _common_prefix
 
 def test_known_gives_the_candidates_among_the_keys() -> None:
     repo = zl.Repo.create(f"memory://{secrets.token_hex(6)}")
-    state = GcState(repo.context)
+    state = GcState(repo._context)
     state.add(
         {},
         [("chunks/aa1", 1), ("chunks/ab2", 2), ("changes/x", None), ("chunks/b", 3)],

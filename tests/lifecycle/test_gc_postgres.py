@@ -25,7 +25,7 @@ def test_reclaim_on_postgres(tmp_path, pg_metastore_url: str) -> None:
     s = repo.create_session()
     s.write_many([(f"x/c/{j}", chunk(100 + j)) for j in range(1500)])  # > one batch of 1,000
     s.flush()  # one fragment naming 1,500 chunk objects
-    repo.context.records.update(s.id, lambda r: r.__class__(**{**r.__dict__, "expires_at": 0}))
+    repo._context.records.update(s.id, lambda r: r.__class__(**{**r.__dict__, "expires_at": 0}))
     repo.expire(ZERO)
     expected, live = unreachable(repo), reachable(repo)
     report = repo.gc(ZERO)
@@ -34,12 +34,12 @@ def test_reclaim_on_postgres(tmp_path, pg_metastore_url: str) -> None:
     assert all_objects(repo) == live
     assert fsck(repo) == []
     assert repo.readonly_session().read("a/c/2") == chunk(22)
-    assert GcState(repo.context).candidates() == {}  # every candidate settled
+    assert GcState(repo._context).candidates() == {}  # every candidate settled
 
 
 def test_one_collector_at_a_time(tmp_path, pg_metastore_url: str) -> None:
     repo = zl.Repo.create(tmp_path / "repo", metastore=pg_metastore_url)
-    holder = GcState(repo.context)
+    holder = GcState(repo._context)
     holder.acquire()
     try:
         with pytest.raises(GcBusyError, match="another garbage collection"):
@@ -57,7 +57,7 @@ def test_full_gc_on_s3(tmp_path, s3_location, pg_metastore_url: str) -> None:
     s.write_many([(f"a/c/{j}", chunk(j)) for j in range(4)])
     s.commit("one")
     for j in range(5):  # an aborted job's uploads, unknown to the metastore
-        repo.context.objects.put_chunk(chunk(300 + j))
+        repo._context.objects.put_chunk(chunk(300 + j))
     expected, live = unreachable(repo), reachable(repo)
     assert len(expected) == 5
     report = repo.gc(ZERO, full=True)

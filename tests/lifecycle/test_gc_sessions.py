@@ -65,7 +65,7 @@ def _base(repo: zl.Repo) -> set[str]:
 
 
 def _expire(repo: zl.Repo, session_id: str) -> None:
-    repo.context.records.update(
+    repo._context.records.update(
         session_id, lambda r: r.__class__(**{**r.__dict__, "expires_at": 0})
     )
 
@@ -110,10 +110,10 @@ def test_abandoned_session_is_reclaimed_by_an_incremental_gc(repo: zl.Repo, flus
     assert not report.full
     assert _left(repo, before) == set()
     assert report.by_kind["chunks"] == (N, N * BIG)
-    uploads = uploads_partition(repo.context, s.id)
-    assert list(repo.context.meta.scan(uploads)) == []
+    uploads = uploads_partition(repo._context, s.id)
+    assert list(repo._context.meta.scan(uploads)) == []
     if repo.spec.metastore == "bucket":  # the partition's head and pages went too
-        assert list(repo.context.object_store.list(f"meta/{segment(uploads)}/")) == []
+        assert list(repo._context.object_store.list(f"meta/{segment(uploads)}/")) == []
     assert repo.readonly_session().read("a/c/0") == chunk(0)
     assert fsck(repo) == []
 

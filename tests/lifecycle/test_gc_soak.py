@@ -44,7 +44,7 @@ def writer(location: str, seed: int, txns: int, out: str) -> None:
                 if rng.random() < 0.5:
                     s.abandon()
                 else:  # a job that died: its session runs out and gc expires it
-                    repo.context.records.update(
+                    repo._context.records.update(
                         s.id, lambda r: r.__class__(**{**r.__dict__, "expires_at": 0})
                     )
                 continue

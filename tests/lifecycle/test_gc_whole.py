@@ -18,7 +18,7 @@ HOUR = timedelta(hours=1)
 
 def test_a_kept_commit_record_keeps_its_snapshot_and_change_set(repo: zl.Repo) -> None:
     now = [1_000_000.0]
-    repo.context.clock = lambda: now[0]
+    repo._context.clock = lambda: now[0]
     repo.create_branch("dev")
     s = repo.create_session("dev")
     s.write("a/c/0", chunk(7))
@@ -29,7 +29,7 @@ def test_a_kept_commit_record_keeps_its_snapshot_and_change_set(repo: zl.Repo) -
     now[0] += 30 * 60.0
     first = repo.gc(HOUR)  # the commit waits; what it names is registered as it is found
     assert first.objects_deleted == 0
-    state = GcState(repo.context)
+    state = GcState(repo._context)
     assert {f"commits/{dropped}", chunk_object_key(digest(DEFAULT, chunk(7)))} <= set(
         state.candidates()
     )
@@ -41,7 +41,7 @@ def test_a_kept_commit_record_keeps_its_snapshot_and_change_set(repo: zl.Repo) -
 
     now[0] += 20 * 60.0  # what the commit names is past the grace period, its record is not
     second = repo.gc(HOUR)
-    assert f"commits/{dropped}" in GcState(repo.context).candidates()
+    assert f"commits/{dropped}" in GcState(repo._context).candidates()
     assert second.objects_deleted == 0  # nothing it names is deleted either
 
     repo.create_branch("late", dropped)  # finds the record, and no sweep running
@@ -53,4 +53,4 @@ def test_a_kept_commit_record_keeps_its_snapshot_and_change_set(repo: zl.Repo) -
     now[0] += 2 * 3600.0
     repo.gc(HOUR)
     assert fsck(repo) == []
-    assert f"commits/{dropped}" not in set(repo.context.object_store.list("commits/"))
+    assert f"commits/{dropped}" not in set(repo._context.object_store.list("commits/"))

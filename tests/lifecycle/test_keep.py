@@ -36,7 +36,7 @@ def two_commits(repo: zl.Repo) -> tuple[str, str]:
 
 def test_a_ref_made_while_a_sweep_deleted_its_commit_is_refused(repo, monkeypatch):
     old, _ = two_commits(repo)
-    ctx = repo.context
+    ctx = repo._context
     state = GcState(ctx)
     state.acquire()
     phase = state.begin_sweep()  # a sweep that re-checked before the tag's record existed
@@ -59,7 +59,7 @@ def test_a_ref_made_while_a_sweep_deleted_its_commit_is_refused(repo, monkeypatc
     t.start()
     assert waiting.wait(30)  # the tag's record is written; it waits for the sweep
     assert kept(ctx) == {old}
-    snapshot = repo.context.objects.read_commit(old).snapshot
+    snapshot = repo._context.objects.read_commit(old).snapshot
     ctx.object_store.delete(f"snapshots/{snapshot}")  # the sweep deletes a dead object
     state.end_sweep(phase)
     state.release()
@@ -72,7 +72,7 @@ def test_a_ref_made_while_a_sweep_deleted_its_commit_is_refused(repo, monkeypatc
 
 def test_a_ref_made_while_a_sweep_spared_its_commit_lands(repo, monkeypatch):
     old, _ = two_commits(repo)
-    state = GcState(repo.context)
+    state = GcState(repo._context)
     state.acquire()
     phase = state.begin_sweep()
     waiting = threading.Event()
@@ -92,21 +92,21 @@ def test_a_ref_made_while_a_sweep_spared_its_commit_lands(repo, monkeypatch):
 
 def test_a_running_operation_keeps_its_commit_from_a_sweep(repo):
     old, _ = two_commits(repo)
-    objects = repo.context.objects
+    objects = repo._context.objects
     snapshot = objects.read_commit(old).snapshot
     from zarrlake.vc.keep import keeping
 
-    with keeping(repo.context, [old]):
+    with keeping(repo._context, [old]):
         report = repo.gc(older_than=timedelta(0), full=True)
-        assert repo.context.object_store.exists(f"snapshots/{snapshot}")
+        assert repo._context.object_store.exists(f"snapshots/{snapshot}")
     assert report.objects_deleted >= 0
     repo.gc(older_than=timedelta(0), full=True)  # the record gone, the old commit goes
-    assert not repo.context.object_store.exists(f"snapshots/{snapshot}")
+    assert not repo._context.object_store.exists(f"snapshots/{snapshot}")
 
 
 def test_a_tag_at_an_expired_commit_is_refused(repo):
     old, _ = two_commits(repo)
-    ctx = repo.context
+    ctx = repo._context
     ctx.object_store.put(f"{EXPIRED_PREFIX}{old}", b'{"expired_at": 1.0, "cutoff": 1.0}')
     with pytest.raises(zl.ExpiredHistoryError, match="dropped by expire"):
         repo.create_tag("late", at=old)
@@ -121,7 +121,7 @@ def test_expire_takes_back_the_marker_of_a_commit_a_new_ref_points_at(repo, monk
     s.write("a/blob", chunk(2))
     s.commit("two")
     doomed = [c.id for c in repo.log()[1:]]  # all but the head are old enough to expire
-    ctx = repo.context
+    ctx = repo._context
     clock = ctx.clock
     monkeypatch.setattr(ctx, "clock", lambda: clock() + 7200)
 
@@ -151,7 +151,7 @@ def test_an_operation_whose_record_lapsed_refuses_a_commit_a_sweep_broke(repo, m
     s = repo.create_session()
     s.write("a/blob", chunk(2))
     second = s.commit("two")
-    ctx = repo.context
+    ctx = repo._context
     move = Refs.move
 
     def lapsed_then_move(self, name, commit_id, expected_version, landing=None):

@@ -19,7 +19,7 @@ def test_spark_gc_deletes_exactly_the_unreachable(tmp_path, spark) -> None:
         s.write_many([(f"a/c/{j}", chunk(10 * i + j)) for j in range(4)] + [("p/c/0", b"q" * 900)])
         s.commit(f"c{i}")
     for j in range(20):  # an aborted job's uploads, unknown to the metastore
-        repo.context.objects.put_chunk(chunk(500 + j))
+        repo._context.objects.put_chunk(chunk(500 + j))
     repo.expire(timedelta(0))
     expected = unreachable(repo)
     live = reachable(repo)

@@ -59,11 +59,11 @@ def test_a_collector_stopped_in_its_delete_batch_deletes_nothing_committed_meanw
     def paused(batch: FencedDeletes) -> list[str]:
         held.set()  # its lease and lock were checked: the deletes would go out now
         resume.wait(60)
-        return batch.run(repo.context.object_store)
+        return batch.run(repo._context.object_store)
 
     def collector() -> None:
         try:
-            outcome.append(collect(repo.context, timedelta(0), deleter=paused))
+            outcome.append(collect(repo._context, timedelta(0), deleter=paused))
         except Exception as e:  # the fence may stop it: either way it deletes nothing
             outcome.append(e)
 
@@ -72,8 +72,8 @@ def test_a_collector_stopped_in_its_delete_batch_deletes_nothing_committed_meanw
     try:
         assert held.wait(60)
         writer = zl.Repo.open(location, storage_options=options)
-        real = writer.context.clock
-        writer.context.clock = lambda: real() + SWEEP_LEASE + 5  # the collector's pause
+        real = writer._context.clock
+        writer._context.clock = lambda: real() + SWEEP_LEASE + 5  # the collector's pause
         s = writer.create_session()
         zarr.open_array(s.store, path="a")[N : 2 * N] = B  # a dedup hit on the garbage
         committed = s.commit("reuses the garbage chunk's bytes")
@@ -88,7 +88,7 @@ def test_a_collector_stopped_in_its_delete_batch_deletes_nothing_committed_meanw
     )
     assert np.array_equal(got[N : 2 * N], B)
     assert fsck(repo) == []
-    assert not GcState(repo.context).phase()[0].sweeping
+    assert not GcState(repo._context).phase()[0].sweeping
 
 
 def test_the_seal_stops_a_batch_wherever_the_collector_stopped(where):

@@ -121,7 +121,7 @@ def test_one_chunk_commit_costs_what_it_did(any_metastore: dict, held_cleanup) -
     for write, commit, _ in seen[1:]:
         assert write == seen[1][0] and commit == seen[1][1]
     write, commit, cleanup = seen[-1]
-    remote = repo.context.meta.remote
+    remote = repo._context.meta.remote
     assert commit == (COMMIT if remote else _plus(COMMIT, FINISH))
     assert write == WRITE
     assert cleanup == (_plus(CLEANUP, FINISH) if remote else CLEANUP)

@@ -37,7 +37,9 @@ def test_processes_creating_the_same_pull_request_at_once_get_one(
     created = [o[1] for o in outcomes if o[0] == "created"]
     assert len(created) == 1, outcomes
     assert all(
-        o[0] == "PullRequestError" and "open already" in o[1] for o in outcomes if o[0] != "created"
+        o[0] == "PullRequestExistsError" and "open already" in o[1]
+        for o in outcomes
+        if o[0] != "created"
     )
     assert [p.id for p in repo.list_pull_requests("open")] == created
     assert records_of(repo).holder("day1", "main") == created[0]
@@ -63,10 +65,10 @@ def test_a_creator_that_died_after_claiming_the_pair_does_not_block_it(repo: zl.
     prs = records_of(repo)
     prs.index_old()
     claim = b'{"id": 7, "source": "day1", "target": "main"}'  # its record never written
-    repo.context.meta.set(repo.context.refs.partition, records.index_key("day1", "main"), claim)
+    repo._context.meta.set(repo._context.refs.partition, records.index_key("day1", "main"), claim)
     pr = repo.create_pull_request("day1")
     assert pr.state == "open" and prs.holder("day1", "main") == pr.id
-    got = repo.context.meta.get(repo.context.refs.partition, b"pr/7")
+    got = repo._context.meta.get(repo._context.refs.partition, b"pr/7")
     assert got is not None and got[0] == records.VOID  # the dead creator's write now fails
     with pytest.raises(zl.NotFoundError, match="no pull request #7"):
         repo.pull_request(7)
@@ -76,7 +78,7 @@ def test_a_creator_that_died_after_claiming_the_pair_does_not_block_it(repo: zl.
 def test_a_repository_from_before_the_index_is_indexed_once(repo: zl.Repo) -> None:
     old = repo.create_pull_request("day1")
     repo.create_branch("day2")
-    meta, part = repo.context.meta, repo.context.refs.partition
+    meta, part = repo._context.meta, repo._context.refs.partition
     for key, _, _ in list(meta.scan(part, prefix=b"pr-")):  # as an older version left it
         if key != records.SEQ_KEY:
             meta.delete(part, key)

@@ -35,22 +35,26 @@ def test_checks_guarding_the_target_block_until_the_source_passes(repo: zl.Repo)
     repo.add_check("t-range", ValueRange("t", min=0, max=100), branches=("main",))
     repo.add_check("elsewhere", ValueRange("t", min=0, max=1), branches=("release/*",))
     pr = repo.create_pull_request("day1", author="ingest")
-    assert [(c.name, c.passed) for c in pr.checks] == [("t-range", True)]
+    assert [(c.name, c.passed) for c in pr.run_checks()] == [("t-range", True)]
 
     write_row(repo, "day1", 3, 500, "a bad row")  # the source moves: checks run on its new head
-    failing = pr.checks
+    assert pr.checks == []  # reading the attribute runs nothing on the new head
+    failing = pr.run_checks()
+    assert [(c.name, c.passed, c.reused) for c in pr.checks] == [("t-range", False, True)]
     assert [(c.name, c.passed, c.array) for c in failing] == [("t-range", False, "t")]
     assert failing[0].commit == repo.resolve("day1") and (3, 0) in failing[0].chunks
     assert failing[0].base == repo.merge_base("main", "day1")
     with pytest.raises(zl.PullRequestBlockedError, match="check 't-range' failed") as e:
         pr.merge(by="alice")
     assert len(e.value.reasons) == 1 and pr.state == "open"
+    assert isinstance(e.value, zl.ChecksFailedError)  # as a direct merge onto main raises
+    assert [r.name for r in e.value.results] == ["t-range"]
     shown = pr.to_json()
     assert shown["checks"][0]["chunks"] == [[3, 0]] and shown["checks"][0]["array"] == "t"
     assert shown["blockers"] == e.value.reasons
 
     write_row(repo, "day1", 3, 13, "fix the bad row")
-    assert [c.passed for c in pr.checks] == [True] and pr.blockers() == []
+    assert [c.passed for c in pr.run_checks()] == [True] and pr.blockers() == []
     pr.merge(by="alice")
     assert row_values(repo)[1] == 11 and row_values(repo)[3] == 13
 
@@ -189,7 +193,7 @@ def test_a_merge_whose_target_moved_after_its_checks_reruns_them_on_the_merged_r
     s.commit("time 3 -> 3.5")
     repo.add_check("mono", Monotonic("time"), branches=("main",))
     pr = repo.create_pull_request("day2", author="ingest")
-    assert [(c.name, c.passed) for c in pr.checks] == [("mono", True)]
+    assert [(c.name, c.passed) for c in pr.run_checks()] == [("mono", True)]
 
     ready, go, results = FORK.Event(), FORK.Event(), FORK.Queue()
     proc = FORK.Process(target=workers.merge_paused, args=((where, pr.id, ready, go, results),))

@@ -104,7 +104,7 @@ def test_request_changes_blocks_until_that_reviewer_approves(repo: zl.Repo) -> N
 def test_rules_stored_before_pull_requests_load_and_new_ones_keep_old_fields(
     repo: zl.Repo,
 ) -> None:
-    ctx = repo.context
+    ctx = repo._context
     old = {"pattern": "release/*", "allow_direct_commits": True, "allow_delete": False}
     ctx.meta.set(ctx.refs.partition, b"protect/release/*", json.dumps(old).encode())
     assert repo.protected_branches() == {

@@ -139,7 +139,7 @@ def test_pull_requests_move_with_the_metastore(tmp_path) -> None:
 def test_records_written_by_a_later_version_still_load(repo: zl.Repo) -> None:
     pr = repo.create_pull_request("day1", author="ingest")
     pr.comment("first", by="alice").approve(by="bob")
-    ctx = repo.context
+    ctx = repo._context
     doc = json.loads(ctx.meta.get(ctx.refs.partition, b"pr/1")[0])
     doc["labels"] = ["daily"]
     doc["comments"][0]["reactions"] = {"+1": 2}

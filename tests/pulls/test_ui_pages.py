@@ -105,7 +105,7 @@ def test_bad_ids_and_states_are_4xx(client: TestClient, url: str, status: int, t
 
 def metastore_state(repo: zl.Repo) -> list[tuple[bytes, int]]:
     """(key, version) of every record in the refs and sessions partitions."""
-    ctx = repo.context
+    ctx = repo._context
     return [
         (k, v)
         for part in (ctx.refs.partition, ctx.partition("sessions"))
@@ -130,5 +130,6 @@ def test_a_page_computes_the_checks_it_shows_without_recording_them(
     ]
     assert client.get("/pulls").status_code == 200
     assert metastore_state(repo) == before  # no GET wrote anything
-    assert [c.passed for c in pr.checks] == [False]  # the API records what it computes
+    assert pr.checks == [] and metastore_state(repo) == before  # reading runs nothing
+    assert [c.passed for c in pr.run_checks()] == [False]  # running records what it computes
     assert metastore_state(repo) != before

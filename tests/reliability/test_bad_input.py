@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import zarrlake as zl
+from tests.helpers.chunks import zstd_chunk
 from tests.helpers.reliability import size
 
 SETTINGS = settings(
@@ -117,7 +118,7 @@ class Fixture:
         s.commit("data")
         self.repo.create_tag("v1")
         self.session = self.repo.create_session()
-        self.session.write("a/c/0", b"staged!!" * 2)
+        self.session.write("a/c/0", zstd_chunk(b"staged!!" * 2))  # 4 int32, as zarr stores
 
     def fingerprint(self) -> tuple:
         files = {
@@ -130,7 +131,7 @@ class Fixture:
             self.repo.list_tags(),
             files,
             sorted((r.id, r.status, r.expires_at) for r in self.repo.list_sessions()),
-            self.session.staged_changes(),
+            self.session._staged_changes(),
         )
 
     def expect_clear_error(self, figures, fn, *args, **kwargs) -> BaseException:

@@ -40,11 +40,11 @@ def template(tmp_path_factory) -> tuple[Path, dict[str, bytes], dict[str, str]]:
     big, mid = s._engine.lookup("big/c/0"), s._engine.lookup("mid/c/1")
     assert big.kind == RefKind.OBJECT and mid.kind == RefKind.LOCATION
     assert s._engine.lookup("tiny/c/0").kind == RefKind.INLINE
-    rec = repo.context.objects.read_commit(head)
+    rec = repo._context.objects.read_commit(head)
     targets = {
         "chunk": chunk_object_key(big.digest),
         "pack": mid.location,
-        "manifest": f"manifests/{repo.snapshot_of(head).ranges.ids[0]}",
+        "manifest": f"manifests/{repo._snapshot_of(head).ranges.ids[0]}",
         "snapshot": f"snapshots/{rec.snapshot}",
         "changes": f"changes/{rec.changes}",
         "commit": f"commits/{head}",

@@ -102,7 +102,7 @@ def test_a_dead_committers_late_branch_swap_never_lands_after_recovery(tmp_path)
         thread, outcome = _in_thread(lambda: committer.join_session(sid).commit("dies"))
         assert held.wait(60)
         dead = _identity_of_a_finished_process()  # as its SIGKILL leaves it
-        repo.context.records.update(sid, lambda r: replace(r, committer=dead))
+        repo._context.records.update(sid, lambda r: replace(r, committer=dead))
         w = repo.join_session(sid)  # recovery: dead, not landed: open again
         assert w.status == Status.OPEN
         zarr.open_array(w.store, path="t")[1, 1] = 22
@@ -135,7 +135,7 @@ def test_a_committer_whose_clock_runs_behind_is_not_aborted_by_a_gc(tmp_path):
         )
         assert held.wait(60)
         repo.gc(timedelta(hours=1))  # settles sessions: recovers overdue committers
-        assert repo.context.records.get(sid)[0].status == Status.COMMITTING
+        assert repo._context.records.get(sid)[0].status == Status.COMMITTING
         release.set()
         thread.join(60)
     (cid,) = outcome
@@ -194,7 +194,7 @@ def test_a_seal_whose_reply_was_lost_is_read_back_and_undone(tmp_path):
     aborted. The seal is now read back and undone; and if even that fails, this process's
     next commit settles its own seal first."""
     repo, sid = make_repo(str(tmp_path / "repo"))
-    records = repo.context.records
+    records = repo._context.records
     real = records.swap
     faults = {"seal": 1}
 
@@ -215,7 +215,7 @@ def test_a_seal_whose_reply_was_lost_is_read_back_and_undone(tmp_path):
     assert repo.resolve("main") == cid
 
     repo2, sid2 = make_repo(str(tmp_path / "repo2"))
-    records2 = repo2.context.records
+    records2 = repo2._context.records
     real = records2.swap
     faults.update(seal=1)
     records2.swap = swap
@@ -330,7 +330,7 @@ def test_gc_marks_past_a_commit_expired_under_it(tmp_path):
         zarr.open_array(s.store, path="t")[1, 1] = v
         s.commit(f"v{v}")
     older = repo.log("main")[1].id
-    reach = Reach(repo.context.objects, expired_commits(repo.context.objects))
+    reach = Reach(repo._context.objects, expired_commits(repo._context.objects))
     repo.expire(timedelta(0))  # under the walk
     assert repo.expired_at(older) is not None
     reach.add_commits([older])  # before the fix: ExpiredHistoryError

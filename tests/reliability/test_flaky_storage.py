@@ -89,7 +89,7 @@ def test_lost_branch_cas_response_then_concurrent_commit(tmp_path, figures):
         s.write("counters/c/7", (5).to_bytes(8, "little"))
         s.commit("interloper")
 
-    repo.context.meta.inner = _LoseCasThenInterleave(repo.context.meta.inner, interloper)
+    repo._context.meta.inner = _LoseCasThenInterleave(repo._context.meta.inner, interloper)
     s = repo.create_session()
     s.write("counters/c/0", (1).to_bytes(8, "little"))
     cid = s.commit("ours")

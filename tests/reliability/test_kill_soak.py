@@ -284,7 +284,7 @@ def reachable(objects, head: str, stop: str) -> list[tuple[str, object]]:
 def check(
     repo: zl.Repo, journals: list[Path], setup_head: str, figures: Counter, backend: str
 ) -> None:
-    ctx = repo.context
+    ctx = repo._context
     begun: dict[str, str] = {}  # session -> tag
     acked: dict[str, str] = {}
     failed: set[str] = set()

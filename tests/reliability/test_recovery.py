@@ -61,7 +61,7 @@ def committer(location: str, sid: str, meta: str | None) -> None:
 
     crashpoints.reached = reached
     repo = open_repo(location, meta)
-    repo.context.settings = replace(repo.context.settings, commit_timeout=5.0)
+    repo._context.settings = replace(repo._context.settings, commit_timeout=5.0)
     s = repo.join_session(sid)
     try:
         print("COMMITTED", s.commit("committer"), flush=True)
@@ -116,7 +116,7 @@ def sessions_in_log(repo: zl.Repo) -> Counter:
 
 def past_every_lease(repo: zl.Repo) -> None:
     """This process's clock, far past any lease (instead of waiting for it)."""
-    repo.context.clock = lambda: time.time() + 10 * (repo.context.settings.commit_timeout + 60)
+    repo._context.clock = lambda: time.time() + 10 * (repo._context.settings.commit_timeout + 60)
 
 
 # Reproduction 1 -------------------------------------------------------------------------
@@ -148,7 +148,7 @@ def test_a_commit_behind_a_killed_collector_lands_within_a_minute_with_its_data(
     location = str(tmp_path / "repo")
     repo, sid = make_repo(location, pg_metastore_url)
     _kill_a_collector_mid_sweep(location, pg_metastore_url)
-    ctx = repo.context
+    ctx = repo._context
     phase, version = GcState(ctx).phase()
     assert phase.sweeping and phase.holder is not None
     if host == "other":
@@ -191,9 +191,9 @@ def test_a_read_error_during_recovery_leaves_the_record_and_raises(tmp_path):
     proc.communicate()
     assert proc.returncode == -9
     assert repo.commit_info("main").session_id == sid
-    assert repo.context.records.get(sid)[0].status == Status.COMMITTING
+    assert repo._context.records.get(sid)[0].status == Status.COMMITTING
 
-    ctx = repo.context
+    ctx = repo._context
     past_every_lease(repo)
     real = ctx.objects.read_commit
     calls = []
@@ -242,9 +242,9 @@ def test_recovery_finds_a_landed_commit_beside_a_merged_line_whose_history_expir
     repo.merge("dev", into="main")
     repo.expire(timedelta(0))
     assert repo.expired_at(dev[0]) is not None  # the committing session's commit is kept
-    assert repo.context.records.get(sid)[0].status == Status.COMMITTING
+    assert repo._context.records.get(sid)[0].status == Status.COMMITTING
 
-    rec, _ = load(repo.context, sid)
+    rec, _ = load(repo._context, sid)
     assert (rec.status, rec.commit) == (Status.COMMITTED, landed)
 
 
@@ -261,7 +261,7 @@ def test_a_dead_committer_reopens_its_session_at_once(tmp_path, point):
     proc = start_committer(location, sid, crash=point)
     proc.communicate()
     assert proc.returncode == -9
-    rec = repo.context.records.get(sid)[0]
+    rec = repo._context.records.get(sid)[0]
     assert rec.status == Status.COMMITTING and time.time() < rec.lease  # lease still on
 
     s = repo.join_session(sid)  # no wait
@@ -313,7 +313,7 @@ def test_a_paused_committer_on_this_host_is_waited_for_and_lands_with_its_data(t
         with pytest.raises(SessionClosedError, match="being committed"):
             repo.join_session(sid)
         repo.gc(timedelta(0), full=True)
-        assert repo.context.records.get(sid)[0].status == Status.COMMITTING
+        assert repo._context.records.get(sid)[0].status == Status.COMMITTING
         resume(proc)
         assert expect_line(proc, "COMMITTED").split()[1] == repo.resolve("main")
     finally:
@@ -338,7 +338,7 @@ def test_a_commit_never_lands_after_its_session_was_aborted(tmp_path, then):
     proc = start_committer(location, sid, hold="before_branch_cas", crash=crash)
     try:
         expect_line(proc, "HOLD before_branch_cas")
-        ctx = repo.context
+        ctx = repo._context
         ctx.records.update(sid, lambda r: replace(r, committer=_foreign(r.committer or "")))
         if then == "dies":  # its swap lands first, its record is left committing
             resume(proc)
@@ -383,7 +383,7 @@ def test_a_reset_after_a_committer_died_past_its_branch_swap_commits_nothing_twi
     past_every_lease(repo)
     with contextlib.suppress(SessionClosedError):
         repo.join_session(sid).commit("again")
-    rec = repo.context.records.get(sid)[0]
+    rec = repo._context.records.get(sid)[0]
     assert rec.status == Status.COMMITTED and rec.commit == landed
     assert repo.resolve("main") == base and sessions_in_log(repo)[sid] == 0
 
@@ -396,7 +396,7 @@ def test_a_waiting_committer_renews_its_lease_and_stops_once_aborted(tmp_path):
     committing, not overdue); once another reader aborts the record, the committer's next
     renewal fails and it stops before the branch swap."""
     repo, sid = make_repo(str(tmp_path / "repo"))
-    ctx = repo.context
+    ctx = repo._context
     now = [time.time()]
     ctx.clock = lambda: now[0]
     ctx.meta.set(ctx.partition("gc"), PHASE, Phase(1, True, now[0] + 100_000).encode())
@@ -467,14 +467,14 @@ def test_a_late_commit_of_the_same_session_is_never_followed_by_a_second(tmp_pat
     other = repo.create_session()
     zarr.open_array(other.store, path="t")[1, 0] = 5
     other.commit("someone else")
-    repo.context.records.update(
+    repo._context.records.update(
         sid, lambda r: replace(r, status=Status.OPEN, commit=None, committer=None)
     )
     s = repo.join_session(sid)
     zarr.open_array(s.store, path="t")[0, 1] = 7
     with pytest.raises(SessionClosedError, match=f"already committed as {first[:12]}"):
         s.commit("second", on_conflict="ours")
-    rec = repo.context.records.get(sid)[0]
+    rec = repo._context.records.get(sid)[0]
     assert rec.status == Status.COMMITTED and rec.commit == first
     assert sessions_in_log(repo)[sid] == 1
 
@@ -509,7 +509,7 @@ def test_the_gc_lock_is_taken_over_only_from_a_known_dead_or_silent_holder(
     tmp_path, holder, age, taken
 ):
     repo, _ = make_repo(str(tmp_path / "repo"))
-    state = GcState(repo.context)
+    state = GcState(repo._context)
     me = runtime.identity()
     dead = _identity_of_a_finished_process()
     host, boot, _, pid, start = me.split("|")
@@ -519,10 +519,10 @@ def test_the_gc_lock_is_taken_over_only_from_a_known_dead_or_silent_holder(
         "other-namespace": {"owner": "x:1:0", "identity": "|".join((host, boot, "1", pid, start))},
         "legacy-dead-pid": {"owner": f"{host}:{dead.split('|')[3]}:0"},
     }[holder] | {"since": time.time() - age}
-    repo.context.meta.set(state.partition, LOCK, json.dumps(doc).encode())
+    repo._context.meta.set(state.partition, LOCK, json.dumps(doc).encode())
     if taken:
         state.acquire()
-        assert json.loads(repo.context.meta.get(state.partition, LOCK)[0])["identity"] == me
+        assert json.loads(repo._context.meta.get(state.partition, LOCK)[0])["identity"] == me
         state.release()
     else:
         with pytest.raises(GcBusyError, match="another garbage collection is running"):
@@ -543,22 +543,22 @@ def test_a_collector_whose_lock_was_taken_stops_before_its_next_delete_batch(tmp
         s.flush()
         s.abandon()
     batches = []
-    state = GcState(repo.context)
+    state = GcState(repo._context)
 
     def deleter(batch):  # a FencedDeletes (vc/sweep_fence.py)
         keys = list(batch.tags)
         batches.append(keys)
         for key in keys:
-            repo.context.object_store.delete(key)
-        got = repo.context.meta.get(state.partition, LOCK)
+            repo._context.object_store.delete(key)
+        got = repo._context.meta.get(state.partition, LOCK)
         doc = json.loads(got[0]) | {"owner": "someone:else:0"}
-        repo.context.meta.set(state.partition, LOCK, json.dumps(doc).encode())
+        repo._context.meta.set(state.partition, LOCK, json.dumps(doc).encode())
         return keys
 
     with pytest.raises(GcBusyError, match="taken over"):
-        collect(repo.context, timedelta(0), full=True, deleter=deleter, delete_batch=1)
+        collect(repo._context, timedelta(0), full=True, deleter=deleter, delete_batch=1)
     assert len(batches) == 1
-    assert not GcState(repo.context).phase()[0].sweeping
+    assert not GcState(repo._context).phase()[0].sweeping
 
 
 if __name__ == "__main__":

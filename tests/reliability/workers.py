@@ -102,8 +102,8 @@ def worker(
     injected = {"storage_errors": 0, "storage_lost": 0, "meta_errors": 0, "meta_lost": 0}
     if faults:
         blobs, meta = (
-            repo.context.object_store.inner,
-            repo.context.meta.inner,
+            repo._context.object_store.inner,
+            repo._context.meta.inner,
         )  # Retrying(Faulty(raw))
         injected = {
             "storage_errors": blobs.errors_injected,

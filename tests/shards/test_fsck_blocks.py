@@ -26,7 +26,7 @@ def one_table(stored: tuple[zl.Repo, Path, np.ndarray]) -> tuple[zl.Repo, str, b
     """The repository of the one-shard array (one 512 KiB object, its inner chunks ranges of
     it), the key of its one block table and the table's bytes; fsck clean."""
     repo, _, _ = stored
-    store = repo.context.object_store
+    store = repo._context.object_store
     [key] = tables(store)
     assert repo.fsck() == []
     return repo, key, store.get(key)
@@ -34,7 +34,7 @@ def one_table(stored: tuple[zl.Repo, Path, np.ndarray]) -> tuple[zl.Repo, str, b
 
 def test_a_missing_block_table_is_reported(one_table: tuple[zl.Repo, str, bytes]) -> None:
     repo, key, _ = one_table
-    repo.context.object_store.delete(key)
+    repo._context.object_store.delete(key)
     [problem] = repo.fsck()
     assert (problem.object, problem.kind) == (key, "missing")
     assert f"chunks/{key[len(PREFIX) :]}" in problem.detail
@@ -45,7 +45,7 @@ def test_a_damaged_block_table_is_reported(one_table: tuple[zl.Repo, str, bytes]
     repo, key, raw = one_table
     bad = bytearray(raw)
     bad[40] ^= 0x01
-    repo.context.object_store.put(key, bytes(bad))
+    repo._context.object_store.put(key, bytes(bad))
     [problem] = repo.fsck()
     assert (problem.object, problem.kind) == (key, "corrupt")
     assert "damaged" in problem.detail
@@ -58,12 +58,12 @@ def test_block_digests_that_do_not_match_the_object_are_reported(
     another content's: only comparing them with the object finds it."""
     repo, key, raw = one_table
     obj = f"chunks/{key[len(PREFIX) :]}"
-    data = repo.context.object_store.get(obj)
+    data = repo._context.object_store.get(obj)
     digest = bytes.fromhex(key[len(PREFIX) :])
-    good = BlockTable.build(repo.context.objects.algo, data, digest)
+    good = BlockTable.build(repo._context.objects.algo, data, digest)
     other = BlockTable.build(good.algo, bytes(len(data)), digest)
     assert good.encode() == raw
-    repo.context.object_store.put(key, other.encode())
+    repo._context.object_store.put(key, other.encode())
     [problem] = repo.fsck()
     assert (problem.object, problem.kind) == (key, "corrupt")
     assert "do not match the object" in problem.detail and obj in problem.detail
@@ -82,7 +82,7 @@ def test_a_sharded_chunk_stored_whole_needs_its_table_too(tmp_path: Path) -> Non
         compressors=[ZstdCodec(level=0)],
     )[:] = values  # fmt: skip
     s.commit("a shard with zstd outside")
-    store = repo.context.object_store
+    store = repo._context.object_store
     [key] = tables(store)
     assert repo.fsck() == []
     store.delete(key)

@@ -105,7 +105,7 @@ def test_a_map_regions_session_reads_one_inner_chunk_by_range(
 
 def test_spark_reads_inner_chunk_partitions(spark, tmp_path: Path) -> None:
     """On local Spark: one partition per inner chunk, each inner chunk read once, the cells
-    exact; a filter on one inner chunk's cells reads only that inner chunk."""
+    exact; a region (isel) of one inner chunk's cells reads only that inner chunk."""
     shape = (4, 256)
     repo = zl.Repo.create(tmp_path / "repo")
     s = repo.create_session()
@@ -131,7 +131,9 @@ def test_spark_reads_inner_chunk_partitions(spark, tmp_path: Path) -> None:
     assert cells == [(y, x) for y in range(4) for x in range(256)]
     assert sorted(table.column("a").to_pylist()) == list(range(1024))
     assert sorted(logged_chunks(log)) == [(y, x) for y in range(4) for x in range(4)]
-    log.unlink()
     rows = reader().load().filter("y = 3 and x >= 192 and x < 196").collect()
+    assert sorted(r.a for r in rows) == [960, 961, 962, 963]  # Spark filters a full read
+    log.unlink()
+    rows = reader().option("isel", "y=3,x=192:196").load().collect()
     assert sorted(r.a for r in rows) == [960, 961, 962, 963]
     assert logged_chunks(log) == [(3, 3)]

@@ -55,6 +55,6 @@ def test_an_inner_chunk_rewritten_as_it_was_changes_nothing(
     repo, _, values = stored
     s = repo.create_session()
     zarr.open_array(s.store, path="a", mode="r+")[2:3, 0:4096] = values[2:3, 0:4096]
-    assert s.staged_changes() == []
+    assert s._staged_changes() == []
     with pytest.raises(zl.NoChangesError):
         s.commit("nothing")

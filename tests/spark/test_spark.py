@@ -98,7 +98,7 @@ def test_failed_task_leaves_branch_untouched(spark, tmp_path):
             # Runs after tasks 0 or 1 finished writing (local[2]: task 2 waits for a core).
             other = zl.Repo.open(loc)
             [rec] = other.list_sessions("main")
-            staged = len(other.join_session(rec.id).staged_changes())
+            staged = len(other.join_session(rec.id)._staged_changes())
             marker.write_text(json.dumps({"session": rec.id, "staged": staged}))
             raise RuntimeError("injected task failure")
 
@@ -194,7 +194,7 @@ def _to_dense(table, shape, value="v") -> np.ndarray:
     return out
 
 
-def test_read_at_tag_and_branch_with_filter_pushdown(spark, tmp_path):
+def test_read_at_tag_and_branch_a_region_and_filters(spark, tmp_path):
     loc = str(tmp_path / "repo")
     repo = zl.Repo.create(loc)
     rng = np.random.default_rng(7)
@@ -227,19 +227,28 @@ def test_read_at_tag_and_branch_with_filter_pushdown(spark, tmp_path):
     register_counting(spark)
     log = tmp_path / "chunks.log"
     log.touch()
-    slab = load("zarrlake_counting", chunk_log=str(log)).filter(
+    region = load("zarrlake_counting", chunk_log=str(log), isel="x=12:18, y=5, z=3:16")
+    slab = region.filter(F.col("z").isin(3, 4, 15) & (F.col("v") > 0.5))
+    rows = slab.toArrow()
+    assert sorted(logged_chunks(log)) == [(1, 0, 0), (1, 0, 1)]  # the region's chunks only
+    expected = {
+        (x, 5, z): v2[x, 5, z] for x in range(12, 18) for z in (3, 4, 15) if v2[x, 5, z] > 0.5
+    }
+    assert len(expected) > 5
+    got = {
+        (x, y, z): v
+        for x, y, z, v in zip(*(rows.column(c).to_pylist() for c in "xyzv"), strict=True)
+    }
+    assert got == expected
+    # the same query as filters: Spark applies them to a read of the whole array
+    filtered = load().filter(
         (F.col("x") >= 12)
         & (F.col("x") < 18)
         & (F.col("y") == 5)
         & F.col("z").isin(3, 4, 15)
         & (F.col("v") > 0.5)
     )
-    rows = slab.toArrow()
-    assert sorted(logged_chunks(log)) == [(1, 0, 0), (1, 0, 1)]
-    expected = {
-        (x, 5, z): v2[x, 5, z] for x in range(12, 18) for z in (3, 4, 15) if v2[x, 5, z] > 0.5
-    }
-    assert len(expected) > 5
+    rows = filtered.toArrow()
     got = {
         (x, y, z): v
         for x, y, z, v in zip(*(rows.column(c).to_pylist() for c in "xyzv"), strict=True)

@@ -56,7 +56,7 @@ def test_appending_files_to_an_existing_group(repo, archives):
     )
     with pytest.raises(zl.errors.InvalidInputError, match="'lat' differs from group era"):
         zl.virtual.import_files(s, [other.as_uri()], group="era")
-    assert s.staged_changes() == []
+    assert s._staged_changes() == []
 
 
 def test_write_a_virtualizarr_dataset(repo, archives):
@@ -128,7 +128,7 @@ def test_refused_imports_stage_nothing(repo, tmp_path, archives):
         s = repo.create_session()
         with pytest.raises(zl.errors.InvalidInputError, match=message):
             zl.virtual.import_files(s, given)
-        assert s.staged_changes() == [], message
+        assert s._staged_changes() == [], message
         s.abandon()
     assert repo.list_branches()["main"] == head
 

@@ -74,7 +74,7 @@ def test_materialize_refuses_a_rewritten_source_and_stores_nothing(
     with pytest.raises(zl.StaleVirtualChunkError) as info:
         zl.virtual.materialize(s, "t2m")
     assert_names_file_and_key(str(info.value), path)
-    assert s.staged_changes() == []
+    assert s._staged_changes() == []
     assert zl.virtual.materialize(s, "u10") == 1  # another array of the file still decodes
 
 

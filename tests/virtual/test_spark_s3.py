@@ -41,7 +41,7 @@ def test_spark_import_names_both_overlapping_files(spark, repo, archives, tmp_pa
         zl.spark.import_virtual(spark, s, [*urls(paths), dup.as_uri()])
     with pytest.raises(zl.errors.InvalidInputError, match=r"missing\.nc does not exist"):
         zl.spark.import_virtual(spark, s, [*urls(paths), dup.with_name("missing.nc").as_uri()])
-    assert s.staged_changes() == []
+    assert s._staged_changes() == []
 
 
 @pytest.fixture

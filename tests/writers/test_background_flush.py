@@ -17,7 +17,7 @@ from zarrlake.session_records import SessionRecord, Status
 def _closed_meanwhile(repo: zl.Repo, s: zl.Session, status: str) -> tuple[bytes, int]:
     """Close the session as the copy does, run the handle's idle flush, return the record as
     it was and the closed record's version."""
-    ctx = repo.context
+    ctx = repo._context
     got = ctx.meta.get(ctx.records.partition, s.id.encode())
     assert got is not None
     rec = SessionRecord.decode(got[0])
@@ -35,7 +35,7 @@ def test_a_flush_that_met_a_session_closed_for_a_while_does_not_fail_its_commit(
     s = repo.create_session()
     s.write("a/c/0", chunk(0))
     original, version = _closed_meanwhile(repo, s, Status.COMMITTING)
-    repo.context.meta.set_if(repo.context.records.partition, s.id.encode(), original, version)
+    repo._context.meta.set_if(repo._context.records.partition, s.id.encode(), original, version)
     s.write("a/c/1", chunk(1))
     s.commit("after the copy")
     assert repo.readonly_session().read("a/c/0") == chunk(0)

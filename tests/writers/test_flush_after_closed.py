@@ -19,7 +19,7 @@ from zarrlake.session_records import Status
 
 
 def _set_status(repo: zl.Repo, sid: str, **fields) -> None:
-    repo.context.records.update(sid, lambda rec: replace(rec, **fields))
+    repo._context.records.update(sid, lambda rec: replace(rec, **fields))
 
 
 @pytest.mark.parametrize("any_metastore", ["sqlite"], indirect=True)

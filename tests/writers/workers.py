@@ -29,6 +29,16 @@ def write_rows(args: tuple[dict, str, list[int]]) -> int:
     return os.getpid()
 
 
+def write_rows_within(args: tuple[dict, str, list[int]]) -> int:
+    """Join, write `rows` inside `with session:` (finished before the task returns)."""
+    where, session_id, rows = args
+    session, arr = open_rows(where, session_id)
+    with session:
+        for r in rows:
+            arr[r] = r + 1
+    return os.getpid()
+
+
 def write_then_die(args: tuple[dict, str, list[int], list[int]]) -> None:
     """Write and flush `flushed`, write `buffered` without flushing, then be SIGKILLed."""
     where, session_id, flushed, buffered = args
@@ -62,3 +72,36 @@ def flush_then_exit_hard(args: tuple[dict, str, list[int]]) -> None:
         arr[r] = r + 1
     session.flush()
     os._exit(0)
+
+
+def write_rows_as(args: tuple[dict, str, list[int], int]) -> int:
+    """Join, write `rows` with value `value` (not the row's own), end."""
+    where, session_id, rows, value = args
+    _, arr = open_rows(where, session_id)
+    for r in rows:
+        arr[r] = value
+    return os.getpid()
+
+
+def read_then_write_then_die(args: tuple[dict, str, list[int]]) -> None:
+    """Read row 0, then write `rows` without flushing, then be SIGKILLed: its batch began
+    with a read, so which chunks it held is not recorded."""
+    where, session_id, rows = args
+    _, arr = open_rows(where, session_id)
+    _ = arr[0]
+    for r in rows:
+        arr[r] = r + 1
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def commit_later(args: tuple[dict, list[int], object]) -> None:
+    """A driver that creates a session, writes `rows` and flushes, sends the session's id
+    on the pipe end `conn`, and is SIGKILLed before it commits (a crashed committer)."""
+    where, rows, conn = args
+    session = zl.Repo.open(**where).create_session(message="crashed job")
+    arr = zarr.open_array(session.store, path="t", mode="r+")
+    for r in rows:
+        arr[r] = r + 1
+    session.flush()
+    conn.send(session.id)  # type: ignore[attr-defined]  # (a Pipe sends before returning)
+    os.kill(os.getpid(), signal.SIGKILL)

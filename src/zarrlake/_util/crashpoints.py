@@ -37,6 +37,11 @@ PULL_REQUEST_POINTS = (
     "pr_after_merge",  # merge landed on the target, record not yet "merged"
 )
 
+COPY_POINTS = (
+    "pull_after_data_batch",  # clone/pull: a batch of objects copied, no commit record yet
+    "purge_after_batch",  # purge: a batch of objects retired, the record still pending
+)
+
 WAIT_POINT = "writer_waits_for_sweep"
 """Reached on every poll of a writer or commit waiting for a garbage-collection sweep to end
 (tests watch it; crashing there is no different from crashing before the write)."""

@@ -7,11 +7,18 @@ The first attempt runs outside the library, so a call that succeeds costs one fu
 stamina's machinery costs tens of microseconds per call, as much as a metastore read. Only
 after a failure does stamina take over; it re-raises that first failure as its own first
 attempt, so the attempt count and the waits are entirely stamina's.
+
+Each scheduled retry logs one line on the `zarrlake.retry` logger naming the failure (the
+error names the operation and the object), at DEBUG, and at WARNING before the last attempt:
+a flaky network stays quiet, one that is down says so once. stamina's own log line ("a retry
+was scheduled", with the details out of sight in `extra`) is left to other callers.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import functools
+import logging
 import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -41,6 +48,42 @@ class RetryPolicy:
 
 
 DEFAULT_POLICY = RetryPolicy()
+OURS = "zarrlake"
+"""The name stamina reports for zarrlake's retries (its hooks tell ours from others' by it)."""
+log = logging.getLogger("zarrlake.retry")
+
+
+def log_retry(details: stamina.instrumentation.RetryDetails) -> None:
+    """One line per scheduled retry: DEBUG, or WARNING when the next attempt is the last."""
+    (attempts,) = details.args
+    last = attempts is not None and details.retry_num + 1 >= attempts
+    of = f" of {attempts - 1}" if attempts is not None else ""
+    log.log(
+        logging.WARNING if last else logging.DEBUG,
+        "%s; retry %d%s in %.2f s",
+        details.caused_by,
+        details.retry_num,
+        of,
+        details.wait_for,
+    )
+
+
+@functools.cache
+def _install_hook() -> None:
+    """Route stamina's retry hooks: zarrlake's retries to `log_retry`, others' to the hooks
+    stamina had (its defaults, or what the application set)."""
+    from stamina import instrumentation
+
+    theirs = instrumentation.get_on_retry_hooks()
+
+    def hook(details: instrumentation.RetryDetails) -> object:
+        if details.name == OURS:
+            return log_retry(details)
+        for other in theirs:
+            other(details)
+        return None
+
+    instrumentation.set_on_retry_hooks([hook])
 
 
 def attempts(
@@ -50,16 +93,16 @@ def attempts(
     (use `retry` unless the loop keeps state between attempts)."""
     import stamina  # imported on the first failure: a process that never retries skips it
 
-    return iter(
-        stamina.retry_context(
-            on=on,
-            attempts=policy.attempts,
-            timeout=None if policy.timeout is None else dt.timedelta(seconds=policy.timeout),
-            wait_initial=policy.base_delay,
-            wait_max=policy.max_delay,
-            wait_jitter=policy.base_delay,
-        )
+    _install_hook()
+    context = stamina.retry_context(
+        on=on,
+        attempts=policy.attempts,
+        timeout=None if policy.timeout is None else dt.timedelta(seconds=policy.timeout),
+        wait_initial=policy.base_delay,
+        wait_max=policy.max_delay,
+        wait_jitter=policy.base_delay,
     )
+    return iter(context.with_name(OURS, (policy.attempts,), {}))
 
 
 def backoff(policy: RetryPolicy) -> Iterator[int]:

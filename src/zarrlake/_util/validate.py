@@ -26,7 +26,9 @@ def check_ref_name(name: object, what: str = "branch") -> str:
         problem = "contains a space, control character or one of ~ ^ : ? * [ \\"
     elif name in RESERVED_REF_NAMES:
         problem = "is a reserved word"
-    elif ".." in name or "@{" in name or name == "@":
+    elif name == "@":
+        problem = "is '@' alone, which git reserves as another name for HEAD"
+    elif ".." in name or "@{" in name:
         problem = "contains '..' or '@{'"
     elif name.startswith("/") or name.endswith("/") or "//" in name:
         problem = "starts or ends with '/' or contains '//'"
@@ -37,6 +39,19 @@ def check_ref_name(name: object, what: str = "branch") -> str:
     if problem:
         shown = name if len(name) <= 60 else name[:57] + "..."
         raise InvalidInputError(f"invalid {what} name {shown!r}: it {problem}")
+    return name
+
+
+def check_new_ref_name(name: object, what: str = "branch") -> str:
+    """A name for a new branch or tag (`Repo.create_branch`/`create_tag`): `check_ref_name`'s
+    rules, and no leading '-' (the command line would read it as an option). Refs made
+    before this rule keep working, and clones copy them."""
+    name = check_ref_name(name, what)
+    if name.startswith("-"):
+        raise InvalidInputError(
+            f"invalid {what} name {name!r}: it starts with '-', which the command line would "
+            "read as an option; drop the leading '-'"
+        )
     return name
 
 

@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 
+from zarrlake._util.deprecation import deprecated_alias
 from zarrlake.connection import CONFIG_KEY, RepoContext
 from zarrlake.errors import (
     AlreadyExistsError,
@@ -70,9 +71,11 @@ class CopyReport:
     replaced: bool = False
     """Whether an older copy of the repository in the target was dropped first."""
 
-    def to_dict(self) -> dict:
+    def to_json(self) -> dict:
         """The report as a plain dict, for `--json` output."""
         return asdict(self)
+
+    to_dict = deprecated_alias("to_json")
 
 
 def _in_flight(value: bytes) -> bool:

@@ -1,10 +1,13 @@
 """The `zarrlake` command: git-like verbs on a repository.
 
 Global options (-r/--repo, --metastore, storage options, --debug) may be given before or
-after the command name. Errors print one line on stderr and exit non-zero; --debug (or
-ZARRLAKE_DEBUG=1) shows the traceback instead. Modules here import only typer at the top;
-rich loads when a command draws, the engine (zarr, numpy, backends) when a command needs
-it, and only the command run is built (`build_command`).
+after the command name. Errors print one line on stderr: exit 2 for a usage error (the
+command line does not parse), 1 for an operation refused or failed (a zarrlake error or the
+operating system's) and for an internal error (any other exception: a bug, said so, with
+the hint to rerun with --debug); --debug (or ZARRLAKE_DEBUG=1) shows the traceback
+instead. Modules here import only typer at the top; rich loads when a command draws, the
+engine (zarr, numpy, backends) when a command needs it, and only the command run is built
+(`build_command`).
 """
 
 from __future__ import annotations
@@ -22,18 +25,19 @@ from zarrlake.cli import (
     admin,
     branches,
     checks,
+    copies,
     data,
     history,
     lifecycle,
     metastore,
     pulls,
+    purge,
     sessions,
     ui,
     virtual,
 )
-from zarrlake.cli.context import PANELS, Options, env_flag, parse_storage_option
+from zarrlake.cli.context import PANELS, Options, env_flag, error_line, parse_storage_option
 from zarrlake.cli.redact import install_logging, is_secret_option, redact
-from zarrlake.errors import ZarrLakeError
 
 HELP_NAMES = ["-h", "--help"]
 
@@ -147,6 +151,8 @@ ui.register(app)
 virtual.register(app)
 checks.register(app)
 pulls.register(app)
+copies.register(app)
+purge.register(app)
 
 _GLOBAL_VALUED = {
     "-r",
@@ -292,16 +298,10 @@ def main(argv: list[str] | None = None) -> None:
         _fail("aborted", 1)
     except KeyboardInterrupt:
         _fail("interrupted", 130)
-    except (ZarrLakeError, ValueError, KeyError, IndexError, OSError) as e:
-        if debug:
-            raise
-        text = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
-        _fail(text.splitlines()[0] if text else type(e).__name__)
     except Exception as e:
         if debug:
             raise
-        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        _fail(f"internal error: {type(e).__name__}: {first} (run with --debug for the traceback)")
+        _fail(error_line(e))
     sys.exit(code if isinstance(code, int) else 0)
 
 

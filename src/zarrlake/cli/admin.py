@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -13,12 +14,17 @@ from zarrlake.cli.context import (
     PANEL_TOOLS,
     console,
     describe_metastore,
+    error_line,
     escape,
     options,
     print_json,
 )
-from zarrlake.errors import ZarrLakeError
+from zarrlake.errors import InvalidInputError
 from zarrlake.present import iso, short
+
+if TYPE_CHECKING:
+    from zarrlake.repo import Repo
+    from zarrlake.vc.fsck import Problem
 
 
 def init(
@@ -61,6 +67,16 @@ class FsckCounts:
             disable=not progress or not err.is_terminal,
         )
         self.task = self.progress.add_task("fsck", total=None, what="")
+        self.decoding: Any = None  # the decoding bar, once chunks are decoded
+        self.decoded = 0
+
+    def on_decoded(self, done: int, queued: int) -> None:
+        """Follow the chunks decoded (`--decode`): a bar of those decoded among those
+        found so far (called from the decoding threads)."""
+        self.decoded = done
+        if self.decoding is None:
+            self.decoding = self.progress.add_task("decode", total=queued, what="decoding")
+        self.progress.update(self.decoding, completed=done, total=queued, what=f"decoded {done}")
 
     def __call__(self, key: str, size: int) -> None:
         """Count one object read by fsck (the progress callback) and update the display."""
@@ -71,11 +87,13 @@ class FsckCounts:
 
     def summary(self) -> str:
         """The running totals in words, for the progress line."""
-        return f"{self.commits} commits, {self.objects} objects, {human(self.bytes)}"
+        out = f"{self.commits} commits, {self.objects} objects, {human(self.bytes)}"
+        return out + (f", {self.decoded} chunks decoded" if self.decoding is not None else "")
 
     def to_json(self) -> dict[str, int]:
         """The totals for `--json` output."""
-        return {"commits": self.commits, "objects": self.objects, "bytes": self.bytes}
+        out = {"commits": self.commits, "objects": self.objects, "bytes": self.bytes}
+        return out | ({"decoded": self.decoded} if self.decoding is not None else {})
 
 
 def human(n: int) -> str:
@@ -91,31 +109,65 @@ def human(n: int) -> str:
 def fsck(
     ctx: typer.Context,
     ref: Annotated[
-        str | None, typer.Argument(help="Check only what this ref reaches (default: all refs).")
+        str | None,
+        typer.Argument(metavar="REF", help="Check only what this ref reaches (default: all refs)."),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print problems as JSON.")] = False,
     sources: Annotated[
         bool, typer.Option("--sources", help="Check only that virtual sources are unchanged.")
     ] = False,
+    purges: Annotated[
+        bool,
+        typer.Option(
+            "--purges",
+            help="Prove the purges instead: each finished, no purged object or range holds "
+            "its bytes.",
+        ),
+    ] = False,
+    against: Annotated[
+        str | None,
+        typer.Option(
+            "--against",
+            help="With --purges: also check this copy carries every purge of the repository "
+            "at this location (the one it was cloned from).",
+        ),
+    ] = None,
+    decode: Annotated[
+        bool,
+        typer.Option(
+            "--decode", help="Also decode every chunk with its array's codecs (in parallel)."
+        ),
+    ] = False,
+    arrays: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--arrays",
+            help="With --decode: only these arrays (paths or globs; repeatable, or "
+            "comma-separated).",
+        ),
+    ] = None,
 ) -> None:
     """Verify every object reachable from REF (or every branch and tag): checksums,
     missing objects, inconsistent references, virtual sources changed since import, each
-    problem listed once. Prints what it checked (commits, objects, bytes) and where `expire`
-    ended the history (not a problem); exits 1 if anything is wrong.
+    problem listed once; with --decode, also that zarr can decode every chunk. Prints what
+    it checked (commits, objects, bytes) and where `expire` ended the history (not a
+    problem); exits 1 if anything is wrong.
 
-    Example: zarrlake -r ./myrepo fsck main
+    Example: zarrlake -r ./myrepo fsck main --decode --arrays weather/t2m
     """
+    if purges:
+        fsck_purges(ctx, against, json_out)
+        return
     counts = FsckCounts(progress=not json_out)
     expired: list = []
+    wanted = [a for arg in arrays for a in arg.split(",") if a] if arrays else None
+    check = Check(ref, sources, decode, wanted)
     if json_out:  # one JSON document, whatever happens
-        fsck_json(ctx, ref, sources, counts, expired)
+        fsck_json(ctx, check, counts, expired)
         return
     repo = options(ctx).open()
     with counts.progress:
-        problems = [
-            str(p)
-            for p in repo.fsck(ref, on_read=counts, on_expired=expired.append, sources_only=sources)
-        ]
+        problems = [str(p) for p in check.run(repo, counts, expired)]
     if problems:
         console.print(f"[red]{len(problems)} problem(s) found[/] (read {counts.summary()}):")
         for p in problems:
@@ -129,24 +181,41 @@ def fsck(
         raise typer.Exit(1)
 
 
-def fsck_json(
-    ctx: typer.Context, ref: str | None, sources: bool, counts: FsckCounts, expired: list
-) -> None:
+@dataclass(frozen=True)
+class Check:
+    """What `fsck` was asked to check."""
+
+    ref: str | None
+    sources: bool
+    decode: bool
+    arrays: list[str] | None
+
+    def run(self, repo: Repo, counts: FsckCounts, expired: list) -> list[Problem]:
+        """Run the check on `repo`, counting into `counts`, noting ends of history."""
+        if self.arrays and not self.decode:
+            raise InvalidInputError("--arrays limits the chunks --decode decodes: add --decode")
+        return repo.fsck(
+            self.ref,
+            on_read=counts,
+            on_expired=expired.append,
+            sources_only=self.sources,
+            decode=self.decode,
+            arrays=self.arrays,
+            on_decoded=counts.on_decoded if self.decode else None,
+        )
+
+
+def fsck_json(ctx: typer.Context, check: Check, counts: FsckCounts, expired: list) -> None:
     """`fsck --json`: print exactly one JSON document (problems, expired history, and under
     `error` the error that stopped the check, if one did); exit 1 unless all is well."""
     problems: list[str] = []
     error: str | None = None
+    ref = check.ref
     try:
         repo = options(ctx).open()
-        problems = [
-            str(p)
-            for p in repo.fsck(ref, on_read=counts, on_expired=expired.append, sources_only=sources)
-        ]
+        problems = [str(p) for p in check.run(repo, counts, expired)]
     except Exception as e:  # reported inside the document instead of as a second output
-        text = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e).strip()
-        error = text.splitlines()[0] if text else type(e).__name__
-        if not isinstance(e, ZarrLakeError | ValueError | KeyError | IndexError | OSError):
-            error = f"internal error: {type(e).__name__}: {error}"
+        error = error_line(e)
     ends = [
         {"commit": e.commit, "expired_parent": e.parent, "expired_at": iso(e.expired_at)}
         for e in expired
@@ -160,6 +229,33 @@ def fsck_json(
     }
     print_json(report if error is None else {**report, "error": error})
     if problems or error is not None:
+        raise typer.Exit(1)
+
+
+def fsck_purges(ctx: typer.Context, against: str | None, json_out: bool) -> None:
+    """`fsck --purges`: prove every purge; exit 1 unless all are proven."""
+    from zarrlake.repo import Repo
+
+    opts = options(ctx)
+    repo = opts.open()
+    other = None
+    if against is not None:
+        other = Repo.open(against, storage_options=opts.storage_options or None)
+    problems = [str(p) for p in repo.fsck(purges=True, against=other)]
+    records = repo.purges()
+    if json_out:
+        print_json({"ok": not problems, "purges": [r.id for r in records], "problems": problems})
+    elif problems:
+        console.print(f"[red]{len(problems)} problem(s) found[/] in {len(records)} purge(s):")
+        for p in problems:
+            console.print(f"  {p}", markup=False)
+    else:
+        digests = sum(r.digests for r in records)
+        console.print(
+            f"[green]ok[/]: {len(records)} purge(s) proven; no purged object or range "
+            f"({digests} digest(s)) holds its bytes"
+        )
+    if problems:
         raise typer.Exit(1)
 
 

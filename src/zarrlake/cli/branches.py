@@ -6,7 +6,15 @@ from typing import Annotated
 
 import typer
 
-from zarrlake.cli.context import PANEL_REFS, console, escape, options, print_json
+from zarrlake.cli.context import (
+    PANEL_REFS,
+    console,
+    deprecated,
+    escape,
+    options,
+    print_json,
+    usage_line,
+)
 from zarrlake.present import short
 
 branch_app = typer.Typer(
@@ -116,11 +124,14 @@ def branch_delete(
         )
 
 
-@branch_app.command("protect")
+@branch_app.command("protect", cls=usage_line("{PATTERN}"))
 def branch_protect(
     ctx: typer.Context,
     pattern: Annotated[
-        str | None, typer.Argument(help="Branch name or glob (release/*); none: list rules.")
+        str | None,
+        typer.Argument(
+            metavar="PATTERN", help="Branch name or glob (release/*).", show_default=False
+        ),
     ] = None,
     allow_direct_commits: Annotated[
         bool, typer.Option(help="Let sessions commit to it directly (not only merges).")
@@ -135,30 +146,50 @@ def branch_protect(
     dismiss_stale_approvals: Annotated[
         bool, typer.Option(help="Approvals stop counting when the source branch moves.")
     ] = False,
+    allow_squash: Annotated[
+        bool, typer.Option(help="Let the branch's history be squashed (zarrlake squash).")
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Protect branches matching PATTERN: sessions cannot commit to them directly (merge,
-    revert or reset instead) and they cannot be deleted, unless allowed. Without PATTERN,
-    list the rules.
+    revert or reset instead), they cannot be deleted and their history cannot be squashed,
+    unless allowed. `branch protections` lists the rules.
 
     Example: zarrlake -r ./myrepo branch protect main
     """
-    repo = options(ctx).open()
-    if pattern is not None:
-        repo.protect_branch(
-            pattern,
-            allow_direct_commits=allow_direct_commits,
-            allow_delete=allow_delete,
-            require_pull_request=require_pull_request,
-            required_approvals=required_approvals,
-            dismiss_stale_approvals=dismiss_stale_approvals,
-        )
-    rules = repo.protected_branches()
-    if json_out:
-        print_json(rules if pattern is None else {pattern: rules[pattern]})
+    if pattern is None:  # the old way to list the rules
+        deprecated("branch protect", "zarrlake branch protections")
+        _protections(ctx, json_out)
         return
-    if pattern is not None:
-        console.print(f"Protected [bold]{escape(pattern)}[/]")
+    repo = options(ctx).open()
+    repo.protect_branch(
+        pattern,
+        allow_direct_commits=allow_direct_commits,
+        allow_delete=allow_delete,
+        require_pull_request=require_pull_request,
+        required_approvals=required_approvals,
+        dismiss_stale_approvals=dismiss_stale_approvals,
+        allow_squash=allow_squash,
+    )
+    if json_out:
+        print_json({pattern: repo.list_protected_branches()[pattern]})
+        return
+    console.print(f"Protected [bold]{escape(pattern)}[/]")
+
+
+@branch_app.command("protections")
+def branch_protections(ctx: typer.Context, json_out: JsonOpt = False) -> None:
+    """List the branch protection rules: what each pattern allows.
+
+    Example: zarrlake -r ./myrepo branch protections --json
+    """
+    _protections(ctx, json_out)
+
+
+def _protections(ctx: typer.Context, json_out: bool) -> None:
+    rules = options(ctx).open().list_protected_branches()
+    if json_out:
+        print_json(rules)
         return
     if not rules:
         console.print("(no protected branches)")
@@ -166,7 +197,7 @@ def branch_protect(
     from rich.table import Table
 
     table = Table(box=None, show_header=True, header_style="bold")
-    for col in ("pattern", "direct commits", "delete", "pull requests"):
+    for col in ("pattern", "direct commits", "delete", "pull requests", "squash"):
         table.add_column(col)
     for name, rule in rules.items():
         yes = {True: "allowed", False: "refused"}
@@ -175,6 +206,7 @@ def branch_protect(
             yes[rule["allow_direct_commits"]],
             yes[rule["allow_delete"]],
             _pull_request_rule(rule),
+            yes[bool(rule.get("allow_squash"))],
         )
     console.print(table)
 

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 
-from zarrlake.cli.context import PANEL_REFS, console, escape, options, print_json
-from zarrlake.errors import InvalidInputError
+from zarrlake.cli.context import PANEL_REFS, console, escape, options, print_json, usage_error
 
 check_app = typer.Typer(
     help="Declare, list, run and remove checks: rules every commit, merge, revert or reset "
@@ -19,7 +18,18 @@ check_app = typer.Typer(
 )
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print as JSON.")]
 
-FIELDS = {
+Kind = Literal[
+    "max-nan-fraction",
+    "value-range",
+    "monotonic",
+    "required-attrs",
+    "schema-unchanged",
+    "max-changed-chunks",
+    "no-deleted-chunks",
+    "custom",
+]
+"""The kinds `check add --kind` takes (a choice: anything else is a usage error)."""
+FIELDS: dict[Kind, set[str]] = {
     "max-nan-fraction": {"array", "fraction"},
     "value-range": {"array", "min", "max"},
     "monotonic": {"coord", "step"},
@@ -33,29 +43,28 @@ FIELDS = {
 FLAG = {"names": "--attr", "append_dims": "--append-dim", "entry_point": "--entry-point"}
 
 
-def build(kind: str, flags: dict[str, Any], json_params: str | None) -> Any:
-    """The check `kind` with the given flags and JSON parameters; InvalidInputError naming
-    a flag the kind does not take, or malformed JSON."""
+def build(kind: Kind, flags: dict[str, Any], json_params: str | None) -> Any:
+    """The check `kind` with the given flags and JSON parameters; a usage error naming a
+    flag the kind does not take, or malformed JSON (the check's own validation refuses bad
+    values with InvalidInputError)."""
     from zarrlake.vc.checks.kinds import check_from_json
 
-    if kind not in FIELDS:
-        raise InvalidInputError(f"unknown check kind {kind!r} (kinds: {', '.join(FIELDS)})")
     given = {k: v for k, v in flags.items() if v not in (None, [], ())}
     wrong = sorted(set(given) - FIELDS[kind])
     if wrong:
         shown = ", ".join(FLAG.get(w, f"--{w}") for w in wrong)
-        raise InvalidInputError(f"kind {kind!r} does not take {shown}")
+        raise usage_error(f"kind {kind!r} does not take {shown}")
     params: dict[str, Any] = {}
     if json_params is not None:
         try:
             params = json.loads(json_params)
         except ValueError as e:
-            raise InvalidInputError(f"--json-params is not valid JSON: {e}") from None
+            raise usage_error(f"--json-params is not valid JSON: {e}") from None
         if not isinstance(params, dict):
-            raise InvalidInputError("--json-params must be a JSON object")
+            raise usage_error("--json-params must be a JSON object")
     if kind == "custom":
         if "entry_point" not in given:
-            raise InvalidInputError("kind 'custom' needs --entry-point NAME")
+            raise usage_error("kind 'custom' needs --entry-point NAME")
         return check_from_json(
             {"kind": kind, "entry_point": given["entry_point"], "params": params}
         )
@@ -73,9 +82,7 @@ def rule_json(rule: Any) -> dict:
 def check_add(
     ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="The check's name (letters, digits, - _ .).")],
-    kind: Annotated[
-        str, typer.Option("--kind", help=f"One of: {', '.join(FIELDS)}.", show_default=False)
-    ],
+    kind: Annotated[Kind, typer.Option("--kind", help="What it checks.", show_default=False)],
     branch: Annotated[
         list[str] | None,
         typer.Option("--branch", help="A branch name or glob it guards (repeat; default main)."),
@@ -178,7 +185,9 @@ def check_remove(
 @check_app.command("run")
 def check_run(
     ctx: typer.Context,
-    ref: Annotated[str, typer.Argument(help="The commit to check (branch, tag, id).")] = "main",
+    ref: Annotated[
+        str, typer.Argument(metavar="REF", help="The commit to check (branch, tag, id).")
+    ] = "main",
     base: Annotated[
         str | None, typer.Option(help="Check the change from this ref (default: REF's parent).")
     ] = None,
@@ -195,7 +204,7 @@ def check_run(
 
     Example: zarrlake -r ./myrepo check run day-2024-01-01 --base main
     """
-    results = options(ctx).open().run_checks(ref, base, name, reuse=not again)
+    results = options(ctx).open().run_checks(ref, base=base, names=name, reuse=not again)
     if json_out:
         print_json([r.to_json() for r in results])
     elif not results:

@@ -1,22 +1,25 @@
-"""Looking at data: ls (the group/array tree) and cat (a small slice of an array)."""
+"""Looking at data and arranging it: ls (the group/array tree), cat (a small slice of an
+array) and mv (move or rename a group or array)."""
 
 from __future__ import annotations
 
 import json
 import math
-from typing import Annotated
+from typing import Annotated, NamedTuple
 
 import typer
 
 from zarrlake.cli.context import (
     PANEL_DATA,
+    REF_HELP,
     AsOfOpt,
     RefArg,
     console,
     escape,
     options,
-    parse_when,
     print_json,
+    usage_error,
+    usage_line,
 )
 from zarrlake.errors import InvalidInputError, NotFoundError
 
@@ -56,7 +59,7 @@ def ls(
     """
     from zarrlake.format.snapshot import is_meta_key, node_path
 
-    session = options(ctx).open().readonly_session(ref, as_of=parse_when(as_of))
+    session = options(ctx).open().readonly_session(ref, as_of=as_of)
     root = path.strip("/")
     docs = {node_path(k): v for k, v in session.metadata_documents().items()}
     nodes = [node_info(p, d) for p, d in sorted(docs.items()) if _under(p, root)]
@@ -103,8 +106,16 @@ def _describe(n: dict) -> str:
     )
 
 
-def parse_slice(text: str, ndim: int) -> tuple:
-    """'0:10,5' -> (slice(0, 10), 5); '...' and ':' allowed; at most one item per dimension."""
+class Selection(NamedTuple):
+    """A `--slice` as written and as parsed: numpy-style items, '...' as Ellipsis."""
+
+    text: str
+    items: tuple
+
+
+def parse_selection(text: str) -> Selection:
+    """'0:10,5' -> (slice(0, 10), 5); '...' and ':' allowed. A usage error when it does not
+    parse (whether it fits the array is checked against the array: `fit_selection`)."""
 
     def integer(s: str) -> int | None:
         s = s.strip()
@@ -113,7 +124,7 @@ def parse_slice(text: str, ndim: int) -> tuple:
         try:
             return int(s)
         except ValueError:
-            raise InvalidInputError(
+            raise usage_error(
                 f"bad slice {text!r}: {s!r} is not an integer (use e.g. '0:10,5')"
             ) from None
 
@@ -125,59 +136,84 @@ def parse_slice(text: str, ndim: int) -> tuple:
         elif ":" in part:
             bits = part.split(":")
             if len(bits) > 3:
-                raise InvalidInputError(f"bad slice {text!r}: {part!r} has too many ':'")
+                raise usage_error(f"bad slice {text!r}: {part!r} has too many ':'")
             step = integer(bits[2]) if len(bits) == 3 else None
             if step is not None and step <= 0:
-                raise InvalidInputError(f"bad slice {text!r}: step must be positive")
+                raise usage_error(f"bad slice {text!r}: step must be positive")
             items.append(slice(integer(bits[0]), integer(bits[1]), step))
         else:
             value = integer(part)
             if value is None:
-                raise InvalidInputError(f"bad slice {text!r}: empty item (use ':' for all)")
+                raise usage_error(f"bad slice {text!r}: empty item (use ':' for all)")
             items.append(value)
     if items.count(Ellipsis) > 1:
-        raise InvalidInputError(f"bad slice {text!r}: more than one '...'")
+        raise usage_error(f"bad slice {text!r}: more than one '...'")
+    return Selection(text, tuple(items))
+
+
+def fit_selection(selection: Selection, ndim: int) -> tuple:
+    """The selection's items, checked against an array of `ndim` dimensions (refused,
+    InvalidInputError, with more items than dimensions)."""
+    items = selection.items
     if len([i for i in items if i is not Ellipsis]) > ndim:
         raise InvalidInputError(
-            f"bad slice {text!r}: {len(items)} items for an array with {ndim} dimension(s)"
+            f"bad slice {selection.text!r}: {len(items)} items for an array with {ndim} "
+            "dimension(s)"
         )
-    return tuple(items)
+    return items
+
+
+CAT_WORDS = "[REF] {ARRAY}"
 
 
 def cat(
     ctx: typer.Context,
-    ref: RefArg,
-    array: Annotated[str, typer.Argument(help="Array path, e.g. weather/t2m.")],
-    slice_text: Annotated[
+    first: Annotated[
         str | None,
-        typer.Option("--slice", help="numpy-style selection, e.g. '0:10,5' (default: a corner)."),
+        typer.Argument(metavar="[REF]", help=f"Default main. {REF_HELP}", show_default=False),
+    ] = None,
+    second: Annotated[
+        str | None,
+        typer.Argument(metavar="ARRAY", help="Array path, e.g. weather/t2m.", show_default=False),
+    ] = None,
+    selection: Annotated[
+        Selection | None,
+        typer.Option(
+            "--slice",
+            metavar="SLICE",
+            parser=parse_selection,
+            help="numpy-style selection, e.g. '0:10,5' (default: a corner).",
+        ),
     ] = None,
     as_of: AsOfOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Print a small slice of ARRAY as it is at REF.
+    """Print a small slice of ARRAY as it is at REF (default main).
 
     Example: zarrlake -r ./myrepo cat v1.0 weather/t2m --slice "0:2,0:3,5"
     """
     import numpy as np
     import zarr
 
-    session = options(ctx).open().readonly_session(ref, as_of=parse_when(as_of))
+    if first is None:
+        raise usage_error("Missing argument 'ARRAY'.")
+    ref, array = ("main", first) if second is None else (first, second)
+    session = options(ctx).open().readonly_session(ref, as_of=as_of)
     path = array.strip("/")
     doc = session.metadata_documents().get(f"{path}/zarr.json" if path else "zarr.json")
     if doc is None or json.loads(doc).get("node_type") != "array":
         raise NotFoundError(f"no array {path!r} at {ref!r}")
     arr = zarr.open_array(session.store, path=path, mode="r")
-    if slice_text is None:
-        selection = tuple(slice(0, min(n, 10)) for n in arr.shape)
+    if selection is None:
+        items = tuple(slice(0, min(n, 10)) for n in arr.shape)
         shown = ",".join(f"0:{min(n, 10)}" for n in arr.shape)
     else:
-        selection = parse_slice(slice_text, arr.ndim)
-        shown = slice_text
+        items = fit_selection(selection, arr.ndim)
+        shown = selection.text
     try:
         count = math.prod(
             len(range(*s.indices(n))) if isinstance(s, slice) else 1
-            for s, n in zip(_expand(selection, arr.ndim), arr.shape, strict=True)
+            for s, n in zip(_expand(items, arr.ndim), arr.shape, strict=True)
         )
     except (TypeError, ValueError) as e:
         raise InvalidInputError(f"bad slice {shown!r}: {e}") from None
@@ -186,7 +222,7 @@ def cat(
             f"slice {shown!r} selects {count} values; cat prints at most {MAX_CAT_VALUES}"
         )
     try:
-        values = np.asarray(arr[selection])
+        values = np.asarray(arr[items])
     except IndexError as e:
         raise InvalidInputError(f"bad slice {shown!r} for shape {arr.shape}: {e}") from None
     except Exception as e:  # a codec's error: a virtual chunk's source may have changed
@@ -225,7 +261,37 @@ def _expand(selection: tuple, ndim: int) -> tuple:
     return selection + (slice(None),) * (ndim - len(selection))
 
 
+def mv(
+    ctx: typer.Context,
+    src: Annotated[str, typer.Argument(help="The group or array to move.")],
+    dst: Annotated[str, typer.Argument(help="Its new path (its parent group must exist).")],
+    message: Annotated[str | None, typer.Option("-m", "--message", help="Commit message.")] = None,
+    branch: Annotated[str, typer.Option(help="The branch to commit the move on.")] = "main",
+    author: Annotated[str | None, typer.Option(help="Author of the commit.")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Move (rename) SRC, with everything below it, to DST in one commit on a branch. No
+    chunk is copied: the commit points at the same bytes under their new keys.
+
+    Example: zarrlake -r ./myrepo mv temperature t2m -m "Rename temperature to t2m"
+    """
+    repo = options(ctx).open()
+    text = message if message is not None else f"Move {src.strip('/')} to {dst.strip('/')}"
+    with repo.create_session(branch, message=text, author=author) as session:
+        session.move(src, dst)
+        cid = session.commit()
+    if json_out:
+        print_json({"branch": branch, "commit": cid, "from": src.strip("/"), "to": dst.strip("/")})
+        return
+    console.print(
+        f"{escape(branch)}: moved {escape(src.strip('/'))} to {escape(dst.strip('/'))} in "
+        f"[yellow]{cid[:12]}[/]",
+        highlight=False,
+    )
+
+
 def register(app: typer.Typer) -> None:
-    """Add `ls` and `cat` to the command line."""
+    """Add `ls`, `cat` and `mv` to the command line."""
     app.command(rich_help_panel=PANEL_DATA)(ls)
-    app.command(rich_help_panel=PANEL_DATA)(cat)
+    app.command(rich_help_panel=PANEL_DATA, cls=usage_line(CAT_WORDS))(cat)
+    app.command(rich_help_panel=PANEL_DATA)(mv)

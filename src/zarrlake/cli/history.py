@@ -10,17 +10,22 @@ import typer
 from zarrlake.cli.context import (
     PANEL_HISTORY,
     PANEL_REFS,
+    REF_HELP,
     AsOfOpt,
     RefArg,
-    RefOpt,
     console,
+    deprecated,
     escape,
+    is_coords,
     options,
-    parse_when,
+    parse_coords,
     print_json,
+    renamed_option,
+    usage_error,
+    usage_line,
     when,
 )
-from zarrlake.present import diff_rows, short
+from zarrlake.present import diff_rows, short, subject
 from zarrlake.vc.policies import ConflictPolicy, FastForward
 
 if TYPE_CHECKING:
@@ -54,7 +59,8 @@ def print_diff(d: Diff) -> None:
     table.add_column("chunks deleted", justify="right")
     colour = {"added": "green", "deleted": "red", "metadata changed": "yellow", "data": ""}
     for p, s, w, x in rows:
-        table.add_row(escape(p), f"[{colour[s]}]{s}[/]" if colour[s] else s, str(w), str(x))
+        hue = colour.get(s, "cyan")  # "moved from OLD"
+        table.add_row(escape(p), f"[{hue}]{escape(s)}[/]" if hue else s, str(w), str(x))
     console.print(table)
     for path in sorted(d.metadata_changed):
         for line in d.metadata_lines(path):
@@ -142,20 +148,38 @@ def log(
         bool, typer.Option("--graph", help="Follow every parent and draw merges.")
     ] = False,
     as_of: AsOfOpt = None,
+    path: Annotated[
+        str | None,
+        typer.Option("--path", help="Only commits that changed this group or array (or below)."),
+    ] = None,
+    follow: Annotated[
+        str | None,
+        typer.Option(
+            "--follow",
+            metavar="PATH",
+            help="As --path, following the node back across its moves (renames).",
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Show the commits reachable from REF along first parents, newest first (--graph: all
-    parents, drawn as a graph). Where `expire` ended the history, says so.
+    parents, drawn as a graph; --path/--follow: those that changed one node). Where `expire`
+    ended the history, says so.
 
-    Example: zarrlake -r ./myrepo log main --limit 5 --json
+    Example: zarrlake -r ./myrepo log main --limit 5 --json; zarrlake log --follow t2m
     """
+    if path is not None and follow is not None:
+        raise usage_error("give --path or --follow, not both")
+    if graph and (path is not None or follow is not None):
+        raise usage_error("--graph shows every commit: it does not take --path or --follow")
     repo = options(ctx).open()
-    head = repo.resolve(ref, as_of=parse_when(as_of))
+    head = repo.resolve(ref, as_of=as_of)
+    node = follow if follow is not None else path
     if graph:
         commits, ends = graph_order(repo, head, limit)
     else:
-        commits = repo.log(head, limit=limit)
-        end = history_end(repo, commits, limit)
+        commits = repo.log(head, limit=limit, path=node, follow=follow is not None)
+        end = history_end(repo, commits, limit) if node is None else None
         ends = {commits[-1].parent_ids[0]: end} if end else {}
     if json_out:
         print_json([c.to_json() for c in commits])
@@ -166,15 +190,17 @@ def log(
                 console.print(prefix, highlight=False, markup=False)
             else:
                 merge = " [magenta](merge)[/]" if len(c.parent_ids) > 1 else ""
+                line = escape(subject(c.message))
                 console.print(
-                    f"{escape(prefix)} [yellow]{short(c.id)}[/]{merge} {escape(c.message)}",
+                    f"{escape(prefix)} [yellow]{short(c.id)}[/]{merge} {line}",
                     highlight=False,
                 )
     else:
         from rich.table import Table
 
         table = Table(box=None, header_style="bold")
-        for col in ("commit", "time", "author", "message"):
+        named = follow is not None
+        for col in ("commit", "time", "author", *(["path"] if named else []), "message"):
             table.add_column(col)
         for c in commits:
             merge = " [magenta](merge)[/]" if len(c.parent_ids) > 1 else ""
@@ -182,7 +208,8 @@ def log(
                 f"[yellow]{short(c.id)}[/]{merge}",
                 when(c.timestamp),
                 escape(c.author or "-"),
-                escape(c.message),
+                *([escape(c.path or "/")] if named else []),
+                escape(subject(c.message)),
             )
         console.print(table)
     for note in ends.values():
@@ -191,16 +218,16 @@ def log(
 
 def show(
     ctx: typer.Context,
-    ref: RefArg,
+    ref: RefArg = "main",
     as_of: AsOfOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Show one commit's details and the changes it made to its (first) parent.
+    """Show one commit (REF's, default main) and the changes it made to its (first) parent.
 
     Example: zarrlake -r ./myrepo show v1.0
     """
     repo = options(ctx).open()
-    commit = repo.commit_info(repo.resolve(ref, as_of=parse_when(as_of)))
+    commit = repo.commit_info(repo.resolve(ref, as_of=as_of))
     changes = repo.commit_changes(commit.id)
     if json_out:
         print_json({"commit": commit.to_json(), "changes": diff_json(changes)})
@@ -219,6 +246,8 @@ def show(
     console.print(f"author:  {escape(commit.author or '-')}")
     console.print(f"date:    {when(commit.timestamp)}")
     console.print(f"session: {commit.session_id or '-'}")
+    for key, value in sorted(commit.metadata.items()):
+        console.print(f"{escape(key)}: {escape(value)}", highlight=False)
     console.print(f"\n    {escape(commit.message)}\n")
     if len(shown) > 1:
         console.print("changes against the first parent:")
@@ -238,8 +267,7 @@ def diff(
     Example: zarrlake -r ./myrepo diff v1.0 main --json
     """
     repo = options(ctx).open()
-    at = parse_when(as_of)
-    d = repo.diff(repo.resolve(from_ref, as_of=at), repo.resolve(to_ref, as_of=at))
+    d = repo.diff(repo.resolve(from_ref, as_of=as_of), repo.resolve(to_ref, as_of=as_of))
     if json_out:
         print_json(diff_json(d))
         return
@@ -249,26 +277,35 @@ def diff(
 def merge(
     ctx: typer.Context,
     source: Annotated[str, typer.Argument(help="Branch, tag or commit to merge in.")],
-    into: Annotated[str, typer.Option(help="The branch that receives the merge.")] = "main",
+    target: Annotated[
+        str | None, typer.Option(help="The branch that receives the merge (default main).")
+    ] = None,
     message: Annotated[str | None, typer.Option("-m", "--message", help="Merge message.")] = None,
     author: Annotated[str | None, typer.Option(help="Author of the merge commit.")] = None,
     on_conflict: Annotated[
         ConflictPolicy,
-        typer.Option(help="fail | ours (into wins) | theirs (source wins), per chunk."),
+        typer.Option(help="fail | ours (the target wins) | theirs (source wins), per chunk."),
     ] = "fail",
     ff: Annotated[
         FastForward, typer.Option("--ff", help="allow | never (always a merge commit) | only.")
     ] = "allow",
+    into: Annotated[str | None, typer.Option(hidden=True, help="Deprecated: --target.")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Merge SOURCE into a branch: three-way, per chunk, against their merge base.
 
-    Example: zarrlake -r ./myrepo merge dev --into main -m "bring dev in"
+    Example: zarrlake -r ./myrepo merge dev --target main -m "bring dev in"
     """
+    into = str(renamed_option(target, into, "--target", "--into") or "main")
     repo = options(ctx).open()
     before = repo.resolve(into)
     cid = repo.merge(
-        source, into, message=message, author=author, on_conflict=on_conflict, fast_forward=ff
+        source,
+        target=into,
+        message=message,
+        author=author,
+        on_conflict=on_conflict,
+        fast_forward=ff,
     )
     commit = repo.commit_info(cid)
     kind = (
@@ -283,22 +320,28 @@ def merge(
 def revert(
     ctx: typer.Context,
     commit: Annotated[str, typer.Argument(help="The commit to undo.")],
-    branch: Annotated[str, typer.Option(help="Branch to commit the revert on.")] = "main",
+    target: Annotated[
+        str | None, typer.Option(help="The branch to commit the revert on (default main).")
+    ] = None,
     message: Annotated[str | None, typer.Option("-m", "--message", help="Message.")] = None,
     author: Annotated[str | None, typer.Option(help="Author of the revert commit.")] = None,
     allow_empty: Annotated[
         bool, typer.Option("--allow-empty", help="Commit even if the revert changes nothing.")
     ] = False,
+    branch: Annotated[str | None, typer.Option(hidden=True, help="Deprecated: --target.")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Make a new commit on a branch undoing COMMIT's changes (later commits stay). A revert
     that would change nothing makes no commit and exits 1, unless --allow-empty.
 
-    Example: zarrlake -r ./myrepo revert main~2 --branch main
+    Example: zarrlake -r ./myrepo revert main~2 --target main
     """
+    branch = str(renamed_option(target, branch, "--target", "--branch") or "main")
     repo = options(ctx).open()
     target = repo.resolve(commit)
-    cid = repo.revert(target, branch, message=message, author=author, allow_empty=allow_empty)
+    cid = repo.revert(
+        target, target=branch, message=message, author=author, allow_empty=allow_empty
+    )
     if json_out:
         print_json({"branch": branch, "commit": cid, "reverted": target})
         return
@@ -327,27 +370,106 @@ def reset(
     console.print(f"{escape(branch)}: {short(before)} -> [yellow]{short(cid)}[/]")
 
 
+def squash(
+    ctx: typer.Context,
+    branch: Annotated[str, typer.Argument(help="The branch whose history is squashed.")],
+    since: Annotated[
+        str, typer.Option(help="The commit kept: everything after it becomes one commit.")
+    ],
+    message: Annotated[str | None, typer.Option("-m", "--message", help="Message.")] = None,
+    author: Annotated[str | None, typer.Option(help="Author of the new commit.")] = None,
+    allow_merges: Annotated[
+        bool, typer.Option("--allow-merges", help="Squash across merge commits.")
+    ] = False,
+    allow_tags: Annotated[
+        bool, typer.Option("--allow-tags", help="Squash commits that tags point at.")
+    ] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Replace BRANCH's first-parent history after --since with one commit of the same tree
+    (compare-and-swap: a commit landing meanwhile makes it fail, changing nothing).
+    `zarrlake gc` later reclaims what only the squashed commits held.
+
+    Example: zarrlake -r ./myrepo squash ingest --since v1 -m "Days 1-30"
+    """
+    repo = options(ctx).open()
+    before, kept = repo.resolve(branch), repo.resolve(since)
+    cid = repo.squash(
+        branch,
+        since=kept,
+        message=message,
+        author=author,
+        allow_merges=allow_merges,
+        allow_tags=allow_tags,
+    )
+    if json_out:
+        print_json({"branch": branch, "commit": cid, "previous": before, "since": kept})
+        return
+    console.print(
+        f"{escape(branch)}: squashed {short(kept)}..{short(before)} into [yellow]{short(cid)}[/]"
+    )
+
+
+BLAME_WORDS = "[REF] {ARRAY} {COORD}..."
+
+
+def blame_words(words: list[str]) -> tuple[str | None, str, tuple[int, ...]]:
+    """(ref or None, array, chunk coordinates) from `blame`'s words: the coordinates are the
+    trailing words written as coordinates (9,1,2 or 9 1 2), the array the word before them,
+    and the ref the word before that, if there is one."""
+    cut = len(words)
+    while cut > 0 and is_coords(words[cut - 1]):
+        cut -= 1
+    if cut == len(words):  # no coordinates at the end
+        if len(words) > 2:
+            parse_coords(words[-1:])  # names the word that is not coordinates
+        raise usage_error("Missing argument 'COORD...': the chunk's coordinates, e.g. 9,1,2.")
+    if cut == 0:
+        raise usage_error("Missing argument 'ARRAY'.")
+    if cut > 2:
+        extra = " ".join(words[: cut - 2])
+        raise usage_error(f"Got unexpected extra argument(s) ({extra}): write {BLAME_WORDS}")
+    return (words[0] if cut == 2 else None), words[cut - 1], parse_coords(words[cut:])
+
+
 def blame(
     ctx: typer.Context,
-    array: Annotated[str, typer.Argument(help="Array path, e.g. weather/t2m.")],
-    coords: Annotated[list[int], typer.Argument(help="Chunk coordinates, e.g. 1 0.")],
-    ref: RefOpt = "main",
+    words: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="[REF] ARRAY COORD...",
+            help=f"REF (default main): {REF_HELP} ARRAY: the array's path, e.g. weather/t2m. "
+            "COORD: the chunk's coordinates, 9,1,2 or 9 1 2.",
+            show_default=False,
+        ),
+    ],
+    ref_option: Annotated[
+        str | None, typer.Option("--ref", metavar="REF", hidden=True, help="Deprecated: REF.")
+    ] = None,
     as_of: AsOfOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Show the commit that last wrote one chunk of an array.
+    """Show the commit that last wrote one chunk of an array, at REF (default main).
 
-    Example: zarrlake -r ./myrepo blame weather/t2m 1 0 --ref main
+    Example: zarrlake -r ./myrepo blame main weather/t2m 9,1,2
     """
+    ref, array, coords = blame_words(words)
+    if ref_option is not None:
+        if ref is not None:
+            raise usage_error(f"give the ref once: {ref!r} or --ref {ref_option!r}", "--ref")
+        ref = ref_option
+        where = " ".join([ref, array, ",".join(map(str, coords))])
+        deprecated("blame ARRAY COORD... --ref REF", f"zarrlake blame {where}")
+    ref = ref or "main"
     repo = options(ctx).open()
-    c = repo.blame(array, tuple(coords), ref=repo.resolve(ref, as_of=parse_when(as_of)))
+    c = repo.blame(array, coords, ref=repo.resolve(ref, as_of=as_of))
     if json_out:
         print_json({"array": array, "chunk": list(coords), "commit": c.to_json()})
         return
     where = ",".join(map(str, coords))
     console.print(
         f"{escape(array)} chunk ({where}): [yellow]{short(c.id)}[/] {when(c.timestamp)} "
-        f"{escape(c.author or '-')}  {escape(c.message)}",
+        f"{escape(c.author or '-')}  {escape(subject(c.message))}",
         highlight=False,
     )
 
@@ -379,4 +501,5 @@ def register(app: typer.Typer) -> None:
     app.command("merge-base", rich_help_panel=PANEL_REFS)(merge_base)
     app.command(rich_help_panel=PANEL_REFS)(revert)
     app.command(rich_help_panel=PANEL_REFS)(reset)
-    app.command(rich_help_panel=PANEL_HISTORY)(blame)
+    app.command(rich_help_panel=PANEL_REFS)(squash)
+    app.command(rich_help_panel=PANEL_HISTORY, cls=usage_line(BLAME_WORDS))(blame)

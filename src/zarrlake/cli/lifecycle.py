@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Annotated
 
 import typer
 
-from zarrlake.cli.context import PANEL_MAINTENANCE, console, options, parse_duration, print_json
+from zarrlake.cli.context import (
+    PANEL_MAINTENANCE,
+    console,
+    duration_option,
+    duration_text,
+    options,
+    print_json,
+)
 from zarrlake.present import short
 
 PHASES = {
@@ -69,11 +77,8 @@ class Bars:
 def gc(
     ctx: typer.Context,
     older_than: Annotated[
-        str,
-        typer.Option(
-            "--older-than", help="Grace period: only garbage known for this long (e.g. 1h, 0s)."
-        ),
-    ] = "1h",
+        timedelta, duration_option("Grace period: only garbage known for this long", default="1h")
+    ] = timedelta(hours=1),
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Report what would be deleted; delete nothing.")
     ] = False,
@@ -87,12 +92,11 @@ def gc(
 
     Example: zarrlake -r ./myrepo gc --older-than 1h --dry-run
     """
-    grace = parse_duration(older_than)
     repo = options(ctx).open()
     with Bars(not json_out) as bars:
-        report = repo.gc(grace, dry_run=dry_run, full=full, progress=bars)
+        report = repo.gc(older_than, dry_run=dry_run, full=full, progress=bars)
     if json_out:
-        print_json(report.to_dict())
+        print_json(report.to_json())
         return
     verb = "would delete" if dry_run else "deleted"
     from rich.table import Table
@@ -111,16 +115,14 @@ def gc(
     )
     console.print(
         f"  sessions expired: {report.sessions_expired}, staged records deleted: "
-        f"{report.staged_records_deleted}, garbage younger than {older_than}: "
+        f"{report.staged_records_deleted}, garbage younger than {duration_text(older_than)}: "
         f"{report.candidates_pending}, deferred (commit in progress): {report.deferred}"
     )
 
 
 def expire(
     ctx: typer.Context,
-    older_than: Annotated[
-        str, typer.Option("--older-than", help="Expire commits older than this (e.g. 30d).")
-    ],
+    older_than: Annotated[timedelta, duration_option("Expire commits older than this")],
     branch: Annotated[
         list[str] | None,
         typer.Option("--branch", help="Only this branch's history (repeatable; default all)."),
@@ -132,15 +134,18 @@ def expire(
 
     Example: zarrlake -r ./myrepo expire --older-than 30d --branch main
     """
-    cutoff = parse_duration(older_than)
     repo = options(ctx).open()
-    report = repo.expire(cutoff, branches=branch or None)
+    report = repo.expire(older_than, branches=branch or None)
     if json_out:
-        print_json(report.to_dict())
+        print_json(report.to_json())
         return
     console.print(f"expired {report.commits_expired} commit(s) older than {report.cutoff}")
     for name, cid in sorted(report.oldest_retained.items()):
         console.print(f"  {name}: history now ends at {short(cid)}")
+    if report.kept:
+        console.print(f"kept {len(report.kept)} commit(s) older than that, because:")
+        for reason, count in report.reasons():
+            console.print(f"  {count} {reason}", markup=False)
 
 
 def register(app: typer.Typer) -> None:

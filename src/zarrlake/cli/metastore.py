@@ -49,7 +49,7 @@ def copy(
     repo = options(ctx).open()
     report = repo.copy_metastore(to, switch=not no_switch, replace=replace)
     if json_out:
-        print_json(report.to_dict())
+        print_json(report.to_json())
         return
     console.print(
         f"copied {report.refs} ref(s), {report.sessions} session record(s), "

@@ -2,26 +2,39 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 
-from zarrlake.cli.context import PANEL_REFS, console, escape, options, print_json
+from zarrlake.cli.context import PANEL_REFS, console, escape, options, print_json, renamed_option
 from zarrlake.present import short
 
 pr_app = typer.Typer(
     help="Pull requests: propose a branch for merging, review it, merge it once the target's "
     "rules and checks pass (default: list the open ones).\n\n"
-    "Example: zarrlake -r ./myrepo pr create ingest/day1 --into main --title 'Day 1'",
+    "Example: zarrlake -r ./myrepo pr create ingest/day1 --target main --title 'Day 1'",
     invoke_without_command=True,
     no_args_is_help=False,
 )
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print as JSON.")]
 IdArg = Annotated[str, typer.Argument(help="The pull request's number (12 or #12).")]
-ByOpt = Annotated[str | None, typer.Option("--by", help="Who does it (a name).")]
-ByRequired = Annotated[str, typer.Option("--by", help="Who reviews (a name).")]
-STATES = ("open", "merging", "merged", "closed", "all")
+AuthorOpt = Annotated[str | None, typer.Option("--author", help="Who does it (a name).")]
+ByOpt = Annotated[str | None, typer.Option("--by", hidden=True, help="Deprecated: --author.")]
+
+
+def _author(author: str | None, by: str | None, required: bool = False) -> str | None:
+    """Who acts: --author, or its deprecated old name --by; a usage error when required and
+    neither is given."""
+    who = renamed_option(author, by, "--author", "--by")
+    if required and who is None:
+        raise typer.BadParameter("give --author: who reviews (a name)")
+    return None if who is None else str(who)
+
+
+State = Literal["open", "merging", "merged", "closed", "all"]
+"""What `pr list --state` takes (a choice: anything else is a usage error)."""
+StateOpt = Annotated[State, typer.Option(help="Which pull requests: all, or those in a state.")]
 
 
 def _open(ctx: typer.Context, pr_id: str) -> Any:
@@ -35,9 +48,7 @@ def _summary(pr: Any, json_out: bool, verb: str) -> None:
         console.print(f"{verb} pull request [bold]#{pr.id}[/] ({escape(pr.state)})")
 
 
-def _list(ctx: typer.Context, state: str, json_out: bool) -> None:
-    if state not in STATES:
-        raise typer.BadParameter(f"--state must be one of {', '.join(STATES)}, not {state!r}")
+def _list(ctx: typer.Context, state: State, json_out: bool) -> None:
     prs = options(ctx).open().list_pull_requests(None if state == "all" else state)
     if json_out:
         print_json([p.to_json(checks=False) for p in prs])
@@ -61,7 +72,7 @@ def _list(ctx: typer.Context, state: str, json_out: bool) -> None:
 @pr_app.callback()
 def _pr_default(
     ctx: typer.Context,
-    state: Annotated[str, typer.Option(help="open, merging, merged, closed or all.")] = "open",
+    state: StateOpt = "open",
     json_out: JsonOpt = False,
 ) -> None:
     if ctx.invoked_subcommand is None:
@@ -71,7 +82,7 @@ def _pr_default(
 @pr_app.command("list")
 def pr_list(
     ctx: typer.Context,
-    state: Annotated[str, typer.Option(help="open, merging, merged, closed or all.")] = "open",
+    state: StateOpt = "open",
     json_out: JsonOpt = False,
 ) -> None:
     """List pull requests (default: the open ones).
@@ -85,18 +96,24 @@ def pr_list(
 def pr_create(
     ctx: typer.Context,
     source: Annotated[str, typer.Argument(help="The branch to merge.")],
-    into: Annotated[str, typer.Option(help="The branch it merges into.")] = "main",
-    title: Annotated[str | None, typer.Option(help="Default: 'Merge SOURCE into INTO'.")] = None,
+    target: Annotated[
+        str | None, typer.Option(help="The branch it merges into (default main).")
+    ] = None,
+    title: Annotated[str | None, typer.Option(help="Default: 'Merge SOURCE into TARGET'.")] = None,
     description: Annotated[str, typer.Option(help="What it brings and why.")] = "",
     author: Annotated[str | None, typer.Option(help="Who opens it (a name).")] = None,
+    into: Annotated[str | None, typer.Option(hidden=True, help="Deprecated: --target.")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Open a pull request of branch SOURCE into another branch (default main).
 
-    Example: zarrlake -r ./myrepo pr create ingest/day1 --into main --title "Day 1" --author bot
+    Example: zarrlake -r ./myrepo pr create ingest/day1 --target main --title "Day 1" --author bot
     """
+    chosen = str(renamed_option(target, into, "--target", "--into") or "main")
     repo = options(ctx).open()
-    pr = repo.create_pull_request(source, into, title=title, description=description, author=author)
+    pr = repo.create_pull_request(
+        source, target=chosen, title=title, description=description, author=author
+    )
     _summary(pr, json_out, "Opened")
 
 
@@ -150,61 +167,73 @@ def pr_comment(
     ctx: typer.Context,
     pr_id: IdArg,
     text: Annotated[str, typer.Argument(help="The comment.")],
+    author: AuthorOpt = None,
     by: ByOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Comment on a pull request.
 
-    Example: zarrlake -r ./myrepo pr comment 3 "row 12 looks off" --by alice
+    Example: zarrlake -r ./myrepo pr comment 3 "row 12 looks off" --author alice
     """
-    _summary(_open(ctx, pr_id).comment(text, by=by), json_out, "Commented on")
+    who = _author(author, by)
+    _summary(_open(ctx, pr_id).comment(text, author=who), json_out, "Commented on")
 
 
 @pr_app.command("approve")
 def pr_approve(
     ctx: typer.Context,
     pr_id: IdArg,
-    by: ByRequired,
+    author: AuthorOpt = None,
     text: Annotated[str, typer.Option(help="A note with the approval.")] = "",
+    by: ByOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Approve a pull request (its source's current head); lifts your request for changes.
+    --author (who reviews) is required.
 
-    Example: zarrlake -r ./myrepo pr approve 3 --by alice
+    Example: zarrlake -r ./myrepo pr approve 3 --author alice
     """
-    _summary(_open(ctx, pr_id).approve(by=by, text=text), json_out, "Approved")
+    who = str(_author(author, by, required=True))
+    _summary(_open(ctx, pr_id).approve(author=who, text=text), json_out, "Approved")
 
 
 @pr_app.command("request-changes")
 def pr_request_changes(
     ctx: typer.Context,
     pr_id: IdArg,
-    by: ByRequired,
+    author: AuthorOpt = None,
     text: Annotated[str, typer.Option(help="What should change.")] = "",
+    by: ByOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Ask for changes: the pull request cannot merge until you approve it.
+    """Ask for changes: the pull request cannot merge until you approve it. --author (who
+    reviews) is required.
 
-    Example: zarrlake -r ./myrepo pr request-changes 3 --by bob --text "wrong units"
+    Example: zarrlake -r ./myrepo pr request-changes 3 --author bob --text "wrong units"
     """
-    _summary(_open(ctx, pr_id).request_changes(by=by, text=text), json_out, "Requested changes on")
+    who = str(_author(author, by, required=True))
+    _summary(
+        _open(ctx, pr_id).request_changes(author=who, text=text), json_out, "Requested changes on"
+    )
 
 
 @pr_app.command("merge")
 def pr_merge(
     ctx: typer.Context,
     pr_id: IdArg,
-    by: ByOpt = None,
+    author: AuthorOpt = None,
     message: Annotated[str | None, typer.Option("-m", "--message", help="Merge message.")] = None,
+    by: ByOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Merge a pull request into its target; exits 1 with the reason when refused (a failing
     check, missing approvals, a request for changes, a conflict, not open).
 
-    Example: zarrlake -r ./myrepo pr merge 3 --by alice
+    Example: zarrlake -r ./myrepo pr merge 3 --author alice
     """
+    who = _author(author, by)
     pr = _open(ctx, pr_id)
-    commit = pr.merge(by=by, message=message)
+    commit = pr.merge(author=who, message=message)
     if json_out:
         print_json(pr.to_json(checks=False))
     else:
@@ -214,12 +243,18 @@ def pr_merge(
 
 
 @pr_app.command("close")
-def pr_close(ctx: typer.Context, pr_id: IdArg, by: ByOpt = None, json_out: JsonOpt = False) -> None:
+def pr_close(
+    ctx: typer.Context,
+    pr_id: IdArg,
+    author: AuthorOpt = None,
+    by: ByOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
     """Close a pull request without merging it.
 
-    Example: zarrlake -r ./myrepo pr close 3
+    Example: zarrlake -r ./myrepo pr close 3 --author alice
     """
-    _summary(_open(ctx, pr_id).close(by=by), json_out, "Closed")
+    _summary(_open(ctx, pr_id).close(author=_author(author, by)), json_out, "Closed")
 
 
 @pr_app.command("reopen")

@@ -3,22 +3,11 @@
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Iterable
 
-MASK = "***"
-_URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s'\"]*):[^@\s'\"]*@")
-_QUERY_SECRET = re.compile(
-    r"(?P<head>[?&;\s](?:password|passwd|secret[\w]*|[\w]*token|sslpassword)=)[^&;\s'\"]*",
-    re.IGNORECASE,
-)
-_SECRET_KEY_WORDS = ("secret", "password", "passwd", "token", "credential", "private_key")
+from zarrlake._util.secrets import MASK, is_secret_option, mask_urls
 
-
-def is_secret_option(name: str) -> bool:
-    """Whether an option of this name holds a secret (its value is never shown)."""
-    lowered = name.lower().replace("-", "_")
-    return any(word in lowered for word in _SECRET_KEY_WORDS)
+__all__ = ["MASK", "Redactor", "install_logging", "is_secret_option", "redact"]
 
 
 class Redactor:
@@ -38,8 +27,7 @@ class Redactor:
 
     def __call__(self, text: str) -> str:
         """`text` with URL passwords, secret query parameters and registered secrets masked."""
-        text = _URL_PASSWORD.sub(rf"\g<head>:{MASK}@", text)
-        text = _QUERY_SECRET.sub(rf"\g<head>{MASK}", text)
+        text = mask_urls(text)
         for value in sorted(self.values, key=len, reverse=True):
             if len(value) >= 3:  # masking one letter everywhere would mangle the text
                 text = text.replace(value, MASK)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -11,14 +11,16 @@ import typer
 from zarrlake.cli.context import (
     PANEL_SESSIONS,
     console,
+    duration_option,
+    duration_text,
     escape,
     options,
     parse_duration,
     print_json,
+    usage_error,
     when,
 )
 from zarrlake.cli.history import diff_json, print_diff
-from zarrlake.errors import InvalidInputError
 from zarrlake.present import iso, short
 
 if TYPE_CHECKING:
@@ -89,7 +91,7 @@ def current_sessions(repo: Repo, branch: str | None) -> list[SessionInfo]:
     cannot be checked now shows as stored."""
     from zarrlake.txn.commit import current_record
 
-    ctx = repo.context
+    ctx = repo._context
     return [current_record(ctx, rec).info(ctx.clock()) for rec in ctx.records.list_current(branch)]
 
 
@@ -205,10 +207,8 @@ def abandon(
         ),
     ] = None,
     older_than: Annotated[
-        str | None,
-        typer.Option(
-            "--older-than", help="Instead of one ID: every open session at least this old (2h)."
-        ),
+        timedelta | None,
+        duration_option("Instead of one ID: every open session at least this old"),
     ] = None,
     branch: Annotated[
         str | None, typer.Option(help="With --older-than: only sessions on this branch.")
@@ -221,9 +221,9 @@ def abandon(
     Example: zarrlake -r ./myrepo sessions abandon --older-than 2h
     """
     if (session_id is None) == (older_than is None):
-        raise InvalidInputError("give a session ID or --older-than DURATION (not both)")
+        raise usage_error("give a session ID or --older-than DURATION (not both)")
     if branch is not None and older_than is None:
-        raise InvalidInputError("--branch goes with --older-than")
+        raise usage_error("--branch goes with --older-than")
     repo = options(ctx).open()
     if older_than is None:
         session = repo.join_session(session_id)
@@ -233,14 +233,14 @@ def abandon(
         else:
             console.print(f"Abandoned session {session.id}")
         return
-    ids = repo.abandon_sessions(parse_duration(older_than), branch)
+    ids = repo.abandon_sessions(older_than, branch=branch)
     if json_out:
         print_json({"abandoned": ids})
         return
     for i in ids:
         console.print(f"Abandoned session {i}")
     if not ids:
-        console.print(f"(no open session is {older_than} old or older)")
+        console.print(f"(no open session is {duration_text(older_than)} old or older)")
 
 
 @sessions_app.command("extend")
@@ -248,7 +248,12 @@ def extend(
     ctx: typer.Context,
     session_id: IdArg,
     duration: Annotated[
-        str, typer.Argument(help="New expiry, counted from now: 2d, 12h, 30m (at most 7d).")
+        timedelta,
+        typer.Argument(
+            metavar="DURATION",
+            parser=parse_duration,
+            help="New expiry, counted from now: 2d, 12h, 30m (at most 7d).",
+        ),
     ],
     json_out: JsonOpt = False,
 ) -> None:
@@ -256,9 +261,8 @@ def extend(
 
     Example: zarrlake -r ./myrepo sessions extend 3f2a9c 2d
     """
-    delta = parse_duration(duration)
     session = options(ctx).open().join_session(session_id)
-    session.update_expiration(delta)
+    session.update_expiration(duration)
     if json_out:
         print_json({"id": session.id, "expires_at": iso(session.expires_at)})
     else:

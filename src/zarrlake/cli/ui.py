@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from zarrlake.cli.context import PANEL_TOOLS, options
+from zarrlake.cli.context import PANEL_TOOLS, options, usage_error
 from zarrlake.errors import InvalidInputError
 
 
@@ -67,7 +67,7 @@ def ui(
             f"the web UI needs the 'ui' extra (pip install 'zarrlake[ui]'): {e}"
         ) from None
     if token is not None and len(token) < 16:
-        raise InvalidInputError("--token must be at least 16 characters")
+        raise usage_error("--token must be at least 16 characters")
     if token is None and not is_loopback(host):
         token = secrets.token_urlsafe(24)
     repo = options(ctx).open()

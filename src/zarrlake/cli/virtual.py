@@ -7,7 +7,15 @@ from typing import Annotated
 
 import typer
 
-from zarrlake.cli.context import PANEL_DATA, PANEL_VIRTUAL, console, escape, options, print_json
+from zarrlake.cli.context import (
+    PANEL_DATA,
+    PANEL_VIRTUAL,
+    RefArg,
+    console,
+    escape,
+    options,
+    print_json,
+)
 from zarrlake.present import short
 
 virtual_app = typer.Typer(
@@ -20,25 +28,17 @@ BranchOpt = Annotated[str, typer.Option(help="Branch to commit on.")]
 MessageOpt = Annotated[str | None, typer.Option("-m", "--message", help="Commit message.")]
 
 
-@virtual_app.command("sources")
-def sources(
-    ctx: typer.Context,
-    action: Annotated[str | None, typer.Argument(metavar="add", help="'add' a prefix.")] = None,
-    prefix: Annotated[
-        str | None, typer.Argument(help="URL prefix: file:///dir or s3://bucket/dir.")
-    ] = None,
-    json_out: JsonOpt = False,
-) -> None:
-    """List the URL prefixes virtual chunks may point into, or add one.
+sources_app = typer.Typer(
+    help="The URL prefixes virtual chunks may point into: list (the default), add, remove.\n\n"
+    "Example: zarrlake -r ./myrepo virtual sources add s3://archive/era5",
+    invoke_without_command=True,
+    no_args_is_help=False,
+)
+PrefixArg = Annotated[str, typer.Argument(help="URL prefix: file:///dir or s3://bucket/dir.")]
 
-    Example: zarrlake -r ./myrepo virtual sources add s3://archive/era5
-    """
-    repo = options(ctx).open()
-    if action is not None:
-        if action != "add" or prefix is None:
-            raise typer.BadParameter("use 'virtual sources' or 'virtual sources add PREFIX'")
-        repo.add_virtual_source(prefix)
-    prefixes = repo.virtual_sources()
+
+def _list_sources(ctx: typer.Context, json_out: bool) -> None:
+    prefixes = options(ctx).open().list_virtual_sources()
     if json_out:
         print_json(prefixes)
     elif not prefixes:
@@ -46,6 +46,42 @@ def sources(
     else:
         for p in prefixes:
             console.print(p, markup=False)
+
+
+@sources_app.callback()
+def _sources_default(ctx: typer.Context, json_out: JsonOpt = False) -> None:
+    if ctx.invoked_subcommand is None:
+        _list_sources(ctx, json_out)
+
+
+@sources_app.command("list")
+def sources_list(ctx: typer.Context, json_out: JsonOpt = False) -> None:
+    """List the URL prefixes virtual chunks may point into.
+
+    Example: zarrlake -r ./myrepo virtual sources list --json
+    """
+    _list_sources(ctx, json_out)
+
+
+@sources_app.command("add")
+def sources_add(ctx: typer.Context, prefix: PrefixArg, json_out: JsonOpt = False) -> None:
+    """Allow virtual chunks under PREFIX (adding one twice changes nothing); lists them all.
+
+    Example: zarrlake -r ./myrepo virtual sources add s3://archive/era5
+    """
+    options(ctx).open().add_virtual_source(prefix)
+    _list_sources(ctx, json_out)
+
+
+@sources_app.command("remove")
+def sources_remove(ctx: typer.Context, prefix: PrefixArg, json_out: JsonOpt = False) -> None:
+    """Stop allowing new virtual chunks under PREFIX (those already committed stay
+    readable); lists those left.
+
+    Example: zarrlake -r ./myrepo virtual sources remove s3://archive/era5
+    """
+    options(ctx).open().remove_virtual_source(prefix)
+    _list_sources(ctx, json_out)
 
 
 def import_virtual(
@@ -115,7 +151,7 @@ def materialize(
 
 def stats(
     ctx: typer.Context,
-    ref: Annotated[str, typer.Argument(help="Branch, tag or commit.")] = "main",
+    ref: RefArg = "main",
     json_out: JsonOpt = False,
 ) -> None:
     """Counts at REF: commits, groups, arrays, stored chunks and bytes, virtual chunks and the
@@ -138,8 +174,10 @@ def stats(
 
 
 def register(app: typer.Typer) -> None:
-    """Add the `virtual` group (sources, import, materialize) and `stats` to the command line;
-    `import-virtual` and `materialize` stay at the top level as hidden aliases."""
+    """Add the `virtual` group (sources list/add/remove, import, materialize) and `stats` to
+    the command line; `import-virtual` and `materialize` stay at the top level as hidden
+    aliases."""
+    virtual_app.add_typer(sources_app, name="sources")
     virtual_app.command("import")(import_virtual)
     virtual_app.command("materialize")(materialize)
     app.add_typer(virtual_app, name="virtual", rich_help_panel=PANEL_VIRTUAL)

@@ -266,7 +266,7 @@ class Story:
         apply(session, fix)
         fixed = session.commit(f"Correct {fix.describe()} on the release")
         self.say.say(f"  on {branch} (from v1.0): {fix.describe()} += {fix.delta} -> {fixed[:12]}")
-        merged = self.repo.merge(branch, into="main", author=AUTHOR)
+        merged = self.repo.merge(branch, target="main", author=AUTHOR)
         self.written_bytes += region_bytes(fix.region, self.grid.shape)
         m = MergeOutcome(
             branch=branch,
@@ -308,21 +308,21 @@ class Story:
         reprocess = {"arrays": [T2M], "branch": branch, "revision": 2}
         title = f"Reprocessed t2m of {day_name(day)} (upstream revision 2)"
         self._ingest(spark, day, **reprocess, kelvin_chunk=0, message=title)
-        pr = repo.create_pull_request(branch, "main", title=title, author="ingest-job")
-        failed = next(r for r in pr.checks if not r.passed)
-        pr.approve(by="data-steward")
+        pr = repo.create_pull_request(branch, target="main", title=title, author="ingest-job")
+        failed = next(r for r in pr.run_checks() if not r.passed)
+        pr.approve(author="data-steward")
         try:
-            pr.merge(by="data-steward")
+            pr.merge(author="data-steward")
             refused = ""
         except PullRequestBlockedError as e:
             refused = e.reasons[0]
         self.say.audit_refused(pr.id, branch, failed.name, failed.message, refused)
         self._ingest(spark, day, **reprocess, message=f"{title}: tile 0 in degC")
         fix = repo.resolve(branch)
-        after = {r.name: r.passed for r in pr.checks}
-        pr.comment("tile 0 re-read in degrees Celsius", by="ingest-job")
-        pr.approve(by="data-steward")  # the approval of the new head
-        merged = pr.merge(by="data-steward")
+        after = {r.name: r.passed for r in pr.run_checks()}
+        pr.comment("tile 0 re-read in degrees Celsius", author="ingest-job")
+        pr.approve(author="data-steward")  # the approval of the new head
+        merged = pr.merge(author="data-steward")
         region = (slice(24 * day, 24 * (day + 1)), *self.grid.tile_slices(0))
         has_fix = bool(
             np.array_equal(self._read("main", T2M, region), self._read(branch, T2M, region))

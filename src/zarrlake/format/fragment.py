@@ -21,7 +21,7 @@ from zarrlake.errors import CorruptionError
 from zarrlake.format import columns, envelope
 from zarrlake.format.chunk_ref import ChunkRef, RefKind
 from zarrlake.format.digest import Hash
-from zarrlake.format.manifest import ManifestRange
+from zarrlake.format.manifest import ManifestRange, take_from
 
 PREFIX = "fragments/"
 """Object keys of fragments: `fragments/<random id>` (written once, never modified)."""
@@ -128,10 +128,13 @@ def build(
     reads: set[str] | frozenset[str] = frozenset(),
     listed: set[str] | frozenset[str] = frozenset(),
     algo: Hash = Hash.SHA256,
+    carried: tuple[ManifestRange, np.ndarray] | None = None,
 ) -> tuple[bytes, FragmentIndex, str, int]:
     """(object bytes, index, index id, index offset) of a fragment at `location` staging
     `changes` (key -> reference, None: deleted). Inline chunks bigger than INLINE_MAX move
-    into the data section, referenced by location."""
+    into the data section, referenced by location. `carried`: more writes and deletes,
+    columnar, whose references stay as they are (a move's: the bytes are stored already);
+    their keys are not among `changes`."""
     written = sorted(k.encode() for k, r in changes.items() if r is not None)
     data_parts: list[bytes] = []
     refs: list[ChunkRef] = []
@@ -145,9 +148,19 @@ def build(
             ref = ChunkRef(RefKind.LOCATION, ref.digest, ref.length, pos, location)
             pos += ref.length
         refs.append(ref)
+    writes = ManifestRange.from_refs(written, refs)
+    deletes = columns.keys_array(sorted(k.encode() for k, r in changes.items() if r is None))
+    if carried is not None:
+        more, gone = carried
+        if not len(writes):
+            writes = more
+        elif len(more):
+            both = np.concatenate([writes.keys, more.keys])
+            writes = take_from([writes, more], np.argsort(both, kind="stable"))
+        deletes = np.unique(np.concatenate([deletes, gone])) if len(gone) else deletes
     index = FragmentIndex(
-        ManifestRange.from_refs(written, refs),
-        columns.keys_array(sorted(k.encode() for k, r in changes.items() if r is None)),
+        writes,
+        deletes,
         columns.keys_array(sorted(k.encode() for k in reads)),
         tuple(sorted(listed)),
     )

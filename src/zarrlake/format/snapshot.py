@@ -25,6 +25,13 @@ def node_path(meta_key: str) -> str:
     return meta_key[: -len("zarr.json")].rstrip("/")
 
 
+def meta_keys_above(key: str) -> list[str]:
+    """The metadata keys of the nodes above chunk key `key`, top first: 'a/b/c/0' ->
+    ['a/zarr.json', 'a/b/zarr.json', 'a/b/c/zarr.json'] (its array is one of them)."""
+    parts = key.split("/")
+    return ["/".join(parts[:n]) + "/zarr.json" for n in range(1, len(parts))]
+
+
 @dataclass(frozen=True)
 class RangeIndex:
     """The snapshot's directory of manifest ranges: first key, object id and entry count of each."""

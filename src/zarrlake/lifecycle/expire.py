@@ -22,7 +22,9 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from zarrlake._util import crashpoints, runtime
-from zarrlake.errors import ExpiredHistoryError, InvalidInputError, NotFoundError
+from zarrlake._util.deprecation import deprecated_alias
+from zarrlake.errors import ExpiredHistoryError, InvalidInputError, NotFoundError, RefNotFoundError
+from zarrlake.lifecycle.expire_reasons import summary, why_kept
 from zarrlake.lifecycle.gc import check_older_than, drop_check_results
 from zarrlake.lifecycle.islands import forget, islands, note
 from zarrlake.vc.gc_protocol import Candidate, GcState
@@ -47,10 +49,20 @@ class ExpireReport:
     oldest_retained: dict[str, str] = field(default_factory=dict)
     cutoff: str = ""
     seconds: float = 0.0
+    kept: dict[str, list[str]] = field(default_factory=dict)
+    """Commits older than the cutoff on the selected branches that were kept, each with
+    why: "head of branch 'main'", "tagged 'v1'", "shared with branch 'dev'", "needed by
+    open session <id> on 'main'", or a history operation under way."""
 
-    def to_dict(self) -> dict:
+    def to_json(self) -> dict:
         """The report as a plain dict, for `--json` output."""
         return dict(self.__dict__)
+
+    to_dict = deprecated_alias("to_json")
+
+    def reasons(self) -> list[tuple[str, int]]:
+        """(reason, how many of the kept commits it keeps), most first."""
+        return summary(self.kept)
 
 
 def cutoff_of(older_than: object, now: float) -> float:
@@ -81,7 +93,7 @@ def check_branches(ctx: RepoContext, branches: object) -> dict[str, str]:
         if name in tags and name not in heads:
             raise InvalidInputError(f"{name!r} is a tag; tags never expire (give a branch)")
         if name not in heads:
-            raise NotFoundError(f"branch {name!r} does not exist")
+            raise RefNotFoundError(f"branch {name!r} does not exist")
     return {b: heads[b] for b in branches}  # type: ignore[union-attr]
 
 
@@ -155,6 +167,7 @@ def expire(
     below: dict[str, str | None] = {}  # a doomed commit's first parent
     reached: set[str] = set()  # retained above every doomed commit of a branch
     noted = islands(ctx)
+    old_kept: set[str] = set()  # older than the cutoff on a selected branch, yet kept
     for name, head in [*selected.items(), *((None, cid) for cid in noted)]:
         retained = True  # the branch's log ends before its first expired commit
         for cid, rec in _history(objects, head):
@@ -162,12 +175,16 @@ def expire(
                 doomed[cid] = (rec.snapshot, rec.changes)
                 below[cid] = rec.parents[0] if rec.parents else None
                 retained = False
-            elif retained and name is not None:
-                report.oldest_retained[name] = cid
-                reached.add(cid)
+            else:
+                if rec.timestamp < cutoff and name is not None:
+                    old_kept.add(cid)
+                if retained and name is not None:
+                    report.oldest_retained[name] = cid
+                    reached.add(cid)
     gone = [cid for cid in noted if cid in reached or not ctx.object_store.exists(f"commits/{cid}")]
     if not doomed:
         forget(ctx, gone)
+        report.kept = why_kept(ctx, selected, sorted(old_kept))
         report.seconds = time.monotonic() - start
         return report
     state = GcState(ctx)
@@ -207,5 +224,6 @@ def expire(
     restore(ctx, [cid for cid in doomed if cid not in present], marker)
     forget(ctx, [*gone, *(cid for cid in noted if cid in doomed)])
     report.commits_expired = len(doomed)
+    report.kept = why_kept(ctx, selected, sorted(old_kept | set(back)))
     report.seconds = time.monotonic() - start
     return report

@@ -21,6 +21,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from zarrlake._util import crashpoints
+from zarrlake._util.deprecation import deprecated_alias
 from zarrlake.errors import InvalidInputError, NotFoundError, ZarrLakeError
 from zarrlake.format import blocks
 from zarrlake.format.commit import CommitRecord
@@ -142,11 +143,13 @@ class GcReport:
         self.objects_deleted += 1
         self.bytes_deleted += size
 
-    def to_dict(self) -> dict:
+    def to_json(self) -> dict:
         """The report as a plain dict (per-kind counts as objects/bytes), for `--json` output."""
         doc = dict(self.__dict__)
         doc["by_kind"] = {k: {"objects": n, "bytes": b} for k, (n, b) in self.by_kind.items()}
         return doc
+
+    to_dict = deprecated_alias("to_json")
 
 
 def check_older_than(older_than: object) -> timedelta:

@@ -1,19 +1,22 @@
 """zarrlake on Spark: the "zarrlake" data source (batch read and write, one commit per job),
 `write_array` (rows repartitioned by chunk, then written), `map_regions` (cooperative
-sessions for RDD pipelines) and `import_virtual` (NetCDF/HDF5 archives as virtual chunks)."""
+sessions for RDD pipelines), `import_virtual` (NetCDF/HDF5 archives as virtual chunks) and
+`export` (a version as plain Zarr v3, copied by tasks)."""
 
 from __future__ import annotations
 
 import math
+import pickle
 import secrets
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from zarrlake.errors import InvalidInputError, NotFoundError, SessionClosedError
-from zarrlake.spark.errors import keep_conflicts, zarrlake_errors
+from zarrlake.errors import InvalidInputError, SessionClosedError, ZarrLakeError
+from zarrlake.spark.errors import TaskError, raise_first, zarrlake_errors
+from zarrlake.spark.export import export
 from zarrlake.spark.gc_job import gc
 from zarrlake.spark.handles import SessionHandle
-from zarrlake.spark.layout import CHUNKS, layout_of
+from zarrlake.spark.layout import CHUNKS
 from zarrlake.spark.repo_arg import RepoArg, source_options
 from zarrlake.spark.source import ZarrLakeSource
 from zarrlake.spark.virtual import import_virtual
@@ -25,6 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ZarrLakeSource",
+    "export",
     "gc",
     "import_virtual",
     "map_regions",
@@ -33,20 +37,17 @@ __all__ = [
     "zarrlake_errors",
 ]
 
-CHUNK_COLUMN = "__zarrlake_chunk"
-
 
 def register(spark: SparkSession) -> None:
-    """Register the "zarrlake" format with `spark` and enable filter push-down.
+    """Register the "zarrlake" format with `spark`.
 
-    Filter push-down to Python data sources is needed for reading slabs without reading whole
-    arrays. Once per Spark session: registering again would make Spark warn that the source
-    was replaced.
+    Once per Spark session: registering again would make Spark warn that the source was
+    replaced. Reads are narrowed by option `isel`, not by filter push-down (see
+    zarrlake.spark.region), so Spark's push-down setting is left as the user has it.
     """
     if spark.conf.get(_REGISTERED, "false") == "true":
         return
     spark.dataSource.register(ZarrLakeSource)
-    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
     spark.conf.set(_REGISTERED, "true")
 
 
@@ -66,30 +67,6 @@ def _string_options(options: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
-def _chunking(options: dict[str, str], paths: tuple[str, ...], branch: str):
-    """(dims, chunks, shape) of the first target array: stored, or from creation options."""
-    from zarrlake.spark import options as opts
-    from zarrlake.spark.arrays import ArrayInfo, creation_options, open_array
-
-    create = creation_options(options)
-    if create is not None and options.get("mode") == "overwrite":
-        return tuple(create["dimension_names"]), create["chunks"], create["shape"]
-    repo = opts.RepoOptions.parse(options).open()
-    try:
-        session = repo.readonly_session(branch)
-        info = ArrayInfo.of(open_array(session, paths[0], ref=branch), paths[0])
-        return info.dims, info.chunks, info.shape
-    except NotFoundError:
-        if create is None:
-            raise NotFoundError(
-                f"no array {paths[0]!r} on branch {branch!r}; to create it give shape, "
-                "chunks, dtype and dims"
-            ) from None
-        return tuple(create["dimension_names"]), create["chunks"], create["shape"]
-    finally:
-        repo.close()
-
-
 def write_array(
     df: DataFrame,
     *,
@@ -99,6 +76,8 @@ def write_array(
     branch: str = "main",
     message: str | None = None,
     mode: str = "append",
+    append_dim: str | None = None,
+    duplicates: str = "error",
     partitions: int | None = None,
     **options: Any,
 ) -> None:
@@ -107,7 +86,9 @@ def write_array(
     `df` has dimension columns + value column(s). Rows are first repartitioned by chunk, so
     every chunk has exactly one writer. Other keyword options are data source options
     (metastore, storage options, author, layout, shape/chunks/dtype/dims to create the
-    array). zarrlake errors (ConflictError, InvalidInputError, ...) arrive as themselves.
+    array). zarrlake errors (ConflictError, InvalidInputError, ...) arrive as themselves,
+    with their one-line message; a task that meets one ends without failing, so Spark logs
+    nothing.
 
     Parameters
     ----------
@@ -117,21 +98,36 @@ def write_array(
         The repository: a `Repo`, its `spec`, or its location (path or URL; give its
         metastore and storage options as options then).
     array, arrays
-        The target array path, or several arrays sharing dims, shape and chunks.
-    branch, message
-        The branch the job commits to, and the commit message.
+        The target array path, or several arrays sharing dims, shape and chunks; among
+        `arrays`, coordinate arrays on some of those dims (such as `time`) take their values
+        from the same rows. An array named like a dimension has value column `<name>_value`.
+    branch
+        The branch the job commits to (default "main").
+    message
+        The commit message.
     mode
         "append" writes the rows' cells into the array; "overwrite" replaces its contents
-        in the same commit (chunks no row writes are deleted).
+        in the same commit (chunks no row writes are deleted); with `append_dim`, it lets
+        rows replace cells at existing indices along that dimension instead.
+    append_dim
+        Grow the arrays along this dimension to cover the rows' largest index, in the same
+        commit (xarray's `to_zarr(append_dim=...)`); rows at indices the array already has
+        are refused, naming the first ones, unless mode is "overwrite".
+    duplicates
+        "error" (default) refuses a cell given by two rows, naming the first ones; "last"
+        keeps the last row of each.
     partitions
         Spark partitions to write with (default: up to 4 per core, at most one per chunk).
 
     Raises
     ------
     InvalidInputError
-        If a dimension column is missing or an option is malformed.
+        If a dimension column is missing, an option is malformed or contradicts the array,
+        or rows repeat a cell or append at existing indices.
+    NotFoundError
+        If the branch does not exist, or the array does not and cannot be created.
     ConflictError
-        If a concurrent commit changed the same chunks.
+        If a concurrent commit changed the same chunks (or also grew the array).
 
     Examples
     --------
@@ -140,53 +136,45 @@ def write_array(
     """
     from pyspark.sql import functions as F
 
-    from zarrlake.spark import options as opts
+    from zarrlake.spark.source import open_writer
 
     if mode not in ("append", "overwrite"):
         raise InvalidInputError(f"mode must be 'append' or 'overwrite', not {mode!r}")
     if arrays is not None and not isinstance(arrays, str):
         arrays = ",".join(arrays)
     given = _string_options(
-        {**source_options(repo), **options, "array": array, "arrays": arrays, "branch": branch}
+        {
+            **source_options(repo),
+            **options,
+            "array": array,
+            "arrays": arrays,
+            "branch": branch,
+            "message": message,
+            "append_dim": append_dim,
+            "duplicates": duplicates,
+        }
     )
-    given["message"] = message if message is not None else ""
-    if message is None:
-        del given["message"]
-    paths = opts.array_paths(given)
-    dims, chunks, shape = _chunking({**given, "mode": mode}, paths, branch)
-    missing = [d for d in dims if d not in df.columns]
-    if missing:
-        raise InvalidInputError(
-            f"the DataFrame has no column(s) {missing} for dimension(s) {list(dims)} of array "
-            f"{paths[0]!r} (columns {df.columns})"
+    register(df.sparkSession)  # as before: spark.read.format("zarrlake") works after it
+    writer = open_writer(given, df.schema, overwrite=mode == "overwrite")
+    try:
+        targets = writer.targets
+        info = targets.infos[0]
+        per_row = [1] * len(info.dims) if targets.layout == CHUNKS else info.chunks
+        keys = [
+            F.floor(F.col(f"`{d}`") / F.lit(c)) for d, c in zip(info.dims, per_row, strict=True)
+        ]
+        grid = [max(1, math.ceil(s / c)) for s, c in zip(info.shape, per_row, strict=True)]
+        if targets.append is not None:  # the chunks of one step along append_dim
+            grid[info.dims.index(targets.append.dim)] = 1
+        n = partitions or max(
+            1, min(math.prod(grid), 4 * df.sparkSession.sparkContext.defaultParallelism)
         )
-    grid = [max(1, math.ceil(s / c)) for s, c in zip(shape, chunks, strict=True)]
-    per_row = [1] * len(chunks) if layout_of(given) == CHUNKS else chunks
-    chunk_id = F.lit(0).cast("long")
-    for d, c, stride in zip(dims, per_row, _strides(grid), strict=True):
-        chunk_id = chunk_id + (F.col(f"`{d}`").cast("long") / F.lit(c)).cast("long") * stride
-    n = partitions or max(
-        1, min(math.prod(grid), 4 * df.sparkSession.sparkContext.defaultParallelism)
-    )
-    register(df.sparkSession)
-    with zarrlake_errors():
-        (
-            df.withColumn(CHUNK_COLUMN, chunk_id)
-            .repartition(n, CHUNK_COLUMN)
-            .drop(CHUNK_COLUMN)
-            .write.format("zarrlake")
-            .mode(mode)
-            .options(**given)
-            .save()
-        )
-
-
-def _strides(grid: list[int]) -> list[int]:
-    strides, acc = [], 1
-    for g in reversed(grid):
-        strides.append(acc)
-        acc *= g
-    return list(reversed(strides))
+        with zarrlake_errors():
+            rows = df.repartition(n, *keys).mapInArrow(writer.task, "message binary").collect()
+    except BaseException:
+        writer.abort([])
+        raise
+    writer.commit([pickle.loads(r.message) for r in rows])
 
 
 def map_regions[R, T](
@@ -216,7 +204,9 @@ def map_regions[R, T](
     fn
         Called as fn(session, region) on an executor.
     num_slices
-        Spark partitions (default: up to 2 per core).
+        Spark partitions (default: one per core, at most one per region: each Spark task
+        costs a scheduling round trip, which outweighs balancing for even regions; give more
+        for regions of uneven cost).
 
     Returns
     -------
@@ -233,24 +223,32 @@ def map_regions[R, T](
     items = list(regions)
     if not items:
         return []
-    n = num_slices or min(len(items), 2 * spark.sparkContext.defaultParallelism)
+    n = num_slices or min(len(items), spark.sparkContext.defaultParallelism)
 
     handle = SessionHandle(session)
     tag = f"spark-{secrets.token_hex(8)}"
     writable = not session.read_only
-    call = keep_conflicts(fn)
 
-    def run(part: Iterator[R]) -> Iterator[tuple[bool, Any]]:
-        joined = handle.session  # once per Python worker and session, not per task
-        writer = joined._engine.start_writer(tag) if writable else ""
-        for region in part:
-            yield False, call(joined, region)
-        if writable:
-            joined.flush()
-        yield True, writer
+    def run(part: Iterator[R]) -> Iterator[tuple[str, Any]]:
+        try:
+            joined = handle.session  # once per Python worker and session, not per task
+            writer = joined._engine.start_writer(tag) if writable else ""
+            results = [fn(joined, region) for region in part]
+            if writable:
+                joined.flush()
+        except ZarrLakeError as e:  # back as data: the task does not fail, Spark logs nothing
+            yield _ERROR, TaskError.of(e)
+            return
+        for result in results:
+            yield _RESULT, result
+        yield _WRITER, writer
 
     with zarrlake_errors():
         out = spark.sparkContext.parallelize(items, n).mapPartitions(run).collect()
+    raise_first([value for kind, value in out if kind == _ERROR])
     if writable:
-        session._engine.accept_writers(tag, [w for last, w in out if last])
-    return [value for last, value in out if not last]
+        session._engine.accept_writers(tag, [w for kind, w in out if kind == _WRITER])
+    return [value for kind, value in out if kind == _RESULT]
+
+
+_RESULT, _WRITER, _ERROR = "result", "writer", "error"

@@ -52,6 +52,12 @@ _NUMPY_OF_SPARK = {
 }
 
 
+def numpy_dtype(data_type: DataType) -> np.dtype | None:
+    """The numpy dtype of a Spark column type, None if it has none here."""
+    name = _NUMPY_OF_SPARK.get(data_type.simpleString())
+    return None if name is None else np.dtype(name)
+
+
 def check_value_type(column: str, data_type: DataType, info: ArrayInfo) -> None:
     """InvalidInputError unless Spark values of `data_type` cast to the array's dtype
     without changing kind."""
@@ -99,9 +105,16 @@ class ArrayInfo:
         return tuple(-(-s // c) for s, c in zip(self.shape, self.unit, strict=True))
 
     @property
-    def column(self) -> str:
-        """The name of the value column: the array's last path segment."""
+    def name(self) -> str:
+        """The array's last path segment."""
         return self.path.rsplit("/", 1)[-1]
+
+    @property
+    def column(self) -> str:
+        """The name of the value column: the array's last path segment; `<name>_value` for
+        an array named like one of its dimensions (a coordinate such as `time(time)`, whose
+        index column is `time`)."""
+        return f"{self.name}_value" if self.name in self.dims else self.name
 
     @property
     def grid(self) -> tuple[int, ...]:
@@ -147,7 +160,8 @@ class ArrayInfo:
             )
         if len(set(dims)) != len(dims):
             raise InvalidInputError(f"array {path!r} repeats a dimension name: {dims}")
-        if path.rsplit("/", 1)[-1] in dims:
+        name = path.rsplit("/", 1)[-1]
+        if name in dims and f"{name}_value" in dims:
             raise InvalidInputError(
                 f"array {path!r}'s value column would be named like one of its dimensions {dims}"
             )

@@ -18,6 +18,7 @@ from zarrlake.spark import options as opts
 from zarrlake.spark.arrays import ArrayInfo, open_array
 from zarrlake.spark.handles import SessionHandle
 from zarrlake.spark.layout import CHUNKS, SHAPE, arrow_schema, chunk_extent
+from zarrlake.spark.region import Bounds, in_region
 
 CHANGE = "change"
 ADDED, MODIFIED, DELETED = "added", "modified", "deleted"
@@ -98,10 +99,10 @@ class ChangeRun(InputPartition):
 class ChangeReader(DataSourceReader):
     """Reads a planned change feed: one row per changed chunk (or cell), with its kind."""
 
-    def __init__(self, feed: ChangeFeed, layout: str) -> None:
+    def __init__(self, feed: ChangeFeed, layout: str, region: Bounds | None = None) -> None:
         self.handle = SessionHandle(feed.session)
         self.info = feed.info
-        self.changed = feed.changed
+        self.changed = [c for c in feed.changed if region is None or in_region(c[0], region)]
         self.layout = layout
 
     def partitions(self) -> list[ChangeRun]:

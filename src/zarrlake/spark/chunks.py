@@ -10,6 +10,7 @@ import zarr
 
 from zarrlake.errors import InvalidInputError
 from zarrlake.spark.arrays import ArrayInfo
+from zarrlake.spark.duplicates import Coverage
 
 
 def check_bounds(info: ArrayInfo, index: Sequence[np.ndarray]) -> None:
@@ -59,10 +60,12 @@ def write_chunks(
     *,
     replace: bool,
     done: set[tuple[int, ...]] = frozenset(),  # type: ignore[assignment]
+    coverage: Coverage | None = None,
 ) -> list[tuple[int, ...]]:
     """Write `values` at `index` (one array per dimension) chunk by chunk; returns the chunk
     coordinates written. A chunk the rows do not fully cover keeps its other stored values,
-    or with `replace` gets the fill value there (unless this task already wrote it: `done`)."""
+    or with `replace` gets the fill value there (unless this task already wrote it: `done`).
+    With `coverage`, a cell given twice (in these rows or earlier ones) is refused."""
     written = []
     fill = array.fill_value
     for coords, rows in group_by_chunk(info, index):
@@ -70,6 +73,8 @@ def write_chunks(
         shape = tuple(s.stop - s.start for s in box)
         local = tuple(v[rows] - s.start for v, s in zip(index, box, strict=True))
         flat = np.ravel_multi_index(local, shape)
+        if coverage is not None:
+            coverage.cells(coords, box, flat)
         size = int(np.prod(shape))
         covered = len(rows) >= size and bool(np.bincount(flat, minlength=size).all())
         if covered:

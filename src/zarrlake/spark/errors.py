@@ -1,6 +1,11 @@
-"""zarrlake's own errors out of Spark's wrappers: an error raised in a Python data source or
-a task reaches the driver as AnalysisException / PythonException / Py4JJavaError with the
-Python traceback as text; `zarrlake_errors()` re-raises the zarrlake error it names.
+"""zarrlake's own errors out of Spark.
+
+A zarrlake error in a write task does not fail the task: the task returns it as data
+(`TaskError`, in its message to the driver), so Spark logs no failed task, no stack trace
+and no retry, and the driver raises it again as itself. Any other failure, and an error
+raised where Spark plans a read or write, reaches the driver as AnalysisException /
+PythonException / Py4JJavaError with the Python traceback as text; `zarrlake_errors()`
+re-raises the zarrlake error it names, with its one-line message.
 
 A ConflictError's details (path, kind, chunk coordinates of each conflict) travel in that
 text too: code that Spark runs in its own Python processes is wrapped in `keep_conflicts`,
@@ -13,6 +18,7 @@ import json
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from zarrlake import errors
 
@@ -49,18 +55,56 @@ def _conflicts(text: str) -> list[errors.Conflict]:
     if not found:
         return []
     try:
-        rows = json.loads(found[-1])
-        return [
-            errors.Conflict(
-                path,
-                errors.ConflictKind(kind),
-                [tuple(c) for c in chunks] if chunks else chunks,
-                detail,
-            )
-            for path, kind, chunks, detail in rows
-        ]
+        return _rebuilt(json.loads(found[-1]))
     except (ValueError, TypeError):
         return []
+
+
+def _rebuilt(rows: list) -> list[errors.Conflict]:
+    return [
+        errors.Conflict(
+            path,
+            errors.ConflictKind(kind),
+            [tuple(c) for c in chunks] if chunks else chunks,
+            detail,
+        )
+        for path, kind, chunks, detail in rows
+    ]
+
+
+@dataclass(frozen=True)
+class TaskError:
+    """A zarrlake error a Spark task met, carried to the driver as data: its class name,
+    message, and a ConflictError's conflicts as (path, kind, chunks, detail) rows."""
+
+    kind: str
+    message: str
+    conflicts: tuple = ()
+
+    @classmethod
+    def of(cls, e: errors.ZarrLakeError) -> TaskError:
+        """What the driver needs to raise `e` again."""
+        rows = [(c.path, str(c.kind), c.chunks, c.detail) for c in getattr(e, "conflicts", ())]
+        return cls(type(e).__name__, str(e), tuple(rows))
+
+    def error(self) -> errors.ZarrLakeError:
+        """The error again, of its own class (ZarrLakeError if the class is unknown here)."""
+        cls = getattr(errors, self.kind, None)
+        if not (isinstance(cls, type) and issubclass(cls, errors.ZarrLakeError)):
+            return errors.ZarrLakeError(self.message)
+        if issubclass(cls, errors.ConflictError):
+            return cls(_rebuilt([list(r) for r in self.conflicts]), self.message)
+        try:
+            return cls(self.message)
+        except TypeError:  # an error class with more arguments than a message
+            return errors.ZarrLakeError(self.message)
+
+
+def raise_first(found: list[TaskError]) -> None:
+    """Raise the first error tasks returned, as itself (a one-line message, no Spark
+    traceback behind it)."""
+    if found:
+        raise found[0].error() from None
 
 
 def unwrap(exc: BaseException) -> errors.ZarrLakeError | None:
@@ -92,8 +136,9 @@ def _from_spark(exc: BaseException) -> bool:
 def zarrlake_errors() -> Iterator[None]:
     """Re-raise a zarrlake error wrapped by Spark as the zarrlake error itself.
 
-    It keeps the same class and message, and a ConflictError's conflicts; the Spark exception
-    is its __cause__.
+    It keeps the same class and message, and a ConflictError's conflicts. The Spark
+    exception (with the JVM's stack) is kept as its `spark_error` attribute, not chained,
+    so the traceback shows the one-line zarrlake error alone.
     """
     try:
         yield
@@ -103,4 +148,5 @@ def zarrlake_errors() -> Iterator[None]:
         inner = unwrap(e)
         if inner is None:
             raise
-        raise inner from e
+        inner.spark_error = e  # type: ignore[attr-defined]
+        raise inner from None

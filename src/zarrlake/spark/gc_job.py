@@ -90,7 +90,7 @@ def _gc(
         return [k for k in deleted if k is not None]
 
     return collect(
-        repo.context,
+        repo._context,
         older_than,
         dry_run=dry_run,
         full=True,

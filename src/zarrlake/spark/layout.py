@@ -24,7 +24,9 @@ from pyspark.sql.types import ArrayType, BinaryType, LongType, StructField, Stru
 from zarrlake.errors import InvalidInputError
 from zarrlake.format.shard import inner_key
 from zarrlake.spark import options as opts
+from zarrlake.spark.append import Append, Growth, grown, widened
 from zarrlake.spark.arrays import INTEGER_TYPES, ArrayInfo, cast_values, check_value_type
+from zarrlake.spark.duplicates import refuse
 from zarrlake.spark.reader import ChunkRun, ZarrLakeReader
 from zarrlake.spark.rowsink import column
 
@@ -129,7 +131,7 @@ def chunk_names(info: ArrayInfo) -> list[str]:
 
 
 class ChunkReader(ZarrLakeReader):
-    """Whole chunks; filters on dimension columns are on chunk coordinates."""
+    """Whole chunks (a region is on chunk coordinates)."""
 
     binary = False
 
@@ -137,11 +139,6 @@ class ChunkReader(ZarrLakeReader):
     def row_bytes(info: ArrayInfo) -> int:
         """The bytes per value, which the partition size is measured in."""
         return np.dtype(info.dtype).itemsize
-
-    def to_elements(self, d: int, low: int | None, high: int | None):
-        """Bounds on chunk coordinates as bounds on element indexes along dimension `d`."""
-        c = self.info.unit[d]
-        return (None if low is None else low * c), (None if high is None else high * c)
 
     def read(self, partition: ChunkRun) -> Iterator[pa.RecordBatch]:
         """The record batches of one run of chunks, one row per chunk."""
@@ -190,39 +187,55 @@ def check_chunk_schema(schema: StructType, infos: list[ArrayInfo]) -> None:
 class ChunkSink:
     """Writes one task's chunk rows: each row is one whole chunk (of a sharded array, an
     inner chunk, or a whole shard with option grid=shards), assigned without reading; the
-    inner chunks of one shard are written together."""
+    inner chunks of one shard are written together. With `append`, rows may go past the
+    array's end along its dimension, and there a row may be shorter than a chunk (its
+    values say how long); with `refuse_duplicates`, a chunk given twice is refused."""
 
-    def __init__(self, array: zarr.Array, info: ArrayInfo) -> None:
+    def __init__(
+        self,
+        array: zarr.Array,
+        info: ArrayInfo,
+        *,
+        append: Append | None = None,
+        refuse_duplicates: bool = False,
+    ) -> None:
+        self.growth = Growth(append, info) if append is not None else None
+        if self.growth is not None:
+            array = grown(array, self.growth.axis, self.growth.reach)
+            info = widened(info, self.growth.axis, self.growth.reach)
         self.array = array
         self.info = info
         self.written: dict[str, set[str]] = {info.path: set()}
+        self.seen: set[tuple[int, ...]] | None = set() if refuse_duplicates else None
         self.rows = 0
         self._pool = ThreadPoolExecutor(WRITE_THREADS, thread_name_prefix="zarrlake-chunks")
 
     def add(self, batch: pa.RecordBatch) -> None:
         """Write the whole chunks of one Arrow batch (a row per chunk)."""
-        info = self.info
         n = batch.num_rows
         if n == 0:
             return
         self.rows += n
         coords = [
-            column(batch, d, "chunk coordinate").astype(np.int64, copy=False) for d in info.dims
+            column(batch, d, "chunk coordinate").astype(np.int64, copy=False)
+            for d in self.info.dims
         ]
-        values = batch.column(info.column)
+        values = batch.column(self.info.column)
         if values.null_count:
-            raise InvalidInputError(f"value column {info.column!r} has null chunk(s)")
+            raise InvalidInputError(f"value column {self.info.column!r} has null chunk(s)")
         if pa.types.is_binary(values.type) or pa.types.is_large_binary(values.type):
-            offsets, flat = _binary_values(values, np.dtype(info.dtype))
+            offsets, flat = _binary_values(values, np.dtype(self.info.dtype))
         else:
             offsets = values.offsets.to_numpy()
             flat = values.flatten().to_numpy(zero_copy_only=False)
             offsets = offsets - int(offsets[0])
-            flat = cast_values(flat, info.dtype, f"value column {info.column!r}")
+            flat = cast_values(flat, self.info.dtype, f"value column {self.info.column!r}")
+        lengths = self._grow(coords, np.diff(offsets)) if self.growth is not None else None
+        info = self.info
         shapes = batch.column(SHAPE) if SHAPE in batch.schema.names else None
         grid = info.unit_grid
         per = info.per_shard
-        shards: dict[tuple[int, ...], dict[tuple[int, ...], np.ndarray]] = {}
+        shards: dict[tuple[int, ...], dict[tuple[int, ...], tuple]] = {}
         for i in range(n):
             at = tuple(int(c[i]) for c in coords)
             if any(not 0 <= k < g for k, g in zip(at, grid, strict=True)):
@@ -230,6 +243,13 @@ class ChunkSink:
                     f"chunk {at} is outside the chunk grid {grid} of array {info.path!r}"
                 )
             box = chunk_extent(info, at)
+            if lengths is not None:  # rows past the end may stop short along the dimension
+                axis = self.growth.axis  # type: ignore[union-attr]
+                start = box[axis].start
+                box = tuple(
+                    slice(start, start + int(lengths[i])) if d == axis else b
+                    for d, b in enumerate(box)
+                )
             extent = tuple(s.stop - s.start for s in box)
             if shapes is not None and shapes[i].is_valid and tuple(shapes[i].as_py()) != extent:
                 raise InvalidInputError(
@@ -242,8 +262,12 @@ class ChunkSink:
                     f"chunk {at} of array {info.path!r} needs {math.prod(extent)} values "
                     f"(shape {extent}), got {block.size}"
                 )
+            if self.seen is not None:
+                if at in self.seen:
+                    refuse(info, [at], "chunk")
+                self.seen.add(at)
             shard = tuple(k // p for k, p in zip(at, per, strict=True))
-            shards.setdefault(shard, {})[at] = block.reshape(extent)
+            shards.setdefault(shard, {})[at] = (box, block.reshape(extent))
             key = info.chunk_key(self.array, shard)
             if info.inner is not None:
                 key = inner_key(key, ".".join(str(k % p) for k, p in zip(at, per, strict=True)))
@@ -253,15 +277,46 @@ class ChunkSink:
         for _ in self._pool.map(self._write_shard, shards.items()):
             pass
 
-    def _write_shard(self, item: tuple[tuple[int, ...], dict[tuple[int, ...], np.ndarray]]) -> None:
+    def _grow(self, coords: list[np.ndarray], sizes: np.ndarray) -> np.ndarray:
+        """The rows' lengths along the append dimension (from their number of values); the
+        handle grows to cover them."""
+        growth = self.growth
+        assert growth is not None
+        axis = growth.axis
+        unit = self.info.unit[axis]
+        along = coords[axis]
+        if len(along) and int(along.min()) < 0:
+            raise InvalidInputError(
+                f"chunk coordinate {int(along.min())} of {self.info.dims[axis]!r} is negative"
+            )
+        others = np.ones(len(along), dtype=np.int64)
+        for d, (c, u, size) in enumerate(zip(coords, self.info.unit, self.info.shape, strict=True)):
+            if d != axis:
+                others *= np.clip(np.minimum((c + 1) * u, size) - c * u, 1, None)
+        lengths = np.minimum(sizes // others, unit)
+        bad = np.flatnonzero((sizes % others != 0) | (lengths == 0))
+        if len(bad):
+            at = tuple(int(c[bad[0]]) for c in coords)
+            raise InvalidInputError(
+                f"chunk {at} of array {self.info.path!r} has {int(sizes[bad[0]])} values; along "
+                f"{self.info.dims[axis]!r} it holds 1 to {unit} steps of {int(others[bad[0]])}"
+            )
+        starts = along * unit
+        reach = growth.take(starts, int((starts + lengths).max()))
+        if reach is not None:
+            self.array = grown(self.array, axis, reach)
+            self.info = widened(self.info, axis, reach)
+        return lengths
+
+    def _write_shard(self, item: tuple[tuple[int, ...], dict[tuple[int, ...], tuple]]) -> None:
         """Write the given units of one stored object: all of it without reading; some, as
         their bounding box (read first where the rows do not cover it)."""
         _, blocks = item
         if len(blocks) == 1:
-            ((at, block),) = blocks.items()
-            self.array[chunk_extent(self.info, at)] = block
+            ((box, block),) = blocks.values()
+            self.array[box] = block
             return
-        boxes = {at: chunk_extent(self.info, at) for at in blocks}
+        boxes = {at: box for at, (box, _) in blocks.items()}
         ndim = len(self.info.shape)
         lo = [min(b[d].start for b in boxes.values()) for d in range(ndim)]
         hi = [max(b[d].stop for b in boxes.values()) for d in range(ndim)]
@@ -270,14 +325,13 @@ class ChunkSink:
             len(range(min(a[d] for a in blocks), max(a[d] for a in blocks) + 1))
             for d in range(ndim)
         )
-        if units == len(blocks):
+        whole = all(box == chunk_extent(self.info, at) for at, box in boxes.items())
+        if units == len(blocks) and whole:
             values = np.empty([b - a for a, b in zip(lo, hi, strict=True)], dtype=self.array.dtype)
         else:
             values = np.asarray(self.array[region])
-        for at, block in blocks.items():
-            local = tuple(
-                slice(s.start - a, s.stop - a) for s, a in zip(boxes[at], lo, strict=True)
-            )
+        for box, block in blocks.values():
+            local = tuple(slice(s.start - a, s.stop - a) for s, a in zip(box, lo, strict=True))
             values[local] = block
         self.array[region] = values
 

@@ -1,6 +1,6 @@
 """Batch read: one input partition per run of chunks; each task decodes its chunks with zarr
-and yields Arrow record batches built with numpy. Range and equality filters on dimension
-columns narrow the chunks read.
+and yields Arrow record batches built with numpy. Option `isel` narrows the chunks read;
+filters are left to Spark (spark/region.py says why).
 
 A sharded array is read in inner chunks (`ArrayInfo.unit`), taken shard by shard (all the
 inner chunks of one shard, in C order, before the next shard's): a partition reads only the
@@ -14,21 +14,12 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 import zarr
-from pyspark.sql.datasource import (
-    DataSourceReader,
-    EqualTo,
-    Filter,
-    GreaterThan,
-    GreaterThanOrEqual,
-    In,
-    InputPartition,
-    LessThan,
-    LessThanOrEqual,
-)
+from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from zarrlake.session import Session
 from zarrlake.spark.arrays import ArrayInfo, open_array
 from zarrlake.spark.handles import SessionHandle
+from zarrlake.spark.region import Bounds
 
 DEFAULT_PARTITION_BYTES = 16 << 20
 BATCH_ROWS = 1 << 18
@@ -43,10 +34,6 @@ class ChunkRun(InputPartition):
         self.stop = stop
 
 
-def _int(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 class ZarrLakeReader(DataSourceReader):
     """Reads one array at one commit (the ref is resolved once, when the read is planned)."""
 
@@ -55,6 +42,7 @@ class ZarrLakeReader(DataSourceReader):
         session: Session,
         info: ArrayInfo,
         *,
+        bounds: Bounds | None = None,
         partition_rows: int | None = None,
         partition_bytes: int | None = None,
     ) -> None:
@@ -64,7 +52,8 @@ class ZarrLakeReader(DataSourceReader):
         self.partition_rows = partition_rows or max(
             1, (partition_bytes or DEFAULT_PARTITION_BYTES) // row_bytes
         )
-        self.bounds = [(0, s) for s in info.shape]  # [low, high) per dimension
+        # [low, high) element indices per dimension: the `isel` option, fixed for the read
+        self.bounds = bounds if bounds is not None else [(0, s) for s in info.shape]
 
     @staticmethod
     def row_bytes(info: ArrayInfo) -> int:
@@ -72,52 +61,6 @@ class ZarrLakeReader(DataSourceReader):
         return 8 * len(info.dims) + np.dtype(info.dtype).itemsize
 
     # planning ---------------------------------------------------------------------------
-
-    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
-        """Narrow `bounds` by range/equality filters on dimensions; give back the rest (and
-        In, which only narrows to its min..max) for Spark to apply."""
-        self.bounds = [(0, s) for s in self.info.shape]  # each query pushes its own filters
-        for f in filters:
-            if not self._narrow(f) or isinstance(f, In):
-                yield f
-
-    def _narrow(self, f: Filter) -> bool:
-        attribute = getattr(f, "attribute", None)
-        if attribute is None or len(attribute) != 1 or attribute[0] not in self.info.dims:
-            return False
-        d = self.info.dims.index(attribute[0])
-        if isinstance(f, In):
-            values = [_int(v) for v in f.value]
-            if not values or any(v is None for v in values):
-                return False
-            low, high = min(values), max(values) + 1  # type: ignore[type-var]
-        else:
-            v = _int(getattr(f, "value", None))
-            if v is None:
-                return False
-            match f:
-                case EqualTo():
-                    low, high = v, v + 1
-                case GreaterThan():
-                    low, high = v + 1, None
-                case GreaterThanOrEqual():
-                    low, high = v, None
-                case LessThan():
-                    low, high = None, v
-                case LessThanOrEqual():
-                    low, high = None, v + 1
-                case _:
-                    return False
-        low, high = self.to_elements(d, low, high)
-        lo, hi = self.bounds[d]
-        lo = max(lo, low) if low is not None else lo
-        hi = min(hi, high) if high is not None else hi
-        self.bounds[d] = (lo, max(lo, hi))
-        return True
-
-    def to_elements(self, d: int, low: int | None, high: int | None):
-        """Filter bounds [low, high) on dimension column `d` as element indices."""
-        return low, high
 
     def _chunk_ranges(self) -> list[range]:
         """Per dimension, the chunk indices that intersect the bounds."""

@@ -18,8 +18,10 @@ import pyarrow as pa
 import zarr
 
 from zarrlake.errors import InvalidInputError
+from zarrlake.spark.append import Append, Growth, grown, widened
 from zarrlake.spark.arrays import ArrayInfo, cast_values
-from zarrlake.spark.chunks import check_bounds, write_chunks
+from zarrlake.spark.chunks import check_bounds, chunk_box, write_chunks
+from zarrlake.spark.duplicates import Coverage
 
 FLUSH_ROWS = 4_000_000
 """Out-of-order rows a task buffers before writing their chunks."""
@@ -37,16 +39,27 @@ def column(batch: pa.RecordBatch | pa.Table, name: str, what: str) -> np.ndarray
 
 class RowSink:
     """Writes one task's cell rows into `arrays` (all sharing dims, shape and chunks);
-    `written` collects the chunk keys per array path."""
+    `written` collects the chunk keys per array path. With `append`, rows may go past the
+    arrays' end along its dimension (`growth.extent` is how far they went); with
+    `refuse_duplicates`, a cell given twice is refused."""
 
-    def __init__(self, arrays: dict[str, zarr.Array], infos: list[ArrayInfo], *, replace: bool):
-        self.arrays = arrays
-        self.infos = infos
+    def __init__(
+        self,
+        arrays: dict[str, zarr.Array],
+        infos: list[ArrayInfo],
+        *,
+        replace: bool,
+        append: Append | None = None,
+        refuse_duplicates: bool = False,
+    ):
+        self.arrays = dict(arrays)
+        self.infos = list(infos)
         self.replace = replace
         first = infos[0]
-        self.dims, self.shape, self.chunks = first.dims, first.shape, first.chunks
-        self.total = math.prod(self.shape)
-        self.unit = first.chunks[0] * math.prod(self.shape[1:]) if self.shape else 0
+        self.dims, self.chunks = first.dims, first.chunks
+        self._shaped(first.shape)
+        self.growth = Growth(append, first) if append is not None else None
+        self.coverage = Coverage(first) if refuse_duplicates else None
         self.written: dict[str, set[str]] = {i.path: set() for i in infos}
         self.done_chunks: set[tuple[int, ...]] = set()
         self.rows = 0
@@ -55,6 +68,8 @@ class RowSink:
         self._run: dict[str, list[np.ndarray]] = {i.path: [] for i in infos}
         self._loose: list[tuple[list[np.ndarray], dict[str, np.ndarray]]] = []
         self._loose_rows = 0
+        if self.growth is not None and self.growth.reach != self.shape[self.growth.axis]:
+            self._reach(self.growth.reach)
 
     # input ------------------------------------------------------------------------------
 
@@ -66,6 +81,11 @@ class RowSink:
             return
         self.rows += n
         index = [column(batch, d, "dimension").astype(np.int64, copy=False) for d in self.dims]
+        if self.growth is not None:
+            along = index[self.growth.axis]
+            reach = self.growth.take(along, int(along.max()) + 1)
+            if reach is not None:
+                self._reach(reach)
         values = {
             i.path: cast_values(
                 column(batch, i.column, "value"), i.dtype, f"value column {i.column!r}"
@@ -96,6 +116,21 @@ class RowSink:
         """Write what is still buffered."""
         self._end_run()
         self._flush_loose()
+
+    def _shaped(self, shape: tuple[int, ...]) -> None:
+        self.shape = shape
+        self.total = math.prod(shape)
+        self.unit = self.chunks[0] * math.prod(shape[1:]) if shape else 0
+
+    def _reach(self, extent: int) -> None:
+        """Let the handles reach `extent` along the append dimension (in memory only)."""
+        assert self.growth is not None
+        axis = self.growth.axis
+        if axis != 0:  # the run's C-order positions change with a trailing dimension
+            self._end_run()
+        self.infos = [widened(i, axis, extent) for i in self.infos]
+        self.arrays = {i.path: grown(self.arrays[i.path], axis, extent) for i in self.infos}
+        self._shaped(self.infos[0].shape)
 
     # runs in C order --------------------------------------------------------------------
 
@@ -148,6 +183,8 @@ class RowSink:
         for k in range(t0 // c0, -(-t1 // c0)):
             for rest in itertools.product(*trailing):
                 coords = (k, *rest)
+                if self.coverage is not None:
+                    self.coverage.whole(coords, chunk_box(self.infos[0], coords))
                 self.done_chunks.add(coords)
                 for info in self.infos:
                     self.written[info.path].add(info.chunk_key(self.arrays[info.path], coords))
@@ -171,11 +208,17 @@ class RowSink:
         index = [np.concatenate([ix[d] for ix, _ in self._loose]) for d in range(len(self.dims))]
         check_bounds(self.infos[0], index)
         touched: set[tuple[int, ...]] = set()
-        for info in self.infos:
+        for n, info in enumerate(self.infos):
             values = np.concatenate([v[info.path] for _, v in self._loose])
             array = self.arrays[info.path]
             coords = write_chunks(
-                array, info, index, values, replace=self.replace, done=self.done_chunks
+                array,
+                info,
+                index,
+                values,
+                replace=self.replace,
+                done=self.done_chunks,
+                coverage=self.coverage if n == 0 else None,  # the arrays share their cells
             )
             self.written[info.path].update(info.chunk_key(array, c) for c in coords)
             touched.update(coords)

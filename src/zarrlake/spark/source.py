@@ -9,25 +9,19 @@ import contextlib
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWriter
 from pyspark.sql.types import StructType
 
-from zarrlake.errors import InvalidInputError, NotFoundError, SessionClosedError
+from zarrlake.errors import InvalidInputError, SessionClosedError
 from zarrlake.spark import options as opts
-from zarrlake.spark.arrays import (
-    INTEGER_TYPES,
-    ArrayInfo,
-    check_value_type,
-    create_array,
-    creation_options,
-    open_array,
-)
+from zarrlake.spark.arrays import ArrayInfo, open_array
 from zarrlake.spark.layout import (
     CHUNKS,
     ChunkReader,
     binary_values,
-    check_chunk_schema,
     chunk_schema,
     layout_of,
     rows_grid,
 )
+from zarrlake.spark.region import parse_region
+from zarrlake.spark.targets import plan
 
 
 class ZarrLakeSource(DataSource):
@@ -85,15 +79,24 @@ class ZarrLakeSource(DataSource):
 
             feed = ChangeFeed.plan(self.options, self._read_path())
             self._check_columns(schema, feed.info, feed.name)
-            return ChangeReader(feed, layout_of(self.options))
+            region = parse_region(self.options, feed.info.dims, feed.info.unit_grid)
+            return ChangeReader(feed, layout_of(self.options), region)
         session, info, ref = self._read_target()
         self._check_columns(schema, info, ref)
         cls = ChunkReader if layout_of(self.options) == CHUNKS else ZarrLakeReader
         if cls is ChunkReader:
             info = rows_grid(self.options, info)
+            region = parse_region(self.options, info.dims, info.unit_grid)
+            bounds = [
+                (lo * c, min(hi * c, n))
+                for (lo, hi), c, n in zip(region, info.unit, info.shape, strict=True)
+            ]
+        else:
+            bounds = parse_region(self.options, info.dims, info.shape)
         reader = cls(
             session,
             info,
+            bounds=bounds,
             partition_rows=opts.get_int(self.options, "partition_rows", None),
             partition_bytes=opts.get_int(self.options, "partition_bytes", None),
         )
@@ -110,31 +113,7 @@ class ZarrLakeSource(DataSource):
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         """The batch writer: opens the job's session on the branch, which the driver commits."""
-        from zarrlake.spark.writer import ZarrLakeWriter
-
-        repo_options = opts.RepoOptions.parse(self.options)
-        paths = opts.array_paths(self.options)
-        given = {k.lower(): v for k, v in dict(self.options).items()}
-        branch = given.get("branch") or "main"
-        create = creation_options(self.options)
-        repo = repo_options.open()
-        session = repo.create_session(
-            branch, message=given.get("message"), author=given.get("author")
-        )
-        try:
-            infos = [self._target_array(session, p, branch, create, overwrite) for p in paths]
-            layout = layout_of(self.options)
-            if layout == CHUNKS:
-                check_chunk_schema(schema, infos)
-                infos = [rows_grid(self.options, i) for i in infos]
-            else:
-                check_write_schema(schema, infos)
-        except BaseException:
-            with contextlib.suppress(SessionClosedError):
-                session.abandon()
-            raise
-        allow_empty = opts.get_flag(self.options, "allow_empty")
-        return ZarrLakeWriter(session, infos, overwrite, layout, allow_empty)
+        return open_writer(self.options, schema, overwrite)
 
     def streamWriter(self, schema: StructType, overwrite: bool):
         """df.writeStream.format("zarrlake"): one commit per micro-batch, exactly once.
@@ -148,76 +127,24 @@ class ZarrLakeSource(DataSource):
         repo_options = opts.RepoOptions.parse(self.options)
         branch = self._given().get("branch") or "main"
         session = repo_options.open().readonly_session(branch)
-        infos = [
-            ArrayInfo.of(open_array(session, p, ref=branch), p)
-            for p in opts.array_paths(self.options)
-        ]
-        layout = layout_of(self.options)
-        if layout == CHUNKS:
-            check_chunk_schema(schema, infos)
-            infos = [rows_grid(self.options, i) for i in infos]
-        else:
-            check_write_schema(schema, infos)
-        return ZarrLakeStreamWriter(repo_options, branch, infos, stream_id(self.options), layout)
-
-    @staticmethod
-    def _target_array(session, path: str, branch: str, create: dict | None, overwrite: bool):
-        try:
-            array = open_array(session, path, ref=branch)
-        except NotFoundError:
-            if create is None:
-                raise NotFoundError(
-                    f"no array {path!r} on branch {branch!r}; to create it give options shape, "
-                    "chunks, dtype and dims"
-                ) from None
-            array = create_array(session, path, create, replace=False)
-        else:
-            if overwrite and create is not None:
-                array = create_array(session, path, create, replace=True)
-            elif create is not None:
-                _check_matches(array, path, create)
-        return ArrayInfo.of(array, path)
+        targets = plan(session, self.options, schema, overwrite=False)
+        return ZarrLakeStreamWriter(repo_options, branch, targets, stream_id(self.options))
 
 
-def _check_matches(array, path: str, create: dict) -> None:
-    """Creation options given for an existing array must describe it (or use overwrite)."""
-    have = (tuple(array.shape), tuple(array.chunks), list(array.metadata.dimension_names or []))
-    want = (tuple(create["shape"]), tuple(create["chunks"]), create["dimension_names"])
-    if have != want:
-        raise InvalidInputError(
-            f"array {path!r} already exists with shape {have[0]}, chunks {have[1]}, dims "
-            f"{have[2]}, not {want[0]}, {want[1]}, {want[2]}; use mode('overwrite') to "
-            "replace it"
-        )
+def open_writer(options, schema: StructType, overwrite: bool):  # -> ZarrLakeWriter
+    """A batch write job: its session on the branch (NotFoundError naming a missing branch)
+    and its targets, planned and checked; the session is abandoned if the plan fails."""
+    from zarrlake.spark.writer import ZarrLakeWriter
 
-
-def check_write_schema(schema: StructType, infos: list[ArrayInfo]) -> None:
-    """The DataFrame must have an integer column per dimension and a value column per array
-    whose type casts to the array's dtype without changing kind."""
-    dims = infos[0].dims
-    for info in infos[1:]:
-        if info.dims != dims:
-            raise InvalidInputError(
-                f"arrays written together must share dimensions: {infos[0].path!r} has "
-                f"{dims}, {info.path!r} has {info.dims}"
-            )
-    fields = {f.name: f.dataType for f in schema.fields}
-    missing = [d for d in dims if d not in fields]
-    if missing:
-        raise InvalidInputError(
-            f"the DataFrame has no column(s) {missing} for dimension(s) of array "
-            f"{infos[0].path!r} (dims {list(dims)}; columns {list(fields)})"
-        )
-    for d in dims:
-        if not isinstance(fields[d], INTEGER_TYPES):
-            raise InvalidInputError(
-                f"dimension column {d!r} must have an integer type, not {fields[d].simpleString()}"
-            )
-    for info in infos:
-        col = info.column
-        if col not in fields:
-            raise InvalidInputError(
-                f"the DataFrame has no value column {col!r} for array {info.path!r} "
-                f"(columns {list(fields)})"
-            )
-        check_value_type(col, fields[col], info)
+    given = {k.lower(): v for k, v in dict(options).items()}
+    repo = opts.RepoOptions.parse(options).open()
+    session = repo.create_session(
+        given.get("branch") or "main", message=given.get("message"), author=given.get("author")
+    )
+    try:
+        targets = plan(session, options, schema, overwrite)
+    except BaseException:
+        with contextlib.suppress(SessionClosedError):
+            session.abandon()
+        raise
+    return ZarrLakeWriter(session, targets, opts.get_flag(options, "allow_empty"))

@@ -1,5 +1,5 @@
 """Structured Streaming sink: `df.writeStream.format("zarrlake")`, one commit per micro-batch,
-exactly once.
+exactly once; with option `append_dim`, each micro-batch grows the array.
 
 Spark runs a stream's tasks on a writer it planned once, so the driver keeps one open session
 per stream, tagged by its message, for the next micro-batch: tasks find it and write into it;
@@ -17,9 +17,10 @@ from pyspark.sql.datasource import DataSourceStreamArrowWriter
 
 from zarrlake.errors import InvalidInputError, NotFoundError, SessionClosedError
 from zarrlake.spark import options as opts
-from zarrlake.spark.arrays import ArrayInfo, open_array
+from zarrlake.spark.arrays import open_array
 from zarrlake.spark.errors import keep_conflicts
-from zarrlake.spark.writer import WrittenChunks, accept, write_batches
+from zarrlake.spark.targets import Targets
+from zarrlake.spark.writer import WrittenChunks, finish, write_batches
 
 STREAM, BATCH = "zarrlake.stream", "zarrlake.batch"
 SCAN_COMMITS = 10_000
@@ -42,14 +43,11 @@ def stream_id(options) -> str:
 class ZarrLakeStreamWriter(DataSourceStreamArrowWriter):
     """Created by Spark on the driver when the query starts and again for each commit."""
 
-    def __init__(
-        self, repo: opts.RepoOptions, branch: str, infos: list[ArrayInfo], sid: str, layout: str
-    ) -> None:
+    def __init__(self, repo: opts.RepoOptions, branch: str, targets: Targets, sid: str) -> None:
         self.repo_options = repo
         self.branch = branch
-        self.infos = infos
+        self.targets = targets
         self.sid = sid
-        self.layout = layout
         self.tag = f"zarrlake stream {sid}"
         self.open_session()
 
@@ -75,8 +73,8 @@ class ZarrLakeStreamWriter(DataSourceStreamArrowWriter):
         if pending is None:
             raise NotFoundError(f"no open session for stream {self.sid!r}")
         session = repo.join_session(pending.id)
-        arrays = {i.path: open_array(session, i.path, ref=self.branch) for i in self.infos}
-        return write_batches(session, self.tag, arrays, self.infos, self.layout, False, iterator)
+        arrays = {i.path: open_array(session, i.path, ref=self.branch) for i in self.targets.infos}
+        return write_batches(session, self.tag, arrays, self.targets, iterator)
 
     # driver -----------------------------------------------------------------------------
 
@@ -104,7 +102,7 @@ class ZarrLakeStreamWriter(DataSourceStreamArrowWriter):
             if done is not None and done >= batchId:
                 session.abandon()  # a replay of a batch already committed
             else:
-                accept(session, self.tag, messages)
+                finish(session, self.targets, self.tag, messages)
                 session.commit(
                     f"stream {self.sid} batch {batchId}",
                     metadata={STREAM: self.sid, BATCH: str(batchId)},

@@ -1,10 +1,12 @@
 """Batch write: every task writes its rows' chunks into the job's one session; the driver
-commits once, or abandons the session if any task failed."""
+commits once, or abandons the session if any task failed or met an error."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
+import pickle
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -21,25 +23,34 @@ from zarrlake.errors import (
     InvalidInputError,
     NotFoundError,
     SessionClosedError,
+    ZarrLakeError,
 )
 from zarrlake.format.shard import SEP, shard_key_of, shown
 from zarrlake.session import Session
+from zarrlake.spark.append import resize
 from zarrlake.spark.arrays import ArrayInfo, open_array
-from zarrlake.spark.errors import keep_conflicts
+from zarrlake.spark.coords import Cells, CoordSink, merged, write_cells
+from zarrlake.spark.errors import TaskError, keep_conflicts, raise_first
 from zarrlake.spark.handles import SessionHandle
-from zarrlake.spark.layout import CELLS, CHUNKS, ChunkSink
+from zarrlake.spark.layout import CHUNKS, ChunkSink
 from zarrlake.spark.rowsink import RowSink
+from zarrlake.spark.targets import Targets
 
 
 @dataclass
 class WrittenChunks(WriterCommitMessage):
-    """What one task attempt wrote: chunk keys per array, the task's partition id, and the
-    writer id it staged under (the driver accepts the writers of committed attempts)."""
+    """What one task attempt wrote: chunk keys per array, the task's partition id, the writer
+    id it staged under (the driver accepts the writers of committed attempts), how far it
+    wrote along append_dim (largest index + 1), the coordinate arrays' cells it saw, and the
+    zarrlake error it met instead, if any."""
 
     partition: int
     keys: dict[str, list[str]] = field(default_factory=dict)
     rows: int = 0
     writer: str = ""
+    extent: int = 0
+    coords: dict[str, Cells] = field(default_factory=dict)
+    error: TaskError | None = None
 
 
 def accept(session: Session, tag: str, messages: list[WrittenChunks | None]) -> None:
@@ -57,21 +68,14 @@ def partition_id() -> int:
 
 
 class ZarrLakeWriter(DataSourceArrowWriter):
-    """Pickled to every task and to the driver's commit/abort step; each re-joins the job's
-    session there on first use (so abort works even when the session is already closed)."""
+    """A write job: its session and targets. Pickled to every task (`write`) and to the
+    driver's commit/abort step; each re-joins the job's session there on first use (so abort
+    works even when the session is already closed). `write_array` runs the same object's
+    `write` in a mapInArrow and its `commit` on the driver."""
 
-    def __init__(
-        self,
-        session: Session,
-        arrays: list[ArrayInfo],
-        replace: bool,
-        layout: str = CELLS,
-        allow_empty: bool = False,
-    ) -> None:
+    def __init__(self, session: Session, targets: Targets, allow_empty: bool = False) -> None:
         self.handle = SessionHandle(session)
-        self.arrays = arrays
-        self.replace = replace
-        self.layout = layout
+        self.targets = targets
         self.allow_empty = allow_empty  # a job that changes nothing commits anyway
         self.tag = f"spark-{secrets.token_hex(8)}"  # this job's task attempts stage under it
 
@@ -81,35 +85,39 @@ class ZarrLakeWriter(DataSourceArrowWriter):
         return self.handle.session
 
     def opened(self) -> dict[str, zarr.Array]:
-        """The target arrays, opened once per Python worker and job."""
+        """The target data arrays, opened once per Python worker and job."""
         ref = self.session.branch or ""
         return {
             a.path: self.handle.array(a.path, lambda s, p=a.path: open_array(s, p, ref=ref))
-            for a in self.arrays
+            for a in self.targets.infos
         }
 
     # executors --------------------------------------------------------------------------
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WrittenChunks:
-        """Write one task's rows into the job's session; the message says what it wrote."""
-        return write_batches(
-            self.session, self.tag, self.opened(), self.arrays, self.layout, self.replace, iterator
-        )
+        """Write one task's rows into the job's session; the message says what it wrote (or
+        the zarrlake error it met: the task itself does not fail)."""
+        return write_batches(self.session, self.tag, self.opened(), self.targets, iterator)
+
+    def task(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """`write` as a mapInArrow function: its message as one row of a binary column."""
+        message = pickle.dumps(self.write(batches))
+        yield pa.RecordBatch.from_arrays([pa.array([message], pa.binary())], names=["message"])
 
     # driver -----------------------------------------------------------------------------
 
     @keep_conflicts
     def commit(self, messages: list[WrittenChunks | None]) -> None:
-        """One repository commit for the whole job, unless two tasks wrote one chunk."""
+        """One repository commit for the whole job: unless a task met an error or two tasks
+        wrote one chunk; the arrays grown along append_dim and the coordinate arrays written
+        first."""
+        session = self.session
         try:
-            accept(self.session, self.tag, messages)
-            written = self._check_single_writers(messages)
-            if self.replace:
-                self._delete_unwritten(written)
-            self.session.commit(allow_empty=self.allow_empty)
+            finish(session, self.targets, self.tag, messages)
+            session.commit(allow_empty=self.allow_empty)
         except BaseException:
             with contextlib.suppress(SessionClosedError):
-                self.session.abandon()
+                session.abandon()
             raise
 
     def abort(self, messages: list[WrittenChunks | None]) -> None:
@@ -118,88 +126,117 @@ class ZarrLakeWriter(DataSourceArrowWriter):
         with contextlib.suppress(SessionClosedError, NotFoundError):
             self.session.abandon()
 
-    def _check_single_writers(self, messages: list[WrittenChunks | None]) -> dict[str, set[str]]:
-        owner: dict[str, int] = {}
-        written: dict[str, set[str]] = {a.path: set() for a in self.arrays}
-        conflicts = []
-        for msg in messages:
-            if msg is None:
-                continue
-            for path, keys in msg.keys.items():
-                for key in keys:
-                    first = owner.setdefault(key, msg.partition)
-                    if first != msg.partition:
-                        conflicts.append((path, key, first, msg.partition))
-                written[path].update(keys)
-        if conflicts:
-            infos = {a.path: a for a in self.arrays}
-            listed = []
-            for path, key, a, b in conflicts:
-                coords = _coords_of(infos[path], key)
-                listed.append(
-                    Conflict(
-                        path, ConflictKind.WRITERS, [coords], f"written by Spark tasks {a} and {b}"
-                    )
-                )
-            first = listed[0]
-            raise ConflictError(
-                listed,
-                f"chunk {first.chunks[0]} of array {first.path!r} was written by two Spark "
-                f"tasks ({first.detail[len('written by Spark tasks ') :]}) and one would lose "
-                f"values ({len(listed)} chunk(s) in all); repartition rows by chunk, e.g. with "
-                "zarrlake.spark.write_array",
-            )
-        return written
 
-    def _delete_unwritten(self, written: dict[str, set[str]]) -> None:
-        for info in self.arrays:
-            meta = f"{info.path}/zarr.json"
-            shards = {shard_key_of(k) for k in written[info.path]}
-            stale = [
-                k
-                for k in self.session.list_prefix(info.path + "/")
-                if k != meta and k not in shards
-            ]
-            self.session.delete_many(stale)
-            if info.inner is not None:
-                self._fill_unwritten_inner(info, written[info.path])
-
-    def _fill_unwritten_inner(self, info: ArrayInfo, keys: set[str]) -> None:
-        """Overwrite with chunk-layout rows of inner chunks: the inner chunks of a written
-        shard that no task wrote become the fill value (as the chunks no task wrote are
-        deleted), one read-modify-write per such shard on the driver; inner chunks the tasks
-        wrote are written back as read, which stages nothing for them."""
-        names: dict[str, set[str]] = {}
-        for key in keys:
-            shard, _, name = key.partition(SEP)
-            if name:
-                names.setdefault(shard, set()).add(name)
+def finish(
+    session: Session, targets: Targets, tag: str, messages: list[WrittenChunks | None]
+) -> None:
+    """The driver's part of a job before its commit: raise the first error a task met; count
+    the committed attempts' writes; refuse chunks two tasks wrote; store the arrays' new
+    extent along append_dim; write the coordinate arrays; with replace, delete the chunks no
+    task wrote."""
+    arrived = [m for m in messages if m is not None]
+    raise_first([m.error for m in arrived if m.error is not None])
+    accept(session, tag, arrived)
+    written = _check_single_writers(targets.infos, arrived)
+    ref = session.branch or ""
+    extent = max((m.extent for m in arrived), default=0)
+    for info in targets.everything:
         array = None
-        grid, per = info.unit_grid, info.per_shard
-        for shard_key, done in sorted(names.items()):
-            origin = [c * p for c, p in zip(_coords_of(info, shard_key), per, strict=True)]
-            units = [range(o, min(o + p, g)) for o, p, g in zip(origin, per, grid, strict=True)]
-            missing = [
-                at
-                for at in itertools.product(*units)
-                if ".".join(str(a - o) for a, o in zip(at, origin, strict=True)) not in done
-            ]
-            if not missing:
-                continue
-            if array is None:
-                array = open_array(self.session, info.path, ref=self.session.branch or "")
-            region = tuple(
-                slice(u.start * c, min(u.stop * c, n))
-                for u, c, n in zip(units, info.unit, info.shape, strict=True)
-            )
-            values = np.asarray(array[region])
-            for at in missing:
-                box = tuple(
-                    slice(a * c - r.start, min((a + 1) * c, n) - r.start)
-                    for a, c, n, r in zip(at, info.unit, info.shape, region, strict=True)
+        axis = targets.append.axis(info) if targets.append is not None else None
+        if axis is not None and extent > 0:  # resize() stores only a longer extent
+            array = open_array(session, info.path, ref=ref)
+            resize(array, axis, extent)
+        if info in targets.coords:
+            array = array or open_array(session, info.path, ref=ref)
+            last = not targets.refuse_duplicates
+            cells = merged(info, [m.coords[info.path] for m in arrived], last=last)
+            write_cells(array, ArrayInfo.of(array, info.path), cells, replace=targets.replace)
+    if targets.replace:
+        for info in targets.infos:
+            _delete_unwritten(session, info, written[info.path])
+
+
+def _check_single_writers(
+    infos: list[ArrayInfo], messages: list[WrittenChunks]
+) -> dict[str, set[str]]:
+    owner: dict[str, int] = {}
+    written: dict[str, set[str]] = {a.path: set() for a in infos}
+    conflicts = []
+    for msg in messages:
+        for path, keys in msg.keys.items():
+            for key in keys:
+                first = owner.setdefault(key, msg.partition)
+                if first != msg.partition:
+                    conflicts.append((path, key, first, msg.partition))
+            written[path].update(keys)
+    if conflicts:
+        by_path = {a.path: a for a in infos}
+        listed = []
+        for path, key, a, b in conflicts:
+            coords = _coords_of(by_path[path], key)
+            listed.append(
+                Conflict(
+                    path, ConflictKind.WRITERS, [coords], f"written by Spark tasks {a} and {b}"
                 )
-                values[box] = array.fill_value
-            array[region] = values
+            )
+        first = listed[0]
+        raise ConflictError(
+            listed,
+            f"chunk {first.chunks[0]} of array {first.path!r} was written by two Spark "
+            f"tasks ({first.detail[len('written by Spark tasks ') :]}) and one would lose "
+            f"values ({len(listed)} chunk(s) in all); repartition rows by chunk, e.g. with "
+            "zarrlake.spark.write_array",
+        )
+    return written
+
+
+def _delete_unwritten(session: Session, info: ArrayInfo, keys: set[str]) -> None:
+    """Overwrite: delete the array's chunks no task wrote (and fill a written shard's inner
+    chunks no task wrote)."""
+    meta = f"{info.path}/zarr.json"
+    shards = {shard_key_of(k) for k in keys}
+    stale = [k for k in session.list_prefix(info.path + "/") if k != meta and k not in shards]
+    session.delete_many(stale)
+    if info.inner is not None:
+        _fill_unwritten_inner(session, info, keys)
+
+
+def _fill_unwritten_inner(session: Session, info: ArrayInfo, keys: set[str]) -> None:
+    """Overwrite with chunk-layout rows of inner chunks: the inner chunks of a written
+    shard that no task wrote become the fill value (as the chunks no task wrote are
+    deleted), one read-modify-write per such shard on the driver; inner chunks the tasks
+    wrote are written back as read, which stages nothing for them."""
+    names: dict[str, set[str]] = {}
+    for key in keys:
+        shard, _, name = key.partition(SEP)
+        if name:
+            names.setdefault(shard, set()).add(name)
+    array = None
+    grid, per = info.unit_grid, info.per_shard
+    for shard_key, done in sorted(names.items()):
+        origin = [c * p for c, p in zip(_coords_of(info, shard_key), per, strict=True)]
+        units = [range(o, min(o + p, g)) for o, p, g in zip(origin, per, grid, strict=True)]
+        missing = [
+            at
+            for at in itertools.product(*units)
+            if ".".join(str(a - o) for a, o in zip(at, origin, strict=True)) not in done
+        ]
+        if not missing:
+            continue
+        if array is None:
+            array = open_array(session, info.path, ref=session.branch or "")
+        region = tuple(
+            slice(u.start * c, min(u.stop * c, n))
+            for u, c, n in zip(units, info.unit, info.shape, strict=True)
+        )
+        values = np.asarray(array[region])
+        for at in missing:
+            box = tuple(
+                slice(a * c - r.start, min((a + 1) * c, n) - r.start)
+                for a, c, n, r in zip(at, info.unit, info.shape, region, strict=True)
+            )
+            values[box] = array.fill_value
+        array[region] = values
 
 
 def _coords_of(info: ArrayInfo, key: str) -> tuple[int, ...]:
@@ -221,27 +258,46 @@ def write_batches(
     session: Session,
     tag: str,
     opened: dict[str, zarr.Array],
-    infos: list[ArrayInfo],
-    layout: str,
-    replace: bool,
+    targets: Targets,
     batches: Iterator[pa.RecordBatch],
 ) -> WrittenChunks:
     """Write one task attempt's record batches (cell rows, or whole chunks) into the opened
-    arrays of `session`, staged under a new writer tagged `tag` and flushed before it
-    returns: what the attempt wrote, for the commit on the driver."""
-    writer = session._engine.start_writer(tag)
-    sink: RowSink | ChunkSink
-    if layout == CHUNKS:
-        sink = ChunkSink(opened[infos[0].path], infos[0])
-    else:
-        sink = RowSink(opened, infos, replace=replace)
+    data arrays of `session` (and take the coordinate arrays' cells), staged under a new
+    writer tagged `tag` and flushed before it returns: what the attempt wrote, for the
+    commit on the driver. A zarrlake error ends the attempt's work and comes back in the
+    message instead (so Spark logs no failed task)."""
     try:
-        for batch in batches:
-            sink.add(batch)
-        sink.close()
-    finally:
-        if isinstance(sink, ChunkSink):
-            sink.stop()
-    session.flush()  # durable before Spark may count the attempt
-    keys = {path: sorted(k) for path, k in sink.written.items()}
-    return WrittenChunks(partition_id(), keys, sink.rows, writer)
+        writer = session._engine.start_writer(tag)
+        # the arrays as this session holds them (a stream's grow from batch to batch)
+        infos = [dataclasses.replace(i, shape=tuple(opened[i.path].shape)) for i in targets.infos]
+        refuse = targets.refuse_duplicates
+        sink: RowSink | ChunkSink
+        if targets.layout == CHUNKS:
+            sink = ChunkSink(
+                opened[infos[0].path], infos[0], append=targets.append, refuse_duplicates=refuse
+            )
+        else:
+            sink = RowSink(
+                opened,
+                infos,
+                replace=targets.replace,
+                append=targets.append,
+                refuse_duplicates=refuse,
+            )
+        coords = CoordSink(targets.coords, last=not refuse) if targets.coords else None
+        try:
+            for batch in batches:
+                sink.add(batch)
+                if coords is not None:
+                    coords.add(batch)
+            sink.close()
+        finally:
+            if isinstance(sink, ChunkSink):
+                sink.stop()
+        session.flush()  # durable before Spark may count the attempt
+        keys = {path: sorted(k) for path, k in sink.written.items()}
+        extent = sink.growth.extent if sink.growth is not None else 0
+        cells = coords.cells() if coords is not None else {}
+        return WrittenChunks(partition_id(), keys, sink.rows, writer, extent, cells)
+    except ZarrLakeError as e:
+        return WrittenChunks(partition_id(), error=TaskError.of(e))

@@ -11,7 +11,7 @@ from zarrlake.connection import RepoContext
 from zarrlake.txn.check_view import CheckContext
 from zarrlake.vc.checks.changes import change_between
 from zarrlake.vc.checks.rules import CheckResults, CheckRule, read_guards
-from zarrlake.vc.checks.run import CheckResult, failure, run_rules
+from zarrlake.vc.checks.run import CheckResult, failure, recorded_results, run_rules
 
 
 def run_checks(
@@ -31,6 +31,15 @@ def run_checks(
         return CheckContext(ctx, change_between(ctx.objects, commit, base))
 
     return run_rules(rules, commit, base, view, results, reuse, record)
+
+
+def recorded_checks(
+    ctx: RepoContext, rules: list[CheckRule], commit: str, base: str
+) -> list[CheckResult]:
+    """The recorded results of `rules` on the change from `base` to `commit`, in rule order;
+    rules not run on that pair yet are left out. Nothing is computed or written."""
+    found = recorded_results(rules, commit, base, CheckResults(ctx.meta, ctx.refs.partition))
+    return [found[r.name] for r in rules if r.name in found]
 
 
 def enforce(

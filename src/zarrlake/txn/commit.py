@@ -37,7 +37,6 @@ from zarrlake.errors import (
     NotFoundError,
     SessionClosedError,
     TransientError,
-    UnfinishedWritersError,
     UnflushedWritesError,
     ZarrLakeError,
 )
@@ -332,8 +331,6 @@ def commit(
     while True:
         try:
             return _commit(txn, message, on_conflict, props, final_flush)
-        except UnfinishedWritersError:
-            raise  # the caller chooses (see txn/writers.py); waiting changes nothing
         except UnflushedWritesError as e:  # live workers: they flush soon, or finish
             assert txn.staging is not None
             if unflushed == "discard":
@@ -610,6 +607,7 @@ def _run(
             metadata=props,
             allow_empty=txn.allow_empty,
             keep=hold.keep,
+            moves=staged.moves,
         )
         commit_id = protocol.run(
             request,

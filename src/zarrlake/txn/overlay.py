@@ -12,7 +12,7 @@ from zarrlake._util.validate import check_prefix, check_zarr_key
 from zarrlake.errors import InvalidInputError
 from zarrlake.format.chunk_ref import ChunkRef, RefKind
 from zarrlake.format.shard import SEP, ShardLayout, ShardRef, layout_of
-from zarrlake.format.snapshot import is_meta_key
+from zarrlake.format.snapshot import is_meta_key, meta_keys_above
 from zarrlake.txn.buffer import WriteBuffer
 from zarrlake.txn.fragments import StagedFragments
 from zarrlake.txn.staging import Staging
@@ -166,27 +166,42 @@ class Overlay:
         return out
 
     def array_doc(self, key: str) -> bytes | None:
-        """The zarr.json of the array chunk key `key` belongs to: as the base commit has it
-        if the array exists there (no metastore read per chunk; a session that re-creates
-        an array differently stages its shards whole, or split by the layout they had),
-        else as this session staged it (read once per handle; `forget_docs` drops them).
+        """The zarr.json of the array chunk key `key` belongs to (`array_meta`)."""
+        found = self.array_meta(key)
+        return None if found is None else found[1]
+
+    def array_meta(self, key: str) -> tuple[str, bytes] | None:
+        """(metadata key, zarr.json) of the array chunk key `key` belongs to: as the base
+        commit has it if the array exists there (no metastore read per chunk; a session
+        that re-creates an array differently stages its shards whole, or split by the
+        layout they had), else as this session staged it (read once per handle;
+        `forget_docs` drops them).
         Ancestors are tried from the top: an array has no child nodes, so the first array
         found is the one, and a new array's chunks all find its document cached at once
         (from the bottom, each chunk's own parent paths would be read first)."""
-        parts = key.split("/")
-        metas = ["/".join(parts[:n]) + "/zarr.json" for n in range(1, len(parts))]
+        metas = meta_keys_above(key)
         base = self.view.root.meta
         for meta in metas:  # in memory: an array of the base commit
             doc = base.get(meta)
             if doc is not None and _is_array(doc):
-                return doc
+                return meta, doc
         walked: dict[str, bytes | None] = {}
         for meta in metas:
             doc = self._docs[meta] if meta in self._docs else self._read_doc(meta)
             walked[meta] = doc
             if doc is not None and _is_array(doc):
                 self._docs.update(walked)  # arrays have no child nodes: what was walked stays
-                return doc
+                return meta, doc
+        return None
+
+    def current_array_meta(self, key: str) -> tuple[str, bytes] | None:
+        """(metadata key, zarr.json) of the array chunk key `key` belongs to as the session
+        has it now (staged by any worker over the base), read afresh: `array_meta` prefers
+        the base commit's, which a session re-creating the array (other codecs) replaced."""
+        for meta in meta_keys_above(key):
+            doc = self._read_doc(meta)
+            if doc is not None and _is_array(doc):
+                return meta, doc
         return None
 
     def _read_doc(self, meta: str) -> bytes | None:

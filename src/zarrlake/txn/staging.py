@@ -12,6 +12,8 @@ Keys (`StagingKeys` encodes and parses them; `<writer>` is a handle's writer id 
   tell a worker that ended normally from one that failed or died (txn/writers.py).
 - `a<tag>`: the writers whose fragments carrying `tag` count (a Spark job accepts the task
   attempts that committed; the fragments of failed or speculative attempts do not count).
+- `m<time><writer>`: a node moved (its source and destination), registered in one
+  transaction with the fragment and documents that carry it out; keyed in time order.
 
 Every worker of a cooperative session stages under its own writer id, so two workers
 staging different bytes for one key are detected at commit instead of one replacing the
@@ -24,7 +26,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
-from itertools import groupby
+from itertools import groupby, islice
 
 from zarrlake._util import runtime
 from zarrlake.errors import SessionClosedError
@@ -38,7 +40,11 @@ FRAGMENT = b"f"
 DIRTY = b"d"
 ACCEPT = b"a"
 WRITER = b"s"
+MOVE = b"m"
 _WRITER_HEX = 16
+MARKER_KEYS = 8
+"""Chunk keys an unflushed-writes marker records: those its batch began with. The rest of
+a batch is known only once flushed (a marker is written once per batch, not per write)."""
 
 
 class StagingKeys:
@@ -87,6 +93,11 @@ class StagingKeys:
         """The key of the accepted writers of task-commit `tag`."""
         return ACCEPT + tag.encode()
 
+    @staticmethod
+    def move(at_ns: int, writer: str) -> bytes:
+        """The key of a move `writer` made at `at_ns` (nanoseconds: keys sort by time)."""
+        return MOVE + f"{at_ns:020d}{writer}".encode()
+
 
 class WriterState(StrEnum):
     """A writer's life: writing, then finished (it ended normally) or failed (it raised, or
@@ -107,6 +118,9 @@ class Writer:
     since: float  # when it entered this state (epoch seconds)
     tag: str | None = None
     error: str | None = None
+    dropped: tuple[str, ...] = ()
+    """A failed writer's unflushed writes, given up when it failed: their first keys (up
+    to MARKER_KEYS), so a commit can tell whether that part was written again."""
 
     @property
     def host(self) -> str:
@@ -127,6 +141,8 @@ class Writer:
         """The record as stored (JSON)."""
         doc = {"state": str(self.state), "identity": self.identity, "since": self.since}
         doc |= {k: v for k, v in (("tag", self.tag), ("error", self.error)) if v is not None}
+        if self.dropped:
+            doc["dropped"] = list(self.dropped)
         return json.dumps(doc).encode()
 
     @classmethod
@@ -134,7 +150,15 @@ class Writer:
         """A stored record of `writer`."""
         doc = json.loads(data)
         state = WriterState(doc["state"])
-        return cls(writer, state, doc["identity"], doc["since"], doc.get("tag"), doc.get("error"))
+        return cls(
+            writer,
+            state,
+            doc["identity"],
+            doc["since"],
+            doc.get("tag"),
+            doc.get("error"),
+            tuple(doc.get("dropped", ())),
+        )
 
 
 @dataclass(frozen=True)
@@ -148,6 +172,9 @@ class Unflushed:
     tag: str | None = None
     error: str | None = None  # its writes failed to settle
     identity: str | None = None
+    keys: tuple[str, ...] | None = None
+    """The first chunk keys of the batch (see `MARKER_KEYS`); None if unknown (a batch
+    begun by a read, or a marker of an older version)."""
 
     @property
     def alive(self) -> bool | None:
@@ -168,6 +195,9 @@ class State:
     accepted: dict[str, set[str]]
     writers: dict[str, Writer] = field(default_factory=dict)
     meta_writers: set[str] = field(default_factory=set)  # writers that staged metadata
+    moves: tuple[tuple[str, str], ...] = ()  # (source, destination) of moved nodes, in order
+    meta_by_writer: dict[str, dict[str, tuple[bytes, int]]] = field(default_factory=dict)
+    """Each writer's metadata records: document key -> (content, metastore version)."""
 
 
 def counts(
@@ -199,6 +229,7 @@ class Staging:
         self.check_open = check_open
         self.own: set[bytes] = set()  # keys of the fragments this handle registered
         self.own_meta: set[str] = set()  # metadata documents this handle staged
+        self._move_ns = 0  # the time key of this handle's last move
 
     def _lost(self) -> None:
         """Raise: records this handle staged are gone, so reads would miss its writes."""
@@ -222,18 +253,27 @@ class Staging:
         """Stage metadata documents (inline references) or their deletion, durably (with
         `also`, more records in the same transaction: the writer's state)."""
         items = list(items)
-        self.meta.set_many(
-            self.partition,
-            [
-                (
-                    StagingKeys.meta(k, self.writer_id),
-                    StagedRecord(OP_WRITE if r else OP_DELETE, self.writer, r).encode(),
-                )
-                for k, r in items
-            ]
-            + list(also),
-        )
+        self.meta.set_many(self.partition, self.meta_records(items) + list(also))
         self.own_meta.update(k for k, _ in items)
+
+    def meta_records(
+        self, items: Iterable[tuple[str, ChunkRef | None]]
+    ) -> list[tuple[bytes, bytes]]:
+        """The records staging metadata documents (or their deletion), to store; once
+        stored, add their keys to `own_meta`."""
+        return [
+            (
+                StagingKeys.meta(k, self.writer_id),
+                StagedRecord(OP_WRITE if r else OP_DELETE, self.writer, r).encode(),
+            )
+            for k, r in items
+        ]
+
+    def move_record(self, src: str, dst: str) -> tuple[bytes, bytes]:
+        """The record of a move of node `src` to `dst` by this handle, to store."""
+        self._move_ns = max(int(runtime.now() * 1e9), self._move_ns + 1)  # this handle's in order
+        key = StagingKeys.move(self._move_ns, self.writer_id)
+        return key, json.dumps({"from": src, "to": dst}).encode()
 
     def lookup_meta(self, key: str) -> tuple[bool, ChunkRef | None]:
         """(staged?, ref) of the latest record of any worker; ref None with staged=True means
@@ -266,12 +306,15 @@ class Staging:
         clashes: list[str] = []
         fragments, unflushed, accepted, writers = [], [], {}, {}
         meta_writers: set[str] = set()
+        moves: list[tuple[str, str]] = []
+        meta_by_writer: dict[str, dict[str, tuple[bytes, int]]] = {}
         prev, content = None, b""
-        for k, v, _ in self.meta.scan(self.partition):
+        for k, v, version in self.meta.scan(self.partition):
             kind = k[:1]
             if kind == META:
                 name, writer = StagingKeys.parse_meta(k)
                 meta_writers.add(writer)
+                meta_by_writer.setdefault(writer, {})[name] = (StagedRecord.content(v), version)
                 if writer in excluded:
                     continue
                 if name == prev:
@@ -291,7 +334,20 @@ class Staging:
                 accepted[k[1:].decode()] = set(json.loads(v))
             elif kind == WRITER:
                 writers[k[1:].decode()] = Writer.decode(k[1:].decode(), v)
-        return State(meta, clashes, fragments, unflushed, accepted, writers, meta_writers)
+            elif kind == MOVE and k[21:].decode() not in excluded:
+                doc = json.loads(v)
+                moves.append((doc["from"], doc["to"]))
+        return State(
+            meta,
+            clashes,
+            fragments,
+            unflushed,
+            accepted,
+            writers,
+            meta_writers,
+            moves=tuple(moves),
+            meta_by_writer=meta_by_writer,
+        )
 
     # fragments ----------------------------------------------------------------------------
 
@@ -366,12 +422,17 @@ class Staging:
         since: float,
         tag: str | None,
         also: Iterable[tuple[bytes, bytes]] = (),
+        keys: Iterable[str] | None = None,
     ) -> None:
         """Note that this handle holds buffered writes of `generation` since `since` (with
-        `also`, more records in the same transaction: the writer's state).
+        `also`, more records in the same transaction: the writer's state), beginning with
+        the chunk `keys` (the first MARKER_KEYS are kept; None: a batch begun by a read).
 
-        A commit finds the markers and waits for (or refuses) workers that never flushed."""
+        A commit finds the markers and waits for (or refuses) workers that never flushed;
+        the keys tell it whether a dead worker's unflushed part was written again."""
         doc = self._marker_doc(since, tag)
+        if keys is not None:
+            doc["keys"] = list(islice(keys, MARKER_KEYS))
         self.meta.set_many(
             self.partition, [(self._marker(generation), json.dumps(doc).encode()), *also]
         )
@@ -402,10 +463,23 @@ class Staging:
     # writer states --------------------------------------------------------------------------
 
     def writer_record(
-        self, state: WriterState, tag: str | None, error: str | None = None
+        self,
+        state: WriterState,
+        tag: str | None,
+        error: str | None = None,
+        dropped: Iterable[str] = (),
     ) -> tuple[bytes, bytes]:
-        """This handle's writer state record, to store with other records."""
-        rec = Writer(self.writer_id, state, runtime.identity(), runtime.now(), tag, error)
+        """This handle's writer state record, to store with other records (`dropped`: the
+        keys of the unflushed writes a failing writer gives up; the first MARKER_KEYS)."""
+        rec = Writer(
+            self.writer_id,
+            state,
+            runtime.identity(),
+            runtime.now(),
+            tag,
+            error,
+            tuple(islice(dropped, MARKER_KEYS)),
+        )
         return StagingKeys.writer(self.writer_id), rec.encode()
 
     def writers(self) -> dict[str, Writer]:
@@ -448,4 +522,5 @@ def _unflushed(key: bytes, value: bytes) -> Unflushed:
         doc.get("tag"),
         doc.get("error"),
         doc.get("identity"),
+        None if doc.get("keys") is None else tuple(doc["keys"]),
     )

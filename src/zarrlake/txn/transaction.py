@@ -6,7 +6,9 @@ through the per-process `connect(spec)`: no data and no connections travel."""
 from __future__ import annotations
 
 import contextlib
+import os
 import secrets
+import sys
 import weakref
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -28,7 +30,7 @@ from zarrlake.format.shard import shown, split_inner_key
 from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.session_records import PENDING, SessionRecord, Status, check_expiry
 from zarrlake.txn import commit as committing
-from zarrlake.txn import writers
+from zarrlake.txn import moves, refusals, writers
 from zarrlake.txn.fragments import StagedFragments
 from zarrlake.txn.overlay import Overlay
 from zarrlake.txn.staging import Staging, counts
@@ -59,6 +61,8 @@ class Transaction:
         self.created = False  # this handle began the session (others joined it)
         self.unfinished: writers.Unfinished | None = None  # the commit's choice, see writers
         self.allow_empty = True
+        self.task_copy = False  # a copy a Dask task received: it finishes after each write
+        self.within = 0  # `with session:` blocks this handle is in (they finish it instead)
         self.cleanup: Future[None] | None = None  # dropping the staged records after commit
         self.writer = secrets.token_bytes(8)
         self.staging = (
@@ -84,11 +88,14 @@ class Transaction:
                 ctx.together,
                 ctx.clock,
                 ctx.settings.flush,
+                ctx.settings.check_chunks,
             )
             if self.staging is not None
             else None
         )
         if self.writes is not None:
+            ctx.handles.add(self.writes)  # finished by Repo.close
+            self.writes.repository_gone = _Gone(ctx.spec)
             self.overlay.record_reads = self.writes.record_reads
             # The handle going away (a task returning, a worker dropping its copy) finishes
             # its writer; the write path holds no reference back to this handle.
@@ -142,9 +149,16 @@ class Transaction:
 
     @classmethod
     def reopen(cls, spec: RepoSpec, session_id: str | None, base: str) -> Transaction:
-        """Unpickling: the session `session_id` (or the read-only view of `base`)."""
+        """Unpickling: the session `session_id` (or the read-only view of `base`). In a
+        Dask worker the copy is a task's own (Dask sends each task its arguments): it
+        finishes after each array write (zarr_store), so the task's writes are durable and
+        counted by the time it returns, not when its copy is collected."""
         ctx = connect(spec)
-        return cls(ctx, None, base) if session_id is None else cls.join(ctx, session_id)
+        if session_id is None:
+            return cls(ctx, None, base)
+        txn = cls.join(ctx, session_id)
+        txn.task_copy = _in_dask_worker()
+        return txn
 
     def __reduce__(self) -> tuple[object, ...]:
         """A handle pickles after finishing its writer (sending a session to or back from a
@@ -244,6 +258,17 @@ class Transaction:
         if self.cleanup is not None:
             self.cleanup.result()
 
+    def move(self, src: str, dst: str) -> tuple[str, str]:
+        """Move node `src` to `dst` in this session (see Session.move); returns the two
+        paths as recorded."""
+        writes = self.require_writes()
+        assert self.staging is not None
+        writes.flush()  # the plan then finds this handle's writes in its fragments
+        plan = moves.plan(self.overlay, src, dst)
+        record = self.staging.move_record(plan.src, plan.dst)
+        writes.stage_block(plan.staged, plan.carried, plan.meta, [record])
+        return plan.src, plan.dst
+
     def start_writer(self, tag: str | None) -> str:
         """Stage what follows under a new writer id (see Session.start_writer)."""
         writer = self.require_writes().start_writer(tag)
@@ -260,15 +285,20 @@ class Transaction:
         """Every worker's staged changes as one table, with the keys read and prefixes
         listed (serializable sessions) and the fragments a commit writes out; ConflictError
         if two workers staged different bytes for one key. If `strict`, the writers' rule
-        (txn/writers.py) applies: UnfinishedWritersError if a worker failed or is gone
-        (unless `self.unfinished` chose), UnflushedWritesError if a live one holds writes it
-        has not flushed."""
+        (txn/writers.py) applies: UnfinishedWritersError if a worker failed or is gone and
+        its part was not written again (unless `self.unfinished` chose),
+        UnflushedWritesError if a live one holds writes it has not flushed."""
         assert self.staging is not None and self.record is not None
         state = self.staging.state()
         if strict:
             verdict = writers.judge(state, self.staging.writer_id, self.unfinished)
+            if verdict.unfinished_ids:  # leave out those whose part was written again
+                namer = KeyNamer(self.view.root.meta, {k: d for k, d in state.meta.items() if d})
+                verdict = refusals.settle(
+                    verdict, state, self.unfinished, self.fragments.read_index, namer
+                )
             if verdict.unfinished and self.unfinished is None:
-                raise writers.refuse(self.record.id, verdict)
+                raise refusals.refuse(self.record.id, verdict)
             if verdict.waiting:
                 raise writers.waiting_error(self.record.id, verdict.waiting)
             if verdict.excluded:
@@ -279,9 +309,11 @@ class Transaction:
         clashes = state.clashes + got.clashes
         if clashes:
             raise self._clash_error(state.meta, clashes)
-        return Gathered(
-            ChangeTable(state.meta, got.writes, got.deletes), got.reads, got.listed, got.blobs
-        )
+        table = ChangeTable(state.meta, got.writes, got.deletes)
+        if strict and state.moves:
+            final = {**self.view.root.meta, **state.meta}
+            moves.check_moved(state.moves, table, {k: d for k, d in final.items() if d})
+        return Gathered(table, got.reads, got.listed, got.blobs, state.moves)
 
     def _clash_error(self, meta: dict[str, bytes | None], clashes: list[str]) -> ConflictError:
         namer = KeyNamer(self.view.root.meta, {k: d for k, d in meta.items() if d})
@@ -312,7 +344,11 @@ class Transaction:
 
     def changes(self) -> Diff:
         """The uncommitted changes of this session (of all its workers)."""
-        return diff_staged(self.view.root.meta, self.view.get, self.staged_changes())
+        self.writes_or_raise()
+        self.flush()
+        gathered = self.gather(strict=False)
+        staged = gathered.changes.to_list(self.ctx.objects.inline)
+        return diff_staged(self.view.root.meta, self.view.get, staged, gathered.moves)
 
     def commit(
         self,
@@ -386,3 +422,23 @@ class _OpenCheck:
             with contextlib.suppress(CASFailedError):
                 self.ctx.records.swap(replace(rec, status=Status.EXPIRED), version)
         rec.check_writable(self.ctx.clock())
+
+
+class _Gone:
+    """Whether the repository a handle writes to was removed (a local directory deleted,
+    a temporary repository at process exit): nothing is left to finish for."""
+
+    __slots__ = ("location",)
+
+    def __init__(self, spec: RepoSpec) -> None:
+        self.location = spec.location if spec.is_local else None
+
+    def __call__(self) -> bool:
+        return self.location is not None and not os.path.isdir(self.location)
+
+
+def _in_dask_worker() -> bool:
+    """Whether this process runs a Dask distributed worker (whose tasks get their own copy
+    of each argument)."""
+    worker = sys.modules.get("distributed.worker")
+    return bool(worker is not None and getattr(worker.Worker, "_instances", None))

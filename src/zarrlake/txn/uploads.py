@@ -74,13 +74,24 @@ class UploadLog:
         return digests
 
     def store_chunk(
-        self, data: bytes, table: bool = True, digest: bytes | None = None
+        self,
+        data: bytes,
+        table: bool = True,
+        digest: bytes | None = None,
+        retired: bool = True,
     ) -> tuple[ChunkRef, bool]:
         """`Objects.store_chunk`, with the object recorded before it is uploaded (and its
-        block table unless `table` is false); `digest`, of `data`, if hashed already."""
+        block table unless `table` is false); `digest`, of `data`, if hashed already;
+        `retired` False when no purge can have retired the object (see `store_chunk`)."""
         if len(data) <= MANIFEST_INLINE_MAX:
             return self.objects.store_chunk(data)
         if digest is None:
             digest = self.objects.digest(data)
         self.record([(chunk_object_key(digest), len(data))])
-        return self.objects.store_chunk(data, digest, table)
+        return self.objects.store_chunk(
+            data,
+            digest,
+            table,
+            record=lambda key, size: self.record([(key, size)]),
+            retired=retired,
+        )

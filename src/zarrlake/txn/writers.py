@@ -6,9 +6,10 @@ writing; finished (its process ended normally, its `with` block ended, it was cl
 returned, pickled back or garbage-collected, or its Spark task committed); failed (its
 `with` block raised); gone (still writing, but its process is dead). A commit counts what
 finished writers staged and what live writers flushed, waits (bounded) for live writers'
-unflushed writes, and refuses, naming them, when a writer failed or is gone, unless the
-caller chose: `unfinished="discard"` leaves out all they staged, `"include"` keeps what
-they flushed.
+unflushed writes, and leaves out a writer that failed or is gone once finished writers
+wrote its part again (txn/superseded.py). It refuses, naming the others and what is still
+missing (txn/refusals.py), unless the caller chose: `unfinished="discard"` leaves out all
+they staged, `"include"` keeps what they flushed.
 
 Process exit is a finish point: `track` registers each writing handle of this process with
 `atexit` and with `multiprocessing`'s finalizers (a forked `multiprocessing` child leaves by
@@ -25,11 +26,12 @@ import os
 import queue
 import threading
 import weakref
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
-from zarrlake.errors import InvalidInputError, UnfinishedWritersError, UnflushedWritesError
+from zarrlake.errors import InvalidInputError, UnflushedWritesError
 from zarrlake.txn.staging import State, Unflushed, Writer, WriterState, counts
 
 log = logging.getLogger("zarrlake")
@@ -137,6 +139,50 @@ def untrack(handle: Finishing) -> None:
     _LIVE.discard(handle)
 
 
+def finish_each(handles: Iterable[Finishing]) -> None:
+    """Finish every handle of `handles` this process made, in this thread (a repository
+    closing: as each handle's `with` block ending would). A failure is logged, not raised
+    (`release`): closing never raised, and a commit names a writer left unfinished."""
+    for handle in list(handles):
+        if handle.pid == os.getpid():
+            handle.release()
+
+
+class Flushing(Protocol):
+    """What a collected repository asks of the writing handles opened on it."""
+
+    pid: int
+
+    def flush(self) -> object:
+        """Make the handle's buffered writes durable."""
+
+
+class _FlushLater:
+    """A release that only flushes (see `flush_each_later`), logging what goes wrong."""
+
+    def __init__(self, handle: Flushing) -> None:
+        self.handle = handle
+        self.pid = handle.pid
+
+    def release(self) -> None:
+        try:
+            self.handle.flush()
+        except Exception as e:  # its next flush or finish meets it again, and raises
+            log.debug("zarrlake: flushing a writer of a collected repository: %s", e)
+
+
+def flush_each_later(handles: Iterable[Flushing]) -> None:
+    """Flush, on the release thread, every handle of `handles` this process made (a
+    repository collected). Its writes become durable, so a commit from elsewhere need not
+    wait for them; finishing is left to the handle itself (its `with` block, `close`, its
+    collection, its process's end): a repository is often collected while its sessions
+    are in use (`Repo.open(...).join_session(id)`), and a writer finished in the middle
+    of its part would count that part as complete if its process were killed."""
+    for handle in list(handles):
+        if handle.pid == os.getpid():
+            release_later(_FlushLater(handle))
+
+
 EXIT_BUDGET = 20.0
 """Seconds process exit waits for its writers to finish (a metastore gone away must not
 hold the process forever); those left unfinished are then gone, and a commit names them."""
@@ -232,16 +278,20 @@ def describe(state: State) -> list[WriterInfo]:
 class Verdict:
     """What a commit makes of the session's writers."""
 
-    unfinished: list[str]  # failed or gone writers, described
+    unfinished: list[str]  # failed or gone writers the commit refuses over, described
     unfinished_ids: frozenset[str]
     waiting: list[Unflushed]  # live writers' unflushed writes
     excluded: frozenset[str]  # writers whose staged writes the commit leaves out
+    superseded: frozenset[str] = frozenset()  # unfinished writers whose part was rewritten
+    choice: str | None = None  # the choice that fits the refusal (see `refuse`)
+    described: dict[str, str] = field(default_factory=dict)  # unfinished writer -> line
 
 
 def judge(state: State, own: str, unfinished: Unfinished | None) -> Verdict:
     """Apply the writers' rule to the session's staging `state` for a commit by the handle
     whose writer is `own`. Spark's tagged writers keep their own rule: a task attempt counts
-    once its task commit accepted it."""
+    once its task commit accepted it. Whether a failed or gone writer's part was written
+    again is for txn/refusals.py's `settle` to say."""
     bad: dict[str, str] = {}
     for w in state.writers.values():
         if w.tag is not None or w.writer == own:
@@ -261,10 +311,10 @@ def judge(state: State, own: str, unfinished: Unfinished | None) -> Verdict:
         elif m.alive is False:
             bad[m.writer] = "gone: its process ended holding writes it never flushed"
     infos = {i.writer: i for i in describe(state)} if bad else {}
-    described = [_describe(state, infos[w], why) for w, why in bad.items()]
+    described = {w: _describe(state, infos[w], why) for w, why in bad.items()}
     waiting = [m for m in markers if m.writer not in bad]
     excluded = frozenset(bad) if unfinished == Unfinished.DISCARD else frozenset()
-    return Verdict(described, frozenset(bad), waiting, excluded)
+    return Verdict(list(described.values()), frozenset(bad), waiting, excluded, described=described)
 
 
 def _describe(state: State, info: WriterInfo, why: str) -> str:
@@ -274,20 +324,6 @@ def _describe(state: State, info: WriterInfo, why: str) -> str:
     if info.unflushed:
         staged += ", and writes it never flushed"
     return f"worker {info.writer} (pid {info.pid} on {info.host}, {why}; staged {staged})"
-
-
-def refuse(session_id: str, verdict: Verdict) -> UnfinishedWritersError:
-    """The error of a commit that will not choose for the caller what unfinished writers'
-    writes become."""
-    error = UnfinishedWritersError(
-        f"session {session_id}: {len(verdict.unfinished)} worker(s) did not finish, so what "
-        f"they staged may be part of their work: {'; '.join(verdict.unfinished)}. Nothing "
-        "was committed. Write their part again (from a new worker) and commit, or choose: "
-        "commit(..., unfinished='discard') leaves out everything they staged, "
-        "unfinished='include' keeps what they flushed",
-        verdict.unfinished,
-    )
-    return error
 
 
 def waiting_error(session_id: str, markers: list[Unflushed]) -> UnflushedWritesError:

@@ -18,8 +18,11 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
+
 from zarrlake._util import crashpoints, forksafe, runtime
 from zarrlake._util.validate import check_zarr_key
+from zarrlake._util.zarr_chunks import UNCHECKED, ChunkFrame, chunk_frame
 from zarrlake._util.zarr_metadata import check_metadata
 from zarrlake.connection import FlushPolicy, outcome, raise_first
 from zarrlake.errors import InvalidInputError, SessionClosedError, SessionError, ZarrLakeError
@@ -27,7 +30,8 @@ from zarrlake.format import fragment
 from zarrlake.format.blocks import TABLE_MIN
 from zarrlake.format.chunk_ref import ChunkRef, RefKind, chunk_object_key
 from zarrlake.format.fragment import FragmentRecord
-from zarrlake.format.snapshot import is_meta_key
+from zarrlake.format.manifest import ManifestRange
+from zarrlake.format.snapshot import is_meta_key, meta_keys_above
 from zarrlake.txn import writers
 from zarrlake.txn.batching import GroupCommit
 from zarrlake.txn.buffer import Batch
@@ -38,6 +42,7 @@ from zarrlake.txn.shards import WHOLE_SHARE, ShardPlanner
 from zarrlake.txn.staging import Staging, WriterState
 from zarrlake.txn.uploads import UploadLog
 from zarrlake.vc.change_table import Change
+from zarrlake.vc.chunk_keys import is_array_doc
 from zarrlake.vc.gc_protocol import Phase, WriteGuard
 from zarrlake.vc.objects import MANIFEST_INLINE_MAX, Objects
 
@@ -72,6 +77,7 @@ class Writes:
         together: Callable[..., list[object]],
         clock: Callable[[], float],
         policy: FlushPolicy,
+        check_chunks: bool = False,
     ) -> None:
         self.objects = objects
         self.guard = guard
@@ -83,6 +89,8 @@ class Writes:
         self.together = together
         self.clock = clock
         self.policy = policy
+        self.check_chunks = check_chunks  # refuse chunk bytes the codecs cannot decode
+        self._frames: tuple[str, ChunkFrame] | None = None  # (array path + "/", its frame)
         self.buffer = overlay.buffer
         self.shards = ShardPlanner(objects, overlay)
         self.uploads = UploadLog(objects, staging.meta, staging.partition)  # gc sees them
@@ -102,6 +110,7 @@ class Writes:
         # Under the simulator, processes end only as it says: no finishing on collection.
         self.simulated = runtime.current() is not runtime.REAL
         self.state: WriterState | None = None  # of this writer's record, as last stored
+        self.repository_gone: Callable[[], bool] = lambda: False  # see `release`
 
     # the writer's state ---------------------------------------------------------------------
 
@@ -148,8 +157,9 @@ class Writes:
         self._adopt()
         with self._flush_lock, self.buffer.lock:
             markers = self.buffer.current.markers
+            dropped = sorted(self.buffer.current.changes)
             self.buffer.current = Batch(self.buffer.generation)
-            record = self.staging.writer_record(WriterState.FAILED, self.tag, error)
+            record = self.staging.writer_record(WriterState.FAILED, self.tag, error, dropped)
             self.staging.drop_markers(markers, also=[record])
             self.state = WriterState.FAILED
         writers.untrack(self)
@@ -161,7 +171,9 @@ class Writes:
 
     def release(self) -> None:
         """Finish when the handle goes away or its process ends; nobody is left to raise to,
-        so a failure is logged (the commit then finds this writer unfinished)."""
+        so a failure is logged (the commit then finds this writer unfinished). A session
+        that ended first, or a repository removed meanwhile (a temporary one), leaves
+        nothing to count: that is logged at debug level only."""
         if self.pid != os.getpid() or self.simulated:
             return
         self.together = _in_turn  # at interpreter exit, thread pools take no more work
@@ -170,7 +182,10 @@ class Writes:
         except SessionError as e:  # the session ended first: nothing left to count
             log.debug("zarrlake writer %s: %s", self.writer, e)
         except Exception as e:
-            log.warning("zarrlake writer %s could not finish: %s", self.writer, e)
+            if self.repository_gone():
+                log.debug("zarrlake writer %s: its repository is gone (%s)", self.writer, e)
+            else:
+                log.warning("zarrlake writer %s could not finish: %s", self.writer, e)
 
     @property
     def writer(self) -> str:
@@ -185,12 +200,19 @@ class Writes:
         inner chunks (txn/shards.py), so there may be several changes, or none."""
         return self._changes_for((check_zarr_key(key), check_data(key, data)))
 
-    def _changes_for(self, item: tuple[str, bytes], digest: bytes | None = None) -> list[Change]:
+    def _changes_for(
+        self,
+        item: tuple[str, bytes],
+        digest: bytes | None = None,
+        batch: dict[str, bytes] | None = None,
+    ) -> list[Change]:
         """The changes of one checked write; `digest`, of the item's bytes if the caller
-        hashed them already."""
+        hashed them already; `batch`, the metadata documents written with it."""
         key, data = item
         if is_meta_key(key):
             return [self._change_for(item)]
+        if self.check_chunks:
+            self._check_chunk(key, data, batch)
         ops = self.shards.write(key, data)
         if ops is None:  # stored whole: inner chunks it replaces are deleted
             return [self._change_for(item, digest), *self.shards.stale(key)]
@@ -202,8 +224,8 @@ class Writes:
                 for k, span, _ in ops
             ]
         _, shard = self._change_for(item, digest)  # one object; inner chunks are its ranges
-        assert shard is not None and shard.kind == RefKind.OBJECT
-        location = chunk_object_key(shard.digest)
+        assert shard is not None and shard.kind in (RefKind.OBJECT, RefKind.LOCATION)
+        location = shard.location or chunk_object_key(shard.digest)  # (a purge retired its own)
         out: list[Change] = []
         for k, span, digest in ops:
             if span is None:
@@ -215,6 +237,40 @@ class Writes:
                 (k, ChunkRef(RefKind.LOCATION, digest, span[1] - span[0], span[0], location))
             )
         return out
+
+    def _check_chunk(self, key: str, data: bytes, batch: dict[str, bytes] | None = None) -> None:
+        """InvalidInputError naming `key` if its array's codecs could not decode `data`
+        (a cheap look at the frame: _util/zarr_chunks.py); keys of no array pass. The
+        array's document is the one written in the same `batch` if any, else the one
+        `array_doc` gives at no cost; bytes that fail against that are checked again
+        against the session's current one (the array may have been re-created)."""
+        doc = _batch_doc(batch, key) if batch else None
+        problem = _problem(doc, data) if doc is not None else self._frame_of(key).problem(data)
+        if problem is not None and doc is None:
+            found = self.overlay.current_array_meta(key)
+            problem = None if found is None else _problem(found[1], data)
+            if found is not None and problem is None:  # the array's chunks follow the new one
+                self._frames = (found[0][: -len("zarr.json")], chunk_frame(found[1]) or UNCHECKED)
+        if problem is not None:
+            raise InvalidInputError(
+                f"chunk {key!r} {problem}: zarr could not decode it with the array's codecs, "
+                "so the write is refused (Settings.check_chunks)"
+            )
+
+    def _frame_of(self, key: str) -> ChunkFrame:
+        """The frame chunk `key`'s array stores its chunks in (`array_doc`'s document),
+        remembered for the array's keys until this handle stages metadata: an array has
+        no child nodes, so every key under its path is one of its chunks."""
+        cached = self._frames
+        if cached is not None and key.startswith(cached[0]):
+            return cached[1]
+        found = self.overlay.array_meta(key)
+        if found is None:
+            return UNCHECKED
+        meta, doc = found
+        frame = chunk_frame(doc) or UNCHECKED
+        self._frames = (meta[: -len("zarr.json")], frame)
+        return frame
 
     def _change_for(self, item: tuple[str, bytes], digest: bytes | None = None) -> Change:
         key, data = item
@@ -228,16 +284,17 @@ class Writes:
         with self.buffer.lock:  # marked before uploading: gc then knows an upload may be ours
             phase = None
             if not self.buffer.current.markers:
-                phase = self._mark_first_upload(digest, len(data))
+                phase = self._mark_first_upload(digest, len(data), key)
             self.buffer.uploading += 1
         try:
             if phase is None:
                 phase = self.guard.begin()
             table = self._needs_table(key, len(data))
-            ref, created = self.uploads.store_chunk(bytes(data), table, digest)  # recorded first
+            retired = self.objects.purges_exist(phase.epoch)  # (a reuse checks its object)
+            ref, created = self.uploads.store_chunk(bytes(data), table, digest, retired)
             with self.buffer.lock:  # a reused object may be deleted by gc: keep its bytes
                 upload = (None if created else bytes(data), phase)
-                self.buffer.pending.setdefault(chunk_object_key(ref.digest), upload)
+                self.buffer.pending.setdefault(ref.location or chunk_object_key(ref.digest), upload)
         finally:
             with self.buffer.lock:
                 self.buffer.uploading -= 1
@@ -264,6 +321,7 @@ class Writes:
         if meta:
             self._meta.submit(meta)
             self.overlay.forget_docs()
+            self._frames = None
         chunks = [c for c in changes if not is_meta_key(c[0])]
         if chunks:
             self._buffer(chunks)
@@ -282,7 +340,7 @@ class Writes:
     def _buffer(self, changes: list[Change]) -> None:
         with self.buffer.lock:
             if not self.buffer.current.markers:  # the first write since the last flush
-                self._mark(self.buffer.current)
+                self._mark(self.buffer.current, [k for k, _ in changes])
             batch = self.buffer.add(changes)
             self._last_write = runtime.monotonic()
             full = self._full(batch)
@@ -291,32 +349,36 @@ class Writes:
         if full:
             self.flush()
 
-    def _mark(self, batch: Batch) -> None:
-        """Leave the marker saying this handle holds unflushed writes (before holding any).
+    def _mark(self, batch: Batch, keys: list[str] | None = None) -> None:
+        """Leave the marker saying this handle holds unflushed writes (before holding any),
+        naming the chunk `keys` the batch begins with (None: it begins with a read).
         Whether the session still takes them is checked when they are flushed (and before,
         from the record this handle holds: `Transaction.require_writes`)."""
         generation = self.buffer.generation = self.buffer.generation + 1
         batch.since = runtime.monotonic()
         entering = self._entering()
         try:
-            self.staging.mark_unflushed(generation, self.clock(), self.tag, also=entering)
+            self.staging.mark_unflushed(
+                generation, self.clock(), self.tag, also=entering, keys=keys
+            )
         except BaseException:
             if entering:
                 self.state = None
             raise
         batch.markers.append(generation)
 
-    def _mark_first_upload(self, digest: bytes | None, size: int) -> Phase | None:
-        """Leave the marker of a batch's first upload. On a remote metastore the other calls
-        that must precede the upload (the gc phase read, the upload record of object
-        `digest`) run beside it, one round trip instead of three, and the phase is returned.
+    def _mark_first_upload(self, digest: bytes | None, size: int, key: str) -> Phase | None:
+        """Leave the marker of a batch's first upload (of chunk `key`). On a remote metastore
+        the other calls that must precede the upload (the gc phase read, the upload record
+        of object `digest`) run beside it, one round trip instead of three, and the phase
+        is returned.
         They run on a pool of their own: this thread may be one of the I/O pool's, all of
         which can be waiting on the buffer lock held here."""
         if not self.staging.meta.remote or self.together is _in_turn:  # or at exit
-            self._mark(self.buffer.current)
+            self._mark(self.buffer.current, [key])
             return None
         calls: list[Callable[[], object]] = [
-            lambda: self._mark(self.buffer.current),
+            lambda: self._mark(self.buffer.current, [key]),
             self.guard.begin,
         ]
         if digest is not None:
@@ -354,6 +416,9 @@ class Writes:
         """`prepare` of each item: the big chunks recorded in one metastore write, hashed
         once, and uploaded in parallel."""
         checked = [(check_zarr_key(key), check_data(key, data)) for key, data in items]
+        docs = {key: data for key, data in checked if is_meta_key(key)}
+        for key, data in docs.items():  # bad documents are refused before any upload
+            check_metadata(key, data)
         big = [
             i
             for i, (key, data) in enumerate(checked)
@@ -361,12 +426,12 @@ class Writes:
         ]
         digests = self.uploads.record_chunks([checked[i][1] for i in big])  # one write
         prepared = self.objects.map(
-            lambda pair: self._changes_for(checked[pair[0]], pair[1]),
+            lambda pair: self._changes_for(checked[pair[0]], pair[1], docs),
             list(zip(big, digests, strict=True)),
         )
         uploaded = dict(zip(big, prepared, strict=True))
         return [
-            uploaded[i] if i in uploaded else self._changes_for(item)
+            uploaded[i] if i in uploaded else self._changes_for(item, None, docs)
             for i, item in enumerate(checked)
         ]
 
@@ -444,12 +509,44 @@ class Writes:
             self.state = WriterState.FINISHED
             writers.untrack(self)
 
+    def stage_block(
+        self,
+        chunks: list[Change],
+        carried: tuple[ManifestRange, np.ndarray],
+        meta: list[Change],
+        also: list[tuple[bytes, bytes]],
+    ) -> None:
+        """Stage, after this handle's buffered writes, chunk changes whose references the
+        session holds already (a move's: `chunks`, and `carried`, columnar), metadata
+        documents and more staging records (`also`) in one fragment and one metastore
+        transaction: all of it takes effect, or none."""
+        self.flush()
+        with self._flush_lock:
+            entering = self._entering()
+            batch = Batch(self.buffer.generation)  # holds the fragment's upload, if any
+            for key, ref in chunks:
+                batch.add(key, ref)
+            try:
+                records = [*entering, *self.staging.meta_records(meta), *also]
+                record = self._write_fragment(batch, records, carried)
+            except BaseException:
+                if entering:
+                    self.state = None
+                raise
+            self.staging.own_meta.update(k for k, _ in meta)
+            self.overlay.forget_docs()
+            self._settle(batch, record, True)
+            self.flushed.append(record)
+
     def _write_fragment(
-        self, batch: Batch, also: list[tuple[bytes, bytes]] | None = None
+        self,
+        batch: Batch,
+        also: list[tuple[bytes, bytes]] | None = None,
+        carried: tuple[ManifestRange, np.ndarray] | None = None,
     ) -> FragmentRecord:
         location = f"{fragment.PREFIX}{secrets.token_hex(20)}"
         blob, index, index_id, offset = fragment.build(
-            location, batch.changes, batch.reads, batch.listed, self.objects.algo
+            location, batch.changes, batch.reads, batch.listed, self.objects.algo, carried
         )
         small = len(blob) <= fragment.RECORD_MAX
         if not small:
@@ -510,8 +607,9 @@ class Writes:
         opened, lost = self.together(self.check_open if check else lambda: None, settle)
         if isinstance(lost, list) and lost:
             error = (
-                f"a garbage collection deleted {len(lost)} chunk object(s) this worker uploaded "
-                f"before staging them (the first: {lost[0]}); their writes were withdrawn: "
+                f"a garbage collection or a purge removed {len(lost)} chunk object(s) this "
+                f"worker uploaded before staging them (the first: {lost[0]}); their writes "
+                "were withdrawn: "
                 "write those chunks again"
             )
             self.staging.unregister(record, batch.markers[0] if batch.markers else 0, error)
@@ -561,6 +659,18 @@ class Writes:
         timer, self._timer = self._timer, None
         if timer is not None:
             timer.cancel()
+
+
+def _problem(doc: bytes | None, data: bytes) -> str | None:
+    """Why `data` cannot be a chunk of the array whose document is `doc` (None: it may)."""
+    frame = None if doc is None else chunk_frame(doc)
+    return None if frame is None else frame.problem(data)
+
+
+def _batch_doc(docs: dict[str, bytes], key: str) -> bytes | None:
+    """The array document among `docs` (written in one batch) that chunk `key` is under."""
+    found = (docs.get(meta) for meta in meta_keys_above(key))
+    return next((doc for doc in found if doc is not None and is_array_doc(doc)), None)
 
 
 def _in_turn(*calls: Callable[[], object]) -> list[object]:

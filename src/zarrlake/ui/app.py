@@ -26,9 +26,10 @@ from zarrlake.errors import (
     InvalidInputError,
     NotFoundError,
     StaleVirtualChunkError,
+    UndecodableChunkError,
     ZarrLakeError,
 )
-from zarrlake.present import short
+from zarrlake.present import short, subject
 from zarrlake.repo import Repo
 from zarrlake.ui.model import Model
 from zarrlake.ui.pulls import PullPages
@@ -64,11 +65,12 @@ def jsonable(value: Any) -> Any:
 
 
 def status_of(exc: Exception) -> int:
-    """The HTTP status for an error: 404 not found, 400 bad input, 409 a virtual chunk's
-    source no longer holds what was imported, else 500."""
+    """The HTTP status for an error: 404 not found, 400 bad input, 409 stored data that
+    cannot be shown (a virtual chunk's source no longer holds what was imported, chunk
+    bytes the array's codecs cannot decode), else 500."""
     if isinstance(exc, NotFoundError):
         return 404
-    if isinstance(exc, StaleVirtualChunkError):
+    if isinstance(exc, StaleVirtualChunkError | UndecodableChunkError):
         return 409
     if isinstance(exc, InvalidInputError | ValueError | IndexError | KeyError):
         return 400
@@ -115,6 +117,7 @@ def create_app(repo: Repo, token: str | None = None, hosts: list[str] | None = N
     env.filters["tojson_pretty"] = lambda v: json.dumps(jsonable(v), indent=2)
     env.filters["bytes"] = _human_bytes
     env.filters["num"] = lambda v: "-" if v is None else f"{v:.6g}"
+    env.filters["subject"] = subject
     env.filters["when"] = lambda t: (t or "-")[:19].replace("T", " ")
 
     def wants_json(request: Request) -> bool:

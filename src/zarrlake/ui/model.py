@@ -258,7 +258,7 @@ class Model:
         from zarrlake.vc.stats import virtual_keys
 
         prefix = f"{path}/" if path else ""
-        keys = virtual_keys(self.repo.context.objects, commit_id, prefix + "c")
+        keys = virtual_keys(self.repo._context.objects, commit_id, prefix + "c")
         decode = arr.metadata.chunk_key_encoding.decode_chunk_key
         return {tuple(decode(k[len(prefix) :])) for k in keys}
 

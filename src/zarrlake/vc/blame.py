@@ -1,4 +1,5 @@
-"""Blame: which commit last wrote one chunk, following merges into the side it came from."""
+"""Blame: which commit last wrote one chunk, following merges into the side it came from
+and moves back to the path the chunk had before."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from zarrlake.format.changes import ChangeSet
 from zarrlake.format.shard import inner_key, layout_of
 from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.vc.chunk_keys import is_array_doc, load_doc
+from zarrlake.vc.moves import backward
 from zarrlake.vc.objects import Objects
 from zarrlake.vc.snapshot_view import SnapshotView
 
@@ -43,16 +45,15 @@ class Blame:
         ref = SnapshotView(self.objects, root, rec.snapshot).get(key)
         return ref.digest if ref is not None else None
 
-    def _changed(self, commit_id: str, key: bytes) -> bool:
-        cs = self.objects.read(ChangeSet, self.objects.read_commit(commit_id).changes)
-        i = int(np.searchsorted(cs.keys, key))
-        return i < len(cs.keys) and cs.keys[i] == key
+    def _changes(self, commit_id: str) -> ChangeSet:
+        return self.objects.read(ChangeSet, self.objects.read_commit(commit_id).changes)
 
     def blame(self, head: str, array_path: str, coords: tuple[int, ...]) -> str:
         """The id of the commit that last wrote chunk `coords` of `array_path` as seen at
         `head`. At a merge commit that brought the chunk in, follow the parent that already
-        had the same bytes. ExpiredHistoryError if the walk reaches history `expire` dropped
-        before it finds the commit."""
+        had the same bytes; at a commit that moved its array, follow it to its old path.
+        ExpiredHistoryError if the walk reaches history `expire` dropped before it finds
+        the commit."""
         path = array_path.strip("/")
         root = self.objects.read(SnapshotRoot, self.objects.read_commit(head).snapshot)
         doc = root.meta.get(f"{path}/zarr.json" if path else "zarr.json")
@@ -72,7 +73,7 @@ class Blame:
         cid = head
         while True:
             try:
-                after = self._next(cid, key.encode(), key, target)
+                after = self._next(cid, key, target)
             except ExpiredHistoryError as e:
                 raise ExpiredHistoryError(
                     f"chunk {coords} of {array_path!r} was last written before {cid[:12]}; {e}",
@@ -81,22 +82,33 @@ class Blame:
                 ) from None
             if after is None:
                 return cid
-            cid = after
+            cid, key = after
 
-    def _next(self, cid: str, kb: bytes, key: str, target: bytes) -> str | None:
-        """The commit to look at after `cid`, or None if `cid` wrote the chunk."""
+    def _next(self, cid: str, key: str, target: bytes) -> tuple[str, str] | None:
+        """The commit to look at after `cid` and the chunk's key there, or None if `cid`
+        wrote the chunk."""
         rec = self.objects.read_commit(cid)
         if not rec.parents:
             return None
-        if self._changed(cid, kb):
+        cs = self._changes(cid)
+        after = rec.parents[0]
+        if _holds(cs.keys, key.encode()):
             same = [p for p in rec.parents[1:] if self._digest(p, key) == target]
-            if not same:
+            old = backward(key, cs.moves)
+            if same:
+                after = same[0]
+            elif old != key and self._digest(after, old) == target:
+                key = old  # moved here by this commit, with the bytes it had
+            else:
                 return None
-            after = same[0]
-        else:
-            after = rec.parents[0]
         self.objects.parent(cid, after)
-        return after
+        return after, key
+
+
+def _holds(keys: np.ndarray, key: bytes) -> bool:
+    """Whether sorted `keys` holds `key`."""
+    i = int(np.searchsorted(keys, key))
+    return i < len(keys) and keys[i] == key
 
 
 def inner_candidates(path: str, doc: bytes, coords: tuple[int, ...]) -> list[str]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from zarrlake.format import columns
-from zarrlake.format.changes import DELETE, WRITE
+from zarrlake.format.changes import DELETE, WRITE, Move
 from zarrlake.format.chunk_ref import ChunkRef
 from zarrlake.format.manifest import ManifestRange, RangeView
 from zarrlake.format.snapshot import is_meta_key
@@ -103,9 +103,11 @@ class ChangeTable:
 @dataclass(frozen=True)
 class Gathered:
     """What a session's commit applies: its changes, what it read and listed
-    (serializable sessions), and fragments held in records that the commit writes out."""
+    (serializable sessions), fragments held in records that the commit writes out, and the
+    nodes it moved (in order; their changes are in `changes` too)."""
 
     changes: ChangeTable
     reads: list[str]
     listed: list[str]
     blobs: list[tuple[str, bytes]]
+    moves: tuple[Move, ...] = ()

@@ -19,21 +19,28 @@ class Commit:
     timestamp: datetime
     session_id: str | None
     metadata: dict[str, str] = field(default_factory=dict)
+    path: str | None = None
+    """In the history of a path (`Repo.log(path=...)`): the name the node had here."""
 
     def to_json(self) -> dict:
         """The commit as the CLI's and the web UI's JSON show it."""
-        return {
+        out = {
             "id": self.id,
             "parents": list(self.parent_ids),
             "message": self.message,
             "author": self.author,
             "timestamp": self.timestamp.astimezone(UTC).isoformat(),
             "session_id": self.session_id,
+            "metadata": dict(self.metadata),
         }
+        if self.path is not None:
+            out["path"] = self.path
+        return out
 
     @classmethod
-    def from_record(cls, cid: str, rec: CommitRecord) -> Commit:
-        """The public view of the stored commit record `rec` named `cid`."""
+    def from_record(cls, cid: str, rec: CommitRecord, path: str | None = None) -> Commit:
+        """The public view of the stored commit record `rec` named `cid` (`path`: the name
+        of the node whose history it is part of)."""
         return cls(
-            cid, rec.parents, rec.message, rec.author, rec.time, rec.session_id, rec.metadata
+            cid, rec.parents, rec.message, rec.author, rec.time, rec.session_id, rec.metadata, path
         )

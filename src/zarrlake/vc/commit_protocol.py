@@ -24,6 +24,7 @@ from zarrlake.errors import (
 from zarrlake.format import columns
 from zarrlake.format.changes import (
     ChangeSet,
+    Move,
     NodeChange,
     NodeChangeKind,
 )
@@ -195,15 +196,18 @@ def classify(old: bytes | None, new: bytes | None) -> NodeChange | None:
     return NodeChange(NodeChangeKind.RESIZED if a == b else NodeChangeKind.REDEFINED, is_array)
 
 
-def change_set(changes: ChangeTable, old_meta: dict[str, bytes]) -> ChangeSet:
-    """The change set of `changes` made against a snapshot with metadata `old_meta`."""
+def change_set(
+    changes: ChangeTable, old_meta: dict[str, bytes], moves: tuple[Move, ...] = ()
+) -> ChangeSet:
+    """The change set of `changes` made against a snapshot with metadata `old_meta`, with
+    the nodes they move (whose changes `changes` holds)."""
     nodes = {}
     for key in sorted(changes.meta):
         change = classify(old_meta.get(key), changes.meta[key])
         if change is not None:
             nodes[node_path(key)] = change
     keys, ops = changes.keys_and_ops()
-    return ChangeSet(keys, ops, nodes)
+    return ChangeSet(keys, ops, nodes, moves)
 
 
 # the protocol -------------------------------------------------------------------------
@@ -228,6 +232,8 @@ class CommitRequest:
     allow_empty: bool = True  # False: NoChangesError when nothing differs from the base
     keep: Callable[[], None] | None = None
     """Called between long steps (a committer renews its lease there; it raises to stop)."""
+    moves: tuple[Move, ...] = ()
+    """The nodes the session moved, in order (their changes are in `changes`)."""
 
 
 Together = Callable[..., list[object]]
@@ -258,7 +264,7 @@ class CommitBuilder:
                 "matches its base commit, or nothing was written); nothing was committed and "
                 "the session stays open: commit(allow_empty=True) records an empty commit"
             )
-        self.ours = change_set(req.changes, self.base_root.meta)
+        self.ours = change_set(req.changes, self.base_root.meta, req.moves)
         if req.keep is not None:  # reading the base's manifests may have taken long
             req.keep()
 
@@ -354,7 +360,7 @@ class CommitBuilder:
         root, range_blobs = apply_changes(self.objects, parent_root, changes, write)
         snapshot_id, root_blob = self.objects.encode(root)
         if change_set_ is None:  # rebased: the change set is against the new parent
-            change_set_ = change_set(changes, parent_root.meta)
+            change_set_ = change_set(changes, parent_root.meta, req.moves)
         changes_id, changes_blob = self.objects.encode(change_set_)
         record = CommitRecord(
             parents=(parent_id,),

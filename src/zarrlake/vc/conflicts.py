@@ -5,6 +5,11 @@ chunk changed on both sides; the same node's metadata changed on both sides; chu
 written into an array whose structure or existence changed on the other side; anything
 under a node deleted on the other side; and, for serializable sessions, anything read that
 the other side changed.
+
+A move is a delete of its source and a write of its destination with the same references,
+so the rules above catch what clashes with it: a change under the source on the other
+side, or the destination made there too. Conflicts under a moved source are reported as
+`renamed`, naming where it went.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ _KIND_NAMES = {
 
 
 def merge_changes(sets: list[ChangeSet]) -> ChangeSet:
-    """The union of several commits' change sets (later node changes win)."""
+    """The union of several commits' change sets (later node changes win; moves in order)."""
     if len(sets) == 1:
         return sets[0]
     keys = np.concatenate([s.keys for s in sets]) if sets else np.zeros(0, "S1")
@@ -51,12 +56,14 @@ def merge_changes(sets: list[ChangeSet]) -> ChangeSet:
             ):
                 continue
             nodes[path] = change
-    return ChangeSet(uniq, ops[::-1][idx], nodes)
+    moves = tuple(m for s in sets for m in s.moves)
+    return ChangeSet(uniq, ops[::-1][idx], nodes, moves)
 
 
 def without(cs: ChangeSet, nodes: set[str]) -> ChangeSet:
     """`cs` less some node changes (those both sides made alike)."""
-    return ChangeSet(cs.keys, cs.ops, {p: c for p, c in cs.nodes.items() if p not in nodes})
+    kept = {p: c for p, c in cs.nodes.items() if p not in nodes}
+    return ChangeSet(cs.keys, cs.ops, kept, cs.moves)
 
 
 def _under(keys: np.ndarray, path: str) -> np.ndarray:
@@ -148,7 +155,26 @@ def find_conflicts(
         found.append(Conflict(node, kind, sorted(set(coords))))
     for (node, kind), keys in loose.items():
         found.append(Conflict(node, kind, None, "keys " + ", ".join(sorted(keys)[:10])))
-    return _dedupe(found)
+    return _dedupe([_renamed(c, (*ours.moves, *theirs.moves)) for c in found])
+
+
+_MOVABLE = {
+    ConflictKind.CHUNK,
+    ConflictKind.DELETED,
+    ConflictKind.METADATA,
+    ConflictKind.RESIZED,
+}
+
+
+def _renamed(c: Conflict, moves: tuple[tuple[str, str], ...]) -> Conflict:
+    """`c` as a `renamed` conflict when it lies under a node one side moved away."""
+    if c.kind not in _MOVABLE:
+        return c
+    for src, dst in moves:
+        if c.path == src or c.path.startswith(src + "/"):
+            detail = f"{src!r} was moved to {dst!r} on one side"
+            return Conflict(c.path, ConflictKind.RENAMED, c.chunks, detail)
+    return c
 
 
 def _dedupe(conflicts: list[Conflict]) -> list[Conflict]:

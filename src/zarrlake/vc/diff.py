@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from zarrlake.errors import ExpiredHistoryError
-from zarrlake.format.changes import WRITE, ChangeSet, NodeChangeKind
+from zarrlake.format.changes import WRITE, ChangeSet, Move, NodeChangeKind
 from zarrlake.format.chunk_ref import ChunkRef
 from zarrlake.format.commit import CommitRecord
 from zarrlake.format.manifest import ManifestRange
-from zarrlake.format.snapshot import SnapshotRoot, is_meta_key, node_path
+from zarrlake.format.snapshot import RangeIndex, SnapshotRoot, is_meta_key, node_path
+from zarrlake.metastore.checks import prefix_upper_bound
 from zarrlake.vc.chunk_keys import KeyNamer, load_doc
+from zarrlake.vc.moves import backward, forward, forward_keys, may_move, relating
 from zarrlake.vc.objects import Objects
 
 
@@ -38,6 +42,9 @@ class Diff:
     """Per node in `metadata_changed`, what changed in its zarr.json (`metadata_changes`)."""
     chunks_per_shard: dict[str, tuple[int, ...]] = field(default_factory=dict)
     """Per changed array stored as inner chunks, its inner chunks per shard and dimension."""
+    nodes_moved: dict[str, str] = field(default_factory=dict)
+    """Nodes moved (renamed), old path -> new path. A moved node is compared with what it
+    was at its old path: only what changed besides the move is listed, at its new path."""
 
     def shards_of(self, path: str, coords: Iterable) -> dict[tuple[int, ...], list]:
         """Inner-chunk coordinates of array `path`, grouped by the shard holding them.
@@ -65,24 +72,29 @@ class Diff:
             or self.metadata_changed
             or self.chunks_written
             or self.chunks_deleted
+            or self.nodes_moved
         )
 
     def summary(self) -> list[tuple[str, str, int, int]]:
         """A row per changed node, by path.
 
         A row is (path, what happened to the node, chunks written, chunks deleted); the node's
-        change is "added", "deleted", "metadata changed" or "data".
+        change is "added", "deleted", "moved from OLD PATH", "metadata changed" or "data".
         """
+        moved_from = {new: old for old, new in self.nodes_moved.items()}
         paths = (
             self.nodes_added
             | self.nodes_deleted
             | self.metadata_changed
             | self.chunks_written.keys()
             | self.chunks_deleted.keys()
+            | moved_from.keys()
         )
         rows = []
         for p in sorted(paths):
-            if p in self.nodes_added:
+            if p in moved_from:
+                change = f"moved from {moved_from[p] or '/'}"
+            elif p in self.nodes_added:
                 change = "added"
             elif p in self.nodes_deleted:
                 change = "deleted"
@@ -101,7 +113,8 @@ class Diff:
         -------
         dict
             Keys `nodes_added`, `nodes_deleted`, `metadata_changed`, `chunks_written`,
-            `chunks_deleted` and `metadata`: what `zarrlake diff --json` prints.
+            `chunks_deleted` and `metadata`: what `zarrlake diff --json` prints; with
+            moves, `nodes_moved` (old path -> new path).
         """
 
         def chunks(d: dict[str, set]) -> dict[str, list]:
@@ -120,6 +133,8 @@ class Diff:
         }
         if self.chunks_per_shard:  # only with sharded arrays: older readers see no change
             out["chunks_per_shard"] = {p: list(n) for p, n in sorted(self.chunks_per_shard.items())}
+        if self.nodes_moved:  # only with moves, likewise
+            out["nodes_moved"] = dict(sorted(self.nodes_moved.items()))
         return out
 
     def metadata_lines(self, path: str) -> list[str]:
@@ -247,28 +262,63 @@ def _settle_shards(d: Diff, namer: KeyNamer) -> None:
                 del d.chunks_deleted[node]
 
 
-def diff_snapshots(objects: Objects, a: SnapshotRoot, b: SnapshotRoot) -> Diff:
-    """Compare two snapshots, reading only the manifest ranges they do not share."""
+def diff_snapshots(
+    objects: Objects, a: SnapshotRoot, b: SnapshotRoot, moves: Sequence[Move] = ()
+) -> Diff:
+    """Compare two snapshots, reading only the manifest ranges they do not share. `moves`
+    (made from `a` to `b`, in order) rename `a`'s side first, so a moved node is compared
+    with what it was and reported as moved."""
     shared = set(a.ranges.ids) & set(b.ranges.ids)
+    if moves:  # ranges that may hold a moved key are read on both sides
+        prefixes = [(p + "/").encode() for m in moves for p in m]
+        shared -= _touching(a.ranges, prefixes) | _touching(b.ranges, prefixes)
 
-    def entries(root: SnapshotRoot) -> dict[bytes, bytes]:
+    def entries(root: SnapshotRoot, renamed: Sequence[Move] = ()) -> dict[bytes, bytes]:
         out: dict[bytes, bytes] = {}
         for oid in root.ranges.ids:
             if oid in shared:
                 continue
             r = objects.read(ManifestRange, oid)
-            out.update(zip(r.keys.tolist(), (d.tobytes() for d in r.digest), strict=True))
+            keys = forward_keys(r.keys, renamed) if renamed else r.keys
+            out.update(zip(keys.tolist(), (d.tobytes() for d in r.digest), strict=True))
         return out
 
-    ea, eb = entries(a), entries(b)
+    ea, eb = entries(a, moves), entries(b)
+    old_meta = {forward(k, moves): doc for k, doc in a.meta.items()} if moves else a.meta
     written = [k.decode() for k, dig in eb.items() if ea.get(k) != dig]
     deleted = [k.decode() for k in ea.keys() - eb.keys()]
-    return build_diff(a.meta, b.meta, written, deleted)
+    d = build_diff(old_meta, b.meta, written, deleted)
+    d.nodes_moved = moved_nodes(moves, a.meta, b.meta)
+    return d
+
+
+def moved_nodes(moves: Sequence[Move], old_meta: dict, new_meta: dict) -> dict[str, str]:
+    """The nodes `moves` carried from one state to the other, old path -> new path: each
+    move's node named as it was before the moves and as it is after them, where the first
+    state holds it under the old name and the second under the new one."""
+    out = {}
+    for i, (src, dst) in enumerate(moves):
+        old, new = backward(src, moves[:i]), forward(dst, moves[i + 1 :])
+        if old != new and f"{old}/zarr.json" in old_meta and f"{new}/zarr.json" in new_meta:
+            out[old] = new
+    return out
+
+
+def _touching(idx: RangeIndex, prefixes: list[bytes]) -> set[str]:
+    """Ids of the ranges of `idx` that may hold a key starting with one of `prefixes`."""
+    out: set[str] = set()
+    for p in prefixes:
+        stop = prefix_upper_bound(p)
+        lo = idx.locate(p)
+        hi = len(idx) if stop is None else int(np.searchsorted(idx.first_keys, stop))
+        out.update(idx.ids[max(lo, 0) : max(hi, lo + 1)])
+    return out
 
 
 def diff_commit(objects: Objects, commit_id: str) -> Diff:
-    """What a commit changed against its first parent: compared with the parent's snapshot,
-    or read from the commit's change set when `expire` dropped the parent."""
+    """What a commit changed against its first parent: compared with the parent's snapshot
+    (through the moves its change set records), or read from the commit's change set when
+    `expire` dropped the parent."""
     rec = objects.read_commit(commit_id)
     if not rec.parents:
         return Diff()
@@ -277,7 +327,18 @@ def diff_commit(objects: Objects, commit_id: str) -> Diff:
     except ExpiredHistoryError:
         return diff_change_set(objects, rec)
     root = objects.read(SnapshotRoot, rec.snapshot)
-    return diff_snapshots(objects, objects.read(SnapshotRoot, parent.snapshot), root)
+    old = objects.read(SnapshotRoot, parent.snapshot)
+    moves = objects.read(ChangeSet, rec.changes).moves if may_move(old.meta, root.meta) else ()
+    return diff_snapshots(objects, old, root, moves)
+
+
+def diff_commits(objects: Objects, a: str, b: str) -> Diff:
+    """What changed from commit `a` to commit `b`: their snapshots compared, through the
+    moves made between them when one descends from the other along first parents."""
+    old = objects.read(SnapshotRoot, objects.snapshot_of(a))
+    new = objects.read(SnapshotRoot, objects.snapshot_of(b))
+    moves = relating(objects, a, b) if may_move(old.meta, new.meta) else None
+    return diff_snapshots(objects, old, new, moves or ())
 
 
 def diff_change_set(objects: Objects, rec: CommitRecord) -> Diff:
@@ -306,21 +367,32 @@ def diff_staged(
     base_meta: dict[str, bytes],
     base_get: Callable[[str], ChunkRef | None],
     staged: Iterable[tuple[str, ChunkRef | None]],
+    moves: Sequence[Move] = (),
 ) -> Diff:
-    """The Diff a session's staged writes make against its base snapshot."""
+    """The Diff a session's staged writes make against its base snapshot; `moves`, the
+    nodes it moved, in order (a moved key is compared with what it was before the move)."""
     new_meta = dict(base_meta)
-    written, deleted = [], []
+    data: dict[str, ChunkRef | None] = {}
     for key, ref in staged:
-        if is_meta_key(key):
-            if ref is None:
-                new_meta.pop(key, None)
-            else:
-                new_meta[key] = ref.data or b""
+        if not is_meta_key(key):
+            data[key] = ref
+        elif ref is None:
+            new_meta.pop(key, None)
+        else:
+            new_meta[key] = ref.data or b""
+    written, deleted = [], []
+    for key, ref in data.items():
+        if ref is not None:
+            old = base_get(backward(key, moves))
+            if old is None or old.digest != ref.digest:
+                written.append(key)
             continue
-        old = base_get(key)
-        if ref is None:
-            if old is not None:
-                deleted.append(key)
-        elif old is None or old.digest != ref.digest:
-            written.append(key)
-    return build_diff(base_meta, new_meta, written, deleted)
+        now = forward(key, moves)  # where a move took it
+        if now != key and data.get(now) is not None:
+            continue  # compared at its new key
+        if base_get(key) is not None:
+            deleted.append(now)
+    old_meta = {forward(k, moves): doc for k, doc in base_meta.items()} if moves else base_meta
+    d = build_diff(old_meta, new_meta, written, deleted)
+    d.nodes_moved = moved_nodes(moves, base_meta, new_meta)
+    return d

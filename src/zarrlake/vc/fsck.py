@@ -15,16 +15,29 @@ zarrlake stored as one object, or a chunk of an array with a sharding codec) nee
 block table (format/blocks.py): a missing `blocks/<digest>` is reported (ranged reads of the
 object then read it whole), and so is one that does not decode, belongs to another object,
 or whose block digests do not match the object's bytes.
+
+With `decode`, every chunk of the arrays checked (all, or those `arrays` names) is also
+decoded with its array's codecs, as zarr reads it, on a pool of threads, once per distinct
+bytes and array document; each one that does not decode is reported ("undecodable"), with
+the array, its coordinates and the codec's message. Intact checksums say the bytes are as
+written; decoding says zarr can read what was written.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
+import os
+import threading
+from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from cachetools import LRUCache
 
+from zarrlake._util.zarr_chunks import decode as decode_chunk
+from zarrlake._util.zarr_chunks import inner_doc
 from zarrlake._util.zarr_metadata import check_metadata
 from zarrlake.errors import (
     CorruptionError,
@@ -39,6 +52,7 @@ from zarrlake.format.chunk_ref import ChunkRef, RefKind, chunk_object_key
 from zarrlake.format.commit import CommitRecord
 from zarrlake.format.digest import Hash, digest
 from zarrlake.format.manifest import ManifestRange
+from zarrlake.format.shard import split_inner_key
 from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.storage.base import ObjectStore
 from zarrlake.storage.sources import SourceReader
@@ -55,8 +69,9 @@ class Problem:
     """One integrity problem: the object it concerns, what kind, and a readable detail."""
 
     object: str  # e.g. "commits/<id>", "chunks/<digest>", "packs/<id>[0:100]", "branch main"
-    kind: str  # "missing", "corrupt", "inconsistent", "stale" (a changed virtual source) or
-    # "invalid" (a metadata document zarr cannot open)
+    kind: str  # "missing", "corrupt", "inconsistent", "stale" (a changed virtual source),
+    # "invalid" (a metadata document zarr cannot open) or "undecodable" (chunk bytes the
+    # array's codecs cannot decode: `decode`)
     detail: str
 
     def __str__(self) -> str:
@@ -76,6 +91,117 @@ class ExpiredHistory:
         return f"history before {self.commit[:12]} was expired on {on_date(self.expired_at)}"
 
 
+_Target = tuple[str, tuple[int, ...], bytes, str, tuple[int, ...]]
+DECODE_IN_FLIGHT = 256
+"""Chunks queued for decoding at once (their bytes are held until decoded)."""
+
+
+class _Decoder:
+    """Decodes chunks on a pool of threads, once per (bytes, array document), and reports
+    those that fail to `report`. `arrays`: the array paths (glob patterns) to decode, all
+    if None; `on_decoded(done, queued)` follows the progress."""
+
+    def __init__(
+        self,
+        report: Callable[[str, str, str], None],
+        arrays: list[str] | None,
+        on_decoded: Callable[[int, int], None] | None,
+    ) -> None:
+        self.report = report
+        self.arrays = arrays
+        self.matched: set[str] = set()  # patterns that named an array met
+        self.on_decoded = on_decoded
+        self.pool = ThreadPoolExecutor(min(8, 2 * (os.cpu_count() or 1)), "zarrlake-fsck")
+        self.pending: deque[Future[None]] = deque()
+        self.done: set[tuple[bytes, int, bytes]] = set()
+        self.queued = self.decoded = 0
+
+    def wanted(self, node: str) -> bool:
+        """Whether the chunks of array `node` are decoded."""
+        if self.arrays is None:
+            return True
+        hit = [p for p in self.arrays if fnmatch.fnmatchcase(node, p.strip("/"))]
+        self.matched.update(hit)
+        return bool(hit)
+
+    def _target(
+        self, namer: KeyNamer, key: str
+    ) -> tuple[str, tuple[int, ...], bytes, str, tuple[int, ...]] | None:
+        """(array, coordinates, document, key and coordinates to decode as) of chunk `key`
+        if it is to be decoded: an inner chunk stored apart from its shard decodes as a
+        chunk of its own (`inner_doc`)."""
+        node, coords = namer.name(key)
+        doc = namer.docs.get(f"{node}/zarr.json" if node else "zarr.json")
+        if doc is None or coords is None or not self.wanted(node):
+            return None
+        if split_inner_key(key) is None:
+            return node, coords, doc, key[len(node) + 1 :] if node else key, coords
+        inner = inner_doc(doc)
+        if inner is None:
+            return None
+        return node, coords, inner, "c/" + "/".join("0" for _ in coords), (0,) * len(coords)
+
+    def needs(self, namer: KeyNamer, key: str, digest_: bytes, size: int) -> bool:
+        """Whether chunk `key` with these bytes is still to be decoded."""
+        target = self._target(namer, key)
+        return target is not None and (digest_, size, target[2]) not in self.done
+
+    def submit(self, obj: str, key: str, namer: KeyNamer, digest_: bytes, data: bytes) -> None:
+        """Decode chunk `key` (bytes `data`, found in `obj`) if its array is wanted and
+        these bytes were not decoded for its document yet."""
+        target = self._target(namer, key)
+        if target is None or (digest_, len(data), target[2]) in self.done:
+            return
+        node, shown, doc, suffix, coords = target
+        self.done.add((digest_, len(data), doc))
+        while len(self.pending) >= DECODE_IN_FLIGHT:
+            self.pending.popleft().result()
+        self.queued += 1
+        self.pending.append(
+            self.pool.submit(self._one, obj, key, node, shown, doc, suffix, coords, data)
+        )
+
+    def _one(
+        self,
+        obj: str,
+        key: str,
+        node: str,
+        shown: tuple[int, ...],
+        doc: bytes,
+        suffix: str,
+        coords: tuple[int, ...],
+        data: bytes,
+    ) -> None:
+        try:
+            decode_chunk(doc, suffix, coords, data)
+        except Exception as e:
+            text = str(e).strip().splitlines()
+            reason = f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
+            self.report(
+                obj,
+                "undecodable",
+                f"chunk {shown} of array {node!r} (key {key!r}) does not decode: {reason}",
+            )
+        finally:
+            self.decoded += 1
+            if self.on_decoded is not None:
+                self.on_decoded(self.decoded, self.queued)
+
+    def finish(self) -> None:
+        """Wait for every decode; InvalidInputError if an `arrays` pattern named nothing."""
+        try:
+            while self.pending:
+                self.pending.popleft().result()
+        finally:
+            self.pool.shutdown()
+        missed = [p for p in self.arrays or () if p not in self.matched]
+        if missed:
+            raise InvalidInputError(
+                f"no array matching {', '.join(repr(p) for p in missed)} has chunks in the "
+                "commits checked (--arrays names array paths, e.g. weather/t2m)"
+            )
+
+
 class _Checker:
     def __init__(
         self,
@@ -84,7 +210,13 @@ class _Checker:
         on_read: Callable[[str, int], None] | None = None,
         sources: SourceReader | None = None,
         only_sources: bool = False,
+        purged: Callable[[bytes], object | None] | None = None,
+        decoder: _Decoder | None = None,
     ) -> None:
+        self.purged = purged
+        self.purged_refs = 0  # references to bytes a purge removed: not problems
+        self.decoder = decoder
+        self.lock = threading.Lock()  # decoding threads report too
         self.sources = sources or SourceReader()
         self.only_sources = only_sources
         self.sources_seen: set[tuple[str, str | None]] = set()
@@ -110,8 +242,9 @@ class _Checker:
     def report(self, obj: str, kind: str, detail: str) -> None:
         """Note a problem; one found again (another reference to a bad object) is counted,
         not listed again."""
-        first, more = self.found.get((obj, kind), (detail, -1))
-        self.found[(obj, kind)] = (first, more + 1)
+        with self.lock:
+            first, more = self.found.get((obj, kind), (detail, -1))
+            self.found[(obj, kind)] = (first, more + 1)
 
     def reported(self, obj: str, what: str) -> bool:
         """Whether `obj` was already found bad: if so, count this reference (`what`) too."""
@@ -271,6 +404,11 @@ class _Checker:
             return
         ident = (ref.kind, ref.location, ref.offset, ref.length, ref.digest)
         if ref.kind != RefKind.INLINE and ident in self.chunks_ok:
+            # verified already; read again only to decode it for another array's codecs
+            if self.decoder is not None and self.decoder.needs(
+                self.namer, key, ref.digest, ref.length
+            ):
+                self.decode_again(mid, key, ref)
             return
         what = f"key {key!r} of manifests/{mid}"
         if ref.kind == RefKind.INLINE:
@@ -283,10 +421,12 @@ class _Checker:
             try:
                 data = self.get(obj)
             except NotFoundError:
-                self.report(obj, "missing", f"chunk data of {what}")
+                if not self.was_purged(ref):
+                    self.report(obj, "missing", f"chunk data of {what}")
                 return
             except ZarrLakeError as e:
-                self.report(obj, "corrupt", f"chunk data of {what}: {e}")
+                if not self.was_purged(ref):
+                    self.report(obj, "corrupt", f"chunk data of {what}: {e}")
                 return
         else:
             assert ref.location is not None
@@ -298,21 +438,57 @@ class _Checker:
                 self.report(ref.location, whole.kind, f"{whole.detail}; chunk data of {what}")
                 return
             data = whole[ref.offset : ref.offset + ref.length]
-        if len(data) != ref.length:
+        sized = len(data) == ref.length
+        good = sized and digest(self.algo, data) == ref.digest
+        if not good and self.was_purged(ref):
+            return
+        if not sized:
             self.report(
                 obj, "corrupt", f"chunk data of {what} has {len(data)} bytes, expected {ref.length}"
             )
-        elif digest(self.algo, data) != ref.digest:
+        elif not good:
             label = self.algo.label.upper()
             self.report(obj, "corrupt", f"chunk data of {what} fails its {label} checksum")
-        elif ref.kind != RefKind.INLINE:
-            self.chunks_ok.add(ident)
-            if ref.kind == RefKind.OBJECT and self.read_by_range(key, ref.length):
-                self.check_table(obj, ref.digest, data, what)
-            elif ref.location is not None and ref.location.startswith(CHUNKS):
-                whole = self.pack(ref.location)  # a shard object (its inner chunks' home)
-                if isinstance(whole, bytes) and len(whole) >= TABLE_MIN:
-                    self.check_table(ref.location, None, whole, what)
+        else:
+            if self.decoder is not None:
+                self.decoder.submit(obj, key, self.namer, ref.digest, bytes(data))
+            if ref.kind != RefKind.INLINE:
+                self.chunks_ok.add(ident)
+                self.check_tables(obj, key, ref, data, what)
+
+    def decode_again(self, mid: str, key: str, ref: ChunkRef) -> None:
+        """Decode a chunk whose bytes were verified under another array (read again)."""
+        assert self.decoder is not None
+        if ref.kind == RefKind.OBJECT:
+            obj = chunk_object_key(ref.digest)
+            try:
+                data = self.get(obj)
+            except ZarrLakeError:
+                return  # reported when it was first met
+        else:
+            assert ref.location is not None
+            obj = describe(ref)
+            whole = self.pack(ref.location)
+            if isinstance(whole, Problem):
+                return
+            data = whole[ref.offset : ref.offset + ref.length]
+        self.decoder.submit(obj, key, self.namer, ref.digest, data)
+
+    def check_tables(self, obj: str, key: str, ref: ChunkRef, data: bytes, what: str) -> None:
+        """The block tables a verified chunk object (or the shard it lies in) needs."""
+        if ref.kind == RefKind.OBJECT and self.read_by_range(key, ref.length):
+            self.check_table(obj, ref.digest, data, what)
+        elif ref.location is not None and ref.location.startswith(CHUNKS):
+            whole = self.pack(ref.location)  # a shard object (its inner chunks' home)
+            if isinstance(whole, bytes) and len(whole) >= TABLE_MIN:
+                self.check_table(ref.location, None, whole, what)
+
+    def was_purged(self, ref: ChunkRef) -> bool:
+        """Whether a purge removed the bytes of `ref` (counted, not a problem)."""
+        if ref.kind == RefKind.INLINE or self.purged is None or self.purged(ref.digest) is None:
+            return False
+        self.purged_refs += 1
+        return True
 
     def read_by_range(self, key: str, length: int) -> bool:
         """Whether the chunk object of `key` is one zarrlake gives a block table (as
@@ -381,15 +557,34 @@ def check_objects(
     on_expired: Callable[[ExpiredHistory], None] | None = None,
     sources: SourceReader | None = None,
     only_sources: bool = False,
+    purged: Callable[[bytes], object | None] | None = None,
+    decode: bool = False,
+    arrays: list[str] | None = None,
+    on_decoded: Callable[[int, int], None] | None = None,
 ) -> list[Problem]:
     """Verify every object reachable from the commits in `starts` ((commit id, label) pairs)
     and return the problems found, each once; an empty list means the repository is intact.
     `on_read(key, size)` is called for each object read, `on_expired` for each place where
     `expire` ended a history (not a problem). `sources` reads virtual sources; with
-    `only_sources`, only they are checked (format objects are still read to find them)."""
-    checker = _Checker(store, algo, on_read, sources, only_sources)
-    for cid, rec in checker.commits(starts):
-        checker.check_commit(cid, rec)
+    `only_sources`, only they are checked (format objects are still read to find them).
+    `purged(digest)` names the purge that removed a digest's bytes: references to those
+    are not problems (`zarrlake fsck --purges` proves the purges themselves).
+    With `decode`, chunks are decoded too (of the arrays whose paths match a pattern of
+    `arrays`, every array if None); `on_decoded(done, queued)` follows that."""
+    if arrays is not None and not decode:
+        raise InvalidInputError("arrays limits the chunks decoded: give it with decode=True")
+    checker = _Checker(store, algo, on_read, sources, only_sources, purged)
+    if decode and not only_sources:
+        checker.decoder = _Decoder(checker.report, arrays, on_decoded)
+    try:
+        for cid, rec in checker.commits(starts):
+            checker.check_commit(cid, rec)
+    except BaseException:
+        if checker.decoder is not None:
+            checker.decoder.pool.shutdown(cancel_futures=True)
+        raise
+    if checker.decoder is not None:
+        checker.decoder.finish()
     for boundary in checker.expired:
         if on_expired is not None:
             on_expired(boundary)

@@ -25,7 +25,8 @@ A writer reads the phase before uploading (`WriteGuard.begin`) and again after i
 references are staged (`WriteGuard.settle`). If the two reads are the same idle phase, no
 sweep overlapped the upload: a sweep starting later re-checks staged records after its
 phase change and sees the writer's. Otherwise the writer waits out the sweep, then puts
-back any object of its batch that the sweep deleted. Dedup hits (`put_if_absent` finding an
+back any object of its batch that the sweep deleted (and fails the write of one a purge
+retired meanwhile: vc/purges.py). Dedup hits (`put_if_absent` finding an
 old object) are therefore safe: the object is either kept or rewritten before the write is
 acknowledged, and once the sweep is over none of its deletes can land any more.
 
@@ -461,6 +462,7 @@ class WriteGuard:
         self._ctx = ctx
         self.meta = ctx.meta
         self.store = ctx.object_store
+        self.objects = ctx.objects
         self.partition = partition(ctx)
         self.clock: Callable[[], float] = lambda: ctx.clock()  # tests may swap the clock
         self.poll = POLL if poll is None else poll
@@ -501,7 +503,9 @@ class WriteGuard:
         self._wait(after, keep)
         lost = []
         for key, data in uploads:
-            if not self.store.exists(key):
+            if data is not None and self.objects.retired(key, len(data)):
+                lost.append(key)  # a purge retired the object this write reused
+            elif not self.store.exists(key):
                 if data is None:
                     lost.append(key)
                 else:

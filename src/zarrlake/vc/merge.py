@@ -19,8 +19,9 @@ from zarrlake.errors import (
     ExpiredHistoryError,
     FastForwardError,
     InvalidInputError,
-    NotFoundError,
+    RefNotFoundError,
 )
+from zarrlake.format.changes import Move
 from zarrlake.format.commit import CommitRecord
 from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.vc.commit_protocol import (
@@ -30,6 +31,7 @@ from zarrlake.vc.commit_protocol import (
     apply_changes,
     change_set,
 )
+from zarrlake.vc.moves import may_move, relating
 from zarrlake.vc.objects import Objects
 from zarrlake.vc.policies import CONFLICT_POLICIES, FAST_FORWARD
 from zarrlake.vc.refexpr import merge_base
@@ -80,12 +82,15 @@ class History:
         parents: tuple[str, ...],
         message: str,
         author: str | None,
+        moves: tuple[Move, ...] = (),
     ) -> str:
-        """Write the snapshot, change set (against the first parent) and record."""
+        """Write the snapshot, change set (against the first parent, with the nodes the
+        changes move) and record."""
         table = ChangeTable.from_list(changes)
         root, range_blobs = apply_changes(self.objects, parent_root, table)
         snapshot_id, root_blob = self.objects.encode(root)
-        changes_id, changes_blob = self.objects.encode(change_set(table, parent_root.meta))
+        cs = change_set(table, parent_root.meta, moves)
+        changes_id, changes_blob = self.objects.encode(cs)
         now = runtime.now()
         record = CommitRecord(parents, snapshot_id, changes_id, message, author, now, None)
         commit_id, record_blob = self.objects.encode(record)
@@ -94,10 +99,13 @@ class History:
 
     def _combine(
         self, base: str, head: str, other: str, on_conflict: str, what: str
-    ) -> tuple[SnapshotRoot, list[Change]]:
-        """The changes taking `other`'s side (against `base`) onto `head`."""
-        head_root = self.root(head)
-        result = three_way(self.objects, self.root(base), head_root, self.root(other))
+    ) -> tuple[SnapshotRoot, list[Change], tuple[Move, ...]]:
+        """The changes taking `other`'s side (against `base`) onto `head`, and the nodes
+        they move."""
+        head_root, base_root, other_root = self.root(head), self.root(base), self.root(other)
+        moves = (self._moves(base, head, base_root, head_root),)
+        moves += (self._moves(base, other, base_root, other_root),)
+        result = three_way(self.objects, base_root, head_root, other_root, moves)
         changes = result.changes
         if result.conflicts:
             if on_conflict == "fail" or any(c.kind != "chunk" for c in result.conflicts):
@@ -105,7 +113,14 @@ class History:
                 raise ConflictError(result.conflicts, f"{what} conflicts: {shown}")
             if on_conflict == "theirs":
                 changes = changes + list(result.chunk_keys.items())
-        return head_root, changes
+        return head_root, changes, result.moves
+
+    def _moves(self, a: str, b: str, a_root: SnapshotRoot, b_root: SnapshotRoot) -> tuple:
+        """The moves leading from commit `a` to `b` (looked up only when the two differ by
+        a node taken away and another made)."""
+        if not may_move(a_root.meta, b_root.meta):
+            return ()
+        return relating(self.objects, a, b) or ()
 
     # operations -------------------------------------------------------------------------
 
@@ -163,10 +178,10 @@ class History:
                     ],
                     f"cannot fast-forward {into!r} to {source[:12]}: the branches diverged",
                 )
-            root, changes = self._combine(
+            root, changes, moves = self._combine(
                 base, head, source, on_conflict, f"merge of {source[:12]} into {into!r}"
             )
-            return self.write_commit(root, changes, (head, source), message, author)
+            return self.write_commit(root, changes, (head, source), message, author, moves)
 
         return self.land(into, build)
 
@@ -198,20 +213,20 @@ class History:
         what = f"revert of {commit[:12]} on {branch!r}"
 
         def build(head: str) -> str:
-            root, changes = self._combine(commit, head, rec.parents[0], "fail", what)
+            root, changes, moves = self._combine(commit, head, rec.parents[0], "fail", what)
             if not changes and not allow_empty:
                 raise InvalidInputError(
                     f"{what} changes nothing (what it changed is undone there already); no "
                     "commit made (allow_empty=True, or zarrlake revert --allow-empty, makes one)"
                 )
-            return self.write_commit(root, changes, (head,), text, author)
+            return self.write_commit(root, changes, (head,), text, author, moves)
 
         return self.land(branch, build)
 
     def reset(self, branch: str, to: str, expected: str | None) -> str:
         """Move `branch` to commit `to`; with `expected`, only if the branch is there now."""
         if not self.objects.has_commit(to):
-            raise NotFoundError(f"no commit {to!r}")
+            raise RefNotFoundError(f"no commit {to!r}")
         while True:
             head, version = self.refs.require(BRANCH, branch)
             if expected is not None and head != expected:

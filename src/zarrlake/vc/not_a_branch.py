@@ -12,8 +12,9 @@ from zarrlake.vc.objects import Objects
 from zarrlake.vc.refexpr import resolve_ref
 from zarrlake.vc.refs import BRANCH, TAG, Refs
 
-Doing = Literal["session", "merge", "reset"]
-"""The branch operation: a writable session on it, a merge into it, or a reset of it."""
+Doing = Literal["session", "merge", "reset", "squash"]
+"""The branch operation: a writable session on it, a merge into it, a reset or a squash of
+it."""
 
 _TAG_ADVICE: dict[str, str] = {
     "session": "no session can write to one. Read it with readonly_session({name!r}), or write "
@@ -22,6 +23,8 @@ _TAG_ADVICE: dict[str, str] = {
     "at={name!r}) makes one at the tag)",
     "reset": "reset_branch moves branches only. To point the tag elsewhere, delete_tag({name!r}) "
     "and create_tag({name!r}, at=...)",
+    "squash": "a tag never moves, so its history cannot be squashed. Squash a branch (create_"
+    "branch(name, at={name!r}) makes one at the tag)",
 }
 _COMMIT_ADVICE: dict[str, str] = {
     "session": "sessions commit to branches. Read it with readonly_session({name!r}), or write "
@@ -30,6 +33,8 @@ _COMMIT_ADVICE: dict[str, str] = {
     "makes one at the commit)",
     "reset": "reset_branch moves a branch. Give the branch to move, and this commit as where "
     "to (reset_branch(branch, {short!r}))",
+    "squash": "a squash rewrites a branch's history. Give the branch, and this commit as "
+    "`since` (squash(branch, since={short!r}))",
 }
 
 

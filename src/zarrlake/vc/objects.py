@@ -9,6 +9,7 @@ content hash, format/digest.py) before they are returned.
 from __future__ import annotations
 
 import json
+import secrets
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
@@ -18,7 +19,13 @@ from cachetools import LRUCache
 
 from zarrlake._util import runtime
 from zarrlake._util.forksafe import PerProcess
-from zarrlake.errors import CorruptionError, ExpiredHistoryError, NotFoundError, on_date
+from zarrlake.errors import (
+    CorruptionError,
+    ExpiredHistoryError,
+    NotFoundError,
+    PurgedError,
+    on_date,
+)
 from zarrlake.format.blocks import TABLE_MIN, BlockTable, block_size, table_key
 from zarrlake.format.changes import ChangeSet
 from zarrlake.format.chunk_ref import ChunkRef, RefKind, chunk_object_key
@@ -102,6 +109,12 @@ class Objects:
         self._inflight: dict[str, Future[object]] = {}
         self._inflight_lock = threading.Lock()
         self._pool = PerProcess(_io_pool)  # made on first use, again after fork
+        self.purged: Callable[[bytes], object | None] | None = None
+        """Which purge removed a digest's bytes (`vc/purges.PurgeIndex.lookup`), asked only
+        when a read fails, so it raises PurgedError naming the purge instead."""
+        self.purges_exist: Callable[[int], bool] = lambda epoch: True
+        """Whether the repository has purge records, as of sweep epoch `epoch`
+        (`PurgeIndex.exist`): a write reusing an existing object checks it only then."""
 
     # format objects --------------------------------------------------------------------
 
@@ -255,6 +268,13 @@ class Objects:
         except (ValueError, TypeError, KeyError):
             raise CorruptionError(f"{key}: the expiry marker does not decode") from None
 
+    def forget_tables(self) -> None:
+        """Drop the block tables and verified blocks kept in memory (a purge replaced
+        objects they describe)."""
+        with self._cache_lock:
+            self._tables.clear()
+            self._blocks.clear()
+
     def forget(self, oid: str) -> None:
         """Drop `oid` from the decoded-object cache (its object was expired)."""
         with self._cache_lock:
@@ -283,24 +303,67 @@ class Objects:
         return self.store_chunk(data)[0]
 
     def store_chunk(
-        self, data: bytes, digest: bytes | None = None, table: bool = True
+        self,
+        data: bytes,
+        digest: bytes | None = None,
+        table: bool = True,
+        record: Callable[[str, int], None] | None = None,
+        retired: bool = True,
     ) -> tuple[ChunkRef, bool]:
         """(reference, whether this call created the object): an object that existed may
         be garbage a collector is about to delete (gc_protocol.WriteGuard). `digest`, if
         the caller computed it already, saves hashing the bytes twice. `table=False` skips
         the block table of a large object nobody reads by range (a chunk of an unsharded
         array): a second hash pass and a second object; a ranged read of it, if any, reads
-        the whole object and checks it against its digest, as for objects without one."""
+        the whole object and checks it against its digest, as for objects without one.
+        An object found already there is checked not to be one a purge retired (its bytes
+        then go to a key of their own), unless `retired` is False: the caller knows no
+        purge record exists (`purges_exist`)."""
         if len(data) <= MANIFEST_INLINE_MAX:
             return self.inline(data), True
         key = digest if digest is not None else self.digest(data)
         created = self.store.put_if_absent(chunk_object_key(key), data)
+        if not created and retired and self.retired(chunk_object_key(key), len(data)):
+            return self._store_again(data, key, record), True
         if table and len(data) >= TABLE_MIN:  # after the object: never names a missing one
             blocks = BlockTable.build(self.algo, data, key)
             self.store.put_if_absent(table_key(key), blocks.encode())
             with self._cache_lock:
                 self._tables[key] = blocks
         return ChunkRef.object(key, len(data)), created
+
+    def retired(self, key: str, size: int) -> bool:
+        """Whether the object at `key`, which should hold `size` bytes, was retired by a
+        purge (a tombstone is shorter, a shared object a purge zeroed ranges of is longer):
+        one small ranged read, made only when a write finds its object already there."""
+        try:
+            tail = self.store.get(key, (size - 1, size + 1))
+        except NotFoundError:
+            return False
+        return len(tail) != 1
+
+    def _store_again(
+        self, data: bytes, digest: bytes, record: Callable[[str, int], None] | None
+    ) -> ChunkRef:
+        """Store bytes a purge removed, written again: under a key of their own (a one-entry
+        pack), never at the retired address, so versions from before the purge stay
+        purged and this one reads normally."""
+        location = f"packs/{secrets.token_hex(20)}"
+        if record is not None:
+            record(location, len(data))  # the collector knows of it before it exists
+        self.store.put_if_absent(location, data)
+        return ChunkRef(RefKind.LOCATION, digest, len(data), 0, location)
+
+    def _purge_of(self, ref: ChunkRef | ShardRef, what: str) -> None:
+        """Raise PurgedError if a purge removed `ref`'s bytes (a read of them just failed)."""
+        if self.purged is None or isinstance(ref, ShardRef):
+            return
+        record = self.purged(ref.digest)
+        if record is not None:
+            raise PurgedError(
+                f"{what}: its bytes were removed by {record.describe()}",  # type: ignore[attr-defined]
+                record.id,  # type: ignore[attr-defined]
+            )
 
     def read_ref(self, ref: ChunkRef | ShardRef, what: str) -> bytes | memoryview:
         """The referenced bytes, verified against the reference's checksum (a virtual
@@ -320,8 +383,10 @@ class Objects:
             try:
                 data = self.store.get(key, span)
             except NotFoundError:
+                self._purge_of(ref, what)
                 raise NotFoundError(f"{what}: its data object {key} is missing") from None
         if len(data) != ref.length or self.digest(data) != ref.digest:
+            self._purge_of(ref, what)
             raise CorruptionError(f"{what}: checksum mismatch in its data ({describe(ref)})")
         return data
 
@@ -330,6 +395,15 @@ class Objects:
         than the spans: a large chunk object's covering blocks (checked against its block
         table), a pack entry's own bytes, a virtual chunk's spans; nearby ranges share a
         request and requests run side by side (at most `read_concurrency`)."""
+        try:
+            return self._read_ranges(ref, what, spans)
+        except (CorruptionError, NotFoundError) as e:
+            if isinstance(e, PurgedError):
+                raise
+            self._purge_of(ref, what)
+            raise
+
+    def _read_ranges(self, ref: ChunkRef | ShardRef, what: str, spans: list[Span]) -> list[bytes]:
         wanted = [s.resolve(ref.length) for s in spans]
         if isinstance(ref, ShardRef):
             return self._shard_ranges(ref, what, wanted)
@@ -355,9 +429,14 @@ class Objects:
         its own reference (parts in one object fetched together), side by side on a remote
         store."""
         if ref.whole is not None:
-            if wanted == [(0, ref.length)]:
-                return [bytes(self.read_ref(ref.whole, what))]
-            return self.read_ranges(ref.whole, what, [Span(s, e) for s, e in wanted])
+            try:
+                if wanted == [(0, ref.length)]:
+                    return [bytes(self.read_ref(ref.whole, what))]
+                return self.read_ranges(ref.whole, what, [Span(s, e) for s, e in wanted])
+            except (CorruptionError, NotFoundError):
+                if self.purged is None or not any(self.purged(p.digest) for p in ref.parts):
+                    raise
+                # a purge zeroed some of its inner chunks: read the others part by part
         pieces = [ref.pieces(start, end) for start, end in wanted]
         asked: dict[int, list[Span]] = {}
         for found in pieces:
@@ -405,6 +484,7 @@ class Objects:
             for p, cut in zip(parts, _assemble(requests, data, spans), strict=True):
                 part = ref.parts[p]
                 if len(cut) != part.length or self.digest(cut) != part.digest:
+                    self._purge_of(part, f"{what} (inner chunk {ref.names[p]})")
                     raise CorruptionError(
                         f"{what} (inner chunk {ref.names[p]}): checksum mismatch in its data "
                         f"({describe(part)})"

@@ -10,7 +10,8 @@ A rule may also require pull requests (`require_pull_request`: a direct merge or
 into the branch is refused, only a pull request's merge may land there; a revert, which
 undoes a reviewed change, stays allowed), a number of approvals
 (`required_approvals`), and that approvals given before the source branch last moved no
-longer count (`dismiss_stale_approvals`). These fields are stored only when set, so rules
+longer count (`dismiss_stale_approvals`). A protected branch's history cannot be squashed
+unless a rule allows it (`allow_squash`). These fields are stored only when set, so rules
 written before they existed load as they were, and clients that predate them still read
 every rule that does not use them.
 """
@@ -41,16 +42,17 @@ class Rule:
     require_pull_request: bool = False
     required_approvals: int = 0
     dismiss_stale_approvals: bool = False
+    allow_squash: bool = False
 
     def matches(self, branch: str) -> bool:
         """Whether this rule's glob pattern matches `branch`."""
         return fnmatchcase(branch, self.pattern)
 
     def to_json(self) -> dict:
-        """The rule as stored and printed: its first three fields always, the pull-request
-        settings only when set (older clients then read the rules that do not use them)."""
+        """The rule as stored and printed: its first three fields always, the later ones
+        only when set (older clients then read the rules that do not use them)."""
         out = asdict(self)
-        for name in PULL_REQUEST_FIELDS:
+        for name in _DEFAULTS:
             if out[name] == _DEFAULTS[name]:
                 del out[name]
         return out
@@ -67,6 +69,7 @@ _DEFAULTS = {
     "require_pull_request": False,
     "required_approvals": 0,
     "dismiss_stale_approvals": False,
+    "allow_squash": False,
 }
 
 _MERGING_PULL_REQUEST: contextvars.ContextVar[str | None] = contextvars.ContextVar(
@@ -116,6 +119,7 @@ class Protection:
         require_pull_request: bool = False,
         required_approvals: int = 0,
         dismiss_stale_approvals: bool = False,
+        allow_squash: bool = False,
     ) -> Rule:
         """Add or replace the rule for `pattern`."""
         rule = Rule(
@@ -125,6 +129,7 @@ class Protection:
             bool(require_pull_request),
             check_approvals(required_approvals),
             bool(dismiss_stale_approvals),
+            bool(allow_squash),
         )
         self.meta.set(
             self.partition, PREFIX + pattern.encode(), json.dumps(rule.to_json()).encode()
@@ -174,6 +179,18 @@ class Protection:
                     f"require_pull_request): {what} into it through a pull request: open one "
                     f"with repo.create_pull_request(source, target={branch!r}) or "
                     f"'zarrlake pr create SOURCE --into {branch}', and merge that"
+                )
+
+    def check_squash(self, branch: str) -> None:
+        """ProtectedBranchError if a rule protecting `branch` does not allow squashing its
+        history (a squash rewrites what readers of the branch have seen)."""
+        for rule in self.matching(branch):
+            if not rule.allow_squash:
+                raise ProtectedBranchError(
+                    f"branch {branch!r} is protected (rule {rule.pattern!r}): its history "
+                    "cannot be squashed unless the rule allows it (protect_branch("
+                    f"{rule.pattern!r}, ..., allow_squash=True), or zarrlake protect "
+                    f"{rule.pattern} --allow-squash)"
                 )
 
     def pull_request_policy(self, branch: str) -> tuple[int, bool]:

@@ -34,9 +34,10 @@ from zarrlake._util.retry import RetryPolicy, backoff
 from zarrlake.errors import (
     CASFailedError,
     InvalidInputError,
-    NotFoundError,
     PullRequestBlockedError,
     PullRequestError,
+    PullRequestExistsError,
+    PullRequestNotFoundError,
     PullRequestNotOpenError,
 )
 from zarrlake.metastore.base import MetaStore
@@ -233,8 +234,9 @@ class PullRequests:
             got = self.meta.get(self.partition, key)
             held = None if got is None else int(json.loads(got[0])["id"])
             if held is not None and self._holds(held):
-                raise PullRequestError(
-                    f"pull request #{held} of {source!r} into {target!r} is open already"
+                raise PullRequestExistsError(
+                    f"pull request #{held} of {source!r} into {target!r} is open already; "
+                    f"update its source branch, or close it first"
                 )
             pr_id = self._next_id()
             claim = json.dumps({"id": pr_id, "source": source, "target": target}).encode()
@@ -277,9 +279,9 @@ class PullRequests:
             if held == rec.id:
                 return
             if held is not None and self._holds(held):
-                raise PullRequestError(
+                raise PullRequestExistsError(
                     f"cannot reopen pull request #{rec.id}: #{held} of {rec.source!r} into "
-                    f"{rec.target!r} is open"
+                    f"{rec.target!r} is open (close #{held} first)"
                 )
             claim = {"id": rec.id, "source": rec.source, "target": rec.target}
             try:
@@ -318,7 +320,7 @@ class PullRequests:
         """(record, version); NotFoundError when there is no such pull request."""
         got = self.meta.get(self.partition, self._key(pr_id))
         if got is None or _is_void(got[0]):
-            raise NotFoundError(f"no pull request #{pr_id}")
+            raise PullRequestNotFoundError(f"no pull request #{pr_id}")
         return PullRecord.decode(got[0]), got[1]
 
     def list(self, state: str | None = None) -> list[PullRecord]:

@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from zarrlake.errors import ExpiredHistoryError, InvalidInputError, NotFoundError
+from zarrlake.errors import ExpiredHistoryError, InvalidInputError, RefNotFoundError
 from zarrlake.format.envelope import ID_LENGTH
 from zarrlake.vc.objects import Objects
 from zarrlake.vc.refs import BRANCH, TAG, Refs
@@ -48,13 +48,13 @@ def resolve_expr(expr: str, resolve_name: Callable[[str], str], objects: Objects
                 continue
             parents = objects.read_commit(cid).parents
             if n > len(parents):
-                raise NotFoundError(f"{expr!r}: commit {cid[:12]} has no parent number {n}")
+                raise RefNotFoundError(f"{expr!r}: commit {cid[:12]} has no parent number {n}")
             cid = _step(objects, expr, cid, parents[n - 1])
         else:
             for _ in range(n):
                 parents = objects.read_commit(cid).parents
                 if not parents:
-                    raise NotFoundError(f"{expr!r}: the history before {cid[:12]} is too short")
+                    raise RefNotFoundError(f"{expr!r}: the history before {cid[:12]} is too short")
                 cid = _step(objects, expr, cid, parents[0])
     return cid
 
@@ -146,7 +146,7 @@ def commit_as_of(objects: Objects, head: str, as_of: datetime, ref: str) -> str:
     message = f"{ref!r} has no commit at or before {as_of.isoformat()}"
     expired = objects.expired(rec.parents[0]) if rec.parents else None
     if expired is None:
-        raise NotFoundError(message)
+        raise RefNotFoundError(message)
     e = ExpiredHistoryError.before(oldest, expired.commit, expired.expired_at)
     raise ExpiredHistoryError(f"{message}: {e}", e.commit, e.expired_at)
 

@@ -30,7 +30,7 @@ from zarrlake.errors import (
     AlreadyExistsError,
     CASFailedError,
     ConfigurationError,
-    NotFoundError,
+    RefNotFoundError,
     SessionClosedError,
 )
 from zarrlake.metastore.base import MetaStore
@@ -143,12 +143,12 @@ class Refs:
             )
         return ""
 
-    def missing(self, message: str) -> NotFoundError:
+    def missing(self, message: str) -> RefNotFoundError:
         """The error for a ref that is not there, which names a wrong metastore if this one
         holds no refs at all (a repository always has at least one)."""
         if self.empty_hint and not any(self.meta.scan(self.partition, limit=1)):
-            return NotFoundError(self.empty_hint)
-        return NotFoundError(message)
+            return RefNotFoundError(self.empty_hint)
+        return RefNotFoundError(message)
 
     def create(self, kind: str, name: str, commit_id: str) -> None:
         """Create a branch or tag at `commit_id`; AlreadyExistsError if the name is taken by either

@@ -51,6 +51,18 @@ class SnapshotView:
                 out[bytes(r.keys[at])[len(p) :].decode()] = r.ref_at(at)
         return out
 
+    def entries_under(self, prefix: bytes) -> list[ManifestRange]:
+        """The entries whose keys start with `prefix`, one piece per manifest range, in key
+        order (columnar: a move carries them over without a Python object per entry)."""
+        stop = prefix_upper_bound(prefix)
+        pieces = []
+        for i in self._ranges_between(prefix, stop):
+            r = self.range(i)
+            part = r.key_slice(prefix, stop)
+            if part.stop > part.start:
+                pieces.append(r.take(part))
+        return pieces
+
     def _ranges_between(self, start: bytes, stop: bytes | None) -> range:
         idx = self.root.ranges
         if not len(idx):

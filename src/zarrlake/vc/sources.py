@@ -2,15 +2,16 @@
 point into, held in the metastore next to the refs (`vsource/<prefix>` in the refs
 partition), so every client (Python, command line, Spark tasks) checks the same list.
 
-Only `Repo.add_virtual_source` and `zarrlake virtual sources add` change it; writing a
-reference outside every allowed prefix is refused before anything is staged.
+Only `Repo.add_virtual_source`/`remove_virtual_source` and `zarrlake virtual sources
+add`/`remove` change it; writing a reference outside every allowed prefix is refused before
+anything is staged (references already committed stay readable whatever the list says).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from zarrlake.errors import InvalidInputError
+from zarrlake.errors import InvalidInputError, NotFoundError
 from zarrlake.metastore.base import MetaStore
 from zarrlake.storage.sources import split_url
 
@@ -47,6 +48,20 @@ class VirtualSources:
         """Allow virtual references under `prefix`; adding one twice changes nothing."""
         prefix = check_source_prefix(prefix)
         self.meta.set(self.partition, PREFIX + prefix.encode(), b"")
+        return prefix
+
+    def remove(self, prefix: str) -> str:
+        """Stop allowing new virtual references under `prefix`; NotFoundError if it is not
+        one of the allowed prefixes (its subdirectories are not: name the prefix itself)."""
+        prefix = check_source_prefix(prefix)
+        key = PREFIX + prefix.encode()
+        if self.meta.get(self.partition, key) is None:
+            allowed = ", ".join(self.prefixes()) or "none"
+            raise NotFoundError(
+                f"virtual source prefix {prefix!r} is not allowed, so there is nothing to "
+                f"remove (allowed: {allowed})"
+            )
+        self.meta.delete(self.partition, key)
         return prefix
 
     def prefixes(self) -> list[str]:

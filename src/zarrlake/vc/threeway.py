@@ -4,7 +4,10 @@ A chunk changed on one side only is taken from that side; changed on both sides 
 bytes is taken once; to different bytes is a conflict. Metadata follows the commit rules
 (conflicts.find_conflicts): a node's document changed differently on both sides conflicts,
 and a resize, re-chunk, re-type or delete on one side conflicts with chunk writes under it
-on the other; except that two attribute-only changes merge key by key.
+on the other; except that two attribute-only changes merge key by key. A node moved on one
+side is a delete and a create there, so the same rules catch a change under its old path
+on the other side (reported as `renamed`); the moves the other side made that the result
+shows are carried into the merge commit's change set.
 """
 
 from __future__ import annotations
@@ -15,13 +18,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from zarrlake.errors import Conflict, ConflictKind
-from zarrlake.format.changes import ChangeSet, NodeChangeKind
+from zarrlake.format.changes import ChangeSet, Move, NodeChangeKind
 from zarrlake.format.chunk_ref import ChunkRef
 from zarrlake.format.manifest import ManifestRange
 from zarrlake.format.snapshot import SnapshotRoot, node_path
 from zarrlake.vc.chunk_keys import KeyNamer, load_doc
 from zarrlake.vc.commit_protocol import Change, classify
 from zarrlake.vc.conflicts import find_conflicts
+from zarrlake.vc.moves import meta_nodes, valid_on
 from zarrlake.vc.objects import Objects
 
 _MISSING = object()
@@ -30,11 +34,13 @@ _MISSING = object()
 @dataclass
 class MergeResult:
     """What to apply on top of `ours` to get the merged snapshot, and what conflicted.
-    `chunk_keys` are the data keys changed differently on both sides."""
+    `chunk_keys` are the data keys changed differently on both sides; `moves`, the nodes
+    `theirs` moved that the merge moves on `ours`."""
 
     changes: list[Change]
     conflicts: list[Conflict]
     chunk_keys: dict[str, ChunkRef | None]
+    moves: tuple[Move, ...] = ()
 
 
 @dataclass
@@ -124,9 +130,14 @@ def merge_attributes(
 
 
 def three_way(
-    objects: Objects, base: SnapshotRoot, ours: SnapshotRoot, theirs: SnapshotRoot
+    objects: Objects,
+    base: SnapshotRoot,
+    ours: SnapshotRoot,
+    theirs: SnapshotRoot,
+    moves: tuple[tuple[Move, ...], tuple[Move, ...]] = ((), ()),
 ) -> MergeResult:
-    """The merge of `theirs` into `ours` against `base`."""
+    """The merge of `theirs` into `ours` against `base`; `moves`, the nodes each side moved
+    since `base` (ours, theirs)."""
     od = data_changes(objects, base, ours)
     td = data_changes(objects, base, theirs)
     _, io, it = np.intersect1d(od.keys, td.keys, assume_unique=True, return_indices=True)
@@ -169,21 +180,22 @@ def three_way(
         our_meta[key] = o
         their_meta[key] = t
 
-    def cs(keys: np.ndarray, docs: dict[str, bytes | None]) -> ChangeSet:
+    def cs(keys: np.ndarray, docs: dict[str, bytes | None], moved: tuple[Move, ...]) -> ChangeSet:
         nodes = {}
         for key, doc in docs.items():
             change = classify(base.meta.get(key), doc)
             if change is not None:
                 nodes[node_path(key)] = change
-        return ChangeSet(keys, np.zeros(len(keys), np.uint8), nodes)
+        return ChangeSet(keys, np.zeros(len(keys), np.uint8), nodes, moved)
 
     namer = KeyNamer(base.meta, ours.meta, theirs.meta)
     conflicts = find_conflicts(
-        cs(od.keys[drop_o], our_meta), cs(td.keys[drop_t], their_meta), namer
+        cs(od.keys[drop_o], our_meta, moves[0]), cs(td.keys[drop_t], their_meta, moves[1]), namer
     )
     for i, c in enumerate(conflicts):
         if c.kind == ConflictKind.METADATA and c.path in attr_clashes:
             names = ", ".join(attr_clashes[c.path])
             detail = f"both sides set attribute(s) {names} differently"
             conflicts[i] = Conflict(c.path, c.kind, c.chunks, detail)
-    return MergeResult(changes, conflicts, chunk_keys)
+    carried = valid_on(moves[1], meta_nodes(ours.meta))
+    return MergeResult(changes, conflicts, chunk_keys, carried)

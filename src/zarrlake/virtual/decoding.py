@@ -14,8 +14,9 @@ import json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from zarrlake.errors import StaleVirtualChunkError, ZarrLakeError
+from zarrlake.errors import ZarrLakeError
 from zarrlake.format.chunk_ref import ChunkRef, RefKind
+from zarrlake.zarr_store.store import stale_virtual_chunk
 
 if TYPE_CHECKING:
     import zarr
@@ -64,14 +65,9 @@ class ChunkDecoder:
         return None
 
 
-def undecodable(key: str, ref: ChunkRef, error: Exception) -> StaleVirtualChunkError:
-    """The error for virtual chunk `key` whose bytes at `ref` do not decode."""
-    span = f"[{ref.offset}:{ref.offset + ref.length}]"
-    return StaleVirtualChunkError(
-        f"virtual source {ref.location} changed since it was imported, though its "
-        f"{ref.identity} did not: chunk {key!r} (bytes {span} of it) does not decode "
-        f"({type(error).__module__}.{type(error).__name__}: {error})"
-    )
+undecodable = stale_virtual_chunk
+"""The error for virtual chunk `key` whose bytes at `ref` do not decode (zarr_store's: a
+read through a session store raises it too)."""
 
 
 def virtual_chunks(session: Session, path: str) -> list[tuple[str, ChunkRef]]:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import xarray as xr
 
-from zarrlake.errors import InvalidInputError
+from zarrlake.errors import AlreadyExistsError, InvalidInputError
 from zarrlake.format.chunk_ref import ChunkRef
 from zarrlake.vc.sources import VirtualSources
 from zarrlake.virtual.model import NO_PATH, VirtualArray, VirtualDataset
@@ -170,7 +170,10 @@ def write_dataset(
         taken = [n for n in ds.arrays if existing and n in existing]
         if taken:
             where = plan.prefix or "/"
-            raise InvalidInputError(f"group {where} already has array(s) {', '.join(taken)}")
+            raise AlreadyExistsError(
+                f"group {where} already has array(s) {', '.join(taken)}: import into another "
+                "group, or append along a dimension (append_dim)"
+            )
         for name, arr in ds.arrays.items():
             plan.add_array(name, arr, list(arr.shape), (0,) * len(arr.shape), ds.sources)
         appended = None

@@ -176,7 +176,7 @@ def _merge(a: Actor, watch: PullWatch, pr_id: int) -> None:
     watch.merges.setdefault(pr_id, []).append(intent)
     try:
         with a.op(f"merge pull request #{pr_id} ({intent.id})"):
-            cid = pr.merge(by=a.name, message=intent.id)
+            cid = pr.merge(author=a.name, message=intent.id)
     except (PullRequestBlockedError, PullRequestError, ConflictError, NotFoundError):
         model.end(intent, Outcome.FAILED)
         return
@@ -218,14 +218,14 @@ def pull_requests(a: Actor) -> None:
         elif not open_ or roll < 0.35:
             try:
                 with a.op(f"open a pull request of {SOURCE} into {TARGET}"):
-                    pr = repo.create_pull_request(SOURCE, TARGET, author=a.name)
+                    pr = repo.create_pull_request(SOURCE, target=TARGET, author=a.name)
                 a.note(f"#{pr.id}")
             except ZarrLakeError:
                 pass
         elif roll < 0.5:
             try:
                 with a.op(f"approve #{open_[0]}"):
-                    repo.pull_request(open_[0]).approve(by=REVIEWER)
+                    repo.pull_request(open_[0]).approve(author=REVIEWER)
             except ZarrLakeError:
                 pass
         elif roll < 0.85:
@@ -244,12 +244,12 @@ def pull_requests(a: Actor) -> None:
                 a,
                 intent,
                 f"merge {SOURCE}@{head[:8]} into {TARGET} (no pull request)",
-                lambda h=head, m=intent.id: repo.merge(h, TARGET, message=m),
+                lambda h=head, m=intent.id: repo.merge(h, target=TARGET, message=m),
             )
         else:
             try:
                 with a.op(f"close #{open_[0]}"):
-                    repo.pull_request(open_[0]).close(by=a.name)
+                    repo.pull_request(open_[0]).close(author=a.name)
             except ZarrLakeError:
                 pass
 

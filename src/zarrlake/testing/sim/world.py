@@ -87,6 +87,7 @@ SETTINGS = Settings(
     stage_inline_max=128,
     flush=FlushPolicy(idle=1.0),
     flush_wait=30.0,
+    check_chunks=False,  # VALUES are opaque bytes, which zarr could not decode
 )
 SWEEP_POLL = 5.0
 """Simulated seconds a writer waits between looks at a sweep's phase (the library's 50 ms
@@ -398,7 +399,7 @@ class World:
         for key in self.keys[:4]:
             s.write(key, self.rng.choice(self.values))
         s.commit("setup")
-        repo.create_branch("dev", "main")
+        repo.create_branch("dev", at="main")
         obs = RepoContext(
             self.spec,
             ctx.repo_id,

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
-from zarrlake.errors import CASFailedError, InvalidInputError, NotFoundError
+from zarrlake.errors import CASFailedError, CheckExistsError, InvalidInputError, NotFoundError
 from zarrlake.metastore.base import MetaStore
 from zarrlake.vc.checks.kinds import Check, check_from_json
 from zarrlake.vc.protection import PREFIX as PROTECT_PREFIX
@@ -122,7 +122,7 @@ class CheckRules:
         self.partition = partition
 
     def add(self, name: str, check: Check, branches: tuple[str, ...] | list[str]) -> CheckRule:
-        """Add the rule `name`; AlreadyExistsError-like InvalidInputError if taken."""
+        """Add the rule `name`; CheckExistsError (an AlreadyExistsError) if taken."""
         if not isinstance(check, Check):
             raise InvalidInputError(
                 f"a check must be one of zarrlake.checks' kinds (MaxNaNFraction, ValueRange, "
@@ -138,7 +138,7 @@ class CheckRules:
         try:
             self.meta.set_if(self.partition, PREFIX + name.encode(), value, None)
         except CASFailedError:
-            raise InvalidInputError(
+            raise CheckExistsError(
                 f"a check named {name!r} exists already (remove_check({name!r}) first)"
             ) from None
         return rule

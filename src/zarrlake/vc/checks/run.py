@@ -81,6 +81,22 @@ def evaluate(rules: list[CheckRule], view: ChangeView) -> dict[str, Outcome]:
     return out
 
 
+def recorded_results(
+    rules: list[CheckRule], commit: str, base: str, results: CheckResults
+) -> dict[str, CheckResult]:
+    """{rule name: result} of the rules whose result on (commit, base) is recorded, for the
+    rule as it is now (a changed rule's old result does not count); nothing is computed."""
+    if not rules:
+        return {}
+    recorded = results.for_pair(commit, base)
+    found = {}
+    for rule in rules:
+        doc = recorded.get(rule.name)
+        if doc is not None and doc.get("fingerprint") == rule.fingerprint:
+            found[rule.name] = CheckResult.from_json(doc, reused=True)
+    return found
+
+
 def run_rules(
     rules: list[CheckRule],
     commit: str,
@@ -93,13 +109,7 @@ def run_rules(
     """The results of `rules` on the change from `base` to `commit`, in rule order: those
     recorded for this pair (and rule) reused, the others computed on one view and recorded
     (unless `record` is False: a reader such as a web page writes nothing)."""
-    found: dict[str, CheckResult] = {}
-    if reuse and rules:
-        recorded = results.for_pair(commit, base)
-        for rule in rules:
-            doc = recorded.get(rule.name)
-            if doc is not None and doc.get("fingerprint") == rule.fingerprint:
-                found[rule.name] = CheckResult.from_json(doc, reused=True)
+    found = recorded_results(rules, commit, base, results) if reuse else {}
     todo = [r for r in rules if r.name not in found]
     if todo:
         view = make_view()

@@ -15,11 +15,18 @@ from zarr.abc.store import (
 )
 from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 
-from zarrlake.errors import ReadOnlySessionError
-from zarrlake.format.chunk_ref import ChunkRef
+from zarrlake.errors import (
+    ReadOnlySessionError,
+    StaleVirtualChunkError,
+    UndecodableChunkError,
+    ZarrLakeError,
+)
+from zarrlake.format.chunk_ref import ChunkRef, RefKind
 from zarrlake.format.shard import ShardRef
+from zarrlake.vc.chunk_keys import KeyNamer
 from zarrlake.vc.commit_protocol import Change
 from zarrlake.vc.ranges import Span
+from zarrlake.zarr_store.pipeline import install as install_pipeline
 
 _READ_ONLY = "store was opened in read-only mode and does not support writing"
 
@@ -56,6 +63,13 @@ class StoreEngine(Protocol):
 
     def stage(self, changes: list[Change]) -> None:
         """Stage prepared changes."""
+
+    @property
+    def finishes_after_writes(self) -> bool:
+        """Whether this handle finishes after each array write (a Dask task's copy)."""
+
+    def finish(self) -> None:
+        """Flush this handle's writes and record its writer finished."""
 
 
 class StoreSession(Protocol):
@@ -107,6 +121,16 @@ class StoreSession(Protocol):
 
     def delete_many(self, keys: list[str]) -> None:
         """Stage the deletion of several keys."""
+
+
+def stale_virtual_chunk(key: str, ref: ChunkRef, error: Exception) -> StaleVirtualChunkError:
+    """The error for virtual chunk `key` whose bytes at `ref` do not decode."""
+    span = f"[{ref.offset}:{ref.offset + ref.length}]"
+    return StaleVirtualChunkError(
+        f"virtual source {ref.location} changed since it was imported, though its "
+        f"{ref.identity} did not: chunk {key!r} (bytes {span} of it) does not decode "
+        f"({type(error).__module__}.{type(error).__name__}: {error})"
+    )
 
 
 def _is_metadata(key: str) -> bool:
@@ -206,6 +230,7 @@ class SessionStore(Store):
         return False
 
     def __init__(self, session: StoreSession, read_only: bool = False) -> None:
+        install_pipeline()  # undecodable chunks named; Dask task copies finish per write
         super().__init__(read_only=read_only or session.read_only)
         self.session = session
         self._batchers: dict[asyncio.AbstractEventLoop, _StageBatcher] = {}
@@ -255,7 +280,7 @@ class SessionStore(Store):
     def _get(self, key: str, byte_range: ByteRequest | None) -> bytes | None:
         if byte_range is None:
             return self.session.read(key)
-        got = self.session.read_ranges(key, [_span(byte_range)])
+        got = self.session._read_ranges(key, [_span(byte_range)])
         return None if got is None else got[0]
 
     def get_sync(
@@ -341,7 +366,7 @@ class SessionStore(Store):
     ) -> Sequence[tuple[int, Buffer | None]]:
         """`get_ranges` without an event loop."""
         spans = [Span() if r is None else _span(r) for r in byte_ranges]
-        got = self.session.read_ranges(key, spans)
+        got = self.session._read_ranges(key, spans)
         if got is None:
             raise ExceptionGroup(f"{key} is absent", [FileNotFoundError(key)])
         return [(i, prototype.buffer.from_bytes(data)) for i, data in enumerate(got)]
@@ -437,6 +462,50 @@ class SessionStore(Store):
         prefix = prefix.rstrip("/")
         keys = await asyncio.to_thread(self.session.list_prefix, prefix + "/" if prefix else "")
         await asyncio.to_thread(self.session.delete_many, keys)
+
+    async def array_written(self) -> None:
+        """zarr finished writing an array's chunks through this store (the codec pipeline
+        says so): a Dask task's copy of a session finishes here, off the event loop, so the
+        task's writes are durable and counted before it returns."""
+        engine = self.session._engine
+        if not self.read_only and engine.finishes_after_writes:
+            await asyncio.to_thread(engine.finish)
+
+    # chunks that do not decode --------------------------------------------------------------
+
+    async def undecodable(self, key: str, error: Exception, more: int = 0) -> ZarrLakeError:
+        """The error of a read that met chunk `key`, whose bytes the array's codecs could
+        not decode (`error`, the codec's exception; `more` other chunks of the read failed
+        too): UndecodableChunkError, or StaleVirtualChunkError for a virtual chunk (its
+        source file was rewritten keeping its size and mtime)."""
+        return await asyncio.to_thread(self._undecodable, key, error, more)
+
+    def _undecodable(self, key: str, error: Exception, more: int) -> ZarrLakeError:
+        ref = self.session._engine.lookup(key)
+        if isinstance(ref, ChunkRef) and ref.kind == RefKind.VIRTUAL:  # its file changed
+            return stale_virtual_chunk(key, ref, error)
+        parts = key.split("/")
+        docs = {}
+        for n in range(len(parts)):
+            meta = "/".join([*parts[:n], "zarr.json"])
+            doc = self.session.read(meta)
+            if doc is not None:
+                docs[meta] = doc
+        node, coords = KeyNamer(docs).name(key)
+        text = str(error).strip().splitlines()
+        reason = f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
+        where = f"chunk {coords} of array {node!r}" if coords is not None else f"key {key!r}"
+        also = f"; {more} more chunk(s) of this read do not decode either" if more else ""
+        return UndecodableChunkError(
+            f"{where} does not decode with the array's codecs ({reason}){also}. Its bytes are "
+            f"stored as they were written (key {key!r}, checksum intact): the writer stored "
+            "bytes zarr cannot read. `zarrlake fsck --decode` lists every such chunk; write "
+            "the chunk again (or delete it) in a new session to repair it",
+            node,
+            coords,
+            key,
+            reason,
+        )
 
     # listing ----------------------------------------------------------------------------
 
