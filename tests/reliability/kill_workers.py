@@ -22,7 +22,9 @@
 Each appends to its journal before and after every operation (`op <kind>` then `done`), and
 for every session it commits: `C <sid> <tag>` before, `A <sid> <cid>` when acknowledged,
 `F <sid>` when it certainly failed (a conflict); a cooperative session adds
-`K <sid> <killed workers>` and, when refused, `U <sid> <choice>`. The supervisor reads the
+`K <sid> <killed workers>`, `E <sid> <worker> <exit code> <stderr file>` for each worker
+that exited with an error (its stderr kept in that file beside the journal) and, when
+refused, `U <sid> <choice>`. The supervisor reads the
 journals to know what a process was doing when it killed it, and the checker to know what
 was acknowledged. Lines are written with one os.write each, so a SIGKILL never leaves half
 a line... but may leave none: an acknowledged commit whose `A` line was not written yet
@@ -79,6 +81,7 @@ def coop_value(sid: str, worker: int, row: int) -> bytes:
 
 class Journal:
     def __init__(self, path: str) -> None:
+        self.path = Path(path)
         self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def line(self, *parts: object) -> None:
@@ -174,19 +177,24 @@ def coop(repo: zl.Repo, j: Journal, rng: random.Random, stop: Path) -> None:
         s = repo.create_session("coop", message="coop")
         j.line("C", s.id, "coop")
         racing = rounds % 2 == 0
-        workers = [
-            subprocess.Popen(
-                [
-                    *(sys.executable, "-m", "tests.reliability.kill_workers", "coop-worker"),
-                    *(repo.spec.location, repo.spec.metastore or "", s.id, str(i)),
-                    *(["race"] if racing else []),
-                ],
-                stdout=subprocess.PIPE,
-            )
-            for i in range(COOP_WORKERS)
-        ]
+        logs = [j.path.with_name(f"coop-{s.id}-{i}.stderr") for i in range(COOP_WORKERS)]
+        workers = []
+        for i, log in enumerate(logs):
+            with log.open("wb") as err:  # the child keeps its own descriptor
+                workers.append(
+                    subprocess.Popen(
+                        [
+                            *(sys.executable, "-m", "tests.reliability.kill_workers"),
+                            *("coop-worker", repo.spec.location, repo.spec.metastore or ""),
+                            *(s.id, str(i), *(["race"] if racing else [])),
+                        ],
+                        stdout=subprocess.PIPE,
+                        stderr=err,
+                    )
+                )
         if racing:
             _race(repo, j, rng, s, workers)
+            _failed_workers(j, s.id, workers, logs)
             continue
         victim = rng.choice(workers)
         if rounds % 3 == 1:  # once it has flushed half its region: the rest is lost with it
@@ -200,6 +208,7 @@ def coop(repo: zl.Repo, j: Journal, rng: random.Random, stop: Path) -> None:
             w.communicate()
         killed = [str(i) for i, w in enumerate(workers) if w.returncode == -9]
         j.line("K", s.id, ",".join(killed) or "-")
+        _failed_workers(j, s.id, workers, logs)
         j.op("commit")
         try:
             cid = s.commit()
@@ -210,6 +219,17 @@ def coop(repo: zl.Repo, j: Journal, rng: random.Random, stop: Path) -> None:
         j.line("A", s.id, cid)
         j.done()
         repo.create_tag(f"coop-{s.id}", cid)
+
+
+def _failed_workers(j: Journal, sid: str, workers: list, logs: list[Path]) -> None:
+    """Journal `E <sid> <worker> <exit code> <stderr file>` for each worker that exited with
+    an error (neither ended normally nor SIGKILLed), so the checker never takes it for one
+    that ended normally; the stderr files of the others are dropped."""
+    for i, (w, log) in enumerate(zip(workers, logs, strict=True)):
+        if w.returncode not in (0, -9):
+            j.line("E", sid, i, w.returncode, log)
+        else:
+            log.unlink(missing_ok=True)
 
 
 def _race(repo: zl.Repo, j: Journal, rng: random.Random, s: zl.Session, workers: list) -> None:

@@ -291,6 +291,7 @@ def check(
     killed: dict[str, set[int]] = {}  # cooperative session -> its workers SIGKILLed
     chose: dict[str, str] = {}  # cooperative session -> its choice for them, if refused
     raced: dict[str, list[tuple[str, bytes]]] = {}  # session -> flushes that returned
+    errored: dict[str, dict[int, tuple[str, str]]] = {}  # session -> worker -> (code, log)
     for path in journals:
         for line in path.read_text().splitlines():
             kind, _, rest = line.partition(" ")
@@ -308,6 +309,9 @@ def check(
             elif kind == "U":
                 sid, choice = rest.split(" ")
                 chose[sid] = choice
+            elif kind == "E":
+                sid, worker, code, log = rest.split(" ", 3)
+                errored.setdefault(sid, {})[int(worker)] = (code, log)
             elif kind == "W":
                 sid, key, value = rest.split(" ")
                 raced.setdefault(sid, []).append((key, bytes.fromhex(value)))
@@ -362,7 +366,7 @@ def check(
             for i in range(SIDES):
                 key = SIDE_KEY.format(i)
                 assert mine.read(key) == theirs.read(key), f"merge {cid} lost {key}"
-    coops = check_cooperative(repo, committed, killed, chose)
+    coops = check_cooperative(repo, committed, killed, chose, errored)
     coops["raced"] = check_raced(repo, committed, raced)
     for c in range(COUNTERS):  # each counter's blob is the one its value determines
         got = main.read(BLOB_KEY.format(c))
@@ -402,12 +406,24 @@ def check_raced(
 
 
 def check_cooperative(
-    repo: zl.Repo, committed: dict[str, str], killed: dict[str, set[int]], chose: dict[str, str]
+    repo: zl.Repo,
+    committed: dict[str, str],
+    killed: dict[str, set[int]],
+    chose: dict[str, str],
+    errored: dict[str, dict[int, tuple[str, str]]],
 ) -> Counter:
     """Each committed cooperative session holds every chunk its normally ended workers
     wrote. Of a killed worker's, it holds none if the commit chose `discard`, and all or
     none if the commit was not refused (the kill landed before its first write or after its
-    exit had finished it); `include` keeps what it flushed."""
+    exit had finished it); `include` keeps what it flushed. A worker of a committed session
+    that exited with an error (neither ended normally nor killed) fails the soak with its
+    stderr, never passes for one that ended normally."""
+    for sid, workers in errored.items():
+        for worker, (code, log) in workers.items():
+            assert sid not in committed, (
+                f"session {sid}: worker {worker} exited {code} (not killed); its stderr "
+                f"({log}):\n{_tail(Path(log))}"
+            )
     seen: Counter[str] = Counter()
     for sid, dead in killed.items():
         if sid not in committed:
@@ -432,6 +448,14 @@ def check_cooperative(
             elif sid not in chose:  # not refused: it died before writing, or after finishing
                 assert len(set(held)) == 1, f"session {sid} holds part of worker {worker}'s"
     return seen
+
+
+def _tail(path: Path, size: int = 4000) -> str:
+    """The end of a worker's stderr file (what it printed before it exited)."""
+    try:
+        return path.read_text(errors="replace")[-size:]
+    except FileNotFoundError:
+        return "(no stderr file)"
 
 
 def _target(backend: str, tmp_path: Path, request, planted: str | None = None) -> Target:
