@@ -48,7 +48,7 @@ from zarrlake.testing.sim.scheduler import Deadlock, Scheduler
 from zarrlake.testing.sim.trace import Trace
 from zarrlake.txn import commit as txn_commit
 from zarrlake.txn import writers
-from zarrlake.txn.commit import load
+from zarrlake.txn.commit import RELEASED, load
 from zarrlake.vc import gc_protocol
 from zarrlake.vc.reach import EXPIRED_PREFIX
 from zarrlake.vc.refs import BRANCH
@@ -517,6 +517,8 @@ class World:
             rec = json.loads(got[0])
             if seal_before is not None and rec.get("seal") == seal_before:
                 continue
+            if rec.get("committer") == RELEASED:  # given up by its committer (lease 0):
+                continue  # recovery settles it, revoking its landing first
             self.model.counts["committers' leases checked"] += 1
             lease, now = rec.get("lease"), self.sched.now
             if rec.get("status") == "committing" and lease is not None and now > lease + 1.0:
