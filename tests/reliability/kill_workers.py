@@ -22,7 +22,7 @@
 Each appends to its journal before and after every operation (`op <kind>` then `done`), and
 for every session it commits: `C <sid> <tag>` before, `A <sid> <cid>` when acknowledged,
 `F <sid>` when it certainly failed (a conflict); a cooperative session adds
-`K <sid> <killed workers>`, `E <sid> <worker> <exit code> <stderr file>` for each worker
+`K <sid> <killed workers>`, `X <sid> <worker> <exit code> <stderr file>` for each worker
 that exited with an error (its stderr kept in that file beside the journal) and, when
 refused, `U <sid> <choice>`. The supervisor reads the
 journals to know what a process was doing when it killed it, and the checker to know what
@@ -222,12 +222,12 @@ def coop(repo: zl.Repo, j: Journal, rng: random.Random, stop: Path) -> None:
 
 
 def _failed_workers(j: Journal, sid: str, workers: list, logs: list[Path]) -> None:
-    """Journal `E <sid> <worker> <exit code> <stderr file>` for each worker that exited with
+    """Journal `X <sid> <worker> <exit code> <stderr file>` for each worker that exited with
     an error (neither ended normally nor SIGKILLed), so the checker never takes it for one
     that ended normally; the stderr files of the others are dropped."""
     for i, (w, log) in enumerate(zip(workers, logs, strict=True)):
         if w.returncode not in (0, -9):
-            j.line("E", sid, i, w.returncode, log)
+            j.line("X", sid, i, w.returncode, log)
         else:
             log.unlink(missing_ok=True)
 
@@ -262,9 +262,12 @@ def coop_worker(location: str, metastore: str, sid: str, worker: str, race: str 
     """The seeds' pattern: join by id, write a region, end (no flush, no commit). Racing:
     write and flush one row at a time, saying which flushes returned, until refused."""
     repo = open_repo(location, metastore)
-    s = repo.join_session(sid)
     n = int(worker)
     if race:
+        try:
+            s = repo.join_session(sid)
+        except SessionClosedError:  # the commit came before this worker joined: refused
+            return
         for row in range(RACE_ROWS):
             key = COOP_KEY.format(n * RACE_ROWS + row)
             value = coop_value(sid, n, row)
@@ -275,6 +278,7 @@ def coop_worker(location: str, metastore: str, sid: str, worker: str, race: str 
                 return
             print("ACK", key, value.hex(), flush=True)
         return
+    s = repo.join_session(sid)
     for row in range(COOP_ROWS):
         s.write(COOP_KEY.format(n * COOP_ROWS + row), coop_value(sid, n, row))
         if row == COOP_ROWS // 2 - 1:

@@ -309,7 +309,7 @@ def check(
             elif kind == "U":
                 sid, choice = rest.split(" ")
                 chose[sid] = choice
-            elif kind == "E":
+            elif kind == "X":
                 sid, worker, code, log = rest.split(" ", 3)
                 errored.setdefault(sid, {})[int(worker)] = (code, log)
             elif kind == "W":
