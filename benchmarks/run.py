@@ -95,6 +95,7 @@ GROUP_MODULES: tuple[str, ...] = (
     "benchmarks.daily",
     "benchmarks.export",
     "benchmarks.chunk_check",
+    "benchmarks.statistics",
 )
 """Modules that add groups: each has `groups(cfg) -> list[Group]` and may have `SIZES`
 ({"full": {...}, "quick": {...}}, merged into the configuration) and `NOTE` (a line under

@@ -71,6 +71,8 @@ _LAZY = {
     "WriterInfo": "zarrlake.txn.writers",
     "Problem": "zarrlake.vc.fsck",
     "ExpiredHistory": "zarrlake.vc.fsck",
+    "select": "zarrlake.query",
+    "BackfillReport": "zarrlake.vc.backfill",
 }
 """Public names whose modules import zarr and numpy: loaded on first use, so a command line
 that needs none of them (`zarrlake --help`) starts fast."""
@@ -90,12 +92,14 @@ if TYPE_CHECKING:  # what type checkers see of the lazy names; nothing is import
     from zarrlake.lifecycle.expire import ExpireReport as ExpireReport
     from zarrlake.lifecycle.gc import GcReport as GcReport
     from zarrlake.pulls import PullRequest as PullRequest
+    from zarrlake.query import select as select
     from zarrlake.repo import Commit as Commit
     from zarrlake.repo import Repo as Repo
     from zarrlake.repo import RepoStats as RepoStats
     from zarrlake.repo import SessionInfo as SessionInfo
     from zarrlake.session import Session as Session
     from zarrlake.txn.writers import WriterInfo as WriterInfo
+    from zarrlake.vc.backfill import BackfillReport as BackfillReport
     from zarrlake.vc.diff import Diff as Diff
     from zarrlake.vc.fsck import ExpiredHistory as ExpiredHistory
     from zarrlake.vc.fsck import Problem as Problem

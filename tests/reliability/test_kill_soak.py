@@ -441,8 +441,10 @@ def check_cooperative(
                 snap.read(COOP_KEY.format(row)) == coop_value(sid, worker, row - rows[0])
                 for row in rows
             ]
-            if worker not in dead:
-                assert all(held), f"session {sid} lost writes of worker {worker}: {held}"
+            if worker not in dead:  # it ended normally: its exit finished its writer
+                assert all(held), (
+                    f"session {sid} (chose {chose.get(sid)}) lost writes of worker {worker}: {held}"
+                )
             elif chose.get(sid) == "discard":
                 assert not any(held), f"session {sid} holds writes of killed worker {worker}"
             elif sid not in chose:  # not refused: it died before writing, or after finishing

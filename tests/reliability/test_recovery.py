@@ -265,7 +265,7 @@ def test_a_dead_committer_reopens_its_session_at_once(tmp_path, point):
     assert rec.status == Status.COMMITTING and time.time() < rec.lease  # lease still on
 
     s = repo.join_session(sid)  # no wait
-    assert s.status == Status.OPEN
+    assert s.state == Status.OPEN
     zarr.open_array(s.store, path="t")[1, 1] = 22
     cid = s.commit("resumed")
     t = zarr.open_array(repo.readonly_session("main").store, path="t")[:]

@@ -134,7 +134,7 @@ def _verify(target: MetaStore, partition: str, written: tuple[int, bytes]) -> No
         raise CorruptionError(
             f"the copy of {partition} in {target.url} differs from the original as it was read "
             f"({n} keys read back, {written[0]} written); the repository still uses its old "
-            "metastore"
+            "metastore; copy again"
         )
 
 
@@ -144,6 +144,7 @@ def _check_no_gc(ctx: RepoContext) -> None:
         raise ZarrLakeError(
             "a garbage collector holds its lock (or died holding it: `zarrlake gc` takes it "
             "over): the metastore is copied offline"
+            "; wait for gc to finish, then copy again"
         )
 
 
@@ -257,7 +258,7 @@ def open_target(ctx: RepoContext, to: str) -> MetaStore:
             "conditional writes there): copy its objects to s3:// first, then open it there"
         )
     if to == ctx.spec.metastore:
-        raise InvalidInputError(f"the repository already uses {to}")
+        raise InvalidInputError(f"the repository already uses {to}; give another metastore URL")
     return open_for(ctx.spec.location, dict(ctx.spec.storage_options), to)
 
 

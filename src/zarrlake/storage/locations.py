@@ -40,7 +40,7 @@ _memory_lock = threading.Lock()
 def _no_options(kind: str, options: dict[str, Any]) -> None:
     if options:
         names = ", ".join(sorted(options))
-        raise InvalidInputError(f"unknown storage option(s) for {kind}: {names}")
+        raise InvalidInputError(f"unknown storage option(s) for {kind}: {names}; remove them")
 
 
 def open_local(location: str, options: dict[str, Any]) -> ObjectStore:
@@ -59,7 +59,9 @@ def open_local(location: str, options: dict[str, Any]) -> ObjectStore:
         path = Path(location).expanduser()
     path = path.resolve()
     if path.exists() and not path.is_dir():
-        raise ConfigurationError(f"storage location {str(path)!r} exists and is not a directory")
+        raise ConfigurationError(
+            f"storage location {str(path)!r} exists and is not a directory; give a directory"
+        )
     try:
         store = LocalStore(path, mkdir=True)
     except Exception as exc:  # obstore raises its own types, and OSError
@@ -87,11 +89,14 @@ def open_s3(location: str, options: dict[str, Any]) -> ObjectStore:
         raise InvalidInputError(
             f"unknown storage option(s) for s3://: {', '.join(unknown)} "
             f"(known: {', '.join(sorted(S3_OPTIONS))})"
+            "; use the known ones"
         )
     for name, value in options.items():
         kind = S3_OPTIONS[name]
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-            raise InvalidInputError(f"storage option {name}={value!r} has the wrong type")
+            raise InvalidInputError(
+                f"storage option {name}={value!r} has the wrong type; check its type in the docs"
+            )
     endpoint = options.get("endpoint_url")
     plain = isinstance(endpoint, str) and endpoint.lower().startswith("http://")
     if plain and options.get("allow_http") is not True:
@@ -103,9 +108,13 @@ def open_s3(location: str, options: dict[str, Any]) -> ObjectStore:
     parts = urlsplit(location)
     bucket = parts.netloc
     if not bucket:
-        raise InvalidInputError(f"invalid S3 location {location!r}: no bucket (s3://BUCKET/...)")
+        raise InvalidInputError(
+            f"invalid S3 location {location!r}: no bucket (s3://BUCKET/...); add the bucket"
+        )
     if parts.query or parts.fragment:
-        raise InvalidInputError(f"invalid S3 location {location!r}: no query or fragment allowed")
+        raise InvalidInputError(
+            f"invalid S3 location {location!r}: no query or fragment allowed; remove them"
+        )
     prefix = parts.path.strip("/")
     if prefix:
         check_prefix(prefix)

@@ -49,7 +49,10 @@ def split_url(url: str) -> tuple[str, str, str]:
     else:
         bucket = parts.netloc
         if not bucket:
-            raise InvalidInputError(f"virtual source {url!r} names no bucket (s3://BUCKET/KEY)")
+            raise InvalidInputError(
+                f"virtual source {url!r} names no bucket (s3://BUCKET/KEY)"
+                "; write it as s3://BUCKET/KEY"
+            )
     if ".." in PurePosixPath(path).parts:
         raise InvalidInputError(f"virtual source {url!r} must not contain '..'")
     return scheme, bucket, path.lstrip("/")
@@ -106,7 +109,7 @@ class SourceReader:
         try:
             return identity_of(scheme, obs.head(self.store(scheme, bucket), path))
         except (ObstoreNotFound, FileNotFoundError, NotADirectoryError):
-            raise InvalidInputError(f"virtual source {url} does not exist") from None
+            raise InvalidInputError(f"virtual source {url} does not exist; check the URL") from None
         except Exception as exc:
             if credentials_missing(exc):
                 raise ConfigurationError(no_credentials(bucket, url)) from exc
@@ -143,6 +146,7 @@ class SourceReader:
         except (ObstoreNotFound, FileNotFoundError):
             raise StaleVirtualChunkError(
                 f"virtual source {url} is gone (imported as {identity})"
+                "; restore it, or import again from where it is now"
             ) from None
         except Exception as exc:  # e.g. a range past the end of an object that shrank
             if credentials_missing(exc):
@@ -159,5 +163,6 @@ class SourceReader:
         if now != identity:
             raise StaleVirtualChunkError(
                 f"virtual source {url} changed since it was imported ({identity}, now {now})"
+                "; import it again"
             )
         return data
