@@ -86,7 +86,10 @@ def _gc(
         done = sc.parallelize(keys, max(1, min(tasks, len(keys)))).mapPartitions(delete_part)
         deleted = done.collect()
         if None in deleted:
-            raise SweepEnded("this garbage collection's sweep was ended by another process")
+            raise SweepEnded(
+                "this garbage collection's sweep was ended by another process; run gc again "
+                "(nothing it did not delete is lost)"
+            )
         return [k for k in deleted if k is not None]
 
     return collect(

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
-from zarrlake.errors import ConfigurationError, NotFoundError
+from zarrlake.errors import REPORT_BUG, ConfigurationError, NotFoundError
 from zarrlake.storage.base import ByteRange
 from zarrlake.storage.obstore import ObstoreObjectStore
 
@@ -169,7 +169,9 @@ class LocalObjectStore(ObstoreObjectStore):
         moved = []
         for key in keys:
             if not _PLAIN.fullmatch(key):
-                raise ConfigurationError(f"a sweep moves plain keys only, not {key!r}")
+                raise ConfigurationError(
+                    f"a sweep moves plain keys only, not {key!r}; {REPORT_BUG}"
+                )
             target = f"{home}/{key}"
             for attempt in (0, 1):
                 try:

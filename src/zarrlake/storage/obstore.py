@@ -333,7 +333,10 @@ class ObstoreObjectStore(ObjectStoreBackend):
     def _tag(self, key: str) -> str:
         tag = self._head(key).get("e_tag")
         if not tag:
-            raise StorageError(f"HEAD {key!r} on {self.url} returned no entity tag (ETag)")
+            raise StorageError(
+                f"HEAD {key!r} on {self.url} returned no entity tag (ETag); use an "
+                "S3-compatible store that returns ETags (garbage collection needs them)"
+            )
         return tag
 
     @_forksafe

@@ -493,7 +493,10 @@ class Heartbeat:
 
         def change(cur: SessionRecord) -> SessionRecord:
             if cur.status != Status.COMMITTING or cur.seal != self.seal:
-                raise SessionClosedError(f"session {cur.id} is no longer this commit's")
+                raise SessionClosedError(
+                    f"session {cur.id} is no longer this commit's; see its state with "
+                    f"`zarrlake sessions show {cur.id}`"
+                )
             return replace(cur, lease=self.ctx.clock() + self.span)
 
         try:

@@ -206,7 +206,8 @@ class Refs:
             if landing is not None:
                 raise LandingRevokedError(
                     "this commit's landing was revoked (its session was recovered by another "
-                    "process); the branch was not moved by it"
+                    "process); the branch was not moved by it: see the session's state with "
+                    "`zarrlake sessions show`"
                 ) from None
             raise
 

@@ -69,7 +69,7 @@ class FencedDeletes:
         if local is not None:
             moved = local.move_to_bin(self.sweep, keys)
             if moved is None:
-                raise SweepEnded(f"sweep {self.sweep} was ended by another process")
+                raise SweepEnded(f"sweep {self.sweep} was ended by another process; run gc again")
             return moved
         done = map(lambda key: store.delete_if(key, self.tags[key]), keys)
         return [k for k, ok in zip(keys, done, strict=True) if ok]
@@ -102,7 +102,8 @@ class Fence:
             raise ConfigurationError(
                 f"{self.store.url} deleted an object whose entity tag did not match (it "
                 "ignores If-Match on DeleteObject): garbage collection's deletes cannot be "
-                "fenced there, so it does not delete"
+                "fenced there, so it does not delete; use a store that honours If-Match "
+                "(AWS S3, MinIO, moto)"
             )
 
     def prepare(self, keys: list[str]) -> FencedDeletes:

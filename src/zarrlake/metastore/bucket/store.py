@@ -279,7 +279,10 @@ class BucketMetaStore(MetaStoreBackend):
                 after = runtime.monotonic()
                 self._delete_quietly(key)
                 if not stamps:
-                    raise TransientError(f"{self.url}: the clock object {key} was not listed")
+                    raise TransientError(
+                        f"{self.url}: the clock object {key} was not listed; retry (the bucket's "
+                        "listing lags its writes)"
+                    )
                 if after - before <= CLOCK_ROUND or attempt == CLOCK_TRIES - 1:
                     break
             stamp = stamps[0] + (0.5 if stamps[0] == int(stamps[0]) else 0.0)  # whole seconds
