@@ -129,7 +129,9 @@ def _thread_timer(delay: float, fn: Callable[[], None]) -> Cancellable:
 
 
 def _process_alive(host: str, pid: int) -> bool | None:
-    """Whether process `pid` on `host` still runs; None when it runs on another host."""
+    """Whether process `pid` on `host` still runs; None when it runs on another host. A
+    zombie (exited, not yet reaped: where PID 1 reaps no orphans it stays one for good)
+    runs no more: it sends nothing and holds nothing."""
     if host != socket.gethostname():
         return None
     try:
@@ -137,8 +139,10 @@ def _process_alive(host: str, pid: int) -> bool | None:
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    return True
+        pass
+    stat = _read(f"/proc/{pid}/stat")
+    state = stat.rsplit(")", 1)[-1].split()[:1] if stat else []
+    return state not in (["Z"], ["X"])
 
 
 def _read(path: str) -> str:

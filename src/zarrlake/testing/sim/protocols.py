@@ -42,6 +42,7 @@ class World(Protocol):
     handles_of: Any
     meta_rate: Any
     meta_factory: Any
+    faults: Any
 
     def new_id(self, prefix: str) -> str:
         """A fresh id with `prefix`, deterministic within the run."""
@@ -63,3 +64,6 @@ class World(Protocol):
 
     def seal_of(self, sid: str) -> str | None:
         """The seal session `sid`'s record carries now."""
+
+    def garbage_values(self) -> list[bytes]:
+        """Values whose chunk objects are garbage now."""
