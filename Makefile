@@ -63,7 +63,7 @@ bench: $(BENCH_STAMP) java
 # deterministic simulator for a million steps.
 soak: $(STAMP) java
 	ZARRLAKE_SOAK=1 $(PY) -m pytest -q -p no:cacheprovider tests/reliability tests/lifecycle/test_gc_soak.py tests/sim/test_planted.py
-	$(PY) -m zarrlake.testing.sim soak --steps 1000000 --jobs 2
+	$(PY) -m tests.simulator soak --steps 1000000 --jobs 2
 
 # The documentation site (mkdocs.yml, docs/) into build/site; warnings are errors.
 docs: $(STAMP)

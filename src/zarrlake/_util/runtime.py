@@ -2,7 +2,7 @@
 threads, timers, and who this process is and whether another one still runs.
 
 By default these are the real ones (time.time, time.sleep, a thread pool, a timer thread,
-os.kill). The deterministic simulator (`zarrlake.testing.sim`) runs many simulated processes
+os.kill). The deterministic simulator (`tests.simulator`) runs many simulated processes
 in one thread and installs a `Runtime` for each with `use` (a context variable, so each
 greenlet it runs sees its own): the simulated clock, its own pid, and an executor and timers
 that the simulator schedules.
