@@ -17,6 +17,7 @@ from contextlib import suppress
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from zarrlake._util.deprecation import deprecated_alias
 from zarrlake.errors import InvalidInputError, ZarrLakeError
 from zarrlake.format.chunk_ref import ChunkRef
 from zarrlake.format.shard import ShardRef
@@ -288,12 +289,12 @@ class Session:
     def _staged_changes(self) -> list[Change]:
         """Every staged change of every worker.
 
-        read_ranges = deprecated_alias("_read_ranges")
-        staged_changes = deprecated_alias("_staged_changes")
-
-            ConflictError if two workers staged different bytes for one key.
+        ConflictError if two workers staged different bytes for one key.
         """
         return self._txn.staged_changes()
+
+    read_ranges = deprecated_alias("_read_ranges")
+    staged_changes = deprecated_alias("_staged_changes")
 
     def changes(self) -> Diff:
         """The uncommitted changes of this session (of all its workers)."""

@@ -196,7 +196,7 @@ class _ReadBatcher:
     async def _read(self, key: str, items: list[tuple[Span, asyncio.Future[bytes | None]]]) -> None:
         spans = [span for span, _ in items]
         try:
-            got = await asyncio.to_thread(self.session.read_ranges, key, spans)
+            got = await asyncio.to_thread(self.session._read_ranges, key, spans)
         except BaseException as e:
             for _, f in items:
                 if not f.done():
@@ -350,7 +350,7 @@ class SessionStore(Store):
             Holding FileNotFoundError if the key is absent (as zarr's default does).
         """
         spans = [Span() if r is None else _span(r) for r in byte_ranges]
-        got = await asyncio.to_thread(self.session.read_ranges, key, spans)
+        got = await asyncio.to_thread(self.session._read_ranges, key, spans)
         if got is None:
             raise ExceptionGroup(f"{key} is absent", [FileNotFoundError(key)])
         yield [(i, prototype.buffer.from_bytes(data)) for i, data in enumerate(got)]
