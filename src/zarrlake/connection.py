@@ -7,18 +7,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import secrets
 import threading
 import weakref
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-# The embedded default's backends load with the package, not inside the first open.
-import zarrlake.metastore.sqlite
-import zarrlake.storage.locations  # noqa: F401
 from zarrlake import storage as storages
 from zarrlake._util import runtime
 from zarrlake._util.retry import RetryPolicy, backoff
@@ -33,10 +28,7 @@ from zarrlake.errors import (
     TransientError,
     ZarrLakeError,
 )
-from zarrlake.format.changes import ChangeSet
-from zarrlake.format.commit import CommitRecord
 from zarrlake.format.digest import DEFAULT, LEGACY, Hash, parse
-from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.metastore.base import MetaStore
 from zarrlake.metastore.choice import BUCKET, choose, default_for, kind_of, open_for
 from zarrlake.metastore.retrying import RetryingMetaStore
@@ -48,6 +40,9 @@ from zarrlake.vc.gc_protocol import WriteGuard, register_dropped
 from zarrlake.vc.objects import Objects
 from zarrlake.vc.purges import PurgeIndex, PurgeRecords
 from zarrlake.vc.refs import BRANCH, Refs
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 CONFIG_KEY = "zarrlake.json"
 FORMAT = 3
@@ -338,6 +333,8 @@ def _open_meta_early(spec: RepoSpec) -> Future[MetaStore] | None:
     local repository, or a metastore the config names)."""
     if spec.is_local or not spec.metastore or kind_of(spec.metastore) == BUCKET:
         return None
+    from concurrent.futures import ThreadPoolExecutor
+
     pool = ThreadPoolExecutor(1, thread_name_prefix="zarrlake-open-metastore")
     opened = pool.submit(_open_meta, spec)
     pool.shutdown(wait=False)
@@ -391,6 +388,12 @@ def create_context(
 ) -> RepoContext:
     """Create a new repository at `spec`; AlreadyExistsError if one is there. `settings`,
     when given, are recorded in its config: every client that opens it starts from them."""
+    import secrets
+
+    from zarrlake.format.changes import ChangeSet
+    from zarrlake.format.commit import CommitRecord
+    from zarrlake.format.snapshot import SnapshotRoot
+
     algo = parse(content_hash)
     if spec.is_local and Path(spec.location).is_file():
         raise InvalidInputError(f"{spec.location} is a file, not a directory")
