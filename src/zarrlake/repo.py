@@ -357,8 +357,6 @@ class Repo:
         >>> [c.path for c in repo.log("main", path="t2m", follow=True)]  # doctest: +SKIP
         ['t2m', 't2m', 'temperature']
         """
-        from zarrlake.vc.path_log import path_history
-
         if limit is not None and (not isinstance(limit, int) or limit < 0):
             raise InvalidInputError(f"limit must be a non-negative integer, not {limit!r}")
         if path is None and follow:
@@ -370,6 +368,8 @@ class Repo:
         if path is None:
             found = ((cid, rec, None) for cid, rec in objects.history(head))
         else:
+            from zarrlake.vc.path_log import path_history  # numpy: the change sets' keys
+
             found = path_history(objects, head, path, follow)
         out: list[Commit] = []
         for cid, rec, name in found:
