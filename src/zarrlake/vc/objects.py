@@ -437,7 +437,11 @@ class Objects:
         """Spans of an assembled shard: of the stored shard object it still is, if so;
         else the index from memory and each inner chunk's pieces read and verified through
         its own reference (parts in one object fetched together), side by side on a remote
-        store."""
+        store. Spans of the index (zarr reads it before each inner chunk) come from the
+        index assembled from the entries: no read."""
+        lo, hi = ref.index_at, ref.index_at + len(ref.index)
+        if all(lo <= start and end <= hi for start, end in wanted):
+            return [ref.index[start - lo : end - lo] for start, end in wanted]
         if ref.whole is not None:
             try:
                 if wanted == [(0, ref.length)]:
