@@ -35,20 +35,23 @@ NOTE = (
 )
 
 OPEN = """
-import json, sys, time
+import json, resource, sys, time
 import zarr, numpy
+def cpu():
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    return used.ru_utime + used.ru_stime
 before = set(sys.modules)
-t0 = time.perf_counter()
+c0, t0 = cpu(), time.perf_counter()
 if sys.argv[1] == "zarrlake":
     import zarrlake
     zarrlake.Repo.open(sys.argv[2])
 else:
     import icechunk
     icechunk.Repository.open(icechunk.local_filesystem_storage(sys.argv[2]))
-ms = (time.perf_counter() - t0) * 1000
+ms, cpu_ms = (time.perf_counter() - t0) * 1000, (cpu() - c0) * 1000
 new = set(sys.modules) - before
 own = sum(m.startswith("zarrlake") for m in new)
-print(json.dumps({"ms": ms, "modules": len(new), "own": own}))
+print(json.dumps({"ms": ms, "cpu_ms": cpu_ms, "modules": len(new), "own": own}))
 """
 
 
@@ -71,6 +74,7 @@ def open_cost(engine: Engine, path: str, p: dict[str, Any]) -> dict[str, Any]:
     runs = [_python(OPEN, engine.name, path) for _ in range(p["startup_runs"])]
     return {
         "open_ms": statistics.median(r["ms"] for r in runs),
+        "open_cpu_ms": statistics.median(r["cpu_ms"] for r in runs),
         "modules": statistics.median(r["modules"] for r in runs),
         "own_modules": statistics.median(r["own"] for r in runs),
     }

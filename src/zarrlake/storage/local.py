@@ -14,6 +14,7 @@ import functools
 import os
 import re
 import secrets
+import stat
 import string
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -77,6 +78,18 @@ class LocalObjectStore(ObstoreObjectStore):
             raise NotFoundError(f"object {key!r} not found in {self.url}") from None
         except OSError as exc:
             self._raise(exc, "GET", key)
+
+    def _exists(self, key: str) -> bool:
+        """Whether a plain key's file is there (a stat, not obstore's HEAD: opening a
+        repository and reading its history never loads obstore)."""
+        if not _PLAIN.fullmatch(key):
+            return super()._exists(key)
+        try:
+            return stat.S_ISREG(os.stat(f"{self._root}/{key}").st_mode)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        except OSError as exc:
+            self._raise(exc, "HEAD", key)
 
     def _put(self, key: str, data: bytes) -> None:
         if not self._direct(key, data):
