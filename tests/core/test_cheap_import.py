@@ -1,7 +1,7 @@
 """`import zarrlake` + `Repo.open` of a local repository (and its log) loads only what
 opening needs: no numpy, obstore, asyncio, ssl or PostgreSQL driver, none of the write,
-diff, check, pull, Spark, UI or virtual machinery. A new process does the open and prints what it imported (a
-test of modules, not of time; the benchmark STARTUP group times it)."""
+diff, check, pull, Spark, UI or virtual machinery. A new process does the open and prints
+what it imported (a test of modules, not of time; the benchmark STARTUP group times it)."""
 
 from __future__ import annotations
 
