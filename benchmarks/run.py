@@ -96,6 +96,7 @@ GROUP_MODULES: tuple[str, ...] = (
     "benchmarks.export",
     "benchmarks.chunk_check",
     "benchmarks.startup",
+    "benchmarks.statistics",
 )
 """Modules that add groups: each has `groups(cfg) -> list[Group]` and may have `SIZES`
 ({"full": {...}, "quick": {...}}, merged into the configuration) and `NOTE` (a line under

@@ -109,6 +109,8 @@ def _condition(spec: dict[str, Any]) -> Check:
         return lambda m, _: (r := ratio(m, of, ZL)) is not None and r <= spec["inverse_max"]
     if "max" in spec:
         return lambda m, _: ZL in m and m[ZL] <= spec["max"]
+    if "min" in spec:
+        return lambda m, _: ZL in m and m[ZL] >= spec["min"]
     if "plus_max" in spec:  # zarrlake <= engine + x (e.g. MB read over Icechunk's)
         return lambda m, _: ZL in m and of in m and m[ZL] <= m[of] + spec["plus_max"]
     if "excess_max" in spec:  # (zarrlake - base) <= x * (engine - base): cost added over base

@@ -43,6 +43,8 @@ EXAMPLES = [
     ("docs/how-to/pull-requests.md", "python", "A daily Spark job, on one machine or on a bucket"),
     ("docs/how-to/pull-requests.md", "sh", "From the command line"),
     ("docs/how-to/spark.md", "python", "Spark"),
+    ("docs/how-to/statistics.md", "python", "Chunk statistics"),
+    ("docs/how-to/statistics.md", "sh", "From the command line"),
     ("docs/how-to/spark.md", "python", "Append a day"),
     (
         "docs/how-to/virtual.md",
@@ -128,6 +130,27 @@ def test_the_spark_example_runs_as_written(spark, tmp_path, monkeypatch, capsys)
     exec(compile(code, "docs/how-to/spark.md", "exec"), {"__name__": "__main__"})
     assert capsys.readouterr().out.split() == ["ingest", "2000"]
     assert zl.Repo.open(tmp_path / "zl-spark-demo").log(limit=1)[0].message == "ingest"
+
+
+def test_the_statistics_how_to_runs_as_written(spark, tmp_path, monkeypatch, capsys):
+    """In this process, where its getOrCreate() finds the test run's Spark session; then its
+    commands, on the repository it made."""
+    monkeypatch.chdir(tmp_path)
+    page = "docs/how-to/statistics.md"
+    code = snippet(page, "Chunk statistics")
+    exec(compile(code, page, "exec"), {"__name__": "__main__"})
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("{'day': 3, 'nan_count': 10, 'min': 310.50")
+    assert out[1:] == ["3 60", "60", "gaps True 0 4", "range True 0 4"]
+    shell = snippet(page, "From the command line", kind="sh")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ZARRLAKE_")}
+    env["PATH"] = f"{VENV_BIN}:{env['PATH']}"
+    res = subprocess.run(
+        ["bash", "-ec", shell], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert res.returncode == 0, res.stderr
+    assert "t2m at main: 4 chunks (4 with statistics)" in res.stdout
+    assert "every chunk on main has statistics" in res.stdout
 
 
 def _on_a_bucket(code: str, s3_server: str, directory: str, prefix: str):

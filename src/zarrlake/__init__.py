@@ -69,6 +69,8 @@ _LAZY = {
     "WriterInfo": "zarrlake.txn.writers",
     "Problem": "zarrlake.vc.fsck",
     "ExpiredHistory": "zarrlake.vc.fsck",
+    "select": "zarrlake.query",
+    "BackfillReport": "zarrlake.vc.backfill",
 }
 """Public names and the modules defining them, loaded on first use (`_util/lazy.py`): a
 command line that needs none of them (`zarrlake --help`) starts fast, and `Repo.open` loads
@@ -89,10 +91,12 @@ if TYPE_CHECKING:  # what type checkers see of the lazy names; nothing is import
     from zarrlake.lifecycle.expire import ExpireReport as ExpireReport
     from zarrlake.lifecycle.gc import GcReport as GcReport
     from zarrlake.pulls import PullRequest as PullRequest
+    from zarrlake.query import select as select
     from zarrlake.repo import Repo as Repo
     from zarrlake.session import Session as Session
     from zarrlake.session_records import SessionInfo as SessionInfo
     from zarrlake.txn.writers import WriterInfo as WriterInfo
+    from zarrlake.vc.backfill import BackfillReport as BackfillReport
     from zarrlake.vc.commit_info import Commit as Commit
     from zarrlake.vc.diff import Diff as Diff
     from zarrlake.vc.fsck import ExpiredHistory as ExpiredHistory

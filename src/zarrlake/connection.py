@@ -146,6 +146,9 @@ class Settings:
 
     A cheap check of the frame (the compressor's magic and declared size, or the exact
     length of uncompressed chunks), not a decode; `zarrlake fsck --decode` decodes."""
+    chunk_statistics: bool = True
+    """Chunk writes carry their values' statistics (count, NaN, fill, min, max, sum) into
+    the manifests, where reads and checks use them to skip chunks that cannot match."""
 
     def __post_init__(self) -> None:
         check_settings(self)
@@ -187,7 +190,9 @@ def _check_names(changes: Mapping[str, Any], cls: type, what: str) -> None:
     unknown = sorted(str(k) for k in changes if k not in {f.name for f in fields(cls)})
     if unknown:
         known = ", ".join(f.name for f in fields(cls))
-        raise InvalidInputError(f"unknown {what}(s) {', '.join(unknown)}; known: {known}")
+        raise InvalidInputError(
+            f"unknown {what}(s) {', '.join(unknown)}; known: {known}; use one of the known names"
+        )
 
 
 def check_settings(settings: Settings) -> None:
@@ -354,7 +359,10 @@ def _read_config(store: ObjectStore) -> dict | None:
     except NotFoundError:
         return None
     except ValueError as e:
-        raise ZarrLakeError(f"{store.url}/{CONFIG_KEY} is not a zarrlake config: {e}") from e
+        raise ZarrLakeError(
+            f"{store.url}/{CONFIG_KEY} is not a zarrlake config: {e}"
+            "; check that the location is a zarrlake repository"
+        ) from e
 
 
 def save_settings(ctx: RepoContext, changes: Mapping[str, Any]) -> Settings:
@@ -396,12 +404,15 @@ def create_context(
 
     algo = parse(content_hash)
     if spec.is_local and Path(spec.location).is_file():
-        raise InvalidInputError(f"{spec.location} is a file, not a directory")
+        raise InvalidInputError(f"{spec.location} is a file, not a directory; give a directory")
     if not spec.metastore:
         spec = replace(spec, metastore=default_for(spec.location, spec.is_local))
     store = _open_store(spec)
     if _read_config(store) is not None:
-        raise AlreadyExistsError(f"a zarrlake repository already exists at {spec.location}")
+        raise AlreadyExistsError(
+            f"a zarrlake repository already exists at {spec.location}"
+            "; open it with Repo.open, or choose another location"
+        )
     meta = _open_meta(spec)
     chosen = settings if settings is not None else Settings()
     # On the bucket every partition is one object each write replaces: spread the session
@@ -439,7 +450,10 @@ def create_context(
         config["settings"] = settings.to_json()
     if not store.put_if_absent(CONFIG_KEY, json.dumps(config).encode()):
         meta.drop_partition(ctx.refs.partition)
-        raise AlreadyExistsError(f"a zarrlake repository already exists at {spec.location}")
+        raise AlreadyExistsError(
+            f"a zarrlake repository already exists at {spec.location}"
+            "; open it with Repo.open, or choose another location"
+        )
     return ctx
 
 
@@ -465,6 +479,7 @@ def open_context(
         if config.get("format", 0) > FORMAT:
             raise ZarrLakeError(
                 f"repository format {config['format']} is newer than this zarrlake ({FORMAT})"
+                "; upgrade zarrlake to open it"
             )
         chosen = choose(spec.location, spec.is_local, spec.metastore, config.get("metastore"))
     except BaseException:

@@ -6,6 +6,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 
+REPORT_BUG = "this is a bug in zarrlake; please report it with the traceback"
+"""The end of a message of an error that only a bug in zarrlake raises: what to do is report it."""
+
 
 class ZarrLakeError(Exception):
     """Base class of every error zarrlake raises on purpose.

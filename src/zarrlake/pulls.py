@@ -116,6 +116,7 @@ def create(
     if source == target:
         raise InvalidInputError(
             f"a pull request merges one branch into another: source and target are both {source!r}"
+            "; open it from another branch"
         )
     branches = repo.list_branches()
     unknown = [b for b in (source, target) if b not in branches]
@@ -416,6 +417,7 @@ class PullRequest:
             raise PullRequestError(
                 f"cannot reopen pull request #{self.id}: another pull request of "
                 f"{self.source!r} into {self.target!r} was opened meanwhile"
+                "; use that pull request (`zarrlake pr list` shows it)"
             )
         return self
 

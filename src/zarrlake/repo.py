@@ -34,6 +34,7 @@ from zarrlake.vc.protection import Protection
 from zarrlake.vc.refs import BRANCH, TAG
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     import zarr
 
     from zarrlake.admin.clone import PullReport
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from zarrlake.pulls import PullRequest
     from zarrlake.session import Session
     from zarrlake.txn.writers import WriterInfo
+    from zarrlake.vc.backfill import BackfillReport
     from zarrlake.vc.checks.kinds import Check
     from zarrlake.vc.checks.rules import CheckRule
     from zarrlake.vc.checks.run import CheckResult
@@ -552,6 +554,71 @@ class Repo:
 
         return repo_stats(self._ctx.objects, self.resolve(ref))
 
+    def chunk_stats(
+        self, array: str, ref: str = "main", *, as_of: datetime | None = None
+    ) -> pa.Table:
+        """The value statistics of every chunk of `array` at `ref`, read from its manifests
+        only (no chunk is read).
+
+        One row per chunk of the grid (inner chunks of a sharded array), in C order: an
+        int64 column of grid coordinates per dimension (named after the dimension, or
+        `dim_<i>`), then `count` (elements of the chunk as stored), `nan_count`,
+        `fill_count` (elements equal to the fill value), `min` and `max` (ignoring NaN, in
+        the array's dtype), `sum` (float64, ignoring NaN) and `known`. A chunk absent from
+        the manifests is all fill value; where `known` is false (written before
+        statistics, with them off, a virtual chunk) the statistics are null.
+
+        Raises
+        ------
+        NotFoundError
+            If there is no array at `array`.
+        """
+        from zarrlake.vc.statistics import array_stats
+
+        if not isinstance(array, str):
+            raise InvalidInputError(f"array must be an array path, not {array!r}")
+        return array_stats(self._ctx.objects, self.resolve(ref, as_of=as_of), array).table()
+
+    def backfill_chunk_stats(
+        self,
+        array: str,
+        branch: str = "main",
+        *,
+        message: str | None = None,
+        author: str | None = None,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> BackfillReport:
+        """Give the chunks of `array` on `branch` that lack statistics theirs (chunks
+        written before statistics, with `Settings.chunk_statistics` off, or virtual ones):
+        each is read and decoded, and the statistics are committed in one commit that
+        changes no chunk and no document. `on_progress(done, total)` follows the reads.
+
+        Raises
+        ------
+        NotFoundError
+            If there is no array at `array` on the branch.
+        ProtectedBranchError
+            If a protection rule forbids direct commits to the branch (backfill a branch
+            made from it and merge that).
+        """
+        from zarrlake.vc.backfill import backfill
+        from zarrlake.vc.not_a_branch import needs_branch
+
+        if not isinstance(array, str):
+            raise InvalidInputError(f"array must be an array path, not {array!r}")
+        check_ref_name(branch, "branch")
+        Protection(self._ctx.meta, self._ctx.refs.partition).check_direct_commit(branch)
+        path = array.strip("/")
+        with needs_branch(self._ctx.refs, self._ctx.objects, branch, "session"):
+            return backfill(
+                self._history("backfill"),
+                branch,
+                path,
+                message=message or f"Backfill chunk statistics of {path}",
+                author=author,
+                on_progress=on_progress,
+            )
+
     # sessions -----------------------------------------------------------------------------
 
     def create_session(
@@ -849,7 +916,7 @@ class Repo:
             message = f"no merge base of {a!r} and {b!r}: {common_history_expired(e)}"
             raise ExpiredHistoryError(message, e.commit, e.expired_at) from None
         if found is None:
-            raise NotFoundError(f"{a!r} and {b!r} share no history")
+            raise NotFoundError(f"{a!r} and {b!r} share no history; give two refs of one history")
         return found
 
     @renamed_arguments(branch="target")
@@ -986,6 +1053,7 @@ class Repo:
                 f"cannot squash {branch!r} since {kept[:12]}: tag {name!r} points at commit "
                 f"{cid[:12]}, which the squash takes out of the branch's history; "
                 "allow_tags=True squashes anyway (the tag keeps its commit)"
+                "; or move or delete the tag first"
             )
         gate = branch_gate(ctx, "squash")
 

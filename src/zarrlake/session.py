@@ -26,6 +26,7 @@ from zarrlake.txn.transaction import Transaction
 from zarrlake.vc.commit_protocol import Change
 from zarrlake.vc.diff import Diff
 from zarrlake.vc.ranges import Span
+from zarrlake.vc.statistics import ChunkValues
 from zarrlake.zarr_store import SessionStore
 
 if TYPE_CHECKING:
@@ -133,13 +134,15 @@ class Session:
         return as_datetime(self._txn.record.expires_at) if self._txn.record else None
 
     @property
-    def status(self) -> str:
-        """The session's status: open, committing, committed, aborted, abandoned or expired.
+    def state(self) -> str:
+        """The session's state: open, committing, committed, aborted, abandoned or expired.
 
         Read from the metastore; aborted: a committer outlived its lease and may still land,
-        see Session.commit. A read-only view of a commit has the status "read-only".
+        see Session.commit. A read-only view of a commit has the state "read-only".
         """
         return self._txn.load()[0].status if self._txn.record else Status.READ_ONLY
+
+    status = deprecated_alias("state")
 
     # zarr access ------------------------------------------------------------------------
 
@@ -448,10 +451,11 @@ class SessionEngine:
             )
         return changes[0]
 
-    def prepare_all(self, key: str, data: bytes) -> list[Change]:
+    def prepare_all(self, key: str, data: bytes, values: ChunkValues | None = None) -> list[Change]:
         """Check one write and upload what it stores: the changes to `stage` for it. A
-        shard of a sharded array becomes the inner chunks that changed (possibly none)."""
-        return self._txn.writes_or_raise().prepare(key, data)
+        shard of a sharded array becomes the inner chunks that changed (possibly none).
+        `values`: what the bytes encode, when the writer has them (for their statistics)."""
+        return self._txn.writes_or_raise().prepare(key, data, values)
 
     def stage(self, changes: list[Change]) -> None:
         """Stage prepared writes durably (concurrent callers share one transaction)."""

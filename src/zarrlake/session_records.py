@@ -20,6 +20,7 @@ from typing import cast
 from zarrlake._util import forksafe, runtime
 from zarrlake._util.retry import RetryPolicy, backoff
 from zarrlake.errors import (
+    REPORT_BUG,
     CASFailedError,
     InvalidInputError,
     SessionClosedError,
@@ -53,7 +54,7 @@ class Status(StrEnum):
     committed if its commit turns up on the branch (looked for whenever the record is read)."""
     READ_ONLY = "read-only"
     """A read-only view of one commit (`Repo.readonly_session`): it has no record, and never
-    writes or commits. Only `Session.status` says it; no stored record holds it."""
+    writes or commits. Only `Session.state` says it; no stored record holds it."""
 
 
 class Isolation(StrEnum):
@@ -102,7 +103,8 @@ class SessionInfo:
     branch: str
     base_commit: str
     """The commit the session reads from (as `Session.base_commit`)."""
-    status: str
+    state: str
+    """open, committing, committed, aborted, abandoned or expired (as `Session.state`)."""
     created: datetime
     expires_at: datetime
     message: str | None
@@ -111,11 +113,17 @@ class SessionInfo:
     committed_as: str | None
     """The commit the session became, once committed (as `Session.committed_as`)."""
     since: datetime | None = None
-    """When the session entered its status (committing, aborted, committed), if recorded."""
+    """When the session entered its state (committing, aborted, committed), if recorded."""
     committer: tuple[str, int] | None = None
     """(host, pid) of the process committing it (or that last tried to)."""
     note: str | None = None
-    """Why the session is aborted, or other news about its status."""
+    """Why the session is aborted, or other news about its state."""
+
+    @property
+    def status(self) -> str:
+        """Deprecated: `state` (the word pull requests use too)."""
+        _renamed("SessionInfo.status", "state")
+        return self.state
 
     @property
     def base(self) -> str:
@@ -130,13 +138,13 @@ class SessionInfo:
         return self.committed_as
 
     def describe(self) -> str:
-        """The status in a few words: "committing since ... by pid 12@host" and the like."""
-        out = self.status
-        if self.status == Status.COMMITTED and self.committed_as:
+        """The state in a few words: "committing since ... by pid 12@host" and the like."""
+        out = self.state
+        if self.state == Status.COMMITTED and self.committed_as:
             out += f" as {self.committed_as[:12]}"
         if self.since is not None:
             out += f" since {self.since:%Y-%m-%d %H:%M:%S} UTC"
-        if self.committer is not None and self.status in (Status.COMMITTING, Status.ABORTED):
+        if self.committer is not None and self.state in (Status.COMMITTING, Status.ABORTED):
             out += f" by pid {self.committer[1]}@{self.committer[0]}"
         return out
 
@@ -228,7 +236,9 @@ class SessionRecord:
     def check_writable(self, now: float) -> None:
         """Raise unless the session can still write and commit at `now`."""
         if self.status == Status.EXPIRED or (self.status == Status.OPEN and now > self.expires_at):
-            raise SessionExpiredError(f"session {self.id} expired at {self.expires_time}")
+            raise SessionExpiredError(
+                f"session {self.id} expired at {self.expires_time}; start a new session"
+            )
         if self.status == Status.COMMITTING:
             lease = "an unrecorded time" if self.lease is None else str(as_datetime(self.lease))
             raise SessionClosedError(
@@ -238,6 +248,7 @@ class SessionRecord:
                 "session opens again as soon as this is noticed (on the next read of it); "
                 f"otherwise its lease ends at {lease}, after which the session is aborted "
                 "unless its commit landed"
+                "; wait for that commit, or start a new session"
             )
         if self.status == Status.ABORTED:
             raise SessionClosedError(
@@ -343,7 +354,7 @@ class SessionRecords:
     ) -> None:
         if shards not in (1, SHARDS):
             raise InvalidInputError(
-                f"session records are kept in 1 or {SHARDS} shards, not {shards}"
+                f"session records are kept in 1 or {SHARDS} shards, not {shards}; {REPORT_BUG}"
             )
         self.meta = meta
         self.partition = partition
@@ -366,7 +377,9 @@ class SessionRecords:
             return self.partition
         first = session_id[:1]
         if not first or first not in _HEX:
-            raise InvalidInputError(f"invalid session id {session_id!r}")
+            raise InvalidInputError(
+                f"invalid session id {session_id!r}; run `zarrlake sessions list` for the ids"
+            )
         return f"{self.partition}/{first}"
 
     def later(self, write: Callable[[SessionRecords], object]) -> Later:
@@ -422,7 +435,9 @@ class SessionRecords:
         self.settle()
         got = self._get(session_id)
         if got is None:
-            raise SessionNotFoundError(f"no session {session_id!r}")
+            raise SessionNotFoundError(
+                f"no session {session_id!r}; run `zarrlake sessions list` to see the open ones"
+            )
         return SessionRecord.decode(got[0]), got[1]
 
     def swap(self, new: SessionRecord, version: int) -> int:
@@ -509,7 +524,9 @@ class SessionRecords:
         """The record whose id is `prefix` or starts with it (unique)."""
         self.settle()
         if not isinstance(prefix, str) or not prefix or len(prefix) > 64:
-            raise InvalidInputError(f"invalid session id {prefix!r}")
+            raise InvalidInputError(
+                f"invalid session id {prefix!r}; run `zarrlake sessions list` for the ids"
+            )
         got = self._get(prefix)
         if got is not None:
             return SessionRecord.decode(got[0])
@@ -518,5 +535,9 @@ class SessionRecords:
             if len(found) == 1:
                 return found[0]
             if len(found) > 1:
-                raise InvalidInputError(f"session id prefix {prefix!r} is ambiguous")
-        raise SessionNotFoundError(f"no session {prefix!r}")
+                raise InvalidInputError(
+                    f"session id prefix {prefix!r} is ambiguous; give more characters of the id"
+                )
+        raise SessionNotFoundError(
+            f"no session {prefix!r}; run `zarrlake sessions list` to see the open ones"
+        )

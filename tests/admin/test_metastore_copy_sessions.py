@@ -107,7 +107,7 @@ def test_a_cooperative_flow_then_the_cli_copy(s3_repo, capsys):
     implicit.write("z/c/0", chunk(7))
     repo.commit("implicit")  # leaves no session open (issue 32)
     implicit.wait()
-    assert repo.session.status == "open"  # the next implicit session, made on use
+    assert repo.session.state == "open"  # the next implicit session, made on use
     expected = _state(repo)
     assert _cli(repo, sqlite, "metastore", "copy", "--to", "bucket", "--json") == 0
     report = json.loads(capsys.readouterr().out)
@@ -115,7 +115,7 @@ def test_a_cooperative_flow_then_the_cli_copy(s3_repo, capsys):
     on_bucket = _reopen(repo)
     moved = {sid: "open" for sid in report["moved_sessions"]}
     assert _state(on_bucket) == expected
-    assert {sid: on_bucket.session_info(sid).status for sid in moved} == moved
+    assert {sid: on_bucket.session_info(sid).state for sid in moved} == moved
     head = on_bucket.readonly_session()
     assert head.read("w/c/0") == chunk(100) and head.read("w/c/1") == chunk(101)
     assert head.read("z/c/0") == chunk(7)
@@ -136,7 +136,7 @@ def test_open_sessions_are_copied_along(s3_repo):
     # sealed in the old copy (a collector there would keep what it staged), open in the new
     assert repo._context.records.get(s.id)[0].status == "committing"
     on_bucket = _reopen(repo)
-    assert on_bucket.session_info(s.id).status == "open"
+    assert on_bucket.session_info(s.id).state == "open"
     assert on_bucket.gc(timedelta(0)).objects_deleted == 0  # the copy left no lock behind
     again = on_bucket.join_session(s.id)
     assert again.read("a/c/0") == chunk(1)
@@ -203,7 +203,7 @@ def test_round_trip_back_into_used_metastores(s3_repo, pg_metastore_url):
     assert report.replaced
     back = _reopen(repo, sqlite)
     assert _state(back) == expected
-    assert back.session_info(stale.id).status == "abandoned"  # the older copy was replaced
+    assert back.session_info(stale.id).state == "abandoned"  # the older copy was replaced
     assert [c.message for c in back.log()][:3] == ["three", "two", "one"]
     s = back.create_session()
     s.write("a/c/3", chunk(3))

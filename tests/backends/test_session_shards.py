@@ -63,7 +63,7 @@ def test_a_new_bucket_repository_spreads_its_session_records(bucket_repo) -> Non
     done = sessions[3]
     cid = done.commit("one of them")
     again = zl.Repo.open(bucket_repo[1], storage_options=bucket_repo[2])
-    assert again.session_info(done.id).status == "committed"
+    assert again.session_info(done.id).state == "committed"
     assert again.session_info(done.id[:8]).committed_as == cid  # a prefix finds it too
     assert len(again.list_sessions()) == 39
     joined = again.join_session(sessions[5].id)
@@ -90,8 +90,8 @@ def test_writing_one_sessions_record_leaves_the_other_shards_alone(bucket_repo) 
     a.commit("a")  # its seal, fence and finish: three swaps of its own record
     repo._context.records.settle()
     assert store.get_tagged(heads[b.id])[1] == tag_before
-    assert repo.session_info(a.id).status == "committed"
-    assert repo.session_info(b.id).status == "open"
+    assert repo.session_info(a.id).state == "committed"
+    assert repo.session_info(b.id).state == "open"
     b.abandon()
 
 
@@ -113,7 +113,7 @@ def test_a_bucket_repository_of_the_older_layout_keeps_it(s3_location, monkeypat
     ctx = repo._context
     for sid in (first.id, s.id):
         assert ctx.meta.get(ctx.partition("sessions"), sid.encode()) is not None
-    assert repo.session_info(first.id).status == "committed"
+    assert repo.session_info(first.id).state == "committed"
     assert {r.id for r in ctx.records.scan()} == {first.id, s.id}
     repo.close()
 
@@ -136,8 +136,8 @@ def test_a_sharded_repository_copied_to_sqlite_keeps_its_sessions(bucket_repo, t
     assert report.sessions == 2 and report.switched
     moved = zl.Repo.open(location, metastore=sqlite, storage_options=options)
     assert moved.context.session_shards == SHARDS  # the layout is the repository's
-    assert moved.session_info(done.id).status == "committed"
-    assert moved.session_info(still_open.id).status == "open"
+    assert moved.session_info(done.id).state == "committed"
+    assert moved.session_info(still_open.id).state == "open"
     again = moved.join_session(still_open.id)
     again.write("a/c/9", chunk(9))
     again.commit("after the copy")

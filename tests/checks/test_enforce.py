@@ -28,7 +28,7 @@ def test_a_failing_commit_is_refused_and_the_session_stays_open(where):
     assert [r.name for r in info.value.results] == ["t-range"]
     assert info.value.results[0].failing == 2
     assert repo.resolve("main") == head  # untouched
-    assert s.status == "open"
+    assert s.state == "open"
     zarr.open_group(s.store)["t"][2] = 20.0  # fix, commit again
     zarr.open_group(s.store)["t"][5] = 21.0
     cid = s.commit("fixed day")
@@ -108,7 +108,7 @@ def test_a_commit_rebuilt_on_a_moved_head_is_checked_again(repo, monkeypatch):
         if r[0].decode().split("/")[2] == base
     ]
     assert len(first) == 1 and b'"passed": true' in first[0][1]  # the stale pass, recorded
-    assert s.status == "open"
+    assert s.state == "open"
 
 
 def test_results_are_recorded_per_pair_and_never_reused_for_another_commit(repo):
@@ -173,8 +173,9 @@ def test_a_check_guarding_another_branch_adds_no_metastore_round_trip(repo):
     assert commit_cost(3.0) == bare
 
 
-def test_checks_read_only_the_chunks_the_change_touches(tmp_path):
-    repo = zl.Repo.create(tmp_path / "r")
+@pytest.mark.parametrize("statistics", [True, False])
+def test_checks_read_only_the_chunks_the_change_touches(tmp_path, statistics):
+    repo = zl.Repo.create(tmp_path / "r", settings={"chunk_statistics": statistics})
     s = repo.create_session()
     a = zarr.create_array(s.store, name="a", shape=(2000,), chunks=(1,), dtype="f8")
     a[:] = np.arange(2000)
@@ -190,9 +191,12 @@ def test_checks_read_only_the_chunks_the_change_touches(tmp_path):
         (rng,) = repo.run_checks(cid, names=["range"])
         (mono,) = repo.run_checks(cid, names=["mono"])
         assert rng.passed and mono.passed
+        assert rng.chunks_from_stats == (n if statistics else 0)
         return rng.chunks_read, mono.chunks_read
 
-    # the changed chunks; for the coordinate, the elements either side of them too
-    assert reads(1) == (1, 3)
-    assert reads(10) == (10, 12)
-    assert reads(100) == (100, 102)
+    # the changed chunks (none for a value range its statistics settle); for the
+    # coordinate, the elements either side of them too
+    read = 0 if statistics else 1
+    assert reads(1) == (read, 3)
+    assert reads(10) == (10 * read, 12)
+    assert reads(100) == (100 * read, 102)

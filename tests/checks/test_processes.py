@@ -30,7 +30,7 @@ for j in range(4):
     try:
         out.append(["landed", row, s.commit(f"{me}/{j}")])
     except zl.ChecksFailedError as e:
-        out.append(["refused", row, s.status, str(e)])
+        out.append(["refused", row, s.state, str(e)])
 print(json.dumps(out))
 """
 

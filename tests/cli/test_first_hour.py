@@ -169,7 +169,7 @@ def test_json_on_delete_abandon_and_extend_with_id_prefixes(tmp_path):
     assert json.loads(ok("sessions", "show", sid[:6], "--json", *r).stdout)["id"] == sid
     out = json.loads(ok("sessions", "abandon", sid[:6], "--json", *r).stdout)
     assert out == {"id": sid, "status": "abandoned"}
-    assert zl.Repo.open(path).session_info(sid).status == "abandoned"
+    assert zl.Repo.open(path).session_info(sid).state == "abandoned"
     head = zl.Repo.open(path).resolve("main")
     assert json.loads(ok("branch", "delete", "dev", "--json", *r).stdout) == {
         "deleted_branch": "dev",

@@ -51,6 +51,6 @@ def test_sessions_list_shows_each_status(tmp_path):
     assert gone["status"] == "aborted" and gone["note"] == "did not finish within its lease"
 
     table = ok("-r", str(path), "sessions", "list", env={"COLUMNS": "300"}).stdout
-    assert "status" in table.splitlines()[0]
+    assert "state" in table.splitlines()[0]
     assert "committing since " in table and f"by pid {os.getpid()}@{host}" in table
     assert "aborted since " in table and "done" not in table

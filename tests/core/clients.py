@@ -121,7 +121,7 @@ def _abandon(state: dict, name: str) -> None:
 
 
 def _status(state: dict, name: str) -> str:
-    return state["sessions"][name].status
+    return state["sessions"][name].state
 
 
 def _update_expiration(state: dict, name: str, seconds: float) -> float:

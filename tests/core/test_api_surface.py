@@ -134,9 +134,9 @@ def test_a_read_only_session_reports_its_own_status(local_repo):
     ro = local_repo.readonly_session()
     assert ro.status == "read-only" == Status.READ_ONLY
     s = local_repo.create_session()
-    assert s.status == "open"
+    assert s.state == "open"
     s.abandon()
-    assert s.status == "abandoned"
+    assert s.state == "abandoned"
 
 
 # one name per thing ----------------------------------------------------------------------

@@ -45,7 +45,7 @@ def test_write_commit_read(repo):
     ro = repo.readonly_session("main")
     arr = zarr.open_array(ro.store, path="temp", mode="r")
     np.testing.assert_array_equal(arr[:], np.arange(20, dtype="f4"))
-    assert s.status == "committed"
+    assert s.state == "committed"
     with pytest.raises(zl.SessionClosedError):
         write_array(s)
 
@@ -100,7 +100,7 @@ def test_abandon_leaves_nothing(repo):
     write_array(s)
     s.abandon()
     assert repo.resolve("main") == head
-    assert s.status == "abandoned"
+    assert s.state == "abandoned"
     with pytest.raises(zl.SessionClosedError):
         s.commit("nope")
     assert repo.list_sessions() == []
@@ -124,7 +124,7 @@ def test_expiry_and_update(repo):
         write_array(s)
     with pytest.raises(zl.SessionExpiredError):
         s.commit("late")
-    assert s.status == "expired"
+    assert s.state == "expired"
 
 
 def test_join_session_shares_staged_writes(repo):
@@ -156,7 +156,7 @@ def test_two_workers_staging_different_bytes_is_refused(repo):
     (c,) = e.value.conflicts
     assert (c.path, c.kind, c.chunks) == ("a", "writers", [(0,)])
     assert repo.resolve("main") == head
-    assert s.status == "open"
+    assert s.state == "open"
 
 
 def test_diff_and_changes(repo):

@@ -56,7 +56,7 @@ def conflict_of(session: zl.Session, **kwargs) -> list[tuple[str, str, list | No
     with pytest.raises(zl.ConflictError) as e:
         session.commit("ours", **kwargs)
     assert repo.resolve("main") == before, "a failed commit must leave the branch untouched"
-    assert session.status == "open"
+    assert session.state == "open"
     assert session.changes() == staged, "the session keeps its staged changes"
     return [(c.path, c.kind, c.chunks) for c in e.value.conflicts]
 
@@ -279,7 +279,7 @@ def test_unknown_policy_is_refused(base):
     arr(s)[0] = 1
     with pytest.raises(ValueError, match="on_conflict"):
         s.commit("?", on_conflict="mine")
-    assert s.status == "open"
+    assert s.state == "open"
 
 
 def test_retry_after_a_conflict_from_a_new_session_lands(base):
@@ -351,7 +351,7 @@ def _commit_with_lost_cas_reply(repo: zl.Repo, wrapper_above_retries: bool) -> N
     assert faulty.lost == 1
     assert repo.resolve("main") == cid
     assert [c.id for c in repo.log("main")[:2]] == [cid, start]
-    assert s.status == "committed"
+    assert s.state == "committed"
     np.testing.assert_array_equal(head(repo)[:10], 5)
 
 

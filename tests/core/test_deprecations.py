@@ -110,6 +110,21 @@ def test_renamed_methods_and_report_serialisers(repo, tmp_path):
     assert old(lambda: copied.to_dict(), "to_json") == copied.to_json()
 
 
+def test_session_status_is_state_and_internal_names_are_underscored(repo):
+    s = repo.create_session("dev")
+    assert s.state == "open" and old(lambda: s.status, "Session.state") == "open"
+    info = repo.session_info(s.id)
+    assert info.state == "open" and old(lambda: info.status, "SessionInfo.status") == "open"
+    head = repo.resolve("main")
+    assert old(lambda: repo.context, "Repo._context") is repo._context
+    assert old(lambda: repo.snapshot_of(head), "Repo._snapshot_of") == repo._snapshot_of(head)
+    zarr.open_array(s.store, path="t")[3] = 30
+    assert old(lambda: s.staged_changes(), "Session._staged_changes") == s._staged_changes()
+    assert old(lambda: s.read_ranges, "Session._read_ranges") == s._read_ranges
+    s.abandon()
+    assert s.state == "abandoned" and repo.session_info(s.id).state == "abandoned"
+
+
 def test_the_implicit_session_warns_that_reading_it_makes_a_session(repo):
     store = old(lambda: repo.store, r"Repo.store is deprecated.*checkout")
     zarr.open_array(store, path="t")[2] = 20
@@ -137,5 +152,6 @@ def test_the_new_forms_do_not_warn(repo):
         pr.approve(author="alice")
         s = repo.checkout("main")
         zarr.open_array(s.store, path="t")[0] = 5
+        assert s.state == "open" and repo.session_info(s.id).state == "open"
         s.commit("explicit")
     assert values(repo)[0] == 5

@@ -27,7 +27,7 @@ def test_a_session_of_a_deleted_branch_cannot_commit_and_still_reads(repo):
     repo.delete_branch("dev")
     with pytest.raises(zl.NotFoundError, match="branch 'dev' was deleted after this session"):
         s.commit("lost")
-    assert s.status == "open"
+    assert s.state == "open"
     assert s.base_commit == base
     assert zarr.open_array(s.store, path="a", mode="r")[2:].tolist() == [2, 3]
     assert repo.resolve("main") == base and "dev" not in repo.list_branches()

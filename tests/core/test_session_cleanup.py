@@ -30,7 +30,7 @@ def test_a_block_that_raises_abandons_its_session(repo):
     with pytest.raises(RuntimeError, match="job failed"), repo.create_session() as s:
         zarr.open_array(s.store, path="a")[:] = -1
         raise RuntimeError("job failed")
-    assert s.status == "abandoned" and repo.list_sessions() == []
+    assert s.state == "abandoned" and repo.list_sessions() == []
     assert repo.resolve("main") == head
 
 
@@ -39,7 +39,7 @@ def test_a_committed_session_is_left_alone(repo):
         zarr.open_array(s.store, path="a")[0] = 9
         cid = s.commit("nine")
         raise RuntimeError("after the commit")
-    assert s.status == "committed" and repo.resolve("main") == cid
+    assert s.state == "committed" and repo.resolve("main") == cid
     with repo.create_session() as open_one:  # a block that ends normally changes nothing
         pass
     assert open_one.status == "open"

@@ -153,7 +153,7 @@ def test_a_dead_workers_unflushed_writes_are_named_never_dropped(tmp_path):
     with pytest.raises(zl.UnfinishedWritersError, match=f"pid {proc.pid} .*gone") as e:
         s.commit("refused")
     assert len(e.value.workers) == 1
-    assert repo.resolve("main") == head and s.status == "open"
+    assert repo.resolve("main") == head and s.state == "open"
     s.write("a/c/5", chunk(5, salt=1))
     s.commit("without them", unflushed="discard")
     ro = repo.readonly_session()

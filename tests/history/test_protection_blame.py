@@ -31,7 +31,7 @@ def test_protected_branch_refuses_direct_commits_but_takes_merges(repo):
     with pytest.raises(ReadOnlyError, match=r"protected.*'main'"):
         s.commit("direct")
     assert repo.resolve("main") == head
-    assert s.status == "open"  # the session stays usable: abandon it or move its work
+    assert s.state == "open"  # the session stays usable: abandon it or move its work
     # merges, reverts and resets into it are allowed
     d = commit_chunks(repo, "dev", {2: 2})
     assert repo.merge("dev") == d

@@ -120,7 +120,7 @@ def test_the_fence_goes_out_with_the_commit_objects(any_metastore: dict) -> None
     assert meta.swaps == 2  # seal, fence: the record's finish goes out after the call
     assert next(c.id for c in repo.log("main")) == commit
     info = repo.session_info(s.id)
-    assert (info.status, info.committed_as) == ("committed", commit)
+    assert (info.state, info.committed_as) == ("committed", commit)
     meta.armed = False
     assert meta.swaps == 3  # and the record committed: none added
     got = zarr.open_array(repo.readonly_session("main").store, path="a", mode="r")[2]

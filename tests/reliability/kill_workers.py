@@ -17,7 +17,8 @@
 Each appends to its journal before and after every operation (`op <kind>` then `done`), and
 for every session it commits: `C <sid> <tag>` before, `A <sid> <cid>` when acknowledged,
 `F <sid>` when it certainly failed (a conflict); a cooperative session adds
-`K <sid> <killed workers>` and, when refused, `U <sid> <choice>`. The supervisor reads the
+`K <sid> <killed workers>`, `R <sid> <each worker's returncode>` (its stderr is kept
+beside the journal: `coop_stderr`) and, when refused, `U <sid> <choice>`. The supervisor reads the
 journals to know what a process was doing when it killed it, and the checker to know what
 was acknowledged. Lines are written with one os.write each, so a SIGKILL never leaves half
 a line... but may leave none: an acknowledged commit whose `A` line was not written yet
@@ -57,6 +58,7 @@ def coop_value(sid: str, worker: int, row: int) -> bytes:
 
 class Journal:
     def __init__(self, path: str) -> None:
+        self.dir = Path(path).parent
         self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def line(self, *parts: object) -> None:
@@ -143,16 +145,20 @@ def coop(repo: zl.Repo, j: Journal, rng: random.Random, stop: Path) -> None:
     while not stop.exists():
         s = repo.create_session("coop", message="coop")
         j.line("C", s.id, "coop")
-        workers = [
-            subprocess.Popen(
-                [
-                    *(sys.executable, "-m", "tests.reliability.kill_workers", "coop-worker"),
-                    *(repo.spec.location, repo.spec.metastore or "", s.id, str(i)),
-                ],
-                stdout=subprocess.PIPE,
-            )
-            for i in range(COOP_WORKERS)
-        ]
+        workers = []
+        for i in range(COOP_WORKERS):
+            with open(coop_stderr(j.dir, s.id, i), "wb") as err:  # the checker shows it
+                workers.append(
+                    subprocess.Popen(
+                        [
+                            *(sys.executable, "-m", "tests.reliability.kill_workers"),
+                            *("coop-worker", repo.spec.location, repo.spec.metastore or ""),
+                            *(s.id, str(i)),
+                        ],
+                        stdout=subprocess.PIPE,
+                        stderr=err,
+                    )
+                )
         victim = rng.choice(workers)
         rounds += 1
         if rounds % 3 == 1:  # once it has flushed half its region: the rest is lost with it
@@ -166,6 +172,7 @@ def coop(repo: zl.Repo, j: Journal, rng: random.Random, stop: Path) -> None:
             w.communicate()
         killed = [str(i) for i, w in enumerate(workers) if w.returncode == -9]
         j.line("K", s.id, ",".join(killed) or "-")
+        j.line("R", s.id, ",".join(str(w.returncode) for w in workers))
         j.op("commit")
         try:
             cid = s.commit()
@@ -176,6 +183,11 @@ def coop(repo: zl.Repo, j: Journal, rng: random.Random, stop: Path) -> None:
         j.line("A", s.id, cid)
         j.done()
         repo.create_tag(f"coop-{s.id}", cid)
+
+
+def coop_stderr(journals: Path, sid: str, worker: int) -> Path:
+    """Where the driver keeps what cooperative worker `worker` of session `sid` printed."""
+    return journals / f"coop-{sid}-{worker}.stderr"
 
 
 def coop_worker(location: str, metastore: str, sid: str, worker: str) -> None:

@@ -130,7 +130,7 @@ class Fixture:
             self.repo.list_branches(),
             self.repo.list_tags(),
             files,
-            sorted((r.id, r.status, r.expires_at) for r in self.repo.list_sessions()),
+            sorted((r.id, r.state, r.expires_at) for r in self.repo.list_sessions()),
             self.session._staged_changes(),
         )
 

@@ -95,6 +95,6 @@ def test_lost_branch_cas_response_then_concurrent_commit(tmp_path, figures):
 
     log = [c.id for c in repo.log("main")]
     assert cid in log and log.index(cid) == 1, "our commit, then the interloper's on top"
-    assert s.status == "committed"
+    assert s.state == "committed"
     assert repo.readonly_session("main").read("counters/c/0") == (1).to_bytes(8, "little")
     figures["flaky: faults injected"] += 1

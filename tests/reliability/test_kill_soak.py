@@ -11,7 +11,8 @@ each. Afterwards, with the dead committers' leases recovered:
   is a session's recorded commit, once;
 - the counters hold exactly the increments of the sessions that committed (no lost update,
   no increment counted twice), and each merge commit carries its source's `side` array;
-- a cooperative session's commit holds every chunk its workers that ended normally wrote,
+- a cooperative session's commit holds every chunk its workers that ended normally wrote
+  (and no worker fails: each ends normally or by the SIGKILL),
   and none a killed worker wrote unless the commit chose `unfinished="include"`;
 - `fsck` is clean.
 
@@ -41,6 +42,7 @@ from tests.reliability.kill_workers import (
     COOP_WORKERS,
     SIDE_KEY,
     SIDES,
+    coop_stderr,
     coop_value,
 )
 from tests.reliability.workers import COUNTER_KEY, COUNTERS, _int, setup_repo
@@ -227,6 +229,7 @@ def check(
     failed: set[str] = set()
     killed: dict[str, set[int]] = {}  # cooperative session -> its workers SIGKILLed
     chose: dict[str, str] = {}  # cooperative session -> its choice for them, if refused
+    returncodes: dict[str, list[int | None]] = {}  # cooperative session -> its workers'
     for path in journals:
         for line in path.read_text().splitlines():
             kind, _, rest = line.partition(" ")
@@ -241,6 +244,9 @@ def check(
             elif kind == "K":
                 sid, workers = rest.split(" ")
                 killed[sid] = {int(w) for w in workers.split(",") if w != "-"}
+            elif kind == "R":
+                sid, codes = rest.split(" ")
+                returncodes[sid] = [int(c) if c != "None" else None for c in codes.split(",")]
             elif kind == "U":
                 sid, choice = rest.split(" ")
                 chose[sid] = choice
@@ -295,7 +301,7 @@ def check(
             for i in range(SIDES):
                 key = SIDE_KEY.format(i)
                 assert mine.read(key) == theirs.read(key), f"merge {cid} lost {key}"
-    coops = check_cooperative(repo, committed, killed, chose)
+    coops = check_cooperative(repo, committed, killed, chose, returncodes, journals[0].parent)
     assert repo.fsck() == []
     figures[f"kill soak ({backend}): cooperative commits checked"] += coops["checked"]
     figures[f"kill soak ({backend}): killed cooperative workers"] += coops["killed"]
@@ -311,7 +317,12 @@ def check(
 
 
 def check_cooperative(
-    repo: zl.Repo, committed: dict[str, str], killed: dict[str, set[int]], chose: dict[str, str]
+    repo: zl.Repo,
+    committed: dict[str, str],
+    killed: dict[str, set[int]],
+    chose: dict[str, str],
+    returncodes: dict[str, list[int | None]],
+    journals: Path,
 ) -> Counter:
     """Each committed cooperative session holds every chunk its normally ended workers
     wrote. Of a killed worker's, it holds none if the commit chose `discard`, and all or
@@ -328,19 +339,33 @@ def check_cooperative(
         seen["checked"] += 1
         seen["killed"] += len(dead)
         seen["refused"] += sid in chose
+        codes = returncodes.get(sid) or [None] * COOP_WORKERS  # (unknown: driver killed)
         for worker in range(COOP_WORKERS):
             rows = range(worker * COOP_ROWS, (worker + 1) * COOP_ROWS)
             held = [
                 snap.read(COOP_KEY.format(row)) == coop_value(sid, worker, row - rows[0])
                 for row in rows
             ]
-            if worker not in dead:
-                assert all(held), f"session {sid} lost writes of worker {worker}: {held}"
+            said = f"it exited {codes[worker]}, stderr: {_stderr(journals, sid, worker)}"
+            assert codes[worker] in (0, -9, None), f"session {sid}: worker {worker} failed: {said}"
+            if worker not in dead:  # it ended normally: its exit finished its writer
+                assert all(held), (
+                    f"session {sid} (chose {chose.get(sid)}) lost writes of worker {worker}: "
+                    f"{held}; {said}"
+                )
             elif chose.get(sid) == "discard":
                 assert not any(held), f"session {sid} holds writes of killed worker {worker}"
             elif sid not in chose:  # not refused: it died before writing, or after finishing
                 assert len(set(held)) == 1, f"session {sid} holds part of worker {worker}'s"
     return seen
+
+
+def _stderr(journals: Path, sid: str, worker: int) -> str:
+    """The end of what cooperative worker `worker` of session `sid` printed."""
+    try:
+        return coop_stderr(journals, sid, worker).read_text()[-3000:] or "(empty)"
+    except FileNotFoundError:
+        return "(not kept)"
 
 
 @pytest.mark.slow(seconds=40)  # each backend: handed out early, not last

@@ -289,7 +289,7 @@ class RepoMachine(RuleBasedStateMachine):
                 s.commit("model")
             except zl.NoChangesError:
                 FIGURES["model: commits changing nothing refused"] += 1
-                assert s.status == "open"
+                assert s.state == "open"
                 return
             raise AssertionError("a commit that changes nothing should be refused")
         if conflict:
@@ -297,7 +297,7 @@ class RepoMachine(RuleBasedStateMachine):
                 s.commit("model")
             except zl.ConflictError:
                 FIGURES["model: conflicts predicted and raised"] += 1
-                assert s.status == "open"
+                assert s.state == "open"
                 return
             raise AssertionError(f"commit should conflict: ours {contents}, between {between}")
         new_id = s.commit("model")
@@ -355,7 +355,7 @@ class RepoMachine(RuleBasedStateMachine):
         s, txn = self.pick(self.open_handles(), i)
         s.abandon()
         txn.status = "abandoned"
-        assert s.status == "abandoned"
+        assert s.state == "abandoned"
         with_error = zl.SessionClosedError
         try:
             s.write("a/zarr.json", doc(1, 0))
@@ -378,7 +378,7 @@ class RepoMachine(RuleBasedStateMachine):
             except zl.SessionExpiredError:
                 continue
             raise AssertionError("an expired session accepted a write or commit")
-        assert s.status == "expired"
+        assert s.state == "expired"
         assert txn.id not in {r.id for r in self.repo.list_sessions()}
         self.step()
 

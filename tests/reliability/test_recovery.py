@@ -264,7 +264,7 @@ def test_a_dead_committer_reopens_its_session_at_once(tmp_path, point):
     assert rec.status == Status.COMMITTING and time.time() < rec.lease  # lease still on
 
     s = repo.join_session(sid)  # no wait
-    assert s.status == Status.OPEN
+    assert s.state == Status.OPEN
     zarr.open_array(s.store, path="t")[1, 1] = 22
     cid = s.commit("resumed")
     t = zarr.open_array(repo.readonly_session("main").store, path="t")[:]
@@ -318,7 +318,7 @@ def test_an_aborted_session_becomes_committed_when_its_late_commit_lands(tmp_pat
     assert proc.returncode == -9
     rec, _ = load(repo._context, sid)
     assert rec.status == Status.COMMITTED and rec.commit == repo.resolve("main")
-    assert repo.session_info(sid).status == "committed"
+    assert repo.session_info(sid).state == "committed"
     assert sessions_in_log(repo)[sid] == 1
 
 

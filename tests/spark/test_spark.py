@@ -22,7 +22,7 @@ def _head(repo: zl.Repo, branch: str = "main") -> str:
 
 
 def _session_status(repo: zl.Repo, session_id: str) -> str:
-    return repo.session_info(session_id).status
+    return repo.session_info(session_id).state
 
 
 def _grid_df(spark, n: int, shape: tuple[int, ...], parts: int, names=("x", "y", "z")):
@@ -296,7 +296,7 @@ def test_a_commit_after_a_failed_map_regions_job_is_refused(spark, tmp_path):
     with pytest.raises(zl.NoChangesError, match="changes nothing"):
         session.commit()
     assert [c.message for c in repo.log()][:1] == ["array f"]
-    assert session.status == "open"
+    assert session.state == "open"
 
 
 def test_a_failed_attempt_contributes_nothing_its_retry_once(spark, tmp_path):

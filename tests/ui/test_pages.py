@@ -26,7 +26,7 @@ def client(built: Built) -> TestClient:
 
 def state(repo: zl.Repo) -> tuple:
     """Everything a request could change."""
-    sessions = [(s.id, s.status, s.expires_at) for s in repo.list_sessions()]
+    sessions = [(s.id, s.state, s.expires_at) for s in repo.list_sessions()]
     return repo.list_branches(), repo.list_tags(), sessions
 
 

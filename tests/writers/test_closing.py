@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import gc
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -14,7 +15,8 @@ import pytest
 import zarr
 
 import zarrlake as zl
-from tests.writers.workers import COLS, ROWS
+from tests.writers.conftest import rows_at
+from tests.writers.workers import COLS, ROWS, write_then_die
 from zarrlake.txn import writers
 
 NO_IDLE_FLUSH = {"flush": {"idle": None}}  # only closing flushes
@@ -123,3 +125,64 @@ def test_writers_of_a_removed_repository_are_quiet_at_exit(tmp_path):
     )
     assert res.returncode == 0, res.stderr
     assert res.stderr.strip() == "leaving"  # no "could not finish" line per writer
+
+
+READ_AT_EXIT = """
+import atexit, sys, threading
+import zarr
+import zarrlake as zl
+
+where, session_id = {where!r}, sys.argv[1]
+session = zl.Repo.open(**where).join_session(session_id)
+arr = zarr.open_array(session.store, path="t", mode="r+")
+arr[0] = 1
+arr[1] = 2
+session.flush()
+arr[2] = 3
+arr[3] = 4  # not flushed: process exit finishes the writer
+repo, exiting = zl.Repo.of(session), threading.Event()
+
+
+def read() -> None:  # a thread of the program reading while the process exits
+    exiting.wait()
+    repo.resolve("main")
+
+
+reader = threading.Thread(target=read, daemon=True)
+reader.start()
+
+
+def at_exit() -> None:  # runs before the writer is finished (atexit runs last-in first)
+    exiting.set()
+    reader.join()
+
+
+atexit.register(at_exit)
+"""
+
+
+@pytest.mark.slow(seconds=10)
+def test_a_worker_whose_exit_meets_another_thread_s_call_still_finishes(here):
+    """At exit Python marks the main thread stopped before the exit hooks run in it, which
+    finish the writers: another thread's first metastore call then must not close the main
+    thread's connection (it did, and the writer, gone, lost all it wrote under discard)."""
+    repo = zl.Repo.open(**here)
+    s = repo.create_session()
+    res = subprocess.run(
+        [sys.executable, "-c", READ_AT_EXIT.format(where=here), s.id],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    assert res.stderr == ""  # no "could not finish"
+    sibling = multiprocessing.get_context("spawn").Process(
+        target=write_then_die, args=((here, s.id, [4, 5], [6, 7]),)
+    )
+    sibling.start()
+    sibling.join()  # killed after flushing half its rows
+    with pytest.raises(zl.UnfinishedWritersError) as e:
+        s.commit()
+    assert len(e.value.workers) == 1 and f"pid {sibling.pid}" in e.value.workers[0]
+    s.commit(unfinished="discard")
+    assert rows_at(repo) == [0, 1, 2, 3]

@@ -67,7 +67,7 @@ def test_a_worker_whose_with_block_raised_is_failed(job, where):
     with pytest.raises(zl.UnfinishedWritersError) as e:
         s.commit()
     assert f"pid {pid}" in str(e.value) and "RuntimeError: bad input row" in str(e.value)
-    assert repo.session_info(s.id).status == "open"  # a worker failing is not the job's end
+    assert repo.session_info(s.id).state == "open"  # a worker failing is not the job's end
     s.commit(unfinished="include")
     assert rows_at(repo) == [0, 1, 2, 3, 8, 9]
 

@@ -38,7 +38,7 @@ def check_ref_name(name: object, what: str = "branch") -> str:
         problem = "has a component starting with '.'"
     if problem:
         shown = name if len(name) <= 60 else name[:57] + "..."
-        raise InvalidInputError(f"invalid {what} name {shown!r}: it {problem}")
+        raise InvalidInputError(f"invalid {what} name {shown!r}: it {problem}; choose another name")
     return name
 
 
@@ -72,7 +72,7 @@ def check_zarr_key(key: object) -> str:
         problem = "is longer than 4096 bytes"
     if problem:
         shown = key if len(key) <= 60 else key[:57] + "..."
-        raise InvalidInputError(f"invalid store key {shown!r}: it {problem}")
+        raise InvalidInputError(f"invalid store key {shown!r}: it {problem}; choose another key")
     return key
 
 

@@ -27,7 +27,9 @@ def check_metadata(key: str, data: bytes) -> NodeType:
     try:
         doc = json.loads(data)  # as zarr does (bytes: UTF-8/16/32; NaN and Infinity allowed)
     except ValueError as e:  # JSONDecodeError and UnicodeDecodeError
-        raise InvalidInputError(f"metadata document {key!r} is not JSON: {_first_line(e)}") from e
+        raise InvalidInputError(
+            f"metadata document {key!r} is not JSON: {_first_line(e)}; write valid JSON"
+        ) from e
     if not isinstance(doc, dict):
         raise InvalidInputError(
             f"metadata document {key!r} must be a JSON object, not {type(doc).__name__}"
@@ -56,7 +58,10 @@ def check_metadata(key: str, data: bytes) -> NodeType:
         detail = _first_line(e)
         if isinstance(e, KeyError):
             detail = f"missing field {detail}"
-        raise InvalidInputError(f"metadata document {key!r} is not valid zarr v3: {detail}") from e
+        raise InvalidInputError(
+            f"metadata document {key!r} is not valid zarr v3: {detail}"
+            "; write zarr v3 metadata (zarr_format 3)"
+        ) from e
     return node_type
 
 

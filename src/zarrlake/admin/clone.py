@@ -138,11 +138,15 @@ def clone(
         made = origin(dest)
         if made is None and not _pristine(dest):  # (killed before it recorded its origin)
             dest.close()
-            raise AlreadyExistsError(f"a repository that is not a clone exists at {spec.location}")
+            raise AlreadyExistsError(
+                f"a repository that is not a clone exists at {spec.location}"
+                "; choose another destination"
+            )
         if made is not None and made.get("repo_id") != source.repo_id:
             dest.close()
             raise AlreadyExistsError(
                 f"{spec.location} is a clone of another repository ({made.get('location')})"
+                "; choose another destination"
             )
         if made is not None:  # a clone stopped half-way: the same refs and depth
             refs, depth = made.get("refs"), made.get("depth")
@@ -182,7 +186,10 @@ def _chosen(source: RepoContext, names: list[str] | None) -> dict[str, str]:
         elif n in tags:
             out[f"{TAG}/{n}"] = tags[n]
         else:
-            raise NotFoundError(f"the source has no branch or tag {n!r}")
+            raise NotFoundError(
+                f"the source has no branch or tag {n!r}"
+                "; run `zarrlake branch` and `zarrlake tag` on the source to see them"
+            )
     return out
 
 
@@ -297,7 +304,10 @@ class _Copier:
                 return
             if tombstone_of(data) is not None or has_trailer(data):
                 return  # retired by a purge: copied as it is
-            raise CorruptionError(f"{key} in the source fails its checksum: not copied")
+            raise CorruptionError(
+                f"{key} in the source fails its checksum: not copied"
+                "; run `zarrlake fsck` on the source"
+            )
         kinds = (ManifestRange, SnapshotRoot, ChangeSet, CommitRecord)
         cls = {prefix_of(c): c for c in kinds}.get(kind)
         if cls is not None:
@@ -317,7 +327,9 @@ class _Copier:
                 if optional:
                     return 0, 0
                 where = self.source.spec.location
-                raise NotFoundError(f"{key} is missing in the source {where}") from None
+                raise NotFoundError(
+                    f"{key} is missing in the source {where}; run `zarrlake fsck` on the source"
+                ) from None
             self.check(key, data)
             self.dest.object_store.put_if_absent(key, data)
             return 1, len(data)
@@ -357,7 +369,9 @@ def pull(
     began = time.monotonic()
     _check_depth(depth)
     if dest.repo_id == source.repo_id:
-        raise InvalidInputError("a repository cannot pull from itself")
+        raise InvalidInputError(
+            "a repository cannot pull from itself; pull from the repository it was cloned from"
+        )
     if dest.hash != source.hash:
         raise InvalidInputError(
             f"the copy names objects by {dest.hash.label}, the source by {source.hash.label}: "

@@ -88,7 +88,9 @@ def selected_documents(root: SnapshotRoot, arrays: list[str] | None) -> dict[str
     for path in arrays:
         key = f"{path}/zarr.json"
         if key not in root.meta:
-            raise NotFoundError(f"no node {path!r} in this version")
+            raise NotFoundError(
+                f"no node {path!r} in this version; run `zarrlake ls REF` to see the tree"
+            )
         parts = path.split("/")
         for n in range(len(parts)):
             above = "/".join(parts[:n])
@@ -237,7 +239,9 @@ def open_destination(
             ctx.spec.location.rstrip("/") + "/"
         )
     if inside:
-        raise InvalidInputError(f"cannot export into the repository itself ({url})")
+        raise InvalidInputError(
+            f"cannot export into the repository itself ({url}); give another destination"
+        )
     store = open_storage(url, **(storage_options or {}))
     if store.exists(CONFIG_KEY):
         raise AlreadyExistsError(f"{url} holds a zarrlake repository: export elsewhere")

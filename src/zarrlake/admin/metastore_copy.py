@@ -120,10 +120,14 @@ def _verify(
             raise CorruptionError(
                 f"the copy of {partition}/{key!r} in {target.url} differs from the original; "
                 "the repository still uses its old metastore"
+                "; copy again"
             )
     extra = next(theirs, None)
     if extra is not None:
-        raise CorruptionError(f"the copy of {partition} in {target.url} has extra key {extra[0]!r}")
+        raise CorruptionError(
+            f"the copy of {partition} in {target.url} has extra key {extra[0]!r}"
+            "; the repository still uses its old metastore; copy again"
+        )
 
 
 def _check_no_gc(ctx: RepoContext) -> None:
@@ -132,6 +136,7 @@ def _check_no_gc(ctx: RepoContext) -> None:
         raise ZarrLakeError(
             "a garbage collector holds its lock (or died holding it: `zarrlake gc` takes it "
             "over): the metastore is copied offline"
+            "; wait for gc to finish, then copy again"
         )
 
 
@@ -239,7 +244,7 @@ def open_target(ctx: RepoContext, to: str) -> MetaStore:
             "conditional writes there): copy its objects to s3:// first, then open it there"
         )
     if to == ctx.spec.metastore:
-        raise InvalidInputError(f"the repository already uses {to}")
+        raise InvalidInputError(f"the repository already uses {to}; give another metastore URL")
     return open_for(ctx.spec.location, dict(ctx.spec.storage_options), to)
 
 

@@ -85,7 +85,9 @@ def parse_region(text: str) -> Region:
             else:
                 out.append(int(part))
         except ValueError:
-            raise InvalidInputError(f"a region is like '0:10,:,5', not {text!r}") from None
+            raise InvalidInputError(
+                f"a region is like '0:10,:,5', not {text!r}; write it in that form"
+            ) from None
     return tuple(out)
 
 
@@ -102,12 +104,20 @@ def show_region(region: Region) -> str:
 
 def _check_region(region: object) -> Region:
     if not isinstance(region, tuple) or not region:
-        raise InvalidInputError(f"a region is a tuple of slices and integers, not {region!r}")
+        raise InvalidInputError(
+            f"a region is a tuple of slices and integers, not {region!r}"
+            "; give slices and integers, e.g. (slice(0, 10), 5)"
+        )
     for r in region:
         if isinstance(r, bool) or not isinstance(r, slice | int):
-            raise InvalidInputError(f"a region is a tuple of slices and integers, not {region!r}")
+            raise InvalidInputError(
+                f"a region is a tuple of slices and integers, not {region!r}"
+                "; give slices and integers, e.g. (slice(0, 10), 5)"
+            )
         if isinstance(r, slice) and r.step not in (None, 1):
-            raise InvalidInputError(f"a region's slices take no step ({region!r})")
+            raise InvalidInputError(
+                f"a region's slices take no step ({region!r}); give slices without a step"
+            )
     return region
 
 
@@ -121,6 +131,7 @@ class _Box:
             raise InvalidInputError(
                 f"the region {show_region(region)!r} has {len(region)} dimension(s); "
                 f"{path!r} has {len(shape)}"
+                "; give one item per dimension"
             )
         self.bounds = []
         for r, n in zip(region, shape, strict=True):
@@ -261,7 +272,10 @@ def plan_purge(
                     mask[j] |= box.meets(namer.coords(path, key), inner)
     missing = [p for p in paths if p not in found]
     if missing:
-        raise NotFoundError(f"no version of the repository has an array {', '.join(missing)}")
+        raise NotFoundError(
+            f"no version of the repository has an array {', '.join(missing)}"
+            "; run `zarrlake ls` to see the arrays"
+        )
     wanted: set[bytes] = set()
     for mid, mask in selected.items():
         rng = objects.read(ManifestRange, mid)
@@ -609,7 +623,10 @@ def _check_paths(paths: object) -> list[str]:
     out = []
     for p in paths:
         if not isinstance(p, str) or not p.strip("/"):
-            raise InvalidInputError(f"an array path is a non-empty string, not {p!r}")
+            raise InvalidInputError(
+                f"an array path is a non-empty string, not {p!r}"
+                "; give array paths such as 'weather/t2m'"
+            )
         out.append(p.strip("/"))
     return sorted(set(out))
 

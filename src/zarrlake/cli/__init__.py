@@ -33,6 +33,7 @@ from zarrlake.cli import (
     pulls,
     purge,
     sessions,
+    stats,
     ui,
     virtual,
 )
@@ -149,6 +150,7 @@ lifecycle.register(app)
 metastore.register(app)
 ui.register(app)
 virtual.register(app)
+stats.register(app)
 checks.register(app)
 pulls.register(app)
 copies.register(app)

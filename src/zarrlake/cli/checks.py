@@ -213,14 +213,21 @@ def check_run(
         from rich.table import Table
 
         table = Table(box=None, show_header=True, header_style="bold")
-        for col in ("check", "kind", "result", "message"):
+        for col in ("check", "kind", "result", "message", "chunks"):
             table.add_column(col)
         for r in results:
             state = "[green]passed[/]" if r.passed else "[red]FAILED[/]"
-            table.add_row(escape(r.name), r.kind, state, escape(r.message))
+            table.add_row(escape(r.name), r.kind, state, escape(r.message), _chunks(r))
         console.print(table)
     if any(not r.passed for r in results):
         raise typer.Exit(1)
+
+
+def _chunks(result: Any) -> str:
+    """How a result was reached: chunks decided from statistics and chunks read."""
+    if result.reused:
+        return "recorded"
+    return f"{result.chunks_from_stats} from statistics, {result.chunks_read} read"
 
 
 def register(app: typer.Typer) -> None:

@@ -64,7 +64,9 @@ def ls(
     docs = {node_path(k): v for k, v in session.metadata_documents().items()}
     nodes = [node_info(p, d) for p, d in sorted(docs.items()) if _under(p, root)]
     if not nodes and root:
-        raise NotFoundError(f"no group or array {root!r} at {ref!r}")
+        raise NotFoundError(
+            f"no group or array {root!r} at {ref!r}; run `zarrlake ls REF` to see the tree"
+        )
     for n in nodes:
         if n["node_type"] == "array":
             prefix = n["path"] + "/" if n["path"] else ""
@@ -159,6 +161,7 @@ def fit_selection(selection: Selection, ndim: int) -> tuple:
         raise InvalidInputError(
             f"bad slice {selection.text!r}: {len(items)} items for an array with {ndim} "
             "dimension(s)"
+            "; give at most one item per dimension"
         )
     return items
 
@@ -202,7 +205,9 @@ def cat(
     path = array.strip("/")
     doc = session.metadata_documents().get(f"{path}/zarr.json" if path else "zarr.json")
     if doc is None or json.loads(doc).get("node_type") != "array":
-        raise NotFoundError(f"no array {path!r} at {ref!r}")
+        raise NotFoundError(
+            f"no array {path!r} at {ref!r}; run `zarrlake ls REF` to see the arrays"
+        )
     arr = zarr.open_array(session.store, path=path, mode="r")
     if selection is None:
         items = tuple(slice(0, min(n, 10)) for n in arr.shape)
@@ -216,15 +221,18 @@ def cat(
             for s, n in zip(_expand(items, arr.ndim), arr.shape, strict=True)
         )
     except (TypeError, ValueError) as e:
-        raise InvalidInputError(f"bad slice {shown!r}: {e}") from None
+        raise InvalidInputError(f"bad slice {shown!r}: {e}; write it like '0:10,5'") from None
     if count > MAX_CAT_VALUES:
         raise InvalidInputError(
             f"slice {shown!r} selects {count} values; cat prints at most {MAX_CAT_VALUES}"
+            "; give a smaller --slice"
         )
     try:
         values = np.asarray(arr[items])
     except IndexError as e:
-        raise InvalidInputError(f"bad slice {shown!r} for shape {arr.shape}: {e}") from None
+        raise InvalidInputError(
+            f"bad slice {shown!r} for shape {arr.shape}: {e}; give indices inside the shape"
+        ) from None
     except Exception as e:  # a codec's error: a virtual chunk's source may have changed
         from zarrlake.virtual.decoding import explained
 

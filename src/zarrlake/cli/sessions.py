@@ -49,7 +49,7 @@ def record_json(rec: SessionInfo) -> dict:
         "id": rec.id,
         "branch": rec.branch,
         "base": rec.base_commit,
-        "status": rec.status,
+        "status": rec.state,
         "created": iso(rec.created),
         "expires_at": iso(rec.expires_at),
         "message": rec.message,
@@ -121,7 +121,7 @@ def _list(ctx: typer.Context, branch: str | None, json_out: bool) -> None:
     from rich.table import Table
 
     table = Table(box=None, header_style="bold")
-    columns = ["session", "branch", "base", "status"]
+    columns = ["session", "branch", "base", "state"]
     columns += ["writers"] if show_writers else []
     columns += ["expires", "author", "message"]
     for col in columns:
@@ -151,7 +151,7 @@ def list_(
     json_out: JsonOpt = False,
 ) -> None:
     """List open, unexpired sessions, and those being committed or recently aborted, with
-    their status (committing since when, by which process; aborted and why).
+    their state (committing since when, by which process; aborted and why).
 
     Example: zarrlake -r ./myrepo sessions list --branch main --json
     """
@@ -166,7 +166,7 @@ def show(ctx: typer.Context, session_id: IdArg, json_out: JsonOpt = False) -> No
     """
     repo = options(ctx).open()
     rec = repo.session_info(session_id)
-    changes = repo.join_session(rec.id).changes() if rec.status == "open" else None
+    changes = repo.join_session(rec.id).changes() if rec.state == "open" else None
     writers = repo.session_writers(rec.id)
     if json_out:
         out = record_json(rec)
@@ -175,6 +175,8 @@ def show(ctx: typer.Context, session_id: IdArg, json_out: JsonOpt = False) -> No
         print_json(out)
         return
     for key, value in record_json(rec).items():
+        if key == "status":  # the bare word; "state" below describes it
+            continue
         console.print(f"{key + ':':12} {escape(str(value if value is not None else '-'))}")
     if writers:
         console.print("\nwriters:")

@@ -1,5 +1,5 @@
 """Virtual chunks on the command line: allowed sources, importing NetCDF4/HDF5 files,
-materializing an array's virtual chunks, and repository statistics."""
+materializing an array's virtual chunks."""
 
 from __future__ import annotations
 
@@ -8,9 +8,7 @@ from typing import Annotated
 import typer
 
 from zarrlake.cli.context import (
-    PANEL_DATA,
     PANEL_VIRTUAL,
-    RefArg,
     console,
     escape,
     options,
@@ -149,38 +147,12 @@ def materialize(
         console.print(f"{escape(branch)}: copied {n} chunk(s) of {escape(path)} in {short(cid)}")
 
 
-def stats(
-    ctx: typer.Context,
-    ref: RefArg = "main",
-    json_out: JsonOpt = False,
-) -> None:
-    """Counts at REF: commits, groups, arrays, stored chunks and bytes, virtual chunks and the
-    bytes they refer to in their source files.
-
-    Example: zarrlake -r ./myrepo stats main
-    """
-    from dataclasses import asdict
-
-    s = options(ctx).open().stats(ref)
-    if json_out:
-        print_json(asdict(s))
-        return
-    console.print(
-        f"{short(s.commit_id)}: {s.commits} commits, {s.groups} groups, {s.arrays} arrays\n"
-        f"stored:  {s.chunks} chunks, {s.bytes} bytes\n"
-        f"virtual: {s.virtual_chunks} chunks, {s.virtual_bytes} bytes in "
-        f"{s.virtual_sources} source file(s)"
-    )
-
-
 def register(app: typer.Typer) -> None:
-    """Add the `virtual` group (sources list/add/remove, import, materialize) and `stats` to
-    the command line; `import-virtual` and `materialize` stay at the top level as hidden
-    aliases."""
+    """Add the `virtual` group (sources list/add/remove, import, materialize) to the command
+    line; `import-virtual` and `materialize` stay at the top level as hidden aliases."""
     virtual_app.add_typer(sources_app, name="sources")
     virtual_app.command("import")(import_virtual)
     virtual_app.command("materialize")(materialize)
     app.add_typer(virtual_app, name="virtual", rich_help_panel=PANEL_VIRTUAL)
     app.command("import-virtual", hidden=True)(import_virtual)
     app.command("materialize", hidden=True)(materialize)
-    app.command("stats", rich_help_panel=PANEL_DATA)(stats)

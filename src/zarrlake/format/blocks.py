@@ -95,16 +95,25 @@ class BlockTable:
         """
         bad = f"{what}: its block table is damaged"
         if len(data) < _HEADER.size + 2 * DIGEST_LENGTH:
-            raise CorruptionError(f"{bad} (too short)")
+            raise CorruptionError(
+                f"{bad} (too short); run `zarrlake fsck` to find every damaged object"
+            )
         magic, version, algo, size, got_length = _HEADER.unpack_from(data)
         if magic != MAGIC or algo not in Hash._value2member_map_ or size <= 0:
-            raise CorruptionError(f"{bad} (bad header)")
+            raise CorruptionError(
+                f"{bad} (bad header); run `zarrlake fsck` to find every damaged object"
+            )
         if version > VERSION:
-            raise CorruptionError(f"{bad} (version {version} is newer than this zarrlake)")
+            raise CorruptionError(
+                f"{bad} (version {version} is newer than this zarrlake)"
+                "; upgrade zarrlake to read it"
+            )
         hash_ = Hash(algo)
         body = memoryview(data)[:-DIGEST_LENGTH]
         if digest(hash_, body) != bytes(data[-DIGEST_LENGTH:]):
-            raise CorruptionError(f"{bad} (checksum mismatch)")
+            raise CorruptionError(
+                f"{bad} (checksum mismatch); run `zarrlake fsck` to find every damaged object"
+            )
         start = _HEADER.size
         table = cls(
             hash_,
@@ -114,9 +123,15 @@ class BlockTable:
             bytes(body[start + DIGEST_LENGTH :]),
         )
         if table.object_digest != object_digest or got_length != length:
-            raise CorruptionError(f"{what}: its block table belongs to another object")
+            raise CorruptionError(
+                f"{what}: its block table belongs to another object"
+                "; run `zarrlake fsck` to find every damaged object"
+            )
         if len(table.digests) != table.blocks * DIGEST_LENGTH:
-            raise CorruptionError(f"{bad} (wrong number of block digests)")
+            raise CorruptionError(
+                f"{bad} (wrong number of block digests)"
+                "; run `zarrlake fsck` to find every damaged object"
+            )
         return table
 
     def covering(self, start: int, end: int) -> tuple[int, int]:
@@ -150,4 +165,5 @@ class BlockTable:
                 raise CorruptionError(
                     f"{what}: checksum mismatch in block {block} "
                     f"(bytes {block * size}-{min((block + 1) * size, self.length)})"
+                    "; run `zarrlake fsck` to find every damaged object"
                 )

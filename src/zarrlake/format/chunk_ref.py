@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import TYPE_CHECKING
 
 from zarrlake.errors import CorruptionError
+
+if TYPE_CHECKING:  # the statistics (and numpy) load with the first manifest
+    from zarrlake.format.statistics import ChunkStats
 
 
 class RefKind(IntEnum):
@@ -34,6 +38,9 @@ class ChunkRef:
     """VIRTUAL: the source's identity at import (`size=N;mtime=US` for files, `size=N;etag=E`
     for objects); a read of a source whose identity changed fails instead of returning
     other bytes."""
+    stats: ChunkStats | None = field(default=None, compare=False)
+    """The values' statistics (format/statistics.py), None when unknown. Not part of the
+    reference's identity: two references to the same bytes are equal either way."""
 
     @classmethod
     def inline(cls, data: bytes, digest: bytes) -> ChunkRef:
@@ -74,7 +81,10 @@ class ChunkRef:
             (offset,) = _OFFSET.unpack_from(body)
             location, identity = body[_OFFSET.size :].decode().split("\0")
         except (struct.error, ValueError) as e:
-            raise CorruptionError(f"{what}: cannot decode its virtual reference ({e})") from e
+            raise CorruptionError(
+                f"{what}: cannot decode its virtual reference ({e})"
+                "; run `zarrlake fsck` to find every damaged object"
+            ) from e
         return cls(RefKind.VIRTUAL, digest, length, offset, location, identity=identity)
 
 

@@ -49,7 +49,9 @@ def unpack(payload: bytes | memoryview, what: str) -> tuple[dict[str, Any], dict
             columns[name] = buf.reshape(shape)
         return header["meta"], columns
     except (ValueError, KeyError, TypeError, struct.error) as e:
-        raise CorruptionError(f"{what}: cannot decode ({e})") from e
+        raise CorruptionError(
+            f"{what}: cannot decode ({e}); run `zarrlake fsck` to find every damaged object"
+        ) from e
 
 
 def keys_array(keys: list[bytes]) -> np.ndarray:

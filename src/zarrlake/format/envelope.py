@@ -94,12 +94,24 @@ def decode(kind: int, oid: str, data: bytes) -> memoryview:
             )
     algo, start = _hash_of(data)
     if object_id(data, algo) != oid:
-        raise CorruptionError(f"{what}: checksum mismatch (stored bytes were altered or truncated)")
+        raise CorruptionError(
+            f"{what}: checksum mismatch (stored bytes were altered or truncated)"
+            "; run `zarrlake fsck` to find every damaged object"
+        )
     if len(data) < _HEADER.size:
-        raise CorruptionError(f"{what}: too short to be a zarrlake object")
+        raise CorruptionError(
+            f"{what}: too short to be a zarrlake object"
+            "; run `zarrlake fsck` to find every damaged object"
+        )
     magic, got_kind, _ = _HEADER.unpack_from(data)
     if magic != MAGIC:
-        raise CorruptionError(f"{what}: not a zarrlake object (bad magic)")
+        raise CorruptionError(
+            f"{what}: not a zarrlake object (bad magic)"
+            "; run `zarrlake fsck` to find every damaged object"
+        )
     if got_kind != kind:
-        raise CorruptionError(f"{what}: is a {KIND_NAMES.get(got_kind, got_kind)} object")
+        raise CorruptionError(
+            f"{what}: is a {KIND_NAMES.get(got_kind, got_kind)} object"
+            "; run `zarrlake fsck` to find every damaged object"
+        )
     return memoryview(data)[start:]

@@ -103,7 +103,10 @@ class FragmentRecord:
         try:
             return cls(**json.loads(head), blob=blob if sep else None)
         except (ValueError, TypeError) as e:
-            raise CorruptionError(f"staged fragment record cannot be decoded ({e})") from None
+            raise CorruptionError(
+                f"staged fragment record cannot be decoded ({e})"
+                "; abandon the session and write its data again in a new one"
+            ) from None
 
     @property
     def needs_object(self) -> bool:
@@ -145,7 +148,7 @@ def build(
         if ref.kind == RefKind.INLINE and ref.length > INLINE_MAX:
             assert ref.data is not None
             data_parts.append(ref.data)
-            ref = ChunkRef(RefKind.LOCATION, ref.digest, ref.length, pos, location)
+            ref = ChunkRef(RefKind.LOCATION, ref.digest, ref.length, pos, location, stats=ref.stats)
             pos += ref.length
         refs.append(ref)
     writes = ManifestRange.from_refs(written, refs)

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
 from zarrlake.format import columns, envelope
+from zarrlake.format import statistics as stats_format
 from zarrlake.format.chunk_ref import ChunkRef, RefKind
 from zarrlake.format.digest import Hash
 
@@ -34,6 +36,9 @@ class ManifestRange:
     identities: tuple[str | None, ...] = ()
     """Per location: the identity of a VIRTUAL source at import (None for packs). Empty when
     no entry is virtual (and in ranges written before virtual references existed)."""
+    stats: np.ndarray | None = None
+    """Per entry: the chunk's value statistics (format/statistics.py records); None when no
+    entry has any (ranges written before statistics, or with them off)."""
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -66,6 +71,7 @@ class ManifestRange:
             location=self.locations[loc] if loc >= 0 else None,
             data=self.inline[off : off + length].tobytes() if kind == RefKind.INLINE else None,
             identity=self.identities[loc] if loc >= 0 and self.identities else None,
+            stats=stats_format.at(self.stats, i),
         )
 
     def get(self, key: bytes) -> ChunkRef | None:
@@ -124,6 +130,7 @@ class ManifestRange:
             locations=self.locations,
             inline=self.inline,
             identities=self.identities,
+            stats=None if self.stats is None else self.stats[idx],
         )
 
     def _split(self) -> Iterator[ManifestRange]:
@@ -152,6 +159,7 @@ class ManifestRange:
             locations=tuple(self.locations[i] for i in used),
             inline=inline,
             identities=_identities([self.identity_of(i) for i in used]),
+            stats=self.stats,
         )
 
     def identity_of(self, loc: int) -> str | None:
@@ -160,9 +168,12 @@ class ManifestRange:
 
     def columns(self) -> tuple[dict, dict[str, np.ndarray]]:
         """(metadata, columns) of the columnar encoding (shared with staged fragments)."""
-        meta: dict[str, list] = {"locations": list(self.locations)}
+        meta: dict[str, Any] = {"locations": list(self.locations)}
         if self.identities:  # ranges without virtual entries keep their earlier encoding
             meta["identities"] = list(self.identities)
+        head, stat_cols = stats_format.encode(self.stats)
+        if head is not None:  # and so do ranges without statistics
+            meta["stats"] = head
         return meta, {
             "keys": self.keys,
             "kind": self.kind,
@@ -171,12 +182,15 @@ class ManifestRange:
             "length": self.length,
             "loc": self.loc,
             "inline": self.inline,
+            **stat_cols,
         }
 
     @classmethod
-    def from_columns(cls, meta: dict, c: dict[str, np.ndarray]) -> ManifestRange:
+    def from_columns(
+        cls, meta: dict, c: dict[str, np.ndarray], what: str = "manifest range"
+    ) -> ManifestRange:
         """Build a range from decoded columns and header (shared by manifests and fragment
-        indexes)."""
+        indexes); CorruptionError naming `what` if its statistics do not decode."""
         return cls(
             keys=c["keys"],
             kind=c["kind"],
@@ -187,6 +201,7 @@ class ManifestRange:
             locations=tuple(meta["locations"]),
             inline=c["inline"],
             identities=tuple(meta.get("identities", ())),
+            stats=stats_format.decode(meta.get("stats"), c, len(c["keys"]), what),
         )
 
     def encode(self, algo: Hash = Hash.SHA256) -> tuple[str, bytes]:
@@ -198,8 +213,9 @@ class ManifestRange:
     def decode(cls, oid: str, data: bytes) -> ManifestRange:
         """Read back a range stored under `oid`, verifying its checksum."""
         payload = envelope.decode(envelope.KIND_MANIFEST, oid, data)
-        meta, c = columns.unpack(payload, f"manifest object {oid}")
-        return cls.from_columns(meta, c)
+        what = f"manifest object {oid}"
+        meta, c = columns.unpack(payload, what)
+        return cls.from_columns(meta, c, what)
 
     @classmethod
     def from_refs(cls, keys: list[bytes], refs: list[ChunkRef]) -> ManifestRange:
@@ -255,6 +271,7 @@ def _from_refs(keys: list[bytes], refs: list[ChunkRef]) -> ManifestRange:
         locations=tuple(name for name, _ in locations),
         inline=np.frombuffer(b"".join(inline_parts), np.uint8),
         identities=_identities([identity for _, identity in locations]),
+        stats=stats_format.records([r.stats for r in refs]),
     )
 
 
@@ -290,6 +307,7 @@ def _concat(a: ManifestRange, b: ManifestRange) -> ManifestRange:
             [a.identity_of(i) for i in range(len(a.locations))]
             + [b.identity_of(i) for i in range(len(b.locations))]
         ),
+        stats=stats_format.joined([(a.stats, len(a)), (b.stats, len(b))]),
     )
     return both._take(np.argsort(keys, kind="stable"))
 
@@ -330,6 +348,9 @@ def take_from(ranges: list[ManifestRange], positions: np.ndarray) -> ManifestRan
     offset = np.empty(n, np.uint64)
     length = np.empty(n, np.uint64)
     loc = np.empty(n, np.int32)
+    stats = (
+        None if all(r.stats is None for r in ranges[first : last + 1]) else stats_format.unknown(n)
+    )
     locations: list[str] = []
     identities: list[str | None] = []
     inline_parts: list[np.ndarray] = []
@@ -347,6 +368,8 @@ def take_from(ranges: list[ManifestRange], positions: np.ndarray) -> ManifestRan
         length[out] = r.length[rows]
         got = r.loc[rows]
         loc[out] = np.where(got >= 0, got + len(locations), -1)
+        if stats is not None and r.stats is not None:
+            stats[out] = r.stats[rows]
         locations += r.locations
         identities += [r.identity_of(k) for k in range(len(r.locations))]
         off = r.offset[rows].copy()
@@ -369,6 +392,7 @@ def take_from(ranges: list[ManifestRange], positions: np.ndarray) -> ManifestRan
         locations=tuple(locations),
         inline=np.concatenate(inline_parts) if inline_parts else np.zeros(0, np.uint8),
         identities=_identities(identities),
+        stats=stats,
     )
 
 

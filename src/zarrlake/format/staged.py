@@ -39,13 +39,19 @@ class StagedRecord:
         try:
             op, kind, writer, digest, length = _HEAD.unpack_from(data)
         except struct.error as e:
-            raise CorruptionError(f"staged record for {key!r}: cannot decode ({e})") from e
+            raise CorruptionError(
+                f"staged record for {key!r}: cannot decode ({e})"
+                "; abandon the session and write its data again in a new one"
+            ) from e
         if op == OP_DELETE:
             return cls(op, writer, None)
         body = data[_HEAD.size :]
         if kind == RefKind.INLINE:
             if len(body) != length:
-                raise CorruptionError(f"staged record for {key!r}: truncated")
+                raise CorruptionError(
+                    f"staged record for {key!r}: truncated"
+                    "; abandon the session and write its data again in a new one"
+                )
             return cls(op, writer, ChunkRef(RefKind.INLINE, digest, length, data=body))
         if kind == RefKind.VIRTUAL:
             what = f"staged record for {key!r}"

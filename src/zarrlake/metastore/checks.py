@@ -20,7 +20,9 @@ def check_partition(partition: Any) -> str:
     try:
         size = len(partition.encode())
     except UnicodeEncodeError:
-        raise InvalidInputError(f"partition {partition!r} is not valid UTF-8 text") from None
+        raise InvalidInputError(
+            f"partition {partition!r} is not valid UTF-8 text; use UTF-8 text"
+        ) from None
     if "\x00" in partition or size > MAX_PARTITION_BYTES:
         raise InvalidInputError(
             f"partition {partition[:80]!r} must have no NUL and at most {MAX_PARTITION_BYTES} bytes"
@@ -35,6 +37,7 @@ def check_meta_key(key: Any, what: str = "key") -> bytes:
     if len(key) > MAX_KEY_BYTES:
         raise InvalidInputError(
             f"metastore {what} is {len(key)} bytes long; the limit is {MAX_KEY_BYTES}"
+            "; use a shorter name"
         )
     return key
 

@@ -87,6 +87,7 @@ def choose(location: str, is_local: bool, given: str, recorded: str | None) -> s
             f"the repository at {location} uses {_describe(recorded)} (its config says so), "
             f"not {_describe(kind_of(given))}: opening it with another would fork its history "
             "(`zarrlake metastore copy` moves a repository between metastores)"
+            "; open it with the metastore its config names"
         )
     return given
 

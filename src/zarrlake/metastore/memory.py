@@ -57,7 +57,7 @@ _NAMED_LOCK = PerProcess(threading.Lock)
 
 def _parse(url: str) -> str:
     if not isinstance(url, str) or not url.lower().startswith("memory://"):
-        raise InvalidInputError(f"not a memory metastore URL: {url!r}")
+        raise InvalidInputError(f"not a memory metastore URL: {url!r}; write it as memory://NAME")
     name = url[len("memory://") :]
     if not name:
         raise InvalidInputError(f"memory metastore URL {url!r} needs a name: memory://NAME")
@@ -81,7 +81,7 @@ class MemoryMetaStore(MetaStoreBackend):
 
     def _d(self) -> _Data:
         if self._data is None:
-            raise ConfigurationError(f"metastore {self.url} is closed")
+            raise ConfigurationError(f"metastore {self.url} is closed; open the repository again")
         return self._data
 
     def _get(self, partition: str, key: bytes) -> tuple[bytes, int] | None:

@@ -63,7 +63,10 @@ database, missing table or privilege."""
 def parse_postgres_url(url: str) -> tuple[dict[str, str], str]:
     """(libpq connection parameters, "host:port/db" for messages) of a postgresql:// URL."""
     if not isinstance(url, str) or not url.lower().startswith(("postgresql://", "postgres://")):
-        raise InvalidInputError(f"not a PostgreSQL metastore URL: {_redact(url)!r}")
+        raise InvalidInputError(
+            f"not a PostgreSQL metastore URL: {_redact(url)!r}"
+            "; write it as postgresql://USER@HOST:PORT/DB"
+        )
     try:
         params = psycopg.conninfo.conninfo_to_dict(url)
     except psycopg.Error as e:
@@ -74,9 +77,12 @@ def parse_postgres_url(url: str) -> tuple[dict[str, str], str]:
         raise InvalidInputError(
             f"PostgreSQL metastore URL {_redact(url)!r} names no database: "
             "postgresql://USER@HOST:PORT/DB"
+            "; add the database name"
         )
     if not all(p.isdigit() for p in params.get("port", "5432").split(",")):
-        raise InvalidInputError(f"PostgreSQL metastore URL {_redact(url)!r}: bad port")
+        raise InvalidInputError(
+            f"PostgreSQL metastore URL {_redact(url)!r}: bad port; give the port as a number"
+        )
     params.setdefault("connect_timeout", str(CONNECT_TIMEOUT))
     params.setdefault("application_name", "zarrlake")
     return params, f"{where}/{params['dbname']}"
@@ -197,7 +203,7 @@ class PostgresMetaStore(MetaStoreBackend):
 
     def _new_pool(self) -> psycopg_pool.ConnectionPool:
         if self._closed:
-            raise ConfigurationError(f"metastore {self!r} is closed")
+            raise ConfigurationError(f"metastore {self!r} is closed; open the repository again")
         pool = psycopg_pool.ConnectionPool(
             conninfo="",
             kwargs={**self._params, "autocommit": True, "prepare_threshold": None},
@@ -308,8 +314,10 @@ class PostgresMetaStore(MetaStoreBackend):
                 ).fetchone()
         if row is None:
             if expected is None:
-                raise CASFailedError(f"{partition}/{key!r} already exists")
-            raise CASFailedError(f"{partition}/{key!r}: version is no longer {expected}")
+                raise CASFailedError(f"{partition}/{key!r} already exists; read it again and retry")
+            raise CASFailedError(
+                f"{partition}/{key!r}: version is no longer {expected}; read it again and retry"
+            )
         return row[0]
 
     def _delete_if(self, partition: str, key: bytes, expected: int) -> None:
@@ -320,7 +328,9 @@ class PostgresMetaStore(MetaStoreBackend):
                 (partition, key, expected),
             ).fetchone()
         if row is None:
-            raise CASFailedError(f"{partition}/{key!r}: version is no longer {expected}")
+            raise CASFailedError(
+                f"{partition}/{key!r}: version is no longer {expected}; read it again and retry"
+            )
 
     def _drop_partition(self, partition: str) -> None:
         with self._connection() as conn:

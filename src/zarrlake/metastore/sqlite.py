@@ -57,6 +57,13 @@ _FORK = ForkGuard()
 """SQLite's calls (connect, queries, close) and fork() wait for each other."""
 
 
+def _ended(thread: threading.Thread) -> bool:
+    """Whether `thread` ended, so its connection may be closed. The main thread counts as
+    running until the process ends: at interpreter exit Python marks it stopped before the
+    `atexit` handlers run in it (writers finish there: txn/writers.py `finish_all`)."""
+    return not thread.is_alive() and thread is not threading.main_thread()
+
+
 class _Connections:
     """One process's connections to one database: one per thread, closed when their thread
     has ended or the store closes. A forked child gets a new set (see zarrlake._util.forksafe)."""
@@ -70,10 +77,10 @@ class _Connections:
         with _FORK.call(), self.lock:  # close the connections of threads that have ended
             alive = []
             for thread, other in self.all:
-                if thread.is_alive():
-                    alive.append((thread, other))
-                else:
+                if _ended(thread):
                     other.close()
+                else:
+                    alive.append((thread, other))
             self.all = [*alive, (threading.current_thread(), conn)]
         self.local.conn = conn
 
@@ -85,7 +92,7 @@ class _Connections:
         with _FORK.call(), self.lock:
             kept = []
             for thread, conn in self.all:
-                if thread is me or not thread.is_alive():
+                if thread is me or _ended(thread):
                     conn.close()
                 else:
                     kept.append((thread, conn))
@@ -112,7 +119,7 @@ def parse_sqlite_url(url: str) -> tuple[str, str]:
     root is taken as that absolute path (see `_resolve`).
     """
     if not isinstance(url, str) or not url.lower().startswith("sqlite://"):
-        raise InvalidInputError(f"not a sqlite metastore URL: {url!r}")
+        raise InvalidInputError(f"not a sqlite metastore URL: {url!r}; write it as sqlite:///PATH")
     rest = url[len("sqlite://") :]
     rest, _, query = rest.partition("?")
     if not rest.startswith("/"):
@@ -122,7 +129,10 @@ def parse_sqlite_url(url: str) -> tuple[str, str]:
         )
     path = rest[1:]
     if not path or path.endswith("/"):
-        raise InvalidInputError(f"sqlite metastore URL {url!r} names no database file")
+        raise InvalidInputError(
+            f"sqlite metastore URL {url!r} names no database file"
+            "; add the file's path, e.g. sqlite:///PATH"
+        )
     if path == ":memory:":
         raise InvalidInputError(
             f"{url!r}: an in-memory SQLite database is per connection; use memory://NAME"
@@ -133,6 +143,7 @@ def parse_sqlite_url(url: str) -> tuple[str, str]:
             raise InvalidInputError(
                 f"sqlite metastore URL {url!r}: unknown option {name}={value!r} "
                 "(supported: synchronous=normal|full)"
+                "; remove that option"
             )
         sync = _SYNCHRONOUS[value.lower()]
     return _resolve(path), sync
@@ -177,7 +188,7 @@ class SqliteMetaStore(MetaStoreBackend):
             return conn
         if self._closed:
             conns.drop_mine()
-            raise ConfigurationError(f"metastore {self.url} is closed")
+            raise ConfigurationError(f"metastore {self.url} is closed; open the repository again")
         conn = self._connect()
         conns.add(conn)
         return conn
@@ -187,6 +198,7 @@ class SqliteMetaStore(MetaStoreBackend):
         if not os.path.isdir(folder):
             raise ConfigurationError(
                 f"cannot open SQLite metastore {self.path}: directory {folder} does not exist"
+                "; create the directory first"
             )
         try:
             with _FORK.call():
@@ -211,6 +223,7 @@ class SqliteMetaStore(MetaStoreBackend):
                     if mode.lower() != "wal":
                         raise ConfigurationError(
                             f"SQLite metastore {self.path} cannot use WAL mode (got {mode})"
+                            "; put the file on a local file system that supports WAL"
                         )
                 conn.execute(f"PRAGMA synchronous = {self.synchronous}")
                 if not conn.execute(

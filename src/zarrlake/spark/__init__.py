@@ -218,8 +218,8 @@ def map_regions[R, T](
     SessionClosedError
         If the session is no longer open.
     """
-    if not session.read_only and session.status != "open":
-        raise SessionClosedError(f"session {session.id} is {session.status}; start a new session")
+    if not session.read_only and session.state != "open":
+        raise SessionClosedError(f"session {session.id} is {session.state}; start a new session")
     items = list(regions)
     if not items:
         return []

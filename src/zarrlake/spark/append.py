@@ -44,6 +44,7 @@ class Append:
             raise InvalidInputError(
                 f"append_dim {self.dim!r} is not a dimension of array {infos[0].path!r} "
                 f"(dims {list(infos[0].dims)})"
+                "; use one of its dimensions"
             )
 
 

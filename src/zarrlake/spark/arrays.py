@@ -72,6 +72,7 @@ def check_value_type(column: str, data_type: DataType, info: ArrayInfo) -> None:
         raise InvalidInputError(
             f"value column {column!r} has type {data_type.simpleString()}, which does not "
             f"fit array {info.path!r} of dtype {info.dtype}"
+            "; cast the column to the array's dtype first"
         )
 
 
@@ -130,6 +131,7 @@ class ArrayInfo:
             raise InvalidInputError(
                 f"array {self.path!r} has dtype {self.dtype}, which has no Spark column type "
                 f"here (supported: {', '.join(_SPARK_TYPES)})"
+                "; use one of those dtypes"
             ) from None
 
     @property
@@ -159,11 +161,14 @@ class ArrayInfo:
                 "columns after them (set them with zarr's dimension_names)"
             )
         if len(set(dims)) != len(dims):
-            raise InvalidInputError(f"array {path!r} repeats a dimension name: {dims}")
+            raise InvalidInputError(
+                f"array {path!r} repeats a dimension name: {dims}; give each dimension its own name"
+            )
         name = path.rsplit("/", 1)[-1]
         if name in dims and f"{name}_value" in dims:
             raise InvalidInputError(
                 f"array {path!r}'s value column would be named like one of its dimensions {dims}"
+                "; rename the array or that dimension"
             )
         chunks = array.shards or array.chunks  # the stored object is the shard
         inner = tuple(array.chunks) if array.shards else None
@@ -175,9 +180,11 @@ def open_array(session: Session, path: str, *, ref: str) -> zarr.Array:
     try:
         node = zarr.open(session.store, path=path, mode="r" if session.read_only else "r+")
     except (FileNotFoundError, KeyError, zarr.errors.NodeNotFoundError) as e:
-        raise NotFoundError(f"no array {path!r} at {ref!r}") from e
+        raise NotFoundError(
+            f"no array {path!r} at {ref!r}; run `zarrlake ls REF` to see the arrays"
+        ) from e
     if not isinstance(node, zarr.Array):
-        raise InvalidInputError(f"{path!r} at {ref!r} is a group, not an array")
+        raise InvalidInputError(f"{path!r} at {ref!r} is a group, not an array; give an array path")
     return node
 
 
@@ -191,7 +198,9 @@ def cast_values(values: np.ndarray, dtype: str, what: str) -> np.ndarray:
         low, high = values.min(), values.max()
         if low < info.min or high > info.max:
             bad = low if low < info.min else high
-            raise InvalidInputError(f"{what} holds {bad}, outside the range of {dtype}")
+            raise InvalidInputError(
+                f"{what} holds {bad}, outside the range of {dtype}; cast or clip the values first"
+            )
     return values.astype(target)
 
 
@@ -218,7 +227,9 @@ def creation_options(options: Mapping[str, str]) -> dict | None:
     try:
         dt = np.dtype(dtype)
     except TypeError:
-        raise InvalidInputError(f"option dtype {dtype!r} is not a numpy dtype") from None
+        raise InvalidInputError(
+            f"option dtype {dtype!r} is not a numpy dtype; give one such as 'float32'"
+        ) from None
     if str(dt) not in _SPARK_TYPES:
         raise InvalidInputError(
             f"option dtype {dtype!r} is not supported (use one of {', '.join(_SPARK_TYPES)})"

@@ -32,6 +32,7 @@ def change_schema(info: ArrayInfo, layout: str) -> StructType:
             raise InvalidInputError(
                 f"array {info.path!r}: the change feed has a column {name!r}, which its "
                 "dimension or value column would repeat"
+                "; rename that column"
             )
     fields = [StructField(d, LongType(), False) for d in info.dims]
     fields.append(StructField(CHANGE, StringType(), False))

@@ -24,6 +24,7 @@ def check_bounds(info: ArrayInfo, index: Sequence[np.ndarray]) -> None:
             raise InvalidInputError(
                 f"column {dim!r} has index {bad}, outside array {info.path!r} of shape "
                 f"{info.shape} (valid: 0..{size - 1})"
+                "; drop or fix those rows"
             )
 
 

@@ -23,7 +23,9 @@ Cells = tuple[np.ndarray, np.ndarray]
 def _column(batch: pa.RecordBatch, name: str) -> np.ndarray:
     col = batch.column(name)
     if col.null_count:
-        raise InvalidInputError(f"column {name!r} has {col.null_count} null value(s)")
+        raise InvalidInputError(
+            f"column {name!r} has {col.null_count} null value(s); fill or drop those rows first"
+        )
     return col.to_numpy(zero_copy_only=False)
 
 

@@ -73,6 +73,7 @@ def chunk_schema(info: ArrayInfo, binary: bool = False) -> StructType:
         raise InvalidInputError(
             f"array {info.path!r}: the chunk layout has a column {SHAPE!r}, which its "
             f"dimension or value column would repeat"
+            "; rename that column"
         )
     return StructType(
         [
@@ -149,6 +150,8 @@ class ChunkReader(ZarrLakeReader):
         buffered = 0
         for chunk, _ in self.boxes(partition):
             block = self.read_block(array, chunk, chunk_extent(self.info, chunk))
+            if self.where is not None and not self.where.matches(block).any():
+                continue  # a chunk holding no matching value is no row of a filtered read
             rows.append((chunk, block))
             buffered += block.nbytes
             if buffered >= BATCH_BYTES:
@@ -164,6 +167,7 @@ def check_chunk_schema(schema: StructType, infos: list[ArrayInfo]) -> None:
     if len(infos) != 1:
         raise InvalidInputError(
             f"the chunk layout writes one array at a time, not {[i.path for i in infos]}"
+            "; write one array per DataFrame"
         )
     info = infos[0]
     fields = {f.name: f.dataType for f in schema.fields}
@@ -222,7 +226,9 @@ class ChunkSink:
         ]
         values = batch.column(self.info.column)
         if values.null_count:
-            raise InvalidInputError(f"value column {self.info.column!r} has null chunk(s)")
+            raise InvalidInputError(
+                f"value column {self.info.column!r} has null chunk(s); drop those rows or fill them"
+            )
         if pa.types.is_binary(values.type) or pa.types.is_large_binary(values.type):
             offsets, flat = _binary_values(values, np.dtype(self.info.dtype))
         else:
@@ -241,6 +247,7 @@ class ChunkSink:
             if any(not 0 <= k < g for k, g in zip(at, grid, strict=True)):
                 raise InvalidInputError(
                     f"chunk {at} is outside the chunk grid {grid} of array {info.path!r}"
+                    "; give coordinates inside the grid"
                 )
             box = chunk_extent(info, at)
             if lengths is not None:  # rows past the end may stop short along the dimension
@@ -255,6 +262,7 @@ class ChunkSink:
                 raise InvalidInputError(
                     f"chunk {at} of array {info.path!r} has shape {extent}, not "
                     f"{tuple(shapes[i].as_py())}"
+                    "; give each chunk the array's chunk shape"
                 )
             block = flat[offsets[i] : offsets[i + 1]]
             if block.size != math.prod(extent):
@@ -288,6 +296,7 @@ class ChunkSink:
         if len(along) and int(along.min()) < 0:
             raise InvalidInputError(
                 f"chunk coordinate {int(along.min())} of {self.info.dims[axis]!r} is negative"
+                "; give non-negative chunk coordinates"
             )
         others = np.ones(len(along), dtype=np.int64)
         for d, (c, u, size) in enumerate(zip(coords, self.info.unit, self.info.shape, strict=True)):
@@ -300,6 +309,7 @@ class ChunkSink:
             raise InvalidInputError(
                 f"chunk {at} of array {self.info.path!r} has {int(sizes[bad[0]])} values; along "
                 f"{self.info.dims[axis]!r} it holds 1 to {unit} steps of {int(others[bad[0]])}"
+                "; give each chunk its full shape"
             )
         starts = along * unit
         reach = growth.take(starts, int((starts + lengths).max()))

@@ -77,7 +77,7 @@ def get_names(options: Mapping[str, str], *names: str) -> tuple[str, ...] | None
         if value is not None:
             out = tuple(p.strip() for p in str(value).split(",") if p.strip())
             if not out:
-                raise InvalidInputError(f"option {name!r} is empty")
+                raise InvalidInputError(f"option {name!r} is empty; give it a value")
             return out
     return None
 
@@ -123,7 +123,9 @@ def array_paths(options: Mapping[str, str]) -> tuple[str, ...]:
         )
     out = tuple(p.strip("/") for p in paths)
     if any(not p for p in out):
-        raise InvalidInputError(f"invalid array path in {paths!r}")
+        raise InvalidInputError(
+            f"invalid array path in {paths!r}; give paths such as 'group/t2m', comma-separated"
+        )
     if len(set(p.rsplit("/", 1)[-1] for p in out)) != len(out):
         raise InvalidInputError(
             f"arrays {', '.join(out)} must have distinct names: each one's value column is "

@@ -1,6 +1,8 @@
 """Batch read: one input partition per run of chunks; each task decodes its chunks with zarr
-and yields Arrow record batches built with numpy. Option `isel` narrows the chunks read;
-filters are left to Spark (spark/region.py says why).
+and yields Arrow record batches built with numpy. Option `isel` narrows the chunks read,
+option `where` the values (spark/value_filter.py: chunks whose statistics cannot match are
+not read, and only matching rows are given); Spark's own filters are left to Spark
+(spark/region.py says why).
 
 A sharded array is read in inner chunks (`ArrayInfo.unit`), taken shard by shard (all the
 inner chunks of one shard, in C order, before the next shard's): a partition reads only the
@@ -20,6 +22,7 @@ from zarrlake.session import Session
 from zarrlake.spark.arrays import ArrayInfo, open_array
 from zarrlake.spark.handles import SessionHandle
 from zarrlake.spark.region import Bounds
+from zarrlake.vc.where import Node
 
 DEFAULT_PARTITION_BYTES = 16 << 20
 BATCH_ROWS = 1 << 18
@@ -27,11 +30,13 @@ BATCH_ROWS = 1 << 18
 
 class ChunkRun(InputPartition):
     """Chunks number `start` to `stop` (exclusive) of the filtered chunk grid, in C order
-    (inner chunks of a sharded array: shard by shard, C order within each)."""
+    (inner chunks of a sharded array: shard by shard, C order within each); with `units`,
+    the positions in that grid of the chunks read (a value filter skipped the others)."""
 
-    def __init__(self, start: int, stop: int) -> None:
+    def __init__(self, start: int, stop: int, units: np.ndarray | None = None) -> None:
         self.start = start
         self.stop = stop
+        self.units = units
 
 
 class ZarrLakeReader(DataSourceReader):
@@ -45,9 +50,13 @@ class ZarrLakeReader(DataSourceReader):
         bounds: Bounds | None = None,
         partition_rows: int | None = None,
         partition_bytes: int | None = None,
+        where: Node | None = None,
+        keep: np.ndarray | None = None,
     ) -> None:
         self.handle = SessionHandle(session)
         self.info = info
+        self.where = where  # the value filter the rows must match (option `where`)
+        self.keep = keep  # per position of the filtered grid: read it (None: every one)
         row_bytes = self.row_bytes(info)
         self.partition_rows = partition_rows or max(
             1, (partition_bytes or DEFAULT_PARTITION_BYTES) // row_bytes
@@ -99,17 +108,26 @@ class ZarrLakeReader(DataSourceReader):
         ranges = self._chunk_ranges()
         rows = self._rows_per_chunk(ranges)
         order = self._order(ranges)
+        if self.keep is not None:
+            units = np.arange(rows.size) if order is None else order
+            units = units[self.keep[units]]
+            return self._runs(rows[units], units)
         if order is not None:
             rows = rows[order]
+        return self._runs(rows, None)
+
+    def _runs(self, rows: np.ndarray, units: np.ndarray | None) -> list[ChunkRun]:
+        """Runs of about `partition_rows` rows over chunks holding `rows` rows each (the
+        chunks at `units` of the filtered grid, when given)."""
         if rows.size == 0:
-            return [ChunkRun(0, 0)]
+            return [ChunkRun(0, 0, units)]
         ends = np.cumsum(rows)
         runs, start = [], 0
         while start < rows.size:
             base = ends[start - 1] if start else 0
             stop = int(np.searchsorted(ends, base + self.partition_rows, side="right"))
             stop = max(stop, start + 1)
-            runs.append(ChunkRun(start, stop))
+            runs.append(ChunkRun(start, stop, None if units is None else units[start:stop]))
             start = stop
         return runs
 
@@ -126,9 +144,12 @@ class ZarrLakeReader(DataSourceReader):
         """(chunk coordinates, the part of it inside the bounds) for the partition's chunks."""
         ranges = self._chunk_ranges()
         grid = tuple(len(r) for r in ranges)
-        order = self._order(ranges)
-        positions = np.arange(partition.start, partition.stop)
-        coords = np.unravel_index(positions if order is None else order[positions], grid)
+        if partition.units is not None:
+            coords = np.unravel_index(partition.units, grid)
+        else:
+            order = self._order(ranges)
+            positions = np.arange(partition.start, partition.stop)
+            coords = np.unravel_index(positions if order is None else order[positions], grid)
         for i in range(partition.stop - partition.start):
             chunk = tuple(int(r.start + c[i]) for r, c in zip(ranges, coords, strict=True))
             box = tuple(
@@ -146,8 +167,15 @@ class ZarrLakeReader(DataSourceReader):
         buffered = 0
         for chunk, box in self.boxes(partition):
             block = self.read_block(array, chunk, box)
-            parts.append(_columns(block, box))
-            buffered += block.size
+            if self.where is None:
+                columns = _columns(block, box)
+            else:  # only the matching cells, their indices from the mask
+                mask = self.where.matches(block)
+                at = np.nonzero(mask)
+                columns = [i.astype(np.int64) + s.start for i, s in zip(at, box, strict=True)]
+                columns.append(block[mask])
+            parts.append(columns)
+            buffered += len(columns[-1])
             if buffered >= BATCH_ROWS:
                 yield self._batch(parts)
                 parts, buffered = [], 0

@@ -46,9 +46,12 @@ def parse_region(options: Mapping[str, str], dims: Sequence[str], extent: Sequen
         if dim not in dims:
             raise InvalidInputError(
                 f"option 'isel' names dimension {dim!r}; the array's are {list(dims)}"
+                "; use one of those"
             )
         if dim in seen:
-            raise InvalidInputError(f"option 'isel' names dimension {dim!r} twice")
+            raise InvalidInputError(
+                f"option 'isel' names dimension {dim!r} twice; give each dimension once"
+            )
         seen.add(dim)
         d = dims.index(dim)
         lo = int(start) if start else 0
@@ -57,7 +60,10 @@ def parse_region(options: Mapping[str, str], dims: Sequence[str], extent: Sequen
         elif start:
             hi = lo + 1
         else:
-            raise InvalidInputError(f"option 'isel' gives no index for dimension {dim!r}")
+            raise InvalidInputError(
+                f"option 'isel' gives no index for dimension {dim!r}"
+                "; give dim=index or dim=start:stop"
+            )
         lo, hi = min(lo, extent[d]), min(hi, extent[d])
         bounds[d] = (lo, max(lo, hi))
     return bounds

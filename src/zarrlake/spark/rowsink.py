@@ -33,7 +33,10 @@ def column(batch: pa.RecordBatch | pa.Table, name: str, what: str) -> np.ndarray
     """A column of `batch` as numpy; InvalidInputError naming `what` if it holds nulls."""
     col = batch.column(name)
     if col.null_count:
-        raise InvalidInputError(f"{what} column {name!r} has {col.null_count} null value(s)")
+        raise InvalidInputError(
+            f"{what} column {name!r} has {col.null_count} null value(s)"
+            "; fill or drop those rows first"
+        )
     return col.to_numpy(zero_copy_only=False)
 
 

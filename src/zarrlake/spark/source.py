@@ -22,6 +22,7 @@ from zarrlake.spark.layout import (
 )
 from zarrlake.spark.region import parse_region
 from zarrlake.spark.targets import plan
+from zarrlake.spark.value_filter import WHERE, value_filter
 
 
 class ZarrLakeSource(DataSource):
@@ -35,13 +36,13 @@ class ZarrLakeSource(DataSource):
         """The format name: `spark.read.format("zarrlake")`."""
         return "zarrlake"
 
-    def _read_target(self):  # -> (readonly Session, ArrayInfo, ref)
+    def _read_target(self):  # -> (readonly Session, ArrayInfo, ref, Repo)
         repo = opts.RepoOptions.parse(self.options).open()
         path = self._read_path()
         ref = self._given().get("ref") or self._given().get("branch") or "main"
         session = repo.readonly_session(ref)
         info = ArrayInfo.of(open_array(session, path, ref=ref), path)
-        return session, info, ref
+        return session, info, ref, repo
 
     def _given(self) -> dict[str, str]:
         return {k.lower(): v for k, v in dict(self.options).items()}
@@ -49,7 +50,10 @@ class ZarrLakeSource(DataSource):
     def _read_path(self) -> str:
         paths = opts.array_paths(self.options)
         if len(paths) != 1:
-            raise InvalidInputError(f"reading takes one array (option 'array'), not {paths}")
+            raise InvalidInputError(
+                f"reading takes one array (option 'array'), not {paths}"
+                "; read one array per DataFrame"
+            )
         return paths[0]
 
     def _schema_of(self, info: ArrayInfo) -> StructType:
@@ -67,7 +71,7 @@ class ZarrLakeSource(DataSource):
             from zarrlake.spark.changes import ChangeFeed
 
             return self._schema_of(ChangeFeed.plan(self.options, self._read_path()).info)
-        _, info, _ = self._read_target()
+        _, info, _, _ = self._read_target()
         return self._schema_of(info)
 
     def reader(self, schema: StructType) -> DataSourceReader:
@@ -77,12 +81,18 @@ class ZarrLakeSource(DataSource):
         if self._given().get("changes"):
             from zarrlake.spark.changes import ChangeFeed, ChangeReader
 
+            if WHERE in self._given():
+                raise InvalidInputError(
+                    "option 'where' filters an array's values; the change feed (option "
+                    "'changes') takes none; use Spark's filter() on its rows instead"
+                )
             feed = ChangeFeed.plan(self.options, self._read_path())
             self._check_columns(schema, feed.info, feed.name)
             region = parse_region(self.options, feed.info.dims, feed.info.unit_grid)
             return ChangeReader(feed, layout_of(self.options), region)
-        session, info, ref = self._read_target()
+        session, info, ref, repo = self._read_target()
         self._check_columns(schema, info, ref)
+        chunks = info.unit  # the chunks statistics are kept for
         cls = ChunkReader if layout_of(self.options) == CHUNKS else ZarrLakeReader
         if cls is ChunkReader:
             info = rows_grid(self.options, info)
@@ -93,12 +103,15 @@ class ZarrLakeSource(DataSource):
             ]
         else:
             bounds = parse_region(self.options, info.dims, info.shape)
+        values = value_filter(self.options, repo, info, session.base_commit, bounds, chunks)
         reader = cls(
             session,
             info,
             bounds=bounds,
             partition_rows=opts.get_int(self.options, "partition_rows", None),
             partition_bytes=opts.get_int(self.options, "partition_bytes", None),
+            where=None if values is None else values.node,
+            keep=None if values is None else values.keep,
         )
         if isinstance(reader, ChunkReader):
             reader.binary = binary_values(self.options)
@@ -109,6 +122,7 @@ class ZarrLakeSource(DataSource):
         if schema.fieldNames() != want:
             raise InvalidInputError(
                 f"array {info.path!r} at {ref!r} reads as columns {want}, not {schema.fieldNames()}"
+                "; select those columns"
             )
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:

@@ -71,7 +71,9 @@ class ZarrLakeStreamWriter(DataSourceStreamArrowWriter):
         repo = self._repo()
         pending = self._pending(repo)
         if pending is None:
-            raise NotFoundError(f"no open session for stream {self.sid!r}")
+            raise NotFoundError(
+                f"no open session for stream {self.sid!r}; restart the stream from its checkpoint"
+            )
         session = repo.join_session(pending.id)
         arrays = {i.path: open_array(session, i.path, ref=self.branch) for i in self.targets.infos}
         return write_batches(session, self.tag, arrays, self.targets, iterator)
@@ -95,7 +97,10 @@ class ZarrLakeStreamWriter(DataSourceStreamArrowWriter):
         repo = self._repo()
         pending = self._pending(repo)
         if pending is None:
-            raise NotFoundError(f"no open session for stream {self.sid!r} batch {batchId}")
+            raise NotFoundError(
+                f"no open session for stream {self.sid!r} batch {batchId}"
+                "; restart the stream from its checkpoint"
+            )
         session = repo.join_session(pending.id)
         done = self.last_batch(repo)
         try:

@@ -181,7 +181,9 @@ def _check_matches(array: zarr.Array, path: str, options: Mapping[str, str], app
         try:
             want["dtype"] = str(np.dtype(dtype))
         except TypeError:
-            raise InvalidInputError(f"option dtype {dtype!r} is not a numpy dtype") from None
+            raise InvalidInputError(
+                f"option dtype {dtype!r} is not a numpy dtype; give one such as 'float32'"
+            ) from None
     if "shape" in want and append is not None and append.dim in dims:
         axis = dims.index(append.dim)
         shape = list(want["shape"])  # type: ignore[call-overload]
@@ -214,6 +216,7 @@ def check_write_schema(
         raise InvalidInputError(
             f"the DataFrame has no column(s) {missing} for dimension(s) of array "
             f"{infos[0].path!r} (dims {list(dims)}; columns {list(fields)})"
+            "; add those columns, or rename them to the dimension names"
         )
     for d in dims:
         if not isinstance(fields[d], INTEGER_TYPES):
@@ -226,5 +229,6 @@ def check_write_schema(
             raise InvalidInputError(
                 f"the DataFrame has no value column {col!r} for array {info.path!r} "
                 f"(columns {list(fields)})"
+                "; add a column named after the array"
             )
         check_value_type(col, fields[col], info)

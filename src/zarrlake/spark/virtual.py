@@ -86,7 +86,9 @@ def import_virtual(
         raise InvalidInputError(errors[0][1])
     parts = [ds for _, ds, _ in sorted(results, key=lambda r: r[0])]
     if len(parts) != len(urls):
-        raise InvalidInputError(f"{len(urls) - len(parts)} file(s) were not scanned")
+        raise InvalidInputError(
+            f"{len(urls) - len(parts)} file(s) were not scanned; run the import again"
+        )
     ds = concat(parts, concat_dim)
     write_dataset(session, ds, group, append_dim=concat_dim)
     return ds

@@ -17,6 +17,7 @@ import zarr
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from zarrlake.errors import (
+    REPORT_BUG,
     Conflict,
     ConflictError,
     ConflictKind,
@@ -250,7 +251,7 @@ def _coords_of(info: ArrayInfo, key: str) -> tuple[int, ...]:
             return coords
         local = [int(p) for p in name.split(".")]
     except ValueError as e:
-        raise InvalidInputError(f"unexpected chunk key {shown(key)!r}") from e
+        raise InvalidInputError(f"unexpected chunk key {shown(key)!r}; {REPORT_BUG}") from e
     return tuple(c * p + k for c, p, k in zip(coords, info.per_shard, local, strict=True))
 
 

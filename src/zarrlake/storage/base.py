@@ -57,7 +57,9 @@ class ObjectStore(ABC):
         """(key, last-modified time as the storage service reports it, POSIX seconds) for
         the keys `list` gives: ages judged on one clock, the service's. ConfigurationError
         where the backend cannot tell."""
-        raise ConfigurationError(f"{self!r} does not report modification times")
+        raise ConfigurationError(
+            f"{self!r} does not report modification times; use a store that does"
+        )
 
     def delete_many(self, keys: list[str]) -> None:
         """Remove several objects (missing ones are no error); a backend with a bulk delete

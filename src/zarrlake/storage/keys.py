@@ -47,12 +47,16 @@ def _check_segments(text: str, segments: list[str], *, what: str) -> None:
     if text.startswith("/"):
         raise InvalidInputError(f"invalid {what} {text!r}: must not start with '/'")
     if _CONTROL.search(text):
-        raise InvalidInputError(f"invalid {what} {text!r}: contains a control character")
+        raise InvalidInputError(f"invalid {what} {text!r}: contains a control character; remove it")
     for segment in segments:
         if segment == "":
-            raise InvalidInputError(f"invalid {what} {text!r}: contains an empty path segment")
+            raise InvalidInputError(
+                f"invalid {what} {text!r}: contains an empty path segment; remove the empty segment"
+            )
         if segment in (".", ".."):
-            raise InvalidInputError(f"invalid {what} {text!r}: contains a {segment!r} segment")
+            raise InvalidInputError(
+                f"invalid {what} {text!r}: contains a {segment!r} segment; remove that segment"
+            )
 
 
 def check_range(key: str, byte_range: Any) -> tuple[int, int]:
@@ -60,7 +64,9 @@ def check_range(key: str, byte_range: Any) -> tuple[int, int]:
     try:
         start, end = byte_range
     except (TypeError, ValueError):
-        raise InvalidInputError(f"invalid byte range {byte_range!r} for {key!r}") from None
+        raise InvalidInputError(
+            f"invalid byte range {byte_range!r} for {key!r}; give 0 <= start <= end"
+        ) from None
     if not (isinstance(start, int) and isinstance(end, int)) or start < 0 or end < start:
         raise InvalidInputError(
             f"invalid byte range {byte_range!r} for {key!r}: need 0 <= start <= end"
@@ -72,4 +78,4 @@ def no_options(kind: str, options: dict[str, Any]) -> None:
     """InvalidInputError naming the storage options a backend that takes none was given."""
     if options:
         names = ", ".join(sorted(options))
-        raise InvalidInputError(f"unknown storage option(s) for {kind}: {names}")
+        raise InvalidInputError(f"unknown storage option(s) for {kind}: {names}; remove them")

@@ -247,7 +247,9 @@ def open_local(location: str, options: dict[str, Any]) -> ObjectStore:
         path = Path(location).expanduser()
     path = path.resolve()
     if path.exists() and not path.is_dir():
-        raise ConfigurationError(f"storage location {str(path)!r} exists and is not a directory")
+        raise ConfigurationError(
+            f"storage location {str(path)!r} exists and is not a directory; give a directory"
+        )
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

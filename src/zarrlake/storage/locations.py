@@ -56,11 +56,14 @@ def open_s3(location: str, options: dict[str, Any]) -> ObjectStore:
         raise InvalidInputError(
             f"unknown storage option(s) for s3://: {', '.join(unknown)} "
             f"(known: {', '.join(sorted(S3_OPTIONS))})"
+            "; use the known ones"
         )
     for name, value in options.items():
         kind = S3_OPTIONS[name]
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-            raise InvalidInputError(f"storage option {name}={value!r} has the wrong type")
+            raise InvalidInputError(
+                f"storage option {name}={value!r} has the wrong type; check its type in the docs"
+            )
     endpoint = options.get("endpoint_url")
     plain = isinstance(endpoint, str) and endpoint.lower().startswith("http://")
     if plain and options.get("allow_http") is not True:
@@ -72,9 +75,13 @@ def open_s3(location: str, options: dict[str, Any]) -> ObjectStore:
     parts = urlsplit(location)
     bucket = parts.netloc
     if not bucket:
-        raise InvalidInputError(f"invalid S3 location {location!r}: no bucket (s3://BUCKET/...)")
+        raise InvalidInputError(
+            f"invalid S3 location {location!r}: no bucket (s3://BUCKET/...); add the bucket"
+        )
     if parts.query or parts.fragment:
-        raise InvalidInputError(f"invalid S3 location {location!r}: no query or fragment allowed")
+        raise InvalidInputError(
+            f"invalid S3 location {location!r}: no query or fragment allowed; remove them"
+        )
     prefix = parts.path.strip("/")
     if prefix:
         check_prefix(prefix)

@@ -321,7 +321,10 @@ class ObstoreObjectStore(ObjectStoreBackend):
 
         data, tag = self._call("GET", key, read)
         if not tag:
-            raise StorageError(f"GET {key!r} on {self.url} returned no entity tag (ETag)")
+            raise StorageError(
+                f"GET {key!r} on {self.url} returned no entity tag (ETag)"
+                "; use an S3 service that returns ETags"
+            )
         return data, tag
 
     @_forksafe
@@ -339,6 +342,7 @@ class ObstoreObjectStore(ObjectStoreBackend):
         except NotImplementedError:
             raise ConfigurationError(
                 f"{self.url} does not support conditional updates (replace-if-unchanged)"
+                "; use a store that supports conditional writes, or a SQL metastore"
             ) from None
         except _failures() as exc:
             if _status(str(exc)) == 412 or "PreconditionFailed" in str(exc):

@@ -51,7 +51,10 @@ def split_url(url: str) -> tuple[str, str, str]:
     else:
         bucket = parts.netloc
         if not bucket:
-            raise InvalidInputError(f"virtual source {url!r} names no bucket (s3://BUCKET/KEY)")
+            raise InvalidInputError(
+                f"virtual source {url!r} names no bucket (s3://BUCKET/KEY)"
+                "; write it as s3://BUCKET/KEY"
+            )
     if ".." in PurePosixPath(path).parts:
         raise InvalidInputError(f"virtual source {url!r} must not contain '..'")
     return scheme, bucket, path.lstrip("/")
@@ -117,7 +120,7 @@ class SourceReader:
         try:
             return identity_of(scheme, obstore_api().head(self.store(scheme, bucket), path))
         except (_not_found(), FileNotFoundError, NotADirectoryError):
-            raise InvalidInputError(f"virtual source {url} does not exist") from None
+            raise InvalidInputError(f"virtual source {url} does not exist; check the URL") from None
         except Exception as exc:
             if credentials_missing(exc):
                 raise ConfigurationError(no_credentials(bucket, url)) from exc
@@ -154,6 +157,7 @@ class SourceReader:
         except (_not_found(), FileNotFoundError):
             raise StaleVirtualChunkError(
                 f"virtual source {url} is gone (imported as {identity})"
+                "; restore it, or import again from where it is now"
             ) from None
         except Exception as exc:  # e.g. a range past the end of an object that shrank
             if credentials_missing(exc):
@@ -170,5 +174,6 @@ class SourceReader:
         if now != identity:
             raise StaleVirtualChunkError(
                 f"virtual source {url} changed since it was imported ({identity}, now {now})"
+                "; import it again"
             )
         return data

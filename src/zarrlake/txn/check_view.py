@@ -5,7 +5,6 @@ with the change, not the array."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import threading
@@ -15,12 +14,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from zarrlake._util.zarr_reads import read_boxes
 from zarrlake.connection import RepoContext
+from zarrlake.format import statistics as sf
 from zarrlake.format.snapshot import SnapshotRoot, is_meta_key
 from zarrlake.txn.fragments import StagedFragments
 from zarrlake.txn.overlay import Overlay
+from zarrlake.vc import statistics
 from zarrlake.vc.checks.changes import Change
-from zarrlake.vc.checks.context import Coords
+from zarrlake.vc.checks.context import Coords, Known
 from zarrlake.vc.ranges import Span
 from zarrlake.vc.snapshot_view import SnapshotView
 from zarrlake.zarr_store import SessionStore
@@ -194,6 +196,43 @@ class CheckContext:
         """A selection of `array` at the commit (reads every chunk it covers)."""
         return np.asarray(self.array(array)[selection])
 
+    @cached_property
+    def _snapshot(self) -> SnapshotView:
+        objects = self._ctx.objects
+        snapshot = objects.snapshot_of(self.commit)
+        return SnapshotView(objects, objects.read(SnapshotRoot, snapshot), snapshot)
+
+    def statistics(self, array: str, coords: list[Coords]) -> list[Known | None]:
+        """What the statistics of chunks of `array` at the commit say, looked up in its
+        manifests (no chunk is read); None where they are unknown."""
+        path = array.strip("/")
+        doc = self.change.new_meta.get(f"{path}/zarr.json" if path else "zarr.json")
+        if doc is None or not coords:
+            return [None] * len(coords)
+        try:
+            layout = statistics.layout_of(doc)
+        except Exception:  # an irregular grid, a document zarr cannot read: none known
+            return [None] * len(coords)
+        records = statistics.records_at(self._snapshot, path, layout, coords)
+        out: list[Known | None] = []
+        for c, r in zip(coords, records.tolist(), strict=True):
+            stats = sf.ChunkStats._make(r)
+            if not stats.known:
+                out.append(None)
+                continue
+            out.append(
+                Known(
+                    count=stats.count,
+                    inside=statistics.inside(layout, c),
+                    nan=stats.nan,
+                    fill=stats.fill,
+                    low=stats.low,
+                    high=stats.high,
+                    sum=stats.sum,
+                )
+            )
+        return out
+
     def chunks(self, array: str, coords: list[Coords]) -> Iterator[tuple[Coords, np.ndarray]]:
         """(coords, values) of chunks of `array` at the commit, in the order given.
 
@@ -209,9 +248,7 @@ class CheckContext:
             return
         for at in range(0, len(coords), BATCH):
             part = coords[at : at + BATCH]
-            yield from zip(
-                part, self._gather(arr, [self._box(array, c) for c in part]), strict=True
-            )
+            yield from zip(part, read_boxes(arr, [self._box(array, c) for c in part]), strict=True)
 
     def _dense(
         self, array: str, arr: zarr.Array, coords: list[Coords], lo: np.ndarray, hi: np.ndarray
@@ -239,12 +276,3 @@ class CheckContext:
                     for b, s in zip(box, sel, strict=True)
                 )
                 yield at, slab[local]
-
-    @staticmethod
-    def _gather(arr: zarr.Array, boxes: list[tuple[slice, ...]]) -> list[np.ndarray]:
-        from zarr.core.sync import sync
-
-        async def all_of() -> list[Any]:
-            return await asyncio.gather(*(arr._async_array.getitem(b) for b in boxes))
-
-        return [np.asarray(x) for x in sync(all_of())]

@@ -395,6 +395,7 @@ class Hold:
                     raise SessionClosedError(
                         f"session {cur.id}: its commit {commit[:12]} landed, but the record "
                         f"was changed meanwhile to {cur.status}"
+                        "; run `zarrlake sessions show ID` to see its state"
                     )
                 return None
             if commit is not None:
@@ -559,7 +560,10 @@ def seal(txn: CommitHandle, rec: SessionRecord, version: int) -> tuple[SessionRe
         txn.record, txn.version = sealed, version
         return sealed, version
     txn.check_writable(*txn.load())
-    raise SessionClosedError(f"session {rec.id} is being committed elsewhere")
+    raise SessionClosedError(
+        f"session {rec.id} is being committed elsewhere"
+        "; run `zarrlake sessions show ID` to follow it"
+    )
 
 
 def abandon(txn: CommitHandle) -> None:
@@ -569,7 +573,10 @@ def abandon(txn: CommitHandle) -> None:
         if rec.status == Status.ABANDONED:
             return None
         if rec.status in (Status.COMMITTED, Status.COMMITTING):
-            raise SessionClosedError(f"session {rec.id} is {rec.status}; cannot abandon it")
+            raise SessionClosedError(
+                f"session {rec.id} is {rec.status}; cannot abandon it"
+                "; run `zarrlake sessions show ID` to see its state"
+            )
         return replace(rec, status=Status.ABANDONED)
 
     assert txn.record is not None and txn.staging is not None

@@ -67,6 +67,7 @@ class StagedFragments:
         except NotFoundError:
             raise NotFoundError(
                 f"staged fragment {record.location} of writer {record.writer} is missing"
+                "; abandon the session and write its data again in a new one"
             ) from None
         return FragmentIndex.decode(record.index_id, data)
 
@@ -89,7 +90,9 @@ class StagedFragments:
             ref = index.writes.get(k)
             if ref is not None and rec.blob is not None and ref.location == rec.location:
                 data = rec.blob[ref.offset : ref.offset + ref.length]  # no object yet
-                return True, ChunkRef(RefKind.INLINE, ref.digest, ref.length, data=data)
+                return True, ChunkRef(
+                    RefKind.INLINE, ref.digest, ref.length, data=data, stats=ref.stats
+                )
             if ref is not None:
                 return True, ref
             if _holds(index.deletes, k):

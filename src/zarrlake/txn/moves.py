@@ -52,7 +52,9 @@ def node_arg(path: object, what: str) -> str:
         raise InvalidInputError(f"the {what} of a move must be a string, not {path!r}")
     node = path.strip("/")
     if not node:
-        raise InvalidInputError(f"the {what} of a move cannot be the root group")
+        raise InvalidInputError(
+            f"the {what} of a move cannot be the root group; name a group or array below the root"
+        )
     check_zarr_key(node)
     return node
 
@@ -62,12 +64,18 @@ def plan(overlay: Overlay, src: str, dst: str) -> MovePlan:
     `dst`, as the session sees them; bad input raises before anything is staged."""
     src, dst = node_arg(src, "source"), node_arg(dst, "destination")
     if dst == src:
-        raise InvalidInputError(f"cannot move {src!r} to itself")
+        raise InvalidInputError(f"cannot move {src!r} to itself; give another destination")
     if dst.startswith(src + "/"):
-        raise InvalidInputError(f"cannot move {src!r} into itself ({dst!r} lies inside it)")
+        raise InvalidInputError(
+            f"cannot move {src!r} into itself ({dst!r} lies inside it)"
+            "; give a destination outside it"
+        )
     docs = overlay.metadata_documents()
     if f"{src}/zarr.json" not in docs:
-        raise NotFoundError(f"cannot move {src!r}: there is no group or array there")
+        raise NotFoundError(
+            f"cannot move {src!r}: there is no group or array there"
+            "; run `zarrlake ls` to see the tree"
+        )
     if f"{dst}/zarr.json" in docs:
         raise AlreadyExistsError(
             f"cannot move {src!r} to {dst!r}: {dst!r} exists already (a move does not "
@@ -77,6 +85,7 @@ def plan(overlay: Overlay, src: str, dst: str) -> MovePlan:
     if stray is not None:
         raise AlreadyExistsError(
             f"cannot move {src!r} to {dst!r}: keys exist below {dst!r} (e.g. {stray!r})"
+            "; move to a free path, or delete those keys first"
         )
     parent = dst.rpartition("/")[0]
     parent_doc = docs.get(f"{parent}/zarr.json" if parent else "zarr.json")
@@ -89,6 +98,7 @@ def plan(overlay: Overlay, src: str, dst: str) -> MovePlan:
     if parent_doc is not None and node_type_of(parent_doc) != "group":
         raise InvalidInputError(
             f"cannot move {src!r} to {dst!r}: {parent or '/'!r} is an array, not a group"
+            "; choose a destination inside a group"
         )
 
     meta: list[Change] = []

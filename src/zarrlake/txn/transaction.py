@@ -87,6 +87,7 @@ class Transaction:
                 ctx.clock,
                 ctx.settings.flush,
                 ctx.settings.check_chunks,
+                ctx.settings.chunk_statistics,
             )
             if self.staging is not None
             else None
@@ -205,6 +206,7 @@ class Transaction:
             raise ReadOnlySessionError(
                 "store was opened in read-only mode and does not support writing "
                 f"(session at commit {self.base[:12]} is read-only)"
+                "; create a session on a branch (repo.create_session) to write"
             )
         return self.writes
 

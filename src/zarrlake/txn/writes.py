@@ -17,6 +17,7 @@ import secrets
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 import numpy as np
 
@@ -31,7 +32,9 @@ from zarrlake.format.blocks import TABLE_MIN
 from zarrlake.format.chunk_ref import ChunkRef, RefKind, chunk_object_key
 from zarrlake.format.fragment import FragmentRecord
 from zarrlake.format.manifest import ManifestRange
+from zarrlake.format.shard import split_inner_key
 from zarrlake.format.snapshot import is_meta_key, meta_keys_above
+from zarrlake.format.statistics import ChunkStats
 from zarrlake.txn import writers
 from zarrlake.txn.batching import GroupCommit
 from zarrlake.txn.buffer import Batch
@@ -45,6 +48,7 @@ from zarrlake.vc.change_table import Change
 from zarrlake.vc.chunk_keys import is_array_doc
 from zarrlake.vc.gc_protocol import Phase, WriteGuard
 from zarrlake.vc.objects import MANIFEST_INLINE_MAX, Objects
+from zarrlake.vc.statistics import ChunkValues, decoded_stats
 
 _BESIDE = forksafe.PerProcess(
     lambda: ThreadPoolExecutor(4, thread_name_prefix="zarrlake-beside-mark")
@@ -82,6 +86,7 @@ class Writes:
         clock: Callable[[], float],
         policy: FlushPolicy,
         check_chunks: bool = False,
+        statistics: bool = True,
     ) -> None:
         self.objects = objects
         self.guard = guard
@@ -95,6 +100,8 @@ class Writes:
         self.policy = policy
         self.check_chunks = check_chunks  # refuse chunk bytes the codecs cannot decode
         self._frames: tuple[str, ChunkFrame] | None = None  # (array path + "/", its frame)
+        self.statistics = statistics  # chunk writes carry their values' statistics
+        self._stats_docs: dict[str, bytes] = {}  # array path + "/": its document now
         self.buffer = overlay.buffer
         self.shards = ShardPlanner(objects, overlay)
         self.uploads = UploadLog(objects, staging.meta, staging.partition)  # gc sees them
@@ -198,17 +205,20 @@ class Writes:
 
     # preparing ----------------------------------------------------------------------------
 
-    def prepare(self, key: str, data: bytes) -> list[Change]:
+    def prepare(self, key: str, data: bytes, values: ChunkValues | None = None) -> list[Change]:
         """Check one write and upload its bytes if they are too big to stage inline; it takes
         effect once staged (`stage`). A shard of a sharded array becomes the changes of its
-        inner chunks (txn/shards.py), so there may be several changes, or none."""
-        return self._changes_for((check_zarr_key(key), check_data(key, data)))
+        inner chunks (txn/shards.py), so there may be several changes, or none. `values`:
+        what the bytes encode, when the writer has them (their statistics are computed from
+        them; otherwise the bytes are decoded)."""
+        return self._changes_for((check_zarr_key(key), check_data(key, data)), values=values)
 
     def _changes_for(
         self,
         item: tuple[str, bytes],
         digest: bytes | None = None,
         batch: dict[str, bytes] | None = None,
+        values: ChunkValues | None = None,
     ) -> list[Change]:
         """The changes of one checked write; `digest`, of the item's bytes if the caller
         hashed them already; `batch`, the metadata documents written with it."""
@@ -219,12 +229,20 @@ class Writes:
             self._check_chunk(key, data, batch)
         ops = self.shards.write(key, data)
         if ops is None:  # stored whole: inner chunks it replaces are deleted
-            return [self._change_for(item, digest), *self.shards.stale(key)]
+            whole = self._with_stats(self._change_for(item, digest), data, values, batch)
+            return [whole, *self.shards.stale(key)]
         changed = sum(span[1] - span[0] for _, span, _ in ops if span is not None)
         view = memoryview(data)
         if len(data) <= self.inline_max or changed < WHOLE_SHARE * len(data):
             return [
-                (k, None) if span is None else self._change_for((k, bytes(view[slice(*span)])))
+                (k, None)
+                if span is None
+                else self._with_stats(
+                    self._change_for((k, bytes(view[slice(*span)]))),
+                    view[slice(*span)],
+                    values,
+                    batch,
+                )
                 for k, span, _ in ops
             ]
         _, shard = self._change_for(item, digest)  # one object; inner chunks are its ranges
@@ -235,12 +253,62 @@ class Writes:
             if span is None:
                 out.append((k, None))
                 continue
+            part = view[slice(*span)]
             if digest is None:
-                digest = self.objects.digest(view[slice(*span)])
-            out.append(
-                (k, ChunkRef(RefKind.LOCATION, digest, span[1] - span[0], span[0], location))
-            )
+                digest = self.objects.digest(part)
+            ref = ChunkRef(RefKind.LOCATION, digest, span[1] - span[0], span[0], location)
+            out.append(self._with_stats((k, ref), part, values, batch))
         return out
+
+    def _with_stats(
+        self,
+        change: Change,
+        data: bytes | memoryview,
+        values: ChunkValues | None,
+        batch: dict[str, bytes] | None = None,
+    ) -> Change:
+        """`change` (a chunk written) with the statistics of its values, from `values` when
+        the writer gave them, else from its bytes decoded with the array's document as the
+        session has it now (none: not a chunk of a numeric array, bytes its codecs cannot
+        decode, or Settings.chunk_statistics off)."""
+        key, ref = change
+        if ref is None or not self.statistics:
+            return change
+        stats = self._stats_of(key, data, values, batch)
+        return change if stats is None else (key, replace(ref, stats=stats))
+
+    def _stats_of(
+        self,
+        key: str,
+        data: bytes | memoryview,
+        values: ChunkValues | None,
+        batch: dict[str, bytes] | None,
+    ) -> ChunkStats | None:
+        inner = split_inner_key(key)
+        if values is not None:
+            stats = values.stats() if inner is None else values.inner_stats(inner[1], data)
+            if stats is not None:
+                return stats
+        doc = self._doc_now(key if inner is None else inner[0], batch)
+        return None if doc is None else decoded_stats(doc, data, inner is not None)
+
+    def _doc_now(self, key: str, batch: dict[str, bytes] | None) -> bytes | None:
+        """The document of chunk `key`'s array as this handle knows it now: written in the
+        same `batch`, staged by this handle (read once per array until it stages metadata
+        again), else `array_doc`'s (no read when the base commit has the array)."""
+        doc = _batch_doc(batch, key) if batch else None
+        if doc is not None:
+            return doc
+        for prefix, known in self._stats_docs.items():
+            if key.startswith(prefix):
+                return known
+        if not any(meta in self.staging.own_meta for meta in meta_keys_above(key)):
+            return self.overlay.array_doc(key)
+        found = self.overlay.current_array_meta(key)
+        if found is None:
+            return None
+        self._stats_docs[found[0][: -len("zarr.json")]] = found[1]
+        return found[1]
 
     def _check_chunk(self, key: str, data: bytes, batch: dict[str, bytes] | None = None) -> None:
         """InvalidInputError naming `key` if its array's codecs could not decode `data`
@@ -259,6 +327,7 @@ class Writes:
             raise InvalidInputError(
                 f"chunk {key!r} {problem}: zarr could not decode it with the array's codecs, "
                 "so the write is refused (Settings.check_chunks)"
+                "; write bytes the array's codecs decode"
             )
 
     def _frame_of(self, key: str) -> ChunkFrame:
@@ -326,6 +395,7 @@ class Writes:
             self._meta.submit(meta)
             self.overlay.forget_docs()
             self._frames = None
+            self._stats_docs.clear()
         chunks = [c for c in changes if not is_meta_key(c[0])]
         if chunks:
             self._buffer(chunks)

@@ -1,7 +1,9 @@
 """Chunk maps: an array's chunk grid, as a 2-D slice, with the chunks a change wrote or
 deleted marked. Large grids are shown in blocks of chunks, so a map never has more than
 MAX_SIDE x MAX_SIDE cells whatever the array's size. A sharded array stored as inner
-chunks is drawn in inner chunks, with lines at its shards' boundaries (`shard_lines`)."""
+chunks is drawn in inner chunks, with lines at its shards' boundaries (`shard_lines`). A
+map can colour every cell by its chunks' value statistics (`colour`): min, max, mean or
+NaN fraction, read from the manifests."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import math
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from zarrlake.errors import InvalidInputError
 
@@ -50,10 +53,12 @@ def parse_slice(text: str, grid: tuple[int, ...]) -> MapSlice:
             raise InvalidInputError(
                 f"chunk map slice {text!r}: item {t!r} is neither a chunk index (an integer) "
                 "nor ':'"
+                "; give an integer or ':'"
             )
     if len(items) != nd:
         raise InvalidInputError(
             f"chunk map slice {text!r} has {len(items)} items; the grid has {nd} dimensions"
+            "; give one item per dimension"
         )
     drawn = [d for d, t in enumerate(items) if t == ":"]
     if len(drawn) != want:
@@ -191,3 +196,96 @@ def mark_failing(m: dict, coords: Iterable[tuple[int, ...]]) -> int:
         cell["failing"] = True
         shown += 1
     return shown
+
+
+COLOURS = {"min": "min", "max": "max", "mean": "mean", "nan": "NaN fraction"}
+"""What a map can colour its cells by (`colour=`), and how its legend names it."""
+_SCALE = ((68, 1, 84), (59, 82, 139), (33, 145, 140), (94, 201, 98), (253, 231, 37))
+"""viridis, in five stops: low values dark, high ones light."""
+
+
+def check_colour(by: str) -> str:
+    """`by` if a map can be coloured by it; InvalidInputError naming the choices."""
+    if by not in COLOURS:
+        raise InvalidInputError(f"colour must be one of {', '.join(COLOURS)}, not {by!r}")
+    return by
+
+
+def colour(m: dict, table: Any, by: str) -> None:
+    """Colour every cell of map `m`'s slice by its chunks' statistics (`table`, from
+    `Repo.chunk_stats`): `m["colour"]` holds the value of each cell (a block of chunks: the
+    min of their mins, the max of their maxes, the mean of their values, the share of
+    their elements that are NaN), its colour on a scale from the slice's lowest to its
+    highest, and how many chunks' statistics are unknown (cells of only those: grey)."""
+    import numpy as np
+
+    check_colour(by)
+    nd = len(m["grid"])
+    coords = [np.asarray(table.column(d).to_numpy()) for d in range(nd)]
+    rows, cols = m["rows_dim"], m["cols_dim"]
+    inside = np.ones(table.num_rows, bool)
+    for d, i in m["index"].items():
+        inside &= coords[int(d)] == i
+    known = np.asarray(table["known"].to_numpy(zero_copy_only=False)) & inside
+
+    def col(name: str) -> np.ndarray:
+        c = table[name]
+        return np.asarray(c.cast("float64").fill_null(np.nan).to_numpy())
+
+    count, nan = col("count"), col("nan_count")
+    br, bc = m["block"]
+    r = (coords[rows] if rows is not None else np.zeros(table.num_rows, np.int64)) // br
+    k = (coords[cols] if cols is not None else np.zeros(table.num_rows, np.int64)) // bc
+    cell = r * m["map_cols"] + k
+    n_cells = m["map_rows"] * m["map_cols"]
+    if by in ("min", "max"):
+        vals = col(by)
+        fold = np.fmin if by == "min" else np.fmax
+        values = np.full(n_cells, np.nan)
+        ok = known & ~np.isnan(vals)
+        fold.at(values, cell[ok], vals[ok])
+    else:
+        top = col("sum") if by == "mean" else nan
+        bottom = count - nan if by == "mean" else count
+        num, den = np.zeros(n_cells), np.zeros(n_cells)
+        np.add.at(num, cell[known], top[known])
+        np.add.at(den, cell[known], bottom[known])
+        with np.errstate(invalid="ignore", divide="ignore"):
+            values = np.where(den > 0, num / den, np.nan)
+    unknown = np.zeros(n_cells, np.int64)
+    np.add.at(unknown, cell[inside & ~known], 1)
+    shown = values[~np.isnan(values)]
+    low, high = (float(shown.min()), float(shown.max())) if len(shown) else (None, None)
+    cells = []
+    for at in np.flatnonzero(~np.isnan(values) | (unknown > 0)).tolist():
+        value = None if np.isnan(values[at]) else float(values[at])
+        cells.append(
+            {
+                "row": at // m["map_cols"],
+                "col": at % m["map_cols"],
+                "value": value,
+                "fill": _shade(value, low, high),
+                "unknown": int(unknown[at]),
+            }
+        )
+    m["colour"] = {
+        "by": by,
+        "label": COLOURS[by],
+        "low": low,
+        "high": high,
+        "cells": cells,
+        "unknown": int((inside & ~known).sum()),
+        "scale": [_shade(v, 0.0, 1.0) for v in (0.0, 0.25, 0.5, 0.75, 1.0)],
+    }
+
+
+def _shade(value: float | None, low: float | None, high: float | None) -> str:
+    """The colour of `value` on the scale from `low` to `high` (grey: unknown)."""
+    if value is None or low is None or high is None:
+        return "#bdbdbd"
+    t = 0.0 if high == low else (value - low) / (high - low)
+    t = min(max(t, 0.0), 1.0) * (len(_SCALE) - 1)
+    i = min(int(t), len(_SCALE) - 2)
+    f = t - i
+    a, b = _SCALE[i], _SCALE[i + 1]
+    return "#" + "".join(f"{round(x + (y - x) * f):02x}" for x, y in zip(a, b, strict=True))

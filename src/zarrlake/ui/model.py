@@ -168,7 +168,7 @@ class Model:
         commits = self.repo.log(head, limit=(page + 1) * LOG_PAGE + 1)
         shown = commits[page * LOG_PAGE : (page + 1) * LOG_PAGE]
         if page and not shown:
-            raise NotFoundError(f"{ref!r} has no page {page} of its log")
+            raise NotFoundError(f"{ref!r} has no page {page} of its log; go back to page 1")
         last = commits[-1]
         ended = None
         if len(commits) <= (page + 1) * LOG_PAGE and last.parent_ids:  # not the root: expired
@@ -212,20 +212,26 @@ class Model:
         path = check_path(path)
         if not self.repo.readonly_session(commit_id).exists("zarr.json"):
             shown = path or "/"
-            raise NotFoundError(f"no group or array {shown!r} at commit {commit_id[:12]}")
+            raise NotFoundError(
+                f"no group or array {shown!r} at commit {commit_id[:12]}"
+                "; go back to the tree of the commit"
+            )
         group = self.group(commit_id)
         if not path:
             return group
         try:
             return group[path]
         except KeyError:
-            raise NotFoundError(f"no group or array {path!r} at commit {commit_id[:12]}") from None
+            raise NotFoundError(
+                f"no group or array {path!r} at commit {commit_id[:12]}"
+                "; go back to the tree of the commit"
+            ) from None
 
     def array(self, commit_id: str, path: str) -> zarr.Array:
         """The array at `path`; InvalidInputError if it is a group."""
         node = self.node(commit_id, path)
         if not isinstance(node, zarr.Array):
-            raise InvalidInputError(f"{path!r} is a group, not an array")
+            raise InvalidInputError(f"{path!r} is a group, not an array; open it as a group")
         return node
 
     def tree(self, commit_id: str, path: str) -> dict:
@@ -237,7 +243,7 @@ class Model:
                 raise
             return {"path": "", "attributes": {}, "groups": [], "arrays": []}  # empty commit
         if isinstance(node, zarr.Array):
-            raise InvalidInputError(f"{path!r} is an array, not a group")
+            raise InvalidInputError(f"{path!r} is an array, not a group; open it as an array")
         prefix = node.path
         groups, arrays = [], []
         for name, child in sorted(node.members(max_depth=None)):

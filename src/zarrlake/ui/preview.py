@@ -54,7 +54,7 @@ def default_selection(shape: tuple[int, ...]) -> Selection:
 def _int(text: str, what: str) -> int:
     t = text.strip()
     if not t.lstrip("-").isdigit() or len(t) > 19:
-        raise InvalidInputError(f"{what} {text!r} is not an integer")
+        raise InvalidInputError(f"{what} {text!r} is not an integer; give an integer")
     return int(t)
 
 
@@ -63,13 +63,16 @@ def parse_selection(text: str, shape: tuple[int, ...]) -> Selection:
     Exactly two ranges (one for a 1-D array); every index within the shape."""
     nd = len(shape)
     if nd == 0:
-        raise InvalidInputError("a 0-dimensional array has no 2-D slice to preview")
+        raise InvalidInputError(
+            "a 0-dimensional array has no 2-D slice to preview; read its value with `zarrlake cat`"
+        )
     if len(text) > 1000:
-        raise InvalidInputError("slice text is longer than 1000 characters")
+        raise InvalidInputError("slice text is longer than 1000 characters; shorten it")
     parts = text.split(",")
     if len(parts) != nd:
         raise InvalidInputError(
             f"slice {text!r} has {len(parts)} items; the array has {nd} dimensions {shape}"
+            "; give one item per dimension"
         )
     items: list[int | tuple[int, int]] = []
     for d, part in enumerate(parts):
@@ -86,7 +89,10 @@ def parse_selection(text: str, shape: tuple[int, ...]) -> Selection:
         else:
             i = _int(part, f"index of dimension {d}")
             if not 0 <= i < n:
-                raise InvalidInputError(f"index {i} of dimension {d} is outside 0..{n - 1}")
+                raise InvalidInputError(
+                    f"index {i} of dimension {d} is outside 0..{n - 1}"
+                    "; give an index inside the array"
+                )
             items.append(i)
     sel = Selection(tuple(items))
     want = min(nd, 2)
@@ -157,6 +163,7 @@ def read_preview(
     if kind not in "biuf":
         raise UnrenderableError(
             f"an array of dtype {arr.dtype} cannot be drawn as an image (only bool, int, float)"
+            "; read its values with `zarrlake cat`"
         )
     drawn = sel.drawn
     ranges = [sel.items[d] for d in drawn]

@@ -26,10 +26,12 @@ def param(request: Request, name: str, default: str | None = None) -> str:
     value = request.query_params.get(name)
     if value is None or value == "":
         if default is None:
-            raise InvalidInputError(f"missing query parameter {name!r}")
+            raise InvalidInputError(f"missing query parameter {name!r}; add it to the URL")
         return default
     if len(value) > MAX_PARAM:
-        raise InvalidInputError(f"query parameter {name!r} is longer than {MAX_PARAM} characters")
+        raise InvalidInputError(
+            f"query parameter {name!r} is longer than {MAX_PARAM} characters; shorten it"
+        )
     return value
 
 
@@ -41,7 +43,7 @@ def float_param(request: Request, name: str) -> float | None:
     try:
         value = float(text)
     except ValueError:
-        raise InvalidInputError(f"{name} {text[:40]!r} is not a number") from None
+        raise InvalidInputError(f"{name} {text[:40]!r} is not a number; give a number") from None
     if not math.isfinite(value):
         raise InvalidInputError(f"{name} must be a finite number")
     return value
@@ -138,6 +140,10 @@ class Pages:
         if arr is not None:
             names = array_info(arr, path)["dimension_names"]
             m["dimension_names"] = names
+            # the grid statistics are kept on: the array's chunks (inner chunks if sharded)
+            m["statistics_grid"] = list(grid) == [
+                -(-n // c) for n, c in zip(arr.shape, arr.chunks, strict=True)
+            ]
         return m
 
     def _array_either(self, a: str | None, b: str, path: str) -> zarr.Array | None:
@@ -162,7 +168,9 @@ class Pages:
         else:  # the commit's own change
             c = self.model.commit(b)
             if not c.parent_ids:
-                raise InvalidInputError(f"{b_ref!r} is the first commit: nothing to compare with")
+                raise InvalidInputError(
+                    f"{b_ref!r} is the first commit: nothing to compare with; pick a later commit"
+                )
             a = c.parent_ids[0]
         path = param(request, "path")
         where = request.query_params.get("slice") or None
@@ -170,11 +178,32 @@ class Pages:
             d = self.model.diff(a, b)
         except ExpiredHistoryError:  # its parent was expired: its change set says
             a, d = None, self.model.diff(None, b)
+        by = request.query_params.get("colour") or None
+        if by is not None:
+            chunkmap.check_colour(by[:MAX_PARAM])
         m = self._map(a, b, path, d, where[:MAX_PARAM] if where else None)
         if m["written_total"] + m["deleted_total"] == 0:
             since = f"from {a[:12]}" if a else "in"
-            raise NotFoundError(f"no chunks of {path!r} changed {since} {b[:12]}")
-        m.update({"from_ref": a_text or a, "to_ref": b_ref, "jumps": jumps(m)})
+            raise NotFoundError(
+                f"no chunks of {path!r} changed {since} {b[:12]}; pick another commit"
+            )
+        if by is not None and m.get("statistics_grid"):
+            try:
+                table = self.model.cache.get(
+                    ("chunk_stats", b, path), lambda: self.model.repo.chunk_stats(path, b)
+                )
+            except NotFoundError:  # the array is gone at `to`: nothing to colour by
+                table = None
+            if table is not None:
+                chunkmap.colour(m, table, by)
+        m.update(
+            {
+                "from_ref": a_text or a,
+                "to_ref": b_ref,
+                "jumps": jumps(m),
+                "colours": chunkmap.COLOURS,
+            }
+        )
         return self.render(request, "chunkmap.html", m)
 
     # tree and arrays ------------------------------------------------------------------------
@@ -222,7 +251,7 @@ class Pages:
         info = array_info(arr, arr.path)
         text = request.query_params.get("slice") or None
         if text is not None and len(text) > MAX_PARAM:
-            raise InvalidInputError("slice text is longer than 1024 characters")
+            raise InvalidInputError("slice text is longer than 1024 characters; shorten it")
         compare_ref = request.query_params.get("compare") or None
         data: dict[str, Any] = {"ref": ref, "commit": commit_id, "array": info}
         views = [(ref, commit_id)]

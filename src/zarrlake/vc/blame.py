@@ -25,6 +25,7 @@ def chunk_key(array_path: str, doc: bytes, coords: tuple[int, ...]) -> str:
     if len(coords) != len(shape):
         raise InvalidInputError(
             f"array {array_path!r} has {len(shape)} dimensions; got chunk coordinates {coords}"
+            "; give one coordinate per dimension"
         )
     if name == "default":
         suffix = (sep or "/").join(["c", *map(str, coords)])
@@ -58,7 +59,9 @@ class Blame:
         root = self.objects.read(SnapshotRoot, self.objects.read_commit(head).snapshot)
         doc = root.meta.get(f"{path}/zarr.json" if path else "zarr.json")
         if not is_array_doc(doc):
-            raise NotFoundError(f"no array {array_path!r} at {head[:12]}")
+            raise NotFoundError(
+                f"no array {array_path!r} at {head[:12]}; run `zarrlake ls REF` to see the arrays"
+            )
         assert doc is not None
         coords = tuple(int(c) for c in coords)
         key, target = chunk_key(path, doc, coords), None
@@ -69,7 +72,9 @@ class Blame:
                 break
         if target is None:
             check_in_grid(array_path, doc, coords)
-            raise NotFoundError(f"chunk {coords} of {array_path!r} was never written")
+            raise NotFoundError(
+                f"chunk {coords} of {array_path!r} was never written; blame a chunk that holds data"
+            )
         cid = head
         while True:
             try:
@@ -137,4 +142,5 @@ def check_in_grid(array_path: str, doc: bytes, coords: tuple[int, ...]) -> None:
         raise InvalidInputError(
             f"chunk {coords} is outside the chunk grid of {array_path!r}: "
             f"{' x '.join(map(str, grid))} chunks, from {(0,) * len(grid)} to {last}"
+            "; give coordinates inside the grid"
         )

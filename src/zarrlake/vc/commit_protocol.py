@@ -508,6 +508,7 @@ class CommitProtocol:
                 raise
         raise CommitTimeoutError(
             f"branch {branch!r} kept moving; gave up after {attempts} attempts and {timeout:.0f}s"
+            "; try again"
         )
 
     def _landed(self, tried: set[str], branch: str, base: str) -> str | None:

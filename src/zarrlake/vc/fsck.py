@@ -20,13 +20,16 @@ With `decode`, every chunk of the arrays checked (all, or those `arrays` names) 
 decoded with its array's codecs, as zarr reads it, on a pool of threads, once per distinct
 bytes and array document; each one that does not decode is reported ("undecodable"), with
 the array, its coordinates and the codec's message. Intact checksums say the bytes are as
-written; decoding says zarr can read what was written.
+written; decoding says zarr can read what was written. The value statistics a manifest
+stores with a chunk are compared with those of its decoded values ("inconsistent" when
+they differ).
 """
 
 from __future__ import annotations
 
 import fnmatch
 import json
+import math
 import os
 import threading
 from collections import deque
@@ -46,6 +49,7 @@ from zarrlake.errors import (
     ZarrLakeError,
     on_date,
 )
+from zarrlake.format import statistics as sf
 from zarrlake.format.blocks import TABLE_MIN, BlockTable, table_key
 from zarrlake.format.changes import ChangeSet
 from zarrlake.format.chunk_ref import ChunkRef, RefKind, chunk_object_key
@@ -54,10 +58,12 @@ from zarrlake.format.digest import Hash, digest
 from zarrlake.format.manifest import ManifestRange
 from zarrlake.format.shard import split_inner_key
 from zarrlake.format.snapshot import SnapshotRoot
+from zarrlake.format.statistics import ChunkStats
 from zarrlake.storage.base import ObjectStore
 from zarrlake.storage.sources import SourceReader
 from zarrlake.vc.chunk_keys import KeyNamer
 from zarrlake.vc.objects import describe, prefix_of
+from zarrlake.vc.statistics import decode_values, fill_of, layout_of, of_chunk, usable
 
 CHUNKS = "chunks/"
 _PACK_CACHE = 16
@@ -98,8 +104,9 @@ DECODE_IN_FLIGHT = 256
 
 class _Decoder:
     """Decodes chunks on a pool of threads, once per (bytes, array document), and reports
-    those that fail to `report`. `arrays`: the array paths (glob patterns) to decode, all
-    if None; `on_decoded(done, queued)` follows the progress."""
+    those that fail to `report`, and each chunk whose stored statistics differ from its
+    values'. `arrays`: the array paths (glob patterns) to decode, all if None;
+    `on_decoded(done, queued)` follows the progress."""
 
     def __init__(
         self,
@@ -115,6 +122,9 @@ class _Decoder:
         self.pending: deque[Future[None]] = deque()
         self.done: set[tuple[bytes, int, bytes]] = set()
         self.queued = self.decoded = 0
+        # (bytes, document) -> the statistics entries store for them, with one entry each
+        self.claims: dict[tuple[bytes, int, bytes], dict[ChunkStats, tuple[str, str]]] = {}
+        self.values_stats: dict[tuple[bytes, int, bytes], ChunkStats | None] = {}
 
     def wanted(self, node: str) -> bool:
         """Whether the chunks of array `node` are decoded."""
@@ -146,6 +156,23 @@ class _Decoder:
         target = self._target(namer, key)
         return target is not None and (digest_, size, target[2]) not in self.done
 
+    def claim(self, obj: str, key: str, namer: KeyNamer, ref: ChunkRef) -> None:
+        """Note the statistics chunk `key` (found in `obj`) carries, to compare with those
+        of its values once decoded; statistics of another dtype or chunk shape than the
+        array's now are not used by reads, and not compared."""
+        target = None if ref.stats is None else self._target(namer, key)
+        if target is None or ref.stats is None:
+            return
+        node = target[0]
+        try:
+            layout = layout_of(namer.docs[f"{node}/zarr.json" if node else "zarr.json"])
+        except Exception:
+            return
+        if not usable(layout, sf.records([ref.stats]))[0]:  # type: ignore[index]
+            return
+        ident = (ref.digest, ref.length, target[2])
+        self.claims.setdefault(ident, {}).setdefault(ref.stats, (obj, key))
+
     def submit(self, obj: str, key: str, namer: KeyNamer, digest_: bytes, data: bytes) -> None:
         """Decode chunk `key` (bytes `data`, found in `obj`) if its array is wanted and
         these bytes were not decoded for its document yet."""
@@ -153,12 +180,16 @@ class _Decoder:
         if target is None or (digest_, len(data), target[2]) in self.done:
             return
         node, shown, doc, suffix, coords = target
-        self.done.add((digest_, len(data), doc))
+        ident = (digest_, len(data), doc)
+        self.done.add(ident)
         while len(self.pending) >= DECODE_IN_FLIGHT:
             self.pending.popleft().result()
         self.queued += 1
+        array_doc = namer.docs[f"{node}/zarr.json" if node else "zarr.json"]
         self.pending.append(
-            self.pool.submit(self._one, obj, key, node, shown, doc, suffix, coords, data)
+            self.pool.submit(
+                self._one, obj, key, node, shown, (doc, array_doc), suffix, coords, data, ident
+            )
         )
 
     def _one(
@@ -167,13 +198,23 @@ class _Decoder:
         key: str,
         node: str,
         shown: tuple[int, ...],
-        doc: bytes,
+        docs: tuple[bytes, bytes],
         suffix: str,
         coords: tuple[int, ...],
         data: bytes,
+        ident: tuple[bytes, int, bytes],
     ) -> None:
+        doc, array_doc = docs
+        inner = split_inner_key(key) is not None
         try:
-            decode_chunk(doc, suffix, coords, data)
+            try:  # the whole chunk's values, for their statistics
+                values = decode_values(array_doc, data, inner)
+            except Exception:
+                values = None  # (zarr's own read below says why)
+            if values is None:
+                decode_chunk(doc, suffix, coords, data)
+            else:
+                self.values_stats[ident] = of_chunk(values, fill_of(array_doc, inner))
         except Exception as e:
             text = str(e).strip().splitlines()
             reason = f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
@@ -188,18 +229,52 @@ class _Decoder:
                 self.on_decoded(self.decoded, self.queued)
 
     def finish(self) -> None:
-        """Wait for every decode; InvalidInputError if an `arrays` pattern named nothing."""
+        """Wait for every decode, then compare the statistics stored with those of the
+        values; InvalidInputError if an `arrays` pattern named nothing."""
         try:
             while self.pending:
                 self.pending.popleft().result()
         finally:
             self.pool.shutdown()
+        for ident, stored in self.claims.items():
+            actual = self.values_stats.get(ident)
+            if ident not in self.values_stats:
+                continue  # not decoded (it does not decode: reported), or not here
+            for stats, (obj, key) in stored.items():
+                why = _stats_differ(stats, actual)
+                if why is not None:
+                    self.report(
+                        obj,
+                        "inconsistent",
+                        f"the statistics stored with key {key!r} differ from its values': {why}",
+                    )
         missed = [p for p in self.arrays or () if p not in self.matched]
         if missed:
             raise InvalidInputError(
                 f"no array matching {', '.join(repr(p) for p in missed)} has chunks in the "
                 "commits checked (--arrays names array paths, e.g. weather/t2m)"
+                "; check the --arrays names"
             )
+
+
+def _stats_differ(stored: ChunkStats, actual: ChunkStats | None) -> str | None:
+    """How statistics stored for a chunk differ from those of its values (None: they do
+    not; a sum within float rounding of the other is the same)."""
+    if actual is None:
+        return "its values have no statistics (not a numeric dtype)"
+    for name in ("kind", "count", "nan", "fill"):
+        a, b = getattr(stored, name), getattr(actual, name)
+        if a != b:
+            return f"{name} {a} stored, {b} computed"
+    for name, a, b in (("min", stored.low, actual.low), ("max", stored.high, actual.high)):
+        if a != b:
+            return f"{name} {a} stored, {b} computed"
+    scale = max(abs(actual.low or 0), abs(actual.high or 0), 1) * max(actual.count, 1)
+    if not math.isclose(stored.sum, actual.sum, rel_tol=1e-9, abs_tol=1e-12 * scale) and not (
+        math.isnan(stored.sum) and math.isnan(actual.sum)
+    ):
+        return f"sum {stored.sum!r} stored, {actual.sum!r} computed"
+    return None
 
 
 class _Checker:
@@ -402,6 +477,8 @@ class _Checker:
             return
         if self.only_sources:
             return
+        if self.decoder is not None:
+            self.decoder.claim(f"manifests/{mid}", key, self.namer, ref)
         ident = (ref.kind, ref.location, ref.offset, ref.length, ref.digest)
         if ref.kind != RefKind.INLINE and ident in self.chunks_ok:
             # verified already; read again only to decode it for another array's codecs

@@ -140,12 +140,15 @@ class GcState:
                 f"another garbage collection is running ({self._holder(lock)}, lock taken "
                 f"{self.clock() - lock['since']:.0f} s ago); it is taken over once that "
                 f"process is known to be gone, or after {LOCK_TTL:.0f} s without renewal"
+                "; wait for it, or try again later"
             )
         value = self._value()
         try:
             self.meta.set_if(self.partition, LOCK, value, got[1] if got else None)
         except CASFailedError:
-            raise GcBusyError("another garbage collection started at the same time") from None
+            raise GcBusyError(
+                "another garbage collection started at the same time; try again"
+            ) from None
         phase, _ = self.phase()
         if got is not None and phase.sweeping:  # its collector died: it deletes no more
             self.end_sweep(phase)
@@ -200,11 +203,15 @@ class GcState:
         still delete (SWEEP_TTL < LOCK_TTL); GcBusyError if the lock was taken over."""
         got = self.meta.get(self.partition, LOCK)
         if got is None or json.loads(got[0])["owner"] != self.owner:
-            raise GcBusyError("this garbage collection's lock was taken over; it stops here")
+            raise GcBusyError(
+                "this garbage collection's lock was taken over; it stops here; run gc again"
+            )
         try:
             self.meta.set_if(self.partition, LOCK, self._value(), got[1])
         except CASFailedError:
-            raise GcBusyError("this garbage collection's lock was taken over") from None
+            raise GcBusyError(
+                "this garbage collection's lock was taken over; run gc again"
+            ) from None
 
     def begin_sweep(self) -> Phase:
         """Enter a new sweep epoch: from here on, writers that staged before it are seen by

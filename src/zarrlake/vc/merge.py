@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+
 from zarrlake._util import runtime
 from zarrlake.errors import (
     BranchMovedError,
@@ -23,6 +25,7 @@ from zarrlake.errors import (
 )
 from zarrlake.format.changes import Move
 from zarrlake.format.commit import CommitRecord
+from zarrlake.format.manifest import ManifestRange, take_from
 from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.vc.commit_protocol import (
     Change,
@@ -83,11 +86,18 @@ class History:
         message: str,
         author: str | None,
         moves: tuple[Move, ...] = (),
+        gains: ManifestRange | None = None,
     ) -> str:
         """Write the snapshot, change set (against the first parent, with the nodes the
-        changes move) and record."""
+        changes move) and record. `gains`: entries of unchanged chunks that bring their
+        statistics (written to the manifests, not part of the change)."""
         table = ChangeTable.from_list(changes)
-        root, range_blobs = apply_changes(self.objects, parent_root, table)
+        applied = table
+        if gains is not None and len(gains):
+            keys = np.concatenate([table.writes.keys, gains.keys])
+            both = take_from([table.writes.take(slice(None)), gains], np.argsort(keys))
+            applied = ChangeTable(table.meta, both, table.deletes)
+        root, range_blobs = apply_changes(self.objects, parent_root, applied)
         snapshot_id, root_blob = self.objects.encode(root)
         cs = change_set(table, parent_root.meta, moves)
         changes_id, changes_blob = self.objects.encode(cs)
@@ -99,9 +109,9 @@ class History:
 
     def _combine(
         self, base: str, head: str, other: str, on_conflict: str, what: str
-    ) -> tuple[SnapshotRoot, list[Change], tuple[Move, ...]]:
-        """The changes taking `other`'s side (against `base`) onto `head`, and the nodes
-        they move."""
+    ) -> tuple[SnapshotRoot, list[Change], tuple[Move, ...], ManifestRange]:
+        """The changes taking `other`'s side (against `base`) onto `head`, the nodes they
+        move, and the statistics `other` knows of chunks `head` holds too."""
         head_root, base_root, other_root = self.root(head), self.root(base), self.root(other)
         moves = (self._moves(base, head, base_root, head_root),)
         moves += (self._moves(base, other, base_root, other_root),)
@@ -110,10 +120,15 @@ class History:
         if result.conflicts:
             if on_conflict == "fail" or any(c.kind != "chunk" for c in result.conflicts):
                 shown = "; ".join(str(c) for c in result.conflicts)
-                raise ConflictError(result.conflicts, f"{what} conflicts: {shown}")
+                raise ConflictError(
+                    result.conflicts,
+                    f"{what} conflicts: {shown}"
+                    "; settle chunk conflicts with on_conflict='ours' or 'theirs', "
+                    "others in a session",
+                )
             if on_conflict == "theirs":
                 changes = changes + list(result.chunk_keys.items())
-        return head_root, changes, result.moves
+        return head_root, changes, result.moves, result.gains
 
     def _moves(self, a: str, b: str, a_root: SnapshotRoot, b_root: SnapshotRoot) -> tuple:
         """The moves leading from commit `a` to `b` (looked up only when the two differ by
@@ -160,7 +175,9 @@ class History:
                             "", ConflictKind.UNRELATED, None, "the two histories share no commit"
                         )
                     ],
-                    f"cannot merge {source[:12]} into {into!r}: no common history",
+                    f"cannot merge {source[:12]} into {into!r}: no common history"
+                    "; copy what you need in a session on the other branch, "
+                    "or reset one to the other",
                 )
             if base == source:
                 return head  # already merged
@@ -176,12 +193,13 @@ class History:
                             f"{into!r} has commits {source[:12]} lacks",
                         )
                     ],
-                    f"cannot fast-forward {into!r} to {source[:12]}: the branches diverged",
+                    f"cannot fast-forward {into!r} to {source[:12]}: the branches diverged"
+                    "; merge with fast_forward='allow' to make a merge commit",
                 )
-            root, changes, moves = self._combine(
+            root, changes, moves, gains = self._combine(
                 base, head, source, on_conflict, f"merge of {source[:12]} into {into!r}"
             )
-            return self.write_commit(root, changes, (head, source), message, author, moves)
+            return self.write_commit(root, changes, (head, source), message, author, moves, gains)
 
         return self.land(into, build)
 
@@ -213,11 +231,11 @@ class History:
         what = f"revert of {commit[:12]} on {branch!r}"
 
         def build(head: str) -> str:
-            root, changes, moves = self._combine(commit, head, rec.parents[0], "fail", what)
+            root, changes, moves, _ = self._combine(commit, head, rec.parents[0], "fail", what)
             if not changes and not allow_empty:
                 raise InvalidInputError(
                     f"{what} changes nothing (what it changed is undone there already); no "
-                    "commit made (allow_empty=True, or zarrlake revert --allow-empty, makes one)"
+                    "commit made; pass allow_empty=True (zarrlake revert --allow-empty) to make one"
                 )
             return self.write_commit(root, changes, (head,), text, author, moves)
 
@@ -226,7 +244,7 @@ class History:
     def reset(self, branch: str, to: str, expected: str | None) -> str:
         """Move `branch` to commit `to`; with `expected`, only if the branch is there now."""
         if not self.objects.has_commit(to):
-            raise RefNotFoundError(f"no commit {to!r}")
+            raise RefNotFoundError(f"no commit {to!r}; run `zarrlake log` to see the commits")
         while True:
             head, version = self.refs.require(BRANCH, branch)
             if expected is not None and head != expected:

@@ -190,7 +190,10 @@ class Objects:
         try:
             data = self.store.get(key)
         except NotFoundError:
-            raise NotFoundError(f"{prefix[:-1]} object {oid} is missing ({key})") from None
+            raise NotFoundError(
+                f"{prefix[:-1]} object {oid} is missing ({key})"
+                "; run `zarrlake fsck` to find every missing object"
+            ) from None
         obj = cls.decode(oid, data)
         self._keep(oid, obj)
         return obj
@@ -276,7 +279,9 @@ class Objects:
         try:
             return float(json.loads(marker)["expired_at"])
         except (ValueError, TypeError, KeyError):
-            raise CorruptionError(f"{key}: the expiry marker does not decode") from None
+            raise CorruptionError(
+                f"{key}: the expiry marker does not decode; run `zarrlake fsck`"
+            ) from None
 
     def forget_tables(self) -> None:
         """Drop the block tables and verified blocks kept in memory (a purge replaced
@@ -371,7 +376,8 @@ class Objects:
         record = self.purged(ref.digest)
         if record is not None:
             raise PurgedError(
-                f"{what}: its bytes were removed by {record.describe()}",  # type: ignore[attr-defined]
+                f"{what}: its bytes were removed by {record.describe()}"
+                "; run `zarrlake purge --list` for who and why",  # type: ignore[attr-defined]
                 record.id,  # type: ignore[attr-defined]
             )
 
@@ -394,10 +400,16 @@ class Objects:
                 data = self.store.get(key, span)
             except NotFoundError:
                 self._purge_of(ref, what)
-                raise NotFoundError(f"{what}: its data object {key} is missing") from None
+                raise NotFoundError(
+                    f"{what}: its data object {key} is missing"
+                    "; run `zarrlake fsck` to find every missing object"
+                ) from None
         if len(data) != ref.length or self.digest(data) != ref.digest:
             self._purge_of(ref, what)
-            raise CorruptionError(f"{what}: checksum mismatch in its data ({describe(ref)})")
+            raise CorruptionError(
+                f"{what}: checksum mismatch in its data ({describe(ref)})"
+                "; run `zarrlake fsck` to find every damaged object"
+            )
         return data
 
     def read_ranges(self, ref: ChunkRef | ShardRef, what: str, spans: list[Span]) -> list[bytes]:
@@ -502,13 +514,17 @@ class Objects:
                     raise CorruptionError(
                         f"{what} (inner chunk {ref.names[p]}): checksum mismatch in its data "
                         f"({describe(part)})"
+                        "; run `zarrlake fsck` to find every damaged object"
                     )
                 out[p] = cut
         return out
 
     def _check_exists(self, key: str, what: str) -> None:
         if not self.store.exists(key):
-            raise NotFoundError(f"{what}: its data object {key} is missing")
+            raise NotFoundError(
+                f"{what}: its data object {key} is missing"
+                "; run `zarrlake fsck` to find every missing object"
+            )
 
     def _fetch_ranges(self, key: str, requests: list[tuple[int, int]], what: str) -> list[bytes]:
         """The byte ranges `requests` of object `key`: side by side on the read pool from a
@@ -519,7 +535,10 @@ class Objects:
                 with self._slots.get():  # the bound holds across threads and keys
                     return self.store.get(key, span)
             except NotFoundError:
-                raise NotFoundError(f"{what}: its data object {key} is missing") from None
+                raise NotFoundError(
+                    f"{what}: its data object {key} is missing"
+                    "; run `zarrlake fsck` to find every missing object"
+                ) from None
 
         if len(requests) <= 1 or not self.store.remote:
             return [one(r) for r in requests]

@@ -141,7 +141,10 @@ class Protection:
         key = PREFIX + check_pattern(pattern).encode()
         got = self.meta.get(self.partition, key)
         if got is None:
-            raise NotFoundError(f"no protection rule for {pattern!r}")
+            raise NotFoundError(
+                f"no protection rule for {pattern!r}"
+                "; run `zarrlake branch protect` to list the rules"
+            )
         with contextlib.suppress(CASFailedError):  # replaced or removed meanwhile: theirs stays
             self.meta.delete_if(self.partition, key, got[1])
 
@@ -208,6 +211,7 @@ class Protection:
             raise ProtectedBranchError(
                 f"branch {branch!r} is protected (rule {blocking[0].pattern!r}) and cannot be "
                 "deleted"
+                "; unprotect it first (repo.unprotect_branch)"
             )
         if branch == "main" and not rules:
             raise ProtectedBranchError(

@@ -180,7 +180,7 @@ def check_text(value: object, what: str, *, empty: bool = True) -> str:
     if not empty and not value.strip():
         raise InvalidInputError(f"{what} must not be empty")
     if len(value) > MAX_TEXT:
-        raise InvalidInputError(f"{what} is longer than {MAX_TEXT} characters")
+        raise InvalidInputError(f"{what} is longer than {MAX_TEXT} characters; shorten it")
     return value
 
 
@@ -195,7 +195,10 @@ def parse_id(value: object) -> int:
     """A pull request id: a positive integer, or its text ("12" or "#12")."""
     text = str(value).strip().lstrip("#") if isinstance(value, str | int) else ""
     if isinstance(value, bool) or not text.isdigit() or len(text) > 12 or int(text) < 1:
-        raise InvalidInputError(f"a pull request id is a positive integer, not {value!r}")
+        raise InvalidInputError(
+            f"a pull request id is a positive integer, not {value!r}"
+            "; run `zarrlake pr list` for the numbers"
+        )
     return int(text)
 
 
@@ -251,7 +254,9 @@ class PullRequests:
                 return rec
             except CASFailedError:
                 continue
-        raise PullRequestError(f"could not open a pull request of {source!r} (too many at once)")
+        raise PullRequestError(
+            f"could not open a pull request of {source!r} (too many at once); try again"
+        )
 
     def _holds(self, pr_id: int) -> bool:
         """Whether pull request `pr_id` still holds its pair: open or being merged. A
@@ -320,7 +325,9 @@ class PullRequests:
         """(record, version); NotFoundError when there is no such pull request."""
         got = self.meta.get(self.partition, self._key(pr_id))
         if got is None or _is_void(got[0]):
-            raise PullRequestNotFoundError(f"no pull request #{pr_id}")
+            raise PullRequestNotFoundError(
+                f"no pull request #{pr_id}; run `zarrlake pr list` to see the open ones"
+            )
         return PullRecord.decode(got[0]), got[1]
 
     def list(self, state: str | None = None) -> list[PullRecord]:
@@ -371,9 +378,9 @@ def require_open(rec: PullRecord, action: str) -> None:
     if rec.state == OPEN:
         return
     detail = {
-        MERGED: f"it was merged ({(rec.merge_commit or '')[:12]})",
+        MERGED: f"it was merged ({(rec.merge_commit or '')[:12]}); open a new one",
         CLOSED: "it is closed (reopen it first)",
-        MERGING: "it is being merged right now",
+        MERGING: "it is being merged right now; wait for that merge",
     }[rec.state]
     raise PullRequestNotOpenError(f"cannot {action} pull request #{rec.id}: {detail}")
 
@@ -387,7 +394,10 @@ def add_review(rec: PullRecord, verdict: str, by: str, head: str, text: str) -> 
     """The record with one more review (of an open pull request, not by its author)."""
     require_open(rec, "review")
     if verdict == APPROVE and rec.author is not None and by == rec.author:
-        raise PullRequestError(f"{by} opened pull request #{rec.id} and cannot approve it")
+        raise PullRequestError(
+            f"{by} opened pull request #{rec.id} and cannot approve it"
+            "; ask another reviewer to approve it"
+        )
     return replace(rec, reviews=(*rec.reviews, Review(verdict, by, runtime.now(), head, text)))
 
 
@@ -402,6 +412,7 @@ def reopen(rec: PullRecord) -> PullRecord:
     if rec.state != CLOSED:
         raise PullRequestNotOpenError(
             f"cannot reopen pull request #{rec.id}: it is {rec.state}, not closed"
+            "; open a new pull request"
         )
     return replace(rec, state=OPEN, closed_by=None)
 

@@ -132,7 +132,9 @@ class PurgeRecord:
             kept["batches"] = tuple(kept.get("batches", (0, 0)))
             return cls(**kept, extra={k: v for k, v in doc.items() if k not in known})
         except (ValueError, TypeError) as e:
-            raise CorruptionError(f"a purge record does not decode ({e})") from None
+            raise CorruptionError(
+                f"a purge record does not decode ({e}); run `zarrlake fsck`"
+            ) from None
 
     def describe(self) -> str:
         """The record in one line, for messages."""
@@ -170,7 +172,7 @@ class PurgeRecords:
         """The record of purge `purge_id`; NotFoundError if there is none."""
         got = self.meta.get(self.partition, self._key(purge_id))
         if got is None:
-            raise NotFoundError(f"no purge {purge_id!r}")
+            raise NotFoundError(f"no purge {purge_id!r}; run `zarrlake purge --list` to see them")
         return PurgeRecord.decode(got[0])
 
     def save(

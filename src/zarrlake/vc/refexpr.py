@@ -22,7 +22,10 @@ def parse(expr: str) -> tuple[str, list[tuple[str, int]]]:
     cut = min((i for i in (expr.find("~"), expr.find("^")) if i >= 0), default=len(expr))
     base, rest = expr[:cut], expr[cut:]
     if not base:
-        raise InvalidInputError(f"ref expression {expr!r} has no branch, tag or commit before ~/^")
+        raise InvalidInputError(
+            f"ref expression {expr!r} has no branch, tag or commit before ~/^"
+            "; start it with a branch, tag or commit, e.g. main~2"
+        )
     steps, pos = [], 0
     while pos < len(rest):
         m = _STEP.match(rest, pos)
@@ -32,7 +35,9 @@ def parse(expr: str) -> tuple[str, list[tuple[str, int]]]:
             )
         digits = m.group(2)
         if len(digits) > 9:
-            raise InvalidInputError(f"invalid ref expression {expr!r}: step {m.group(0)} too big")
+            raise InvalidInputError(
+                f"invalid ref expression {expr!r}: step {m.group(0)} too big; give a smaller step"
+            )
         steps.append((m.group(1), int(digits) if digits else 1))
         pos = m.end()
     return base, steps
@@ -54,7 +59,10 @@ def resolve_expr(expr: str, resolve_name: Callable[[str], str], objects: Objects
             for _ in range(n):
                 parents = objects.read_commit(cid).parents
                 if not parents:
-                    raise RefNotFoundError(f"{expr!r}: the history before {cid[:12]} is too short")
+                    raise RefNotFoundError(
+                        f"{expr!r}: the history before {cid[:12]} is too short"
+                        "; run `zarrlake log` to see how far it goes"
+                    )
                 cid = _step(objects, expr, cid, parents[0])
     return cid
 

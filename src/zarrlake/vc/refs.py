@@ -111,17 +111,23 @@ class Refs:
         check_ref_name(name, kind)
         other = TAG if kind == BRANCH else BRANCH
         if self.get(other, name) is not None:
-            raise AlreadyExistsError(f"a {other} named {name!r} already exists")
+            raise AlreadyExistsError(
+                f"a {other} named {name!r} already exists; choose another name, or delete it first"
+            )
         key = self._key(kind, name)
         _fence(commit_id)
         try:
             version = self.meta.set_if(self.partition, key, self._value(commit_id), None)
         except CASFailedError:
-            raise AlreadyExistsError(f"{kind} {name!r} already exists") from None
+            raise AlreadyExistsError(
+                f"{kind} {name!r} already exists; choose another name, or delete it first"
+            ) from None
         if self.get(other, name) is not None:  # both created at once: whichever sees the
             with contextlib.suppress(CASFailedError):  # other after its swap steps back
                 self.meta.delete_if(self.partition, key, version)
-            raise AlreadyExistsError(f"a {other} named {name!r} already exists")
+            raise AlreadyExistsError(
+                f"a {other} named {name!r} already exists; choose another name, or delete it first"
+            )
 
     def move(self, name: str, commit_id: str, expected_version: int) -> int:
         """Compare-and-swap a branch; raises CASFailedError if it moved meanwhile."""
@@ -142,7 +148,7 @@ class Refs:
         except CASFailedError:
             if self.get(kind, name) is not None:
                 raise CASFailedError(
-                    f"{kind} {name!r} changed while it was being deleted; it was kept"
+                    f"{kind} {name!r} changed while it was being deleted; it was kept; try again"
                 ) from None
         self.dropped(head)
 

@@ -60,6 +60,7 @@ class VirtualSources:
             raise NotFoundError(
                 f"virtual source prefix {prefix!r} is not allowed, so there is nothing to "
                 f"remove (allowed: {allowed})"
+                "; give one of the allowed prefixes"
             )
         self.meta.delete(self.partition, key)
         return prefix

@@ -60,7 +60,10 @@ def squashed(objects: Objects, branch: str, head: str, since: str) -> Squashed:
     """The commits after `since` on `head`'s first-parent history; InvalidInputError if
     `since` is the head or not on that history."""
     if since == head:
-        raise InvalidInputError(f"nothing to squash: {since[:12]} is the head of {branch!r}")
+        raise InvalidInputError(
+            f"nothing to squash: {since[:12]} is the head of {branch!r}"
+            "; give a commit before the head"
+        )
     commits = []
     for cid, rec in objects.history(head):
         if cid == since:

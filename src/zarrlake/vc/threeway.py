@@ -13,14 +13,14 @@ shows are carried into the merge commit's change set.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from zarrlake.errors import Conflict, ConflictKind
 from zarrlake.format.changes import ChangeSet, Move, NodeChangeKind
 from zarrlake.format.chunk_ref import ChunkRef
-from zarrlake.format.manifest import ManifestRange
+from zarrlake.format.manifest import ManifestRange, take_from
 from zarrlake.format.snapshot import SnapshotRoot, node_path
 from zarrlake.vc.chunk_keys import KeyNamer, load_doc
 from zarrlake.vc.commit_protocol import Change, classify
@@ -41,6 +41,9 @@ class MergeResult:
     conflicts: list[Conflict]
     chunk_keys: dict[str, ChunkRef | None]
     moves: tuple[Move, ...] = ()
+    gains: ManifestRange = field(default_factory=ManifestRange.empty)
+    """Chunks both sides hold the same bytes of, whose statistics only `theirs` knows
+    (a backfill there): `ours`' entries with them, which change no chunk."""
 
 
 @dataclass
@@ -198,4 +201,28 @@ def three_way(
             detail = f"both sides set attribute(s) {names} differently"
             conflicts[i] = Conflict(c.path, c.kind, c.chunks, detail)
     carried = valid_on(moves[1], meta_nodes(ours.meta))
-    return MergeResult(changes, conflicts, chunk_keys, carried)
+    return MergeResult(changes, conflicts, chunk_keys, carried, stats_gains(objects, ours, theirs))
+
+
+def stats_gains(objects: Objects, ours: SnapshotRoot, theirs: SnapshotRoot) -> ManifestRange:
+    """The entries of `theirs` whose bytes `ours` holds under the same key without their
+    statistics (only manifest ranges the two do not share are read)."""
+    shared = set(ours.ranges.ids) & set(theirs.ranges.ids)
+    o_ranges, ko, do, _, _ = _columns(objects, ours, shared)
+    t_ranges, kt, dt, owner, pos = _columns(objects, theirs, shared)
+    if not len(ko) or not len(kt) or all(r.stats is None for r in t_ranges):
+        return ManifestRange.empty()
+    _, io, it = np.intersect1d(ko, kt, assume_unique=True, return_indices=True)
+    o_known = _known(o_ranges)
+    t_known = _known(t_ranges)
+    gain = (do[io] == dt[it]).all(axis=1) & ~o_known[io] & t_known[it]
+    if not gain.any():
+        return ManifestRange.empty()
+    starts = np.cumsum([0] + [len(r) for r in t_ranges])
+    return take_from(t_ranges, starts[owner[it[gain]]] + pos[it[gain]])
+
+
+def _known(ranges: list[ManifestRange]) -> np.ndarray:
+    """Per entry of `ranges` laid end to end: whether it has statistics."""
+    parts = [np.zeros(len(r), bool) if r.stats is None else r.stats["kind"] != 0 for r in ranges]
+    return np.concatenate(parts) if parts else np.zeros(0, bool)

@@ -94,10 +94,10 @@ def check_urls(session: Session, urls: Iterable[str]) -> list[str]:
         urls = [urls]
     out = list(urls)
     if not out:
-        raise InvalidInputError("no files to import")
+        raise InvalidInputError("no files to import; give at least one file")
     twice = sorted(u for u, n in Counter(out).items() if n > 1)
     if twice:
-        raise InvalidInputError(f"{twice[0]} is given twice")
+        raise InvalidInputError(f"{twice[0]} is given twice; give each file once")
     ctx = session._engine.context
     VirtualSources(ctx.meta, ctx.refs.partition).check(out)
     return out

@@ -37,9 +37,9 @@ def materialize(session: Session, path: str) -> int:
     path = path.strip("/") if isinstance(path, str) else path
     doc = session.read(f"{path}/zarr.json") if isinstance(path, str) and path else None
     if doc is None:
-        raise NotFoundError(f"no array at {path!r}")
+        raise NotFoundError(f"no array at {path!r}; run `zarrlake ls REF` to see the arrays")
     if json.loads(doc).get("node_type") != "array":
-        raise InvalidInputError(f"{path!r} is a group, not an array")
+        raise InvalidInputError(f"{path!r} is a group, not an array; give an array path")
     decoder, held = ChunkDecoder(path, doc), Held()
     keys = session.list_prefix(f"{path}/c/") + (
         [f"{path}/c"] if session.exists(f"{path}/c") else []

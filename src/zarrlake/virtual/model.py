@@ -100,7 +100,10 @@ def from_xarray(vds: xr.Dataset, sources: dict[str, str], label: str = "") -> Vi
 def _concat_dim_values(ds: VirtualDataset, dim: str) -> np.ndarray:
     var = ds.coords.get(dim)
     if var is None or var.dims != (dim,):
-        raise InvalidInputError(f"{ds.label or 'the dataset'} has no coordinate {dim!r} to join on")
+        raise InvalidInputError(
+            f"{ds.label or 'the dataset'} has no coordinate {dim!r} to join on"
+            "; add that coordinate, or import the files separately"
+        )
     return np.asarray(var.values)
 
 
@@ -109,7 +112,7 @@ def concat(parts: list[VirtualDataset], dim: str) -> VirtualDataset:
     parts that differ in variables, shapes, dtypes, codecs or other coordinates, raise
     InvalidInputError naming both."""
     if not parts:
-        raise InvalidInputError("no files to import")
+        raise InvalidInputError("no files to import; give at least one file")
     firsts = [_concat_dim_values(p, dim) for p in parts]
     order = sorted(range(len(parts)), key=lambda i: (firsts[i][0] if len(firsts[i]) else 0, i))
     parts = [parts[i] for i in order]
@@ -118,6 +121,7 @@ def concat(parts: list[VirtualDataset], dim: str) -> VirtualDataset:
         if len(va) and len(vb) and not va[-1] < vb[0]:
             raise InvalidInputError(
                 f"{a.label} and {b.label} overlap along {dim!r} (both cover {vb[0]})"
+                "; leave one of them out"
             )
     for p in parts[1:]:
         check_compatible(parts[0], p, dim)
@@ -139,7 +143,10 @@ def check_compatible(a: VirtualDataset, b: VirtualDataset, dim: str) -> None:
     """InvalidInputError naming both unless `b` can follow `a` along `dim`."""
 
     def fail(what: str) -> None:
-        raise InvalidInputError(f"{a.label} and {b.label} cannot be joined along {dim!r}: {what}")
+        raise InvalidInputError(
+            f"{a.label} and {b.label} cannot be joined along {dim!r}: {what}"
+            "; import them separately"
+        )
 
     if set(a.arrays) != set(b.arrays):
         fail(f"variables {sorted(a.arrays)} vs {sorted(b.arrays)}")
@@ -177,6 +184,7 @@ def concat_arrays(arrays: list[VirtualArray], dim: str, labels: list[str]) -> Vi
             raise InvalidInputError(
                 f"{label} has {arr.shape[axis]} steps along {dim!r}, not a multiple of its "
                 f"chunk size {step}: {nxt} cannot follow it without rechunking"
+                "; import them with chunks that divide that length, or as separate arrays"
             )
         for idx, data in arr.inlined.items():
             inlined[(*idx[:axis], idx[axis] + offset, *idx[axis + 1 :])] = data

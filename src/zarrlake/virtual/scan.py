@@ -50,5 +50,7 @@ def scan_file(url: str, reader: SourceReader) -> VirtualDataset:
         for f in opened:
             f.close()
     if reader.identity(url) != before:
-        raise InvalidInputError(f"{url} changed while it was being imported")
+        raise InvalidInputError(
+            f"{url} changed while it was being imported; import it again once it stops changing"
+        )
     return from_xarray(vds, {url: before}, label=url)

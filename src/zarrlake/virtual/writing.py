@@ -56,7 +56,7 @@ def _existing(session: Session, prefix: str) -> dict[str, Any] | None:
     if raw is None:
         return None
     if json.loads(raw).get("node_type") != "group":
-        raise InvalidInputError(f"{prefix or '/'} is an array, not a group")
+        raise InvalidInputError(f"{prefix or '/'} is an array, not a group; choose a group path")
     out = {}
     for name in session.list_dir(prefix):
         doc = session.read(_key(prefix, f"{name}/zarr.json"))
@@ -106,19 +106,25 @@ def _appendable(label: str, path: str, arr: VirtualArray, doc: dict | None, axis
     """The length along `axis` of the stored array `doc` that `arr` is to follow;
     InvalidInputError unless all else (shape, dtype, chunks, codecs) matches."""
     if doc is None or doc.get("node_type") != "array":
-        raise InvalidInputError(f"{label}: there is no array {path} to append to")
+        raise InvalidInputError(
+            f"{label}: there is no array {path} to append to; import the first files without append"
+        )
 
     def layout(d: dict) -> tuple:
         other = [n for i, n in enumerate(d["shape"]) if i != axis]
         return other, {k: v for k, v in d.items() if k not in ("shape", "attributes")}
 
     if layout(doc) != layout(json.loads(array_document(arr, list(arr.shape)))):
-        raise InvalidInputError(f"{label}: does not match {path} (shape, dtype, chunks or codecs)")
+        raise InvalidInputError(
+            f"{label}: does not match {path} (shape, dtype, chunks or codecs)"
+            "; import files of the same layout, or into another group"
+        )
     stored = int(doc["shape"][axis])
     if stored % arr.chunks[axis]:
         raise InvalidInputError(
             f"{path} has {stored} steps along its axis {axis}, not a multiple of its chunk "
             f"size {arr.chunks[axis]}: cannot append"
+            "; import into another group"
         )
     return stored
 
@@ -130,17 +136,23 @@ def _append_plan(
     append. InvalidInputError if it overlaps or does not match what is there."""
     where = plan.prefix or "/"
     if dim not in existing:
-        raise InvalidInputError(f"group {where} exists but has no coordinate {dim!r}")
+        raise InvalidInputError(
+            f"group {where} exists but has no coordinate {dim!r}; import into another group"
+        )
     old = xr.open_zarr(session.store, group=plan.prefix or None, consolidated=False)
     new_first = ds.coords[dim].values[0]
     if len(old[dim]) and not old[dim].values[-1] < new_first:
         raise InvalidInputError(
             f"{ds.label} overlaps the data already in group {where} along {dim!r} "
             f"(which reaches {old[dim].values[-1]})"
+            "; append only files that follow the data already there"
         )
     for name, var in ds.coords.items():
         if dim not in var.dims and name in old.coords and not old[name].variable.equals(var):
-            raise InvalidInputError(f"{ds.label}: coordinate {name!r} differs from group {where}")
+            raise InvalidInputError(
+                f"{ds.label}: coordinate {name!r} differs from group {where}"
+                "; import into another group"
+            )
     for name, arr in ds.arrays.items():
         axis = arr.dims.index(dim)
         stored = _appendable(ds.label, f"{where}/{name}", arr, existing.get(name), axis)

@@ -7,6 +7,11 @@ changed for other stores.
   bare `RuntimeError` or `ValueError`).
 - After an array write, the store is told (`array_written`): a Dask task's copy of a
   session finishes there, so the task's writes are durable and counted when it returns.
+- The values each chunk was encoded from travel to the store with its bytes (`handed`), so
+  the store computes the chunk's statistics from them instead of decoding the bytes again:
+  the encoded buffer is the key (the store gets exactly that object), and a shard's inner
+  chunks are named by their coordinates once the shard's inner write is done (the store
+  checks the shard holds exactly the bytes each was encoded to).
 
 `install` makes it zarr's pipeline unless the process chose another one.
 """
@@ -15,11 +20,23 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
+from contextvars import ContextVar
 from typing import Any
 
+import numpy as np
 from zarr.core.codec_pipeline import BatchedCodecPipeline
 
 from zarrlake.errors import ZarrLakeError
+from zarrlake.vc.statistics import ChunkValues
+
+_Handed = dict[int, tuple[Any, Any, Any]]
+"""id of an encoded buffer -> (the buffer, the values it encodes, the fill value)."""
+_HANDED: ContextVar[_Handed | None] = ContextVar("zarrlake_handed", default=None)
+"""The buffers encoded by the write in progress (in this task and the ones it starts)
+that a session store may take the values of."""
+_INNER: ContextVar[ChunkValues | None] = ContextVar("zarrlake_inner", default=None)
+"""The inner chunks a sharding codec's inner write just encoded, for the store's next
+`set` in the same task (the shard holding them)."""
 
 DEFAULT = "zarr.core.codec_pipeline.BatchedCodecPipeline"
 
@@ -47,15 +64,37 @@ class SessionPipeline(BatchedCodecPipeline):
     async def write(
         self, batch_info: Iterable[Any], value: Any, drop_axes: tuple[int, ...] = ()
     ) -> None:  # type: ignore[override]
-        """zarr's write, then each session store written to hears that it is done."""
+        """zarr's write, then each session store written to hears that it is done. The
+        values of the chunks written to a session store are handed to it (see `handed`)."""
         batch = list(batch_info)
-        await super().write(batch, value, drop_axes)
         stores = [getattr(item[0], "store", None) for item in batch]  # (inner pipelines of
         # a sharding codec write through shard byte setters: no store)
+        inner = _HANDED.get() is not None and all(hasattr(i[0], "shard_dict") for i in batch)
+        hand = inner or any(hasattr(s, "takes_values") for s in stores)
+        handed: _Handed = {}
+        token = _HANDED.set(handed if hand else None)
+        try:
+            await super().write(batch, value, drop_axes)
+        finally:
+            _HANDED.reset(token)
+        if inner:  # for the store's `set` of the shard, next in this task
+            _INNER.set(_inner_values(batch, handed))
         for store in {id(s): s for s in stores if s is not None}.values():
             written = getattr(store, "array_written", None)
             if written is not None:
                 await written()
+
+    async def encode_batch(self, chunk_arrays_and_specs: Iterable[Any]) -> Iterable[Any]:
+        """zarr's encode; within a write to a session store, each buffer made is noted
+        with the values it encodes."""
+        items = list(chunk_arrays_and_specs)
+        out = list(await super().encode_batch(items))
+        handed = _HANDED.get()
+        if handed is not None:
+            for (array, spec), buf in zip(items, out, strict=True):
+                if array is not None and buf is not None:
+                    handed[id(buf)] = (buf, array.as_numpy_array(), spec.fill_value)
+        return out
 
     async def _undecodable(self, batch: list[Any]) -> ZarrLakeError | None:
         """The error naming the first chunk of `batch` on a session store that does not
@@ -81,6 +120,41 @@ class SessionPipeline(BatchedCodecPipeline):
             return None
         getter, error = failed[0]
         return await getter.store.undecodable(getter.path, error, len(failed) - 1)
+
+
+def handed(value: Any) -> ChunkValues | None:
+    """The values the chunk bytes `value` (a buffer a session store is given) were encoded
+    from: a chunk of the write in progress, or the shard whose inner write just ended in
+    this task; None when the store is given bytes some other way."""
+    inner = _INNER.get()
+    if inner is not None:
+        _INNER.set(None)
+        return inner
+    found = _HANDED.get()
+    got = None if found is None else found.pop(id(value), None)
+    if got is None or got[0] is not value:
+        return None
+    return ChunkValues(_plain(got[2]), whole=got[1])
+
+
+def _inner_values(batch: list[Any], handed: _Handed) -> ChunkValues | None:
+    """The values of the inner chunks a sharding codec's inner write encoded, by their
+    coordinates in the shard, with the bytes each was encoded to."""
+    inner: dict[tuple[int, ...], tuple[Any, Any]] = {}
+    fill = None
+    for item in batch:
+        setter = item[0]
+        buf = setter.shard_dict.get(setter.chunk_coords)
+        got = None if buf is None else handed.get(id(buf))
+        if got is not None and got[0] is buf:
+            inner[tuple(setter.chunk_coords)] = (got[1], buf.as_numpy_array())
+            fill = got[2]
+    return ChunkValues(_plain(fill), inner=inner) if inner else None
+
+
+def _plain(fill: Any) -> Any:
+    """A fill value as a plain Python value (zarr gives a numpy scalar)."""
+    return None if fill is None else np.asarray(fill).item()
 
 
 _INSTALLED: list[bool] = []

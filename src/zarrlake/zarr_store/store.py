@@ -26,6 +26,8 @@ from zarrlake.format.shard import ShardRef
 from zarrlake.vc.chunk_keys import KeyNamer
 from zarrlake.vc.commit_protocol import Change
 from zarrlake.vc.ranges import Span
+from zarrlake.vc.statistics import ChunkValues
+from zarrlake.zarr_store.pipeline import handed
 from zarrlake.zarr_store.pipeline import install as install_pipeline
 
 _READ_ONLY = "store was opened in read-only mode and does not support writing"
@@ -57,9 +59,10 @@ class StoreEngine(Protocol):
     def peek(self, key: str) -> tuple[bool, bytes | None]:
         """(answered, bytes or None) when the answer needs no I/O; else (False, None)."""
 
-    def prepare_all(self, key: str, data: bytes) -> list[Change]:
+    def prepare_all(self, key: str, data: bytes, values: ChunkValues | None = None) -> list[Change]:
         """Check, hash and (if big) upload `data`; the changes to stage for `key` (a
-        shard's are its changed inner chunks)."""
+        shard's are its changed inner chunks). `values`: what the bytes encode, when the
+        writer has them (their statistics need no decoding then)."""
 
     def stage(self, changes: list[Change]) -> None:
         """Stage prepared changes."""
@@ -219,6 +222,9 @@ class SessionStore(Store):
     supports_deletes = True
     supports_listing = True
     supports_partial_writes = False
+    takes_values = True
+    """zarr's codec pipeline (zarr_store/pipeline.py) hands this store the values of the
+    chunks it writes: their statistics are computed from them."""
 
     @property
     def supports_consolidated_metadata(self) -> bool:
@@ -268,7 +274,10 @@ class SessionStore(Store):
             If a writable store is asked of a read-only session.
         """
         if not read_only and self.session.read_only:
-            raise ReadOnlySessionError(f"{_READ_ONLY}: the session is pinned to a commit")
+            raise ReadOnlySessionError(
+                f"{_READ_ONLY}: the session is pinned to a commit"
+                "; open a writable one with repo.create_session(branch)"
+            )
         return SessionStore(self.session, read_only=read_only)
 
     def _check_writable(self) -> None:
@@ -429,14 +438,15 @@ class SessionStore(Store):
             return
         engine = self.session._engine
         loop = asyncio.get_running_loop()
+        values = None if _is_metadata(key) else handed(value)
         if len(value) > engine.inline_max:  # hashing, uploading: off the event loop
             # zarr's buffer itself, not a copy: a large chunk is hashed and uploaded before
             # this returns, and what is kept of it past that (inline bytes, inner chunks of
             # a shard, a reused object's bytes) is copied out (txn/writes.py)
             data = value.as_buffer_like()
-            changes = await asyncio.to_thread(lambda: engine.prepare_all(key, data))
+            changes = await asyncio.to_thread(lambda: engine.prepare_all(key, data, values))
         else:
-            changes = engine.prepare_all(key, value.to_bytes())
+            changes = engine.prepare_all(key, value.to_bytes(), values)
         if not changes:  # a shard rewritten with the inner chunks it held
             return
         batcher = self._batchers.get(loop)

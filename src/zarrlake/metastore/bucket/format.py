@@ -161,7 +161,9 @@ class _Reader:
     def __init__(self, data: bytes, kind: int, where: str) -> None:
         self.where = where
         if len(data) < 6 + DIGEST_BYTES or data[:4] != MAGIC:
-            raise CorruptionError(f"metastore object {where} is not a zarrlake metastore object")
+            raise CorruptionError(
+                f"metastore object {where} is not a zarrlake metastore object; run `zarrlake fsck`"
+            )
         if data[4] > FORMAT:
             raise CorruptionError(
                 f"metastore object {where} has format {data[4]}, newer than this zarrlake reads "
@@ -169,9 +171,13 @@ class _Reader:
             )
         body, digest = data[:-DIGEST_BYTES], data[-DIGEST_BYTES:]
         if blake3.blake3(body).digest(DIGEST_BYTES) != digest:
-            raise CorruptionError(f"metastore object {where} failed its checksum")
+            raise CorruptionError(
+                f"metastore object {where} failed its checksum; run `zarrlake fsck`"
+            )
         if data[5] != kind:
-            raise CorruptionError(f"metastore object {where} is of the wrong kind")
+            raise CorruptionError(
+                f"metastore object {where} is of the wrong kind; run `zarrlake fsck`"
+            )
         self.view = memoryview(body)
         self.at = 6
 
@@ -191,7 +197,9 @@ class _Reader:
 
     def take(self, n: int) -> bytes:
         if self.at + n > len(self.view):
-            raise CorruptionError(f"metastore object {self.where} is truncated")
+            raise CorruptionError(
+                f"metastore object {self.where} is truncated; run `zarrlake fsck`"
+            )
         out = bytes(self.view[self.at : self.at + n])
         self.at += n
         return out
@@ -226,7 +234,9 @@ class _Reader:
 
     def done(self) -> None:
         if self.at != len(self.view):
-            raise CorruptionError(f"metastore object {self.where} has trailing bytes")
+            raise CorruptionError(
+                f"metastore object {self.where} has trailing bytes; run `zarrlake fsck`"
+            )
 
 
 def encode_head(head: Head) -> bytes:
@@ -267,7 +277,9 @@ def decode_head(data: bytes, where: str) -> Head:
         head = Head(salt, seq, gen, recent, runs, r.table())
         r.done()
     except (struct.error, UnicodeDecodeError):
-        raise CorruptionError(f"metastore object {where} is truncated or malformed") from None
+        raise CorruptionError(
+            f"metastore object {where} is truncated or malformed; run `zarrlake fsck`"
+        ) from None
     return head
 
 
@@ -285,5 +297,7 @@ def decode_page(data: bytes, where: str) -> Table:
         table = r.table()
         r.done()
     except struct.error:
-        raise CorruptionError(f"metastore object {where} is truncated or malformed") from None
+        raise CorruptionError(
+            f"metastore object {where} is truncated or malformed; run `zarrlake fsck`"
+        ) from None
     return table

@@ -147,7 +147,10 @@ class BucketMetaStore(MetaStoreBackend):
 
     def __reduce__(self) -> tuple[Any, ...]:
         if self._reopen is None:
-            raise InvalidInputError(f"{self!r} was made over a store object and cannot be pickled")
+            raise InvalidInputError(
+                f"{self!r} was made over a store object and cannot be pickled"
+                "; open it by its URL in each process"
+            )
         return (BucketMetaStore.open, (*self._reopen, self.url))
 
     def close(self) -> None:
@@ -157,7 +160,7 @@ class BucketMetaStore(MetaStoreBackend):
 
     def _check_open(self) -> None:
         if self._closed:
-            raise ConfigurationError(f"metastore {self.url} is closed")
+            raise ConfigurationError(f"metastore {self.url} is closed; open the repository again")
 
     # reading -----------------------------------------------------------------------------
 
@@ -202,6 +205,7 @@ class BucketMetaStore(MetaStoreBackend):
                 if tag == seen:
                     raise CorruptionError(
                         f"{self.url}: page {gone} of partition {partition!r} is missing"
+                        "; run `zarrlake fsck`"
                     ) from None
                 seen = tag  # a write replaced the page since the head was read: read again
 
@@ -263,7 +267,7 @@ class BucketMetaStore(MetaStoreBackend):
                     seen, (head, tag), fresh, pending = tag, self._load(names), True, None
                     if isinstance(e, _PageGone) and tag == seen:
                         raise CorruptionError(
-                            f"{self.url}: page {e} of {partition!r} is missing"
+                            f"{self.url}: page {e} of {partition!r} is missing; run `zarrlake fsck`"
                         ) from None
                     continue
                 if pending.created and runtime.monotonic() - pending.made > PREPARED_MAX_AGE:
@@ -290,12 +294,14 @@ class BucketMetaStore(MetaStoreBackend):
                 raise TransientError(
                     f"{self.url}: cannot tell whether a compare-and-swap in {partition!r} "
                     f"landed: more than {RECENT} writes came in between, and the key changed"
+                    "; read it again and retry"
                 )
             self._discard(names, pending)  # its condition is gone: it can never land
             pending, head, tag, fresh = None, current, current_tag, True
             if runtime.monotonic() > deadline:
                 raise TransientError(
                     f"{self.url}: partition {partition!r} kept changing for {BUSY_TIMEOUT:.0f} s"
+                    "; try again"
                 )
             if attempt >= 2:  # others keep winning: spread the retries out
                 runtime.sleep(secrets.randbelow(1000) / 1000 * min(0.05, 0.001 * 2**attempt))

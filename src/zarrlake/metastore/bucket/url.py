@@ -31,7 +31,7 @@ def parse_url(url: str) -> tuple[str, dict[str, Any], str]:
     for name, text in parse_qsl(parts.query, keep_blank_values=True):
         kind = S3_OPTIONS.get(name)
         if kind is None or inner != "s3":
-            raise InvalidInputError(f"unknown option {name!r} in bucket metastore URL")
+            raise InvalidInputError(f"unknown option {name!r} in bucket metastore URL; remove it")
         options[name] = _typed(name, text, kind)
     shown = [f"{n}={'***' if n in _SECRET else t}" for n, t in parse_qsl(parts.query)]
     masked = f"bucket+{location}" + ("?" + "&".join(shown) if shown else "")
@@ -49,9 +49,9 @@ def _typed(name: str, text: str, kind: Any) -> Any:
         if kind == (int, float):
             return float(text)
     except ValueError:
-        raise InvalidInputError(f"bucket metastore URL option {name}={text!r} is malformed") from (
-            None
-        )
+        raise InvalidInputError(
+            f"bucket metastore URL option {name}={text!r} is malformed; fix its value"
+        ) from (None)
     return text
 
 

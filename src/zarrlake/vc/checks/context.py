@@ -27,12 +27,36 @@ class Outcome:
     array: str | None = None
     chunks: list[Coords] = field(default_factory=list)
     failing: int = 0
+    from_stats: int = 0
+    """Chunks the check decided from their statistics, without reading them."""
 
     @classmethod
     def fail(cls, message: str, array: str | None = None, chunks: list[Coords] = ()) -> Outcome:
         """A failure at `chunks` of `array` (the first few kept, all counted)."""
         bad = sorted(chunks)
         return cls(False, message, array, [tuple(c) for c in bad[:SHOWN]], len(bad))
+
+
+@dataclass(frozen=True)
+class Known:
+    """What a changed chunk's statistics say (format/statistics.py): its elements as stored
+    (`count`; `inside` of them lie within the array's shape, fewer at its upper edges, so
+    the other numbers may count elements beyond the shape too), how many are NaN and equal
+    to the fill value, the smallest and largest value ignoring NaN (None: every element is
+    NaN) and their sum."""
+
+    count: int
+    inside: int
+    nan: int
+    fill: int
+    low: float | int | None
+    high: float | int | None
+    sum: float
+
+    @property
+    def exact(self) -> bool:
+        """Whether the statistics cover exactly the elements inside the array's shape."""
+        return self.inside == self.count
 
 
 def where(chunks: list[Coords], failing: int) -> str:
@@ -66,6 +90,10 @@ class ChangeView(Protocol):
 
     def chunks(self, array: str, coords: list[Coords]) -> Iterator[tuple[Coords, np.ndarray]]:
         """(coords, decoded values) of chunks of `array` at the commit."""
+
+    def statistics(self, array: str, coords: list[Coords]) -> list[Known | None]:
+        """What the statistics of chunks of `array` at the commit say, from its manifests
+        (no chunk is read); None for a chunk whose statistics are unknown."""
 
     def values(self, array: str, selection: tuple[slice, ...]) -> np.ndarray:
         """A selection of `array` at the commit (reads the chunks it covers)."""

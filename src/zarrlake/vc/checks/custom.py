@@ -25,7 +25,9 @@ def load(name: str) -> Callable[..., Any]:
         if ep.name == name:
             fn = ep.load()
             if not callable(fn):
-                raise InvalidInputError(f"entry point {name!r} ({ep.value}) is not callable")
+                raise InvalidInputError(
+                    f"entry point {name!r} ({ep.value}) is not callable; point it at a function"
+                )
             return fn
     known = ", ".join(sorted({ep.name for ep in found})) or "none is installed"
     raise NotFoundError(

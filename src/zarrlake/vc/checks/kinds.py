@@ -7,14 +7,14 @@ import contextlib
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar
 
 import numpy as np
 
 from zarrlake.errors import InvalidInputError, ZarrLakeError
 from zarrlake.vc.checks import custom
-from zarrlake.vc.checks.context import ChangeView, Coords, Outcome, where
+from zarrlake.vc.checks.context import ChangeView, Coords, Known, Outcome, where
 
 KINDS: dict[str, type[Check]] = {}
 
@@ -71,11 +71,17 @@ def _plain(value: object) -> object:
 def check_from_json(doc: object) -> Check:
     """The check a `to_json` document describes; InvalidInputError naming what is wrong."""
     if not isinstance(doc, dict) or "kind" not in doc:
-        raise InvalidInputError(f"a check is a JSON object with a 'kind', not {doc!r}")
+        raise InvalidInputError(
+            f"a check is a JSON object with a 'kind', not {doc!r}"
+            '; give an object like {"kind": "ValueRange", "array": "t2m", ...}'
+        )
     kind = doc["kind"]
     cls = KINDS.get(kind)
     if cls is None:
-        raise InvalidInputError(f"unknown check kind {kind!r} (kinds: {', '.join(sorted(KINDS))})")
+        raise InvalidInputError(
+            f"unknown check kind {kind!r} (kinds: {', '.join(sorted(KINDS))})"
+            "; use one of those kinds"
+        )
     params = {k: v for k, v in doc.items() if k != "kind"}
     if cls is Custom:
         return Custom(params.pop("entry_point", None), **(params.get("params") or {}))
@@ -115,10 +121,16 @@ class Tally:
         self.check = check
         self.doc = doc
         self.bad: list[Coords] = []
+        self.from_stats = 0  # chunks decided from their statistics
 
     def visit(self, coords: Coords, data: np.ndarray) -> None:
         """Look at one changed chunk's values."""
         raise NotImplementedError
+
+    def decide(self, coords: Coords, known: Known) -> bool:
+        """Take one changed chunk from its statistics if they settle it as its values
+        would; False: it must be read (`visit`)."""
+        return False
 
     def outcome(self) -> Outcome:
         """The answer once every changed chunk was visited."""
@@ -146,9 +158,33 @@ class Chunkwise(Check):
         tally = self.tally(view)
         if isinstance(tally, Outcome):
             return tally
-        for coords, data in view.chunks(self.array, view.written(self.array)):
-            tally.visit(coords, data)
-        return tally.outcome()
+        return tallied(view, self.array, [tally])[0]
+
+
+def tallied(view: ChangeView, array: str, tallies: list[Tally]) -> list[Outcome]:
+    """The outcomes of `tallies` (of checks on `array`) over its written chunks: each chunk
+    is taken from its statistics by the tallies they settle it for, and read once for the
+    others (only when some tally needs it)."""
+    written = view.written(array)
+    statistics = getattr(view, "statistics", None)  # (a view made before statistics)
+    known = statistics(array, written) if statistics is not None and written else []
+    to_read: list[Coords] = []
+    waiting: dict[Coords, list[Tally]] = {}
+    for i, coords in enumerate(written):
+        facts = known[i] if known else None
+        left = list(tallies)
+        if facts is not None:
+            left = [t for t in tallies if not t.decide(coords, facts)]
+            for t in tallies:
+                if t not in left:
+                    t.from_stats += 1
+        if left:
+            to_read.append(coords)
+            waiting[coords] = left
+    for coords, data in view.chunks(array, to_read):
+        for t in waiting[coords]:
+            t.visit(coords, data)
+    return [replace(t.outcome(), from_stats=t.from_stats) for t in tallies]
 
 
 class _NaNTally(Tally):
@@ -162,9 +198,22 @@ class _NaNTally(Tally):
 
     def visit(self, coords: Coords, data: np.ndarray) -> None:
         frac = float(_missing(data, self.fill).mean()) if data.size else 0.0
+        self._tally(coords, frac)
+
+    def _tally(self, coords: Coords, frac: float) -> None:
         self.worst = max(self.worst, frac)
         if frac > self.check.fraction:
             self.bad.append(coords)
+
+    def decide(self, coords: Coords, known: Known) -> bool:
+        """Settled by statistics of exactly the chunk's elements inside the shape (a chunk
+        at the upper edge, whose statistics count more, is read)."""
+        if not known.exact:
+            return False
+        nan_fill = isinstance(self.fill, str) and self.fill.lower() == "nan"
+        missing = known.nan + known.fill - (known.nan if nan_fill else 0)
+        self._tally(coords, missing / known.count if known.count else 0.0)
+        return True
 
     def outcome(self) -> Outcome:
         array, limit = self.check.array, self.check.fraction
@@ -208,7 +257,19 @@ class _RangeTally(Tally):
         vals = data[~np.isnan(data)] if data.dtype.kind in "fc" else data
         if not vals.size:
             return
-        a, b = float(vals.min()), float(vals.max())
+        self._tally(coords, float(vals.min()), float(vals.max()))
+
+    def decide(self, coords: Coords, known: Known) -> bool:
+        """Settled by statistics of exactly the chunk's elements inside the shape, or of a
+        chunk with no value but NaN (at an upper edge too: the elements inside have none)."""
+        if known.low is None or known.high is None:
+            return True
+        if not known.exact:
+            return False
+        self._tally(coords, float(known.low), float(known.high))
+        return True
+
+    def _tally(self, coords: Coords, a: float, b: float) -> None:
         self.lo, self.hi = min(self.lo, a), max(self.hi, b)
         lo, hi = self.check.min, self.check.max
         if (lo is not None and a < lo) or (hi is not None and b > hi):
@@ -242,7 +303,7 @@ class ValueRange(Chunkwise):
         if lo is None and hi is None:
             raise InvalidInputError("a value-range check needs min, max or both")
         if lo is not None and hi is not None and lo > hi:
-            raise InvalidInputError(f"min {lo!r} is greater than max {hi!r}")
+            raise InvalidInputError(f"min {lo!r} is greater than max {hi!r}; give min <= max")
 
     def _tally(self, view: ChangeView, doc: dict) -> Tally:
         return _RangeTally(self, doc)
@@ -465,6 +526,7 @@ class Custom(Check):
         if not isinstance(entry_point_name, str) or not entry_point_name:
             raise InvalidInputError(
                 f"a custom check names its entry point, not {entry_point_name!r}"
+                "; give it as 'module:function'"
             )
         try:
             json.dumps(params)

@@ -150,7 +150,7 @@ class CheckRules:
         key = PREFIX + check_name(name).encode()
         got = self.meta.get(self.partition, key)
         if got is None:
-            raise NotFoundError(f"no check named {name!r}")
+            raise NotFoundError(f"no check named {name!r}; run `zarrlake check list` to see them")
         with contextlib.suppress(CASFailedError):  # replaced or removed meanwhile: theirs stays
             self.meta.delete_if(self.partition, key, got[1])
 
@@ -164,7 +164,9 @@ class CheckRules:
         missing = [n for n in names if n not in by_name]
         if missing:
             known = ", ".join(sorted(by_name)) or "none"
-            raise NotFoundError(f"no check named {missing[0]!r} (checks: {known})")
+            raise NotFoundError(
+                f"no check named {missing[0]!r} (checks: {known}); use one of those"
+            )
         return [by_name[n] for n in names]
 
 

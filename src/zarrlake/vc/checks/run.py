@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 
 from zarrlake.errors import ChecksFailedError, NotFoundError
 from zarrlake.vc.checks.context import ChangeView, Coords, Outcome
-from zarrlake.vc.checks.kinds import Chunkwise, Custom, Tally
+from zarrlake.vc.checks.kinds import Chunkwise, Custom, Tally, tallied
 from zarrlake.vc.checks.rules import CheckResults, CheckRule
 
 
@@ -32,6 +32,8 @@ class CheckResult:
     """Read back from the results recorded for this pair, not computed again."""
     chunks_read: int = 0
     """Chunks the run that computed it read (shared by the checks computed together)."""
+    chunks_from_stats: int = 0
+    """Chunks this check decided from their statistics, without reading them."""
 
     def to_json(self) -> dict:
         """The result as recorded and printed."""
@@ -73,11 +75,9 @@ def evaluate(rules: list[CheckRule], view: ChangeView) -> dict[str, Outcome]:
                 raise
             out[rule.name] = Outcome(False, str(e))  # a gate fails closed
     for array, group in tallies.items():
-        for coords, data in view.chunks(array, view.written(array)):
-            for _, tally in group:
-                tally.visit(coords, data)
-        for name, tally in group:
-            out[name] = tally.outcome()
+        outcomes = tallied(view, array, [tally for _, tally in group])
+        for (name, _), outcome in zip(group, outcomes, strict=True):
+            out[name] = outcome
     return out
 
 
@@ -129,6 +129,7 @@ def run_rules(
                 list(o.chunks),
                 o.failing,
                 chunks_read=read,
+                chunks_from_stats=o.from_stats,
             )
             computed.append((rule, res.to_json()))
             found[rule.name] = res

@@ -1,0 +1,250 @@
+"""STATS: what chunk statistics cost and what they save, zarrlake against itself with
+statistics off (or ignored) in the same process, alternating.
+
+- write: W1's ingest ({w1_shape} float32, 1 MiB chunks) and W2's (small chunks), each
+  written + committed with `Settings.chunk_statistics` on and off, alternating; the
+  overhead in % of the median, and the manifests' bytes of the W1 array with and without.
+- spark: an array of `stats_spark_chunks` chunks whose filter matches 1% of them, read
+  with option `where` by Spark (local[2]) with `statistics` "use" and "ignore": seconds
+  of each, the same sum from both, checked against numpy.
+- checks: a commit writing `stats_check_chunks` chunks, MaxNaNFraction + ValueRange +
+  NoDeletedChunks on it: chunks read and bytes the process read (/proc/self/io rchar),
+  with statistics known and unknown.
+- scale: an array of `stats_scale_chunks` tiny chunks (one commit): `Repo.chunk_stats`
+  and the pruning of `select` on it, per chunk, and the write+commit with statistics on
+  against off (per chunk).
+
+    python -m benchmarks.run --only STATS [--quick]
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import zarr
+
+from benchmarks.arrays import ARRAY, MIB, generate, new_array
+from benchmarks.groups import Group, Step
+
+SIZES = {
+    "full": {
+        "stats_reps": 3,
+        "stats_spark_chunks": 10_000,
+        "stats_check_chunks": 1_000,
+        "stats_scale_chunks": 1_000_000,
+    },
+    "quick": {
+        "stats_reps": 2,
+        "stats_spark_chunks": 2_000,
+        "stats_check_chunks": 1_000,
+        "stats_scale_chunks": 100_000,
+    },
+}
+NOTE = (
+    "STATS: statistics on vs off in one process, alternating, median of {stats_reps}; Spark "
+    "where-filter matching 1% of {stats_spark_chunks:,} chunks, statistics use vs ignore; "
+    "checks on a {stats_check_chunks:,}-chunk commit; chunk_stats / pruning / writes at "
+    "{stats_scale_chunks:,} chunks."
+)
+SPARK_ROW = 1024  # float32 values per chunk of the Spark array (4 KiB)
+
+
+def _repo(path: str, on: bool) -> Any:
+    import zarrlake as zl
+
+    return zl.Repo.create(path, settings={"chunk_statistics": on})
+
+
+def _ingest(path: str, on: bool, shape: tuple[int, ...]) -> float:
+    """W1/W2's ingest: write the seeded array chunked along axis 0, commit; seconds."""
+    repo = _repo(path, on)
+    data = generate(shape)
+    t0 = time.perf_counter()
+    s = repo.create_session()
+    new_array(s.store, shape, (1, *shape[1:]))[...] = data
+    s.commit("ingest")
+    seconds = time.perf_counter() - t0
+    repo.close()
+    return seconds
+
+
+def _manifest_bytes(path: str) -> int:
+    """Bytes of the repository's manifest objects."""
+    return sum(f.stat().st_size for f in Path(path).rglob("*") if "manifests" in f.parts)
+
+
+def write(engine: Any, path: str, p: dict) -> dict:
+    """W1 and W2 ingests with statistics on and off, alternating."""
+    out: dict[str, Any] = {}
+    for name, shape in (("w1", tuple(p["w1_shape"])), ("w2", (p["w2_rows"], 256))):
+        times: dict[bool, list[float]] = {True: [], False: []}
+        for r in range(p["stats_reps"]):
+            for on in (r % 2 == 0, r % 2 == 1):  # alternate which goes first
+                where = f"{path}/{name}-{on}-{r}"
+                times[on].append(_ingest(where, on, shape))
+                if name == "w1" and r == 0:
+                    out[f"manifest_bytes_{'on' if on else 'off'}"] = _manifest_bytes(where)
+        on_s, off_s = statistics.median(times[True]), statistics.median(times[False])
+        out[f"{name}_on_s"], out[f"{name}_off_s"] = on_s, off_s
+        out[f"{name}_overhead_pct"] = 100 * (on_s / off_s - 1)
+        out[f"{name}_us_per_chunk"] = 1e6 * (on_s - off_s) / shape[0]
+    out["manifest_pct"] = 100 * (out["manifest_bytes_on"] / out["manifest_bytes_off"] - 1)
+    out["manifest_stats_bytes_per_chunk"] = (
+        out["manifest_bytes_on"] - out["manifest_bytes_off"]
+    ) / p["w1_shape"][0]
+    return out
+
+
+def spark(engine: Any, path: str, p: dict) -> dict:
+    """A Spark read filtered to 1% of the chunks, statistics used vs ignored."""
+    from pyspark.sql import functions as F
+
+    from benchmarks.spark_arrays import spark_session
+
+    n = p["stats_spark_chunks"]
+    repo = _repo(f"{path}/spark", True)
+    s = repo.create_session()
+    arr = zarr.create_array(
+        s.store, name=ARRAY, shape=(n, SPARK_ROW), chunks=(1, SPARK_ROW), dtype="f4",
+        dimension_names=["k", "i"],
+    )  # fmt: skip
+    values = (np.arange(n, dtype="f4")[:, None] + generate((n, SPARK_ROW))).astype("f4")
+    arr[:] = values
+    s.commit("values")
+    repo.close()
+    threshold = float(n - n // 100)  # chunk k holds [k, k + 1): 1% of them match
+    want = float(values[values >= threshold].astype("f8").sum())
+    session = spark_session("zarrlake-bench-stats")
+    times: dict[str, list[float]] = {"use": [], "ignore": []}
+    try:  # the first query of the application warms the JVM and Python workers: untimed
+        session.read.format("zarrlake").option("repo", f"{path}/spark").option(
+            "array", ARRAY
+        ).option("isel", "k=0").load().count()
+        for r in range(p["stats_reps"]):
+            for mode in ("use", "ignore") if r % 2 == 0 else ("ignore", "use"):
+                t0 = time.perf_counter()
+                got = (
+                    session.read.format("zarrlake")
+                    .option("repo", f"{path}/spark")
+                    .option("array", ARRAY)
+                    .option("where", f"{ARRAY} >= {threshold}")
+                    .option("statistics", mode)
+                    .load()
+                    .agg(F.sum(ARRAY))
+                    .first()[0]
+                )
+                times[mode].append(time.perf_counter() - t0)
+                if abs(got - want) > 1e-6 * abs(want):
+                    raise AssertionError(f"statistics={mode}: sum {got} != numpy's {want}")
+    finally:
+        session.stop()
+    use_s, ignore_s = statistics.median(times["use"]), statistics.median(times["ignore"])
+    return {"use_s": use_s, "ignore_s": ignore_s, "speedup": ignore_s / use_s, "chunks": n}
+
+
+def _rchar() -> int:
+    with open("/proc/self/io") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("rchar:"))
+
+
+def checks(engine: Any, path: str, p: dict) -> dict:
+    """The checks of a commit writing `stats_check_chunks` chunks: chunks and bytes read."""
+    import zarrlake as zl
+    from zarrlake.checks import MaxNaNFraction, NoDeletedChunks, ValueRange
+
+    n, out = p["stats_check_chunks"], {}
+    for on in (True, False):
+        loc = f"{path}/checks-{on}"
+        repo = _repo(loc, on)
+        s = repo.create_session()
+        arr = zarr.create_array(s.store, name=ARRAY, shape=(n, 8192), chunks=(1, 8192), dtype="f8")
+        s.commit("empty")
+        s = repo.create_session()
+        arr = zarr.open_array(s.store, path=ARRAY)
+        arr[:] = np.round(np.random.default_rng(1).normal(280, 5, (n, 8192)), 1)
+        cid = s.commit(f"{n} chunks")
+        repo.add_check("nan", MaxNaNFraction(ARRAY, 0.1), branches=("nowhere",))
+        repo.add_check("range", ValueRange(ARRAY, 150, 350), branches=("nowhere",))
+        repo.add_check("nodel", NoDeletedChunks(), branches=("nowhere",))
+        repo.close()
+        fresh = zl.Repo.open(loc)  # a reviewer's process: cold caches
+        before, t0 = _rchar(), time.perf_counter()
+        res = fresh.run_checks(cid, reuse=False)
+        seconds, read = time.perf_counter() - t0, _rchar() - before
+        assert all(r.passed for r in res), [str(r) for r in res if not r.passed]
+        key = "known" if on else "unknown"
+        out[f"{key}_chunks_read"] = sum(r.chunks_read for r in res)
+        out[f"{key}_from_stats"] = sum(r.chunks_from_stats for r in res)
+        out[f"{key}_mb_read"] = read / MIB
+        out[f"{key}_s"] = seconds
+        fresh.close()
+    return out
+
+
+def scale(engine: Any, path: str, p: dict) -> dict:
+    """`stats_scale_chunks` chunks of 4 float32 values: writes with statistics on vs off,
+    chunk_stats and select's pruning, per chunk."""
+    import zarrlake as zl
+    from zarrlake.query import value_names
+    from zarrlake.vc import where as filters
+
+    n, out = p["stats_scale_chunks"], {}
+    values = np.arange(n * 4, dtype="<f4")
+    for on in (True, False):
+        repo = _repo(f"{path}/scale-{on}", on)
+        s = repo.create_session()
+        zarr.create_array(
+            s.store, name=ARRAY, shape=(n * 4,), chunks=(4,), dtype="f4", compressors=None,
+            fill_value=-1,
+        )  # fmt: skip
+        s.commit("array")
+        t0 = time.perf_counter()
+        s = repo.create_session()
+        for at in range(0, n, 50_000):
+            stop = min(at + 50_000, n)
+            s.write_many(
+                [(f"{ARRAY}/c/{k}", values[4 * k : 4 * k + 4].tobytes()) for k in range(at, stop)]
+            )
+        s.commit(f"{n} chunks")
+        out[f"write_{'on' if on else 'off'}_s"] = time.perf_counter() - t0
+        repo.close()
+    out["write_us_per_chunk"] = 1e6 * (out["write_on_s"] - out["write_off_s"]) / n
+    out["write_overhead_pct"] = 100 * (out["write_on_s"] / out["write_off_s"] - 1)
+    repo = zl.Repo.open(f"{path}/scale-True")
+    times, prune = [], []
+    for _ in range(p["stats_reps"]):
+        t0 = time.perf_counter()
+        table = repo.chunk_stats(ARRAY)
+        times.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        node = filters.parse(f"{ARRAY} >= {4 * (n - n // 100)}", value_names(ARRAY, (None,)))
+        keep = node.may_match(filters.Chunks.of_table(table))
+        prune.append(time.perf_counter() - t0)
+        assert table.num_rows == n and int(keep.sum()) == n // 100, int(keep.sum())
+    repo.close()
+    out["chunk_stats_s"] = statistics.median(times)
+    out["chunk_stats_us_per_chunk"] = 1e6 * out["chunk_stats_s"] / n
+    out["prune_s"] = statistics.median(prune)
+    out["chunks"] = n
+    return out
+
+
+def groups(cfg: dict[str, Any]) -> list[Group]:
+    """STATS: zarrlake only (its peer is itself without statistics)."""
+    del cfg
+    return [
+        Group(
+            "STATS",
+            ["zarrlake"],
+            [
+                Step("benchmarks.statistics:write", "STATS", "write."),
+                Step("benchmarks.statistics:spark", "STATS", "spark."),
+                Step("benchmarks.statistics:checks", "STATS", "checks."),
+                Step("benchmarks.statistics:scale", "STATS", "scale."),
+            ],
+        )
+    ]

@@ -1,0 +1,215 @@
+"""Per-chunk value statistics as manifest entries carry them: one record per entry, stored
+as columns beside the references (format version 1 of the statistics).
+
+A record says what kind of values its chunk holds (`kind`; UNKNOWN: nothing is known), how
+many elements it holds (`count`, its whole chunk shape as decoded), how many are NaN
+(`nan`) and equal to the array's fill value (`fill`; a NaN fill value counts NaN), the
+smallest and largest value ignoring NaN (`min`, `max`, as the bits of the value widened to
+64 bits: float64, int64 or uint64 by kind; both NaN when every element is NaN) and the
+sum ignoring NaN (`sum`, float64).
+
+A range whose entries all lack statistics is stored as before (no statistics columns), so
+manifests written before statistics, or with them turned off, read as "unknown". Each
+column is stored as narrow as its values allow (a constant in the header, integers in the
+fewest bytes that hold them, floats as float32 when that is exact): statistics cost a few
+bytes per entry.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from zarrlake.errors import CorruptionError
+
+VERSION = 1
+"""The statistics format written; a header naming a newer one is refused."""
+
+UNKNOWN, FLOAT, INT, UINT, BOOL = 0, 1, 2, 3, 4
+"""Kinds of values: what the `min` and `max` bits hold (UNKNOWN: no statistics)."""
+_WIDE = {FLOAT: np.float64, INT: np.int64, UINT: np.uint64, BOOL: np.uint64}
+
+STATS = np.dtype(
+    [
+        ("kind", "u1"),
+        ("count", "<u8"),
+        ("nan", "<u8"),
+        ("fill", "<u8"),
+        ("min", "<u8"),
+        ("max", "<u8"),
+        ("sum", "<f8"),
+    ]
+)
+"""One record per manifest entry (all zeros: unknown)."""
+FIELDS = STATS.names
+PREFIX = "s."
+"""Column names of statistics in a columnar payload: `s.<field>`."""
+
+
+class ChunkStats(NamedTuple):
+    """The statistics of one chunk (see the module): what a chunk reference carries."""
+
+    kind: int
+    count: int
+    nan: int
+    fill: int
+    min: int  # bits of the widened value
+    max: int
+    sum: float
+
+    @property
+    def known(self) -> bool:
+        """Whether anything is known (kind is not UNKNOWN)."""
+        return self.kind != UNKNOWN
+
+    @property
+    def low(self) -> float | int | None:
+        """The smallest value ignoring NaN, as a Python number; None when every element is
+        NaN (or nothing is known)."""
+        return _value(self.kind, self.min)
+
+    @property
+    def high(self) -> float | int | None:
+        """The largest value ignoring NaN, as a Python number; None as for `low`."""
+        return _value(self.kind, self.max)
+
+
+def _value(kind: int, bits: int) -> float | int | None:
+    if kind == UNKNOWN:
+        return None
+    value = np.array(bits, np.uint64).view(_WIDE[kind]).item()
+    if kind == FLOAT and math.isnan(value):
+        return None
+    return bool(value) if kind == BOOL else value
+
+
+def bits(kind: int, values: np.ndarray) -> np.ndarray:
+    """`values` (numbers of `kind`) as the uint64 bits records hold."""
+    return np.asarray(values).astype(_WIDE[kind]).view(np.uint64)
+
+
+def values(kind: int, column: np.ndarray) -> np.ndarray:
+    """The numbers a `min` or `max` column holds for entries of `kind` (float64, int64,
+    uint64 or bool)."""
+    out = np.asarray(column, np.uint64).view(_WIDE[kind])
+    return out.astype(bool) if kind == BOOL else out
+
+
+def records(stats: list[ChunkStats | None]) -> np.ndarray | None:
+    """The records of `stats` (None: unknown); None when none is known."""
+    if not any(s is not None and s.known for s in stats):
+        return None
+    out = np.zeros(len(stats), STATS)
+    for i, s in enumerate(stats):
+        if s is not None:
+            out[i] = s
+    return out
+
+
+def at(column: np.ndarray | None, i: int) -> ChunkStats | None:
+    """The statistics of entry `i` of a records column (None: unknown)."""
+    if column is None or not column["kind"][i]:
+        return None
+    return ChunkStats._make(column[i].tolist())
+
+
+def unknown(n: int) -> np.ndarray:
+    """`n` records saying nothing is known."""
+    return np.zeros(n, STATS)
+
+
+def joined(parts: list[tuple[np.ndarray | None, int]]) -> np.ndarray | None:
+    """The records of ranges laid end to end ((records or None, entries) each); None when
+    none has any."""
+    if all(r is None for r, _ in parts):
+        return None
+    return np.concatenate([unknown(n) if r is None else r for r, n in parts])
+
+
+# encoding -------------------------------------------------------------------------------
+
+
+def encode(column: np.ndarray | None) -> tuple[dict[str, Any] | None, dict[str, np.ndarray]]:
+    """(header entry, columns) of a range's records; (None, {}) when nothing is known, so
+    the range keeps the encoding it had before statistics."""
+    if column is None or not column["kind"].any():
+        return None, {}
+    const: dict[str, Any] = {}
+    stored: dict[str, str] = {}
+    cols: dict[str, np.ndarray] = {}
+    kinds = np.unique(column["kind"])
+    for name in FIELDS:
+        col = column[name]
+        if name == "sum":
+            finite = np.isfinite(col)
+            if finite.all() and (col == col[0]).all():
+                const[name] = float(col[0])
+                continue
+            narrow = col.astype(np.float32)
+            ok = np.array_equal(narrow.astype(np.float64), col, equal_nan=True)
+            cols[PREFIX + name] = narrow if ok else col
+            continue
+        if (col == col[0]).all():
+            const[name] = int(col[0])
+            continue
+        if name in ("min", "max") and len(kinds) == 1 and int(kinds[0]) != UNKNOWN:
+            kind = int(kinds[0])
+            as_, narrow = _narrow_values(kind, values(kind, col))
+            stored[name] = as_
+            cols[PREFIX + name] = narrow
+            continue
+        cols[PREFIX + name] = col.astype(np.min_scalar_type(int(col.max())))
+    head: dict[str, Any] = {"v": VERSION, "const": const}
+    if stored:
+        head["as"] = stored
+    return head, cols
+
+
+def _narrow_values(kind: int, vals: np.ndarray) -> tuple[str, np.ndarray]:
+    """How a min or max column of one kind is stored, and the column."""
+    if kind == FLOAT:
+        narrow = vals.astype(np.float32)
+        exact = np.array_equal(narrow.astype(np.float64), vals, equal_nan=True)
+        return "float", narrow if exact else vals
+    if kind == INT:
+        lo, hi = int(vals.min()), int(vals.max())
+        return "int", vals.astype(np.promote_types(np.min_scalar_type(lo), np.min_scalar_type(hi)))
+    return "uint", vals.astype(np.min_scalar_type(int(vals.max())))
+
+
+def decode(head: dict[str, Any] | None, cols: dict[str, np.ndarray], n: int, what: str):
+    """The records of a range of `n` entries from its header entry and columns (None:
+    the range has no statistics). CorruptionError naming `what` if they do not fit."""
+    if head is None:
+        return None
+    try:
+        version = int(head["v"])
+        if version > VERSION:
+            raise CorruptionError(
+                f"{what}: statistics format {version} is newer than this zarrlake ({VERSION}); "
+                "upgrade zarrlake to read it"
+            )
+        out = np.zeros(n, STATS)
+        const, stored = head["const"], head.get("as", {})
+        for name in FIELDS:
+            if name in const:
+                out[name] = const[name]
+                continue
+            col = cols[PREFIX + name]
+            if len(col) != n:
+                raise ValueError(f"column {name} has {len(col)} entries, not {n}")
+            as_ = stored.get(name)
+            if as_ == "float":
+                out[name] = col.astype(np.float64).view(np.uint64)
+            elif as_ == "int":
+                out[name] = col.astype(np.int64).view(np.uint64)
+            else:
+                out[name] = col
+        return out
+    except (KeyError, TypeError, ValueError) as e:
+        raise CorruptionError(
+            f"{what}: statistics cannot be decoded ({e}); run `zarrlake fsck --decode` to see "
+            "which manifests are damaged"
+        ) from None

@@ -1,0 +1,539 @@
+"""Per-chunk value statistics: computing them from values with numpy (the writer does, from
+the values it encodes), and reading an array's from the manifests of a snapshot.
+
+Statistics describe a chunk as stored: every element of its chunk shape as decoded,
+including, at the array's upper edges, the part beyond the array's shape (zarr fills it
+with the fill value when it writes the chunk). So they stay true whatever the array's
+shape becomes, and for a chunk at an edge they may cover more than the elements inside
+the array. A chunk absent from the manifests is all fill value; its statistics are those
+of a chunk of fill values. A sharded array has statistics per inner chunk, on the grid of
+inner chunks; a shard stored whole has none (its inner chunks read as unknown).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from zarrlake.errors import InvalidInputError, NotFoundError
+from zarrlake.format import statistics as sf
+from zarrlake.format.manifest import ManifestRange
+from zarrlake.format.shard import SEP, inner_key
+from zarrlake.format.snapshot import SnapshotRoot
+from zarrlake.format.statistics import STATS, ChunkStats
+from zarrlake.vc.chunk_keys import is_array_doc
+from zarrlake.vc.objects import Objects
+from zarrlake.vc.snapshot_view import SnapshotView
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+STAT_COLUMNS = ("count", "nan_count", "fill_count", "min", "max", "sum", "known")
+"""The columns of a statistics table after the coordinates."""
+
+
+def kind_of(dtype: np.dtype) -> int:
+    """The statistics kind of values of `dtype` (UNKNOWN: no statistics for it)."""
+    return {"f": sf.FLOAT, "i": sf.INT, "u": sf.UINT, "b": sf.BOOL}.get(dtype.kind, sf.UNKNOWN)
+
+
+def _is_nan(fill: object) -> bool:
+    return isinstance(fill, float | np.floating) and math.isnan(fill)
+
+
+# computing ------------------------------------------------------------------------------
+
+
+def of_blocks(blocks: np.ndarray, fill: object) -> np.ndarray:
+    """The records (format/statistics.py) of each row of `blocks`, a (chunks, elements)
+    array of chunks' values; `fill`, the array's fill value. Vectorised over the rows: a
+    row without NaN costs a min, a max and a float64 sum (the fill value is counted only
+    in rows whose range holds it)."""
+    n, size = blocks.shape
+    out = np.zeros(n, STATS)
+    kind = kind_of(blocks.dtype)
+    if kind == sf.UNKNOWN or n == 0 or size == 0:
+        return out
+    out["kind"] = kind
+    out["count"] = size
+    if kind == sf.BOOL:
+        ones = np.count_nonzero(blocks, axis=1)
+        out["min"] = ones == size
+        out["max"] = ones > 0
+        out["sum"] = ones
+        out["fill"] = ones if fill else size - ones
+        return out
+    lo, hi = blocks.min(axis=1), blocks.max(axis=1)
+    if kind == sf.FLOAT:
+        lo, hi = lo.astype(np.float64), hi.astype(np.float64)
+        gaps = np.flatnonzero(np.isnan(lo) | np.isnan(hi))  # rows holding NaN
+        total = blocks.sum(axis=1, dtype=np.float64) if not len(gaps) else np.empty(n)
+        if len(gaps):
+            full = np.ones(n, bool)
+            full[gaps] = False
+            total[full] = blocks[full].sum(axis=1, dtype=np.float64)
+            sub = blocks[gaps]
+            nans = np.isnan(sub)
+            out["nan"][gaps] = nans.sum(axis=1)
+            lo[gaps] = np.fmin.reduce(sub, axis=1)
+            hi[gaps] = np.fmax.reduce(sub, axis=1)
+            total[gaps] = np.where(nans, 0, sub).sum(axis=1, dtype=np.float64)
+        out["sum"] = total
+    else:
+        out["sum"] = blocks.sum(axis=1, dtype=np.float64)
+    out["min"] = sf.bits(kind, lo)
+    out["max"] = sf.bits(kind, hi)
+    if _is_nan(fill):
+        out["fill"] = out["nan"]
+    elif fill is not None:
+        with np.errstate(invalid="ignore"):
+            rows = np.flatnonzero((lo <= fill) & (fill <= hi))
+        if len(rows):
+            out["fill"][rows] = np.count_nonzero(blocks[rows] == fill, axis=1)
+    return out
+
+
+def of_chunk(values: np.ndarray, fill: object) -> ChunkStats | None:
+    """The statistics of one chunk's values (None: not a numeric or boolean dtype)."""
+    return sf.at(of_blocks(values.reshape(1, -1), fill), 0)
+
+
+def of_inner(shard: np.ndarray, inner: Sequence[int], fill: object) -> np.ndarray:
+    """The records of each inner chunk (of shape `inner`) of a shard's values, in C order
+    of the shard's grid of inner chunks."""
+    grid = [s // c for s, c in zip(shard.shape, inner, strict=True)]
+    split = shard.reshape([x for g, c in zip(grid, inner, strict=True) for x in (g, c)])
+    nd = len(grid)
+    blocks = split.transpose([*range(0, 2 * nd, 2), *range(1, 2 * nd, 2)])
+    return of_blocks(blocks.reshape(math.prod(grid), math.prod(inner)), fill)
+
+
+def of_fill(kind: int, fill: object, size: int) -> np.ndarray:
+    """The record of a chunk of `size` elements all equal to the fill value (one absent
+    from the manifests)."""
+    out = np.zeros(1, STATS)
+    if kind == sf.UNKNOWN:
+        return out
+    nan = _is_nan(fill)
+    value = np.float64(fill) if kind == sf.FLOAT else fill
+    out["kind"] = kind
+    out["count"] = size
+    out["nan"] = size if nan else 0
+    out["fill"] = size
+    out["min"] = out["max"] = sf.bits(kind, np.array([value]))
+    out["sum"] = 0.0 if nan else float(value) * size  # type: ignore[arg-type]
+    return out
+
+
+@dataclass(frozen=True)
+class ChunkValues:
+    """The values a writer encoded into a chunk's bytes, handed to the store with them
+    (zarr's codec pipeline has them at hand: nothing is decoded again). `whole`: the
+    chunk's values; `inner`: a shard's inner chunks written, by their coordinates in the
+    shard, with the bytes each was encoded to (the shard's bytes are checked to hold
+    exactly those before their values are used)."""
+
+    fill: object
+    whole: np.ndarray | None = None
+    inner: dict[tuple[int, ...], tuple[np.ndarray, Any]] | None = None
+
+    def stats(self) -> ChunkStats | None:
+        """The statistics of `whole`."""
+        return None if self.whole is None else of_chunk(self.whole, self.fill)
+
+    def inner_stats(self, name: str, data: bytes | memoryview) -> ChunkStats | None:
+        """The statistics of inner chunk `name` ("i.j") if it was encoded to `data`."""
+        got = None if self.inner is None else self.inner.get(_local(name))
+        if got is None or memoryview(got[1]).cast("B") != memoryview(data).cast("B"):
+            return None
+        return of_chunk(got[0], self.fill)
+
+
+def _local(name: str) -> tuple[int, ...]:
+    return tuple(int(c) for c in name.split("."))
+
+
+def decoded_stats(doc: bytes, data: bytes | memoryview, inner: bool = False) -> ChunkStats | None:
+    """The statistics of chunk bytes `data` of the array whose `zarr.json` is `doc` (an
+    inner chunk of its shards with `inner`), decoding them; None when they do not decode
+    here."""
+    values = decode(doc, data, inner)
+    return None if values is None else of_chunk(values, fill_of(doc, inner))
+
+
+def decode(doc: bytes, data: bytes | memoryview, inner: bool = False) -> np.ndarray | None:
+    """The values of chunk bytes `data` of the array whose `zarr.json` is `doc` (an inner
+    chunk of its shards with `inner`): the whole chunk shape, as zarr decodes it, without
+    an event loop; None when its codecs cannot decode them here."""
+    try:
+        return decode_values(doc, data, inner)
+    except Exception:  # bytes no codec decodes (a test's, or damaged): unknown
+        return None
+
+
+def decode_values(doc: bytes, data: bytes | memoryview, inner: bool = False) -> np.ndarray | None:
+    """`decode`, raising the codec's exception when the bytes do not decode; None when
+    the array's codecs do not run without an event loop."""
+    from zarr.core.buffer import default_buffer_prototype
+
+    found = _decoder(doc, inner)
+    if found is None:
+        return None
+    transform, spec = found
+    buffer = default_buffer_prototype().buffer.from_bytes(data)
+    return np.asarray(transform.decode_chunk(buffer, spec).as_numpy_array())
+
+
+def fill_of(doc: bytes, inner: bool = False) -> object:
+    """The fill value the chunks of the array whose `zarr.json` is `doc` are decoded with."""
+    found = _decoder(doc, inner)
+    return None if found is None else np.asarray(found[1].fill_value).item()
+
+
+@lru_cache(maxsize=64)
+def _decoder(doc: bytes, inner: bool) -> tuple[Any, Any] | None:
+    """(zarr's synchronous codec chain, chunk spec) of the chunks of an array (or of its
+    shards' inner chunks); None for an array zarr cannot decode without an event loop."""
+    from zarr.codecs.sharding import ShardingCodec
+    from zarr.core.array_spec import ArrayConfig, ArraySpec
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.core.chunk_utils import ChunkTransform
+    from zarr.core.metadata.v3 import ArrayV3Metadata
+
+    meta = ArrayV3Metadata.from_dict(json.loads(doc))
+    shape = getattr(meta.chunk_grid, "chunk_shape", None)
+    if shape is None:
+        return None
+    codecs = tuple(meta.codecs)
+    if inner:
+        shard = [c for c in codecs if isinstance(c, ShardingCodec)]
+        if len(shard) != 1:
+            return None
+        codecs, shape = tuple(shard[0].codecs), shard[0].chunk_shape
+    spec = ArraySpec(
+        shape=tuple(shape),
+        dtype=meta.dtype,
+        fill_value=meta.fill_value,
+        config=ArrayConfig.from_dict({}),
+        prototype=default_buffer_prototype(),
+    )
+    try:
+        return ChunkTransform(codecs=codecs), spec
+    except TypeError:  # a codec that runs only on an event loop
+        return None
+
+
+# an array's metadata --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ArrayLayout:
+    """What reading an array's statistics needs of its `zarr.json`."""
+
+    shape: tuple[int, ...]
+    unit: tuple[int, ...]  # the chunks statistics are kept for (inner chunks when sharded)
+    per_shard: tuple[int, ...] | None  # inner chunks per shard; None without a sharding codec
+    dtype: np.dtype
+    fill: object
+    dims: tuple[str | None, ...]
+    encoding: Any  # zarr's ChunkKeyEncoding
+
+    @property
+    def kind(self) -> int:
+        """The statistics kind of the array's values."""
+        return kind_of(self.dtype)
+
+    @property
+    def grid(self) -> tuple[int, ...]:
+        """Chunks per dimension (of the unit chunks)."""
+        return tuple(-(-s // c) for s, c in zip(self.shape, self.unit, strict=True))
+
+    @property
+    def size(self) -> int:
+        """Elements per unit chunk."""
+        return math.prod(self.unit)
+
+
+@lru_cache(maxsize=128)
+def layout_of(doc: bytes) -> ArrayLayout:
+    """The layout of the array whose `zarr.json` is `doc`; InvalidInputError if its chunk
+    grid is not regular."""
+    from zarr.core.chunk_key_encodings import parse_chunk_key_encoding
+    from zarr.core.metadata.v3 import ArrayV3Metadata
+
+    meta = ArrayV3Metadata.from_dict(json.loads(doc))
+    shape = getattr(meta.chunk_grid, "chunk_shape", None)
+    if shape is None:
+        raise InvalidInputError("chunk statistics need a regular chunk grid")
+    unit = tuple(int(n) for n in meta.chunks)
+    per = None
+    if tuple(shape) != unit:
+        per = tuple(int(s) // u for s, u in zip(shape, unit, strict=True))
+    raw = json.loads(doc)
+    return ArrayLayout(
+        shape=tuple(int(n) for n in meta.shape),
+        unit=unit,
+        per_shard=per,
+        dtype=meta.dtype.to_native_dtype(),
+        fill=meta.fill_value.item() if hasattr(meta.fill_value, "item") else meta.fill_value,
+        dims=tuple(meta.dimension_names or (None,) * len(meta.shape)),
+        encoding=parse_chunk_key_encoding(
+            raw.get("chunk_key_encoding") or {"name": "default", "configuration": {}}
+        ),
+    )
+
+
+# reading --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ArrayStats:
+    """The statistics of every chunk of one array at one snapshot, from its manifests:
+    `positions` (C-order positions on the grid, sorted) of the stored chunks and their
+    `records`; `unknown_shards`, positions of inner chunks of shards stored whole."""
+
+    path: str
+    layout: ArrayLayout
+    positions: np.ndarray
+    records: np.ndarray
+
+    def at(self, positions: np.ndarray) -> np.ndarray:
+        """The records of the chunks at C-order grid `positions`: a chunk with no entry is
+        all fill value."""
+        out = np.repeat(
+            of_fill(self.layout.kind, self.layout.fill, self.layout.size), len(positions)
+        )
+        if len(self.positions) and len(positions):
+            i = np.minimum(np.searchsorted(self.positions, positions), len(self.positions) - 1)
+            hit = self.positions[i] == positions
+            out[hit] = self.records[i[hit]]
+        return out
+
+    def every(self) -> np.ndarray:
+        """The records of every chunk of the grid, in C order."""
+        return self.at(np.arange(math.prod(self.layout.grid), dtype=np.int64))
+
+    def table(self) -> pa.Table:
+        """Every chunk of the grid, in C order: an int64 column of grid coordinates per
+        dimension (named after it), then `count`, `nan_count`, `fill_count`, `min`, `max`
+        (the array's dtype; null when unknown or every element is NaN), `sum` (float64)
+        and `known`."""
+        grid = self.layout.grid
+        records = self.every()
+        coords = np.unravel_index(np.arange(len(records), dtype=np.int64), grid)
+        return to_table(self.layout, [c.astype(np.int64) for c in coords], records)
+
+
+def to_table(layout: ArrayLayout, coords: list[np.ndarray], records: np.ndarray) -> pa.Table:
+    """A statistics table of chunks at `coords` (one array per dimension) with `records`."""
+    import pyarrow as pa
+
+    known = usable(layout, records)
+    missing = ~known
+    dtype = layout.dtype if layout.kind != sf.UNKNOWN else np.dtype(np.float64)
+    kind = layout.kind if layout.kind != sf.UNKNOWN else sf.FLOAT
+    lo = sf.values(kind, records["min"]).astype(dtype)
+    hi = sf.values(kind, records["max"]).astype(dtype)
+    no_value = missing | (records["nan"] == records["count"])
+    columns: dict[str, pa.Array] = {}
+    names = column_names(layout)
+    for name, c in zip(names, coords, strict=True):
+        columns[name] = pa.array(c, pa.int64())
+    for name, field in (("count", "count"), ("nan_count", "nan"), ("fill_count", "fill")):
+        columns[name] = pa.array(records[field].astype(np.int64), pa.int64(), mask=missing)
+    columns["min"] = pa.array(lo, mask=no_value)
+    columns["max"] = pa.array(hi, mask=no_value)
+    columns["sum"] = pa.array(records["sum"], pa.float64(), mask=missing)
+    columns["known"] = pa.array(known, pa.bool_())
+    return pa.table(columns)
+
+
+def column_names(layout: ArrayLayout) -> list[str]:
+    """The coordinate columns' names: the dimension names, `dim_<i>` where there is none
+    (or it would repeat a statistics column or another dimension)."""
+    out: list[str] = []
+    for i, d in enumerate(layout.dims):
+        name = d if d and d not in STAT_COLUMNS and d not in out else f"dim_{i}"
+        out.append(name)
+    return out
+
+
+def usable(layout: ArrayLayout, records: np.ndarray) -> np.ndarray:
+    """Which records hold statistics of the array's values as they are now (a record of
+    another kind or element count, from before the array was redefined, does not)."""
+    ok = records["kind"] == layout.kind
+    ok &= records["count"] == layout.size
+    return ok & (layout.kind != sf.UNKNOWN)
+
+
+def array_stats(objects: Objects, commit_id: str, path: str) -> ArrayStats:
+    """The statistics of array `path` at commit `commit_id`, read from its manifests only;
+    NotFoundError if there is no array at `path`."""
+    path = path.strip("/")
+    snapshot = objects.snapshot_of(commit_id)
+    root = objects.read(SnapshotRoot, snapshot)
+    doc = root.meta.get(f"{path}/zarr.json" if path else "zarr.json")
+    if doc is None or not is_array_doc(doc):
+        raise NotFoundError(
+            f"no array {path!r} at commit {commit_id[:12]}; run `zarrlake ls {commit_id[:12]}` "
+            "to see its arrays"
+        )
+    view = SnapshotView(objects, root, snapshot)
+    return read(path, doc, view.entries_under(f"{path}/".encode() if path else b""))
+
+
+def records_at(
+    view: SnapshotView, path: str, layout: ArrayLayout, coords: Sequence[Sequence[int]]
+) -> np.ndarray:
+    """The records of the chunks of array `path` at grid `coords` in snapshot `view`, each
+    looked up by its key (a change's chunks, without reading the array's other entries):
+    fill for a chunk with no entry, unknown where statistics are unknown or stale."""
+    prefix = f"{path}/" if path else ""
+    fill = of_fill(layout.kind, layout.fill, layout.size)
+    out = np.zeros(len(coords), STATS)
+    per = layout.per_shard
+    for i, c in enumerate(coords):
+        if per is None:
+            ref = view.get(prefix + layout.encoding.encode_chunk_key(tuple(c)))
+            whole = False
+        else:
+            shard = prefix + layout.encoding.encode_chunk_key(
+                tuple(k // p for k, p in zip(c, per, strict=True))
+            )
+            ref = view.get(
+                inner_key(shard, ".".join(str(k % p) for k, p in zip(c, per, strict=True)))
+            )
+            whole = ref is None and view.get(shard) is not None  # stored whole: unknown
+        if ref is None:
+            if not whole:
+                out[i] = fill[0]
+        elif ref.stats is not None:
+            out[i] = ref.stats
+    out[~usable(layout, out)] = np.zeros(1, STATS)
+    return out
+
+
+def inside(layout: ArrayLayout, coords: Sequence[int]) -> int:
+    """Elements of unit chunk `coords` inside the array's shape."""
+    return math.prod(
+        max(0, min(u, s - k * u)) for k, u, s in zip(coords, layout.unit, layout.shape, strict=True)
+    )
+
+
+def read(path: str, doc: bytes, pieces: list[ManifestRange]) -> ArrayStats:
+    """The statistics of array `path` (its `zarr.json` is `doc`) from the manifest entries
+    under its path (`pieces`, in key order)."""
+    layout = layout_of(doc)
+    grid = layout.grid
+    prefix = f"{path}/" if path else ""
+    positions: list[np.ndarray] = []
+    records: list[np.ndarray] = []
+    for piece in pieces:
+        if not len(piece):
+            continue
+        pos, rec = _entries(layout, grid, prefix, piece)
+        positions.append(pos)
+        records.append(rec)
+    if not positions:
+        return ArrayStats(path, layout, np.zeros(0, np.int64), np.zeros(0, STATS))
+    pos, rec = np.concatenate(positions), np.concatenate(records)
+    keep = pos >= 0
+    pos, rec = pos[keep], rec[keep]
+    order = np.argsort(pos, kind="stable")
+    pos, rec = pos[order], rec[order]
+    rec[~usable(layout, rec)] = np.zeros(1, STATS)  # unknown, not fill
+    last = np.ones(len(pos), bool)  # an inner chunk entry wins over its shard's whole entry
+    last[:-1] = pos[1:] != pos[:-1]
+    return ArrayStats(path, layout, pos[last], rec[last])
+
+
+def _entries(
+    layout: ArrayLayout, grid: tuple[int, ...], prefix: str, piece: ManifestRange
+) -> tuple[np.ndarray, np.ndarray]:
+    """(grid positions, records) of one piece's entries; -1 for keys that are no chunk of
+    the grid; a shard stored whole gives each of its inner chunks an unknown record."""
+    rec = piece.stats if piece.stats is not None else np.zeros(len(piece), STATS)
+    if layout.per_shard is None:
+        fast = _positions(piece.keys, len(prefix), layout.encoding, grid)
+        if fast is not None:
+            return fast, rec
+    pos: list[int] = []
+    extra_pos: list[int] = []
+    enc = layout.encoding
+    per = layout.per_shard
+    skip = len(prefix)
+    for key in piece.keys.tolist():
+        text = key.decode()[skip:]
+        shard, sep, inner = text.partition(SEP)
+        try:
+            coords = tuple(int(c) for c in enc.decode_chunk_key(shard))
+        except ValueError:
+            pos.append(-1)
+            continue
+        if len(coords) != len(grid):
+            pos.append(-1)
+            continue
+        if per is not None:
+            if not sep:  # a shard stored whole: its inner chunks are unknown
+                pos.append(-1)
+                extra_pos += _inner_positions(coords, per, grid)
+                continue
+            local = tuple(int(c) for c in inner.split("."))
+            coords = tuple(s * p + k for s, p, k in zip(coords, per, local, strict=True))
+        if not all(0 <= c < g for c, g in zip(coords, grid, strict=True)):
+            pos.append(-1)
+            continue
+        pos.append(int(np.ravel_multi_index(coords, grid)))
+    out_pos = np.array(pos, np.int64)
+    if extra_pos:
+        out_pos = np.concatenate([np.array(extra_pos, np.int64), out_pos])
+        rec = np.concatenate([np.zeros(len(extra_pos), STATS), rec])
+    return out_pos, rec
+
+
+def _positions(keys: np.ndarray, skip: int, enc: Any, grid: tuple[int, ...]) -> np.ndarray | None:
+    """The grid positions of chunk `keys` (bytes, `skip` bytes of array path first) of an
+    unsharded array, parsed as columns (a Python loop costs tens of microseconds a key);
+    None when one is not of the plain form `[c<sep>]i<sep>j...` (the loop decides those)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    sep = getattr(enc, "separator", None)
+    head = "c" + sep if getattr(enc, "name", None) == "default" and sep else ""
+    if sep not in ("/", ".") or not grid or not len(keys):
+        return None
+    text = pa.array(keys, pa.binary()).cast(pa.string())
+    text = pc.utf8_slice_codeunits(text, skip)
+    if head:
+        if not pc.all(pc.starts_with(text, head)).as_py():
+            return None
+        text = pc.utf8_slice_codeunits(text, len(head))
+    parts = pc.split_pattern(text, sep)
+    if pc.any(pc.not_equal(pc.list_value_length(parts), len(grid))).as_py():
+        return None
+    try:
+        flat = pc.cast(pc.list_flatten(parts), pa.int64()).to_numpy()
+    except (pa.ArrowInvalid, ValueError):
+        return None
+    coords = flat.reshape(-1, len(grid))
+    inside = ((coords >= 0) & (coords < np.asarray(grid))).all(axis=1)
+    out = np.full(len(coords), -1, np.int64)
+    out[inside] = np.ravel_multi_index(tuple(coords[inside].T), grid)
+    return out
+
+
+def _inner_positions(shard: tuple[int, ...], per: tuple[int, ...], grid: tuple[int, ...]):
+    ranges = [
+        np.arange(s * p, min((s + 1) * p, g), dtype=np.int64)
+        for s, p, g in zip(shard, per, grid, strict=True)
+    ]
+    if any(len(r) == 0 for r in ranges):
+        return []
+    mesh = np.meshgrid(*ranges, indexing="ij")
+    return np.ravel_multi_index([m.reshape(-1) for m in mesh], grid).tolist()
