@@ -10,9 +10,10 @@ import os
 import threading
 import weakref
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from zarrlake import storage as storages
 from zarrlake._util import runtime
@@ -40,9 +41,6 @@ from zarrlake.vc.gc_protocol import WriteGuard, register_dropped
 from zarrlake.vc.objects import Objects
 from zarrlake.vc.purges import PurgeIndex, PurgeRecords
 from zarrlake.vc.refs import BRANCH, Refs
-
-if TYPE_CHECKING:
-    from concurrent.futures import Future
 
 CONFIG_KEY = "zarrlake.json"
 FORMAT = 3
@@ -338,8 +336,6 @@ def _open_meta_early(spec: RepoSpec) -> Future[MetaStore] | None:
     local repository, or a metastore the config names)."""
     if spec.is_local or not spec.metastore or kind_of(spec.metastore) == BUCKET:
         return None
-    from concurrent.futures import ThreadPoolExecutor
-
     pool = ThreadPoolExecutor(1, thread_name_prefix="zarrlake-open-metastore")
     opened = pool.submit(_open_meta, spec)
     pool.shutdown(wait=False)

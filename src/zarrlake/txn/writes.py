@@ -59,12 +59,12 @@ log = logging.getLogger("zarrlake")
 
 
 def check_data(key: str, data: object) -> bytes | memoryview:
-    """Values written to a key must be bytes-like. A C-contiguous memoryview is taken as it
-    is (bytes of it are copied out where they are kept past the write: a large chunk is
-    uploaded before the write returns); anything else is copied into bytes."""
+    """Values written to a key must be bytes-like. A C-contiguous memoryview of a chunk is
+    taken as it is (bytes of it are copied out where they are kept past the write: a large
+    chunk is uploaded before the write returns); anything else is copied into bytes."""
     if not isinstance(data, bytes | bytearray | memoryview):
         raise InvalidInputError(f"data written to {key!r} must be bytes, not {type(data).__name__}")
-    if isinstance(data, memoryview) and data.c_contiguous:
+    if isinstance(data, memoryview) and data.c_contiguous and not is_meta_key(key):
         return data if data.format == "B" and data.ndim == 1 else data.cast("B")
     return bytes(data)
 
