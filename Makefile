@@ -71,9 +71,10 @@ bench: $(BENCH_STAMP) $(BENCH_VENV)/.compiled java
 	  benchmarks/micro $(if $(QUICK),--bench-quick,) --benchmark-json bench-results/micro.json
 
 # The reliability suites at soak size (10,000 transactions and 120 SIGKILLs per metastore in
-# the kill soak), then the deterministic simulator for a million steps.
+# the kill soak), every planted bug (the simulator's and the kill soak's), then the
+# deterministic simulator for a million steps.
 soak: $(STAMP) java
-	ZARRLAKE_SOAK=1 $(PY) -m pytest -q -p no:cacheprovider tests/reliability tests/lifecycle/test_gc_soak.py
+	ZARRLAKE_SOAK=1 $(PY) -m pytest -q -p no:cacheprovider tests/reliability tests/lifecycle/test_gc_soak.py tests/sim/test_planted.py
 	$(PY) -m zarrlake.testing.sim soak --steps 1000000 --jobs 2
 
 # The documentation site (mkdocs.yml, docs/) into build/site; warnings are errors.

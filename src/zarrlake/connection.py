@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from zarrlake import storage as storages
-from zarrlake._util import runtime
 from zarrlake._util.retry import RetryPolicy, backoff
 from zarrlake._util.secrets import mask_urls, masked_options
 from zarrlake.errors import (
@@ -236,7 +235,10 @@ class RepoContext:
     repo_id: str
     object_store: ObjectStore
     meta: MetaStore
-    clock: Clock = runtime.now
+    clock: Clock = None  # type: ignore[assignment]
+    """The time leases, expiries, keep records and gc candidates are judged by: the
+    metastore's clock (`MetaStore.clock`), which every client shares, so no process judges
+    a time another wrote by a clock of its own (tests may set another)."""
     settings: Settings = field(default_factory=Settings)
     hash: Hash = LEGACY
     """The content hash objects and chunks are named and checked by (fixed at creation)."""
@@ -246,6 +248,8 @@ class RepoContext:
     creation)."""
 
     def __post_init__(self) -> None:
+        if self.clock is None:
+            self.clock = self.meta.clock
         sources = SourceReader(dict(self.spec.storage_options))  # virtual chunks on S3
         self.objects = Objects(
             self.object_store,

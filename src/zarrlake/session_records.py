@@ -33,6 +33,9 @@ from zarrlake.metastore.base import Item, MetaStore
 Clock = Callable[[], float]
 """Seconds since the epoch (time.time); tests inject their own to move time."""
 
+PENDING = ""
+"""The base of a session record written before its branch's head was read (the session is
+being created): `expire` then keeps the branch's whole history (see Transaction.begin)."""
 DEFAULT_EXPIRY = timedelta(hours=24)
 MAX_EXPIRY = timedelta(days=7)
 UPDATE_POLICY = RetryPolicy(attempts=100, base_delay=0.0005, max_delay=0.05)
@@ -429,6 +432,11 @@ class SessionRecords:
             isolation=str(level),
         )
         return rec, self.meta.set_if(self.partition_of(rec.id), rec.id.encode(), rec.encode(), None)
+
+    def forget(self, session_id: str) -> None:
+        """Delete the record of a session whose creation failed (nobody knows its id)."""
+        self.settle()
+        self.meta.delete(self.partition_of(session_id), session_id.encode())
 
     def get(self, session_id: str) -> tuple[SessionRecord, int]:
         """(record, version) of session `session_id`; NotFoundError when there is none."""

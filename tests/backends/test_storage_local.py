@@ -9,6 +9,7 @@ import pytest
 
 from zarrlake.errors import ConfigurationError, StorageError
 from zarrlake.storage import open_storage
+from zarrlake.storage.local import LocalObjectStore
 from zarrlake.testing.storage import (
     ForkedObjectStoreTests,
     ObjectStoreTests,
@@ -61,3 +62,33 @@ def test_direct_writes_agree_with_obstore_and_leave_no_staged_files(tmp_path: Pa
         store.put("chunks/ab", b"over a directory")
     files = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
     assert files == ["chunks/ab/cd", "chunks/ef", "refs/main"]
+
+
+def test_a_sealed_bin_refuses_every_later_move_and_gives_back_what_it_held(tmp_path: Path) -> None:
+    """A sweep's bin on a local directory (vc/sweep_fence.py): a move needs the bin; sealing
+    renames it away and puts its objects back; a move after the seal changes nothing."""
+    store = open_storage(str(tmp_path / "r"), retry_policy=None)
+    local = store if isinstance(store, LocalObjectStore) else store.inner
+    assert isinstance(local, LocalObjectStore)
+    for key in ("chunks/a", "chunks/b", "manifests/c"):
+        store.put(key, key.encode())
+    local.open_bin("000000000007")
+    assert local.move_to_bin("000000000007", ["chunks/a", "manifests/c", "chunks/gone"]) == [
+        "chunks/a",
+        "manifests/c",
+    ]
+    assert not store.exists("chunks/a") and not store.exists("manifests/c")
+    assert "chunks/a" not in list(store.list("chunks/"))
+    local.seal_bin("000000000007")
+    assert local.move_to_bin("000000000007", ["chunks/b"]) is None  # sealed: refused
+    assert [store.get(k) for k in ("chunks/a", "chunks/b", "manifests/c")] == [
+        b"chunks/a",
+        b"chunks/b",
+        b"manifests/c",
+    ]
+    local.seal_bin("000000000007")  # again: nothing left to do
+    assert local.bins() == []
+    local.open_bin("000000000008")
+    assert local.move_to_bin("000000000008", ["chunks/b"]) == ["chunks/b"]
+    local.empty_bin("000000000008")  # its sweep ended itself: the object goes for good
+    assert not store.exists("chunks/b") and local.bins() == []

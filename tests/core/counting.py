@@ -89,6 +89,13 @@ class CountingMetaStore(MetaStore):
         self.calls["delete_if"] += 1
         self.inner.delete_if(partition, key, expected)
 
+    def write_if(self, partition: str, writes, checks) -> list[int]:
+        self.calls["write_if"] += 1
+        return self.inner.write_if(partition, writes, checks)
+
+    def clock(self) -> float:
+        return self.inner.clock()
+
     def drop_partition(self, partition: str) -> None:
         self.calls["drop_partition"] += 1
         self.inner.drop_partition(partition)

@@ -333,6 +333,18 @@ class LoseBranchCasResponse(MetaStore):
     def delete_if(self, partition: str, key: bytes, expected: int) -> None:
         self.inner.delete_if(partition, key, expected)
 
+    def write_if(self, partition: str, writes, checks) -> list[int]:
+        batch = list(writes)
+        versions = self.inner.write_if(partition, batch, checks)
+        moves = [k for k, _ in batch if k.startswith(b"branch/") and checks.get(k) is not None]
+        if moves and self.lost < self.times:  # a branch compare-and-swap (vc/refs.py)
+            self.lost += 1
+            raise TransientError("injected: the branch CAS landed but its reply was lost")
+        return versions
+
+    def clock(self) -> float:
+        return self.inner.clock()
+
     def drop_partition(self, partition: str) -> None:
         self.inner.drop_partition(partition)
 

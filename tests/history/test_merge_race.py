@@ -65,7 +65,7 @@ def test_merge_whose_branch_moved_before_its_swap_rebuilds_on_the_new_head(tmp_p
     real_move = Refs.move
     calls = []
 
-    def move(self, name, commit_id, expected_version):
+    def move(self, name, commit_id, expected_version, landing=None):
         calls.append(commit_id)
         if len(calls) == 1:
             code = (
@@ -77,7 +77,7 @@ def test_merge_whose_branch_moved_before_its_swap_rebuilds_on_the_new_head(tmp_p
                 [sys.executable, "-c", code, location], capture_output=True, text=True, check=True
             )
             calls.append(("other", out.stdout.strip()))
-        return real_move(self, name, commit_id, expected_version)
+        return real_move(self, name, commit_id, expected_version, landing)
 
     monkeypatch.setattr(Refs, "move", move)
     mid = repo.merge("dev")

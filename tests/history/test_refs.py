@@ -167,10 +167,11 @@ def test_a_branch_made_while_a_tag_of_its_name_landed_steps_back(repo):
         def __getattr__(self, name):
             return getattr(meta, name)
 
-        def set_if(self, partition, key, value, expected):
-            if key == refs._key("branch", "x"):  # the tag lands between check and swap
-                meta.set_if(partition, refs._key("tag", "x"), value, None)
-            return meta.set_if(partition, key, value, expected)
+        def write_if(self, partition, writes, checks):  # a ref write (vc/refs.py)
+            writes = list(writes)
+            if writes[0][0] == refs._key("branch", "x"):  # the tag lands between check and swap
+                meta.set_if(partition, refs._key("tag", "x"), writes[0][1], None)
+            return meta.write_if(partition, writes, checks)
 
     refs.meta = Racing()
     try:

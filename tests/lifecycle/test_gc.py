@@ -222,12 +222,12 @@ def test_abandoned_session_registered_before_its_records_go(repo: zl.Repo) -> No
 
 def test_a_sweep_renews_the_lock_and_a_taken_over_collector_stops(repo: zl.Repo) -> None:
     """The lock's time is renewed when a sweep begins (another host may take a lock over
-    only LOCK_TTL after it, long after the sweep's deadline); a collector whose lock was
+    only LOCK_TTL after it, long after the sweep's lease); a collector whose lock was
     taken over starts no sweep."""
     import json
 
     from zarrlake.errors import GcBusyError
-    from zarrlake.vc.gc_protocol import LOCK, SWEEP_TTL, GcState
+    from zarrlake.vc.gc_protocol import LOCK, SWEEP_LEASE, GcState
 
     now = [1_000.0]
     repo._context.clock = lambda: now[0]
@@ -237,7 +237,7 @@ def test_a_sweep_renews_the_lock_and_a_taken_over_collector_stops(repo: zl.Repo)
     phase = state.begin_sweep()
     lock = json.loads(repo._context.meta.get(state.partition, LOCK)[0])
     assert (lock["owner"], lock["since"]) == (state.owner, 4_000.0)
-    assert phase.sweeping and phase.deadline == 4_000.0 + SWEEP_TTL
+    assert phase.sweeping and phase.until == 4_000.0 + SWEEP_LEASE
     state.end_sweep(phase)
 
     other = GcState(repo._context)
@@ -303,13 +303,13 @@ def test_a_local_sweep_asks_to_delete_only_the_tables_there_are(tmp_path, monkey
     from zarrlake.storage.local import LocalObjectStore
 
     asked: list[str] = []
-    delete_many = LocalObjectStore._delete_many
+    move_to_bin = LocalObjectStore.move_to_bin  # a local sweep's delete (vc/sweep_fence.py)
 
-    def spy(self: LocalObjectStore, keys: list[str]) -> None:
+    def spy(self: LocalObjectStore, name: str, keys: list[str]) -> list[str] | None:
         asked.extend(keys)
-        delete_many(self, keys)
+        return move_to_bin(self, name, keys)
 
-    monkeypatch.setattr(LocalObjectStore, "_delete_many", spy)
+    monkeypatch.setattr(LocalObjectStore, "move_to_bin", spy)
     import numpy as np
     import zarr
 

@@ -7,13 +7,14 @@ its seeds."""
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
 
 import zarrlake as zl
 from tests.helpers.lifecycle import chunk, fsck
-from zarrlake._util import crashpoints
+from zarrlake._util import crashpoints, runtime
 from zarrlake.vc.gc_protocol import GcState
 from zarrlake.vc.gc_protocol import partition as gc_partition
 from zarrlake.vc.keep import KEEP, kept
@@ -122,15 +123,19 @@ def test_expire_takes_back_the_marker_of_a_commit_a_new_ref_points_at(repo, monk
     s.commit("two")
     doomed = [c.id for c in repo.log()[1:]]  # all but the head are old enough to expire
     ctx = repo._context
-    clock = ctx.clock
+    clock = ctx.clock  # two hours pass: the metastore's clock and history's (this process's)
     monkeypatch.setattr(ctx, "clock", lambda: clock() + 7200)
+    later = runtime.use(replace(runtime.REAL, now=lambda: runtime.REAL.now() + 7200))
 
     def reached(point: str) -> None:  # a ref made after expire read the refs, before its
         if point == "expire_after_markers":  # markers: its own check found none
             ctx.refs.create("branch", "restored", doomed[0])
 
     monkeypatch.setattr(crashpoints, "reached", reached)
-    report = repo.expire(timedelta(hours=1))
+    try:
+        report = repo.expire(timedelta(hours=1))
+    finally:
+        runtime.reset(later)
     monkeypatch.undo()
     assert report.commits_expired == len(doomed) - 1  # the one a ref now keeps is taken back
     assert not ctx.object_store.exists(f"{EXPIRED_PREFIX}{doomed[0]}")
@@ -154,11 +159,11 @@ def test_an_operation_whose_record_lapsed_refuses_a_commit_a_sweep_broke(repo, m
     ctx = repo._context
     move = Refs.move
 
-    def lapsed_then_move(self, name, commit_id, expected_version):
+    def lapsed_then_move(self, name, commit_id, expected_version, landing=None):
         part = gc_partition(ctx)
         ctx.meta.set_many(part, [(k, None) for k, _, _ in ctx.meta.scan(part, prefix=KEEP)])
         ctx.object_store.delete(f"changes/{ctx.objects.read_commit(commit_id).changes}")
-        return move(self, name, commit_id, expected_version)
+        return move(self, name, commit_id, expected_version, landing)
 
     monkeypatch.setattr(Refs, "move", lapsed_then_move)
     with pytest.raises(zl.NotFoundError, match="nothing was changed"):

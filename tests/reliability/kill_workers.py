@@ -1,7 +1,10 @@
 """The processes of the kill soak (test_kill_soak.py), each a loop until a stop file appears:
 
 - `txn`: read-modify-write increments of one or two counter chunks on `main`, retried on
-  conflict with a fresh session;
+  conflict with a fresh session; each increment also writes the counter's `blobs` chunk
+  (16 KiB, its own object) from the new value, so sessions that computed the same value
+  store the same bytes: a deduplicated upload, often of an object a conflicting session
+  left as garbage, which gc with no grace period is deleting;
 - `merge`: blind writes to the `side` array on `dev`, then merges of `dev` into `main` (and
   now and then `main` into `dev`; `dev` is reset to `main` when their common history
   expired);
@@ -11,26 +14,32 @@
   join it by id, write their region of the `coop` array (flushing halfway) and simply end,
   SIGKILLs one of them in two rounds of three (just after its flush, or at any moment),
   and commits; refused for the dead worker, it chooses `unfinished="discard"` or `"include"`
-  at random. It tags every commit `coop-<session>` so
-  expiry keeps it for the checker.
+  at random. Every other round its workers race the commit instead: each writes and
+  flushes one row at a time until a flush is refused, reporting every flush that returned
+  (`W <sid> <row> <value>`), and the driver commits at a random moment. It tags every
+  commit `coop-<session>` so expiry keeps it for the checker.
 
 Each appends to its journal before and after every operation (`op <kind>` then `done`), and
 for every session it commits: `C <sid> <tag>` before, `A <sid> <cid>` when acknowledged,
 `F <sid>` when it certainly failed (a conflict); a cooperative session adds
-`K <sid> <killed workers>`, `R <sid> <each worker's returncode>` (its stderr is kept
-beside the journal: `coop_stderr`) and, when refused, `U <sid> <choice>`. The supervisor reads the
+`K <sid> <killed workers>`, `X <sid> <worker> <exit code> <stderr file>` for each worker
+that exited with an error (its stderr kept in that file beside the journal) and, when
+refused, `U <sid> <choice>`. The supervisor reads the
 journals to know what a process was doing when it killed it, and the checker to know what
 was acknowledged. Lines are written with one os.write each, so a SIGKILL never leaves half
 a line... but may leave none: an acknowledged commit whose `A` line was not written yet
 counts as unknown.
 
 Run as a module: python -m tests.reliability.kill_workers KIND LOCATION METASTORE JOURNAL SEED STOP
+(env KILL_SOAK_STORAGE: the repository's storage options as JSON; ZARRLAKE_PLANTED: a
+planted bug of `zarrlake.testing.planted` to run with, for the soak's own test)
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import random
 import subprocess
@@ -41,13 +50,27 @@ from pathlib import Path
 
 import zarrlake as zl
 from tests.reliability.workers import COUNTER_KEY, _bytes, _int
-from zarrlake.errors import ExpiredHistoryError, GcBusyError, ZarrLakeError
+from zarrlake.errors import ExpiredHistoryError, GcBusyError, SessionClosedError, ZarrLakeError
 
 SIDE_KEY = "side/c/{}"
 SIDES = 4
 COOP_KEY = "coop/c/{}"
 COOP_WORKERS = 3
 COOP_ROWS = 4  # chunks each cooperative worker writes; it flushes after the first half
+RACE_ROWS = 40  # rows each racing worker writes, one flush each, until refused
+BLOB_KEY = "blobs/c/{}"
+BLOB = 2048  # int64 elements of a `blobs` chunk: 16 KiB, over the 8 KiB staged inline
+
+
+def blob(counter: int, value: int) -> bytes:
+    """The `blobs` chunk of `counter` at `value`: 16 KiB that only they determine."""
+    return hashlib.blake2b(f"{counter}:{value}".encode()).digest() * (BLOB * 8 // 64)
+
+
+def open_repo(location: str, metastore: str) -> zl.Repo:
+    """The repository, with the storage options the soak passes in its environment."""
+    options = json.loads(os.environ.get("KILL_SOAK_STORAGE") or "{}") or None
+    return zl.Repo.open(location, metastore=metastore or None, storage_options=options)
 
 
 def coop_value(sid: str, worker: int, row: int) -> bytes:
@@ -58,7 +81,7 @@ def coop_value(sid: str, worker: int, row: int) -> bytes:
 
 class Journal:
     def __init__(self, path: str) -> None:
-        self.dir = Path(path).parent
+        self.path = Path(path)
         self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def line(self, *parts: object) -> None:
@@ -81,7 +104,14 @@ def commit_session(
     j.op("commit")
     try:
         for key, value in writes.items():
-            s.write(key, value if value else _bytes(_int(s.read(key)) + 1))
+            if value:
+                s.write(key, value)
+                continue
+            new = _int(s.read(key)) + 1
+            s.write(key, _bytes(new))
+            if key.startswith("counters/"):  # its blob: deduplicated against equal values
+                counter = int(key.rsplit("/", 1)[1])
+                s.write(BLOB_KEY.format(counter), blob(counter, new))
         cid = s.commit()
     except zl.ConflictError:
         j.line("F", s.id)
@@ -143,24 +173,30 @@ def expire(repo: zl.Repo, j: Journal, rng: random.Random, stop: Path) -> None:
 def coop(repo: zl.Repo, j: Journal, rng: random.Random, stop: Path) -> None:
     rounds = 0
     while not stop.exists():
+        rounds += 1
         s = repo.create_session("coop", message="coop")
         j.line("C", s.id, "coop")
+        racing = rounds % 2 == 0
+        logs = [j.path.with_name(f"coop-{s.id}-{i}.stderr") for i in range(COOP_WORKERS)]
         workers = []
-        for i in range(COOP_WORKERS):
-            with open(coop_stderr(j.dir, s.id, i), "wb") as err:  # the checker shows it
+        for i, log in enumerate(logs):
+            with log.open("wb") as err:  # the child keeps its own descriptor
                 workers.append(
                     subprocess.Popen(
                         [
                             *(sys.executable, "-m", "tests.reliability.kill_workers"),
                             *("coop-worker", repo.spec.location, repo.spec.metastore or ""),
-                            *(s.id, str(i)),
+                            *(s.id, str(i), *(["race"] if racing else [])),
                         ],
                         stdout=subprocess.PIPE,
                         stderr=err,
                     )
                 )
+        if racing:
+            _race(repo, j, rng, s, workers)
+            _failed_workers(j, s.id, workers, logs)
+            continue
         victim = rng.choice(workers)
-        rounds += 1
         if rounds % 3 == 1:  # once it has flushed half its region: the rest is lost with it
             assert victim.stdout is not None
             victim.stdout.readline()
@@ -172,7 +208,7 @@ def coop(repo: zl.Repo, j: Journal, rng: random.Random, stop: Path) -> None:
             w.communicate()
         killed = [str(i) for i, w in enumerate(workers) if w.returncode == -9]
         j.line("K", s.id, ",".join(killed) or "-")
-        j.line("R", s.id, ",".join(str(w.returncode) for w in workers))
+        _failed_workers(j, s.id, workers, logs)
         j.op("commit")
         try:
             cid = s.commit()
@@ -185,16 +221,64 @@ def coop(repo: zl.Repo, j: Journal, rng: random.Random, stop: Path) -> None:
         repo.create_tag(f"coop-{s.id}", cid)
 
 
-def coop_stderr(journals: Path, sid: str, worker: int) -> Path:
-    """Where the driver keeps what cooperative worker `worker` of session `sid` printed."""
-    return journals / f"coop-{sid}-{worker}.stderr"
+def _failed_workers(j: Journal, sid: str, workers: list, logs: list[Path]) -> None:
+    """Journal `X <sid> <worker> <exit code> <stderr file>` for each worker that exited with
+    an error (neither ended normally nor SIGKILLed), so the checker never takes it for one
+    that ended normally; the stderr files of the others are dropped."""
+    for i, (w, log) in enumerate(zip(workers, logs, strict=True)):
+        if w.returncode not in (0, -9):
+            j.line("X", sid, i, w.returncode, log)
+        else:
+            log.unlink(missing_ok=True)
 
 
-def coop_worker(location: str, metastore: str, sid: str, worker: str) -> None:
-    """The seeds' pattern: join by id, write a region, end (no flush, no commit)."""
-    repo = zl.Repo.open(location, metastore=metastore or None)
-    s = repo.join_session(sid)
+def _race(repo: zl.Repo, j: Journal, rng: random.Random, s: zl.Session, workers: list) -> None:
+    """Commit while the workers flush row after row; journal every flush that returned."""
+    lines: list[str] = []
+    first = workers[0].stdout
+    assert first is not None
+    lines.append(first.readline().decode())  # a worker's first flush returned: they all run
+    time.sleep(rng.uniform(0.0, 0.3))  # when the commit lands among the flushes
+    j.op("commit")
+    cid = None
+    with contextlib.suppress(zl.ConflictError, SessionClosedError):
+        cid = s.commit(unflushed="discard", unfinished="include", allow_empty=True)
+    for w in workers:
+        out, _ = w.communicate()
+        lines += out.decode().splitlines()
+    for line in lines:
+        if line.startswith("ACK "):
+            j.line("W", s.id, *line.split()[1:])
+    if cid is None:
+        j.line("F", s.id)
+        j.done()
+        return
+    j.line("A", s.id, cid)
+    j.done()
+    repo.create_tag(f"coop-{s.id}", cid)
+
+
+def coop_worker(location: str, metastore: str, sid: str, worker: str, race: str = "") -> None:
+    """The seeds' pattern: join by id, write a region, end (no flush, no commit). Racing:
+    write and flush one row at a time, saying which flushes returned, until refused."""
+    repo = open_repo(location, metastore)
     n = int(worker)
+    if race:
+        try:
+            s = repo.join_session(sid)
+        except SessionClosedError:  # the commit came before this worker joined: refused
+            return
+        for row in range(RACE_ROWS):
+            key = COOP_KEY.format(n * RACE_ROWS + row)
+            value = coop_value(sid, n, row)
+            try:
+                s.write(key, value)
+                s.flush()
+            except ZarrLakeError:  # the commit sealed the session: this write is not in it
+                return
+            print("ACK", key, value.hex(), flush=True)
+        return
+    s = repo.join_session(sid)
     for row in range(COOP_ROWS):
         s.write(COOP_KEY.format(n * COOP_ROWS + row), coop_value(sid, n, row))
         if row == COOP_ROWS // 2 - 1:
@@ -206,7 +290,17 @@ KINDS = {"txn": txn, "merge": merge, "gc": gc, "expire": expire, "coop": coop}
 
 
 def main(kind: str, location: str, metastore: str, journal: str, seed: str, stop: str) -> None:
-    repo = zl.Repo.open(location, metastore=metastore or None)
+    bug = os.environ.get("ZARRLAKE_PLANTED")
+    if bug:
+        from zarrlake.testing.planted import planted
+
+        with planted(bug):
+            return _main(kind, location, metastore, journal, seed, stop)
+    return _main(kind, location, metastore, journal, seed, stop)
+
+
+def _main(kind: str, location: str, metastore: str, journal: str, seed: str, stop: str) -> None:
+    repo = open_repo(location, metastore)
     rng = random.Random(int(seed))
     j = Journal(journal)
     j.line("start", os.getpid())

@@ -67,13 +67,14 @@ class _LoseCasThenInterleave(WrapperMetaStore):
         self.interloper = interloper
         self.armed = True
 
-    def set_if(self, partition, key, value, expected):
-        version = self.inner.set_if(partition, key, value, expected)
-        if self.armed and key == b"branch/main":
+    def write_if(self, partition, writes, checks):  # a ref write (vc/refs.py)
+        writes = list(writes)
+        versions = self.inner.write_if(partition, writes, checks)
+        if self.armed and writes[0][0] == b"branch/main" and checks.get(b"branch/main"):
             self.armed = False
             self.interloper()
             raise TransientError("injected fault: branch CAS response lost")
-        return version
+        return versions
 
 
 def test_lost_branch_cas_response_then_concurrent_commit(tmp_path, figures):

@@ -2,7 +2,8 @@
 ref at a commit `expire` dropped meanwhile: gc and `expire` count a lapsed record while it
 exists (and delete it), and the operation's fence before its ref move renews its record, or
 writes it again and re-checks, refusing a dropped commit. Real repositories on SQLite; the
-clock is the library's runtime clock, stepped past the record's time."""
+clocks (the library's runtime clock, which dates commits, and the metastore's, which times
+keep records) are stepped past the record's time."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 import zarrlake as zl
 from zarrlake._util import runtime
 from zarrlake.errors import ExpiredHistoryError
+from zarrlake.metastore.sqlite import SqliteMetaStore
 from zarrlake.testing.sim import Config, run
 from zarrlake.vc import refs
 from zarrlake.vc.keep import KEEP_TTL
@@ -21,9 +23,10 @@ START = 1_767_225_600.0
 
 
 @pytest.fixture
-def clock():
-    """The library's clock, set by the test."""
+def clock(monkeypatch):
+    """The library's clock and the metastore's, set by the test."""
     now = [START]
+    monkeypatch.setattr(SqliteMetaStore, "clock", lambda self: now[0])
     token = runtime.use(runtime.Runtime(now=lambda: now[0]))
     yield now
     runtime.reset(token)

@@ -50,6 +50,16 @@ SYMPTOMS = {
         r"|a failure that happened|reported a failure"
     ),
     "merge_ignores_failed_check": r"on the guarded branch .* although check",
+    # the review's P1-P4: a committer given up on lands anyway (its session's data gone,
+    # or a flushed write of the reopened session missing); a lost update; a chunk a
+    # writer reused deleted under its commit; an acknowledged flush not in the commit
+    "lease_renewal_unchecked": (
+        r"still needed|cannot be read|is missing|flush returned|expected one of"
+        r"|lease recovery missed it|committed twice"
+    ),
+    "branch_moves_blindly": r"a lost update|expected one of|never landed|phantom",
+    "sweep_rereads_before_phase": r"still needed|cannot be read|is missing",
+    "gather_before_seal": r"flush returned|expected one of|\(it landed\): commit \w+ holds",
 }
 
 
@@ -59,6 +69,12 @@ CONFIGS: dict[str, Config] = {
     # expiry, and committers whose commit may land unseen
     "ref_moves_unguarded": Config(0, actors=("admin", "admin", "expire", "writer")),
     "recovery_trusts_failed_read": Config(0, actors=("writer", "writer", "coop")),
+    # collectors and writers only: a writer reusing a garbage chunk while a collector
+    # stalls between its second look and its sweep phase
+    "sweep_rereads_before_phase": Config(0, actors=("gc", "gc", "writer", "writer", "writer")),
+    # a committer that recovery gave up on (another host: its liveness unknown) renews
+    # anyway: committers and a collector, each process on a host of its own
+    "lease_renewal_unchecked": Config(0, actors=("writer", "writer", "coop", "gc"), hosts=True),
 }
 """The run a bug is looked for in, where not the default."""
 

@@ -45,6 +45,7 @@ CHECKS = (
     "outcomes checked: reported failed",
     "commits that ran longer than a lease",
     "gc runs refused by a crashed collector's lock",
+    "writes reusing a garbage object",
 )
 FAULTS = (
     "error before the call",
@@ -53,6 +54,10 @@ FAULTS = (
     "clock jump",
     "clock jump of one process",
     "clock skew",
+    "clock skew ahead",
+    "clock skew behind",
+    "pause",
+    "crash with a write in flight",
 )
 
 

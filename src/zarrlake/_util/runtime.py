@@ -137,7 +137,9 @@ def _hostname() -> str:
 
 
 def _process_alive(host: str, pid: int) -> bool | None:
-    """Whether process `pid` on `host` still runs; None when it runs on another host."""
+    """Whether process `pid` on `host` still runs; None when it runs on another host. A
+    zombie (exited, not yet reaped: where PID 1 reaps no orphans it stays one for good)
+    runs no more: it sends nothing and holds nothing."""
     if host != _hostname():
         return None
     try:
@@ -145,8 +147,10 @@ def _process_alive(host: str, pid: int) -> bool | None:
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    return True
+        pass
+    stat = _read(f"/proc/{pid}/stat")
+    state = stat.rsplit(")", 1)[-1].split()[:1] if stat else []
+    return state not in (["Z"], ["X"])
 
 
 def _read(path: str) -> str:

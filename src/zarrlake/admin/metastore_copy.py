@@ -4,20 +4,28 @@ copy key by key, then record the new metastore's kind in the repository's config
 repository opens with the new one from then on (and refuses the old one, whose copy stays
 as it was).
 
-Finished sessions (committed, abandoned, expired) are copied as they are. Open sessions are
-copied along: first sealed in the old metastore (a worker still writing through it then
-fails loudly instead of committing into the retired copy), then copied open, with what they
-staged and uploaded; they go on in the new metastore (join them by id). No collector runs
-on the old metastore during the copy (the copy holds its lock). A session in the middle of a
-commit, or a running garbage collector, makes the copy refuse: wait for them, run it again.
+The copy is safe while processes that opened the repository earlier still write through
+the old metastore. It first fences the old one: a `moved` marker beside the refs
+(`vc/refs.py`), which every ref write there checks in the same atomic step, and session
+creation and garbage collection read, so nothing changes a ref there afterwards, a branch
+swap of a commit still running included. Then it closes every open or committing session
+there (aborted, "moved"): a worker still writing through the old metastore is refused at
+its next flush or commit, never acknowledged. Only then does it read what it copies:
+whatever landed in the old metastore before the fence is in the copy. Open sessions go on
+in the new metastore (join them by id); one whose commit was under way is copied committed
+if its commit landed before the fence, and open otherwise. A running garbage collector
+makes the copy refuse: wait for it, run it again.
 
-A target that holds an older copy of the repository (it used that metastore before) is
-refused unless `replace` is given: its records are then dropped and replaced.
+A copy stopped half-way leaves the old metastore fenced and the config unchanged: run it
+again (it goes on), or with `switch=False` to stay on the old metastore (which lifts the
+fence). A target that holds an older copy of the repository (it used that metastore
+before) is refused unless `replace` is given: its records are then dropped and replaced.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import time
 from collections.abc import Iterator
@@ -35,12 +43,11 @@ from zarrlake.errors import (
 )
 from zarrlake.metastore.base import MetaStore
 from zarrlake.metastore.choice import BUCKET, kind_of, open_for
-from zarrlake.session_records import SessionRecord, Status
+from zarrlake.session_records import PENDING, SessionRecord, Status
 from zarrlake.storage.base import ObjectStore
 from zarrlake.vc.gc_protocol import LOCK, GcState, uploads_partition
+from zarrlake.vc.refs import MOVED
 
-MOVED_LEASE = 100 * 365 * 86400.0
-"""Seconds of the lease under which open sessions copied along stay sealed in the old copy."""
 BATCH = 1000
 """Keys written per set_many (one transaction; on the bucket, one head swap)."""
 
@@ -71,12 +78,18 @@ class CopyReport:
     to_dict = deprecated_alias("to_json")
 
 
+def _in_flight(value: bytes) -> bool:
+    """Whether a session record is one being created (its base not named yet): after the
+    fence its creation fails (it reads the fence), so it is neither copied nor compared."""
+    return SessionRecord.decode(value).base == PENDING
+
+
 def _pages(
-    meta: MetaStore, partition: str, skip: frozenset[bytes]
+    meta: MetaStore, partition: str, skip: frozenset[bytes], sessions: bool = False
 ) -> Iterator[list[tuple[bytes, bytes]]]:
     batch: list[tuple[bytes, bytes]] = []
     for key, value, _ in meta.scan(partition):
-        if key in skip:
+        if key in skip or (sessions and _in_flight(value)):
             continue
         batch.append((key, value))
         if len(batch) >= BATCH:
@@ -92,41 +105,36 @@ def _copy(
     partition: str,
     rewrite: dict[bytes, bytes],
     skip: frozenset[bytes],
-) -> int:
+    sessions: bool = False,
+) -> tuple[int, bytes]:
     """Copy one partition (values in `rewrite` replacing the source's, keys in `skip` left
-    out), over whatever the target held in it (a copy stopped half-way, or an older one
-    being replaced)."""
+    out, and `sessions` records being created), over whatever the target held in it (a
+    copy stopped half-way, or an older one being replaced). Returns how many keys it
+    wrote and a digest of them, which `_verify` checks the target against: the source may
+    change after it was read, by writes the fence makes fail (a flush staging its last
+    record before it finds its session closed), which the copy need not hold."""
     target.drop_partition(partition)
-    n = 0
-    for batch in _pages(source, partition, skip):
-        target.set_many(partition, [(k, rewrite.get(k, v)) for k, v in batch])
+    n, digest = 0, hashlib.blake2b()
+    for batch in _pages(source, partition, skip, sessions):
+        items = [(k, rewrite.get(k, v)) for k, v in batch]
+        target.set_many(partition, items)
+        for k, v in items:
+            digest.update(b"%d:%s%d:%s" % (len(k), k, len(v), v))
         n += len(batch)
-    return n
+    return n, digest.digest()
 
 
-def _verify(
-    source: MetaStore,
-    target: MetaStore,
-    partition: str,
-    rewrite: dict[bytes, bytes],
-    skip: frozenset[bytes],
-) -> None:
-    theirs = target.scan(partition)
-    for key, value, _ in source.scan(partition):
-        if key in skip:
-            continue
-        got = next(theirs, None)
-        if got is None or got[0] != key or got[1] != rewrite.get(key, value):
-            raise CorruptionError(
-                f"the copy of {partition}/{key!r} in {target.url} differs from the original; "
-                "the repository still uses its old metastore"
-                "; copy again"
-            )
-    extra = next(theirs, None)
-    if extra is not None:
+def _verify(target: MetaStore, partition: str, written: tuple[int, bytes]) -> None:
+    """Check that the target's partition holds exactly what `_copy` wrote there."""
+    n, digest = 0, hashlib.blake2b()
+    for k, v, _ in target.scan(partition):
+        digest.update(b"%d:%s%d:%s" % (len(k), k, len(v), v))
+        n += 1
+    if (n, digest.digest()) != written:
         raise CorruptionError(
-            f"the copy of {partition} in {target.url} has extra key {extra[0]!r}"
-            "; the repository still uses its old metastore; copy again"
+            f"the copy of {partition} in {target.url} differs from the original as it was read "
+            f"({n} keys read back, {written[0]} written); the repository still uses its old "
+            "metastore; copy again"
         )
 
 
@@ -140,66 +148,72 @@ def _check_no_gc(ctx: RepoContext) -> None:
         )
 
 
-def _sessions(ctx: RepoContext) -> tuple[list[str], list[SessionRecord]]:
-    """(every session's id, the open ones). A committer whose lease ran out is recovered
-    first; one still committing makes the copy refuse, naming it."""
-    from zarrlake.txn.commit import load
-
-    now = ctx.clock()
-    ids, opened, committing = [], [], []
-    for rec in ctx.records.scan():
-        if rec.status == Status.COMMITTING:
-            rec, _ = load(ctx, rec.id)
-        ids.append(rec.id)
-        if rec.status == Status.COMMITTING:
-            committing.append(rec.id)
-        elif rec.status == Status.OPEN and rec.expires_at > now:
-            opened.append(rec)
-    if committing:
-        raise ZarrLakeError(
-            f"{len(committing)} session(s) are being committed ({', '.join(committing)}): "
-            "run the copy again once their commits finish (a committer that died is "
-            "recovered when its lease runs out)"
-        )
-    return ids, opened
+def _fence(ctx: RepoContext, kind: str) -> None:
+    """Write the `moved` marker into the old metastore (kept if a copy stopped half-way
+    wrote it already): from now on no ref changes there (see the module docstring)."""
+    with contextlib.suppress(CASFailedError):
+        ctx.meta.write_if(ctx.refs.partition, [(MOVED, kind.encode())], {MOVED: None})
 
 
-def _close(ctx: RepoContext, opened: list[SessionRecord]) -> dict[str, tuple[bytes, int]]:
-    """Close the open sessions in the old metastore, so a worker still writing through it
-    fails instead of staging or committing into the old copy. They are marked committing
-    there, under a lease that never runs out (MOVED_LEASE): a collector that still ran on
-    the old copy would keep what they staged and uploaded, which the new copy needs.
-    Returns, by session id, its record as it was and the version of the closed one."""
-    closed: dict[str, tuple[bytes, int]] = {}
+def _unfence(ctx: RepoContext) -> None:
+    """Lift the fence: the repository keeps using the old metastore."""
+    ctx.meta.set_many(ctx.refs.partition, [(MOVED, None)])
+
+
+def _close(ctx: RepoContext, kind: str) -> tuple[list[str], dict[str, tuple[bytes, int, bytes]]]:
+    """Close, in the old (fenced) metastore, every session that may still change there:
+    open ones, those being created, and those being committed. Returns every session's id
+    and, by id, (its record as it was, the version of the closed one, the record the copy
+    gets): open as it was; a commit under way committed if it landed before the fence
+    (nothing lands after it) and open otherwise; one being created is dropped (its
+    creation fails, since it reads the fence)."""
+    from zarrlake.txn.commit import landed
+
+    ids: list[str] = []
+    closed: dict[str, tuple[bytes, int, bytes]] = {}
     try:
-        for rec in opened:
+        for rec in ctx.records.scan():
+            ids.append(rec.id)
             key = rec.id.encode()
             while True:
                 got = ctx.meta.get(ctx.records.partition_of(rec.id), key)
                 assert got is not None
                 now = SessionRecord.decode(got[0])
-                if now.status != Status.OPEN or now.expires_at <= ctx.clock():
-                    if now.status == Status.COMMITTING:
-                        raise ZarrLakeError(
-                            f"session {rec.id} began committing during the copy: run the "
-                            "copy again once its commit finishes"
-                        )
-                    break  # finished meanwhile: copied as it is
-                closing = replace(now, status=Status.COMMITTING, lease=ctx.clock() + MOVED_LEASE)
+                if now.status == Status.COMMITTING:
+                    cid = landed(ctx, now)  # read errors: the copy fails, nothing changed
+                    if cid is not None:
+                        moved = replace(now, status=Status.COMMITTED, commit=cid, lease=None)
+                    else:
+                        moved = replace(now, status=Status.OPEN, lease=None, seal=None, attempts=())
+                elif now.status == Status.OPEN and now.expires_at > ctx.clock():
+                    moved = now
+                else:
+                    break  # finished: copied as it is
+                gone = replace(  # no seal: a committer's late finish leaves it alone
+                    now,
+                    status=Status.ABORTED,
+                    lease=None,
+                    seal=None,
+                    attempts=(),
+                    note=f"the repository moved to another metastore ({kind}): join the "
+                    "session again there",
+                )
                 try:
-                    closed[rec.id] = (got[0], ctx.records.swap(closing, got[1]))
-                    break
+                    version = ctx.records.swap(gone, got[1])
                 except CASFailedError:
                     continue  # it changed (a worker extended it): look again
+                copy = b"" if now.base == PENDING else moved.encode()
+                closed[rec.id] = (got[0], version, copy)
+                break
     except BaseException:
         _reopen(ctx, closed)
         raise
-    return closed
+    return ids, closed
 
 
-def _reopen(ctx: RepoContext, closed: dict[str, tuple[bytes, int]]) -> None:
+def _reopen(ctx: RepoContext, closed: dict[str, tuple[bytes, int, bytes]]) -> None:
     """Put closed sessions back as they were in the old metastore (the copy failed)."""
-    for sid, (original, version) in closed.items():
+    for sid, (original, version, _) in closed.items():
         with contextlib.suppress(CASFailedError):
             ctx.meta.set_if(ctx.records.partition_of(sid), sid.encode(), original, version)
 
@@ -256,8 +270,8 @@ def copy_metastore(
     repository the target holds. See the module docstring."""
     began = time.monotonic()
     target = open_target(ctx, to)
-    closed: dict[str, tuple[bytes, int]] = {}
-    collector, locked = GcState(ctx), False
+    closed: dict[str, tuple[bytes, int, bytes]] = {}
+    collector, locked, fenced = GcState(ctx), False, False
     try:
         refs = ctx.partition("refs")
         held = any(target.scan(refs, limit=1))
@@ -268,10 +282,11 @@ def copy_metastore(
                 "(copy_metastore(..., replace=True)) to drop that copy and replace it"
             )
         _check_no_gc(ctx)
-        collector.acquire()  # no collector starts on the old copy while sessions move
+        collector.acquire(moving=True)  # no collector starts on the old copy while it moves
         locked = True
-        sessions, opened = _sessions(ctx)
-        closed = _close(ctx, opened)
+        _fence(ctx, kind_of(to))
+        fenced = True
+        sessions, closed = _close(ctx, kind_of(to))
         if held:
             _replace_target(ctx, target)
         parts = [ctx.stage_partition(sid) for sid in sessions]
@@ -280,21 +295,27 @@ def copy_metastore(
             kept = list(pool.map(lambda p: any(ctx.meta.scan(p, limit=1)), parts))
         parts = [p for p, k in zip(parts, kept, strict=True) if k]
         sessions_partitions = ctx.records.partitions
-        reopened = {sid.encode(): original for sid, (original, _) in closed.items()}
+        rewrite = {sid.encode(): copy for sid, (_, _, copy) in closed.items() if copy}
+        dropped = frozenset(sid.encode() for sid, (_, _, copy) in closed.items() if not copy)
         counts = {}
         # Refs last: a copy that stops half-way holds no refs, so it can be run again.
         gc = ctx.partition("gc")
         for partition in [*sessions_partitions, gc, *parts, refs]:
-            rewrite = reopened if partition in sessions_partitions else {}
-            skip = frozenset([LOCK]) if partition == gc else frozenset()  # the copy's own
-            counts[partition] = _copy(ctx.meta, target, partition, rewrite, skip)
-            _verify(ctx.meta, target, partition, rewrite, skip)
+            moved = partition in sessions_partitions
+            skip = {gc: frozenset([LOCK]), refs: frozenset([MOVED])}.get(partition, frozenset())
+            skip = skip | dropped if moved else skip  # the copy's own, and creations it stopped
+            written = _copy(ctx.meta, target, partition, rewrite if moved else {}, skip, moved)
+            _verify(target, partition, written)
+            counts[partition] = written[0]
         if switch:
             _switch(ctx.object_store, kind_of(to))
-        elif closed:
+        else:
             _reopen(ctx, closed)  # the repository keeps using the old metastore
+            _unfence(ctx)
     except BaseException:
         _reopen(ctx, closed)
+        if fenced:
+            _unfence(ctx)
         raise
     finally:
         if locked:
@@ -310,6 +331,6 @@ def copy_metastore(
         partitions=len(counts),
         switched=switch,
         seconds=time.monotonic() - began,
-        moved_sessions=tuple(closed) if switch else (),
+        moved_sessions=tuple(sid for sid, (_, _, c) in closed.items() if c) if switch else (),
         replaced=held,
     )

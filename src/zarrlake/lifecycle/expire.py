@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from zarrlake._util import crashpoints
+from zarrlake._util import crashpoints, runtime
 from zarrlake._util.deprecation import deprecated_alias
 from zarrlake.errors import ExpiredHistoryError, InvalidInputError, NotFoundError, RefNotFoundError
 from zarrlake.lifecycle.expire_reasons import summary, why_kept
@@ -66,7 +66,9 @@ class ExpireReport:
 
 
 def cutoff_of(older_than: object, now: float) -> float:
-    """The cutoff timestamp for `older_than`: a datetime, or a timedelta before now."""
+    """The cutoff timestamp for `older_than`: a datetime, or a timedelta before `now`.
+    Commit timestamps are history's time, taken by the committing process's clock, so the
+    cutoff is too (this process's), not the metastore's, which judges leases."""
     if isinstance(older_than, datetime):
         when = older_than if older_than.tzinfo else older_than.replace(tzinfo=UTC)
         if when.timestamp() > now:
@@ -98,7 +100,9 @@ def check_branches(ctx: RepoContext, branches: object) -> dict[str, str]:
 def protected(ctx: RepoContext, selected: dict[str, str]) -> set[str]:
     """Commits that must stay: every head and tag, what running history operations keep
     (vc/keep.py), the whole history of branches not selected, and each open session's
-    commits from its branch head down to its base."""
+    commits from its branch head down to its base: all of them while its base is not
+    known yet (a session being created reads its branch's head after writing its record,
+    so whatever head it reads, a read of the records that follows sees it)."""
     objects = ctx.objects
     # Keep records and sessions are read before the refs: an operation moves its ref and then
     # drops its record, a commit moves its branch and then ends its session, so whichever
@@ -152,8 +156,9 @@ def expire(
 ) -> ExpireReport:
     """Expire the history older than `older_than` on `branches` (None: every branch)."""
     start = time.monotonic()
+    ctx.refs.check_moved()  # a process that opened the repository before it moved
     now = ctx.clock()
-    cutoff = cutoff_of(older_than, now)
+    cutoff = cutoff_of(older_than, runtime.now())
     selected = check_branches(ctx, branches)
     keep = protected(ctx, selected)
     objects = ctx.objects

@@ -31,6 +31,7 @@ from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.storage.local import LocalObjectStore
 from zarrlake.vc.gc_protocol import (
     GcState,
+    Heartbeat,
     Phase,
     forget_uploads,
     staged_candidates,
@@ -50,6 +51,7 @@ from zarrlake.vc.reach import (
     record_refs,
 )
 from zarrlake.vc.refs import BRANCH, TAG
+from zarrlake.vc.sweep_fence import Fence, FencedDeletes, SweepEnded, clear_bin, leftover_bins
 
 if TYPE_CHECKING:
     from zarrlake.connection import RepoContext
@@ -65,8 +67,10 @@ Progress = Callable[[str, int, int | None], None]
 Lister = Callable[[list[str], set[str]], Iterable[str]]
 """lister(prefixes, live): the keys under the prefixes that are not in `live` (a Spark job
 lists in parallel, filtering against a broadcast of `live`)."""
-Deleter = Callable[[list[str]], None]
-"""Deletes the given object keys."""
+Deleter = Callable[[FencedDeletes], list[str]]
+"""Deletes a batch under its sweep's fence (`FencedDeletes.run`, which a Spark task can run
+on its part of the keys); returns the keys it deleted. SweepEnded once the sweep was ended
+by another process."""
 PARTIAL = re.compile(r"(.+)#\d+")
 """A local directory's half-written object: obstore writes `<key>#<n>` and links it to
 `<key>` when complete; a writer killed in between leaves the file, which no listing shows."""
@@ -174,9 +178,9 @@ class Collector:
         progress: Progress | None = None,
         lister: Lister | None = None,
         deleter: Deleter | None = None,
-        delete_batch: int = DELETE_BATCH,
+        delete_batch: int | None = None,
     ) -> None:
-        self.delete_batch = delete_batch
+        self.delete_batch = delete_batch or DELETE_BATCH  # (read now: the simulator sets it)
         self.ctx = ctx
         self.objects = ctx.objects
         self.store = ctx.object_store
@@ -198,11 +202,15 @@ class Collector:
         for prefix in prefixes:
             yield from (k for k in self.store.list_parallel(prefix) if k not in live)
 
-    def _delete(self, keys: list[str]) -> None:
-        """Bulk deletes (one request per group on S3), the groups in parallel."""
-        self.objects.map(
-            self.store.delete_many, [keys[i : i + 128] for i in range(0, len(keys), 128)]
-        )
+    def _delete(self, batch: FencedDeletes) -> list[str]:
+        """The batch's fenced deletes, in parallel on a remote store."""
+        return batch.run(self.store, map=self._map)
+
+    def _map(self, fn: Callable[[str], object], keys: list[str]) -> list[object]:
+        """`fn` over `keys`: on the repository's pool for a remote store, in turn locally."""
+        if not self.store.remote:
+            return [fn(k) for k in keys]
+        return list(self.objects.map(fn, keys))
 
     # sessions -----------------------------------------------------------------------------
 
@@ -228,7 +236,8 @@ class Collector:
             if held and not (rec.status == "open" and now > rec.expires_at):
                 live.update(self._staged_refs(partition))
                 live.update(self._uploads(rec.id))
-                live.add(f"commits/{rec.base}")
+                if rec.base:  # (none yet while the session is being created)
+                    live.add(f"commits/{rec.base}")
                 continue
             finished.append(rec.id)
         # What finished sessions left: staged records, and uploads recorded (flushed or not),
@@ -301,7 +310,8 @@ class Collector:
                 committing |= rec.status != "open"  # committing, or aborted but may land
                 live.update(self._staged_refs(self.ctx.stage_partition(rec.id)))
                 live.update(self._uploads(rec.id))
-                live.add(f"commits/{rec.base}")
+                if rec.base:
+                    live.add(f"commits/{rec.base}")
         return live, committing
 
     def expand_fragments(self, fragments: dict[str, tuple[int, int, str]]) -> dict[str, int | None]:
@@ -398,6 +408,8 @@ class Collector:
         if not dry_run:
             self.state.acquire()
         try:
+            if not dry_run:
+                self._clear_leftovers()
             self._run(grace, dry_run, full)
         finally:
             if not dry_run:
@@ -406,6 +418,18 @@ class Collector:
             self.report.metastore_bytes_freed = vacuum(self.ctx.meta)
         self.report.seconds = time.monotonic() - start
         return self.report
+
+    def _clear_leftovers(self) -> None:
+        """What sweeps that ended left behind (the lock is this collector's and no sweep is
+        under way: `acquire` ended a stale one): their batch records, and on a local
+        directory their bins: one a seal renamed (its sealer stopped half-way) has its
+        objects put back, one its own collector ended is emptied."""
+        phase, _ = self.state.phase()
+        self.state.forget_sweeps(phase.epoch)
+        for name in leftover_bins(self.store):
+            epoch = name.split(".", 1)[0]
+            if epoch.isdigit() and int(epoch) <= phase.epoch:
+                clear_bin(self.store, name.split(".", 1)[0], sealed="." in name)
 
     def _run(self, grace: float, dry_run: bool, full: bool) -> None:
         self.candidates = self.state.candidates()
@@ -500,23 +524,14 @@ class Collector:
         Objects only a listing found wait while writers hold unflushed writes, and metadata objects
         wait while a commit is under way; deleting stops at the phase's deadline."""
         phase = self.state.begin_sweep()
-        crashpoints.reached("gc_after_sweep_begins")
+        fence = Fence(self.store, phase.sweep, self._map)
+        beat = Heartbeat(self.state, phase)
+        handled: list[str] = []  # keys of the batches sent (deleted, or found gone)
+        ended = False
         try:
-            self.unflushed = False
-            live, committing = self.live_sessions()
-            self.roots(reach, live)  # only what changed since the first mark is read
-            due = [k for k in self._keep_redropped(reach, due) if k not in reach.live]
-            if self.unflushed:  # a writer began since: what only the listing found waits
-                kept = [k for k in due if k in listed_only]
-                self.report.deferred += len(kept)
-                due = [k for k in due if k not in listed_only]
-            if committing or self.history_running:  # a commit may reuse a metadata object
-                kept = [k for k in due if kind_of(k) in WRITTEN_BY_COMMITS]
-                self.report.deferred += len(kept)
-                due = [k for k in due if kind_of(k) not in WRITTEN_BY_COMMITS]
-            whole = self.hold_named(due, (k for k in pool if k not in reach.live))
-            self.report.deferred += len(due) - len(whole)
-            due = whole
+            fence.open()
+            crashpoints.reached("gc_after_sweep_begins")
+            due = self.recheck(reach, due, pool, listed_only)
             order = {kind: i for i, kind in enumerate(KINDS)}
             due.sort(key=lambda k: order.get(kind_of(k), len(order)))
             sizes = {k: self.size(k, pool.get(k)) for k in due}
@@ -524,28 +539,61 @@ class Collector:
             drop_check_results(self.ctx, [k[8:] for k in due if k.startswith("commits/")])
             crashpoints.reached("gc_before_delete")
             finished = True
-            for i in range(0, len(due), self.delete_batch):
+            for n, i in enumerate(range(0, len(due), self.delete_batch)):
+                batch = due[i : i + self.delete_batch]
+                prepared = fence.prepare(batch + tables_of(batch, sizes, tables))
+                self.state.record(phase, n, prepared.tags)  # before the fence check
                 if not self.state.may_delete(phase):
                     finished = False
-                    break  # past the sweep's deadline: writers no longer wait for it
-                self.state.refresh()  # still our lock (CAS), or GcBusyError: stop deleting
-                batch = due[i : i + self.delete_batch]
-                self.deleter(batch + tables_of(batch, sizes, tables))
+                    break  # ended by another process: it sealed the fence
+                try:
+                    deleted = set(self.deleter(prepared))
+                except SweepEnded:
+                    finished = False
+                    break
                 crashpoints.reached("gc_after_delete")
-                gone = [k for k in batch if k in self.candidates]
-                self.state.drop(gone)
-                for key in gone:
-                    del self.candidates[key]
+                handled += batch
                 for key in batch:
-                    if sizes[key] >= 0:
+                    if key in deleted and sizes[key] >= 0:
                         self.report.count(key, sizes[key])
                 self.progress("deleting", min(i + self.delete_batch, len(due)), len(due))
             if finished:  # what the fragments name is deleted or registered: not read again
                 self.state.expanded([c for c in self.candidates.values() if c.index])
                 self._delete_partials(reach, phase)
         finally:
-            self.state.end_sweep(phase)
+            beat.stop()
+            ended = self.state.end_sweep(phase)
+        if ended:  # nobody will ask for what this sweep deleted back: forget it
+            fence.close()
+            gone = [k for k in handled if k in self.candidates]
+            self.state.drop(gone)
+            for key in gone:
+                del self.candidates[key]
+            self.state.forget_sweeps(phase.epoch)
         crashpoints.reached("gc_after_sweep_ends")
+
+    def recheck(
+        self, reach: Reach, due: list[str], pool: dict[str, int | None], listed_only: set[str]
+    ) -> list[str]:
+        """`due` less what became live since the first mark: read again once the sweep's
+        phase is entered (a writer staging before it is seen here, one staging after it
+        waits for the sweep), with what the state of sessions and history operations makes
+        wait for a later run."""
+        self.unflushed = False
+        live, committing = self.live_sessions()
+        self.roots(reach, live)  # only what changed since the first mark is read
+        due = [k for k in self._keep_redropped(reach, due) if k not in reach.live]
+        if self.unflushed:  # a writer began since: what only the listing found waits
+            kept = [k for k in due if k in listed_only]
+            self.report.deferred += len(kept)
+            due = [k for k in due if k not in listed_only]
+        if committing or self.history_running:  # a commit may reuse a metadata object
+            kept = [k for k in due if kind_of(k) in WRITTEN_BY_COMMITS]
+            self.report.deferred += len(kept)
+            due = [k for k in due if kind_of(k) not in WRITTEN_BY_COMMITS]
+        whole = self.hold_named(due, (k for k in pool if k not in reach.live))
+        self.report.deferred += len(due) - len(whole)
+        return whole
 
     def _tables_present(self) -> set[str] | None:
         """The block tables a local directory holds, listed once a sweep may delete some (so
@@ -570,10 +618,12 @@ class Collector:
         ]
 
     def _delete_partials(self, reach: Reach, phase: Phase) -> None:
-        """Delete the dead half-written files (within the sweep, before its deadline)."""
-        for partial in self._dead_partials(reach):
-            if not self.state.may_delete(phase):
-                return
+        """Delete the dead half-written files (within the sweep, while it is still this
+        collector's: a half-written file is no object, so no fence guards it)."""
+        dead = self._dead_partials(reach)
+        if not dead or not self.state.may_delete(phase):
+            return
+        for partial in dead:
             try:
                 os.unlink(partial.path)
             except FileNotFoundError:
@@ -625,7 +675,7 @@ def collect(
     progress: Progress | None = None,
     lister: Lister | None = None,
     deleter: Deleter | None = None,
-    delete_batch: int = DELETE_BATCH,
+    delete_batch: int | None = None,
 ) -> GcReport:
     """Delete every object nothing can reach that the collector has known to be garbage
     for at least `older_than` (see the module docstring)."""

@@ -2,7 +2,8 @@
 
 Modelled on lakeFS's "metadata on KV" design. Keys and values are bytes; keys order by
 byte value. Every write gives the key a new version token (an int that is never reused
-for that store), which `set_if` compares against.
+for that store), which `set_if` and `write_if` compare against. A store also has a clock
+(`clock`): the one time every client of it shares, which leases and expiries are judged by.
 
 Three classes: `MetaStore` is the interface callers and wrappers type against;
 `MetaStoreBackend` checks every argument once and calls the few primitives a backend
@@ -13,14 +14,16 @@ that hook, or only the calls it changes.
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TypeVar
 
 from zarrlake.errors import InvalidInputError
 from zarrlake.metastore.checks import (
+    check_checks,
     check_expected,
     check_items,
     check_limit,
@@ -83,8 +86,30 @@ class MetaStore(ABC):
         remove a key someone created anew after ours landed; this one cannot."""
 
     @abstractmethod
+    def write_if(
+        self,
+        partition: str,
+        writes: Iterable[tuple[bytes, bytes | None]],
+        checks: Mapping[bytes, int | None],
+    ) -> list[int]:
+        """One atomic step on one partition: if every key of `checks` is at the version
+        given (None: absent), apply `writes` (a None value deletes) and return the new
+        version of each written key, in order (deletes give 0); CASFailedError otherwise,
+        with nothing written. It takes effect entirely before or entirely after any other
+        write of a key it names (a check of an absent key included), so a key it checks
+        acts as a fence: whoever changes that key first makes every later `write_if`
+        expecting the old version fail, however late it arrives."""
+
+    @abstractmethod
     def drop_partition(self, partition: str) -> None:
         """Delete every key of the partition."""
+
+    def clock(self) -> float:
+        """The metastore's time, seconds since the epoch: one clock that every client of
+        this store reads alike (a server's, or the host's for a store on one machine), so
+        that a time one process writes (a lease, an expiry) is judged by another against
+        the same clock, never against its own. By default this host's clock."""
+        return time.time()
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections; the store is unusable afterwards."""
@@ -149,6 +174,17 @@ class MetaStoreBackend(MetaStore):
         """Compare-and-delete as `delete_if`."""
 
     @abstractmethod
+    def _write_if(
+        self,
+        partition: str,
+        writes: list[tuple[bytes, bytes]],
+        deletes: list[bytes],
+        checks: dict[bytes, int | None],
+    ) -> list[int]:
+        """`write_if` with clean arguments: `writes` and `deletes` sorted by key, no key
+        twice; returns the new version of each write, in order."""
+
+    @abstractmethod
     def _drop_partition(self, partition: str) -> None:
         """Delete every key of the partition."""
 
@@ -200,6 +236,30 @@ class MetaStoreBackend(MetaStore):
         if expected is None:
             raise InvalidInputError("delete_if needs the version to expect, not None")
         self._delete_if(partition, check_meta_key(key), check_expected(expected))  # type: ignore[arg-type]
+
+    def write_if(
+        self,
+        partition: str,
+        writes: Iterable[tuple[bytes, bytes | None]],
+        checks: Mapping[bytes, int | None],
+    ) -> list[int]:
+        """Check the arguments, then run the guarded write through `_write_if` (see
+        `MetaStore.write_if`)."""
+        check_partition(partition)
+        batch = list(writes)
+        changes = check_items(batch)
+        checked = check_checks(checks)
+        puts = sorted((k, v) for k, v in changes.items() if v is not None)
+        versions = dict(
+            zip(
+                [k for k, _ in puts],
+                self._write_if(
+                    partition, puts, sorted(k for k, v in changes.items() if v is None), checked
+                ),
+                strict=True,
+            )
+        )
+        return [versions.get(k, 0) for k, _ in batch]
 
     def drop_partition(self, partition: str) -> None:
         """Check the partition name, then drop it through `_drop_partition`."""
@@ -282,12 +342,27 @@ class WrapperMetaStore(MetaStore):
             lambda: self.inner.delete_if(partition, key, expected),
         )
 
+    def write_if(
+        self,
+        partition: str,
+        writes: Iterable[tuple[bytes, bytes | None]],
+        checks: Mapping[bytes, int | None],
+    ) -> list[int]:
+        """Pass to the inner store (the writes are buffered, so a hook may run them again)."""
+        batch, guards = list(writes), dict(checks)
+        call = Call("write_if", partition, tuple(k for k, _ in batch) + tuple(guards), True)
+        return self._around(call, lambda: self.inner.write_if(partition, batch, guards))
+
     def drop_partition(self, partition: str) -> None:
         """Pass to the inner store."""
         self._around(
             Call("drop_partition", partition, (), True),
             lambda: self.inner.drop_partition(partition),
         )
+
+    def clock(self) -> float:
+        """The inner store's clock."""
+        return self.inner.clock()
 
     def close(self) -> None:
         """Close the inner store."""

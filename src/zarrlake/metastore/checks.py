@@ -64,6 +64,15 @@ def check_expected(expected: Any) -> int | None:
     raise InvalidInputError(f"expected version must be an int or None, not {expected!r}")
 
 
+def check_checks(checks: Any) -> dict[bytes, int | None]:
+    """`write_if` checks as {key: expected version or None}, or InvalidInputError."""
+    try:
+        pairs = dict(checks).items()
+    except (TypeError, ValueError):
+        raise InvalidInputError("write_if checks must map keys to versions") from None
+    return {check_meta_key(k): check_expected(v) for k, v in pairs}
+
+
 def check_limit(limit: Any) -> int | None:
     """None or a non-negative int, or InvalidInputError."""
     if limit is None:

@@ -12,6 +12,7 @@ import itertools
 import threading
 from typing import Any
 
+from zarrlake._util import runtime
 from zarrlake._util.forksafe import PerProcess
 from zarrlake.errors import ConfigurationError, InvalidInputError
 from zarrlake.metastore import register
@@ -105,12 +106,7 @@ class MemoryMetaStore(MetaStoreBackend):
     def _write(
         self, partition: str, writes: list[tuple[bytes, bytes]], deletes: list[bytes]
     ) -> list[int]:
-        data = self._d()
-        with data.lock.get():
-            part = data.partitions.setdefault(partition, _Partition())
-            for key in deletes:
-                part.remove(key)
-            return [part.put(key, value) for key, value in writes]
+        return self._write_if(partition, writes, deletes, {})
 
     def _set_if(self, partition: str, key: bytes, value: bytes, expected: int | None) -> int:
         data = self._d()
@@ -127,6 +123,27 @@ class MemoryMetaStore(MetaStoreBackend):
             current = part.values.get(key)
             check_found(partition, key, None if current is None else current[1], expected)
             part.remove(key)
+
+    def _write_if(
+        self,
+        partition: str,
+        writes: list[tuple[bytes, bytes]],
+        deletes: list[bytes],
+        checks: dict[bytes, int | None],
+    ) -> list[int]:
+        data = self._d()
+        with data.lock.get():
+            part = data.partitions.setdefault(partition, _Partition())
+            for key, expected in checks.items():
+                current = part.values.get(key)
+                check_found(partition, key, None if current is None else current[1], expected)
+            for key in deletes:
+                part.remove(key)
+            return [part.put(key, value) for key, value in writes]
+
+    def clock(self) -> float:
+        """This process's clock (`runtime.now`): a memory store has no other client."""
+        return runtime.now()
 
     def _drop_partition(self, partition: str) -> None:
         data = self._d()

@@ -10,6 +10,7 @@ never be used, or even closed, by two processes.
 from __future__ import annotations
 
 import threading
+import time
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext, suppress
@@ -25,6 +26,7 @@ from zarrlake.errors import (
 )
 from zarrlake.metastore import register
 from zarrlake.metastore.base import Item, MetaStoreBackend
+from zarrlake.metastore.checks import check_found
 
 try:
     import psycopg
@@ -42,6 +44,12 @@ CONNECT_TIMEOUT = 10
 POOL_MAX = 4
 POOL_TIMEOUT = 15.0
 """Seconds an operation waits for a pooled connection before raising TransientError."""
+CLOCK_CHECK = 300.0
+"""Seconds between reads of the server's clock (`clock`)."""
+CLOCK_ROUND = 1.0
+"""A reading that took longer than this (seconds) is taken again: its error is half its
+length."""
+CLOCK_TRIES = 5
 _SCHEMA_LOCK = 0x7A61_726C_616B_6501  # pg_advisory_xact_lock key serialising schema creation
 
 _SCHEMA = (
@@ -155,6 +163,8 @@ class PostgresMetaStore(MetaStoreBackend):
         self.url = url
         self._params, self.where = parse_postgres_url(url)
         self._closed = False
+        self._clock: tuple[float, float] | None = None  # (server minus monotonic, when read)
+        self._clock_lock = threading.Lock()
         self._spare: PerProcess[psycopg.Connection] = PerProcess()  # the pool's first
         self._ensure_schema()
         self._pool = PerProcess(self._new_pool)  # opened on first use, again after fork
@@ -276,26 +286,91 @@ class PostgresMetaStore(MetaStoreBackend):
     def _write(
         self, partition: str, writes: list[tuple[bytes, bytes]], deletes: list[bytes]
     ) -> list[int]:
-        with self._connection() as conn:
-            # One statement commits on its own (autocommit); two need a transaction.
-            both = conn.transaction() if writes and deletes else nullcontext()
-            with both:
-                if deletes:
-                    conn.execute(
-                        f"DELETE FROM {TABLE} WHERE partition = %s AND key = ANY(%s)",
-                        (partition, deletes),
-                    )
-                if not writes:
-                    return []
-                rows = conn.execute(
-                    f"INSERT INTO {TABLE} (partition, key, value, version) "
-                    f"SELECT %s, k, v, nextval('{SEQUENCE}') "
-                    "FROM unnest(%s::bytea[], %s::bytea[]) AS t(k, v) ORDER BY k "
-                    f"{_UPSERT_TAIL}, key",
-                    (partition, [k for k, _ in writes], [v for _, v in writes]),
-                ).fetchall()
+        # One statement commits on its own (autocommit); two need a transaction.
+        with (
+            self._connection() as conn,
+            conn.transaction() if writes and deletes else nullcontext(),
+        ):
+            return self._apply(conn, partition, writes, deletes)
+
+    @staticmethod
+    def _apply(
+        conn: psycopg.Connection,
+        partition: str,
+        writes: list[tuple[bytes, bytes]],
+        deletes: list[bytes],
+    ) -> list[int]:
+        """Delete `deletes`, then write `writes` with new versions (returned in order)."""
+        if deletes:
+            conn.execute(
+                f"DELETE FROM {TABLE} WHERE partition = %s AND key = ANY(%s)", (partition, deletes)
+            )
+        if not writes:
+            return []
+        rows = conn.execute(
+            f"INSERT INTO {TABLE} (partition, key, value, version) "
+            f"SELECT %s, k, v, nextval('{SEQUENCE}') "
+            "FROM unnest(%s::bytea[], %s::bytea[]) AS t(k, v) ORDER BY k "
+            f"{_UPSERT_TAIL}, key",
+            (partition, [k for k, _ in writes], [v for _, v in writes]),
+        ).fetchall()
         versions = {bytes(k): version for version, k in rows}
         return [versions[k] for k, _ in writes]
+
+    def _write_if(
+        self,
+        partition: str,
+        writes: list[tuple[bytes, bytes]],
+        deletes: list[bytes],
+        checks: dict[bytes, int | None],
+    ) -> list[int]:
+        """One transaction that first locks every checked key, present or not: a present
+        row by SELECT ... FOR UPDATE, an absent one by inserting a placeholder row (version
+        -1, deleted again before the commit, so nobody ever reads it), whose unique-index
+        entry makes any other insert of that key wait for this transaction. Every other
+        write of a checked key (any call) therefore lands wholly before or after it."""
+        keys = sorted(checks)
+        with self._connection() as conn, conn.transaction():
+            placeholders: list[bytes] = []
+            if keys:
+                conn.execute(
+                    f"INSERT INTO {TABLE} (partition, key, value, version) "
+                    "SELECT %s, k, ''::bytea, -1 FROM unnest(%s::bytea[]) AS t(k) ORDER BY k "
+                    "ON CONFLICT (partition, key) DO NOTHING",
+                    (partition, keys),
+                )
+                rows = conn.execute(
+                    f"SELECT key, version FROM {TABLE} WHERE partition = %s AND key = ANY(%s) "
+                    "ORDER BY key FOR UPDATE",
+                    (partition, keys),
+                ).fetchall()
+                found = {bytes(k): None if v == -1 else v for k, v in rows}
+                for key in keys:  # a refusal rolls the transaction (and placeholders) back
+                    check_found(partition, key, found.get(key), checks[key])
+                placeholders = [k for k in keys if found.get(k) is None]
+            written = {k for k, _ in writes}
+            gone = sorted(set(deletes) | {k for k in placeholders if k not in written})
+            return self._apply(conn, partition, writes, gone)
+
+    def clock(self) -> float:
+        """The server's clock (clock_timestamp()), read once every CLOCK_CHECK seconds
+        and carried forward on this host's monotonic clock in between: every client
+        judges leases and expiries on the one clock of the server, to within half a
+        round trip."""
+        with self._clock_lock:
+            if self._clock is None or time.monotonic() - self._clock[1] > CLOCK_CHECK:
+                for _ in range(CLOCK_TRIES):  # a reading that took long says little
+                    before = time.monotonic()
+                    with self._connection() as conn:
+                        row = conn.execute(
+                            "SELECT extract(epoch FROM clock_timestamp())"
+                        ).fetchone()
+                    after = time.monotonic()
+                    if after - before <= CLOCK_ROUND:
+                        break
+                assert row is not None
+                self._clock = (float(row[0]) - (before + after) / 2, after)
+            return self._clock[0] + time.monotonic()
 
     def _set_if(self, partition: str, key: bytes, value: bytes, expected: int | None) -> int:
         with self._connection() as conn:

@@ -9,13 +9,13 @@ a value another client may also write should re-check after a CASFailedError.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from zarrlake._util.retry import DEFAULT_POLICY, RetryPolicy, retry
 from zarrlake.errors import TransientError
 from zarrlake.metastore.base import Call, Item, MetaStore, T, WrapperMetaStore
-from zarrlake.metastore.checks import check_found, check_value
+from zarrlake.metastore.checks import check_checks, check_found, check_items, check_value
 
 
 class RetryingMetaStore(WrapperMetaStore):
@@ -114,3 +114,37 @@ class RetryingMetaStore(WrapperMetaStore):
                 raise
 
         retry(attempt, self.policy)
+
+    def write_if(
+        self,
+        partition: str,
+        writes: Iterable[tuple[bytes, bytes | None]],
+        checks: Mapping[bytes, int | None],
+    ) -> list[int]:
+        """Guarded write with retries, telling a lost reply from a real conflict as
+        `set_if` does: after a transient failure, a retry first reads the written keys; our
+        values under them (and the deleted ones gone) mean the earlier attempt landed;
+        otherwise the checks are read again and the write goes again only if they hold."""
+        batch = list(writes)
+        changes, guards = check_items(batch), check_checks(checks)
+        uncertain = False  # True once an attempt may have landed without us hearing back
+
+        def attempt() -> list[int]:
+            nonlocal uncertain
+            if uncertain:
+                now = {k: self.inner.get(partition, k) for k in {*changes, *guards}}
+                if any(v is not None for v in changes.values()) and all(
+                    (now[k] is None) if v is None else (now[k] is not None and now[k][0] == v)
+                    for k, v in changes.items()
+                ):
+                    return [0 if v is None else now[k][1] for k, v in batch]  # type: ignore[index]
+                for key, expected in guards.items():
+                    got = now[key]
+                    check_found(partition, key, None if got is None else got[1], expected)
+            try:
+                return self.inner.write_if(partition, batch, guards)
+            except TransientError:
+                uncertain = True
+                raise
+
+        return retry(attempt, self.policy)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -347,18 +348,27 @@ class SqliteMetaStore(MetaStoreBackend):
         self, partition: str, writes: list[tuple[bytes, bytes]], deletes: list[bytes]
     ) -> list[int]:
         with self._transaction() as conn:
-            if deletes:
-                conn.executemany(
-                    "DELETE FROM kv WHERE partition = ? AND key = ?",
-                    [(partition, k) for k in deletes],
-                )
-            if not writes:
-                return []
-            first = self._next_versions(conn, len(writes)) - len(writes) + 1
-            versions = list(range(first, first + len(writes)))
+            return self._apply(conn, partition, writes, deletes)
+
+    def _apply(
+        self,
+        conn: sqlite3.Connection,
+        partition: str,
+        writes: list[tuple[bytes, bytes]],
+        deletes: list[bytes],
+    ) -> list[int]:
+        """Inside a write transaction: delete `deletes`, write `writes` with new versions."""
+        if deletes:
             conn.executemany(
-                _UPSERT, [(partition, k, v, n) for (k, v), n in zip(writes, versions, strict=True)]
+                "DELETE FROM kv WHERE partition = ? AND key = ?", [(partition, k) for k in deletes]
             )
+        if not writes:
+            return []
+        first = self._next_versions(conn, len(writes)) - len(writes) + 1
+        versions = list(range(first, first + len(writes)))
+        conn.executemany(
+            _UPSERT, [(partition, k, v, n) for (k, v), n in zip(writes, versions, strict=True)]
+        )
         return versions
 
     def _set_if(self, partition: str, key: bytes, value: bytes, expected: int | None) -> int:
@@ -378,6 +388,27 @@ class SqliteMetaStore(MetaStoreBackend):
             ).fetchone()
             check_found(partition, key, None if row is None else row[0], expected)
             conn.execute("DELETE FROM kv WHERE partition = ? AND key = ?", (partition, key))
+
+    def _write_if(
+        self,
+        partition: str,
+        writes: list[tuple[bytes, bytes]],
+        deletes: list[bytes],
+        checks: dict[bytes, int | None],
+    ) -> list[int]:
+        with self._transaction() as conn:  # BEGIN IMMEDIATE: the checks and writes are one step
+            for key, expected in checks.items():
+                row = conn.execute(
+                    "SELECT version FROM kv WHERE partition = ? AND key = ?", (partition, key)
+                ).fetchone()
+                check_found(partition, key, None if row is None else row[0], expected)
+            return self._apply(conn, partition, writes, deletes)
+
+    def clock(self) -> float:
+        """The host's clock: every process using the database file runs on this machine
+        (a file on a network share is not supported), so all read the same one, whatever
+        a process believes its own time to be."""
+        return time.time()
 
     def _drop_partition(self, partition: str) -> None:
         with self._transaction() as conn:

@@ -55,6 +55,7 @@ def _gc(
     partitions: int | None,
 ) -> GcReport:
     from zarrlake.lifecycle.gc import collect
+    from zarrlake.vc.sweep_fence import FencedDeletes, SweepEnded
 
     sc = spark.sparkContext
     spec = repo.spec
@@ -73,13 +74,23 @@ def _gc(
         finally:
             known.unpersist()
 
-    def deleter(keys: list[str]) -> None:
-        def delete_all(part: Iterator[str]) -> None:
-            store = _context(spec).object_store
-            for key in part:
-                store.delete(key)
+    def deleter(batch: FencedDeletes) -> list[str]:
+        keys = list(batch.tags)
 
-        sc.parallelize(keys, max(1, min(tasks, len(keys)))).foreachPartition(delete_all)
+        def delete_part(part: Iterator[str]) -> Iterator[str | None]:
+            try:  # under the sweep's fence, as the driver would (vc/sweep_fence.py)
+                yield from batch.run(_context(spec).object_store, list(part))
+            except SweepEnded:
+                yield None  # ended by another process: the driver stops
+
+        done = sc.parallelize(keys, max(1, min(tasks, len(keys)))).mapPartitions(delete_part)
+        deleted = done.collect()
+        if None in deleted:
+            raise SweepEnded(
+                "this garbage collection's sweep was ended by another process; run gc again "
+                "(nothing it did not delete is lost)"
+            )
+        return [k for k in deleted if k is not None]
 
     return collect(
         repo._context,

@@ -2,9 +2,10 @@
 
 Three classes, as for the metastore: `ObjectStore` is the interface callers and wrappers type
 against; `ObjectStoreBackend` checks every argument once and calls the primitives a backend
-writes (`_get`, `_put`, `_put_if_absent`, `_delete`, `_list`, `_exists`, and for stores with
-conditional updates `_get_tagged`, `_put_if`); `WrapperObjectStore` passes every call to an
-inner store, so a wrapper overrides only what it changes.
+writes (`_get`, `_put`, `_put_if_absent`, `_delete`, `_list`, `_exists`, for stores with
+conditional updates `_get_tagged`, `_put_if`, and for stores with conditional deletes `_tag`,
+`_delete_if`, `_retag`); `WrapperObjectStore` passes every call to an inner store, so a
+wrapper overrides only what it changes.
 """
 
 from __future__ import annotations
@@ -90,6 +91,27 @@ class ObjectStore(ABC):
         only the caller can tell (by reading back something it wrote), so no wrapper retries
         this call. ConfigurationError on a store without conditional updates."""
         raise _no_conditional_updates(self)
+
+    def tag(self, key: str) -> str:
+        """The object's entity tag now; NotFoundError if absent. ConfigurationError on a
+        store without conditional deletes (a local directory: see `storage/local.py`)."""
+        raise _no_conditional_deletes(self)
+
+    def delete_if(self, key: str, tag: str) -> bool:
+        """Delete the object only while its entity tag is still `tag` (S3's DeleteObject with
+        If-Match): True if this call deleted it, False if it changed or is gone. No wrapper
+        retries it: a garbage collector sends each once, since a second request for the
+        same object, delayed in the network, could remove it after it was written again.
+        ConfigurationError on a store without conditional deletes."""
+        raise _no_conditional_deletes(self)
+
+    def retag(self, key: str) -> str:
+        """Write the object again with its own bytes so that its entity tag changes, and
+        return the new tag: a `delete_if` still holding the old one can no longer remove it.
+        (On S3 a plain upload's tag is the bytes' MD5 and an upload in parts' ends in -N, so
+        bytes written again the same way keep their tag: this switches between the two.)
+        NotFoundError if absent; ConfigurationError on a store without conditional deletes."""
+        raise _no_conditional_deletes(self)
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections; the store is unusable afterwards."""
@@ -186,6 +208,30 @@ class ObjectStoreBackend(ObjectStore):
         """Check the key, then update it conditionally on `tag` through `_put_if`."""
         return self._put_if(check_object_key(key), data, tag)
 
+    def _tag(self, key: str) -> str:
+        """The entity tag; by default conditional deletes are not supported."""
+        raise _no_conditional_deletes(self)
+
+    def _delete_if(self, key: str, tag: str) -> bool:
+        """Conditional delete as `delete_if`; by default not supported."""
+        raise _no_conditional_deletes(self)
+
+    def _retag(self, key: str) -> str:
+        """Rewrite as `retag`; by default not supported."""
+        raise _no_conditional_deletes(self)
+
+    def tag(self, key: str) -> str:
+        """Check the key, then read its entity tag through `_tag`."""
+        return self._tag(check_object_key(key))
+
+    def delete_if(self, key: str, tag: str) -> bool:
+        """Check the key, then delete it conditionally on `tag` through `_delete_if`."""
+        return self._delete_if(check_object_key(key), tag)
+
+    def retag(self, key: str) -> str:
+        """Check the key, then write it again under a new tag through `_retag`."""
+        return self._retag(check_object_key(key))
+
 
 class WrapperObjectStore(ObjectStore):
     """Passes every call to `inner` (after zarr's WrapperStore); `inner` may be swapped."""
@@ -249,9 +295,28 @@ class WrapperObjectStore(ObjectStore):
         """Pass to the inner store."""
         return self.inner.put_if(key, data, tag)
 
+    def tag(self, key: str) -> str:
+        """Pass to the inner store."""
+        return self.inner.tag(key)
+
+    def delete_if(self, key: str, tag: str) -> bool:
+        """Pass to the inner store."""
+        return self.inner.delete_if(key, tag)
+
+    def retag(self, key: str) -> str:
+        """Pass to the inner store."""
+        return self.inner.retag(key)
+
     def close(self) -> None:
         """Close the inner store."""
         self.inner.close()
+
+
+def _no_conditional_deletes(store: ObjectStore) -> ConfigurationError:
+    return ConfigurationError(
+        f"{store.url} does not support conditional deletes (delete-if-unchanged), which a "
+        "garbage collector's fence needs there"
+    )
 
 
 def _no_conditional_updates(store: ObjectStore) -> ConfigurationError:

@@ -11,9 +11,11 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
+import glob
 import os
 import re
 import secrets
+import shutil
 import stat
 import string
 from collections.abc import Callable, Iterator
@@ -21,7 +23,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 from urllib.parse import unquote, urlsplit
 
-from zarrlake.errors import ConfigurationError, InvalidInputError, NotFoundError
+from zarrlake.errors import REPORT_BUG, ConfigurationError, InvalidInputError, NotFoundError
 from zarrlake.storage import register
 from zarrlake.storage.base import ByteRange, ObjectStore
 from zarrlake.storage.keys import no_options
@@ -38,6 +40,10 @@ holds no GIL for the whole write (written in Python, a 1 MiB chunk's open, write
 unlink each wait for the GIL again among zarr's encoding threads: 5-10% slower, W1)."""
 _PLAIN_BYTES = (string.ascii_letters + string.digits + "._-").encode()
 """The characters of a plain key segment (what `_PLAIN_NAME` matches)."""
+BINS = "gc-sweeps"
+"""Where a garbage collector's sweeps keep the objects they delete until they end (`open_bin`)."""
+SEALED = ".sealed-"
+"""What a bin is renamed to (with random bits) once another process ended its sweep."""
 
 
 class LocalObjectStore(ObstoreObjectStore):
@@ -175,6 +181,95 @@ class LocalObjectStore(ObstoreObjectStore):
         if rest:
             super()._delete_many(rest)
 
+    # bins: a garbage collector's fenced deletes ---------------------------------------------
+
+    def bin_path(self, name: str) -> str:
+        """The directory of bin `name`."""
+        return f"{self._root}/{BINS}/{name}"
+
+    def open_bin(self, name: str) -> None:
+        """Make bin `name`, where a sweep moves what it deletes (see `move_to_bin`)."""
+        os.makedirs(self.bin_path(name), exist_ok=True)
+
+    def move_to_bin(self, name: str, keys: list[str]) -> list[str] | None:
+        """Move each object into bin `name`, by one rename each, which needs the bin to
+        exist at that instant; the keys moved (a missing one is skipped), or None as soon
+        as the bin is gone: another process sealed it (`seal_bin`), and from then on
+        nothing can enter it. This is the fence a paused collector meets: a rename it
+        sends after the seal fails, and what it moved before is put back by the seal."""
+        home = self.bin_path(name)
+        moved = []
+        for key in keys:
+            if not _PLAIN.fullmatch(key):
+                raise ConfigurationError(
+                    f"a sweep moves plain keys only, not {key!r}; {REPORT_BUG}"
+                )
+            target = f"{home}/{key}"
+            for attempt in (0, 1):
+                try:
+                    os.rename(f"{self._root}/{key}", target)
+                    moved.append(key)
+                    break
+                except FileNotFoundError:
+                    if not os.path.isdir(home):
+                        return None  # sealed
+                    if attempt or os.path.isdir(os.path.dirname(target)):
+                        break  # the object is gone already
+                    if not self._bin_dirs(home, key):
+                        return None
+        return moved
+
+    @staticmethod
+    def _bin_dirs(home: str, key: str) -> bool:
+        """Make the directories of `key` inside bin `home` one level at a time (never the
+        bin itself, which must not come back once sealed); False if the bin is gone."""
+        path = home
+        for part in key.split("/")[:-1]:
+            path = f"{path}/{part}"
+            try:
+                os.mkdir(path)
+            except FileExistsError:
+                continue
+            except FileNotFoundError:
+                return False
+        return True
+
+    def seal_bin(self, name: str) -> None:
+        """End bin `name` for its sweep: rename it away (no `move_to_bin` can enter it from
+        then on), then put back every object it holds that is missing (a copy present
+        already holds the same bytes: content-addressed), and remove it. Safe to repeat, by
+        any number of processes at once."""
+        home = self.bin_path(name)
+        with contextlib.suppress(FileNotFoundError):
+            os.rename(home, f"{home}{SEALED}{secrets.token_hex(4)}")
+        for sealed in glob.glob(f"{glob.escape(home)}{SEALED}*"):
+            self._restore(sealed)
+            shutil.rmtree(sealed, ignore_errors=True)
+
+    def _restore(self, sealed: str) -> None:
+        for folder, _, files in os.walk(sealed):
+            for file in files:
+                item = os.path.join(folder, file)
+                key = os.path.relpath(item, sealed).replace(os.sep, "/")
+                target = f"{self._root}/{key}"
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                # fails if present (written again meanwhile) or taken by another seal
+                with contextlib.suppress(FileExistsError, FileNotFoundError):
+                    os.link(item, target)
+                self._unlink_quietly(item)
+
+    def empty_bin(self, name: str) -> None:
+        """Delete bin `name` with what it holds: its sweep ended itself, so nobody will
+        ask for them back (a sealed bin is another process's to empty)."""
+        shutil.rmtree(self.bin_path(name), ignore_errors=True)
+
+    def bins(self) -> list[str]:
+        """The names of the bins present, sealed ones included (with their suffix)."""
+        try:
+            return sorted(os.listdir(f"{self._root}/{BINS}"))
+        except FileNotFoundError:
+            return []
+
     def _list(self, prefix: str) -> Iterator[str]:
         """The keys under `prefix`, from the directory's entries (no stat per file); through
         obstore when some name is not a plain key segment (escaped by obstore)."""
@@ -220,6 +315,21 @@ class LocalObjectStore(ObstoreObjectStore):
 
     def _get_tagged(self, key: str) -> tuple[bytes, str]:
         raise self._no_updates()
+
+    def _tag(self, key: str) -> str:
+        raise self._no_tags()
+
+    def _delete_if(self, key: str, tag: str) -> bool:
+        raise self._no_tags()
+
+    def _retag(self, key: str) -> str:
+        raise self._no_tags()
+
+    def _no_tags(self) -> ConfigurationError:
+        return ConfigurationError(
+            f"a local directory ({self.root}) has no entity tags: its deletes are fenced by "
+            "bins (open_bin, move_to_bin, seal_bin)"
+        )
 
     def _put_if(self, key: str, data: bytes, tag: str | None) -> str:
         raise self._no_updates()

@@ -11,6 +11,7 @@ import functools
 import os
 import re
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from zarrlake._util.forksafe import PerProcess
@@ -35,6 +36,11 @@ MULTIPART_THRESHOLD = 64 * 1024 * 1024
 """Objects larger than this are uploaded in parts; smaller ones in one request (no orphaned
 parts can be left behind by an aborted upload)."""
 
+SIGNED_FOR = 60.0
+"""Seconds a conditional delete's signed request stays valid: S3 refuses it afterwards, so a
+request held up in the network cannot land later than that."""
+DELETE_TIMEOUT = 30.0
+"""Seconds a conditional delete waits for its reply."""
 LIST_CHUNK = 1000
 """How many listed keys obstore hands over per batch."""
 LIST_WAYS = 32
@@ -351,6 +357,65 @@ class ObstoreObjectStore(ObjectStoreBackend):
         new = result.get("e_tag")
         if not new:
             raise StorageError(f"PUT {key!r} on {self.url} returned no entity tag (ETag)")
+        return new
+
+    @_forksafe
+    def _tag(self, key: str) -> str:
+        tag = self._head(key).get("e_tag")
+        if not tag:
+            raise StorageError(
+                f"HEAD {key!r} on {self.url} returned no entity tag (ETag); use an "
+                "S3-compatible store that returns ETags (garbage collection needs them)"
+            )
+        return tag
+
+    @_forksafe
+    def _delete_if(self, key: str, tag: str) -> bool:
+        """On S3 one DeleteObject with If-Match, sent as a request obstore signs (its own
+        delete takes no condition); on a memory store (one process) a look and a delete."""
+        if self._bucket is None:
+            try:
+                if self._tag(key) != tag:
+                    return False
+            except NotFoundError:
+                return False
+            self._delete(key)
+            return True
+        import urllib.error  # (http.client and ssl load with the first conditional delete)
+        import urllib.request
+
+        url = self._call(
+            "SIGN",
+            key,
+            lambda: obstore_api().sign(self.store, "DELETE", key, timedelta(seconds=SIGNED_FOR)),
+        )
+        request = urllib.request.Request(url, method="DELETE", headers={"If-Match": tag})
+        try:
+            with urllib.request.urlopen(request, timeout=DELETE_TIMEOUT):
+                return True
+        except urllib.error.HTTPError as exc:
+            if exc.code in (404, 412):  # gone, or written again since its tag was read
+                return False
+            text = f"status: {exc.code}: {exc.read()[:300].decode(errors='replace')}"
+            if exc.code == 501:
+                raise ConfigurationError(
+                    f"{self.url} does not support conditional deletes (DeleteObject with "
+                    "If-Match), which a garbage collector's fence needs"
+                ) from None
+            self._raise(OSError(text), "DELETE", key)
+        except (urllib.error.URLError, OSError) as exc:  # the reply is lost: it may have run
+            raise TransientError(f"DELETE {key!r} on {self.url} failed: {exc}") from None
+
+    @_forksafe
+    def _retag(self, key: str) -> str:
+        data, tag = self._get_tagged(key)
+        parts = self._bucket is not None and "-" not in tag.strip('"')
+        result = self._call(
+            "PUT", key, lambda: obstore_api().put(self.store, key, data, use_multipart=parts)
+        )
+        new = result.get("e_tag")
+        if not new or new == tag:
+            raise StorageError(f"PUT {key!r} on {self.url} kept its entity tag {tag}")
         return new
 
     @_forksafe

@@ -94,3 +94,11 @@ class RetryingObjectStore(WrapperObjectStore):
     # put_if is passed through untouched (WrapperObjectStore): after a lost reply only the
     # caller can tell whether its write landed, and a blind retry would report a false
     # "changed since read" for a write that did.
+
+    def tag(self, key: str) -> str:
+        """Read the entity tag with retries on transient errors."""
+        return retry(lambda: self.inner.tag(key), self.policy)
+
+    def retag(self, key: str) -> str:
+        """Write the object again with retries (a repeat only changes its tag again)."""
+        return retry(lambda: self.inner.retag(key), self.policy)

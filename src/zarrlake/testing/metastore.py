@@ -11,9 +11,11 @@ Backends shared by processes add `SharedMetaStoreTests` (zarrlake.testing.metast
 
 from __future__ import annotations
 
+import contextlib
 import pickle
 import random
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -394,6 +396,60 @@ class MetaStoreTests(RetriedMetaStoreTests):
         rounds_won = sorted(r for w in wins for r in w)
         assert rounds_won == list(range(self.race_rounds)), "each round needs one winner"
         assert int(store.get(P, b"counter")[0]) == self.race_rounds
+
+    def test_write_if_checks_then_writes_in_one_step(self, store: MetaStore):
+        """`write_if` writes (and deletes) only while every checked key is at its version
+        (None: absent); otherwise it raises and changes nothing."""
+        v = store.set(P, b"branch", b"a")
+        new = store.write_if(P, [(b"branch", b"b"), (b"gone", None)], {b"branch": v, b"f": None})
+        assert store.get(P, b"branch") == (b"b", new[0]) and new[1] == 0
+        for checks in ({b"branch": v}, {b"branch": new[0], b"f": 12345}):
+            with pytest.raises(CASFailedError):
+                store.write_if(P, [(b"branch", b"c")], checks)
+        fence = store.set(P, b"f", b"revoked")
+        with pytest.raises(CASFailedError):  # the fence changed: refused whatever else holds
+            store.write_if(P, [(b"branch", b"c")], {b"branch": new[0], b"f": None})
+        assert store.get(P, b"branch") == (b"b", new[0])
+        done = store.write_if(P, [(b"branch", b"c")], {b"branch": new[0], b"f": fence})
+        assert store.get(P, b"branch") == (b"c", done[0])
+        assert store.get(P, b"f") == (b"revoked", fence)  # checked, not written
+
+    def test_write_if_and_a_fence_write_never_both_win(self, store: MetaStore):
+        """Threads racing: each round one moves a key while its fence is absent, another
+        writes the fence; afterwards the move landed only if it came first (the fence write
+        saw nothing of it later): never a move after the fence."""
+        barrier = threading.Barrier(2, timeout=60)
+        for r in range(self.race_rounds):
+            key, fence = f"k{r}".encode(), f"f{r}".encode()
+            v = store.set(P, key, b"old")
+            order: list[str] = []
+
+            def move() -> None:
+                barrier.wait()
+                with contextlib.suppress(CASFailedError):
+                    store.write_if(P, [(key, b"moved")], {key: v, fence: None})  # noqa: B023
+                    order.append("move")  # noqa: B023
+
+            def revoke() -> None:
+                barrier.wait()
+                store.write_if(P, [(fence, b"revoked")], {fence: None})  # noqa: B023
+                seen = store.get(P, key)  # noqa: B023
+                order.append("fence saw move" if seen[0] == b"moved" else "fence first")  # noqa: B023
+
+            threads = [threading.Thread(target=move), threading.Thread(target=revoke)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            moved = store.get(P, key)[0] == b"moved"
+            assert not moved or "fence saw move" in order, (r, order)
+
+    def test_clock_is_one_clock_near_this_hosts(self, store: MetaStore):
+        """The metastore's clock reads like the epoch's seconds, close to this host's (the
+        tests run beside the server), and does not go back."""
+        first = store.clock()
+        assert abs(first - time.time()) < 30.0
+        assert store.clock() >= first - 1.0
 
     @pytest.mark.parametrize("call", BAD_CALLS.values(), ids=BAD_CALLS.keys())
     def test_bad_arguments_are_invalid_input(self, store: MetaStore, call):

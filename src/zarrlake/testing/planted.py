@@ -19,7 +19,8 @@ Nothing else sets them; the library never imports this module.
   same node's metadata document (or resized an array it wrote chunks of) finds no conflict:
   only chunk conflicts count.
 - `lease_not_renewed`: a committer does not renew its lease while it waits (for a sweep,
-  between long steps); only the fence before the branch compare-and-swap remains.
+  between long steps) nor in the background; only the renewal before the branch
+  compare-and-swap remains.
 - `recovery_trusts_failed_read`: whether a commit landed is taken as "no" when reading
   the branch history fails (recovery and a committer's own check after an error).
 - `page_age_by_local_clock`: the bucket metastore's page sweep judges a page's age by the
@@ -31,6 +32,15 @@ Nothing else sets them; the library never imports this module.
   too, lets every merged result pass).
 - `ref_moves_unguarded`: merges, reverts, resets and new refs write no keep record, so a
   sweep or an expiry they overlap does not know the commits they point at.
+- `lease_renewal_unchecked` (the second review's P1): a committer's lease renewal does not
+  check that its record still carries its seal and is committing, so a committer that
+  recovery gave up on (aborted, or reopened) renews and goes on to its branch swap.
+- `branch_moves_blindly` (P2): a branch moves without compare-and-swap: the write checks
+  neither the version read nor the landing fence.
+- `sweep_rereads_before_phase` (P3): the sweep reads sessions and refs again before it
+  enters its sweep phase instead of after, so a writer staging in between is missed.
+- `gather_before_seal` (P4): a commit gathers the staged changes before it seals the
+  session, so a flush landing in between is acknowledged but not in the commit.
 """
 
 from __future__ import annotations
@@ -148,9 +158,9 @@ def _rebase_ignores_metadata_conflicts() -> list[tuple[Any, str, Any]]:
 
 
 def _lease_not_renewed() -> list[tuple[Any, str, Any]]:
-    from zarrlake.txn.commit import Hold
+    from zarrlake.txn.commit import Heartbeat, Hold
 
-    return [(Hold, "keep", lambda self: None)]
+    return [(Hold, "keep", lambda self: None), (Heartbeat, "__call__", lambda self: None)]
 
 
 def _recovery_trusts_failed_read() -> list[tuple[Any, str, Any]]:
@@ -212,6 +222,72 @@ def _merge_ignores_failed_check() -> list[tuple[Any, str, Any]]:
     return [(checks, "branch_gate", branch_gate)]
 
 
+def _lease_renewal_unchecked() -> list[tuple[Any, str, Any]]:
+    from dataclasses import replace
+
+    from zarrlake.errors import CASFailedError
+    from zarrlake.txn.commit import Hold
+
+    def renew(self: Hold, attempt: str | None = None) -> None:
+        ctx = self.txn.ctx
+
+        def change(cur: Any) -> Any:  # no check of the seal or the status
+            attempts = cur.attempts
+            if attempt is not None and attempt not in attempts:
+                attempts = (*attempts, attempt)
+            return replace(cur, lease=ctx.clock() + self.span, attempts=attempts)
+
+        new = change(self.rec)
+        try:
+            self.version = ctx.records.swap(new, self.version)
+            self.rec = new
+        except CASFailedError:
+            self.rec, self.version = ctx.records.update(self.rec.id, change)
+        self.txn.record, self.txn.version = self.rec, self.version
+
+    return [(Hold, "renew", renew)]
+
+
+def _branch_moves_blindly() -> list[tuple[Any, str, Any]]:
+    from zarrlake.vc import refs
+
+    def move(
+        self: Any, name: str, commit_id: str, expected_version: int, landing: Any = None
+    ) -> int:
+        refs._fence(commit_id)
+        self.meta.set_many(self.partition, [(self._key(refs.BRANCH, name), self._value(commit_id))])
+        self._seen[name] = commit_id
+        return 0
+
+    return [(refs.Refs, "move", move)]
+
+
+def _sweep_rereads_before_phase() -> list[tuple[Any, str, Any]]:
+    from zarrlake.lifecycle.gc import Collector
+
+    original = Collector.sweep
+
+    def sweep(self: Collector, reach: Any, due: list[str], pool: Any, listed_only: Any) -> None:
+        due = Collector.recheck(self, reach, due, pool, listed_only)  # before the phase
+        self.recheck = lambda reach, due, pool, listed_only: due  # type: ignore[method-assign]
+        original(self, reach, due, pool, listed_only)
+
+    return [(Collector, "sweep", sweep)]
+
+
+def _gather_before_seal() -> list[tuple[Any, str, Any]]:
+    from zarrlake.txn import commit
+
+    original = commit.seal
+
+    def seal(txn: Any, rec: Any, version: int) -> Any:
+        early = txn.gather()  # a flush landing from here to the seal is acknowledged...
+        txn.gather = lambda: early  # ...and not in the commit
+        return original(txn, rec, version)
+
+    return [(commit, "seal", seal)]
+
+
 BUGS: dict[str, Callable[[], list[tuple[Any, str, Any]]]] = {
     "gc_ignores_grace": _gc_ignores_grace,
     "commit_skips_rebase_conflicts": _commit_skips_rebase_conflicts,
@@ -227,6 +303,10 @@ BUGS: dict[str, Callable[[], list[tuple[Any, str, Any]]]] = {
     "page_age_by_local_clock": _page_age_by_local_clock,
     "merge_ignores_failed_check": _merge_ignores_failed_check,
     "recovery_trusts_failed_read": _recovery_trusts_failed_read,
+    "lease_renewal_unchecked": _lease_renewal_unchecked,
+    "branch_moves_blindly": _branch_moves_blindly,
+    "sweep_rereads_before_phase": _sweep_rereads_before_phase,
+    "gather_before_seal": _gather_before_seal,
 }
 
 

@@ -1,6 +1,7 @@
-"""Conformance of conditional updates (`get_tagged`, `put_if`), for object stores that have
-them (S3, memory): a metastore kept in the bucket rests on these. Mix into an
-ObjectStoreTests subclass."""
+"""Conformance of conditional updates (`get_tagged`, `put_if`) and conditional deletes (`tag`,
+`delete_if`, `retag`), for object stores that have them (S3, memory): a metastore kept in the
+bucket rests on the first, the fence on a garbage collector's deletes on the second. Mix into
+an ObjectStoreTests subclass."""
 
 from __future__ import annotations
 
@@ -73,3 +74,17 @@ class ConditionalObjectStoreTests:
             t.join()
         assert errors == []
         assert store.get("c/counter") == str(RACERS * INCREMENTS).encode()
+
+    def test_delete_if_deletes_only_the_tag_read(self, store: ObjectStore) -> None:
+        """`delete_if` deletes only while the entity tag is the one given; `retag` writes the
+        same bytes under a new tag, so a delete holding the old one is refused."""
+        store.put("c/k", b"value")
+        tag = store.tag("c/k")
+        assert store.delete_if("c/k", '"another"') is False and store.exists("c/k")
+        new = store.retag("c/k")
+        assert new != tag and store.tag("c/k") == new and store.get("c/k") == b"value"
+        assert store.delete_if("c/k", tag) is False and store.exists("c/k")
+        assert store.delete_if("c/k", new) is True and not store.exists("c/k")
+        assert store.delete_if("c/k", new) is False  # gone
+        with pytest.raises(NotFoundError):
+            store.tag("c/k")

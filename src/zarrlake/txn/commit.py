@@ -1,15 +1,22 @@
 """Committing a session: seal its record with a lease, run the commit protocol, finish the
 record; and recovery of a committer that died mid-way or outlived its lease.
 
-The record is the committer's fence: the seal stores a random token, the process identity
-and a lease; the lease is renewed, and each commit id is recorded, by compare-and-swap on
-that record before the branch compare-and-swap. Recovery changes the record, so a
-committer it gave up on fails its next renewal and never moves the branch afterwards. The
-window left is one round trip: a committer that renewed and then pauses longer than its
-lease before its branch swap lands it while recovery has aborted the record (never
-reopened it), so the next read finds the commit and upgrades the record to committed. On
-no metastore is the record swap and the branch swap one transaction (they live in
-different partitions behind a key-value interface)."""
+Two fences keep a committer that others gave up on from landing:
+
+- The record: the seal stores a random token, the process identity and a lease (on the
+  metastore's clock); the lease is renewed, and each commit id recorded, by
+  compare-and-swap on that record before the branch compare-and-swap. Recovery changes
+  the record, so a committer it gave up on fails its next renewal.
+- The session's landing fence (`vc/refs.py`), beside the branch: every branch swap of the
+  commit checks it in the same atomic step. Recovery revokes it before it reopens or
+  aborts a session whose committer recorded an attempt, so an attempt already on its way
+  (a paused committer's, or a dead one's request held up in the network) can never land
+  afterwards; what recovery then finds on the branch is final.
+
+A committer known to be alive (on this host: `runtime.identity_alive`) is never given up
+on, whatever its lease says: it may be paused, and it still lands with its data. Its lease
+matters where its liveness cannot be told (another host).
+"""
 
 from __future__ import annotations
 
@@ -29,6 +36,7 @@ from zarrlake.errors import (
     InvalidInputError,
     NotFoundError,
     SessionClosedError,
+    TransientError,
     UnflushedWritesError,
     ZarrLakeError,
 )
@@ -39,7 +47,7 @@ from zarrlake.vc.checks.rules import CheckRule, guard_commit
 from zarrlake.vc.commit_protocol import CommitProtocol, CommitRequest, SessionLanded
 from zarrlake.vc.gc_protocol import register_staged
 from zarrlake.vc.policies import CONFLICT_POLICIES, UNFLUSHED_POLICIES
-from zarrlake.vc.refs import BRANCH
+from zarrlake.vc.refs import BRANCH, Landing, LandingRevokedError
 
 
 class CommitHandle(Protocol):
@@ -154,50 +162,57 @@ def reached(ctx: RepoContext, head: str, rec: SessionRecord, targets: set[str]) 
     return None
 
 
+RELEASED = ""
+"""The committer identity of a seal its process gave up on without settling it (see
+`Hold.release`): recovery treats it as a dead committer's."""
+_HELD: set[str] = set()
+"""Seal tokens of the commits running in this process (`_settle_own`)."""
+
+
 def _alive(rec: SessionRecord) -> bool | None:
     """Whether the process that sealed `rec` still runs (None: cannot be told from here)."""
+    if rec.committer == RELEASED:
+        return False
     return runtime.identity_alive(rec.committer) if rec.committer else None
 
 
-def recovered(ctx: RepoContext, rec: SessionRecord) -> SessionRecord | None:
+def recovered(ctx: RepoContext, rec: SessionRecord, gone: bool = False) -> SessionRecord | None:
     """What a committing or aborted record becomes now, or None to leave it as it is.
 
-    - A committer known dead (its recorded `runtime.identity()` judged gone, not merely
-      unknown) whose commit is proven not landed: the session is open again at once,
-      without waiting for its lease. This is safe because only that process could move the
-      branch for this seal, and a dead process sends nothing more (what remains is a
-      request it sent just before dying that the metastore applies later; a second commit
-      of the session then finds the first below it and stops, see CommitProtocol).
-    - A committer whose lease passed and that is alive (paused) or whose liveness cannot
-      be told: aborted, never open, since it may still move the branch. An aborted
-      record whose commit turns up later is upgraded to committed here.
-    - A landed commit makes the record committed, whoever finds it (a running
-      committer's too: its commit returns before the record's finish lands).
-    Read errors propagate with the record untouched; only a complete walk says "not
-    landed" (see `landed`)."""
+    - A committer known alive (same host) is waited for, whatever its lease says (it may be
+      paused); a landed commit of it makes the record committed.
+    - A committer known dead, or one whose lease passed (by the metastore's clock) and whose
+      liveness cannot be told from here: its landing is revoked first (if it recorded an
+      attempt), so that nothing it sent can land later; then the branch tells exactly. A
+      commit found makes the record committed; otherwise the session is open again if the
+      committer is known dead, and aborted (final) if not.
+    - An aborted record still naming attempts (aborted by an earlier version) is settled
+      the same way: committed if its commit is there, else its attempts dropped.
+    `gone`: the committer is known to run no more (this process, settling a seal of its
+    own that no commit of it holds). Read errors propagate with the record untouched;
+    only a complete walk says "not landed" (see `landed`)."""
     now = ctx.clock()
     if rec.status == Status.ABORTED:
         if not rec.attempts:
             return None  # nothing was ever tried on the branch, or it was settled already
+        ctx.refs.revoke_landing(rec.id, rec.seal)
         try:
             cid = landed(ctx, rec)
         except UndecidedError:
-            cid = None
-        if cid is not None:
-            return _finished(rec, cid, now)
-        if _alive(rec) is False:  # it can never land now: stop looking
-            return replace(rec, attempts=())
-        return None
+            return None  # looked for again at the next read: it may turn up (a merge)
+        return _finished(rec, cid, now) if cid is not None else replace(rec, attempts=())
     if rec.status != Status.COMMITTING:
         return None
-    alive = _alive(rec)
+    alive = False if gone else _alive(rec)
     lease_over = rec.lease is None or now > rec.lease
-    if alive is not False and not lease_over:
+    if alive or (alive is None and not lease_over):
         return _landed_meanwhile(ctx, rec, now)
+    if rec.attempts:  # a branch swap may be on its way: make it fail, wherever it is
+        ctx.refs.revoke_landing(rec.id, rec.seal)
     try:
         cid = landed(ctx, rec)
-    except UndecidedError as e:
-        return _aborted(rec, now, f"{rec.committer_text()} stopped, and {e}.")
+    except UndecidedError as e:  # its attempts stay: one may turn up on the branch yet
+        return _aborted(rec, now, f"{rec.committer_text()} stopped, and {e}.", rec.attempts)
     if cid is not None:
         return _finished(rec, cid, now)
     if alive is False:
@@ -210,12 +225,11 @@ def recovered(ctx: RepoContext, rec: SessionRecord) -> SessionRecord | None:
             attempts=(),
             note=f"reopened: {rec.committer_text()} died while committing, without landing",
         )
-    how = "is still running (paused?)" if alive else "cannot be checked from here"
     return _aborted(
         rec,
         now,
         f"{rec.committer_text()}, committing since {rec.since_text()}, did not finish "
-        f"within its lease (ended {as_datetime(rec.lease)}) and {how}.",
+        f"within its lease (ended {as_datetime(rec.lease)}) and cannot be checked from here.",
     )
 
 
@@ -236,8 +250,12 @@ def _finished(rec: SessionRecord, cid: str, now: float) -> SessionRecord:
     return replace(rec, status=Status.COMMITTED, commit=cid, lease=None, since=now)
 
 
-def _aborted(rec: SessionRecord, now: float, note: str) -> SessionRecord:
-    return replace(rec, status=Status.ABORTED, lease=None, since=now, note=note)
+def _aborted(
+    rec: SessionRecord, now: float, note: str, attempts: tuple[str, ...] = ()
+) -> SessionRecord:
+    """Aborted, final: its landing was revoked (or it never tried), so none of its attempts
+    can land any more; those kept are ones that may have landed already, to look for."""
+    return replace(rec, status=Status.ABORTED, lease=None, since=now, attempts=attempts, note=note)
 
 
 def load(ctx: RepoContext, session_id: str) -> tuple[SessionRecord, int]:
@@ -370,6 +388,24 @@ class Hold:
             self.rec, self.version = ctx.records.update(self.rec.id, change)
         self.txn.record, self.txn.version = self.rec, self.version
 
+    def heartbeat(self) -> Heartbeat:
+        """Renew the lease in the background too (every quarter of it), so a step slower
+        than the lease between two `keep` calls (a slow store, a long sweep's wait) does not
+        let it lapse while this process runs; stopped when the commit ends."""
+        return Heartbeat(self)
+
+    def release(self) -> None:
+        """Give the seal up without settling it (whether its commit landed could not be
+        read): the record names no live committer any more (RELEASED), so the next reader
+        settles it as a dead committer's, revoking its landing first."""
+
+        def change(cur: SessionRecord) -> SessionRecord | None:
+            if cur.status != Status.COMMITTING or cur.seal != self.rec.seal:
+                return None
+            return replace(cur, committer=RELEASED, lease=0.0)
+
+        self.rec, self.version = self.txn.ctx.records.update(self.rec.id, change)
+
     def lost(self, cur: SessionRecord) -> SessionClosedError:
         """The error of a committer whose record was taken from it."""
         return SessionClosedError(
@@ -416,6 +452,68 @@ class Hold:
         self.txn.record, self.txn.version = self.rec, self.version
 
 
+def _settle_own(txn: CommitHandle, fresh: bool = False) -> tuple[SessionRecord, int]:
+    """The record as the handle last saw it (`fresh`: as read now), after settling a seal
+    of this process that no commit of it holds any more (a commit that could not undo its
+    seal: a lost reply, a read that failed): recovered as a dead committer's, so a retry
+    is never refused by this very process."""
+    rec, version = txn.load() if fresh else txn.current()
+    if (
+        rec.status == Status.COMMITTING
+        and rec.committer == runtime.identity()
+        and rec.seal not in _HELD
+    ):
+        rec, version = txn.ctx.records.update(
+            rec.id, lambda cur: recovered(txn.ctx, cur, gone=cur.seal == rec.seal)
+        )
+        txn.record, txn.version = rec, version
+    return rec, version
+
+
+class Heartbeat:
+    """A committer's lease renewal in the background (a `runtime` timer, every quarter of
+    the lease). It only ever compare-and-swaps the record, from a fresh read, and stops
+    once the record is no longer its seal's: it may run beside the commit's own calls
+    (`concurrent`, which the simulator honours)."""
+
+    concurrent = True
+
+    def __init__(self, hold: Hold) -> None:
+        self.ctx = hold.txn.ctx
+        self.session = hold.rec.id
+        self.seal = hold.rec.seal
+        self.span = hold.span
+        self._stopped = False
+        self._timer = runtime.call_later(self.span / 4, self)
+
+    def __call__(self) -> None:
+        """One beat: renew, and schedule the next unless stopped or given up on."""
+        if self._stopped:
+            return
+
+        def change(cur: SessionRecord) -> SessionRecord:
+            if cur.status != Status.COMMITTING or cur.seal != self.seal:
+                raise SessionClosedError(
+                    f"session {cur.id} is no longer this commit's; see its state with "
+                    f"`zarrlake sessions show {cur.id}`"
+                )
+            return replace(cur, lease=self.ctx.clock() + self.span)
+
+        try:
+            self.ctx.records.update(self.session, change)
+        except SessionClosedError:
+            return  # given up on, or finished: the commit finds out at its next step
+        except ZarrLakeError:
+            pass  # a missed beat: the next one, or the commit's own renewal, renews
+        if not self._stopped:
+            self._timer = runtime.call_later(self.span / 4, self)
+
+    def stop(self) -> None:
+        """Renew no more."""
+        self._stopped = True
+        self._timer.cancel()
+
+
 def _commit(
     txn: CommitHandle,
     message: str | None,
@@ -426,7 +524,7 @@ def _commit(
     """One attempt: seal, gather, run the protocol; the seal is undone if it fails.
     `final_flush` (the first attempt's) makes this handle's buffered writes durable."""
     ctx = txn.ctx
-    rec, version = txn.current()
+    rec, version = _settle_own(txn)
     txn.check_writable(rec, version)
     # What need not wait for the seal goes out with it (one round trip on a remote
     # metastore; first, in turn, on an embedded one): this handle's last writes, which the
@@ -441,6 +539,27 @@ def _commit(
     if isinstance(sealed, Exception):
         raise_first([flushed, sealed])  # nothing to undo
     hold = Hold(txn, *cast(tuple[SessionRecord, int], sealed))
+    rec = hold.rec
+    beat = hold.heartbeat()
+    try:
+        return _run(txn, hold, message, on_conflict, props, flushed, protected, head)
+    finally:
+        beat.stop()
+        _HELD.discard(rec.seal or "")
+
+
+def _run(
+    txn: CommitHandle,
+    hold: Hold,
+    message: str | None,
+    on_conflict: str,
+    props: dict,
+    flushed: object,
+    protected: object,
+    head: object,
+) -> str:
+    """The commit under the seal `hold` holds (see `_commit`)."""
+    ctx = txn.ctx
     rec = hold.rec
     crashpoints.reached("after_seal")
 
@@ -457,6 +576,7 @@ def _commit(
             enforce(ctx, rules, rec.branch, commit_id, head, "commit")
             hold.keep()
 
+    protocol = CommitProtocol(ctx.objects, ctx.refs)
     try:
         raise_first([flushed, protected, head])  # the seal is undone below
         # The gc phase is read only once the seal has landed: a sweep that begins later
@@ -464,11 +584,17 @@ def _commit(
         # earlier is waited for (reading it alongside the seal let both miss each other),
         # the lease renewed meanwhile. The same read settles this handle's last uploads;
         # the gather goes out with it.
-        idle, gathered = ctx.together(
+        # The session's landing fence is read now that the seal has landed: every revocation
+        # of an earlier seal came before it, and one of this seal changes it (vc/refs.py).
+        idle, gathered, fence = ctx.together(
             lambda: txn.settle_flushed(hold.keep) or ctx.write_guard.wait_idle(hold.keep),
             txn.gather,
+            lambda: ctx.refs.landing(rec.id),
         )
-        raise_first([idle, gathered])
+        raise_first([idle, gathered, fence])
+        mark, landing = cast(tuple[str | None, Landing], fence)
+        if mark == f"revoked {rec.seal}":
+            raise hold.lost(hold.rec)
         hold.keep()
         staged = cast(Gathered, gathered)
         request = CommitRequest(
@@ -487,8 +613,13 @@ def _commit(
             keep=hold.keep,
             moves=staged.moves,
         )
-        commit_id = CommitProtocol(ctx.objects, ctx.refs).run(
-            request, before_cas, cast(tuple[str, int] | None, head), check, ctx.together
+        commit_id = protocol.run(
+            request,
+            before_cas,
+            cast(tuple[str, int] | None, head),
+            check,
+            ctx.together,
+            landing,
         )
         crashpoints.reached("after_branch_cas")
     except SessionLanded as e:  # an earlier seal's commit landed late: this one cannot
@@ -500,16 +631,22 @@ def _commit(
         ) from None
     except BaseException as error:
         try:
+            if protocol.uncertain:  # a swap of ours may still be on its way: it never lands now
+                ctx.refs.revoke_landing(rec.id, rec.seal)
             cid = landed(ctx, hold.rec) if hold.rec.attempts else None
         except ZarrLakeError as check:  # cannot tell: the record stays committing
             error.add_note(
                 f"whether this commit landed could not be checked ({check}); session "
-                f"{rec.id} stays committing until that is known (its next reader decides "
-                "once this process is gone, or its lease has ended)"
+                f"{rec.id} stays committing until that is known (its next reader decides, "
+                "or this process's next commit of it)"
             )
+            with contextlib.suppress(ZarrLakeError):
+                hold.release()
             raise error from None  # (a bare raise would raise the check's error, unnoted)
         if cid is None:
             hold.finish(None)
+            if isinstance(error, LandingRevokedError):  # say what recovery made of it
+                raise hold.lost(ctx.records.get(rec.id)[0]) from None
             if isinstance(error, NotFoundError) and not ctx.refs.get(BRANCH, rec.branch):
                 raise NotFoundError(
                     f"branch {rec.branch!r} was deleted after this session started at "
@@ -535,13 +672,14 @@ def _commit(
 def seal(txn: CommitHandle, rec: SessionRecord, version: int) -> tuple[SessionRecord, int]:
     """Mark the session committing, with a lease, this process's identity and a fresh seal
     token, by compare-and-swap from the record as the handle last saw it (re-read once if
-    it changed); writes staged after this fail."""
+    it changed); writes staged after this fail. A seal whose reply was lost is read back:
+    one that landed is undone, and the TransientError says the session is open again."""
     now = txn.ctx.clock()
     lease = now + txn.ctx.settings.commit_timeout + LEASE_MARGIN
     token = secrets.token_hex(8)
     for fresh in (False, True):
         if fresh:
-            rec, version = txn.load()
+            rec, version = _settle_own(txn, fresh=True)
             txn.check_writable(rec, version)
         sealed = replace(
             rec,
@@ -557,6 +695,10 @@ def seal(txn: CommitHandle, rec: SessionRecord, version: int) -> tuple[SessionRe
             version = txn.ctx.records.swap(sealed, version)
         except CASFailedError:
             continue
+        except TransientError as error:
+            _unseal(txn, rec, version, token, error)
+            raise
+        _HELD.add(token)
         txn.record, txn.version = sealed, version
         return sealed, version
     txn.check_writable(*txn.load())
@@ -564,6 +706,37 @@ def seal(txn: CommitHandle, rec: SessionRecord, version: int) -> tuple[SessionRe
         f"session {rec.id} is being committed elsewhere"
         "; run `zarrlake sessions show ID` to follow it"
     )
+
+
+def _unseal(
+    txn: CommitHandle, before: SessionRecord, version: int, token: str, error: Exception
+) -> None:
+    """After a seal whose reply was lost: read the record back and leave it open. Our seal
+    there is undone; an unchanged record is written again (its version moves on, so the
+    seal, if still on its way, can never land); another change means it never will. A
+    failure here leaves it to `_settle_own` at this process's next commit."""
+
+    def change(cur: SessionRecord) -> SessionRecord | None:
+        if cur.seal == token and cur.status == Status.COMMITTING:
+            return replace(cur, status=Status.OPEN, lease=None, seal=None, attempts=())
+        return None
+
+    try:
+        got, now_at = txn.ctx.records.get(before.id)
+        if got.seal != token and now_at == version:
+            got, now_at = got, txn.ctx.records.swap(got, version)  # fences the lost seal
+        else:
+            got, now_at = txn.ctx.records.update(before.id, change)
+        txn.record, txn.version = got, now_at
+        error.add_note(
+            f"The commit's first step (sealing session {before.id}) lost its reply; nothing "
+            f"was committed and the session is {got.status}: commit again"
+        )
+    except ZarrLakeError as again:
+        error.add_note(
+            f"The commit's first step lost its reply and could not be undone ({again}); "
+            "nothing was committed: commit again from this process once the metastore answers"
+        )
 
 
 def abandon(txn: CommitHandle) -> None:

@@ -14,19 +14,21 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import replace
 from datetime import timedelta
+from typing import cast
 
-from zarrlake.connection import RepoContext, RepoSpec, connect
+from zarrlake.connection import RepoContext, RepoSpec, connect, raise_first
 from zarrlake.errors import (
     CASFailedError,
     Conflict,
     ConflictError,
     ConflictKind,
     ReadOnlySessionError,
+    ZarrLakeError,
 )
 from zarrlake.format.fragment import FragmentRecord
 from zarrlake.format.shard import shown, split_inner_key
 from zarrlake.format.snapshot import SnapshotRoot
-from zarrlake.session_records import SessionRecord, Status, check_expiry
+from zarrlake.session_records import PENDING, SessionRecord, Status, check_expiry
 from zarrlake.txn import commit as committing
 from zarrlake.txn import moves, refusals, writers
 from zarrlake.txn.fragments import StagedFragments
@@ -118,10 +120,23 @@ class Transaction:
         expires_in: timedelta,
         isolation: str,
     ) -> Transaction:
-        """A new session on `branch`, based on its current head."""
-        head, _ = ctx.refs.require(BRANCH, branch)
-        rec, version = ctx.records.new(branch, head, message, author, expires_in, isolation)
-        txn = cls(ctx, rec, head, version)
+        """A new session on `branch`, based on its current head. The record is written
+        first, naming the head this process saw last (or none yet, PENDING), and the head
+        is read after it: from the moment the head is read, an open record on the branch
+        protects it from `expire` (`lifecycle.expire.protected`)."""
+        rec, version = ctx.records.new(
+            branch, ctx.refs.seen(branch) or PENDING, message, author, expires_in, isolation
+        )
+        head, moved = ctx.together(lambda: ctx.refs.require(BRANCH, branch), ctx.refs.check_moved)
+        if isinstance(head, Exception) or isinstance(moved, Exception):
+            with contextlib.suppress(ZarrLakeError):
+                ctx.records.forget(rec.id)
+            raise_first([head, moved])
+        base = cast(tuple[str, int], head)[0]
+        if base != rec.base:
+            rec = replace(rec, base=base)
+            version = ctx.records.swap(rec, version)
+        txn = cls(ctx, rec, base, version)
         txn.created = True
         return txn
 

@@ -35,7 +35,7 @@ from zarrlake.vc.change_table import Change, ChangeTable
 from zarrlake.vc.chunk_keys import KeyNamer, is_array_doc, load_doc
 from zarrlake.vc.conflicts import find_conflicts, merge_changes, without
 from zarrlake.vc.objects import Blob, Objects
-from zarrlake.vc.refs import BRANCH, Refs
+from zarrlake.vc.refs import BRANCH, Landing, Refs
 
 __all__ = ["Change", "ChangeTable", "CommitProtocol", "CommitRequest", "SessionLanded"]
 
@@ -397,13 +397,16 @@ class Moved:
     version: int | None
 
 
-def update_branch(refs: Refs, branch: str, new: str, expected_version: int) -> Moved | None:
+def update_branch(
+    refs: Refs, branch: str, new: str, expected_version: int, landing: Landing | None = None
+) -> Moved | None:
     """The second job of a commit: move `branch` to `new` if it is still at
-    `expected_version`. None when it moved; Moved (the branch's head now) when another
-    update came first. Other errors propagate (a TransientError may hide a swap that
-    landed: the caller looks for it)."""
+    `expected_version` (and, with `landing`, the session's landing fence is unchanged:
+    LandingRevokedError otherwise). None when it moved; Moved (the branch's head now) when
+    another update came first. Other errors propagate (a TransientError may hide a swap
+    that landed: the caller looks for it)."""
     try:
-        refs.move(branch, new, expected_version)
+        refs.move(branch, new, expected_version, landing)
         return None
     except CASFailedError:
         got = refs.get(BRANCH, branch)
@@ -419,6 +422,9 @@ class CommitProtocol:
     def __init__(self, objects: Objects, refs: Refs) -> None:
         self.objects = objects
         self.refs = refs
+        self.uncertain = False
+        """Whether a branch swap was sent whose outcome is unknown (no definite answer came
+        back): it may still land, so whoever gives this commit up first revokes its landing."""
 
     def run(
         self,
@@ -427,17 +433,21 @@ class CommitProtocol:
         head: tuple[str, int] | None = None,
         check: Callable[[str, str], None] | None = None,
         together: Together | None = None,
+        landing: Landing | None = None,
     ) -> str:
         """The id of the commit of `req` on its branch; `head`, the branch's (commit id,
         version) if the caller read it already, saves reading it again. With `together`
         (RepoContext.together), `before_cas(commit_id)` goes out with the commit's last
         objects: the branch swap needs both done, and neither needs the other (a remote
         metastore then waits one round trip less). Every commit the builder writes is then
-        fenced with its objects, so `land` is given no `before_cas` of its own."""
+        fenced with its objects, so `land` is given no `before_cas` of its own. `landing`:
+        the session's landing fence, which every branch swap checks (vc/refs.py)."""
         alongside = None if together is None else (together, before_cas)
         builder = CommitBuilder(self.objects, req, alongside)
         fence = before_cas if alongside is None else None
-        return self.land(req.branch, builder.build, req.timeout, req.base, fence, head, check)
+        return self.land(
+            req.branch, builder.build, req.timeout, req.base, fence, head, check, landing
+        )
 
     def land(
         self,
@@ -448,18 +458,20 @@ class CommitProtocol:
         before_cas: Callable[[str], None] | None = None,
         known: tuple[str, int] | None = None,
         check: Callable[[str, str], None] | None = None,
+        landing: Landing | None = None,
     ) -> str:
         """Move `branch` to `build(head)` by compare-and-swap, rebuilding on a moved head
         after a jittered backoff until it lands or `timeout` passes (CommitTimeoutError);
         `build` returning the head means no move. A lost or failed CAS reply whose swap did
         land (looked for above `base`, default the first head seen) is a success. `known`
         is the (head, version) to try first, if the caller read it. `check(new, head)`
-        runs before each swap (it raises to refuse the move)."""
+        runs before each swap (it raises to refuse the move); `landing`: a session's
+        landing fence every swap checks."""
         # Committers of one repository take turns where the metastore offers them (the
         # embedded one): a swap then never loses, so no attempt's objects are wasted.
         with self.refs.meta.take_turns(self.refs.partition) as turns:
             return self._land(
-                branch, build, timeout, base, before_cas, None if turns else known, check
+                branch, build, timeout, base, before_cas, None if turns else known, check, landing
             )
 
     def _land(
@@ -471,6 +483,7 @@ class CommitProtocol:
         before_cas: Callable[[str], None] | None,
         known: tuple[str, int] | None,
         check: Callable[[str, str], None] | None = None,
+        landing: Landing | None = None,
     ) -> str:
         tried: set[str] = set()
         attempts = 0
@@ -493,7 +506,9 @@ class CommitProtocol:
             if before_cas is not None:
                 before_cas(new)
             try:
-                moved = update_branch(self.refs, branch, new, version)
+                self.uncertain = True  # until a definite answer comes back
+                moved = update_branch(self.refs, branch, new, version, landing)
+                self.uncertain = False
                 if moved is None:
                     return new
                 landed = self._landed(tried, branch, base)

@@ -6,13 +6,20 @@ compare-and-swap:
 - `lock`: one collector at a time (its owner token and `runtime.identity()`, so one known
   to be dead is taken over; renewed by compare-and-swap before each delete batch, taken
   over otherwise only LOCK_TTL after its last renewal).
-- `phase`: the sweep epoch. A collector moves it to *sweeping* (epoch + 1, with a deadline)
-  before it re-checks what is live and deletes, and back to *idle* after. It never deletes
-  past the deadline, nor after a writer ended the sweep (a writer does once the deadline
-  passed by its own clock; the collector reads the phase before each delete batch), so a
-  crashed sweep cannot delete anything later and clock skew costs one batch at most.
+- `phase`: the sweep epoch. A collector moves it to *sweeping* (epoch + 1, naming itself,
+  with a lease SWEEP_LEASE seconds long on the metastore's clock, renewed by a heartbeat
+  and before every delete batch) before it re-checks what is live and deletes, and back to
+  *idle* after its last delete has returned. Nobody else ends a sweep while its collector
+  may be alive and renewing: a process waiting for it ends it only once its collector is
+  known dead (same host: process identity) or its lease lapsed, and then first seals the
+  sweep's fence (`vc/sweep_fence.py`), so that no delete the collector sends afterwards
+  can take effect: a collector paused anywhere, for any time, deletes nothing anyone
+  relies on after the sweep ended.
+- `s/<epoch>/<batch>`: what each delete batch of the sweep is about to delete, written
+  before its fence check (the entity tags the fence's seal needs).
 - `c/<object key>`: candidates, objects the collector has learned may be garbage, with the
-  time it first learned so (the grace period counts from then) and the size if known.
+  time it first learned so (the grace period counts from then, on the metastore's clock)
+  and the size if known.
 
 A writer reads the phase before uploading (`WriteGuard.begin`) and again after its
 references are staged (`WriteGuard.settle`). If the two reads are the same idle phase, no
@@ -21,7 +28,7 @@ phase change and sees the writer's. Otherwise the writer waits out the sweep, th
 back any object of its batch that the sweep deleted (and fails the write of one a purge
 retired meanwhile: vc/purges.py). Dedup hits (`put_if_absent` finding an
 old object) are therefore safe: the object is either kept or rewritten before the write is
-acknowledged.
+acknowledged, and once the sweep is over none of its deletes can land any more.
 
 Every object a session's writer uploads (chunk objects, fragment objects) is recorded in the
 session's uploads partition (`uploads_partition`, one key per object, its size as value)
@@ -38,11 +45,13 @@ import contextlib
 import json
 import random
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from zarrlake._util import crashpoints, runtime
 from zarrlake.errors import CASFailedError, GcBusyError, ZarrLakeError
+from zarrlake.vc import sweep_fence
+from zarrlake.vc.refs import Refs
 
 if TYPE_CHECKING:
     from zarrlake.format.fragment import FragmentRecord
@@ -69,24 +78,34 @@ class GcContext(Protocol):
 PHASE = b"phase"
 LOCK = b"lock"
 CANDIDATE = b"c/"
-SWEEP_TTL = 600.0
-"""Seconds a sweep may delete for; after its deadline a waiting writer ends it."""
-DELETE_MARGIN = 30.0
-"""A sweep stops deleting this many seconds before its deadline (clock skew, pauses)."""
+SWEPT = b"s/"
+"""Records of a sweep's delete batches: `s/<epoch>/<batch>` (see the module docstring)."""
+SWEEP_LEASE = 30.0
+"""Seconds (metastore clock) a sweep's lease runs from its last renewal: a collector that
+died or stalled holds up writers for at most this long."""
+HEARTBEAT = 10.0
+"""Seconds between a collector's renewals of its sweep's lease while it sweeps."""
 LOCK_TTL = 3600.0
+"""A lock not renewed for this long is taken over (its holder's liveness unknown)."""
 POLL = 0.05
 """Seconds a writer sleeps between reads of the phase while a sweep is deleting (a module
 setting so the simulator can poll less often through a long stall)."""
-"""A lock not renewed for this long is taken over (its holder's liveness unknown)."""
 
 
 @dataclass(frozen=True)
 class Phase:
-    """The sweep epoch: whether a collector is sweeping, and until when it may delete."""
+    """The sweep epoch: whether a collector is sweeping, which one, and until when its lease
+    runs unless renewed (`until`, metastore clock); `ending`: another process is ending
+    the sweep in its place (sealing its fence), and everyone waits on until it is idle."""
 
     epoch: int = 0
     sweeping: bool = False
-    deadline: float = 0.0
+    until: float = 0.0
+    holder: str | None = None
+    """`runtime.identity()` of the collector (None when idle)."""
+    owner: str | None = None
+    """The collector's lock token: tells its own sweep from a later one."""
+    ending: bool = False
 
     def encode(self) -> bytes:
         """The phase as stored in the metastore (JSON)."""
@@ -94,8 +113,26 @@ class Phase:
 
     @classmethod
     def decode(cls, data: bytes | None) -> Phase:
-        """The stored phase; the idle epoch 0 when none was stored yet."""
-        return cls(**json.loads(data)) if data else cls()
+        """The stored phase; the idle epoch 0 when none was stored yet (a phase an earlier
+        version stored has a `deadline` instead of a lease: it serves as one)."""
+        if not data:
+            return cls()
+        doc = json.loads(data)
+        if "until" not in doc:
+            doc["until"] = doc.get("deadline", 0.0)
+        return cls(**{k: v for k, v in doc.items() if k in _PHASE_FIELDS})
+
+    @property
+    def sweep(self) -> str:
+        """The name of this sweep's fence (its bin on a local directory)."""
+        return f"{self.epoch:012d}"
+
+    def same_sweep(self, other: Phase) -> bool:
+        """Whether `other` is this sweep, whatever its lease now (renewals change it)."""
+        return (self.epoch, self.owner) == (other.epoch, other.owner) and other.sweeping
+
+
+_PHASE_FIELDS = frozenset(Phase.__dataclass_fields__)
 
 
 class Candidate(NamedTuple):
@@ -123,6 +160,7 @@ class GcState:
     """The collector's side of the records."""
 
     def __init__(self, ctx: GcContext) -> None:
+        self.ctx = ctx
         self.meta = ctx.meta
         self.partition = partition(ctx)
         self.clock: Callable[[], float] = lambda: ctx.clock()  # tests may swap the clock
@@ -131,8 +169,12 @@ class GcState:
 
     # lock ---------------------------------------------------------------------------------
 
-    def acquire(self) -> None:
-        """Take the collector lock; GcBusyError if a collector that may be alive holds it."""
+    def acquire(self, moving: bool = False) -> None:
+        """Take the collector lock; GcBusyError if a collector that may be alive holds it,
+        RepositoryMovedError if the repository moved to another metastore (unless
+        `moving`: the metastore copy itself takes the lock)."""
+        if not moving:
+            Refs(self.meta, self.ctx.partition("refs")).check_moved()
         got = self.meta.get(self.partition, LOCK)
         if got is not None and not self._stale(json.loads(got[0])):
             lock = json.loads(got[0])
@@ -150,8 +192,8 @@ class GcState:
                 "another garbage collection started at the same time; try again"
             ) from None
         phase, _ = self.phase()
-        if got is not None and phase.sweeping:  # its collector died: it deletes no more
-            self.end_sweep(phase)
+        if got is not None and phase.sweeping:  # its collector is gone: seal, then end it
+            end_in_place(self.ctx, phase)
 
     def _value(self) -> bytes:
         """The lock as this collector stores it: owner token, process identity, time."""
@@ -179,9 +221,9 @@ class GcState:
         if ident is not None:
             return runtime.identity_alive(ident) is False
         # A lock of an earlier version names only host and pid: a guess, trusted only once
-        # any sweep of its holder has passed its deadline (it then deletes no more).
+        # any sweep of its holder would have passed its lease (its fence is sealed anyway).
         host, pid, _ = lock["owner"].split(":")
-        return age > SWEEP_TTL and runtime.alive(host, int(pid)) is False
+        return age > SWEEP_LEASE and runtime.alive(host, int(pid)) is False
 
     def release(self) -> None:
         """Drop the gc lock, if this collector still owns it."""
@@ -198,9 +240,8 @@ class GcState:
 
     def refresh(self) -> None:
         """Check by compare-and-swap that this collector still holds the lock, renewing its
-        time (a collector calls it when its sweep begins and before every delete batch), so
-        another host's takeover (LOCK_TTL after it) can never meet a sweep of ours that may
-        still delete (SWEEP_TTL < LOCK_TTL); GcBusyError if the lock was taken over."""
+        time (a collector calls it when its sweep begins and before every delete batch);
+        GcBusyError if the lock was taken over."""
         got = self.meta.get(self.partition, LOCK)
         if got is None or json.loads(got[0])["owner"] != self.owner:
             raise GcBusyError(
@@ -214,25 +255,73 @@ class GcState:
             ) from None
 
     def begin_sweep(self) -> Phase:
-        """Enter a new sweep epoch: from here on, writers that staged before it are seen by
-        the re-check that follows, and writers that stage after it wait for its end."""
+        """Enter a new sweep epoch under this collector's lease: from here on, writers that
+        staged before it are seen by the re-check that follows, and writers that stage
+        after it wait for its end. A sweep left by a collector that is gone (this one holds
+        the lock) is ended first, its fence sealed."""
         self.refresh()
         current, version = self.phase()
-        new = Phase(current.epoch + 1, True, self.clock() + SWEEP_TTL)
+        if current.sweeping:
+            end_in_place(self.ctx, current)
+            current, version = self.phase()
+        new = Phase(
+            current.epoch + 1,
+            True,
+            self.clock() + SWEEP_LEASE,
+            runtime.identity(),
+            self.owner,
+        )
         self.meta.set_if(self.partition, PHASE, new.encode(), version)
         return new
 
-    def may_delete(self, phase: Phase) -> bool:
-        """Whether the sweep of `phase` may still delete: its deadline, less a margin, is
-        ahead, and no writer ended it (`WriteGuard` does once the deadline passed by its
-        own clock, which may run ahead of this one)."""
-        return self.clock() < phase.deadline - DELETE_MARGIN and self.phase()[0] == phase
+    def renew(self, phase: Phase) -> bool:
+        """Extend the lease of this collector's sweep `phase` by compare-and-swap; False if
+        the sweep is no longer its own (another process ended it, or is ending it)."""
+        while True:
+            current, version = self.phase()
+            if not phase.same_sweep(current) or current.ending:
+                return False
+            renewed = replace(current, until=self.clock() + SWEEP_LEASE)
+            try:
+                self.meta.set_if(self.partition, PHASE, renewed.encode(), version)
+                return True
+            except CASFailedError:
+                continue  # a heartbeat renewed it at the same time: look again
 
-    def end_sweep(self, phase: Phase) -> None:
-        """Move the phase back to idle (same epoch), unless another collector moved it meanwhile."""
-        current, version = self.phase()
-        if current == phase:
-            self.meta.set_if(self.partition, PHASE, Phase(phase.epoch).encode(), version)
+    def may_delete(self, phase: Phase) -> bool:
+        """Whether the sweep of `phase` may go on deleting: the lock is still this
+        collector's (GcBusyError otherwise) and its sweep's lease was renewed just now.
+        The fence makes a delete sent after this check harmless if the sweep ends
+        meanwhile; this check only stops a collector that was ended from going on."""
+        self.refresh()
+        return self.renew(phase)
+
+    def end_sweep(self, phase: Phase) -> bool:
+        """Move the phase back to idle (same epoch) if the sweep is still this collector's;
+        False if another process ended it (or is ending it) in its place."""
+        while True:
+            current, version = self.phase()
+            if not phase.same_sweep(current) or current.ending:
+                return False
+            try:
+                self.meta.set_if(self.partition, PHASE, Phase(phase.epoch).encode(), version)
+                return True
+            except CASFailedError:
+                continue  # renewed meanwhile by its heartbeat
+
+    def record(self, phase: Phase, batch: int, tags: dict[str, str]) -> None:
+        """Record a delete batch of sweep `phase` (its objects' entity tags) before the
+        fence check that precedes its deletes."""
+        key = SWEPT + f"{phase.epoch:012d}/{batch:08d}".encode()
+        self.meta.set_many(self.partition, [(key, json.dumps(tags).encode())])
+
+    def forget_sweeps(self, upto: int) -> None:
+        """Drop the batch records of every sweep up to epoch `upto` (ended: nobody will
+        seal their fences any more)."""
+        stale = [k for k, _, _ in self.meta.scan(self.partition, prefix=SWEPT)]
+        stale = [k for k in stale if int(k[len(SWEPT) :].split(b"/")[0]) <= upto]
+        for i in range(0, len(stale), DROP_BATCH):
+            self.meta.set_many(self.partition, [(k, None) for k in stale[i : i + DROP_BATCH]])
 
     # candidates -----------------------------------------------------------------------------
 
@@ -377,6 +466,7 @@ class WriteGuard:
         sleep: Callable[[float], None] = runtime.sleep,
     ) -> None:
         self.sleep = sleep
+        self._ctx = ctx
         self.meta = ctx.meta
         self.store = ctx.object_store
         self.objects = ctx.objects
@@ -433,23 +523,18 @@ class WriteGuard:
         """Block while a sweep is deleting (commits call this after sealing, before they
         write their metadata objects, so a sweep never deletes an object a commit reuses).
         `keep` is called on every poll: a committer renews its lease there, and gives up by
-        raising when it cannot, so its wait is bounded by its lease (it holds one only as
-        long as it can renew it), not by the sweep's deadline alone."""
+        raising when it cannot."""
         self._wait(self._phase(), keep)
 
     def _wait(self, phase: Phase, keep: Callable[[], None] | None = None) -> None:
-        """Wait until no sweep is deleting. A sweep past its deadline by this host's clock
-        is ended here, by compare-and-swap of the phase: its collector checks the phase
-        before every delete batch, so a clock running ahead of the collector's costs at
-        most the batch in flight, never a sweep that goes on deleting."""
+        """Wait until no sweep is deleting. A sweep whose collector is known dead, or whose
+        lease lapsed on the metastore's clock (no renewal for SWEEP_LEASE seconds), is
+        ended here in its collector's place (`end_in_place`: its fence sealed first), so a
+        dead collector holds writers up for at most its lease, and one that only stalled
+        deletes nothing they rely on once they go on."""
         while phase.sweeping:
-            if self.clock() >= phase.deadline:
-                got = self.meta.get(self.partition, PHASE)
-                if got is None or Phase.decode(got[0]) != phase:
-                    phase = self._phase()
-                    continue
-                with contextlib.suppress(CASFailedError):  # it ended, or another writer did
-                    self.meta.set_if(self.partition, PHASE, Phase(phase.epoch).encode(), got[1])
+            if phase.ending or lapsed(phase, self.clock()):
+                end_in_place(self._ctx, phase)
                 phase = self._phase()
                 continue
             crashpoints.reached("writer_waits_for_sweep")
@@ -457,6 +542,78 @@ class WriteGuard:
                 keep()
             self.sleep(self.poll)  # a sweep is deleting: let it finish before checking
             phase = self._phase()
+
+
+class Heartbeat:
+    """Renews a collector's sweep lease every HEARTBEAT seconds in the background (a timer
+    of `runtime`), so that a sweep busy between delete batches (marking again, reading
+    sizes, a slow batch) keeps its lease, and one whose process died loses it within
+    SWEEP_LEASE. Its beats only ever compare-and-swap the phase: they may run beside the
+    collector's own calls (`concurrent`, which the simulator honours)."""
+
+    concurrent = True
+
+    def __init__(self, state: GcState, phase: Phase) -> None:
+        self.state = state
+        self.phase = phase
+        self._stopped = False
+        self._timer: runtime.Cancellable = runtime.call_later(HEARTBEAT, self)
+
+    def __call__(self) -> None:
+        """One beat: renew, and schedule the next unless stopped or given up on."""
+        if self._stopped:
+            return
+        try:
+            alive = self.state.renew(self.phase)
+        except ZarrLakeError:  # a missed beat: the next one, or the next batch, renews
+            alive = True
+        if alive and not self._stopped:
+            self._timer = runtime.call_later(HEARTBEAT, self)
+
+    def stop(self) -> None:
+        """Renew no more (the sweep is over, or its collector stops)."""
+        self._stopped = True
+        self._timer.cancel()
+
+
+def lapsed(phase: Phase, now: float) -> bool:
+    """Whether the sweep of `phase` may be ended by others: its collector is known dead
+    (same host: `runtime.identity_alive`; zombies count as dead), or its lease ran out by
+    the metastore's clock (`now`)."""
+    if phase.holder and runtime.identity_alive(phase.holder) is False:
+        return True
+    return now > phase.until
+
+
+def end_in_place(ctx: GcContext, phase: Phase) -> None:
+    """End the sweep of `phase` in its collector's place: mark it `ending` (everyone keeps
+    waiting; its collector stops at its next check), seal its fence with what its batches
+    recorded (`vc/sweep_fence.py`: from then on none of its deletes can take effect), then
+    move it to idle and drop its records. Safe to repeat and to run in several processes
+    at once; a sweep that ended meanwhile is left alone."""
+    meta, part = ctx.meta, partition(ctx)
+    while True:
+        got = meta.get(part, PHASE)
+        current = Phase.decode(got[0] if got else None)
+        if got is None or not phase.same_sweep(current):
+            return
+        if current.ending:
+            break
+        try:
+            meta.set_if(part, PHASE, replace(current, ending=True).encode(), got[1])
+        except CASFailedError:
+            continue  # renewed, or another waiter began ending it: look again
+    prefix = SWEPT + f"{phase.epoch:012d}/".encode()
+    recorded: dict[str, str] = {}
+    for _, value, _ in meta.scan(part, prefix=prefix):
+        recorded.update(json.loads(value))
+    sweep_fence.seal(ctx.object_store, phase.sweep, recorded, ctx.objects.map)
+    got = meta.get(part, PHASE)
+    if got is not None and phase.same_sweep(Phase.decode(got[0])):
+        with contextlib.suppress(CASFailedError):  # another waiter ended it first
+            meta.set_if(part, PHASE, Phase(phase.epoch).encode(), got[1])
+    with contextlib.suppress(ZarrLakeError):  # clean-up only: the next collector retries
+        GcState(ctx).forget_sweeps(phase.epoch)
 
 
 def register_dropped(ctx: GcContext, commit_id: str) -> None:

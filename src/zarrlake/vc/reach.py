@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from zarrlake.errors import NotFoundError
+from zarrlake.errors import ExpiredHistoryError, NotFoundError
 from zarrlake.format.changes import ChangeSet
 from zarrlake.format.chunk_ref import ChunkRef, RefKind, chunk_object_key
 from zarrlake.format.commit import CommitRecord
@@ -131,6 +131,9 @@ class Reach:
                 continue
             try:
                 rec = self.objects.read_commit(cid)
+            except ExpiredHistoryError:  # expired since this walk began: a walk stops there
+                self.expired.add(cid)  # (what is still needed is reached from today's refs)
+                continue
             except NotFoundError:
                 if cid in forced:
                     continue  # expire deleted it: the operation keeping it refuses

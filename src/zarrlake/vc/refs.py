@@ -4,6 +4,18 @@ Branches move only by compare-and-swap; tags are created once (must-not-exist CA
 never move. A branch and a tag never share a name, so a name always means one thing. In
 format 2 repositories a ref's value also names its commit's snapshot ("<commit> <snapshot>"),
 so opening a branch reads the snapshot at once instead of the commit record first.
+
+Two fences live beside the refs, in the same partition, so that a ref write checks them in
+the same atomic step (`MetaStore.write_if`) on every metastore:
+
+- `moved`: written into the old metastore when the repository moves to another
+  (`admin/metastore_copy.py`); no ref is created, moved or deleted there afterwards.
+- `land/<session id>`: a session's landing fence. It is absent until a process makes an
+  attempt of that session's commit impossible (`revoke_landing`: recovery, before it
+  reopens or aborts the session, or the committer itself after an uncertain failure). A
+  committer reads it once its seal has landed and moves the branch only if it is still
+  at that version, so a commit whose landing was revoked never lands, however late its
+  request arrives.
 """
 
 from __future__ import annotations
@@ -14,13 +26,23 @@ from collections.abc import Callable
 from contextvars import ContextVar
 
 from zarrlake._util.validate import check_ref_name
-from zarrlake.errors import AlreadyExistsError, CASFailedError, RefNotFoundError
+from zarrlake.errors import (
+    AlreadyExistsError,
+    CASFailedError,
+    ConfigurationError,
+    RefNotFoundError,
+    SessionClosedError,
+)
 from zarrlake.metastore.base import MetaStore
 from zarrlake.vc.objects import Objects
 from zarrlake.vc.protection import Protection
 
 BRANCH = "branch"
 TAG = "tag"
+MOVED = b"moved"
+"""The old metastore's marker once the repository moved to another (its value: whereto)."""
+LAND = "land/"
+"""Prefix of the sessions' landing fences (`land/<session id>`)."""
 BEFORE_MOVE: ContextVar[Callable[[str], None] | None] = ContextVar(
     "zarrlake_before_ref_move", default=None
 )
@@ -33,6 +55,19 @@ def _fence(commit_id: str) -> None:
     fence = BEFORE_MOVE.get()
     if fence is not None:
         fence(commit_id)
+
+
+class RepositoryMovedError(ConfigurationError):
+    """The repository moved to another metastore; this one takes no more changes."""
+
+
+class LandingRevokedError(SessionClosedError):
+    """A commit's landing fence was revoked (its session recovered, or the repository
+    moved): it never moves the branch."""
+
+
+Landing = tuple[bytes, int | None]
+"""A session's landing fence as its committer read it: (key, version; None: absent)."""
 
 
 class Refs:
@@ -52,6 +87,11 @@ class Refs:
         self.on_drop = on_drop
         self.snapshots = snapshots  # None: values name only the commit (format 1)
         self.empty_hint = empty_hint  # said when a ref is missing because none exists at all
+        self._seen: dict[str, str] = {}  # branch -> the head this process last read or wrote
+
+    def seen(self, branch: str) -> str | None:
+        """The head of `branch` this process last read or moved it to (None: never)."""
+        return self._seen.get(branch)
 
     def _value(self, commit_id: str) -> bytes:
         known = self.snapshots.known_snapshot(commit_id) if self.snapshots else None
@@ -75,7 +115,12 @@ class Refs:
     def get(self, kind: str, name: str) -> tuple[str, int] | None:
         """(commit id, version) or None."""
         got = self.meta.get(self.partition, self._key(kind, name))
-        return (self._commit(got[0]), got[1]) if got else None
+        if got is None:
+            return None
+        commit_id = self._commit(got[0])
+        if kind == BRANCH:
+            self._seen[name] = commit_id
+        return commit_id, got[1]
 
     def require(self, kind: str, name: str) -> tuple[str, int]:
         """(commit id, version) of a branch or tag; raises the missing-ref error when absent."""
@@ -117,7 +162,7 @@ class Refs:
         key = self._key(kind, name)
         _fence(commit_id)
         try:
-            version = self.meta.set_if(self.partition, key, self._value(commit_id), None)
+            version = self._write(key, self._value(commit_id), None)
         except CASFailedError:
             raise AlreadyExistsError(
                 f"{kind} {name!r} already exists; choose another name, or delete it first"
@@ -129,12 +174,73 @@ class Refs:
                 f"a {other} named {name!r} already exists; choose another name, or delete it first"
             )
 
-    def move(self, name: str, commit_id: str, expected_version: int) -> int:
-        """Compare-and-swap a branch; raises CASFailedError if it moved meanwhile."""
+    def move(
+        self, name: str, commit_id: str, expected_version: int, landing: Landing | None = None
+    ) -> int:
+        """Compare-and-swap a branch; raises CASFailedError if it moved meanwhile. With
+        `landing`, also only while that session's landing fence is where its committer
+        read it (LandingRevokedError otherwise)."""
         _fence(commit_id)
-        return self.meta.set_if(
-            self.partition, self._key(BRANCH, name), self._value(commit_id), expected_version
+        version = self._write(
+            self._key(BRANCH, name), self._value(commit_id), expected_version, landing
         )
+        self._seen[name] = commit_id
+        return version
+
+    def _write(
+        self, key: bytes, value: bytes | None, expected: int | None, landing: Landing | None = None
+    ) -> int:
+        """Write (or delete) one ref by compare-and-swap, in the same atomic step as the
+        checks of the fences (`moved`, and `landing` if given); a refusal that the ref
+        itself does not explain raises the fence's error."""
+        checks = {key: expected, MOVED: None}
+        if landing is not None:
+            checks[landing[0]] = landing[1]
+        try:
+            return self.meta.write_if(self.partition, [(key, value)], checks)[0]
+        except CASFailedError:
+            got = self.meta.get(self.partition, key)
+            if (None if got is None else got[1]) != expected:
+                raise
+            self.check_moved()
+            if landing is not None:
+                raise LandingRevokedError(
+                    "this commit's landing was revoked (its session was recovered by another "
+                    "process); the branch was not moved by it: see the session's state with "
+                    "`zarrlake sessions show`"
+                ) from None
+            raise
+
+    def check_moved(self) -> None:
+        """RepositoryMovedError if the repository moved to another metastore."""
+        moved = self.meta.get(self.partition, MOVED)
+        if moved is not None:
+            raise RepositoryMovedError(
+                f"this repository moved to another metastore ({moved[0].decode()}): open it "
+                "again (its config names the new one); nothing was changed here"
+            )
+
+    def landing(self, session_id: str) -> tuple[str | None, Landing]:
+        """Session `session_id`'s landing fence: (its value, or None when absent; the
+        (key, version) to move the branch against)."""
+        key = (LAND + session_id).encode()
+        got = self.meta.get(self.partition, key)
+        return (None, (key, None)) if got is None else (got[0].decode(), (key, got[1]))
+
+    def revoke_landing(self, session_id: str, seal: str | None) -> None:
+        """Make every branch move of session `session_id`'s seal `seal` (and of seals
+        before it) fail from now on, wherever its request is: the fence changes, in the
+        same atomic step as any such move's check of it. Repeating it changes nothing."""
+        mark = f"revoked {seal}"
+        while True:
+            value, (key, version) = self.landing(session_id)
+            if value == mark:
+                return
+            try:
+                self.meta.write_if(self.partition, [(key, mark.encode())], {key: version})
+                return
+            except CASFailedError:
+                continue  # revoked at the same time by another process: look again
 
     def delete(self, kind: str, name: str) -> None:
         """Delete a branch (unless protected) or tag, registering its head for garbage
@@ -144,7 +250,7 @@ class Refs:
         if kind == BRANCH:
             Protection(self.meta, self.partition).check_delete(name)
         try:  # only the ref read above: a retry after a lost reply keeps one made anew since
-            self.meta.delete_if(self.partition, self._key(kind, name), version)
+            self._write(self._key(kind, name), None, version)
         except CASFailedError:
             if self.get(kind, name) is not None:
                 raise CASFailedError(

@@ -46,6 +46,7 @@ from zarrlake.errors import (
 from zarrlake.metastore.base import Item, MetaStoreBackend
 from zarrlake.metastore.bucket import runs
 from zarrlake.metastore.bucket.format import (
+    ROOT,
     Head,
     Names,
     PageRef,
@@ -73,6 +74,12 @@ ORPHAN_GRACE = 3600.0
 """Seconds after which a page no head names is a leftover (younger: a write in flight)."""
 PREPARED_MAX_AGE = 600.0
 """A write whose new pages are this old is planned again, so they never pass for leftovers."""
+CLOCK_CHECK = 300.0
+"""Seconds between reads of the storage service's clock (`clock`)."""
+CLOCK_ROUND = 1.0
+"""A reading of the service's clock that took longer than this (seconds) is taken again:
+its error is half its length."""
+CLOCK_TRIES = 5
 HEADS_CACHED = 512
 PAGE_CACHE_BYTES = 64 << 20
 
@@ -128,6 +135,7 @@ class BucketMetaStore(MetaStoreBackend):
         self._closed = False
         self._lock = threading.Lock()
         self._heads: LRUCache[str, tuple[Head, str]] = LRUCache(HEADS_CACHED)
+        self._clock: tuple[float, float] | None = None  # (service minus monotonic, when read)
         self._pages: LRUCache[str, Table] = LRUCache(
             PAGE_CACHE_BYTES, getsizeof=lambda t: t.size + 48 * len(t)
         )
@@ -237,6 +245,51 @@ class BucketMetaStore(MetaStoreBackend):
             return [], [key]
 
         self._mutate(partition, plan)
+
+    def _write_if(
+        self,
+        partition: str,
+        writes: list[tuple[bytes, bytes]],
+        deletes: list[bytes],
+        checks: dict[bytes, int | None],
+    ) -> list[int]:
+        def plan(head: Head | None, load: Load) -> tuple[list[tuple[bytes, bytes]], list]:
+            for key, expected in checks.items():
+                current = None if head is None else runs.lookup(head, key, load)
+                check_found(partition, key, None if current is None else current[1], expected)
+            return writes, deletes
+
+        # a key both checked and written tells, after a lost reply, whether it landed
+        cas = next(((k, checks[k]) for k, _ in writes if k in checks), None)
+        return self._mutate(partition, plan, cas=cas)
+
+    def clock(self) -> float:
+        """The storage service's clock: the last-modified time of a small object written
+        for the purpose, read once every CLOCK_CHECK seconds and carried forward on this
+        host's monotonic clock in between (to within half a round trip and the service's
+        one-second resolution)."""
+        with self._lock:
+            known = self._clock
+        if known is None or runtime.monotonic() - known[1] > CLOCK_CHECK:
+            for attempt in range(CLOCK_TRIES):  # a reading that took long says little
+                key = f"{ROOT}/~clock/{secrets.token_hex(8)}"  # no partition's segment
+                before = runtime.monotonic()
+                self._store.put(key, b"")
+                stamps = [t for k, t in self._store.list_modified(key) if k == key]
+                after = runtime.monotonic()
+                self._delete_quietly(key)
+                if not stamps:
+                    raise TransientError(
+                        f"{self.url}: the clock object {key} was not listed; retry (the bucket's "
+                        "listing lags its writes)"
+                    )
+                if after - before <= CLOCK_ROUND or attempt == CLOCK_TRIES - 1:
+                    break
+            stamp = stamps[0] + (0.5 if stamps[0] == int(stamps[0]) else 0.0)  # whole seconds
+            known = (stamp - (before + after) / 2, after)
+            with self._lock:
+                self._clock = known
+        return known[0] + runtime.monotonic()
 
     def _mutate(
         self, partition: str, plan: Plan, cas: tuple[bytes, int | None] | None = None

@@ -44,6 +44,8 @@ if TYPE_CHECKING:
     from zarrlake.testing.sim.scheduler import Process
 
 BRANCHES = ("main", "dev")
+GARBAGE_REUSE = 0.25
+"""How often a writer writes a value whose chunk object is garbage (`Actor.value`)."""
 DEFINITE = (
     ConflictError,
     SessionClosedError,
@@ -119,7 +121,14 @@ class Actor:
         return self.rng.choice(self.world.keys)
 
     def value(self) -> bytes:
-        """A value drawn from the world's values."""
+        """A value drawn from the world's values; now and then one whose chunk object is
+        garbage in storage (no retained commit or live session needs it): its upload is a
+        deduplicated reuse of an object a collector may be deleting."""
+        if self.rng.random() < GARBAGE_REUSE:
+            garbage = self.world.garbage_values()
+            if garbage:
+                self.model.counts["writes reusing a garbage object"] += 1
+                return self.rng.choice(garbage)
         return self.rng.choice(self.world.values)
 
     def branch(self) -> str:
@@ -242,7 +251,7 @@ class Writing:
         model.flush_begins(self.h)
         # While it runs, its lease must never lapse by its own clock unless a clock jumped.
         seal = a.world.seal_of(self.m.sid)
-        a.world.committing[a.process.pid] = (self.m.sid, a.world.sched.jumps, seal)
+        a.world.committing[a.process.pid] = (self.m.sid, a.world.sched.lapses(a.process), seal)
         began = a.world.sched.now
         try:
             with a.op(f"commit {self.m.sid[:6]} to {self.m.branch} ({policy}, {unflushed})"):
@@ -658,7 +667,7 @@ def expirer(a: Actor) -> None:
             with a.op(f"expire older_than={older:.0f}s branches={branches}"):
                 report = repo.expire(timedelta(seconds=older), branches)
             a.note(f"expired {report.commits_expired}")
-            a.model.check_expire_done(a.name, a.world.clock_of(a))
+            a.model.check_expire_done(a.name, a.world.latest())
         except ZarrLakeError:
             pass
         finally:

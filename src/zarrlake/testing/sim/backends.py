@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from zarrlake import metastore, storage
 from zarrlake.errors import CASFailedError, NotFoundError, TransientError
 from zarrlake.metastore.base import Call, MetaStore, T, WrapperMetaStore
+from zarrlake.metastore.bucket.store import BucketMetaStore
 from zarrlake.storage.base import ByteRange, ObjectStoreBackend, WrapperObjectStore
 from zarrlake.testing.sim.faults import Fault
 
@@ -26,34 +27,61 @@ if TYPE_CHECKING:
 
 
 class DictObjectStore(ObjectStoreBackend):
-    """Objects in a dict; listings in key order. Conditional writes as S3 has them (an
-    ETag is the MD5 of the bytes; put-if-match and put-if-absent), and each object's
-    last-modified time from the service's clock (`clock`: the simulated time, which no
-    process's skew moves)."""
+    """Objects in a dict; listings in key order. Conditional writes and deletes as S3 has
+    them (an ETag is the MD5 of the bytes, with "-1" for an upload in parts; put-if-match,
+    put-if-absent, delete-if-match), and each object's last-modified time from the
+    service's clock (`clock`: the simulated time, which no process's skew moves)."""
 
     def __init__(self, url: str, clock: Callable[[], float] = lambda: 0.0) -> None:
         self.url = url
         self.objects: dict[str, bytes] = {}
         self.modified: dict[str, float] = {}
+        self.parts: set[str] = set()  # keys last written in parts (see `_retag`)
         self.clock = clock
 
-    def _stored(self, key: str, data: bytes) -> None:
+    def _stored(self, key: str, data: bytes, parts: bool = False) -> None:
         self.objects[key] = bytes(data)
         self.modified[key] = self.clock()
+        if parts:
+            self.parts.add(key)
+        else:
+            self.parts.discard(key)
+
+    def _etag(self, key: str) -> str | None:
+        data = self.objects.get(key)
+        if data is None:
+            return None
+        return hashlib.md5(data).hexdigest() + ("-1" if key in self.parts else "")
 
     def _get_tagged(self, key: str) -> tuple[bytes, str]:
         data = self._get(key, None)
-        return data, hashlib.md5(data).hexdigest()
+        return data, self._etag(key) or ""
 
     def _put_if(self, key: str, data: bytes, tag: str | None) -> str:
-        current = self.objects.get(key)
+        current = self._etag(key)
         if tag is None:
             if current is not None:
                 raise CASFailedError(f"object {key!r} exists")
-        elif current is None or hashlib.md5(current).hexdigest() != tag:
+        elif current != tag:
             raise CASFailedError(f"object {key!r} changed since it was read")
         self._stored(key, data)
-        return hashlib.md5(data).hexdigest()
+        return self._etag(key) or ""
+
+    def _tag(self, key: str) -> str:
+        tag = self._etag(key)
+        if tag is None:
+            raise NotFoundError(f"object {key!r} not found in {self.url}")
+        return tag
+
+    def _delete_if(self, key: str, tag: str) -> bool:
+        if self._etag(key) != tag:
+            return False
+        self._delete(key)
+        return True
+
+    def _retag(self, key: str) -> str:
+        self._stored(key, self._get(key, None), parts=key not in self.parts)
+        return self._tag(key)
 
     def _list_modified(self, prefix: str) -> Iterator[tuple[str, float]]:
         return iter([(k, self.modified[k]) for k in self._list(prefix)])
@@ -77,6 +105,7 @@ class DictObjectStore(ObjectStoreBackend):
     def _delete(self, key: str) -> None:
         self.objects.pop(key, None)
         self.modified.pop(key, None)
+        self.parts.discard(key)
 
     def _list(self, prefix: str) -> Iterator[str]:
         return iter(sorted(k for k in self.objects if k.startswith(prefix)))
@@ -99,6 +128,12 @@ class _Stops:
         self.world.trace.call(sched, actor, what)
         if fault == Fault.ERROR:
             raise TransientError(f"sim: {what} failed before it ran")
+        if fault == Fault.CRASH_IN_FLIGHT:  # sent: it lands later, the sender is gone
+
+            def deliver() -> None:
+                self.world.after_call(actor, what, fn())
+
+            sched.in_flight(self.world.faults.in_flight_for(sched.rng), deliver)
         try:
             result = fn()
         except CASFailedError:
@@ -178,6 +213,26 @@ class SimObjectStore(_Stops, WrapperObjectStore):
         """Ask, after the scheduler lets this call run (and maybe faults it)."""
         return self._call(f"exists {key}", lambda: self.inner.exists(key), False)
 
+    def tag(self, key: str) -> str:
+        """Read the entity tag, after the scheduler lets this call run."""
+        return self._call(f"tag {key}", lambda: self.inner.tag(key), False)
+
+    def delete_if(self, key: str, tag: str) -> bool:
+        """Delete while the tag holds, telling the world what was deleted."""
+
+        def delete_if() -> bool:
+            born = self.inner.modified.get(key)
+            done = self.inner.delete_if(key, tag)
+            if done:
+                self.world.deleted(key, born)
+            return done
+
+        return self._call(f"delete_if {key}", delete_if, True)
+
+    def retag(self, key: str) -> str:
+        """Write the object again under a new tag, at a scheduling point."""
+        return self._call(f"retag {key}", lambda: self.inner.retag(key), True)
+
     def close(self) -> None:
         """Nothing: the world's store outlives every actor's handle."""
         pass
@@ -189,6 +244,14 @@ class SimMetaStore(_Stops, WrapperMetaStore):
     def __init__(self, inner: MetaStore, world: World) -> None:
         super().__init__(inner)
         self.world = world
+
+    def clock(self) -> float:
+        """The metastore's clock: the service's for the bucket metastore (it measures its
+        storage's), the simulated time for the in-memory one (which no process's skew
+        moves)."""
+        if isinstance(self.inner, BucketMetaStore):
+            return self.inner.clock()
+        return self.world.sched.now
 
     def _around(self, call: Call, run: Callable[[], T]) -> T:
         """Stop at the scheduler (and maybe get a fault) before the call runs; a scan is read

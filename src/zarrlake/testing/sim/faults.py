@@ -21,15 +21,42 @@ class Fault(StrEnum):
     ERROR = "error before the call"
     LOST = "lost reply"
     DELAY = "delay"
+    PAUSE = "pause"
+    """The process stalls before the call (SIGSTOP, a long garbage collection, a frozen VM)
+    for longer than a lease: anywhere, so between any read and the write it decides."""
     CRASH_BEFORE = "crash before the call"
     CRASH_AFTER = "crash after the call"
+    CRASH_IN_FLIGHT = "crash with a write in flight"
+    """The process dies with this write sent: the network delivers it later."""
     BURST = "burst of errors"
 
 
-WRITES = ("set", "set_many", "set_if", "delete", "drop", "put", "put_if_absent", "put_if")
+WRITES = (
+    "set",
+    "set_many",
+    "set_if",
+    "write_if",
+    "delete",
+    "delete_if",
+    "drop",
+    "put",
+    "put_if_absent",
+    "put_if",
+    "retag",
+)
 """Calls whose reply can be lost (the write happened)."""
 
 JUMPS = (1.0, 30.0, 200.0, 900.0, 4000.0, 90_000.0)
+PAUSES = (40.0, 200.0, 4000.0)
+"""Lengths of a process's stall (`Fault.PAUSE`): past a sweep's lease (30 s), a committer's
+(commit timeout + 60 s), a keep record's hour."""
+STALLING = 10.0
+"""How much more often the calls of the run's stalling kind of process stall."""
+SLOW = 0.3
+"""How often a call of the run's stalling kind of process is slow (5 to 25 s: a collector's
+sweep, renewed at every batch, then lasts minutes, and committers wait for it)."""
+IN_FLIGHT = (0.5, 5.0, 60.0, 400.0)
+"""How long a dead process's last write stays in the network (`Fault.CRASH_IN_FLIGHT`)."""
 """Clock jumps in seconds: past idle flushes, leases (commit timeout + 60 s), sweep
 deadlines, the gc lock's hour, and a day of session expiry."""
 
@@ -57,6 +84,9 @@ class FaultPlan:
     error: float = 0.0
     lost: float = 0.0
     delay: float = 0.0
+    pause: float = 0.0
+    stalling: str | None = None
+    """The kind of process (its name's prefix) whose calls stall STALLING times as often."""
     crash: float = 0.0
     jump: float = 0.0
     burst: float = 0.0
@@ -92,9 +122,26 @@ class FaultPlan:
             plan.jump = rng.choice((0.005, 0.02))
         return plan
 
-    def draw(self, rng: random.Random, call: str, checking: bool = False) -> Fault | None:
+    def pauses(self, rng: random.Random, kinds: tuple[str, ...]) -> None:
+        """Draw whether processes stall in this run, and which kind of process (of `kinds`)
+        stalls STALLING times as often: a stall matters at few calls of a program (a
+        collector's between its second look and its sweep phase, a committer's between
+        its attempt and its swap), which it then reaches (a stream of its own, so the rest
+        of a seed's draws stay as they were)."""
+        self.pause = rng.choice((0.0, 0.0, 0.001, 0.004))
+        self.stalling = rng.choice(kinds) if self.pause and kinds else None
+
+    def draw(
+        self,
+        rng: random.Random,
+        call: str,
+        checking: bool = False,
+        stalling: bool = False,
+        slow: bool = False,
+    ) -> Fault | None:
         """The fault for one backend call (`call` starts with its operation's name);
-        `checking`: the caller is checking whether a commit landed."""
+        `checking`: the caller is checking whether a commit landed; `stalling`: it is of
+        the kind of process that stalls more often; `slow`: its calls are slow too."""
         if self._burst_left:
             self._burst_left -= 1
             self.counts[Fault.ERROR] += 1
@@ -123,9 +170,11 @@ class FaultPlan:
         for fault, rate in (
             (Fault.ERROR, self.error),
             (Fault.LOST, self.lost if write else 0.0),
-            (Fault.DELAY, self.delay),
+            (Fault.DELAY, max(self.delay, SLOW) if slow else self.delay),
+            (Fault.PAUSE, self.pause * (STALLING if stalling else 1.0)),
             (Fault.CRASH_BEFORE, self.crash / 2),
-            (Fault.CRASH_AFTER, self.crash / 2 if write else 0.0),
+            (Fault.CRASH_AFTER, self.crash / 4 if write else 0.0),
+            (Fault.CRASH_IN_FLIGHT, self.crash / 4 if write else 0.0),
             (Fault.BURST, self.burst),
         ):
             if x < rate:
@@ -139,12 +188,23 @@ class FaultPlan:
 
     def _total(self, write: bool) -> float:
         """The sum of the per-call rates `draw` walks through, for a write or a read."""
-        total = self.error + self.delay + self.crash / 2 + self.burst
+        total = self.error + max(self.delay, SLOW) + self.pause * STALLING
+        total += self.crash / 2 + self.burst
         return total + self.lost + self.crash / 2 if write else total
 
-    def delay_for(self, rng: random.Random) -> float:
-        """The length of one injected delay, in simulated seconds."""
-        return rng.choice((0.01, 0.2, 2.0))
+    def delay_for(self, rng: random.Random, slow: bool = False) -> float:
+        """The length of one injected delay, in simulated seconds; `slow`: of the run's
+        stalling kind of process, whose calls also take up to 25 s (short of any lease,
+        so a collector's sweep, renewed at every batch, can last for minutes)."""
+        return rng.choice((5.0, 15.0, 25.0) if slow else (0.01, 0.2, 2.0))
+
+    def pause_for(self, rng: random.Random) -> float:
+        """The length of one stall of a process, in simulated seconds."""
+        return rng.choice(PAUSES) * rng.uniform(1.0, 1.5)
+
+    def in_flight_for(self, rng: random.Random) -> float:
+        """How long a dead process's last write stays in the network."""
+        return rng.choice(IN_FLIGHT)
 
     def clock_jump(self, rng: random.Random) -> float:
         """How far to move the clock forward now (0 mostly), counted when it jumps."""

@@ -826,15 +826,17 @@ class Model:
                     f"period of {grace:.0f} s"
                 )
 
-    def check_expired(self, cid: str, by: str, now: float) -> None:
-        """A new expiry marker: the commit is old enough and nothing keeps it."""
+    def check_expired(self, cid: str, by: str, now: float, metastore_now: float) -> None:
+        """A new expiry marker: the commit is old enough (by `now`, the expiring process's
+        clock, which its cutoff comes from) and nothing keeps it (sessions' expiry judged
+        by `metastore_now`)."""
         self.counts["expiries checked"] += 1
         try:
             marker = json.loads(self.obs.object_store.get(f"{EXPIRED_PREFIX}{cid}"))
         except NotFoundError:
             return
         info = self.commits.get(cid)
-        _, hard = self.retained(now)
+        _, hard = self.retained(metastore_now)
         if cid in hard:  # a ref made since expire read them: it takes the marker back
             self.taken_back.setdefault(by, set()).add(cid)
             return

@@ -55,8 +55,13 @@ class Process:
     host: str = HOST
     offset: float = 0.0
     """Seconds this process's clock runs ahead of the simulated time (skew and its jumps)."""
+    peak: float = 0.0
+    """The largest `offset` it had: a time it read may be this far ahead (its clock can
+    step back since)."""
     steady: bool = False
     """Its clock never steps alone (only with everyone's)."""
+    stalls: int = 0
+    """How many times it stalled (`Fault.PAUSE`) or was slow (seconds-long delays)."""
 
 
 @dataclass(eq=False)
@@ -100,6 +105,10 @@ class Scheduler:
         """Called with each new process (the world gives it its host and clock skew)."""
         self.jumps = 0  # clock jumps so far, of every clock or one process's
         self.kills = 0  # processes killed so far
+        self._network: list[tuple[float, int, Actor, Callable[[], None]]] = []
+        """Writes of dead processes still in the network: (when, seq, sender, delivery)."""
+        self.sender: Actor | None = None
+        """The (dead) actor whose write the network is delivering now."""
 
     # processes and actors ---------------------------------------------------------------
 
@@ -108,7 +117,7 @@ class Scheduler:
         proc = Process(1000 + len(self.processes), name)
         proc.runtime = runtime.Runtime(
             now=lambda: self.now + proc.offset,
-            monotonic=lambda: self.now + proc.offset,
+            monotonic=lambda: self.now,  # a wall clock's skew or step leaves it alone
             sleep=self.sleep,
             call_later=lambda delay, fn: self.call_later(proc, delay, fn),
             executor=SimExecutor(self, proc),
@@ -151,6 +160,11 @@ class Scheduler:
         if host != (asking.host if asking is not None else HOST):
             return None
         return any(p.pid == pid and p.host == host and p.alive for p in self.processes)
+
+    def lapses(self, proc: Process) -> int:
+        """What may let a lease of `proc` lapse without a bug: jumps of time for everyone,
+        and its own stalls (a count that grows with either)."""
+        return self.jumps + proc.stalls
 
     def clock_of(self, proc: Process) -> float:
         """The time process `proc`'s clock shows."""
@@ -233,6 +247,27 @@ class Scheduler:
             if proc.holder is actor:
                 proc.holder = None
 
+    def in_flight(self, delay: float, deliver: Callable[[], None]) -> None:
+        """The calling actor's write leaves for the network and its process dies: the
+        write takes effect `delay` simulated seconds later (`deliver`, run by the loop
+        with `sender` set), unless the run ends first. Never returns."""
+        actor = self._me()
+        self._seq += 1
+        heapq.heappush(self._network, (self.now + delay, self._seq, actor, deliver))
+        self.crash_me("with its last write in flight")
+
+    def _deliver(self) -> None:
+        while self._network and self._network[0][0] <= self.now:
+            _, _, actor, deliver = heapq.heappop(self._network)
+            self.trace.event(self, f"the network delivers {actor.name}'s last write")
+            self.sender = actor
+            try:
+                deliver()
+            except Exception as e:  # the write was refused (or failed): nobody hears of it
+                self.trace.event(self, f"  -> {type(e).__name__}: {str(e)[:140]}")
+            finally:
+                self.sender = None
+
     def call_later(self, proc: Process, delay: float, fn: Callable[[], None]) -> _Timer:
         """Run `fn` in process `proc` after `delay` simulated seconds; the handle cancels it."""
         handle = _Timer()
@@ -262,16 +297,21 @@ class Scheduler:
                     self.on_timer(proc)
                     fn()
 
+            if getattr(fn, "concurrent", False):  # a thread of its own that takes no lock
+                self.spawn(proc, f"{proc.name}.beat", fn, background=True)
+                continue
             self.spawn(proc, f"{proc.name}.timer", task, background=True)
 
     def step(self) -> bool:
         """Run one actor to its next stop; False when every actor is done or dead."""
         self._fire_timers()
+        self._deliver()
         runnable = [a for a in self.actors if self._runnable(a)]
         if not runnable:
             waiting = [a for a in self.actors if not a.done and a.process.alive]
             wakes = [a.wake for a in waiting if a.wake > self.now and a.blocked is None]
             timers = [t[0] for t in self._timers if not t[4].cancelled and t[2].alive]
+            timers += [n[0] for n in self._network]
             if not wakes and not timers:
                 if any(not a.background for a in waiting):
                     names = ", ".join(f"{a.name} at {a.pending}" for a in waiting)
@@ -281,15 +321,28 @@ class Scheduler:
             return True
         actor = self.rng.choice(runnable)
         if actor.pending is not None:
-            actor.fault = self.faults.draw(self.rng, actor.pending, actor.checking > 0)
+            stalls = self.faults.stalling is not None and actor.name.startswith(
+                self.faults.stalling
+            )
+            actor.fault = self.faults.draw(
+                self.rng, actor.pending, actor.checking > 0, stalls, stalls
+            )
             if actor.fault is not None:
                 self.trace.fault(self, actor, actor.fault)
             if actor.fault == Fault.CRASH_BEFORE:
                 self.kill(actor.process, f"before {actor.pending}")
                 return True
             if actor.fault == Fault.DELAY:
-                actor.wake = self.now + self.faults.delay_for(self.rng)
+                actor.wake = self.now + self.faults.delay_for(self.rng, stalls)
                 actor.fault = None
+                if stalls:  # a slow call (seconds): a lease of its own may lapse in it
+                    actor.process.stalls += 1
+                return True
+            if actor.fault == Fault.PAUSE:  # for its own lease, as good as a jump of time
+                actor.wake = self.now + self.faults.pause_for(self.rng)
+                actor.fault = None
+                actor.process.stalls += 1
+                self.trace.event(self, f"{actor.name} stalls until {actor.wake - EPOCH:,.0f}")
                 return True
         self.current = actor
         assert actor.glet is not None
@@ -303,17 +356,20 @@ class Scheduler:
             alive = [p for p in self.processes if p.alive and p.name != "observer" and not p.steady]
             if alive and self.rng.random() < self.faults.own_jump:  # one host's clock steps
                 proc = self.rng.choice(alive)
-                jump = min(jump, self.faults.own_jump_max)
-                proc.offset += jump
+                jump = min(jump, self.faults.own_jump_max) * self.rng.choice((1.0, -1.0))
+                proc.offset += jump  # an NTP step of its wall clock, either way
+                proc.peak = max(proc.peak, proc.offset)
                 self.faults.counts["clock jump of one process"] += 1
-                self.trace.event(self, f"{proc.name}'s clock jumps {jump:,.0f} s")
+                self.trace.event(self, f"{proc.name}'s clock jumps {jump:+,.0f} s")
             else:  # time passes for everyone (a stall of the whole system)
                 self.now += jump
                 self.trace.event(self, f"clock jumps {jump:,.0f} s")
         return True
 
     def unwind(self) -> None:
-        """End every greenlet still suspended (their processes count as killed)."""
+        """End every greenlet still suspended (their processes count as killed); writes
+        still in the network are lost with the run."""
+        self._network.clear()
         for actor in self.actors:
             actor.process.alive = False
             if actor.glet:  # started and suspended (a greenlet never started just goes)

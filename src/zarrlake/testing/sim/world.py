@@ -27,6 +27,9 @@ from zarrlake._util import retry, runtime
 from zarrlake.connection import FlushPolicy, RepoContext, RepoSpec, Settings, create_context
 from zarrlake.errors import TransientError
 from zarrlake.format import fragment
+from zarrlake.format.chunk_ref import chunk_object_key
+from zarrlake.format.digest import digest
+from zarrlake.lifecycle import gc as lifecycle_gc
 from zarrlake.metastore.base import MetaStore
 from zarrlake.metastore.bucket import runs as bucket_runs
 from zarrlake.metastore.bucket import store as bucket
@@ -40,26 +43,26 @@ from zarrlake.testing.sim import pulls as sim_pulls
 from zarrlake.testing.sim.actors import PROGRAMS, Actor
 from zarrlake.testing.sim.backends import DictObjectStore
 from zarrlake.testing.sim.faults import FaultPlan
-from zarrlake.testing.sim.model import Model, Violation
+from zarrlake.testing.sim.model import MANIFEST_INLINE_MAX, Model, Violation
 from zarrlake.testing.sim.scheduler import Deadlock, Scheduler
 from zarrlake.testing.sim.trace import Trace
 from zarrlake.txn import commit as txn_commit
 from zarrlake.txn import writers
-from zarrlake.txn.commit import load
+from zarrlake.txn.commit import RELEASED, load
 from zarrlake.vc import gc_protocol
 from zarrlake.vc.reach import EXPIRED_PREFIX
 from zarrlake.vc.refs import BRANCH
+from zarrlake.vc.sweep_fence import PROBE
 
 KINDS = tuple(PROGRAMS)
 SMALL_SKEW = 20.0
-"""Seconds a process's clock runs ahead at most, and one process's clock steps at most,
-unless `Config.wild_clocks` (up to 80 minutes, and jumps of any size)."""
-UNSKEWED = ("gc", "expire")
-"""Processes whose clock is never skewed nor stepped alone, and large skews run ahead only.
-With a collector's clock ahead of (or another clock behind) the clock that recorded a gc
-candidate, the grace period shrinks by the skew, and a commit's objects go while a ref can
-still be made to it (see docs/reliability.md, known issues): the library judges a
-candidate's age by the collector's clock against the time another host wrote."""
+"""Seconds a process's clock is off at most in a seed with small skews, and one process's
+clock steps at most, unless `Config.wild_clocks` (jumps of any size)."""
+LARGE_SKEWS = (30.0, 200.0, 900.0, 4000.0)
+"""How far off a process's clock is in a seed with large skews (ahead or behind, gc and
+expire included): past a sweep's lease, a committer's lease, an hour. Nothing the protocol
+decides rests on a process's own clock (leases, expiries and gc candidates are judged on
+the metastore's), so no skew is off limits."""
 META_ROOT = "meta/"
 """Where the bucket metastore keeps its heads and pages."""
 ARRAY_DOC = json.dumps(
@@ -78,7 +81,7 @@ ARRAY_DOC = json.dumps(
 KEYS = [f"a/c/{i}" for i in range(6)]
 SIZES = (8, 40, 100, 300)
 """Inline in manifests (<= 64 B), inline in fragments (<= 128 B), chunk objects."""
-VALUES = [bytes([65 + i]) * SIZES[i % 4] + bytes([i]) for i in range(10)]
+VALUES = [bytes([65 + i]) * SIZES[i % 4] + bytes([i]) for i in range(16)]
 SETTINGS = Settings(
     commit_timeout=60.0,
     stage_inline_max=128,
@@ -91,6 +94,10 @@ SWEEP_POLL = 5.0
 would spend a run's steps on one stalled sweep)."""
 RECORD_MAX = 200
 """Fragments bigger than this are objects (the library's 32 KiB would never be reached)."""
+DELETE_BATCH = 2
+"""Objects a sweep deletes per batch (the library's 1,000 would make every sweep one
+batch): a sweep then renews its lease, records, checks its fence and deletes many times,
+and lasts long enough that committers wait for it past half their lease."""
 
 
 STAMINA_ATTEMPTS = 8
@@ -108,6 +115,7 @@ default, so that the seeds CI runs pass, and `Config(issues=...)` provokes it. F
 are replayed by tests/sim/test_former_issues.py."""
 META_WRITES = (
     "meta.set_if",
+    "meta.write_if",
     "meta.set_many",
     "meta.set",
     "meta.delete",
@@ -161,8 +169,9 @@ class Config:
     """In flaky seeds, a read may also fail for several tries in a row (past the retries):
     off by default, see docs/reliability.md's known issues (expire under failing reads)."""
     wild_clocks: bool = False
-    """Skews of up to 80 minutes and one-process clock steps of any size (see SMALL_SKEW
-    and docs/reliability.md's known issues: gc grace periods judged across clocks)."""
+    """One-process clock steps of any size (see SMALL_SKEW)."""
+    hosts: bool | None = None
+    """Each process on a host of its own (True), all on one (False); None: drawn."""
 
     @property
     def meta_kind(self) -> str:
@@ -187,6 +196,8 @@ class Config:
             parts.append(f"metastore {self.metastore}")
         if self.wild_clocks:
             parts.append("wild clocks")
+        if self.hosts is not None:
+            parts.append("a host per process" if self.hosts else "one host")
         if self.stuck_reads:
             parts.append("stuck reads")
         return ", ".join(parts)
@@ -266,6 +277,8 @@ class World:
         self.meta_rate = extra.choice((0.0, 0.2, 0.5))
         """How often a writer's session also changes metadata (and a reader reads it)."""
         self.hosts = extra.random() < 0.3
+        if config.hosts is not None:
+            self.hosts = config.hosts
         """Each process on a host of its own: no process can tell whether another is alive
         (a crashed collector's lock and sweep then stall writers until they time out)."""
         self.skew = extra.choice(("none", "none", "small", "large"))
@@ -278,6 +291,8 @@ class World:
         if not config.wild_clocks:
             self.faults.own_jump_max = SMALL_SKEW
         self.clocks = random.Random(f"{config.seed}/clocks")
+        kinds = tuple(sorted({k.rstrip("0123456789") for k in self.kinds}))
+        self.faults.pauses(random.Random(f"{config.seed}/pauses"), kinds)
         self.sched.on_process = self.place
 
     def place(self, proc) -> None:
@@ -286,24 +301,24 @@ class World:
             return
         if self.hosts:
             proc.host = f"host{proc.pid}"
-        if proc.name.startswith(UNSKEWED):
-            proc.steady = True  # see UNSKEWED
-            return
+        sign = self.clocks.choice((1.0, -1.0))
         if self.skew == "small":
-            proc.offset = self.clocks.uniform(0.0, 1.0) * self.clocks.choice((1.0, 20.0))
-        elif self.skew == "large" and self.config.wild_clocks:
-            size = self.clocks.choice((30.0, 200.0, 900.0, 4000.0))
-            proc.offset = size * self.clocks.uniform(1.0, 1.2)
+            proc.offset = sign * self.clocks.uniform(0.0, 1.0) * self.clocks.choice((1.0, 20.0))
+        elif self.skew == "large":
+            proc.offset = sign * self.clocks.choice(LARGE_SKEWS) * self.clocks.uniform(1.0, 1.2)
+        proc.peak = proc.offset
         if proc.offset:
             self.faults.counts["clock skew"] += 1
+            self.faults.counts[f"clock skew {'ahead' if sign > 0 else 'behind'}"] += 1
 
     def clock_of(self, actor) -> float:
         """The time the clock of `actor`'s process shows now."""
         return self.sched.clock_of(actor.process)
 
     def latest(self) -> float:
-        """The clock furthest ahead: a session it finds expired may be treated as expired."""
-        return self.sched.now + max((p.offset for p in self.sched.processes), default=0.0)
+        """The metastore's clock, which judges sessions' expiry for every process (a little
+        ahead, for the bucket metastore's reading of its service's clock)."""
+        return self.sched.now + 1.0
 
     def new_id(self, prefix: str) -> str:
         """A fresh id with `prefix`, deterministic within the run."""
@@ -329,8 +344,23 @@ class World:
             and rest.startswith(EXPIRED_PREFIX)
             and result is not False
         ):
-            what = f"expired {rest[len(EXPIRED_PREFIX) :]}"
-            self.events.append((what, actor.name, self.sched.clock_of(actor.process)))
+            what = f"expired {rest[len(EXPIRED_PREFIX) :]}"  # its cutoff: by its clock's peak
+            self.events.append((what, actor.name, self.sched.now + actor.process.peak))
+
+    def garbage_values(self) -> list[bytes]:
+        """The values whose chunk objects exist but nothing retained needs (the model's
+        view), those a collector has recorded as candidates first: writing one reuses an
+        object a collector may be about to delete."""
+        big = [v for v in self.values if len(v) > MANIFEST_INLINE_MAX]
+        keys = {chunk_object_key(digest(self.obs.hash, v)): v for v in big}
+        present = [k for k in keys if k in self.store.objects]
+        if not present:
+            return []
+        needed = self.model.protected(self.latest(), self.obs.hash)
+        garbage = [k for k in present if k not in needed]
+        part = self.obs.partition("gc")
+        doomed = [k for k in garbage if self.obs.meta.get(part, b"c/" + k.encode())]
+        return [keys[k] for k in doomed or garbage]
 
     def targets(self) -> list[str]:
         """Commits resets, new branches and tags may point at: any commit ever seen (one
@@ -346,12 +376,15 @@ class World:
         """Record that the calling actor deleted `key` (checked after the step): an object
         of the repository, or a head or page of the bucket metastore (`meta/`), last
         written at `born` by the service's clock."""
+        actor = self.sched.sender or (self.sched._me() if self.sched.inside() else None)
         if key.startswith(META_ROOT):
             self.pages_changed.add(key.split("/pages/")[0].split("/head")[0])
-            if "/pages/" in key and self.sched.inside():
-                self.pages_deleted.append((key, self.sched._me().name, born))
+            if "/pages/" in key and actor is not None:
+                self.pages_deleted.append((key, actor.name, born))
             return
-        actor = self.sched._me()
+        assert actor is not None, f"{key} deleted outside any actor"
+        if key.startswith(PROBE):  # a sweep's check that the store honours If-Match
+            return
         self.events.append((f"deleted {key}", actor.name, self.sched.clock_of(actor.process)))
 
     # the run ----------------------------------------------------------------------------
@@ -404,12 +437,12 @@ class World:
         if self.pages_changed:
             self.check_pages()
         events, self.events = self.events, []
-        for what, by, now in events:  # judged by the clock of the process that did it
+        for what, by, now in events:
             kind, _, arg = what.partition(" ")
-            if kind == "deleted":
-                model.check_delete(arg, by, now)
-            else:
-                model.check_expired(arg, by, now)
+            if kind == "deleted":  # grace periods and leases: on the metastore's clock
+                model.check_delete(arg, by, self.sched.now)
+            else:  # cutoffs: the expiring process's clock, as commit timestamps are
+                model.check_expired(arg, by, now, self.sched.now)
         for actor in self.sched.actors:
             if actor.error is not None:
                 error, actor.error = actor.error, None
@@ -467,15 +500,16 @@ class World:
         return None if got is None else json.loads(got[0]).get("seal")
 
     def check_leases(self) -> None:
-        """A committer that is running keeps its lease: by its own clock the lease never
-        lapses unless a clock jumped since the commit began (it renews at every wait and
-        between long steps, so recovery never aborts a committer that keeps going). Only a
+        """A committer that is running keeps its lease: on the metastore's clock the lease
+        never lapses unless time jumped or the committer itself stalled since the commit
+        began (it renews at every wait and between long steps, so recovery never aborts a
+        committer that keeps going, however long a sweep it waits for lasts). Only a
         lease of its own seal counts: an earlier attempt's, left when that attempt failed
         and could not undo its seal, is recovery's to settle."""
         for pid, (sid, jumps, seal_before) in self.committing.items():
-            if jumps != self.sched.jumps:
-                continue
             proc = next(p for p in self.sched.processes if p.pid == pid)
+            if jumps != self.sched.lapses(proc):
+                continue
             partition = self.obs.records.partition_of(sid)
             got = self.obs.meta.get(partition, sid.encode()) if proc.alive else None
             if got is None:
@@ -483,13 +517,15 @@ class World:
             rec = json.loads(got[0])
             if seal_before is not None and rec.get("seal") == seal_before:
                 continue
+            if rec.get("committer") == RELEASED:  # given up by its committer (lease 0):
+                continue  # recovery settles it, revoking its landing first
             self.model.counts["committers' leases checked"] += 1
-            lease, now = rec.get("lease"), self.sched.clock_of(proc)
-            if rec.get("status") == "committing" and lease is not None and now > lease:
+            lease, now = rec.get("lease"), self.sched.now
+            if rec.get("status") == "committing" and lease is not None and now > lease + 1.0:
                 raise Violation(
                     f"session {sid}: the lease of its running committer ({proc.name}) "
-                    f"lapsed {now - lease:.0f} s ago by its own clock, no clock having "
-                    "jumped (a lease not renewed while it waits?)"
+                    f"lapsed {now - lease:.0f} s ago by the metastore's clock, no clock "
+                    "having jumped (a lease not renewed while it waits?)"
                 )
 
     def restarts(self) -> None:
@@ -620,6 +656,7 @@ def _determinism(seed: int) -> Iterator[None]:
         random.getstate(),
         fragment.RECORD_MAX,
         gc_protocol.POLL,
+        lifecycle_gc.DELETE_BATCH,
         bucket_runs.INLINE_BYTES,
         (bucket.ORPHAN_GRACE, bucket.PREPARED_MAX_AGE),
     )
@@ -635,6 +672,7 @@ def _determinism(seed: int) -> Iterator[None]:
     random.seed(seed)
     fragment.RECORD_MAX = RECORD_MAX
     gc_protocol.POLL = SWEEP_POLL
+    lifecycle_gc.DELETE_BATCH = DELETE_BATCH
     bucket_runs.INLINE_BYTES = BUCKET_INLINE
     bucket.ORPHAN_GRACE, bucket.PREPARED_MAX_AGE = BUCKET_TIMES
     hooks = stamina.instrumentation.get_on_retry_hooks()
@@ -670,8 +708,9 @@ def _determinism(seed: int) -> Iterator[None]:
         random.setstate(saved[2])
         fragment.RECORD_MAX = saved[3]
         gc_protocol.POLL = saved[4]
-        bucket_runs.INLINE_BYTES = saved[5]
-        bucket.ORPHAN_GRACE, bucket.PREPARED_MAX_AGE = saved[6]
+        lifecycle_gc.DELETE_BATCH = saved[5]
+        bucket_runs.INLINE_BYTES = saved[6]
+        bucket.ORPHAN_GRACE, bucket.PREPARED_MAX_AGE = saved[7]
 
 
 def run(
