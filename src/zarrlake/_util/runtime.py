@@ -14,13 +14,14 @@ import contextvars
 import heapq
 import itertools
 import os
-import socket
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from concurrent.futures import Executor
 
 
 class Cancellable(Protocol):
@@ -128,11 +129,18 @@ def _thread_timer(delay: float, fn: Callable[[], None]) -> Cancellable:
     return _timers().add(delay, fn)
 
 
+def _hostname() -> str:
+    """This machine's name (socket loads with the first question about a process)."""
+    import socket
+
+    return socket.gethostname()
+
+
 def _process_alive(host: str, pid: int) -> bool | None:
     """Whether process `pid` on `host` still runs; None when it runs on another host. A
     zombie (exited, not yet reaped: where PID 1 reaps no orphans it stays one for good)
     runs no more: it sends nothing and holds nothing."""
-    if host != socket.gethostname():
+    if host != _hostname():
         return None
     try:
         os.kill(pid, 0)
@@ -188,7 +196,7 @@ class Runtime:
     """Run a function once, `delay` seconds from now, in the background."""
     executor: Executor | None = None
     """Where parallel work runs (None: each repository's own thread pool)."""
-    host: Callable[[], str] = socket.gethostname
+    host: Callable[[], str] = _hostname
     pid: Callable[[], int] = os.getpid
     alive: Callable[[str, int], bool | None] = _process_alive
     """Whether a process (host, pid) still runs; None if that cannot be told from here."""
