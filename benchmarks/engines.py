@@ -131,6 +131,9 @@ class ZarrlakeEngine(Engine):
             importlib.import_module("zarrlake.metastore.postgres")
         elif self.remote is not None:
             importlib.import_module("zarrlake.metastore.bucket.url")
+        else:  # the local drivers load with the first open otherwise
+            importlib.import_module("zarrlake.storage.local")
+            importlib.import_module("zarrlake.metastore.sqlite")
         self.zl = zarrlake
         self.repo: Any = None
         self.session: Any = None

@@ -44,6 +44,7 @@ class Group:
     steps: list[Step] = field(default_factory=list)
     builds: int | None = None  # None: a fresh build per repetition
     servers: bool = False  # runs against S3 + PostgreSQL servers started for the group
+    tmpfs: bool = False  # its directories on TMPFS (memory) instead of the run's work dir
     run: Callable[[dict[str, Any], Path], Results] | None = None
 
 
@@ -82,8 +83,17 @@ def run_group(
         msg = f"{group.name}: FAILED: {type(e).__name__}: {str(e).strip()[:500]}"
         print(msg, flush=True)
         log.append(msg)
-    for path in work.glob(f"{group.name}-*"):
+    for path in _base(group, work).glob(f"{group.name}-*"):
         shutil.rmtree(path, ignore_errors=True)
+
+
+TMPFS = Path("/dev/shm/zarrlake-bench")
+"""Where groups with `tmpfs` keep their directories: no disk under the metastore's fsyncs."""
+
+
+def _base(group: Group, work: Path) -> Path:
+    """The directory a group's repositories are made in."""
+    return TMPFS if group.tmpfs else work
 
 
 def _run(group: Group, cfg: dict[str, Any], work: Path, results: Results, log: list[str]) -> None:
@@ -104,9 +114,10 @@ def _run_reps(
     times and repeats only the later steps on it."""
     reps = cfg["reps"]
     builds = group.builds or reps
+    _base(group, work).mkdir(parents=True, exist_ok=True)
     for rep in range(reps):
         for engine in group.engines:
-            path = work / f"{group.name}-{engine}-{rep % builds}"
+            path = _base(group, work) / f"{group.name}-{engine}-{rep % builds}"
             fresh = rep < builds
             if fresh:
                 shutil.rmtree(path, ignore_errors=True)

@@ -20,6 +20,8 @@ GROUP_NAMES = {
     "S3RT": "S3PG",
     "BKRT": "S3 bucket",
     "BKW6": "S3 bucket W6",
+    "W5T": "W5 tmpfs",
+    "W6T": "W6 tmpfs",
 }
 """The first column of tables whose name is not their group's."""
 
@@ -78,8 +80,8 @@ def markdown_table(doc: dict[str, Any]) -> str:
     lines += [
         "Medians (min-max over repetitions). Ratios are of medians; Met = zarrlake meets the "
         "target (issue 15's, or the issue its group names in the notes; targets marked (5) are "
-        "issue 5's). S3PG rows: zarrlake on S3 + PostgreSQL, Icechunk on the same S3 server; "
-        "counts are per one-chunk commit.",
+        "issue 5's, (34) issue 34's, (50) issue 50's). S3PG rows: zarrlake on S3 + "
+        "PostgreSQL, Icechunk on the same S3 server; counts are per one-chunk commit.",
         "",
         "| | Metric | zarrlake | Icechunk | zarr | files | zarrlake / IC | zarr / IC "
         "| Target | Met |",

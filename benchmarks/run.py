@@ -95,6 +95,7 @@ GROUP_MODULES: tuple[str, ...] = (
     "benchmarks.daily",
     "benchmarks.export",
     "benchmarks.chunk_check",
+    "benchmarks.startup",
     "benchmarks.statistics",
 )
 """Modules that add groups: each has `groups(cfg) -> list[Group]` and may have `SIZES`
@@ -140,6 +141,9 @@ def builtin_groups(cfg: dict[str, Any]) -> list[Group]:
         Group("W2", [ZL, IC, ZR, FS], [Step("W2", "W2")]),
         Group("W5", [ZL, IC, ZR], [Step("W5", "W5")]),
         Group("W6", [ZL, IC], [Step("W6", "W6")]),
+        # issue 50: W5 and W6 again on tmpfs (/dev/shm), where the targets are
+        Group("W5SHM", [ZL, IC, ZR], [Step("W5", "W5T")], tmpfs=True),
+        Group("W6SHM", [ZL, IC], [Step("W6", "W6T")], tmpfs=True),
         Group(
             "W7",
             [ZL, IC],

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib as _importlib
-
 from zarrlake.errors import (
     AlreadyExistsError,
     BackendError,
@@ -52,10 +50,10 @@ from zarrlake.errors import (
 __version__ = "0.1.0"
 
 _LAZY = {
-    "Commit": "zarrlake.repo",
+    "Commit": "zarrlake.vc.commit_info",
     "Repo": "zarrlake.repo",
-    "RepoStats": "zarrlake.repo",
-    "SessionInfo": "zarrlake.repo",
+    "RepoStats": "zarrlake.vc.stats",
+    "SessionInfo": "zarrlake.session_records",
     "Session": "zarrlake.session",
     "Diff": "zarrlake.vc.diff",
     "PullRequest": "zarrlake.pulls",
@@ -74,8 +72,9 @@ _LAZY = {
     "select": "zarrlake.query",
     "BackfillReport": "zarrlake.vc.backfill",
 }
-"""Public names whose modules import zarr and numpy: loaded on first use, so a command line
-that needs none of them (`zarrlake --help`) starts fast."""
+"""Public names and the modules defining them, loaded on first use (`_util/lazy.py`): a
+command line that needs none of them (`zarrlake --help`) starts fast, and `Repo.open` loads
+only what opening needs."""
 
 TYPE_CHECKING = False
 """True for type checkers only (as `typing.TYPE_CHECKING`, without importing `typing`)."""
@@ -93,17 +92,17 @@ if TYPE_CHECKING:  # what type checkers see of the lazy names; nothing is import
     from zarrlake.lifecycle.gc import GcReport as GcReport
     from zarrlake.pulls import PullRequest as PullRequest
     from zarrlake.query import select as select
-    from zarrlake.repo import Commit as Commit
     from zarrlake.repo import Repo as Repo
-    from zarrlake.repo import RepoStats as RepoStats
-    from zarrlake.repo import SessionInfo as SessionInfo
     from zarrlake.session import Session as Session
+    from zarrlake.session_records import SessionInfo as SessionInfo
     from zarrlake.txn.writers import WriterInfo as WriterInfo
     from zarrlake.vc.backfill import BackfillReport as BackfillReport
+    from zarrlake.vc.commit_info import Commit as Commit
     from zarrlake.vc.diff import Diff as Diff
     from zarrlake.vc.fsck import ExpiredHistory as ExpiredHistory
     from zarrlake.vc.fsck import Problem as Problem
     from zarrlake.vc.purges import PurgeRecord as PurgeRecord
+    from zarrlake.vc.stats import RepoStats as RepoStats
     from zarrlake.zarr_store import SessionStore as SessionStore
 
 __all__ = [
@@ -157,15 +156,10 @@ _SUBMODULES = ("checks", "spark", "virtual")
 
 if not TYPE_CHECKING:  # at run time only: type checkers see the names above, so a typo in
     # `zl.Rpeo` is an error for them rather than `Any`
+    from zarrlake._util.lazy import lazy_exports
 
-    def __getattr__(name: str) -> object:
-        if name in _LAZY:
-            value = getattr(_importlib.import_module(_LAZY[name]), name)
-            globals()[name] = value
-            return value
-        if name in _SUBMODULES:
-            return _importlib.import_module(f"zarrlake.{name}")
-        raise AttributeError(f"module 'zarrlake' has no attribute {name!r}")
+    __getattr__ = lazy_exports(__name__, _LAZY, _SUBMODULES)
+    del lazy_exports
 
 
 def __dir__() -> list[str]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import secrets
 import threading
 import weakref
 from collections.abc import Callable, Mapping
@@ -16,9 +15,6 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-# The embedded default's backends load with the package, not inside the first open.
-import zarrlake.metastore.sqlite
-import zarrlake.storage.locations  # noqa: F401
 from zarrlake import storage as storages
 from zarrlake._util.retry import RetryPolicy, backoff
 from zarrlake._util.secrets import mask_urls, masked_options
@@ -32,10 +28,7 @@ from zarrlake.errors import (
     TransientError,
     ZarrLakeError,
 )
-from zarrlake.format.changes import ChangeSet
-from zarrlake.format.commit import CommitRecord
 from zarrlake.format.digest import DEFAULT, LEGACY, Hash, parse
-from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.metastore.base import MetaStore
 from zarrlake.metastore.choice import BUCKET, choose, default_for, kind_of, open_for
 from zarrlake.metastore.retrying import RetryingMetaStore
@@ -403,6 +396,12 @@ def create_context(
 ) -> RepoContext:
     """Create a new repository at `spec`; AlreadyExistsError if one is there. `settings`,
     when given, are recorded in its config: every client that opens it starts from them."""
+    import secrets
+
+    from zarrlake.format.changes import ChangeSet
+    from zarrlake.format.commit import CommitRecord
+    from zarrlake.format.snapshot import SnapshotRoot
+
     algo = parse(content_hash)
     if spec.is_local and Path(spec.location).is_file():
         raise InvalidInputError(f"{spec.location} is a file, not a directory; give a directory")

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from zarrlake._util.deprecation import deprecated_alias, keyword_only, renamed_arguments, warn
+from zarrlake._util.lazy import lazy_exports
 from zarrlake._util.secrets import mask_urls
 from zarrlake._util.validate import check_new_ref_name, check_ref_name
 from zarrlake.connection import (
@@ -27,27 +28,10 @@ from zarrlake.errors import (
     NotFoundError,
 )
 from zarrlake.format.digest import parse
-from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.session_records import DEFAULT_EXPIRY, SessionInfo
-from zarrlake.txn.commit import current_record
-from zarrlake.txn.staging import Staging
-from zarrlake.txn.transaction import Transaction
-from zarrlake.txn.writers import WriterInfo as WriterInfo  # (a result type of Repo's)
-from zarrlake.txn.writers import describe, finish_each, flush_each_later
-from zarrlake.vc.blame import Blame
 from zarrlake.vc.commit_info import Commit
-from zarrlake.vc.diff import Diff, diff_commit, diff_commits
-from zarrlake.vc.fsck import ExpiredHistory, Problem, check_objects
-from zarrlake.vc.keep import keeping
-from zarrlake.vc.merge import History, common_history_expired
-from zarrlake.vc.not_a_branch import needs_branch
-from zarrlake.vc.path_log import path_history
 from zarrlake.vc.protection import Protection
-from zarrlake.vc.refexpr import commit_as_of, merge_base, resolve_ref
 from zarrlake.vc.refs import BRANCH, TAG
-from zarrlake.vc.sources import VirtualSources
-from zarrlake.vc.squash import squash, squashed
-from zarrlake.vc.stats import RepoStats, repo_stats
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -57,22 +41,39 @@ if TYPE_CHECKING:
     from zarrlake.admin.export import ExportReport
     from zarrlake.admin.metastore_copy import CopyReport
     from zarrlake.format.commit import CommitRecord
+    from zarrlake.format.snapshot import SnapshotRoot
     from zarrlake.lifecycle.expire import ExpireReport
     from zarrlake.lifecycle.gc import GcReport
     from zarrlake.pulls import PullRequest
     from zarrlake.session import Session
+    from zarrlake.txn.writers import WriterInfo
     from zarrlake.vc.backfill import BackfillReport
     from zarrlake.vc.checks.kinds import Check
     from zarrlake.vc.checks.rules import CheckRule
     from zarrlake.vc.checks.run import CheckResult
+    from zarrlake.vc.diff import Diff
+    from zarrlake.vc.fsck import ExpiredHistory, Problem
+    from zarrlake.vc.merge import History
     from zarrlake.vc.policies import ConflictPolicy, FastForward, IsolationLevel
     from zarrlake.vc.purges import PurgeRecord
+    from zarrlake.vc.stats import RepoStats
     from zarrlake.zarr_store import SessionStore
 
 __all__ = ["Commit", "Repo", "RepoSpec", "RepoStats", "SessionInfo"]
 
+__getattr__ = lazy_exports(__name__, {"RepoStats": "zarrlake.vc.stats"})
+
 _OnRead = Callable[[str, int], None] | None
 """Called with (key, size) for every object fsck reads."""
+
+
+def _flush_later(handles: weakref.WeakSet[Any]) -> None:
+    """`flush_each_later` of the handles a collected Repo opened, if it opened any (the
+    write path, and its modules, load with the first handle)."""
+    if handles:
+        from zarrlake.txn.writers import flush_each_later
+
+        flush_each_later(handles)
 
 
 class Repo:
@@ -93,7 +94,7 @@ class Repo:
         garbage-collected, the handles opened on it flush their buffered writes (in the
         background; see txn/writers.py `flush_each_later` for why they do not finish)."""
         repo = cls(ctx)
-        weakref.finalize(repo, flush_each_later, ctx.handles)
+        weakref.finalize(repo, _flush_later, ctx.handles)
         return repo
 
     @classmethod
@@ -283,6 +284,8 @@ class Repo:
         finish (its session ended, its metastore is unreachable) is logged on the
         "zarrlake" logger, not raised; a commit of its session names it.
         """
+        from zarrlake.txn.writers import finish_each
+
         try:
             finish_each(self._ctx.handles)
         finally:
@@ -317,6 +320,8 @@ class Repo:
         ExpiredHistoryError
             If the history the expression walks was dropped by `expire`.
         """
+        from zarrlake.vc.refexpr import commit_as_of, resolve_ref
+
         commit_id = resolve_ref(self._ctx.refs, self._ctx.objects, ref)
         if as_of is None:
             return commit_id
@@ -368,6 +373,8 @@ class Repo:
         if path is None:
             found = ((cid, rec, None) for cid, rec in objects.history(head))
         else:
+            from zarrlake.vc.path_log import path_history  # numpy: the change sets' keys
+
             found = path_history(objects, head, path, follow)
         out: list[Commit] = []
         for cid, rec, name in found:
@@ -395,6 +402,8 @@ class Repo:
 
         The name follows git's rules for ref names and does not start with '-'
         (InvalidInputError says what is wrong with it)."""
+        from zarrlake.vc.keep import keeping
+
         check_new_ref_name(name, "branch")
         commit_id = self.resolve(at)
         with keeping(self._ctx, [commit_id]):
@@ -422,6 +431,8 @@ class Repo:
         """A new (immutable) tag at the commit `at` names; returns that commit id.
 
         The name follows the rules of a branch name (`create_branch`)."""
+        from zarrlake.vc.keep import keeping
+
         check_new_ref_name(name, "tag")
         commit_id = self.resolve(at)
         with keeping(self._ctx, [commit_id]):
@@ -444,6 +455,8 @@ class Repo:
 
     def _snapshot_of(self, commit_id: str) -> SnapshotRoot:
         """The snapshot root of commit `commit_id` (metadata documents and range index)."""
+        from zarrlake.format.snapshot import SnapshotRoot
+
         objects = self._ctx.objects
         return objects.read(SnapshotRoot, objects.read_commit(commit_id).snapshot)
 
@@ -469,6 +482,8 @@ class Repo:
         >>> d = repo.diff("v1.0", "main")
         >>> d.summary()  # doctest: +SKIP
         """
+        from zarrlake.vc.diff import diff_commits
+
         return diff_commits(self._ctx.objects, self.resolve(from_ref), self.resolve(to_ref))
 
     def commit_changes(self, ref: str) -> Diff:
@@ -476,6 +491,8 @@ class Repo:
 
         Read from the commit's change set when `expire` dropped that parent.
         """
+        from zarrlake.vc.diff import diff_commit
+
         return diff_commit(self._ctx.objects, self.resolve(ref))
 
     def fsck(
@@ -508,6 +525,8 @@ class Repo:
         coordinates and the codec's message); `arrays` limits that to the arrays whose
         paths match one of its glob patterns; `on_decoded(done, queued)` follows it.
         """
+        from zarrlake.vc.fsck import check_objects
+
         if purges:
             from zarrlake.admin.purge import prove
 
@@ -534,6 +553,8 @@ class Repo:
 
     def stats(self, ref: str = "main") -> RepoStats:
         """Counts at `ref`: commits in its history, arrays, chunks and their bytes."""
+        from zarrlake.vc.stats import repo_stats
+
         return repo_stats(self._ctx.objects, self.resolve(ref))
 
     def chunk_stats(
@@ -584,6 +605,7 @@ class Repo:
             made from it and merge that).
         """
         from zarrlake.vc.backfill import backfill
+        from zarrlake.vc.not_a_branch import needs_branch
 
         if not isinstance(array, str):
             raise InvalidInputError(f"array must be an array path, not {array!r}")
@@ -650,6 +672,8 @@ class Repo:
         ...     s.commit()
         """
         from zarrlake.session import Session
+        from zarrlake.txn.transaction import Transaction
+        from zarrlake.vc.not_a_branch import needs_branch
 
         check_ref_name(branch, "branch")
         with needs_branch(self._ctx.refs, self._ctx.objects, branch, "session"):
@@ -676,6 +700,7 @@ class Repo:
             If the session can no longer write.
         """
         from zarrlake.session import Session
+        from zarrlake.txn.transaction import Transaction
 
         return Session(Transaction.join(self._ctx, session_id))
 
@@ -684,6 +709,8 @@ class Repo:
 
         A session whose committer stopped is shown as what recovery makes of it.
         """
+        from zarrlake.txn.commit import current_record
+
         rec = current_record(self._ctx, self._ctx.records.find(session_id))
         return rec.info(self._ctx.clock())
 
@@ -693,6 +720,9 @@ class Repo:
         A writer's state is writing, finished, failed or gone (see Session.commit's
         `unfinished`).
         """
+        from zarrlake.txn.staging import Staging
+        from zarrlake.txn.writers import describe
+
         rec = self._ctx.records.find(session_id)
         staging = Staging(self._ctx.meta, self._ctx.stage_partition(rec.id), b"")
         return describe(staging.state())
@@ -728,6 +758,8 @@ class Repo:
         >>> s = repo.readonly_session("v1.0")
         >>> zarr.open_group(s.store, mode="r")["t2m"][0]  # doctest: +SKIP
         """
+        from zarrlake.txn.transaction import Transaction
+
         commit_id = self.resolve(ref, as_of=as_of)
         from zarrlake.session import Session
 
@@ -803,6 +835,7 @@ class Repo:
     def _history(self, what: str = "move") -> History:
         from zarrlake.txn.checks import branch_gate
         from zarrlake.txn.commit import settle_before_reset
+        from zarrlake.vc.merge import History
 
         ctx = self._ctx
         settle = lambda branch, head: settle_before_reset(ctx, branch, head)  # noqa: E731
@@ -852,6 +885,9 @@ class Repo:
         NotABranchError
             If `target` is a tag or a commit id (the message says what to do instead).
         """
+        from zarrlake.vc.keep import keeping
+        from zarrlake.vc.not_a_branch import needs_branch
+
         check_ref_name(target, "branch")
         Protection(self._ctx.meta, self._ctx.refs.partition).check_merge(target)
         src = self.resolve(source)
@@ -874,6 +910,9 @@ class Repo:
 
         ExpiredHistoryError if `expire` dropped their common history.
         """
+        from zarrlake.vc.merge import common_history_expired
+        from zarrlake.vc.refexpr import merge_base
+
         try:
             found = merge_base(self._ctx.objects, self.resolve(a), self.resolve(b))
         except ExpiredHistoryError as e:
@@ -899,6 +938,8 @@ class Repo:
 
         InvalidInputError if that changes nothing, unless `allow_empty`.
         """
+        from zarrlake.vc.keep import keeping
+
         check_ref_name(target, "branch")
         undone = self.resolve(commit)
         with keeping(self._ctx, [undone]):
@@ -913,6 +954,9 @@ class Repo:
         moved). A branch whose rule requires pull requests refuses it (ProtectedBranchError); a
         tag or a commit id given as `branch` is refused saying what it is (NotABranchError).
         """
+        from zarrlake.vc.keep import keeping
+        from zarrlake.vc.not_a_branch import needs_branch
+
         check_ref_name(branch, "branch")
         Protection(self._ctx.meta, self._ctx.refs.partition).check_merge(branch, "reset")
         want = self.resolve(expected) if expected is not None else None
@@ -984,6 +1028,9 @@ class Repo:
         """
         from zarrlake.txn.checks import branch_gate
         from zarrlake.txn.commit import settle_before_reset
+        from zarrlake.vc.keep import keeping
+        from zarrlake.vc.not_a_branch import needs_branch
+        from zarrlake.vc.squash import squash, squashed
 
         check_ref_name(branch, "branch")
         if message is not None and not isinstance(message, str):
@@ -1024,6 +1071,8 @@ class Repo:
     @keyword_only("ref")
     def blame(self, array_path: str, chunk_coords: tuple[int, ...], *, ref: str = "main") -> Commit:
         """The commit that last wrote chunk `chunk_coords` of `array_path` at `ref`."""
+        from zarrlake.vc.blame import Blame
+
         cid = Blame(self._ctx.objects).blame(self.resolve(ref), array_path, tuple(chunk_coords))
         return Commit.from_record(cid, self._ctx.objects.read_commit(cid))
 
@@ -1074,15 +1123,21 @@ class Repo:
 
     def add_virtual_source(self, prefix: str) -> None:
         """Allow virtual chunk references under `prefix` (`file:///dir`, `s3://bucket/dir`)."""
+        from zarrlake.vc.sources import VirtualSources
+
         VirtualSources(self._ctx.meta, self._ctx.refs.partition).add(prefix)
 
     def list_virtual_sources(self) -> list[str]:
         """The URL prefixes virtual chunk references may point into."""
+        from zarrlake.vc.sources import VirtualSources
+
         return VirtualSources(self._ctx.meta, self._ctx.refs.partition).prefixes()
 
     def remove_virtual_source(self, prefix: str) -> None:
         """Stop allowing new virtual chunk references under `prefix`; those already
         committed stay readable. NotFoundError if `prefix` is not an allowed prefix."""
+        from zarrlake.vc.sources import VirtualSources
+
         VirtualSources(self._ctx.meta, self._ctx.refs.partition).remove(prefix)
 
     protected_branches = deprecated_alias("list_protected_branches")

@@ -80,7 +80,7 @@ def _one_chunk_commit(repo: zl.Repo, meta, blobs, release: threading.Event, i: i
 # SQLite and bucket figures are the same calls (the metastore interface is one), but for
 # where the session record's finish goes (FINISH).
 WRITE = {
-    "M.get": 1,  # the branch head
+    "M.get": 2,  # the branch head; the old metastore's moved marker (metastore copy's fence)
     "M.set_if": 1,  # the new session record
     "M.scan": 1,  # zarr opening the array: its zarr.json staged? (v2 keys: Overlay.peek)
     "M.set_many": 2,  # the handle's unflushed-writes marker; the upload's record (for gc)
@@ -89,8 +89,9 @@ WRITE = {
 COMMIT = {
     "M.set_many": 1,  # the handle's fragment record and its writer finished
     "M.scan": 2,  # protection rules and checks; the staged records (gather)
-    "M.get": 2,  # the branch head; the gc phase (settles the uploads)
-    "M.set_if": 3,  # seal; lease + attempt (the fence); branch
+    "M.get": 3,  # the branch head; the gc phase (settles the uploads); the landing fence
+    "M.set_if": 2,  # seal; lease + attempt (the fence)
+    "M.write_if": 1,  # the branch, guarded by the session's landing fence in the same write
     "O.put_if_absent": 4,  # manifest range, snapshot, change set, commit record
 }
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import obstore
 import pytest
 
-from zarrlake.storage import obstore as obstore_module
 from zarrlake.storage import open_storage
 from zarrlake.storage.local import LocalObjectStore
 
@@ -21,7 +21,7 @@ def test_delete_many_unlinks_plain_keys_without_obstore(
     for key in keys:
         store.put(key, b"x")
     calls: list[object] = []
-    monkeypatch.setattr(obstore_module.obs, "delete", lambda *a: calls.append(a))
+    monkeypatch.setattr(obstore, "delete", lambda *a: calls.append(a))
     store.delete_many([*keys[:15], "chunks/missing"])  # a missing key is no error
     assert calls == []
     assert sorted(store.list("chunks/")) == keys[15:]

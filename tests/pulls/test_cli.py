@@ -67,7 +67,9 @@ def test_close_reopen_and_bad_input(tmp_path: Path) -> None:
     assert ok(*r, "pr", "close", "1", "--json").json()["state"] == "closed"
     assert "it is closed" in fails(*r, "pr", "merge", "1")
     assert ok(*r, "pr", "reopen", "1", "--json").json()["state"] == "open"
-    assert fails(*r, "pr", "show", "7") == "no pull request #7"
+    assert fails(*r, "pr", "show", "7") == (
+        "no pull request #7; run `zarrlake pr list` to see the open ones"
+    )
     assert "positive integer" in fails(*r, "pr", "show", "seven")
     assert "no branch 'nope'" in fails(*r, "pr", "create", "nope")
     line = fails(*r, "pr", "list", "--state", "done", code=2)

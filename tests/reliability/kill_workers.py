@@ -32,7 +32,7 @@ counts as unknown.
 
 Run as a module: python -m tests.reliability.kill_workers KIND LOCATION METASTORE JOURNAL SEED STOP
 (env KILL_SOAK_STORAGE: the repository's storage options as JSON; ZARRLAKE_PLANTED: a
-planted bug of `zarrlake.testing.planted` to run with, for the soak's own test)
+planted bug of `tests.simulator.planted` to run with, for the soak's own test)
 """
 
 from __future__ import annotations
@@ -292,7 +292,7 @@ KINDS = {"txn": txn, "merge": merge, "gc": gc, "expire": expire, "coop": coop}
 def main(kind: str, location: str, metastore: str, journal: str, seed: str, stop: str) -> None:
     bug = os.environ.get("ZARRLAKE_PLANTED")
     if bug:
-        from zarrlake.testing.planted import planted
+        from tests.simulator.planted import planted
 
         with planted(bug):
             return _main(kind, location, metastore, journal, seed, stop)

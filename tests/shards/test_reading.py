@@ -144,3 +144,22 @@ def test_a_shard_stored_whole_reads_as_it_is(tmp_path: Path) -> None:
     np.testing.assert_array_equal(zarr.open_array(session.store, path="a", mode="r")[:], values)
     old = repo.readonly_session("main~1")
     assert old.read(KEY) == written[KEY]  # history is untouched
+
+
+def test_one_inner_chunk_of_a_stored_shard_is_one_ranged_read(
+    stored: tuple[zl.Repo, Path, np.ndarray],
+) -> None:
+    """zarr reads the shard's index, then the inner chunk: the index comes from the entries
+    (no read), the inner chunk from its block range in the stored shard, in one read."""
+    repo, _, values = stored
+    again, rec = reopened(repo)
+    arr = zarr.open_array(again.readonly_session().store, path="a", mode="r")
+    rec.reads.clear()
+    np.testing.assert_array_equal(arr[3, 4096:8192], values[3, 4096:8192])
+    chunk_reads = rec.of("chunks/")
+    assert len(chunk_reads) == 1, chunk_reads
+    ((_, byte_range, n),) = chunk_reads
+    assert byte_range is not None and n < SHAPE[0] * SHAPE[1] * 4  # a range, not the shard
+    end = byte_range[1]
+    assert end <= SHAPE[0] * SHAPE[1] * 4  # not the index at the shard's end
+    np.testing.assert_array_equal(arr[:], values)  # the whole array still reads back exact

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-from zarrlake.testing.planted import planted
-from zarrlake.testing.sim import Config, run
-from zarrlake.testing.sim.backends import DictObjectStore
-from zarrlake.testing.sim.world import BUCKET_EVERY
+from tests.simulator import Config, run
+from tests.simulator.backends import DictObjectStore
+from tests.simulator.planted import planted
+from tests.simulator.world import BUCKET_EVERY
 
 SEEDS = range(3, 3 + 12 * BUCKET_EVERY, BUCKET_EVERY)
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from zarrlake.testing.sim import Config, run
-from zarrlake.testing.sim.world import KNOWN_ISSUES
+from tests.simulator import Config, run
+from tests.simulator.world import KNOWN_ISSUES
 
 FORMER = {
     911: "old-targets (README: a ref at an old commit while expire or gc removes it)",

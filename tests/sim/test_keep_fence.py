@@ -12,10 +12,10 @@ from datetime import timedelta
 import pytest
 
 import zarrlake as zl
+from tests.simulator import Config, run
 from zarrlake._util import runtime
 from zarrlake.errors import ExpiredHistoryError
 from zarrlake.metastore.sqlite import SqliteMetaStore
-from zarrlake.testing.sim import Config, run
 from zarrlake.vc import refs
 from zarrlake.vc.keep import KEEP_TTL
 

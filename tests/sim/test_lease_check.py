@@ -7,7 +7,7 @@ failed attempt's lapsed lease. That lease is recovery's to settle, not the new a
 
 from __future__ import annotations
 
-from zarrlake.testing.sim import Config, run
+from tests.simulator import Config, run
 
 
 def test_an_earlier_attempts_lapsed_lease_is_not_the_running_committers():

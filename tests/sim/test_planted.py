@@ -1,4 +1,4 @@
-"""Each planted bug (zarrlake.testing.planted) is caught by the simulator within the CI
+"""Each planted bug (tests.simulator.planted) is caught by the simulator within the CI
 seed budget, by the invariant it breaks; the seed that catches it passes without the bug."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from zarrlake.testing.planted import BUGS
-from zarrlake.testing.sim import Config, run
-from zarrlake.testing.sim.cli import run_many
+from tests.simulator import Config, run
+from tests.simulator.cli import run_many
+from tests.simulator.planted import BUGS
 
 BUDGET = 5000
 SYMPTOMS = {

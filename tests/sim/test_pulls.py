@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from zarrlake.testing.sim import Config, run
-from zarrlake.testing.sim import pulls as sim_pulls
+from tests.simulator import Config, run
+from tests.simulator import pulls as sim_pulls
 
 SEEDS = range(12)
 

@@ -9,15 +9,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-from zarrlake.testing.planted import planted
-from zarrlake.testing.sim import Config, run
-from zarrlake.testing.sim.shrink import shrink, signature
-from zarrlake.testing.sim.trace import Trace
+from tests.simulator import Config, run
+from tests.simulator.planted import planted
+from tests.simulator.shrink import shrink, signature
+from tests.simulator.trace import Trace
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACE = (
-    "from zarrlake.testing.sim import Config, run; "
-    "from zarrlake.testing.sim.trace import Trace; "
+    "from tests.simulator import Config, run; "
+    "from tests.simulator.trace import Trace; "
     "print(run(Config({seed}), trace=Trace(keep_all=True, calls=True)).trace)"
 )
 
@@ -28,7 +28,7 @@ def _trace(seed: int) -> str:
 
 def _sim(*args: str, hash_seed: str = "0") -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "zarrlake.testing.sim", *args],
+        [sys.executable, "-m", "tests.simulator", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -69,7 +69,7 @@ def test_replay_command_prints_the_shrunk_trace_and_how_to_replay_it():
     assert "conflicts on" in out and "FAILED" in out
     lines = [line for line in out.splitlines() if re.match(r"\s*\d+\s+[\d.]+s  ", line)]
     assert 5 < len(lines) < 150  # one line per operation, fault and crash: readable
-    again = re.search(r"^replay: python -m zarrlake.testing.sim (.*)$", out, re.M)
+    again = re.search(r"^replay: python -m tests.simulator (.*)$", out, re.M)
     assert again is not None
     replayed = _sim(*again.group(1).split(), hash_seed="99")
     assert replayed.returncode == 1
@@ -82,6 +82,4 @@ def test_run_names_each_failure_with_its_replay_command():
     proc = _sim("run", "--seeds", "605:615", "--bug", "merge_takes_theirs", "--stop")
     assert proc.returncode == 1
     assert "FAILED seed 612" in proc.stdout
-    assert (
-        "replay: python -m zarrlake.testing.sim replay 612 --bug merge_takes_theirs" in proc.stdout
-    )
+    assert "replay: python -m tests.simulator replay 612 --bug merge_takes_theirs" in proc.stdout

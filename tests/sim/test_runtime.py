@@ -9,10 +9,10 @@ from dataclasses import replace
 from datetime import timedelta
 
 import zarrlake as zl
+from tests.simulator import Config, run
 from zarrlake._util import runtime
 from zarrlake._util.retry import RetryPolicy, backoff
 from zarrlake.metastore.sqlite import SqliteMetaStore
-from zarrlake.testing.sim import Config, run
 from zarrlake.txn.staging import Unflushed
 
 

@@ -64,7 +64,7 @@ FAULTS = (
 def _run_seeds(start: int, stop: int) -> str:
     """The simulator's summary of seeds start..stop-1 (one process)."""
     proc = subprocess.run(
-        [sys.executable, "-m", "zarrlake.testing.sim", "run", "--seeds", f"{start}:{stop}"],
+        [sys.executable, "-m", "tests.simulator", "run", "--seeds", f"{start}:{stop}"],
         cwd=ROOT,
         capture_output=True,
         text=True,

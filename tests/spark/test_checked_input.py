@@ -170,7 +170,7 @@ def test_errors_of_spark_jobs_are_one_line_with_nothing_from_spark_on_the_consol
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
         "InvalidInputError(\"column 'time' has index 1, outside array 't2m' of shape (1, 4) "
-        '(valid: 0..0)")',
+        '(valid: 0..0); drop or fix those rows")',
         "None True",
         "InvalidInputError(\"rows at time 1 are already in array 't2m' (time 0..1); an append "
         "writes past the end, or give mode('overwrite') to replace them\")",

@@ -2,7 +2,7 @@
 threads, timers, and who this process is and whether another one still runs.
 
 By default these are the real ones (time.time, time.sleep, a thread pool, a timer thread,
-os.kill). The deterministic simulator (`zarrlake.testing.sim`) runs many simulated processes
+os.kill). The deterministic simulator (`tests.simulator`) runs many simulated processes
 in one thread and installs a `Runtime` for each with `use` (a context variable, so each
 greenlet it runs sees its own): the simulated clock, its own pid, and an executor and timers
 that the simulator schedules.
@@ -14,13 +14,14 @@ import contextvars
 import heapq
 import itertools
 import os
-import socket
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from concurrent.futures import Executor
 
 
 class Cancellable(Protocol):
@@ -128,11 +129,18 @@ def _thread_timer(delay: float, fn: Callable[[], None]) -> Cancellable:
     return _timers().add(delay, fn)
 
 
+def _hostname() -> str:
+    """This machine's name (socket loads with the first question about a process)."""
+    import socket
+
+    return socket.gethostname()
+
+
 def _process_alive(host: str, pid: int) -> bool | None:
     """Whether process `pid` on `host` still runs; None when it runs on another host. A
     zombie (exited, not yet reaped: where PID 1 reaps no orphans it stays one for good)
     runs no more: it sends nothing and holds nothing."""
-    if host != socket.gethostname():
+    if host != _hostname():
         return None
     try:
         os.kill(pid, 0)
@@ -188,7 +196,7 @@ class Runtime:
     """Run a function once, `delay` seconds from now, in the background."""
     executor: Executor | None = None
     """Where parallel work runs (None: each repository's own thread pool)."""
-    host: Callable[[], str] = socket.gethostname
+    host: Callable[[], str] = _hostname
     pid: Callable[[], int] = os.getpid
     alive: Callable[[str, int], bool | None] = _process_alive
     """Whether a process (host, pid) still runs; None if that cannot be told from here."""

@@ -41,13 +41,14 @@ from zarrlake.errors import (
     NotFoundError,
 )
 from zarrlake.format.blocks import TABLE_MIN, table_key
+from zarrlake.format.changes import ChangeSet
 from zarrlake.format.chunk_ref import RefKind
 from zarrlake.format.commit import CommitRecord
 from zarrlake.format.digest import digest
 from zarrlake.format.manifest import ManifestRange
 from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.vc.gc_protocol import GcState
-from zarrlake.vc.objects import PREFIXES
+from zarrlake.vc.objects import prefix_of
 from zarrlake.vc.purges import has_trailer, tombstone_of
 from zarrlake.vc.reach import manifest_refs
 from zarrlake.vc.refs import BRANCH, TAG
@@ -307,7 +308,8 @@ class _Copier:
                 f"{key} in the source fails its checksum: not copied"
                 "; run `zarrlake fsck` on the source"
             )
-        cls = {v: k for k, v in PREFIXES.items()}.get(kind)
+        kinds = (ManifestRange, SnapshotRoot, ChangeSet, CommitRecord)
+        cls = {prefix_of(c): c for c in kinds}.get(kind)
         if cls is not None:
             cls.decode(name, data)  # checks the content hash it is named by
 

@@ -24,7 +24,9 @@ from zarrlake.cli.history import diff_json, print_diff
 from zarrlake.present import iso, short
 
 if TYPE_CHECKING:
-    from zarrlake.repo import Repo, SessionInfo, WriterInfo
+    from zarrlake.repo import Repo
+    from zarrlake.session_records import SessionInfo
+    from zarrlake.txn.writers import WriterInfo
 
 sessions_app = typer.Typer(
     help="List, inspect, abandon or extend open sessions (default: list).\n\n"

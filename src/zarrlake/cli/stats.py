@@ -19,10 +19,6 @@ from zarrlake.cli.context import (
 )
 from zarrlake.present import short
 
-FirstArg = Annotated[
-    str | None,
-    typer.Argument(metavar="[REF]", help=f"Default main. {REF_HELP}", show_default=False),
-]
 ArrayArg = Annotated[
     str | None,
     typer.Argument(
@@ -35,8 +31,8 @@ ArrayArg = Annotated[
 
 def stats(
     ctx: typer.Context,
-    first: FirstArg = None,
-    second: ArrayArg = None,
+    ref: Annotated[str | None, typer.Argument(metavar="REF", help=REF_HELP)] = None,
+    array: ArrayArg = None,
     chunks: Annotated[
         bool, typer.Option("--chunks", help="Every chunk of ARRAY, one line each.")
     ] = False,
@@ -67,11 +63,11 @@ def stats(
         raise usage_error("--chunks and --backfill exclude each other")
     if limit is not None and not chunks:
         raise usage_error("--limit goes with --chunks")
-    ref, array = first or "main", second
-    if second is None and (chunks or backfill):
-        if first is None:
+    if array is None and (chunks or backfill):  # one argument: the ARRAY, at main
+        if ref is None:
             raise usage_error("Missing argument 'ARRAY'.")
-        ref, array = "main", first
+        ref, array = None, ref
+    ref = ref or "main"
     repo = options(ctx).open()
     if array is None:
         _repo_stats(repo, ref, json_out)

@@ -6,9 +6,12 @@ import hashlib
 import struct
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import TYPE_CHECKING
 
 from zarrlake.errors import CorruptionError
-from zarrlake.format.statistics import ChunkStats
+
+if TYPE_CHECKING:  # the statistics (and numpy) load with the first manifest
+    from zarrlake.format.statistics import ChunkStats
 
 
 class RefKind(IntEnum):

@@ -9,12 +9,13 @@ also applies to the chunk digests the object holds.
 from __future__ import annotations
 
 import struct
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from zarrlake.errors import CorruptionError
-from zarrlake.format import columns
 from zarrlake.format.digest import DIGEST_LENGTH, Hash, digest
+
+if TYPE_CHECKING:
+    import numpy as np
 
 MAGIC = b"ZLK\x01"
 FORMAT_VERSION = 2
@@ -60,6 +61,8 @@ def encode_columns(
     kind: int, meta: dict, cols: dict[str, np.ndarray], algo: Hash = Hash.SHA256
 ) -> tuple[str, bytes]:
     """Frame a columnar payload (format/columns.py), copying the columns once."""
+    from zarrlake.format import columns  # numpy: loaded by the columnar kinds, not commits
+
     return named(columns.pack(meta, cols, header(kind, algo)), algo)
 
 

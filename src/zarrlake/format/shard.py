@@ -23,15 +23,16 @@ import json
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-
-import google_crc32c
-import numpy as np
+from typing import TYPE_CHECKING
 
 from zarrlake.format.chunk_ref import ChunkRef, RefKind
 
+if TYPE_CHECKING:
+    import numpy as np
+
 SEP = "\x1f"
 """Separates a shard's key from an inner chunk's local coordinates in an entry's key."""
-EMPTY = np.uint64(2**64 - 1)
+EMPTY = 2**64 - 1
 """zarr's index marks an absent inner chunk with this offset and length."""
 
 
@@ -76,6 +77,8 @@ class ShardLayout:
 
     def name(self, i: int) -> str:
         """The name ("i.j") of the inner chunk at C-order position `i`."""
+        import numpy as np  # numpy and crc32c load with the first shard, not the package
+
         return ".".join(str(int(c)) for c in np.unravel_index(i, self.chunks_per_shard))
 
     def position(self, name: str) -> int | None:
@@ -100,6 +103,9 @@ class ShardLayout:
     def encode_index(self, table: np.ndarray) -> bytes:
         """The index bytes of a (count, 2) table of offsets and lengths, as zarr's
         `bytes` + `crc32c` index codecs write it."""
+        import google_crc32c
+        import numpy as np
+
         raw = np.ascontiguousarray(table, dtype="<u8").tobytes()
         if self.checksum:
             raw += np.array([google_crc32c.value(raw)], dtype="<u4").tobytes()
@@ -109,6 +115,9 @@ class ShardLayout:
         """The (count, 2) table of an index; ValueError if its size or checksum is wrong."""
         if len(raw) != self.index_size:
             raise ValueError(f"shard index of {len(raw)} bytes, expected {self.index_size}")
+        import google_crc32c
+        import numpy as np
+
         body = bytes(raw[: 16 * self.count])
         if self.checksum and np.array([google_crc32c.value(body)], dtype="<u4").tobytes() != bytes(
             raw[-4:]
@@ -119,6 +128,8 @@ class ShardLayout:
     def split(self, data: bytes | memoryview) -> dict[str, tuple[int, int]] | None:
         """name -> (start, end) of each present inner chunk of shard bytes `data`; None if
         they are not a valid shard of this layout (then they are stored whole)."""
+        import numpy as np
+
         size = self.index_size
         if len(data) < size:
             return None
@@ -203,6 +214,8 @@ class ShardRef:
     @classmethod
     def assemble(cls, layout: ShardLayout, refs: dict[str, ChunkRef]) -> ShardRef | None:
         """The shard of these inner chunks (name -> reference); None if none is present."""
+        import numpy as np
+
         present = sorted(
             (p, name, ref)
             for name, ref in refs.items()

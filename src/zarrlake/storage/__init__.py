@@ -1,5 +1,5 @@
 """Object storage, chosen by location with `open_storage`: a directory path or
-file:///abs/path, memory://NAME or s3://bucket/prefix (the drivers are in `locations`).
+file:///abs/path, memory://NAME or s3://bucket/prefix (the drivers are in `local` and `locations`).
 Another backend registers itself with ``register(scheme, factory)``, or through the
 ``zarrlake.storages`` entry point group."""
 
@@ -28,7 +28,11 @@ StorageFactory = Callable[[str, dict[str, Any]], ObjectStore]
 
 registry: Registry[StorageFactory, ObjectStore] = Registry(
     "storage",
-    {scheme: "zarrlake.storage.locations" for scheme in ("file", "memory", "s3")},
+    {
+        "file": "zarrlake.storage.local",
+        "memory": "zarrlake.storage.locations",
+        "s3": "zarrlake.storage.locations",
+    },
     entry_point_group="zarrlake.storages",
 )
 

@@ -72,3 +72,10 @@ def check_range(key: str, byte_range: Any) -> tuple[int, int]:
             f"invalid byte range {byte_range!r} for {key!r}: need 0 <= start <= end"
         )
     return start, end
+
+
+def no_options(kind: str, options: dict[str, Any]) -> None:
+    """InvalidInputError naming the storage options a backend that takes none was given."""
+    if options:
+        names = ", ".join(sorted(options))
+        raise InvalidInputError(f"unknown storage option(s) for {kind}: {names}; remove them")

@@ -1,4 +1,5 @@
-"""Local directories: obstore's LocalStore, except that objects of plain keys are read,
+"""Local directories (a path or file:///abs/path; importing this module registers the
+driver): obstore's LocalStore, except that objects of plain keys are read,
 written and deleted on their file directly, and keys listed by walking the directory.
 obstore hands local calls to its async runtime, which here costs about three times a plain
 read of a 1 MiB object (benchmark W3) and twice a plain write of a small one (each commit
@@ -9,19 +10,24 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import glob
 import os
 import re
 import secrets
 import shutil
+import stat
 import string
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
+from urllib.parse import unquote, urlsplit
 
-from zarrlake.errors import REPORT_BUG, ConfigurationError, NotFoundError
-from zarrlake.storage.base import ByteRange
-from zarrlake.storage.obstore import ObstoreObjectStore
+from zarrlake.errors import REPORT_BUG, ConfigurationError, InvalidInputError, NotFoundError
+from zarrlake.storage import register
+from zarrlake.storage.base import ByteRange, ObjectStore
+from zarrlake.storage.keys import no_options
+from zarrlake.storage.obstore import ObstoreObjectStore, summarise
 
 _PLAIN = re.compile(r"[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*")
 """Keys whose file path is the key itself (obstore escapes other characters its own way)."""
@@ -46,10 +52,24 @@ class LocalObjectStore(ObstoreObjectStore):
 
     A directory has no conditional updates, so its metastore must be SQLite, not the bucket."""
 
-    def __init__(self, store: Any, root: Path) -> None:
-        super().__init__(store, root.as_uri(), recipe=(str(root), ()), remote=False)
+    def __init__(self, root: Path) -> None:
+        super().__init__(None, root.as_uri(), recipe=(str(root), ()), remote=False)
         self.root = root
         self._root = str(root)
+
+    @functools.cached_property
+    def store(self) -> Any:
+        """obstore's LocalStore on the directory, made at the first call that needs it
+        (a key that is not plain, a large write, a listing it must unescape): opening and
+        reading a repository of plain keys never imports obstore."""
+        from obstore.store import LocalStore
+
+        try:
+            return LocalStore(self.root, mkdir=True)
+        except Exception as exc:  # obstore raises its own types, and OSError
+            raise ConfigurationError(
+                f"cannot open directory {self._root!r}: {summarise(exc)}"
+            ) from exc
 
     def _get(self, key: str, byte_range: ByteRange | None) -> bytes:
         if not _PLAIN.fullmatch(key):  # keys are checked: no ".."
@@ -64,6 +84,18 @@ class LocalObjectStore(ObstoreObjectStore):
             raise NotFoundError(f"object {key!r} not found in {self.url}") from None
         except OSError as exc:
             self._raise(exc, "GET", key)
+
+    def _exists(self, key: str) -> bool:
+        """Whether a plain key's file is there (a stat, not obstore's HEAD: opening a
+        repository and reading its history never loads obstore)."""
+        if not _PLAIN.fullmatch(key):
+            return super()._exists(key)
+        try:
+            return stat.S_ISREG(os.stat(f"{self._root}/{key}").st_mode)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        except OSError as exc:
+            self._raise(exc, "HEAD", key)
 
     def _put(self, key: str, data: bytes) -> None:
         if not self._direct(key, data):
@@ -307,3 +339,32 @@ class LocalObjectStore(ObstoreObjectStore):
             f"a local directory ({self.root}) has no conditional updates (replace-if-unchanged); "
             "its metastore is SQLite (the default): leave metastore unset or use sqlite:///..."
         )
+
+
+def open_local(location: str, options: dict[str, Any]) -> ObjectStore:
+    """A local directory (created if missing): a path, or file:///absolute/path."""
+    no_options("a local directory", options)
+    if location.lower().startswith("file://"):
+        parts = urlsplit(location)
+        if parts.netloc not in ("", "localhost") or parts.query or parts.fragment:
+            raise InvalidInputError(
+                f"invalid file URL {location!r}: use file:///absolute/path (no host or query)"
+            )
+        path = Path(unquote(parts.path))
+        if not path.is_absolute() or not parts.path:
+            raise InvalidInputError(f"invalid file URL {location!r}: path must be absolute")
+    else:
+        path = Path(location).expanduser()
+    path = path.resolve()
+    if path.exists() and not path.is_dir():
+        raise ConfigurationError(
+            f"storage location {str(path)!r} exists and is not a directory; give a directory"
+        )
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigurationError(f"cannot open directory {str(path)!r}: {exc}") from exc
+    return LocalObjectStore(path)
+
+
+register("file", open_local)

@@ -1,22 +1,21 @@
-"""The built-in storage drivers, all on obstore: a local directory (a path or file://),
-memory://NAME and s3://BUCKET/PREFIX. Importing this module registers them."""
+"""The built-in storage drivers on obstore's own stores: memory://NAME and
+s3://BUCKET/PREFIX (a local directory's driver is storage/local.py). Importing this module
+registers them."""
 
 from __future__ import annotations
 
 import threading
 from datetime import timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 from cachetools import LRUCache
-from obstore.store import LocalStore, MemoryStore, S3Store
+from obstore.store import MemoryStore, S3Store
 
 from zarrlake.errors import ConfigurationError, InvalidInputError
 from zarrlake.storage import register
 from zarrlake.storage.base import ObjectStore
-from zarrlake.storage.keys import check_prefix
-from zarrlake.storage.local import LocalObjectStore
+from zarrlake.storage.keys import check_prefix, no_options
 from zarrlake.storage.obstore import ObstoreObjectStore, s3_config, summarise
 
 if TYPE_CHECKING:
@@ -40,41 +39,9 @@ _memory_stores: dict[str, Any] = {}
 _memory_lock = threading.Lock()
 
 
-def _no_options(kind: str, options: dict[str, Any]) -> None:
-    if options:
-        names = ", ".join(sorted(options))
-        raise InvalidInputError(f"unknown storage option(s) for {kind}: {names}; remove them")
-
-
-def open_local(location: str, options: dict[str, Any]) -> ObjectStore:
-    """A local directory (created if missing): a path, or file:///absolute/path."""
-    _no_options("a local directory", options)
-    if location.lower().startswith("file://"):
-        parts = urlsplit(location)
-        if parts.netloc not in ("", "localhost") or parts.query or parts.fragment:
-            raise InvalidInputError(
-                f"invalid file URL {location!r}: use file:///absolute/path (no host or query)"
-            )
-        path = Path(unquote(parts.path))
-        if not path.is_absolute() or not parts.path:
-            raise InvalidInputError(f"invalid file URL {location!r}: path must be absolute")
-    else:
-        path = Path(location).expanduser()
-    path = path.resolve()
-    if path.exists() and not path.is_dir():
-        raise ConfigurationError(
-            f"storage location {str(path)!r} exists and is not a directory; give a directory"
-        )
-    try:
-        store = LocalStore(path, mkdir=True)
-    except Exception as exc:  # obstore raises its own types, and OSError
-        raise ConfigurationError(f"cannot open directory {str(path)!r}: {summarise(exc)}") from exc
-    return LocalObjectStore(store, path)
-
-
 def open_memory(location: str, options: dict[str, Any]) -> ObjectStore:
     """memory://NAME: one obstore MemoryStore per name, shared within this process."""
-    _no_options("memory://", options)
+    no_options("memory://", options)
     name = location.split("://", 1)[1]
     if not name:
         raise InvalidInputError(f"invalid memory location {location!r}: use memory://NAME")
@@ -171,6 +138,5 @@ def _s3_client(
         return found
 
 
-register("file", open_local)
 register("memory", open_memory)
 register("s3", open_s3)

@@ -10,21 +10,9 @@ from __future__ import annotations
 import functools
 import os
 import re
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
-
-import obstore as obs
-from obstore.exceptions import (
-    AlreadyExistsError,
-    BaseError,
-    PermissionDeniedError,
-    PreconditionError,
-    UnauthenticatedError,
-)
 
 from zarrlake._util.forksafe import PerProcess
 from zarrlake.errors import (
@@ -37,11 +25,14 @@ from zarrlake.errors import (
     ZarrLakeError,
 )
 from zarrlake.storage.base import ByteRange, ObjectStoreBackend
-from zarrlake.storage.forked import Helper, Recipe
 from zarrlake.storage.keys import check_prefix
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
     from obstore.store import S3Config
+
+    from zarrlake.storage.forked import Recipe
 
 MULTIPART_THRESHOLD = 64 * 1024 * 1024
 """Objects larger than this are uploaded in parts; smaller ones in one request (no orphaned
@@ -109,6 +100,30 @@ def _is_path_clash(exc: BaseException) -> bool:
     return _PATH_CLASH.search(str(exc)) is not None
 
 
+def obstore_api() -> ModuleType:
+    """obstore, imported at the first request that needs it: a local repository reads and
+    writes plain keys without it (storage/local.py), and opens without loading it."""
+    import obstore
+
+    return obstore
+
+
+@functools.cache
+def _failures() -> tuple[type[BaseException], ...]:
+    """What an obstore call raises when it fails (caught and mapped by `_error`)."""
+    from obstore.exceptions import BaseError
+
+    return (BaseError, OSError, ValueError)
+
+
+@functools.cache
+def _refusals() -> tuple[type[BaseException], ...]:
+    """What obstore raises when a conditional write is refused."""
+    from obstore.exceptions import AlreadyExistsError, PreconditionError
+
+    return (AlreadyExistsError, PreconditionError)
+
+
 def _status(text: str) -> int | None:
     match = _STATUS.search(text)
     return int(match.group(1)) if match else None
@@ -154,6 +169,13 @@ def s3_config(options: dict[str, Any]) -> S3Config:
     return config
 
 
+def _helper(recipe: Recipe) -> Any:
+    """The helper process serving this store's calls in a forked child (storage/forked.py)."""
+    from zarrlake.storage.forked import Helper
+
+    return Helper(recipe)
+
+
 class ObstoreObjectStore(ObjectStoreBackend):
     """An ObjectStore backed by an obstore store (LocalStore, MemoryStore, S3Store, ...).
 
@@ -173,11 +195,12 @@ class ObstoreObjectStore(ObjectStoreBackend):
         recipe: Recipe | None = None,
         remote: bool = True,
     ) -> None:
-        self.store = store
+        if store is not None:  # None: a subclass makes it when first needed (local.py)
+            self.store = store
         self.url = url
         self.remote = remote
         # How a forked child reaches the same store (None: in-memory, usable after fork).
-        self._helper = None if recipe is None else PerProcess(lambda: Helper(recipe))
+        self._helper = None if recipe is None else PerProcess(lambda: _helper(recipe))
         self._creator = create_store
         self._made: Any = None if callable(create_store) else (create_store or store)
         self._bucket = url[5:].split("/", 1)[0] if url.startswith("s3://") else None
@@ -187,7 +210,7 @@ class ObstoreObjectStore(ObjectStoreBackend):
     def _create_store(self) -> Any:
         """The store conditional writes go to (made on first use: most readers never write)."""
         if self._made is None:
-            self._made = self._creator()
+            self._made = self._creator() if self._creator is not None else self.store
         return self._made
 
     # -- errors ---------------------------------------------------------------------------
@@ -212,6 +235,8 @@ class ObstoreObjectStore(ObjectStoreBackend):
             )
         if credentials_missing(exc):
             return ConfigurationError(no_credentials(self._bucket, self.url))
+        from obstore.exceptions import PermissionDeniedError, UnauthenticatedError
+
         if (
             isinstance(exc, PermissionDeniedError | UnauthenticatedError | PermissionError)
             or status in (401, 403)
@@ -237,14 +262,14 @@ class ObstoreObjectStore(ObjectStoreBackend):
     def _call[T](self, op: str, key: str | None, fn: Callable[[], T]) -> T:
         try:
             return fn()
-        except (BaseError, OSError, ValueError) as exc:
+        except _failures() as exc:
             self._raise(exc, op, key)
 
     def _missing(self, exc: BaseException, op: str, key: str) -> NoReturn:
         """Raise for a 404 from HEAD, which (having no body) cannot say whether the object or
         the whole bucket is missing: check the bucket once per store, then NotFoundError."""
         if not self._bucket_ok:
-            self._call("LIST", None, lambda: obs.list_with_delimiter(self.store))
+            self._call("LIST", None, lambda: obstore_api().list_with_delimiter(self.store))
             self._bucket_ok = True
         self._raise(exc, op, key)
 
@@ -252,25 +277,25 @@ class ObstoreObjectStore(ObjectStoreBackend):
 
     def _head(self, key: str) -> dict[str, Any]:
         try:
-            return dict(obs.head(self.store, key))
+            return dict(obstore_api().head(self.store, key))
         except FileNotFoundError as exc:
             self._missing(exc, "HEAD", key)
-        except (BaseError, OSError, ValueError) as exc:
+        except _failures() as exc:
             self._raise(exc, "HEAD", key)
 
     @_forksafe
     def _get(self, key: str, byte_range: ByteRange | None) -> bytes:
         if byte_range is None:
-            return bytes(self._call("GET", key, lambda: obs.get(self.store, key).bytes()))
+            return bytes(self._call("GET", key, lambda: obstore_api().get(self.store, key).bytes()))
         start, end = byte_range
         if start == end:
             self._head(key)
             return b""
         try:
-            return bytes(obs.get_range(self.store, key, start=start, end=end))
+            return bytes(obstore_api().get_range(self.store, key, start=start, end=end))
         except FileNotFoundError as exc:
             self._raise(exc, "GET", key)
-        except (BaseError, OSError, ValueError) as exc:
+        except _failures() as exc:
             # Backends refuse a range that starts at or past the end; zarr wants b"".
             if start >= self._head(key)["size"]:
                 return b""
@@ -279,17 +304,19 @@ class ObstoreObjectStore(ObjectStoreBackend):
     @_forksafe
     def _put(self, key: str, data: bytes) -> None:
         multipart = len(data) > MULTIPART_THRESHOLD
-        self._call("PUT", key, lambda: obs.put(self.store, key, data, use_multipart=multipart))
+        self._call(
+            "PUT", key, lambda: obstore_api().put(self.store, key, data, use_multipart=multipart)
+        )
 
     @_forksafe
     def _put_if_absent(self, key: str, data: bytes) -> bool:
         try:
-            obs.put(self._create_store(), key, data, mode="create", use_multipart=False)
-        except (AlreadyExistsError, PreconditionError) as exc:
+            obstore_api().put(self._create_store(), key, data, mode="create", use_multipart=False)
+        except _refusals() as exc:
             if self._local and not self._exists(key):  # a directory of other objects
                 self._raise(OSError(f"(os error 21) {exc}"), "PUT", key)
             return False
-        except (BaseError, OSError, ValueError) as exc:
+        except _failures() as exc:
             if _status(str(exc)) == 412 or "PreconditionFailed" in str(exc):
                 return False
             self._raise(exc, "PUT", key)
@@ -298,7 +325,7 @@ class ObstoreObjectStore(ObjectStoreBackend):
     @_forksafe
     def _get_tagged(self, key: str) -> tuple[bytes, str]:
         def read() -> tuple[bytes, str]:
-            result = obs.get(self.store, key)
+            result = obstore_api().get(self.store, key)
             return bytes(result.bytes()), result.meta.get("e_tag") or ""
 
         data, tag = self._call("GET", key, read)
@@ -316,15 +343,17 @@ class ObstoreObjectStore(ObjectStoreBackend):
             "it exists" if tag is None else "it changed (or is gone) since it was read"
         )
         try:
-            result = obs.put(self._create_store(), key, data, mode=mode, use_multipart=False)
-        except (AlreadyExistsError, PreconditionError):
+            result = obstore_api().put(
+                self._create_store(), key, data, mode=mode, use_multipart=False
+            )
+        except _refusals():
             raise CASFailedError(refused) from None
         except NotImplementedError:
             raise ConfigurationError(
                 f"{self.url} does not support conditional updates (replace-if-unchanged)"
                 "; use a store that supports conditional writes, or a SQL metastore"
             ) from None
-        except (BaseError, OSError, ValueError) as exc:
+        except _failures() as exc:
             if _status(str(exc)) == 412 or "PreconditionFailed" in str(exc):
                 raise CASFailedError(refused) from None
             self._raise(exc, "PUT", key)
@@ -355,8 +384,13 @@ class ObstoreObjectStore(ObjectStoreBackend):
                 return False
             self._delete(key)
             return True
+        import urllib.error  # (http.client and ssl load with the first conditional delete)
+        import urllib.request
+
         url = self._call(
-            "SIGN", key, lambda: obs.sign(self.store, "DELETE", key, timedelta(seconds=SIGNED_FOR))
+            "SIGN",
+            key,
+            lambda: obstore_api().sign(self.store, "DELETE", key, timedelta(seconds=SIGNED_FOR)),
         )
         request = urllib.request.Request(url, method="DELETE", headers={"If-Match": tag})
         try:
@@ -379,7 +413,9 @@ class ObstoreObjectStore(ObjectStoreBackend):
     def _retag(self, key: str) -> str:
         data, tag = self._get_tagged(key)
         parts = self._bucket is not None and "-" not in tag.strip('"')
-        result = self._call("PUT", key, lambda: obs.put(self.store, key, data, use_multipart=parts))
+        result = self._call(
+            "PUT", key, lambda: obstore_api().put(self.store, key, data, use_multipart=parts)
+        )
         new = result.get("e_tag")
         if not new or new == tag:
             raise StorageError(f"PUT {key!r} on {self.url} kept its entity tag {tag}")
@@ -388,11 +424,11 @@ class ObstoreObjectStore(ObjectStoreBackend):
     @_forksafe
     def _delete(self, key: str) -> None:
         try:
-            obs.delete(self.store, key)
+            obstore_api().delete(self.store, key)
         except FileNotFoundError as exc:
             if "NoSuchBucket" in str(exc):
                 self._raise(exc, "DELETE", key)
-        except (BaseError, OSError, ValueError) as exc:
+        except _failures() as exc:
             if not _is_path_clash(exc):  # no object can exist there: nothing to delete
                 self._raise(exc, "DELETE", key)
 
@@ -403,13 +439,13 @@ class ObstoreObjectStore(ObjectStoreBackend):
         for i in range(0, len(keys), 1000):
             batch = keys[i : i + 1000]
             try:
-                obs.delete(self.store, batch)
+                obstore_api().delete(self.store, batch)
             except FileNotFoundError as exc:
                 if "NoSuchBucket" in str(exc):
                     self._raise(exc, "DELETE", batch[0])
                 for key in batch:
                     self._delete(key)
-            except (BaseError, OSError, ValueError) as exc:
+            except _failures() as exc:
                 self._raise(exc, "DELETE", batch[0])
 
     @_forksafe
@@ -431,9 +467,11 @@ class ObstoreObjectStore(ObjectStoreBackend):
         try:  # one batch first: most prefixes hold fewer keys, listed in one request
             paths = [
                 m["path"]
-                for m in next(iter(obs.list(self.store, parent or None, chunk_size=LIST_CHUNK)), [])
+                for m in next(
+                    iter(obstore_api().list(self.store, parent or None, chunk_size=LIST_CHUNK)), []
+                )
             ]
-        except (BaseError, OSError, ValueError) as exc:
+        except _failures() as exc:
             self._raise(exc, "LIST", prefix)
         head = [p for p in paths if p.startswith(prefix)]
         if len(paths) < LIST_CHUNK:
@@ -445,6 +483,8 @@ class ObstoreObjectStore(ObjectStoreBackend):
         bounds = {f"{base}{i * 256 // ways:02x}" for i in range(1, ways)}
         lows = [paths[-1], *sorted(b for b in bounds if b > paths[-1])]
         spans = list(zip(lows, [*lows[1:], None], strict=True))
+        from concurrent.futures import ThreadPoolExecutor
+
         with ThreadPoolExecutor(len(spans)) as pool:
             parts = list(pool.map(lambda span: self._range(prefix, parent, *span), spans))
         return head + [k for part in parts for k in part]
@@ -453,14 +493,16 @@ class ObstoreObjectStore(ObjectStoreBackend):
         """The keys under `prefix` greater than `after` and not greater than `upto`."""
         keys: list[str] = []
         try:
-            for chunk in obs.list(self.store, parent or None, offset=after, chunk_size=LIST_CHUNK):
+            for chunk in obstore_api().list(
+                self.store, parent or None, offset=after, chunk_size=LIST_CHUNK
+            ):
                 for meta in chunk:
                     path = meta["path"]
                     if upto is not None and path > upto:
                         return keys
                     if path.startswith(prefix):
                         keys.append(path)
-        except (BaseError, OSError, ValueError) as exc:
+        except _failures() as exc:
             self._raise(exc, "LIST", prefix)
         return keys
 
@@ -472,11 +514,11 @@ class ObstoreObjectStore(ObjectStoreBackend):
         # obstore matches whole segments only, so list the enclosing "directory" and filter.
         parent = prefix.rstrip("/") if prefix.endswith("/") else prefix.rpartition("/")[0]
         try:
-            for chunk in obs.list(self.store, parent or None, chunk_size=LIST_CHUNK):
+            for chunk in obstore_api().list(self.store, parent or None, chunk_size=LIST_CHUNK):
                 for meta in chunk:
                     if meta["path"].startswith(prefix):
                         yield meta
-        except (BaseError, OSError, ValueError) as exc:
+        except _failures() as exc:
             self._raise(exc, "LIST", prefix)
 
     @_forksafe

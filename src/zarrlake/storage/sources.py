@@ -14,17 +14,19 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
-import obstore as obs
-from obstore.exceptions import NotFoundError as ObstoreNotFound
-from obstore.store import LocalStore, S3Store
-
 from zarrlake.errors import (
     ConfigurationError,
     InvalidInputError,
     StaleVirtualChunkError,
     StorageError,
 )
-from zarrlake.storage.obstore import credentials_missing, no_credentials, s3_config, summarise
+from zarrlake.storage.obstore import (
+    credentials_missing,
+    no_credentials,
+    obstore_api,
+    s3_config,
+    summarise,
+)
 
 if TYPE_CHECKING:
     from obstore.store import ClientConfig, S3Config
@@ -70,6 +72,13 @@ def identity_of(scheme: str, meta: Any) -> str:
     return f"size={meta['size']};etag={meta['e_tag']}"
 
 
+def _not_found() -> type[BaseException]:
+    """obstore's error for a missing source (imported with the first read of one)."""
+    from obstore.exceptions import NotFoundError
+
+    return NotFoundError
+
+
 def _s3_config(options: dict[str, Any]) -> tuple[S3Config, ClientConfig]:
     """obstore config and client options from zarrlake's S3 storage options."""
     config = s3_config(options)
@@ -96,6 +105,8 @@ class SourceReader:
             return store
 
     def _open(self, scheme: str, bucket: str) -> Any:
+        from obstore.store import LocalStore, S3Store
+
         try:
             if scheme == "file":
                 return LocalStore("/")
@@ -110,8 +121,8 @@ class SourceReader:
         """The identity of the source at `url` now; InvalidInputError if it is missing."""
         scheme, bucket, path = split_url(url)
         try:
-            return identity_of(scheme, obs.head(self.store(scheme, bucket), path))
-        except (ObstoreNotFound, FileNotFoundError, NotADirectoryError):
+            return identity_of(scheme, obstore_api().head(self.store(scheme, bucket), path))
+        except (_not_found(), FileNotFoundError, NotADirectoryError):
             raise InvalidInputError(f"virtual source {url} does not exist; check the URL") from None
         except Exception as exc:
             if credentials_missing(exc):
@@ -143,10 +154,10 @@ class SourceReader:
     ) -> memoryview:
         """One ranged GET; the identity that comes back with the bytes must match."""
         try:
-            got = obs.get(store, path, options={"range": (offset, offset + length)})
+            got = obstore_api().get(store, path, options={"range": (offset, offset + length)})
             now: str | None = identity_of(scheme, got.meta)
             data = memoryview(got.bytes()) if now == identity else memoryview(b"")
-        except (ObstoreNotFound, FileNotFoundError):
+        except (_not_found(), FileNotFoundError):
             raise StaleVirtualChunkError(
                 f"virtual source {url} is gone (imported as {identity})"
                 "; restore it, or import again from where it is now"
@@ -155,7 +166,7 @@ class SourceReader:
             if credentials_missing(exc):
                 raise ConfigurationError(no_credentials(split_url(url)[1], url)) from exc
             try:
-                now = identity_of(scheme, obs.head(store, path))
+                now = identity_of(scheme, obstore_api().head(store, path))
             except Exception:
                 now = identity
             if now == identity:

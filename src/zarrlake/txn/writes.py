@@ -58,10 +58,14 @@ _BESIDE = forksafe.PerProcess(
 log = logging.getLogger("zarrlake")
 
 
-def check_data(key: str, data: object) -> bytes:
-    """Values written to a key must be bytes-like."""
+def check_data(key: str, data: object) -> bytes | memoryview:
+    """Values written to a key must be bytes-like. A C-contiguous memoryview of a chunk is
+    taken as it is (bytes of it are copied out where they are kept past the write: a large
+    chunk is uploaded before the write returns); anything else is copied into bytes."""
     if not isinstance(data, bytes | bytearray | memoryview):
         raise InvalidInputError(f"data written to {key!r} must be bytes, not {type(data).__name__}")
+    if isinstance(data, memoryview) and data.c_contiguous and not is_meta_key(key):
+        return data if data.format == "B" and data.ndim == 1 else data.cast("B")
     return bytes(data)
 
 
@@ -360,7 +364,7 @@ class Writes:
                 phase = self.guard.begin()
             table = self._needs_table(key, len(data))
             retired = self.objects.purges_exist(phase.epoch)  # (a reuse checks its object)
-            ref, created = self.uploads.store_chunk(bytes(data), table, digest, retired)
+            ref, created = self.uploads.store_chunk(data, table, digest, retired)
             with self.buffer.lock:  # a reused object may be deleted by gc: keep its bytes
                 upload = (None if created else bytes(data), phase)
                 self.buffer.pending.setdefault(ref.location or chunk_object_key(ref.digest), upload)

@@ -62,7 +62,7 @@ from zarrlake.format.statistics import ChunkStats
 from zarrlake.storage.base import ObjectStore
 from zarrlake.storage.sources import SourceReader
 from zarrlake.vc.chunk_keys import KeyNamer
-from zarrlake.vc.objects import PREFIXES, describe
+from zarrlake.vc.objects import describe, prefix_of
 from zarrlake.vc.statistics import decode_values, fill_of, layout_of, of_chunk, usable
 
 CHUNKS = "chunks/"
@@ -351,7 +351,7 @@ class _Checker:
         self, cls: type[T], oid: str, referrer: str
     ) -> T | None:
         """The decoded object, or None after reporting why it cannot be read."""
-        key = f"{PREFIXES[cls]}/{oid}"
+        key = f"{prefix_of(cls)}/{oid}"
         try:
             return cls.decode(oid, self.get(key))
         except NotFoundError:

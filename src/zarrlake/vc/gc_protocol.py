@@ -50,11 +50,11 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from zarrlake._util import crashpoints, runtime
 from zarrlake.errors import CASFailedError, GcBusyError, ZarrLakeError
-from zarrlake.format.fragment import FragmentRecord
 from zarrlake.vc import sweep_fence
 from zarrlake.vc.refs import Refs
 
 if TYPE_CHECKING:
+    from zarrlake.format.fragment import FragmentRecord
     from zarrlake.metastore.base import MetaStore
     from zarrlake.storage.base import ObjectStore
     from zarrlake.vc.objects import Objects
@@ -628,6 +628,8 @@ def register_dropped(ctx: GcContext, commit_id: str) -> None:
 
 def staged_fragments(meta: MetaStore, partition: str) -> list[FragmentRecord]:
     """The fragment records in a session's staging partition."""
+    from zarrlake.format.fragment import FragmentRecord
+
     return [FragmentRecord.decode(v) for _, v, _ in meta.scan(partition, b"f", b"f")]
 
 

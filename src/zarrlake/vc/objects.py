@@ -13,7 +13,7 @@ import secrets
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from cachetools import LRUCache
 
@@ -27,16 +27,18 @@ from zarrlake.errors import (
     on_date,
 )
 from zarrlake.format.blocks import TABLE_MIN, BlockTable, block_size, table_key
-from zarrlake.format.changes import ChangeSet
 from zarrlake.format.chunk_ref import ChunkRef, RefKind, chunk_object_key
 from zarrlake.format.commit import CommitRecord
 from zarrlake.format.digest import Hash, digest
-from zarrlake.format.manifest import ManifestRange
 from zarrlake.format.shard import ShardRef
-from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.storage.base import ObjectStore
 from zarrlake.storage.sources import SourceReader
 from zarrlake.vc.ranges import Span, coalesce, within
+
+if TYPE_CHECKING:
+    from zarrlake.format.changes import ChangeSet
+    from zarrlake.format.manifest import ManifestRange
+    from zarrlake.format.snapshot import SnapshotRoot
 
 MANIFEST_INLINE_MAX = 64
 """Chunks at most this large are kept inside manifests rather than as objects."""
@@ -47,12 +49,19 @@ PARALLEL_WRITE_BYTES = 4 << 20
 Blob = tuple[str, bytes]
 """An object key and the bytes to store under it."""
 
-PREFIXES: dict[type[ManifestRange | SnapshotRoot | ChangeSet | CommitRecord], str] = {
-    ManifestRange: "manifests",
-    SnapshotRoot: "snapshots",
-    ChangeSet: "changes",
-    CommitRecord: "commits",
+PREFIXES = {
+    "ManifestRange": "manifests",
+    "SnapshotRoot": "snapshots",
+    "ChangeSet": "changes",
+    "CommitRecord": "commits",
 }
+"""The key prefix of each kind of format object, by class name: the columnar kinds (and
+numpy) load with their first use, not with this module."""
+
+
+def prefix_of(cls: type) -> str:
+    """The key prefix of format objects of class `cls` ("commits", "snapshots", ...)."""
+    return PREFIXES[cls.__name__]
 
 
 READ_CONCURRENCY = 16
@@ -126,7 +135,7 @@ class Objects:
         oid, data = obj.encode(self.algo)
         if cache:
             self._keep(oid, obj)
-        return oid, (f"{PREFIXES[type(obj)]}/{oid}", data)
+        return oid, (f"{prefix_of(type(obj))}/{oid}", data)
 
     def write[T: (ManifestRange, SnapshotRoot, ChangeSet, CommitRecord)](self, obj: T) -> str:
         """Store a format object under its content id (a no-op if it exists); returns the id."""
@@ -176,12 +185,13 @@ class Objects:
     def _fetch[T: (ManifestRange, SnapshotRoot, ChangeSet, CommitRecord)](
         self, cls: type[T], oid: str
     ) -> T:
-        key = f"{PREFIXES[cls]}/{oid}"
+        prefix = prefix_of(cls)
+        key = f"{prefix}/{oid}"
         try:
             data = self.store.get(key)
         except NotFoundError:
             raise NotFoundError(
-                f"{PREFIXES[cls][:-1]} object {oid} is missing ({key})"
+                f"{prefix[:-1]} object {oid} is missing ({key})"
                 "; run `zarrlake fsck` to find every missing object"
             ) from None
         obj = cls.decode(oid, data)
@@ -439,7 +449,11 @@ class Objects:
         """Spans of an assembled shard: of the stored shard object it still is, if so;
         else the index from memory and each inner chunk's pieces read and verified through
         its own reference (parts in one object fetched together), side by side on a remote
-        store."""
+        store. Spans of the index (zarr reads it before each inner chunk) come from the
+        index assembled from the entries: no read."""
+        lo, hi = ref.index_at, ref.index_at + len(ref.index)
+        if all(lo <= start and end <= hi for start, end in wanted):
+            return [ref.index[start - lo : end - lo] for start, end in wanted]
         if ref.whole is not None:
             try:
                 if wanted == [(0, ref.length)]:

@@ -20,7 +20,7 @@ from zarrlake.format.commit import CommitRecord
 from zarrlake.format.fragment import FragmentIndex, FragmentRecord
 from zarrlake.format.manifest import ManifestRange
 from zarrlake.format.snapshot import SnapshotRoot
-from zarrlake.vc.objects import PREFIXES, Objects
+from zarrlake.vc.objects import Objects, prefix_of
 
 KINDS = ("chunks", "packs", "fragments", "manifests", "snapshots", "changes", "commits")
 """Object kinds by key prefix, data first."""
@@ -126,7 +126,7 @@ class Reach:
         stack = [c for c in starts if c not in self.expired] + sorted(forced)
         while stack:
             cid = stack.pop()
-            key = f"{PREFIXES[CommitRecord]}/{cid}"
+            key = f"{prefix_of(CommitRecord)}/{cid}"
             if key in self.live:
                 continue
             try:
@@ -139,7 +139,7 @@ class Reach:
                     continue  # expire deleted it: the operation keeping it refuses
                 raise
             self.live.add(key)
-            self.live.add(f"{PREFIXES[ChangeSet]}/{rec.changes}")
+            self.live.add(f"{prefix_of(ChangeSet)}/{rec.changes}")
             self.add_snapshot(rec.snapshot)
             stack.extend(p for p in rec.parents if p not in self.expired)
 
@@ -147,16 +147,16 @@ class Reach:
         """Mark a snapshot live with its manifest ranges and every object they reference.
 
         Ranges already marked (shared with another snapshot) are not read again."""
-        key = f"{PREFIXES[SnapshotRoot]}/{sid}"
+        key = f"{prefix_of(SnapshotRoot)}/{sid}"
         if key in self.live:
             return
         root = self.objects.read(SnapshotRoot, sid)
         self.live.add(key)
-        todo = [m for m in root.ranges.ids if f"{PREFIXES[ManifestRange]}/{m}" not in self.live]
+        todo = [m for m in root.ranges.ids if f"{prefix_of(ManifestRange)}/{m}" not in self.live]
         for rng_id, rng in zip(
             todo, self.objects.map(lambda m: self.objects.read(ManifestRange, m), todo), strict=True
         ):
-            self.live.add(f"{PREFIXES[ManifestRange]}/{rng_id}")
+            self.live.add(f"{prefix_of(ManifestRange)}/{rng_id}")
             self.live.update(manifest_refs(rng))
 
 

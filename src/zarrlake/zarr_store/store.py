@@ -440,10 +440,12 @@ class SessionStore(Store):
         engine = self.session._engine
         loop = asyncio.get_running_loop()
         values = None if _is_metadata(key) else handed(value)
-        if len(value) > engine.inline_max:  # copying, hashing, uploading: off the event loop
-            changes = await asyncio.to_thread(
-                lambda: engine.prepare_all(key, value.to_bytes(), values)
-            )
+        if len(value) > engine.inline_max:  # hashing, uploading: off the event loop
+            # zarr's buffer itself, not a copy: a large chunk is hashed and uploaded before
+            # this returns, and what is kept of it past that (inline bytes, inner chunks of
+            # a shard, a reused object's bytes) is copied out (txn/writes.py)
+            data = value.as_buffer_like()
+            changes = await asyncio.to_thread(lambda: engine.prepare_all(key, data, values))
         else:
             changes = engine.prepare_all(key, value.to_bytes(), values)
         if not changes:  # a shard rewritten with the inner chunks it held

@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable
 from dataclasses import replace
 
-from zarrlake.testing.sim.world import Config, Result, run
+from tests.simulator.world import Config, Result, run
 
 MAX_RUNS = 400
 SEEDS_PER_VARIANT = 5

@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from tests.simulator import metadata as md
 from zarrlake.errors import NotFoundError
 from zarrlake.format.changes import ChangeSet
 from zarrlake.format.chunk_ref import chunk_object_key
 from zarrlake.format.digest import digest
 from zarrlake.format.manifest import ManifestRange
 from zarrlake.format.snapshot import SnapshotRoot
-from zarrlake.testing.sim import metadata as md
 from zarrlake.vc.reach import EXPIRED_PREFIX, manifest_refs
 from zarrlake.vc.refs import BRANCH, TAG
 from zarrlake.vc.snapshot_view import SnapshotView

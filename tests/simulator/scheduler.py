@@ -23,9 +23,9 @@ from typing import Any
 
 import greenlet
 
+from tests.simulator.faults import Fault, FaultPlan
+from tests.simulator.trace import Trace
 from zarrlake._util import runtime
-from zarrlake.testing.sim.faults import Fault, FaultPlan
-from zarrlake.testing.sim.trace import Trace
 
 EPOCH = 1_767_225_600.0
 """The simulated clock starts at 2026-01-01 00:00 UTC."""

@@ -24,6 +24,14 @@ import random
 from functools import partial
 from typing import TYPE_CHECKING
 
+from tests.simulator.actors import (
+    Actor,
+    _history_op,
+    _said,
+    begin_session,
+    commit_with_retries,
+)
+from tests.simulator.model import Intent, Outcome, Violation
 from zarrlake.errors import (
     ChecksFailedError,
     ConflictError,
@@ -33,21 +41,13 @@ from zarrlake.errors import (
     PullRequestError,
     ZarrLakeError,
 )
-from zarrlake.testing.sim.actors import (
-    Actor,
-    _history_op,
-    _said,
-    begin_session,
-    commit_with_retries,
-)
-from zarrlake.testing.sim.model import Intent, Outcome, Violation
 from zarrlake.vc.checks.kinds import MaxChangedChunks
 from zarrlake.vc.checks.rules import PREFIX as RULE_PREFIX
 from zarrlake.vc.pulls import CLOSED, MERGED, PREFIX, STATES, VOID, PullRecord
 
 if TYPE_CHECKING:
-    from zarrlake.testing.sim.model import Model
-    from zarrlake.testing.sim.protocols import World
+    from tests.simulator.model import Model
+    from tests.simulator.protocols import World
 
 EVERY = 7
 """One seed in this many gets a `pulls` actor (unless `Config.actors` says who runs)."""

@@ -8,9 +8,9 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from zarrlake.testing.sim.faults import Fault
-    from zarrlake.testing.sim.protocols import Clock as Scheduler
-    from zarrlake.testing.sim.protocols import Named as Actor
+    from tests.simulator.faults import Fault
+    from tests.simulator.protocols import Clock as Scheduler
+    from tests.simulator.protocols import Named as Actor
 
 KEEP = 400
 """Lines kept when the whole trace is not asked for (the end of a run)."""

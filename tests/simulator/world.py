@@ -23,6 +23,14 @@ from typing import Any
 import stamina
 import tenacity.nap
 
+from tests.simulator import backends
+from tests.simulator import pulls as sim_pulls
+from tests.simulator.actors import PROGRAMS, Actor
+from tests.simulator.backends import DictObjectStore
+from tests.simulator.faults import FaultPlan
+from tests.simulator.model import MANIFEST_INLINE_MAX, Model, Violation
+from tests.simulator.scheduler import Deadlock, Scheduler
+from tests.simulator.trace import Trace
 from zarrlake import connection
 from zarrlake._util import retry, runtime
 from zarrlake.connection import FlushPolicy, RepoContext, RepoSpec, Settings, create_context
@@ -39,14 +47,6 @@ from zarrlake.metastore.bucket.store import BucketMetaStore
 from zarrlake.metastore.memory import MemoryMetaStore
 from zarrlake.repo import Repo
 from zarrlake.storage.base import ObjectStore
-from zarrlake.testing.sim import backends
-from zarrlake.testing.sim import pulls as sim_pulls
-from zarrlake.testing.sim.actors import PROGRAMS, Actor
-from zarrlake.testing.sim.backends import DictObjectStore
-from zarrlake.testing.sim.faults import FaultPlan
-from zarrlake.testing.sim.model import MANIFEST_INLINE_MAX, Model, Violation
-from zarrlake.testing.sim.scheduler import Deadlock, Scheduler
-from zarrlake.testing.sim.trace import Trace
 from zarrlake.txn import commit as txn_commit
 from zarrlake.txn import writers
 from zarrlake.txn.commit import RELEASED, load

@@ -1,11 +1,11 @@
-"""The simulator's command line: `python -m zarrlake.testing.sim COMMAND`.
+"""The simulator's command line: `python -m tests.simulator COMMAND`.
 
     run --seeds 0:5000 [--jobs 2]     many seeds; a summary, and a replay command per failure
     replay SEED [--shrink] [--calls]  one seed, with its trace (shrunk first with --shrink)
     soak --steps 1000000 [--jobs 2]   seeds until that many steps; figures for docs/reliability.md
 
 `--metastore memory|bucket` runs every seed on that metastore (by default one seed in four
-runs on the bucket-only one). `--bug NAME` plants one of `zarrlake.testing.planted`'s bugs
+runs on the bucket-only one). `--bug NAME` plants one of `tests.simulator.planted`'s bugs
 for the run; `--issues` provokes
 known library issues the default runs steer clear of (`world.KNOWN_ISSUES`). Every failure
 prints the command that replays it.
@@ -21,10 +21,10 @@ from concurrent.futures import ProcessPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 
-from zarrlake.testing.planted import BUGS, UNCAUGHT, planted
-from zarrlake.testing.sim.shrink import shrink
-from zarrlake.testing.sim.trace import Trace
-from zarrlake.testing.sim.world import (
+from tests.simulator.planted import BUGS, UNCAUGHT, planted
+from tests.simulator.shrink import shrink
+from tests.simulator.trace import Trace
+from tests.simulator.world import (
     BUCKET_EVERY,
     KINDS,
     KNOWN_ISSUES,
@@ -128,7 +128,7 @@ def run_many(
 
 def replay_command(config: Config, bug: str | None) -> str:
     """The command line that replays `config` (with the planted `bug`, if any)."""
-    parts = ["python -m zarrlake.testing.sim replay", str(config.seed)]
+    parts = ["python -m tests.simulator replay", str(config.seed)]
     if config.actors is not None:
         parts.append(f"--actors {','.join(config.actors)}")
     if config.ops is not None:
@@ -175,9 +175,9 @@ def _seeds(text: str) -> range:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The `python -m zarrlake.testing.sim` command: run, replay, shrink or soak seeds; returns the
+    """The `python -m tests.simulator` command: run, replay, shrink or soak seeds; returns the
     exit code."""
-    parser = argparse.ArgumentParser(prog="python -m zarrlake.testing.sim", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m tests.simulator", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     for name in ("run", "replay", "soak"):
         p = sub.add_parser(name)

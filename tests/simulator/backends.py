@@ -15,15 +15,15 @@ import hashlib
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, cast
 
+from tests.simulator.faults import Fault
 from zarrlake import metastore, storage
 from zarrlake.errors import CASFailedError, NotFoundError, TransientError
 from zarrlake.metastore.base import Call, MetaStore, T, WrapperMetaStore
 from zarrlake.metastore.bucket.store import BucketMetaStore
 from zarrlake.storage.base import ByteRange, ObjectStoreBackend, WrapperObjectStore
-from zarrlake.testing.sim.faults import Fault
 
 if TYPE_CHECKING:
-    from zarrlake.testing.sim.protocols import World
+    from tests.simulator.protocols import World
 
 
 class DictObjectStore(ObjectStoreBackend):

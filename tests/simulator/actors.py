@@ -18,6 +18,8 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING
 
+from tests.simulator import metadata as md
+from tests.simulator.model import Handle, Intent, Outcome, SessionModel, Violation
 from zarrlake.connection import open_context
 from zarrlake.errors import (
     CASFailedError,
@@ -35,8 +37,6 @@ from zarrlake.errors import (
     ZarrLakeError,
 )
 from zarrlake.repo import Repo
-from zarrlake.testing.sim import metadata as md
-from zarrlake.testing.sim.model import Handle, Intent, Outcome, SessionModel, Violation
 from zarrlake.vc.policies import (
     ConflictPolicy,
     FastForward,
@@ -46,9 +46,9 @@ from zarrlake.vc.policies import (
 )
 
 if TYPE_CHECKING:
+    from tests.simulator.protocols import World
+    from tests.simulator.scheduler import Process
     from zarrlake.session import Session
-    from zarrlake.testing.sim.protocols import World
-    from zarrlake.testing.sim.scheduler import Process
 
 BRANCHES = ("main", "dev")
 GARBAGE_REUSE = 0.25
