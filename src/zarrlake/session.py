@@ -453,7 +453,9 @@ class SessionEngine:
             )
         return changes[0]
 
-    def prepare_all(self, key: str, data: bytes, values: ChunkValues | None = None) -> list[Change]:
+    def prepare_all(
+        self, key: str, data: bytes | bytearray | memoryview, values: ChunkValues | None = None
+    ) -> list[Change]:
         """Check one write and upload what it stores: the changes to `stage` for it. A
         shard of a sharded array becomes the inner chunks that changed (possibly none).
         `values`: what the bytes encode, when the writer has them (for their statistics)."""

@@ -21,11 +21,11 @@ def _first_line(e: BaseException) -> str:
     return text.splitlines()[0] if text else type(e).__name__
 
 
-def check_metadata(key: str, data: bytes) -> NodeType:
+def check_metadata(key: str, data: bytes | memoryview) -> NodeType:
     """The node type of the `zarr.json` document `data` stored under `key`; raises
     InvalidInputError naming `key` and the reason when zarr could not open it."""
     try:
-        doc = json.loads(data)  # as zarr does (bytes: UTF-8/16/32; NaN and Infinity allowed)
+        doc = json.loads(bytes(data))  # as zarr does (bytes: UTF-8/16/32; NaN and Infinity allowed)
     except ValueError as e:  # JSONDecodeError and UnicodeDecodeError
         raise InvalidInputError(
             f"metadata document {key!r} is not JSON: {_first_line(e)}; write valid JSON"

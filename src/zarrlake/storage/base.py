@@ -39,7 +39,7 @@ class ObjectStore(ABC):
         """Write the object atomically: readers see the old bytes or the new, never a mix."""
 
     @abstractmethod
-    def put_if_absent(self, key: str, data: bytes) -> bool:
+    def put_if_absent(self, key: str, data: bytes | memoryview) -> bool:
         """Create the object unless it exists, atomically; True if this call wrote it."""
 
     @abstractmethod
@@ -134,7 +134,7 @@ class ObjectStoreBackend(ObjectStore):
         """Write atomically."""
 
     @abstractmethod
-    def _put_if_absent(self, key: str, data: bytes) -> bool:
+    def _put_if_absent(self, key: str, data: bytes | memoryview) -> bool:
         """Create unless it exists; True if this call wrote it."""
 
     @abstractmethod
@@ -166,7 +166,7 @@ class ObjectStoreBackend(ObjectStore):
         """Check the key, then write through the backend's `_put`."""
         self._put(check_object_key(key), data)
 
-    def put_if_absent(self, key: str, data: bytes) -> bool:
+    def put_if_absent(self, key: str, data: bytes | memoryview) -> bool:
         """Check the key, then create through `_put_if_absent`; False if it exists."""
         return self._put_if_absent(check_object_key(key), data)
 
@@ -257,7 +257,7 @@ class WrapperObjectStore(ObjectStore):
         """Pass to the inner store."""
         self.inner.put(key, data)
 
-    def put_if_absent(self, key: str, data: bytes) -> bool:
+    def put_if_absent(self, key: str, data: bytes | memoryview) -> bool:
         """Pass to the inner store."""
         return self.inner.put_if_absent(key, data)
 

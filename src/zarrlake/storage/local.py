@@ -102,17 +102,17 @@ class LocalObjectStore(ObstoreObjectStore):
             return super()._put(key, data)
         self._place(key, data, os.replace)
 
-    def _put_if_absent(self, key: str, data: bytes) -> bool:
+    def _put_if_absent(self, key: str, data: bytes | memoryview) -> bool:
         if not self._direct(key, data):
             return super()._put_if_absent(key, data)
         return self._place(key, data, os.link)
 
     @staticmethod
-    def _direct(key: str, data: bytes) -> bool:
+    def _direct(key: str, data: bytes | memoryview) -> bool:
         """Whether the object is written on its file here (see DIRECT_WRITE_MAX)."""
         return len(data) <= DIRECT_WRITE_MAX and _PLAIN.fullmatch(key) is not None
 
-    def _place(self, key: str, data: bytes, move: Callable[[str, str], None]) -> bool:
+    def _place(self, key: str, data: bytes | memoryview, move: Callable[[str, str], None]) -> bool:
         """Write a staged file, then `move` it to the key's path: `os.replace` for a put,
         `os.link` for a create, which fails atomically when the object exists (as obstore's
         local create does); False then."""
@@ -130,7 +130,7 @@ class LocalObjectStore(ObstoreObjectStore):
         finally:
             self._unlink_quietly(staged)  # (renamed away already after a put)
 
-    def _stage(self, key: str, path: str, data: bytes) -> str:
+    def _stage(self, key: str, path: str, data: bytes | memoryview) -> str:
         """`data` in a new file beside `path`, named as obstore names a half-written object
         (`<key>#<n>`: listings leave it out); its parent directories are made if missing."""
         staged = f"{path}#{secrets.randbits(32)}"

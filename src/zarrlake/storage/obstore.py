@@ -309,7 +309,7 @@ class ObstoreObjectStore(ObjectStoreBackend):
         )
 
     @_forksafe
-    def _put_if_absent(self, key: str, data: bytes) -> bool:
+    def _put_if_absent(self, key: str, data: bytes | memoryview) -> bool:
         try:
             obstore_api().put(self._create_store(), key, data, mode="create", use_multipart=False)
         except _refusals() as exc:

@@ -30,7 +30,7 @@ class RetryingObjectStore(WrapperObjectStore):
     def __reduce__(self) -> tuple[Any, ...]:
         return (RetryingObjectStore, (self.inner, self.policy))
 
-    def _holds(self, key: str, data: bytes) -> bool:
+    def _holds(self, key: str, data: bytes | memoryview) -> bool:
         try:
             return self.inner.get(key) == bytes(data)
         except NotFoundError:  # deleted again in between: somebody else's business
@@ -44,7 +44,7 @@ class RetryingObjectStore(WrapperObjectStore):
         """Write with retries on transient errors."""
         retry(lambda: self.inner.put(key, data), self.policy)
 
-    def put_if_absent(self, key: str, data: bytes) -> bool:
+    def put_if_absent(self, key: str, data: bytes | memoryview) -> bool:
         """Create with retries, telling a lost reply from an existing object.
 
         After a transient failure the first attempt may have landed: when a retry finds the key

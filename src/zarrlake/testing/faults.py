@@ -173,7 +173,7 @@ class FaultyObjectStore(_Injects, WrapperObjectStore):
         self.inner.put(key, data)
         self._after_write("PUT", key)
 
-    def put_if_absent(self, key: str, data: bytes) -> bool:
+    def put_if_absent(self, key: str, data: bytes | memoryview) -> bool:
         """Create through the inner store; may fail before, or lose the reply after."""
         self._before("PUT-IF-ABSENT", key)
         written = self.inner.put_if_absent(key, data)

@@ -51,7 +51,7 @@ class OtherWriterWins(WrapperObjectStore):
         super().__init__(inner)
         self.calls = 0
 
-    def put_if_absent(self, key: str, data: bytes) -> bool:
+    def put_if_absent(self, key: str, data: bytes | memoryview) -> bool:
         """Let another writer create the key, time out once, then pass calls on."""
         self.calls += 1
         if self.calls == 1:

@@ -32,7 +32,7 @@ class ShardPlanner:
         self.objects = objects
         self.overlay = overlay
 
-    def write(self, key: str, data: bytes) -> list[Op] | None:
+    def write(self, key: str, data: bytes | memoryview) -> list[Op] | None:
         """The changes writing shard bytes `data` to `key` makes: each inner chunk that
         changed as its key and byte span in `data`, a deleted one (or a whole entry
         replaced) with None; None if `key` is not a shard of a layout zarrlake splits, or

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Sequence
 
 from zarrlake.format.chunk_ref import ChunkRef, chunk_object_key
 from zarrlake.metastore.base import MetaStore
@@ -61,7 +62,7 @@ class UploadLog:
                 self._recorded.difference_update(k for k, _ in new)
             raise
 
-    def record_chunks(self, chunks: list[bytes]) -> list[bytes | None]:
+    def record_chunks(self, chunks: Sequence[bytes | memoryview]) -> list[bytes | None]:
         """Record the chunk objects of many uploads about to be made, in one metastore
         write (their uploads then find them recorded); returns each chunk's digest (None
         for one staged inline), to hand to `store_chunk`."""
@@ -75,7 +76,7 @@ class UploadLog:
 
     def store_chunk(
         self,
-        data: bytes,
+        data: bytes | memoryview,
         table: bool = True,
         digest: bytes | None = None,
         retired: bool = True,

@@ -15,7 +15,7 @@ import logging
 import os
 import secrets
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
@@ -205,7 +205,9 @@ class Writes:
 
     # preparing ----------------------------------------------------------------------------
 
-    def prepare(self, key: str, data: bytes, values: ChunkValues | None = None) -> list[Change]:
+    def prepare(
+        self, key: str, data: bytes | bytearray | memoryview, values: ChunkValues | None = None
+    ) -> list[Change]:
         """Check one write and upload its bytes if they are too big to stage inline; it takes
         effect once staged (`stage`). A shard of a sharded array becomes the changes of its
         inner chunks (txn/shards.py), so there may be several changes, or none. `values`:
@@ -215,7 +217,7 @@ class Writes:
 
     def _changes_for(
         self,
-        item: tuple[str, bytes],
+        item: tuple[str, bytes | memoryview],
         digest: bytes | None = None,
         batch: dict[str, bytes] | None = None,
         values: ChunkValues | None = None,
@@ -310,7 +312,9 @@ class Writes:
         self._stats_docs[found[0][: -len("zarr.json")]] = found[1]
         return found[1]
 
-    def _check_chunk(self, key: str, data: bytes, batch: dict[str, bytes] | None = None) -> None:
+    def _check_chunk(
+        self, key: str, data: bytes | memoryview, batch: dict[str, bytes] | None = None
+    ) -> None:
         """InvalidInputError naming `key` if its array's codecs could not decode `data`
         (a cheap look at the frame: _util/zarr_chunks.py); keys of no array pass. The
         array's document is the one written in the same `batch` if any, else the one
@@ -345,7 +349,9 @@ class Writes:
         self._frames = (meta[: -len("zarr.json")], frame)
         return frame
 
-    def _change_for(self, item: tuple[str, bytes], digest: bytes | None = None) -> Change:
+    def _change_for(
+        self, item: tuple[str, bytes | memoryview], digest: bytes | None = None
+    ) -> Change:
         key, data = item
         if is_meta_key(key):
             check_node_change(self.overlay, key, check_metadata(key, data))
@@ -482,15 +488,15 @@ class Writes:
             batch.reads.update(keys)
             batch.listed.update(prefixes)
 
-    def write_many(self, items: list[tuple[str, bytes]]) -> None:
+    def write_many(self, items: Sequence[tuple[str, bytes | memoryview]]) -> None:
         """Big chunks are uploaded in parallel, then everything is staged."""
         self.stage([c for changes in self.prepare_many(items) for c in changes])
 
-    def prepare_many(self, items: list[tuple[str, bytes]]) -> list[list[Change]]:
+    def prepare_many(self, items: Sequence[tuple[str, bytes | memoryview]]) -> list[list[Change]]:
         """`prepare` of each item: the big chunks recorded in one metastore write, hashed
         once, and uploaded in parallel."""
         checked = [(check_zarr_key(key), check_data(key, data)) for key, data in items]
-        docs = {key: data for key, data in checked if is_meta_key(key)}
+        docs = {key: bytes(data) for key, data in checked if is_meta_key(key)}  # bytes already
         for key, data in docs.items():  # bad documents are refused before any upload
             check_metadata(key, data)
         big = [
@@ -735,7 +741,7 @@ class Writes:
             timer.cancel()
 
 
-def _problem(doc: bytes | None, data: bytes) -> str | None:
+def _problem(doc: bytes | None, data: bytes | memoryview) -> str | None:
     """Why `data` cannot be a chunk of the array whose document is `doc` (None: it may)."""
     frame = None if doc is None else chunk_frame(doc)
     return None if frame is None else frame.problem(data)

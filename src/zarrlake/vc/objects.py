@@ -319,7 +319,7 @@ class Objects:
 
     def store_chunk(
         self,
-        data: bytes,
+        data: bytes | memoryview,
         digest: bytes | None = None,
         table: bool = True,
         record: Callable[[str, int], None] | None = None,
@@ -335,7 +335,7 @@ class Objects:
         then go to a key of their own), unless `retired` is False: the caller knows no
         purge record exists (`purges_exist`)."""
         if len(data) <= MANIFEST_INLINE_MAX:
-            return self.inline(data), True
+            return self.inline(bytes(data)), True  # kept: never a view of the caller's buffer
         key = digest if digest is not None else self.digest(data)
         created = self.store.put_if_absent(chunk_object_key(key), data)
         if not created and retired and self.retired(chunk_object_key(key), len(data)):
@@ -358,7 +358,7 @@ class Objects:
         return len(tail) != 1
 
     def _store_again(
-        self, data: bytes, digest: bytes, record: Callable[[str, int], None] | None
+        self, data: bytes | memoryview, digest: bytes, record: Callable[[str, int], None] | None
     ) -> ChunkRef:
         """Store bytes a purge removed, written again: under a key of their own (a one-entry
         pack), never at the retired address, so versions from before the purge stay

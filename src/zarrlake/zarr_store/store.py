@@ -59,7 +59,9 @@ class StoreEngine(Protocol):
     def peek(self, key: str) -> tuple[bool, bytes | None]:
         """(answered, bytes or None) when the answer needs no I/O; else (False, None)."""
 
-    def prepare_all(self, key: str, data: bytes, values: ChunkValues | None = None) -> list[Change]:
+    def prepare_all(
+        self, key: str, data: bytes | bytearray | memoryview, values: ChunkValues | None = None
+    ) -> list[Change]:
         """Check, hash and (if big) upload `data`; the changes to stage for `key` (a
         shard's are its changed inner chunks). `values`: what the bytes encode, when the
         writer has them (their statistics need no decoding then)."""
