@@ -37,11 +37,11 @@ demo: $(STAMP) $(COMPILED) java
 # session run on one of them (tests/fixtures/spark.py). TEST_WORKERS=0 runs in this process.
 TEST_WORKERS ?= 2
 test: $(STAMP) $(COMPILED) java
-	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup -m "not soak" $(PYTEST_ARGS)
 
 # Everything but the tests marked slow (measured with --durations: 5 s or more each).
 test-fast: $(STAMP) $(COMPILED) java
-	$(PY) -m pytest -q -p no:cacheprovider -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -p no:cacheprovider -m "not slow and not soak" $(PYTEST_ARGS)
 
 # Benchmarks run in their own venv: the peers (Icechunk, plain zarr) are installed only there.
 BENCH_VENV := .venv-bench
