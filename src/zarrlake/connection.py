@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from zarrlake import storage as storages
+from zarrlake._util import runtime
 from zarrlake._util.retry import RetryPolicy, backoff
 from zarrlake._util.secrets import mask_urls, masked_options
 from zarrlake.errors import (
@@ -432,7 +433,7 @@ def create_context(
     objects = ctx.objects
     snapshot = objects.write(SnapshotRoot())
     changes = objects.write(ChangeSet())
-    now = ctx.clock()
+    now = runtime.now()  # history's time, as every commit's (expire's cutoff is on it too)
     initial = objects.write(CommitRecord((), snapshot, changes, INITIAL_MESSAGE, None, now, None))
     ctx.refs.create(BRANCH, "main", initial)
     # Format 2 (content hash named here, snapshot ids in refs) and 3 (sharded session
