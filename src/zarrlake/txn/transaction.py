@@ -16,7 +16,6 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import cast
 
-from zarrlake._util import runtime
 from zarrlake.connection import RepoContext, RepoSpec, connect, raise_first
 from zarrlake.errors import (
     CASFailedError,
@@ -87,10 +86,7 @@ class Transaction:
                 _OpenCheck(ctx, record.id) if record else lambda: None,
                 self.inline_max,
                 ctx.together,
-                # when a fragment or an unflushed batch began: it orders writers for a
-                # refusal's "written again" only, never a lease; the host's clock, which
-                # processes on one host share exactly (each estimates a bucket's to a second)
-                runtime.now,
+                ctx.clock,
                 ctx.settings.flush,
                 ctx.settings.check_chunks,
                 ctx.settings.chunk_statistics,

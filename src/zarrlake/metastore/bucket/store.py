@@ -23,7 +23,11 @@ URLs are in bucket.url; `metastore="bucket"` uses the one at the repository's lo
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
+import os
 import secrets
+import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -271,6 +275,8 @@ class BucketMetaStore(MetaStoreBackend):
         with self._lock:
             known = self._clock
         if known is None or runtime.monotonic() - known[1] > CLOCK_CHECK:
+            known = _shared_reading(self.url)  # this host's other processes' reading
+        if known is None or runtime.monotonic() - known[1] > CLOCK_CHECK:
             for attempt in range(CLOCK_TRIES):  # a reading that took long says little
                 key = f"{ROOT}/~clock/{secrets.token_hex(8)}"  # no partition's segment
                 before = runtime.monotonic()
@@ -287,8 +293,9 @@ class BucketMetaStore(MetaStoreBackend):
                     break
             stamp = stamps[0] + (0.5 if stamps[0] == int(stamps[0]) else 0.0)  # whole seconds
             known = (stamp - (before + after) / 2, after)
-            with self._lock:
-                self._clock = known
+            _share_reading(self.url, known)
+        with self._lock:
+            self._clock = known
         return known[0] + runtime.monotonic()
 
     def _mutate(
@@ -504,3 +511,45 @@ class BucketMetaStore(MetaStoreBackend):
         with self._lock:
             self._heads.pop(partition, None)
         self._sweep(names, set(), dead_salt=None if head is None else head.salt)
+
+
+def _reading_file(url: str) -> str | None:
+    """Where this host's processes share their reading of `url`'s clock: one file per
+    bucket and boot (the reading is carried on the monotonic clock, which one boot's
+    processes share), None where the boot cannot be told or under the simulator."""
+    if runtime.current() is not runtime.REAL:
+        return None
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip()
+    except OSError:
+        return None
+    name = hashlib.blake2b(f"{boot} {url}".encode(), digest_size=10).hexdigest()
+    return os.path.join(tempfile.gettempdir(), f"zarrlake-clock-{name}.json")
+
+
+def _shared_reading(url: str) -> tuple[float, float] | None:
+    """The (offset, when) another process of this host read for `url`, if any: processes
+    that share one reading order their stamps exactly, where each one's own reading is
+    good to the service's one-second resolution."""
+    path = _reading_file(url)
+    if path is None:
+        return None
+    try:
+        with open(path) as f:
+            offset, when = json.load(f)
+        return float(offset), float(when)
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def _share_reading(url: str, known: tuple[float, float]) -> None:
+    """Offer this process's reading to the host's other processes (best effort)."""
+    path = _reading_file(url)
+    if path is None:
+        return
+    staged = f"{path}.{os.getpid()}"
+    with contextlib.suppress(OSError):
+        with open(staged, "w") as f:
+            json.dump(list(known), f)
+        os.replace(staged, path)
