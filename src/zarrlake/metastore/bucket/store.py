@@ -23,11 +23,9 @@ URLs are in bucket.url; `metastore="bucket"` uses the one at the repository's lo
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import secrets
-import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -519,6 +517,9 @@ def _reading_file(url: str) -> str | None:
     processes share), None where the boot cannot be told or under the simulator."""
     if runtime.current() is not runtime.REAL:
         return None
+    import hashlib  # here: the clock is read by a writer, not by every open
+    import tempfile
+
     try:
         with open("/proc/sys/kernel/random/boot_id") as f:
             boot = f.read().strip()
