@@ -164,3 +164,39 @@ def test_a_shard_whose_inner_chunks_straddle_manifest_ranges(tmp_path, monkeypat
     report = repo.export("main", tmp_path / "out", workers=4)
     assert report.chunks == (20 // 5) * (30 // 5)
     np.testing.assert_array_equal(zarr.open_array(tmp_path / "out", path="s", mode="r")[:], data)
+
+
+def test_small_chunks_go_in_batches_across_manifest_ranges_and_each_is_checked(
+    tmp_path, monkeypatch
+):
+    """1 KiB chunks (ranges of packed objects) in several manifest ranges go to the workers
+    four at a time, across the ranges' boundaries; every one is checked: one damaged byte in
+    the middle of a batch stops the export."""
+    monkeypatch.setattr("zarrlake.format.manifest.TARGET_ENTRIES", 32)
+    monkeypatch.setattr("zarrlake.admin.export.BATCH_BYTES", 4096)
+    repo = zl.Repo.create(tmp_path / "repo")
+    data = np.random.default_rng(3).random((160, 64))
+    s = repo.create_session()
+    a = zarr.create_array(
+        s.store, name="a", shape=data.shape, chunks=(8, 16), dtype="f8", compressors=None
+    )
+    a[:] = data
+    s.commit("80 chunks of 1 KiB")
+    assert len(repo._snapshot_of(repo.resolve("main")).ranges) >= 3
+    seen: list[tuple[int, int]] = []
+    report = repo.export(
+        "main", tmp_path / "out", workers=3, progress=lambda n, t: seen.append((n, t))
+    )
+    assert (report.chunks, report.bytes) == (80, 80 * 1024)
+    assert seen[-1] == (80 * 1024, 80 * 1024) and len(seen) == 80
+    np.testing.assert_array_equal(zarr.open_array(tmp_path / "out", path="a", mode="r")[:], data)
+
+    packed = [p for p in (tmp_path / "repo" / "fragments").rglob("*") if p.is_file()]
+    assert sum(p.stat().st_size for p in packed) >= 80 * 1024 > 40 * 1024 * len(packed)
+    victim = max(packed, key=lambda p: p.stat().st_size)
+    held = bytearray(victim.read_bytes())
+    held[len(held) // 2] ^= 0xFF
+    victim.write_bytes(bytes(held))
+    with pytest.raises(zl.CorruptionError, match="checksum"):
+        repo.export("main", tmp_path / "bad", workers=3)
+    assert not (tmp_path / "bad" / "zarr.json").exists()

@@ -9,7 +9,8 @@ written as the shards zarr reads: the present inner chunks and an index made for
 the repository's own reads assemble them. Virtual chunks are refused (nothing is written),
 or read from their sources (checked against the identity taken at import) and written.
 
-Chunks go first, side by side on a thread pool, then the metadata documents, the root
+Chunks go first, side by side on a thread pool (small ones a batch to a task; each checked
+on its worker, where the hash runs without the GIL), then the metadata documents, the root
 group's last: a reader that opens the destination while an export runs finds no hierarchy,
 or a partial one without the chunks' arrays, never an array whose chunks are not all there.
 """
@@ -19,8 +20,8 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -258,46 +259,76 @@ def open_destination(
     return url, store
 
 
-def copy_part(
+BATCH_BYTES = 1 << 20
+"""Consecutive chunks smaller than this go to a worker together, up to this many bytes (one
+task per chunk costs more than copying a small one)."""
+
+
+def copy_parts(
     objects: Objects,
     root: SnapshotRoot,
     sid: str,
-    part: Part,
+    parts: Iterable[Part],
     dest: ObjectStore,
     pool: ThreadPoolExecutor,
     in_flight: int,
     done: Callable[[int], None] | None = None,
 ) -> tuple[int, int, int]:
-    """Copy the chunks of one part to `dest` on `pool` (at most `in_flight` at once);
+    """Copy the chunks of `parts` to `dest` on `pool`, at most `in_flight` batches at once
+    across all the parts (the pool never waits for one part to end before the next starts);
     returns (chunks, bytes, virtual chunks materialized)."""
     counts = [0, 0, 0]
-    lock = threading.Lock()
 
-    def one(key: str, ref: ChunkRef | ShardRef) -> None:
-        data = objects.read_ref(ref, f"key {key!r}")  # verified against its digest
-        dest.put(key, bytes(data))
-        with lock:
-            counts[0] += 1
-            counts[1] += len(data)
-            counts[2] += isinstance(ref, ChunkRef) and ref.kind == RefKind.VIRTUAL
-        if done is not None:
-            done(len(data))
+    def add(finished: set[Future[tuple[int, int, int]]]) -> None:
+        for f in finished:
+            got = f.result()
+            for i in range(3):
+                counts[i] += got[i]
 
-    pending: set[Future[None]] = set()
+    def one(batch: list[tuple[str, ChunkRef | ShardRef]]) -> tuple[int, int, int]:
+        size = virtual = 0
+        for key, ref in batch:
+            # verified against its digest, here on the worker (the hash runs without the
+            # GIL, beside the other workers' reads and writes: one thread per chunk)
+            data = objects.read_ref(ref, f"key {key!r}", spread=False)
+            dest.put(key, data)  # (bytes or a view of them: no copy made)
+            size += len(data)
+            virtual += isinstance(ref, ChunkRef) and ref.kind == RefKind.VIRTUAL
+            if done is not None:
+                done(len(data))
+        return len(batch), size, virtual
+
+    pending: set[Future[tuple[int, int, int]]] = set()
     try:
-        for key, ref in part_items(objects, root, sid, part):
+        for batch in _batches(objects, root, sid, parts):
             if len(pending) >= in_flight:
                 finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for f in finished:
-                    f.result()
-            pending.add(pool.submit(one, key, ref))
-        for f in pending:
-            f.result()
+                add(finished)
+            pending.add(pool.submit(one, batch))
+        finished, pending = wait(pending, return_when=FIRST_EXCEPTION)
+        add(finished)
     except BaseException:
         for f in pending:
             f.cancel()
         raise
     return counts[0], counts[1], counts[2]
+
+
+def _batches(
+    objects: Objects, root: SnapshotRoot, sid: str, parts: Iterable[Part]
+) -> Iterator[list[tuple[str, ChunkRef | ShardRef]]]:
+    """The items of `parts` in order, consecutive small ones together (see BATCH_BYTES)."""
+    batch: list[tuple[str, ChunkRef | ShardRef]] = []
+    size = 0
+    for part in parts:
+        for key, ref in part_items(objects, root, sid, part):
+            batch.append((key, ref))
+            size += ref.length
+            if size >= BATCH_BYTES:
+                yield batch
+                batch, size = [], 0
+    if batch:
+        yield batch
 
 
 def write_documents(dest: ObjectStore, documents: dict[str, bytes]) -> None:
@@ -322,7 +353,7 @@ class Prepared:
     store: ObjectStore
 
     def report(
-        self, commit_id: str, dest: str | os.PathLike, counts: list[int], began: float
+        self, commit_id: str, dest: str | os.PathLike, counts: Sequence[int], began: float
     ) -> ExportReport:
         """The report of this export, given its (chunks, bytes, virtual) counts and when it
         began (time.monotonic)."""
@@ -389,18 +420,16 @@ def export(
     lock = threading.Lock()
 
     def done(n: int) -> None:
+        assert progress is not None
         with lock:
             written[0] += n
             now = written[0]
-        if progress is not None:
-            progress(now, max(total, now))
+        progress(now, max(total, now))
 
-    counts = [0, 0, 0]
     try:
         with ThreadPoolExecutor(workers, thread_name_prefix="zarrlake-export") as pool:
-            for part in plan.parts:
-                got = copy_part(objects, root, sid, part, store, pool, 4 * workers, done)
-                counts = [a + b for a, b in zip(counts, got, strict=True)]
+            tick = None if progress is None else done
+            counts = copy_parts(objects, root, sid, plan.parts, store, pool, 4 * workers, tick)
         write_documents(store, plan.documents)
     finally:
         store.close()

@@ -39,10 +39,12 @@ LEGACY = Hash.SHA256
 """The algorithm of repositories whose config names none."""
 
 
-def digest(algo: Hash, data: bytes | memoryview) -> bytes:
-    """The 32-byte digest of `data`; large BLAKE3 inputs are hashed on several threads."""
+def digest(algo: Hash, data: bytes | memoryview, *, spread: bool = True) -> bytes:
+    """The 32-byte digest of `data`; large BLAKE3 inputs are hashed on several threads unless
+    `spread` is False (a caller hashing on many threads of its own: handing each input to
+    BLAKE3's pool only adds wake-ups). Either way the hash runs without the GIL."""
     if algo is Hash.BLAKE3:
-        threads = blake3.blake3.AUTO if len(data) >= _THREADED_BYTES else 1
+        threads = blake3.blake3.AUTO if spread and len(data) >= _THREADED_BYTES else 1
         return blake3.blake3(data, max_threads=threads).digest()
     return hashlib.sha256(data).digest()
 

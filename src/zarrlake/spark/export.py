@@ -31,7 +31,7 @@ def _copy_task(
     """The function a task runs on its parts: (chunks, bytes, virtual chunks read)."""
 
     def run(parts: Iterable[Part]) -> list[tuple[int, int, int]]:
-        from zarrlake.admin.export import copy_part
+        from zarrlake.admin.export import copy_parts
         from zarrlake.connection import connect
         from zarrlake.format.snapshot import SnapshotRoot
         from zarrlake.storage import open_storage
@@ -39,16 +39,11 @@ def _copy_task(
         ctx = connect(spec)
         root = ctx.objects.read(SnapshotRoot, snapshot)
         dest = open_storage(url, **options)
-        out = []
         try:
             with ThreadPoolExecutor(workers, thread_name_prefix="zarrlake-export") as pool:
-                for part in parts:
-                    out.append(
-                        copy_part(ctx.objects, root, snapshot, part, dest, pool, 4 * workers)
-                    )
+                return [copy_parts(ctx.objects, root, snapshot, parts, dest, pool, 4 * workers)]
         finally:
             dest.close()
-        return out
 
     return run
 

@@ -35,7 +35,7 @@ class ObjectStore(ABC):
         end); NotFoundError if absent."""
 
     @abstractmethod
-    def put(self, key: str, data: bytes) -> None:
+    def put(self, key: str, data: bytes | memoryview) -> None:
         """Write the object atomically: readers see the old bytes or the new, never a mix."""
 
     @abstractmethod
@@ -130,7 +130,7 @@ class ObjectStoreBackend(ObjectStore):
         """The object's bytes or a checked range of them (start <= end)."""
 
     @abstractmethod
-    def _put(self, key: str, data: bytes) -> None:
+    def _put(self, key: str, data: bytes | memoryview) -> None:
         """Write atomically."""
 
     @abstractmethod
@@ -162,7 +162,7 @@ class ObjectStoreBackend(ObjectStore):
         check_object_key(key)
         return self._get(key, None if byte_range is None else check_range(key, byte_range))
 
-    def put(self, key: str, data: bytes) -> None:
+    def put(self, key: str, data: bytes | memoryview) -> None:
         """Check the key, then write through the backend's `_put`."""
         self._put(check_object_key(key), data)
 
@@ -253,7 +253,7 @@ class WrapperObjectStore(ObjectStore):
         """Pass to the inner store."""
         return self.inner.get(key, byte_range)
 
-    def put(self, key: str, data: bytes) -> None:
+    def put(self, key: str, data: bytes | memoryview) -> None:
         """Pass to the inner store."""
         self.inner.put(key, data)
 

@@ -97,7 +97,7 @@ class LocalObjectStore(ObstoreObjectStore):
         except OSError as exc:
             self._raise(exc, "HEAD", key)
 
-    def _put(self, key: str, data: bytes) -> None:
+    def _put(self, key: str, data: bytes | memoryview) -> None:
         if not self._direct(key, data):
             return super()._put(key, data)
         self._place(key, data, os.replace)

@@ -302,7 +302,7 @@ class ObstoreObjectStore(ObjectStoreBackend):
             self._raise(exc, "GET", key)
 
     @_forksafe
-    def _put(self, key: str, data: bytes) -> None:
+    def _put(self, key: str, data: bytes | memoryview) -> None:
         multipart = len(data) > MULTIPART_THRESHOLD
         self._call(
             "PUT", key, lambda: obstore_api().put(self.store, key, data, use_multipart=multipart)

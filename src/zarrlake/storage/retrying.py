@@ -40,7 +40,7 @@ class RetryingObjectStore(WrapperObjectStore):
         """Read with retries on transient errors."""
         return retry(lambda: self.inner.get(key, byte_range), self.policy)
 
-    def put(self, key: str, data: bytes) -> None:
+    def put(self, key: str, data: bytes | memoryview) -> None:
         """Write with retries on transient errors."""
         retry(lambda: self.inner.put(key, data), self.policy)
 

@@ -167,7 +167,7 @@ class FaultyObjectStore(_Injects, WrapperObjectStore):
         self._before("GET", key)
         return self.inner.get(key, byte_range)
 
-    def put(self, key: str, data: bytes) -> None:
+    def put(self, key: str, data: bytes | memoryview) -> None:
         """Write through the inner store; may fail before, or lose the reply after it landed."""
         self._before("PUT", key)
         self.inner.put(key, data)

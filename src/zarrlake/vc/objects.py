@@ -305,9 +305,9 @@ class Objects:
 
     # chunk data ------------------------------------------------------------------------
 
-    def digest(self, data: bytes | memoryview) -> bytes:
-        """The repository's content hash of `data`."""
-        return digest(self.algo, data)
+    def digest(self, data: bytes | memoryview, *, spread: bool = True) -> bytes:
+        """The repository's content hash of `data` (`spread`: see format.digest)."""
+        return digest(self.algo, data, spread=spread)
 
     def inline(self, data: bytes) -> ChunkRef:
         """A reference holding `data` itself."""
@@ -381,10 +381,13 @@ class Objects:
                 record.id,  # type: ignore[attr-defined]
             )
 
-    def read_ref(self, ref: ChunkRef | ShardRef, what: str) -> bytes | memoryview:
+    def read_ref(
+        self, ref: ChunkRef | ShardRef, what: str, *, spread: bool = True
+    ) -> bytes | memoryview:
         """The referenced bytes, verified against the reference's checksum (a virtual
         chunk's against its source's identity at import: StaleVirtualChunkError; an
-        assembled shard's part by part)."""
+        assembled shard's part by part). `spread=False` hashes a large object on this thread
+        only, for callers reading many side by side."""
         if isinstance(ref, ShardRef):
             return self._shard_ranges(ref, what, [(0, ref.length)])[0]
         if ref.kind == RefKind.VIRTUAL:
@@ -404,7 +407,7 @@ class Objects:
                     f"{what}: its data object {key} is missing"
                     "; run `zarrlake fsck` to find every missing object"
                 ) from None
-        if len(data) != ref.length or self.digest(data) != ref.digest:
+        if len(data) != ref.length or self.digest(data, spread=spread) != ref.digest:
             self._purge_of(ref, what)
             raise CorruptionError(
                 f"{what}: checksum mismatch in its data ({describe(ref)})"
