@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -87,15 +88,35 @@ def test_an_export_opens_with_plain_zarr_and_xarray_and_matches_numpy(any_metast
     assert direct[0:8, 8:16].tolist() == [[-1] * 8] * 8 and len(shard) > 16 * 16
 
 
-def test_an_export_to_s3_of_a_tag_with_one_array(s3_server, tmp_path):
+def count_tasks(monkeypatch) -> list[int]:
+    """[tasks submitted] by each export's thread pool from now on."""
+    counts: list[int] = []
+
+    class Counting(ThreadPoolExecutor):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            counts.append(0)
+
+        def submit(self, fn, /, *args, **kwargs):
+            counts[-1] += 1
+            return super().submit(fn, *args, **kwargs)
+
+    monkeypatch.setattr("zarrlake.admin.export.ThreadPoolExecutor", Counting)
+    return counts
+
+
+def test_an_export_to_s3_of_a_tag_with_one_array(s3_server, tmp_path, monkeypatch):
+    """Remote: a task per chunk (a batch's requests would wait one after another)."""
     repo = zl.Repo.create(tmp_path / "repo")
     expected = build(repo)
     bucket = f"export-{uuid.uuid4().hex[:12]}"
     s3_client(s3_server).create_bucket(Bucket=bucket)
     options = s3_options(s3_server)
     dest = f"s3://{bucket}/copy"
+    tasks = count_tasks(monkeypatch)
     report = repo.export("v1", dest, arrays=["weather"], storage_options=options)
     assert report.arrays == 2  # weather/t and weather/sh; big is left out
+    assert tasks == [report.chunks] and report.chunks > 20
     got = read_without_zarrlake(dest, ["weather/t", "weather/sh"], _obstore_options(options))
     np.testing.assert_array_equal(np.array(got["weather/t"], "f4"), expected["weather/t"])
     at_v1 = np.arange(64 * 64, dtype="i4").reshape(64, 64)  # before the rewrite
@@ -174,6 +195,7 @@ def test_small_chunks_go_in_batches_across_manifest_ranges_and_each_is_checked(
     the middle of a batch stops the export."""
     monkeypatch.setattr("zarrlake.format.manifest.TARGET_ENTRIES", 32)
     monkeypatch.setattr("zarrlake.admin.export.BATCH_BYTES", 4096)
+    tasks = count_tasks(monkeypatch)
     repo = zl.Repo.create(tmp_path / "repo")
     data = np.random.default_rng(3).random((160, 64))
     s = repo.create_session()
@@ -188,6 +210,7 @@ def test_small_chunks_go_in_batches_across_manifest_ranges_and_each_is_checked(
         "main", tmp_path / "out", workers=3, progress=lambda n, t: seen.append((n, t))
     )
     assert (report.chunks, report.bytes) == (80, 80 * 1024)
+    assert tasks == [20]
     assert seen[-1] == (80 * 1024, 80 * 1024) and len(seen) == 80
     np.testing.assert_array_equal(zarr.open_array(tmp_path / "out", path="a", mode="r")[:], data)
 

@@ -260,8 +260,11 @@ def open_destination(
 
 
 BATCH_BYTES = 1 << 20
-"""Consecutive chunks smaller than this go to a worker together, up to this many bytes (one
-task per chunk costs more than copying a small one)."""
+"""Between local stores, consecutive chunks smaller than this go to a worker together, up to
+this many bytes and BATCH_ITEMS chunks (a task per chunk costs more than copying a small
+one). A remote store gets a task per chunk: each waits on the network, and a batch's
+requests would go one after another while other workers sit idle."""
+BATCH_ITEMS = 64
 
 
 def copy_parts(
@@ -298,9 +301,10 @@ def copy_parts(
                 done(len(data))
         return len(batch), size, virtual
 
+    local = not (dest.remote or objects.store.remote)
     pending: set[Future[tuple[int, int, int]]] = set()
     try:
-        for batch in _batches(objects, root, sid, parts):
+        for batch in _batches(objects, root, sid, parts, BATCH_BYTES if local else 0):
             if len(pending) >= in_flight:
                 finished, pending = wait(pending, return_when=FIRST_COMPLETED)
                 add(finished)
@@ -315,16 +319,17 @@ def copy_parts(
 
 
 def _batches(
-    objects: Objects, root: SnapshotRoot, sid: str, parts: Iterable[Part]
+    objects: Objects, root: SnapshotRoot, sid: str, parts: Iterable[Part], most: int
 ) -> Iterator[list[tuple[str, ChunkRef | ShardRef]]]:
-    """The items of `parts` in order, consecutive small ones together (see BATCH_BYTES)."""
+    """The items of `parts` in order, consecutive ones together up to `most` bytes (and
+    BATCH_ITEMS items; `most=0`: one at a time)."""
     batch: list[tuple[str, ChunkRef | ShardRef]] = []
     size = 0
     for part in parts:
         for key, ref in part_items(objects, root, sid, part):
             batch.append((key, ref))
             size += ref.length
-            if size >= BATCH_BYTES:
+            if size >= most or len(batch) >= BATCH_ITEMS:
                 yield batch
                 batch, size = [], 0
     if batch:
