@@ -9,10 +9,11 @@ written as the shards zarr reads: the present inner chunks and an index made for
 the repository's own reads assemble them. Virtual chunks are refused (nothing is written),
 or read from their sources (checked against the identity taken at import) and written.
 
-Chunks go first, side by side on a thread pool (small ones a batch to a task; each checked
-on its worker, where the hash runs without the GIL), then the metadata documents, the root
-group's last: a reader that opens the destination while an export runs finds no hierarchy,
-or a partial one without the chunks' arrays, never an array whose chunks are not all there.
+Chunks go first, side by side on a thread pool (between local stores, small ones a batch to
+a task; each checked on its worker, where the hash runs without the GIL), then the metadata
+documents, the root group's last: a reader that opens the destination while an export runs
+finds no hierarchy, or a partial one without the chunks' arrays, never an array whose chunks
+are not all there.
 """
 
 from __future__ import annotations
