@@ -21,8 +21,9 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -280,40 +281,48 @@ def copy_parts(
 ) -> tuple[int, int, int]:
     """Copy the chunks of `parts` to `dest` on `pool`, at most `in_flight` batches at once
     across all the parts (the pool never waits for one part to end before the next starts);
-    returns (chunks, bytes, virtual chunks materialized)."""
+    returns (chunks, bytes, virtual chunks materialized). The first failure stops it."""
     counts = [0, 0, 0]
-
-    def add(finished: set[Future[tuple[int, int, int]]]) -> None:
-        for f in finished:
-            got = f.result()
-            for i in range(3):
-                counts[i] += got[i]
+    slots = threading.Semaphore(in_flight)  # (cheaper than a `wait` over every pending task)
+    failed = threading.Event()
 
     def one(batch: list[tuple[str, ChunkRef | ShardRef]]) -> tuple[int, int, int]:
         size = virtual = 0
-        for key, ref in batch:
-            # verified against its digest, here on the worker (the hash runs without the
-            # GIL, beside the other workers' reads and writes: one thread per chunk)
-            data = objects.read_ref(ref, f"key {key!r}", spread=False)
-            dest.put(key, data)  # (bytes or a view of them: no copy made)
-            size += len(data)
-            virtual += isinstance(ref, ChunkRef) and ref.kind == RefKind.VIRTUAL
-            if done is not None:
-                done(len(data))
+        try:
+            for key, ref in batch:
+                # verified against its digest, here on the worker (the hash runs without the
+                # GIL, beside the other workers' reads and writes: one thread per chunk)
+                data = objects.read_ref(ref, f"key {key!r}", spread=False)
+                dest.put(key, data)  # (bytes or a view of them: no copy made)
+                size += len(data)
+                virtual += isinstance(ref, ChunkRef) and ref.kind == RefKind.VIRTUAL
+                if done is not None:
+                    done(len(data))
+        except BaseException:
+            failed.set()
+            raise
+        finally:
+            slots.release()
         return len(batch), size, virtual
 
+    def add(f: Future[tuple[int, int, int]]) -> None:
+        for i, n in enumerate(f.result()):
+            counts[i] += n
+
     local = not (dest.remote or objects.store.remote)
-    pending: set[Future[tuple[int, int, int]]] = set()
+    running: deque[Future[tuple[int, int, int]]] = deque()
     try:
         for batch in _batches(objects, root, sid, parts, BATCH_BYTES if local else 0):
-            if len(pending) >= in_flight:
-                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                add(finished)
-            pending.add(pool.submit(one, batch))
-        finished, pending = wait(pending, return_when=FIRST_EXCEPTION)
-        add(finished)
+            slots.acquire()
+            if failed.is_set():
+                break  # (its future raises below)
+            running.append(pool.submit(one, batch))
+            while running and running[0].done():
+                add(running.popleft())
+        while running:
+            add(running.popleft())
     except BaseException:
-        for f in pending:
+        for f in running:
             f.cancel()
         raise
     return counts[0], counts[1], counts[2]
