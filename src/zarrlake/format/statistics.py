@@ -1,5 +1,5 @@
 """Per-chunk value statistics as manifest entries carry them: one record per entry, stored
-as columns beside the references (format version 1 of the statistics).
+as columns beside the references (format version 2 of the statistics).
 
 A record says what kind of values its chunk holds (`kind`; UNKNOWN: nothing is known), how
 many elements it holds (`count`, its whole chunk shape as decoded), how many are NaN
@@ -11,8 +11,10 @@ sum ignoring NaN (`sum`, float64).
 A range whose entries all lack statistics is stored as before (no statistics columns), so
 manifests written before statistics, or with them turned off, read as "unknown". Each
 column is stored as narrow as its values allow (a constant in the header, integers in the
-fewest bytes that hold them, floats as float32 when that is exact): statistics cost a few
-bytes per entry.
+fewest bytes that hold them, floats as float32 when that is exact), then compressed with
+Blosc (zstd, bit-shuffled, by numcodecs): counts that are mostly 0 cost next to nothing and
+the bytes of neighbouring chunks' minima, maxima and sums share their high bits. Version 1
+(the same columns uncompressed) is still read.
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ import numpy as np
 
 from zarrlake.errors import CorruptionError
 
-VERSION = 1
-"""The statistics format written; a header naming a newer one is refused."""
+VERSION = 2
+"""The statistics format written; a header naming a newer one is refused. 1: the narrowed
+columns as they are; 2: each compressed (its dtype in the header's `dt`)."""
 
 UNKNOWN, FLOAT, INT, UINT, BOOL = 0, 1, 2, 3, 4
 """Kinds of values: what the `min` and `max` bits hold (UNKNOWN: no statistics)."""
@@ -164,7 +167,26 @@ def encode(column: np.ndarray | None) -> tuple[dict[str, Any] | None, dict[str, 
     head: dict[str, Any] = {"v": VERSION, "const": const}
     if stored:
         head["as"] = stored
-    return head, cols
+    head["dt"] = {name[len(PREFIX) :]: col.dtype.str for name, col in cols.items()}
+    return head, {name: _compress(col) for name, col in cols.items()}
+
+
+def _codec() -> Any:
+    """The compressor of version 2 columns (numcodecs loads with the first one)."""
+    from numcodecs import Blosc
+
+    return Blosc(cname="zstd", clevel=5, shuffle=Blosc.BITSHUFFLE)
+
+
+def _compress(col: np.ndarray) -> np.ndarray:
+    return np.frombuffer(_codec().encode(np.ascontiguousarray(col)), np.uint8)
+
+
+def _decompress(col: np.ndarray, dtype: str, n: int) -> np.ndarray:
+    out = np.frombuffer(_codec().decode(col), np.dtype(dtype))
+    if len(out) != n:
+        raise ValueError(f"a column holds {len(out)} entries, not {n}")
+    return out
 
 
 def _narrow_values(kind: int, vals: np.ndarray) -> tuple[str, np.ndarray]:
@@ -192,12 +214,14 @@ def decode(head: dict[str, Any] | None, cols: dict[str, np.ndarray], n: int, wha
                 "upgrade zarrlake to read it"
             )
         out = np.zeros(n, STATS)
-        const, stored = head["const"], head.get("as", {})
+        const, stored, packed = head["const"], head.get("as", {}), head.get("dt", {})
         for name in FIELDS:
             if name in const:
                 out[name] = const[name]
                 continue
             col = cols[PREFIX + name]
+            if version >= 2:
+                col = _decompress(col, packed[name], n)
             if len(col) != n:
                 raise ValueError(f"column {name} has {len(col)} entries, not {n}")
             as_ = stored.get(name)
@@ -208,7 +232,7 @@ def decode(head: dict[str, Any] | None, cols: dict[str, np.ndarray], n: int, wha
             else:
                 out[name] = col
         return out
-    except (KeyError, TypeError, ValueError) as e:
+    except (KeyError, TypeError, ValueError, RuntimeError) as e:  # (Blosc: RuntimeError)
         raise CorruptionError(
             f"{what}: statistics cannot be decoded ({e}); run `zarrlake fsck --decode` to see "
             "which manifests are damaged"
