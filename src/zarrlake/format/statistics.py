@@ -32,7 +32,8 @@ columns as they are; 2: each compressed (its dtype in the header's `dt`)."""
 
 UNKNOWN, FLOAT, INT, UINT, BOOL = 0, 1, 2, 3, 4
 """Kinds of values: what the `min` and `max` bits hold (UNKNOWN: no statistics)."""
-_WIDE = {FLOAT: np.float64, INT: np.int64, UINT: np.uint64, BOOL: np.uint64}
+WIDE = {FLOAT: np.float64, INT: np.int64, UINT: np.uint64, BOOL: np.uint64}
+"""The 64-bit type whose bits a record's `min` and `max` hold, by kind."""
 
 STATS = np.dtype(
     [
@@ -82,7 +83,7 @@ class ChunkStats(NamedTuple):
 def _value(kind: int, bits: int) -> float | int | None:
     if kind == UNKNOWN:
         return None
-    value = np.array(bits, np.uint64).view(_WIDE[kind]).item()
+    value = np.array(bits, np.uint64).view(WIDE[kind]).item()
     if kind == FLOAT and math.isnan(value):
         return None
     return bool(value) if kind == BOOL else value
@@ -90,13 +91,13 @@ def _value(kind: int, bits: int) -> float | int | None:
 
 def bits(kind: int, values: np.ndarray) -> np.ndarray:
     """`values` (numbers of `kind`) as the uint64 bits records hold."""
-    return np.asarray(values).astype(_WIDE[kind]).view(np.uint64)
+    return np.asarray(values).astype(WIDE[kind]).view(np.uint64)
 
 
 def values(kind: int, column: np.ndarray) -> np.ndarray:
     """The numbers a `min` or `max` column holds for entries of `kind` (float64, int64,
     uint64 or bool)."""
-    out = np.asarray(column, np.uint64).view(_WIDE[kind])
+    out = np.asarray(column, np.uint64).view(WIDE[kind])
     return out.astype(bool) if kind == BOOL else out
 
 
