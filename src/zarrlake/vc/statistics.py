@@ -515,76 +515,113 @@ def _entries(
     layout: ArrayLayout, grid: tuple[int, ...], prefix: str, piece: ManifestRange
 ) -> tuple[np.ndarray, np.ndarray]:
     """(grid positions, records) of one piece's entries; -1 for keys that are no chunk of
-    the grid; a shard stored whole gives each of its inner chunks an unknown record."""
+    the grid; a shard stored whole gives each of its inner chunks an unknown record. Keys
+    are parsed as columns (a Python loop costs microseconds a key); the loop decides only
+    keys not of the plain form and shards stored whole."""
     rec = piece.stats if piece.stats is not None else np.zeros(len(piece), STATS)
-    if layout.per_shard is None:
-        fast = _positions(piece.keys, len(prefix), layout.encoding, grid)
-        if fast is not None:
-            return fast, rec
-    pos: list[int] = []
+    pos = _positions(piece.keys, len(prefix), layout.encoding, grid, layout.per_shard)
+    if pos is None:
+        pos = np.full(len(piece), -2, np.int64)
+    slow = np.flatnonzero(pos == -2)
+    if not len(slow):
+        return pos, rec
     extra_pos: list[int] = []
-    enc = layout.encoding
-    per = layout.per_shard
-    skip = len(prefix)
-    for key in piece.keys.tolist():
-        text = key.decode()[skip:]
-        shard, sep, inner = text.partition(SEP)
-        try:
-            coords = tuple(int(c) for c in enc.decode_chunk_key(shard))
-        except ValueError:
-            pos.append(-1)
-            continue
-        if len(coords) != len(grid):
-            pos.append(-1)
-            continue
-        if per is not None:
-            if not sep:  # a shard stored whole: its inner chunks are unknown
-                pos.append(-1)
-                extra_pos += _inner_positions(coords, per, grid)
-                continue
-            local = tuple(int(c) for c in inner.split("."))
-            coords = tuple(s * p + k for s, p, k in zip(coords, per, local, strict=True))
-        if not all(0 <= c < g for c, g in zip(coords, grid, strict=True)):
-            pos.append(-1)
-            continue
-        pos.append(int(np.ravel_multi_index(coords, grid)))
-    out_pos = np.array(pos, np.int64)
+    for i, key in zip(slow.tolist(), piece.keys[slow].tolist(), strict=True):
+        pos[i], whole = _position(key.decode()[len(prefix) :], layout, grid)
+        extra_pos += whole
     if extra_pos:
-        out_pos = np.concatenate([np.array(extra_pos, np.int64), out_pos])
+        pos = np.concatenate([np.array(extra_pos, np.int64), pos])
         rec = np.concatenate([np.zeros(len(extra_pos), STATS), rec])
-    return out_pos, rec
+    return pos, rec
 
 
-def _positions(keys: np.ndarray, skip: int, enc: Any, grid: tuple[int, ...]) -> np.ndarray | None:
-    """The grid positions of chunk `keys` (bytes, `skip` bytes of array path first) of an
-    unsharded array, parsed as columns (a Python loop costs tens of microseconds a key);
-    None when one is not of the plain form `[c<sep>]i<sep>j...` (the loop decides those)."""
+def _position(text: str, layout: ArrayLayout, grid: tuple[int, ...]) -> tuple[int, list[int]]:
+    """(grid position or -1, inner positions of a shard stored whole) of one chunk key
+    (the array's path cut off)."""
+    per = layout.per_shard
+    shard, sep, inner = text.partition(SEP)
+    try:
+        coords = tuple(int(c) for c in layout.encoding.decode_chunk_key(shard))
+    except ValueError:
+        return -1, []
+    if len(coords) != len(grid):
+        return -1, []
+    if per is not None:
+        if not sep:  # a shard stored whole: its inner chunks are unknown
+            return -1, _inner_positions(coords, per, grid)
+        local = tuple(int(c) for c in inner.split("."))
+        coords = tuple(s * p + k for s, p, k in zip(coords, per, local, strict=True))
+    if not all(0 <= c < g for c, g in zip(coords, grid, strict=True)):
+        return -1, []
+    return int(np.ravel_multi_index(coords, grid)), []
+
+
+def _positions(
+    keys: np.ndarray, skip: int, enc: Any, grid: tuple[int, ...], per: tuple[int, ...] | None
+) -> np.ndarray | None:
+    """The grid positions of chunk `keys` (bytes, `skip` bytes of array path first), parsed
+    as columns: -1 for a key outside the grid, -2 for one the loop decides (a shard stored
+    whole, in a sharded array: `per` inner chunks per shard); None when the keys are not
+    all of the plain form `[c<sep>]i<sep>j...[<SEP>k.l...]` (the loop decides them all)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    sep = getattr(enc, "separator", None)
-    head = "c" + sep if getattr(enc, "name", None) == "default" and sep else ""
-    if sep not in ("/", ".") or not grid or not len(keys):
+    if not grid or not len(keys):
         return None
-    text = pa.array(keys, pa.binary()).cast(pa.string())
-    text = pc.utf8_slice_codeunits(text, skip)
-    if head:
+    text = pc.utf8_slice_codeunits(pa.array(keys, pa.binary()).cast(pa.string()), skip)
+    out = np.full(len(keys), -2, np.int64)
+    if per is None:
+        coords = _coords(text, enc, len(grid))
+        rows = np.arange(len(keys))
+    else:  # "<shard key><SEP><i.j...>": the shard's grid coordinates, then the inner ones
+        inner = pc.match_substring(text, SEP).to_numpy(zero_copy_only=False)
+        rows = np.flatnonzero(inner)
+        if not len(rows):
+            return out
+        parts = pc.split_pattern(text.take(pa.array(rows)), SEP, max_splits=1)
+        shard = _coords(pc.list_element(parts, 0), enc, len(grid))
+        local = _ints(pc.list_element(parts, 1), ".", len(grid))
+        coords = None if shard is None or local is None else shard * np.asarray(per) + local
+    if coords is None:
+        return None
+    inside = ((coords >= 0) & (coords < np.asarray(grid))).all(axis=1)
+    at = np.full(len(coords), -1, np.int64)
+    at[inside] = np.ravel_multi_index(tuple(coords[inside].T), grid)
+    out[rows] = at
+    return out
+
+
+def _coords(text: Any, enc: Any, nd: int) -> np.ndarray | None:
+    """The (n, nd) grid coordinates of chunk keys `text` (a pyarrow string array) in the
+    chunk key encoding `enc`; None unless every key is `[c<sep>]i<sep>j...`."""
+    import pyarrow.compute as pc
+
+    sep = getattr(enc, "separator", None)
+    if sep not in ("/", "."):
+        return None
+    if getattr(enc, "name", None) == "default":
+        head = "c" + sep
         if not pc.all(pc.starts_with(text, head)).as_py():
             return None
         text = pc.utf8_slice_codeunits(text, len(head))
+    return _ints(text, sep, nd)
+
+
+def _ints(text: Any, sep: str, nd: int) -> np.ndarray | None:
+    """`text` (pyarrow strings of `nd` integers joined by `sep`) as an (n, nd) int64 array;
+    None when one is not."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     parts = pc.split_pattern(text, sep)
     # (pyarrow-stubs lack compute's (array, Python scalar) overloads)
-    if pc.any(pc.not_equal(pc.list_value_length(parts), len(grid))).as_py():  # type: ignore[call-overload]
+    if pc.any(pc.not_equal(pc.list_value_length(parts), nd)).as_py():  # type: ignore[call-overload]
         return None
     try:
         flat = pc.cast(pc.list_flatten(parts), pa.int64()).to_numpy()
     except (pa.ArrowInvalid, ValueError):
         return None
-    coords = flat.reshape(-1, len(grid))
-    inside = ((coords >= 0) & (coords < np.asarray(grid))).all(axis=1)
-    out = np.full(len(coords), -1, np.int64)
-    out[inside] = np.ravel_multi_index(tuple(coords[inside].T), grid)
-    return out
+    return flat.reshape(-1, nd)
 
 
 def _inner_positions(shard: tuple[int, ...], per: tuple[int, ...], grid: tuple[int, ...]):
