@@ -174,7 +174,7 @@ def encode(column: np.ndarray | None) -> tuple[dict[str, Any] | None, dict[str, 
 
 def _codec() -> Any:
     """The compressor of version 2 columns (numcodecs loads with the first one)."""
-    from numcodecs import Blosc
+    from numcodecs import Blosc  # type: ignore[import-untyped]  # (no stubs)
 
     return Blosc(cname="zstd", clevel=5, shuffle=Blosc.BITSHUFFLE)
 

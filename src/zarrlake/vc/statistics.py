@@ -584,7 +584,7 @@ def _positions(
         rows = np.flatnonzero(inner)
         if not len(rows):
             return out
-        parts = pc.split_pattern(text.take(pa.array(rows)), SEP, max_splits=1)
+        parts = pc.split_pattern(text.take(rows), SEP, max_splits=1)
         shard = _coords(pc.list_element(parts, 0), enc, len(grid))
         local = _ints(pc.list_element(parts, 1), ".", len(grid))
         coords = None if shard is None or local is None else shard * np.asarray(per) + local
