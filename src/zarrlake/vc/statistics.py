@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -38,9 +39,12 @@ STAT_COLUMNS = ("count", "nan_count", "fill_count", "min", "max", "sum", "known"
 """The columns of a statistics table after the coordinates."""
 
 
+_KINDS = {"f": sf.FLOAT, "i": sf.INT, "u": sf.UINT, "b": sf.BOOL}
+
+
 def kind_of(dtype: np.dtype) -> int:
     """The statistics kind of values of `dtype` (UNKNOWN: no statistics for it)."""
-    return {"f": sf.FLOAT, "i": sf.INT, "u": sf.UINT, "b": sf.BOOL}.get(dtype.kind, sf.UNKNOWN)
+    return _KINDS.get(dtype.kind, sf.UNKNOWN)
 
 
 def _is_nan(fill: object) -> bool:
@@ -134,7 +138,13 @@ def of_chunk(values: np.ndarray, fill: object) -> ChunkStats | None:
 
 def _bits(kind: int, value: np.generic) -> int:
     """The record bits of one value of `kind` (as `sf.bits` gives them for an array)."""
-    return int(np.asarray(value, sf.WIDE[kind]).view(np.uint64))
+    if kind == sf.FLOAT:
+        return _BITS.unpack(_F64.pack(float(value)))[0]
+    return int(value) & _U64  # (an int64's two's complement bits; a uint64 as it is)
+
+
+_F64, _BITS = struct.Struct("<d"), struct.Struct("<Q")
+_U64 = 2**64 - 1
 
 
 def of_inner(shard: np.ndarray, inner: Sequence[int], fill: object) -> np.ndarray:
