@@ -141,7 +141,6 @@ def encode(column: np.ndarray | None) -> tuple[dict[str, Any] | None, dict[str, 
     if column is None or not column["kind"].any():
         return None, {}
     const: dict[str, Any] = {}
-    stored: dict[str, str] = {}
     cols: dict[str, np.ndarray] = {}
     kinds = np.unique(column["kind"])
     for name in FIELDS:
@@ -160,14 +159,10 @@ def encode(column: np.ndarray | None) -> tuple[dict[str, Any] | None, dict[str, 
             continue
         if name in ("min", "max") and len(kinds) == 1 and int(kinds[0]) != UNKNOWN:
             kind = int(kinds[0])
-            as_, narrow = _narrow_values(kind, values(kind, col))
-            stored[name] = as_
-            cols[PREFIX + name] = narrow
+            cols[PREFIX + name] = _narrow_values(kind, values(kind, col))
             continue
         cols[PREFIX + name] = col.astype(np.min_scalar_type(int(col.max())))
     head: dict[str, Any] = {"v": VERSION, "const": const}
-    if stored:
-        head["as"] = stored
     head["dt"] = {name[len(PREFIX) :]: col.dtype.str for name, col in cols.items()}
     return head, {name: _compress(col) for name, col in cols.items()}
 
@@ -190,16 +185,18 @@ def _decompress(col: np.ndarray, dtype: str, n: int) -> np.ndarray:
     return out
 
 
-def _narrow_values(kind: int, vals: np.ndarray) -> tuple[str, np.ndarray]:
-    """How a min or max column of one kind is stored, and the column."""
+def _narrow_values(kind: int, vals: np.ndarray) -> np.ndarray:
+    """A min or max column of one kind as stored: its values (not their bits) in the
+    narrowest dtype that holds them exactly, whose kind says how to read them back (a
+    float or signed integer is a value, an unsigned integer is a value and its bits)."""
     if kind == FLOAT:
         narrow = vals.astype(np.float32)
         exact = np.array_equal(narrow.astype(np.float64), vals, equal_nan=True)
-        return "float", narrow if exact else vals
+        return narrow if exact else vals
     if kind == INT:
         lo, hi = int(vals.min()), int(vals.max())
-        return "int", vals.astype(np.promote_types(np.min_scalar_type(lo), np.min_scalar_type(hi)))
-    return "uint", vals.astype(np.min_scalar_type(int(vals.max())))
+        return vals.astype(np.promote_types(np.min_scalar_type(lo), np.min_scalar_type(hi)))
+    return vals.astype(np.min_scalar_type(int(vals.max())))
 
 
 def decode(head: dict[str, Any] | None, cols: dict[str, np.ndarray], n: int, what: str):
@@ -221,11 +218,13 @@ def decode(head: dict[str, Any] | None, cols: dict[str, np.ndarray], n: int, wha
                 out[name] = const[name]
                 continue
             col = cols[PREFIX + name]
+            as_ = stored.get(name)  # version 1: how min and max are held; 2: their dtype says
             if version >= 2:
                 col = _decompress(col, packed[name], n)
+                if name in ("min", "max"):
+                    as_ = {"f": "float", "i": "int"}.get(col.dtype.kind)
             if len(col) != n:
                 raise ValueError(f"column {name} has {len(col)} entries, not {n}")
-            as_ = stored.get(name)
             if as_ == "float":
                 out[name] = col.astype(np.float64).view(np.uint64)
             elif as_ == "int":
