@@ -60,6 +60,8 @@ def _check(r: ManifestRange) -> None:
 
 
 def test_a_range_written_in_the_first_statistics_layout_still_reads():
+    """data/manifest-stats-v1.bin: the chunks of `fixture_values` as inline references with
+    their statistics, encoded by zarrlake at 527995c (statistics format 1, uncompressed)."""
     data = (DATA / "manifest-stats-v1.bin").read_bytes()
     oid = hashlib.sha256(data).hexdigest()[:40]
     r = ManifestRange.decode(oid, data)
