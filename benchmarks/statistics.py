@@ -3,7 +3,8 @@ statistics off (or ignored) in the same process, alternating.
 
 - write: W1's ingest ({w1_shape} float32, 1 MiB chunks) and W2's (small chunks), each
   written + committed with `Settings.chunk_statistics` on and off, alternating; the
-  overhead in % of the median, and the manifests' bytes of the W1 array with and without.
+  overhead in % of the median, and the manifests' bytes of the W1 array with and without,
+  for the benchmark's random data and for a temperature-like field (`field`).
 - spark: an array of `stats_spark_chunks` chunks whose filter matches 1% of them, read
   with option `where` by Spark (local[2]) with `statistics` "use" and "ignore": seconds
   of each, the same sum from both, checked against numpy.
@@ -12,7 +13,7 @@ statistics off (or ignored) in the same process, alternating.
   with statistics known and unknown.
 - scale: an array of `stats_scale_chunks` tiny chunks (one commit): `Repo.chunk_stats`
   and the pruning of `select` on it, per chunk, and the write+commit with statistics on
-  against off (per chunk).
+  against off (per chunk); `Repo.chunk_stats` of a sharded array of as many inner chunks.
 
     python -m benchmarks.run --only STATS [--quick]
 """
@@ -59,10 +60,11 @@ def _repo(path: str, on: bool) -> Any:
     return zl.Repo.create(path, settings={"chunk_statistics": on})
 
 
-def _ingest(path: str, on: bool, shape: tuple[int, ...]) -> float:
-    """W1/W2's ingest: write the seeded array chunked along axis 0, commit; seconds."""
+def _ingest(path: str, on: bool, shape: tuple[int, ...], data: np.ndarray | None = None) -> float:
+    """W1/W2's ingest: write the seeded array (or `data`) chunked along axis 0, commit;
+    seconds."""
     repo = _repo(path, on)
-    data = generate(shape)
+    data = generate(shape) if data is None else data
     t0 = time.perf_counter()
     s = repo.create_session()
     new_array(s.store, shape, (1, *shape[1:]))[...] = data
@@ -70,6 +72,29 @@ def _ingest(path: str, on: bool, shape: tuple[int, ...]) -> float:
     seconds = time.perf_counter() - t0
     repo.close()
     return seconds
+
+
+def field(shape: tuple[int, ...], seed: int = 7) -> np.ndarray:
+    """A temperature-like float32 field (K) of `shape` (time, lat, lon): a climatology by
+    latitude, a daily cycle moving with longitude, and weather (large-scale waves whose
+    amplitudes and phases wander in time): smooth in space, no two time steps alike."""
+    rng = np.random.default_rng(seed)
+    n, ny, nx = shape
+    lat = np.radians(np.linspace(-90, 90, ny))[:, None]
+    lon = np.radians(np.linspace(0, 360, nx, endpoint=False))[None, :]
+    clim = 250 + 45 * np.cos(lat) ** 2
+    out = np.empty(shape, np.float32)
+    amp, phase = rng.normal(0, 3, 6), rng.uniform(0, 2 * np.pi, 6)
+    waves = list(zip(rng.integers(1, 8, 6), rng.integers(1, 6, 6), strict=True))
+    for t in range(n):
+        amp = 0.9 * amp + rng.normal(0, 1.3, 6)
+        phase = phase + rng.normal(0.2, 0.05, 6)
+        weather = sum(
+            a * np.sin(k * lon + p) * np.cos(m * lat)
+            for a, p, (k, m) in zip(amp, phase, waves, strict=True)
+        )
+        out[t] = clim + 8 * np.cos(lat) * np.cos(lon - 2 * np.pi * t / 24) + weather
+    return out
 
 
 def _manifest_bytes(path: str) -> int:
@@ -82,6 +107,8 @@ def write(engine: Any, path: str, p: dict) -> dict:
     out: dict[str, Any] = {}
     for name, shape in (("w1", tuple(p["w1_shape"])), ("w2", (p["w2_rows"], 256))):
         times: dict[bool, list[float]] = {True: [], False: []}
+        for on in (True, False):  # untimed: the first ingest of a process pays its imports
+            _ingest(f"{path}/{name}-warm-{on}", on, (2, *shape[1:]))
         for r in range(p["stats_reps"]):
             for on in (r % 2 == 0, r % 2 == 1):  # alternate which goes first
                 where = f"{path}/{name}-{on}-{r}"
@@ -92,10 +119,17 @@ def write(engine: Any, path: str, p: dict) -> dict:
         out[f"{name}_on_s"], out[f"{name}_off_s"] = on_s, off_s
         out[f"{name}_overhead_pct"] = 100 * (on_s / off_s - 1)
         out[f"{name}_us_per_chunk"] = 1e6 * (on_s - off_s) / shape[0]
-    out["manifest_pct"] = 100 * (out["manifest_bytes_on"] / out["manifest_bytes_off"] - 1)
-    out["manifest_stats_bytes_per_chunk"] = (
-        out["manifest_bytes_on"] - out["manifest_bytes_off"]
-    ) / p["w1_shape"][0]
+    shape = tuple(p["w1_shape"])
+    smooth = field(shape)
+    for on in (True, False):
+        where = f"{path}/field-{on}"
+        _ingest(where, on, shape, smooth)
+        out[f"field_manifest_bytes_{'on' if on else 'off'}"] = _manifest_bytes(where)
+    for data in ("", "field_"):
+        on, off = out[f"{data}manifest_bytes_on"], out[f"{data}manifest_bytes_off"]
+        out[f"{data}manifest_pct"] = 100 * (on / off - 1)
+        out[f"{data}manifest_stats_bytes_per_chunk"] = (on - off) / shape[0]
+        out[f"{data}manifest_bytes_per_chunk_off"] = off / shape[0]
     return out
 
 
@@ -230,7 +264,36 @@ def scale(engine: Any, path: str, p: dict) -> dict:
     out["chunk_stats_us_per_chunk"] = 1e6 * out["chunk_stats_s"] / n
     out["prune_s"] = statistics.median(prune)
     out["chunks"] = n
+    out.update(_sharded_chunk_stats(f"{path}/scale-sharded", n, p["stats_reps"]))
     return out
+
+
+def _sharded_chunk_stats(path: str, n: int, reps: int) -> dict:
+    """`Repo.chunk_stats` of a sharded array of `n` inner chunks of 4 float32 values
+    (1,000 per shard), written through zarr: seconds (median) and per chunk."""
+    import zarrlake as zl
+
+    repo = _repo(path, True)
+    s = repo.create_session()
+    arr = zarr.create_array(
+        s.store, name=ARRAY, shape=(n * 4,), chunks=(4,), shards=(4000,), dtype="f4",
+        compressors=None, fill_value=-1,
+    )  # fmt: skip
+    values = np.arange(n * 4, dtype="<f4")
+    for at in range(0, n * 4, 400_000):
+        arr[at : at + 400_000] = values[at : at + 400_000]
+    s.commit(f"{n} inner chunks")
+    repo.close()
+    repo = zl.Repo.open(path)
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        table = repo.chunk_stats(ARRAY)
+        times.append(time.perf_counter() - t0)
+        assert table.num_rows == n and table["min"][1].as_py() == 4.0
+    repo.close()
+    seconds = statistics.median(times)
+    return {"sharded_chunk_stats_s": seconds, "sharded_chunk_stats_us_per_chunk": 1e6 * seconds / n}
 
 
 def groups(cfg: dict[str, Any]) -> list[Group]:

@@ -1,5 +1,5 @@
 """Per-chunk value statistics as manifest entries carry them: one record per entry, stored
-as columns beside the references (format version 1 of the statistics).
+as columns beside the references (format version 2 of the statistics).
 
 A record says what kind of values its chunk holds (`kind`; UNKNOWN: nothing is known), how
 many elements it holds (`count`, its whole chunk shape as decoded), how many are NaN
@@ -11,8 +11,10 @@ sum ignoring NaN (`sum`, float64).
 A range whose entries all lack statistics is stored as before (no statistics columns), so
 manifests written before statistics, or with them turned off, read as "unknown". Each
 column is stored as narrow as its values allow (a constant in the header, integers in the
-fewest bytes that hold them, floats as float32 when that is exact): statistics cost a few
-bytes per entry.
+fewest bytes that hold them, floats as float32 when that is exact), then compressed with
+Blosc (zstd, bit-shuffled, by numcodecs): counts that are mostly 0 cost next to nothing and
+the bytes of neighbouring chunks' minima, maxima and sums share their high bits. Version 1
+(the same columns uncompressed) is still read.
 """
 
 from __future__ import annotations
@@ -24,12 +26,14 @@ import numpy as np
 
 from zarrlake.errors import CorruptionError
 
-VERSION = 1
-"""The statistics format written; a header naming a newer one is refused."""
+VERSION = 2
+"""The statistics format written; a header naming a newer one is refused. 1: the narrowed
+columns as they are; 2: each compressed (its dtype in the header's `dt`)."""
 
 UNKNOWN, FLOAT, INT, UINT, BOOL = 0, 1, 2, 3, 4
 """Kinds of values: what the `min` and `max` bits hold (UNKNOWN: no statistics)."""
-_WIDE = {FLOAT: np.float64, INT: np.int64, UINT: np.uint64, BOOL: np.uint64}
+WIDE = {FLOAT: np.float64, INT: np.int64, UINT: np.uint64, BOOL: np.uint64}
+"""The 64-bit type whose bits a record's `min` and `max` hold, by kind."""
 
 STATS = np.dtype(
     [
@@ -79,7 +83,7 @@ class ChunkStats(NamedTuple):
 def _value(kind: int, bits: int) -> float | int | None:
     if kind == UNKNOWN:
         return None
-    value = np.array(bits, np.uint64).view(_WIDE[kind]).item()
+    value = np.array(bits, np.uint64).view(WIDE[kind]).item()
     if kind == FLOAT and math.isnan(value):
         return None
     return bool(value) if kind == BOOL else value
@@ -87,13 +91,13 @@ def _value(kind: int, bits: int) -> float | int | None:
 
 def bits(kind: int, values: np.ndarray) -> np.ndarray:
     """`values` (numbers of `kind`) as the uint64 bits records hold."""
-    return np.asarray(values).astype(_WIDE[kind]).view(np.uint64)
+    return np.asarray(values).astype(WIDE[kind]).view(np.uint64)
 
 
 def values(kind: int, column: np.ndarray) -> np.ndarray:
     """The numbers a `min` or `max` column holds for entries of `kind` (float64, int64,
     uint64 or bool)."""
-    out = np.asarray(column, np.uint64).view(_WIDE[kind])
+    out = np.asarray(column, np.uint64).view(WIDE[kind])
     return out.astype(bool) if kind == BOOL else out
 
 
@@ -137,7 +141,6 @@ def encode(column: np.ndarray | None) -> tuple[dict[str, Any] | None, dict[str, 
     if column is None or not column["kind"].any():
         return None, {}
     const: dict[str, Any] = {}
-    stored: dict[str, str] = {}
     cols: dict[str, np.ndarray] = {}
     kinds = np.unique(column["kind"])
     for name in FIELDS:
@@ -156,27 +159,44 @@ def encode(column: np.ndarray | None) -> tuple[dict[str, Any] | None, dict[str, 
             continue
         if name in ("min", "max") and len(kinds) == 1 and int(kinds[0]) != UNKNOWN:
             kind = int(kinds[0])
-            as_, narrow = _narrow_values(kind, values(kind, col))
-            stored[name] = as_
-            cols[PREFIX + name] = narrow
+            cols[PREFIX + name] = _narrow_values(kind, values(kind, col))
             continue
         cols[PREFIX + name] = col.astype(np.min_scalar_type(int(col.max())))
     head: dict[str, Any] = {"v": VERSION, "const": const}
-    if stored:
-        head["as"] = stored
-    return head, cols
+    head["dt"] = {name[len(PREFIX) :]: col.dtype.str for name, col in cols.items()}
+    return head, {name: _compress(col) for name, col in cols.items()}
 
 
-def _narrow_values(kind: int, vals: np.ndarray) -> tuple[str, np.ndarray]:
-    """How a min or max column of one kind is stored, and the column."""
+def _codec() -> Any:
+    """The compressor of version 2 columns (numcodecs loads with the first one)."""
+    from numcodecs import Blosc  # type: ignore[import-untyped]  # (no stubs)
+
+    return Blosc(cname="zstd", clevel=5, shuffle=Blosc.BITSHUFFLE)
+
+
+def _compress(col: np.ndarray) -> np.ndarray:
+    return np.frombuffer(_codec().encode(np.ascontiguousarray(col)), np.uint8)
+
+
+def _decompress(col: np.ndarray, dtype: str, n: int) -> np.ndarray:
+    out = np.frombuffer(_codec().decode(col), np.dtype(dtype))
+    if len(out) != n:
+        raise ValueError(f"a column holds {len(out)} entries, not {n}")
+    return out
+
+
+def _narrow_values(kind: int, vals: np.ndarray) -> np.ndarray:
+    """A min or max column of one kind as stored: its values (not their bits) in the
+    narrowest dtype that holds them exactly, whose kind says how to read them back (a
+    float or signed integer is a value, an unsigned integer is a value and its bits)."""
     if kind == FLOAT:
         narrow = vals.astype(np.float32)
         exact = np.array_equal(narrow.astype(np.float64), vals, equal_nan=True)
-        return "float", narrow if exact else vals
+        return narrow if exact else vals
     if kind == INT:
         lo, hi = int(vals.min()), int(vals.max())
-        return "int", vals.astype(np.promote_types(np.min_scalar_type(lo), np.min_scalar_type(hi)))
-    return "uint", vals.astype(np.min_scalar_type(int(vals.max())))
+        return vals.astype(np.promote_types(np.min_scalar_type(lo), np.min_scalar_type(hi)))
+    return vals.astype(np.min_scalar_type(int(vals.max())))
 
 
 def decode(head: dict[str, Any] | None, cols: dict[str, np.ndarray], n: int, what: str):
@@ -192,15 +212,19 @@ def decode(head: dict[str, Any] | None, cols: dict[str, np.ndarray], n: int, wha
                 "upgrade zarrlake to read it"
             )
         out = np.zeros(n, STATS)
-        const, stored = head["const"], head.get("as", {})
+        const, stored, packed = head["const"], head.get("as", {}), head.get("dt", {})
         for name in FIELDS:
             if name in const:
                 out[name] = const[name]
                 continue
             col = cols[PREFIX + name]
+            as_ = stored.get(name)  # version 1: how min and max are held; 2: their dtype says
+            if version >= 2:
+                col = _decompress(col, packed[name], n)
+                if name in ("min", "max"):
+                    as_ = {"f": "float", "i": "int"}.get(col.dtype.kind)
             if len(col) != n:
                 raise ValueError(f"column {name} has {len(col)} entries, not {n}")
-            as_ = stored.get(name)
             if as_ == "float":
                 out[name] = col.astype(np.float64).view(np.uint64)
             elif as_ == "int":
@@ -208,7 +232,7 @@ def decode(head: dict[str, Any] | None, cols: dict[str, np.ndarray], n: int, wha
             else:
                 out[name] = col
         return out
-    except (KeyError, TypeError, ValueError) as e:
+    except (KeyError, TypeError, ValueError, RuntimeError) as e:  # (Blosc: RuntimeError)
         raise CorruptionError(
             f"{what}: statistics cannot be decoded ({e}); run `zarrlake fsck --decode` to see "
             "which manifests are damaged"

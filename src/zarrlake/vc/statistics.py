@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -38,9 +39,12 @@ STAT_COLUMNS = ("count", "nan_count", "fill_count", "min", "max", "sum", "known"
 """The columns of a statistics table after the coordinates."""
 
 
+_KINDS = {"f": sf.FLOAT, "i": sf.INT, "u": sf.UINT, "b": sf.BOOL}
+
+
 def kind_of(dtype: np.dtype) -> int:
     """The statistics kind of values of `dtype` (UNKNOWN: no statistics for it)."""
-    return {"f": sf.FLOAT, "i": sf.INT, "u": sf.UINT, "b": sf.BOOL}.get(dtype.kind, sf.UNKNOWN)
+    return _KINDS.get(dtype.kind, sf.UNKNOWN)
 
 
 def _is_nan(fill: object) -> bool:
@@ -100,8 +104,47 @@ def of_blocks(blocks: np.ndarray, fill: object) -> np.ndarray:
 
 
 def of_chunk(values: np.ndarray, fill: object) -> ChunkStats | None:
-    """The statistics of one chunk's values (None: not a numeric or boolean dtype)."""
-    return sf.at(of_blocks(values.reshape(1, -1), fill), 0)
+    """The statistics of one chunk's values (None: not a numeric or boolean dtype), as
+    `of_blocks` gives them for one row, with a handful of numpy calls: a min, a max and a
+    float64 sum when there is no NaN (a 1 KiB chunk costs the calls, not the values)."""
+    kind = kind_of(values.dtype)
+    v = values.reshape(-1)
+    size = v.size
+    if kind == sf.UNKNOWN or size == 0:
+        return None
+    if kind == sf.BOOL:
+        ones = int(np.count_nonzero(v))
+        empty = size - ones
+        return ChunkStats(
+            kind, size, 0, ones if fill else empty, int(not empty), int(ones > 0), float(ones)
+        )
+    lo, hi = np.minimum.reduce(v), np.maximum.reduce(v)
+    nan = 0
+    if kind == sf.FLOAT and (lo != lo or hi != hi):  # (NaN propagates through min and max)
+        gaps = np.isnan(v)
+        nan = int(np.count_nonzero(gaps))
+        lo, hi = np.fmin.reduce(v), np.fmax.reduce(v)
+        total = float(np.add.reduce(np.where(gaps, 0, v), dtype=np.float64))
+    else:
+        total = float(np.add.reduce(v, dtype=np.float64))
+    if _is_nan(fill):
+        fills = nan
+    elif fill is not None and lo <= fill <= hi:
+        fills = int(np.count_nonzero(v == fill))
+    else:
+        fills = 0
+    return ChunkStats(kind, size, nan, fills, _bits(kind, lo), _bits(kind, hi), total)
+
+
+def _bits(kind: int, value: np.generic) -> int:
+    """The record bits of one value of `kind` (as `sf.bits` gives them for an array)."""
+    if kind == sf.FLOAT:
+        return _BITS.unpack(_F64.pack(float(value)))[0]
+    return int(value) & _U64  # (an int64's two's complement bits; a uint64 as it is)
+
+
+_F64, _BITS = struct.Struct("<d"), struct.Struct("<Q")
+_U64 = 2**64 - 1
 
 
 def of_inner(shard: np.ndarray, inner: Sequence[int], fill: object) -> np.ndarray:
@@ -180,30 +223,46 @@ def decode(doc: bytes, data: bytes | memoryview, inner: bool = False) -> np.ndar
 def decode_values(doc: bytes, data: bytes | memoryview, inner: bool = False) -> np.ndarray | None:
     """`decode`, raising the codec's exception when the bytes do not decode; None when
     the array's codecs do not run without an event loop."""
-    from zarr.core.buffer import default_buffer_prototype
-
     found = _decoder(doc, inner)
     if found is None:
         return None
-    transform, spec = found
-    buffer = default_buffer_prototype().buffer.from_bytes(data)
-    return np.asarray(transform.decode_chunk(buffer, spec).as_numpy_array())
+    if found.raw is not None and len(data) == found.raw.itemsize * found.size:
+        return np.frombuffer(data, found.raw).reshape(found.spec.shape)
+    buffer = found.prototype.buffer.from_bytes(data)
+    return np.asarray(found.transform.decode_chunk(buffer, found.spec).as_numpy_array())
 
 
 def fill_of(doc: bytes, inner: bool = False) -> object:
     """The fill value the chunks of the array whose `zarr.json` is `doc` are decoded with."""
     found = _decoder(doc, inner)
-    return None if found is None else np.asarray(found[1].fill_value).item()
+    return None if found is None else found.fill
+
+
+@dataclass(frozen=True)
+class _Decoder:
+    """How the chunks of one array (or its shards' inner chunks) decode without an event
+    loop: zarr's synchronous codec chain and chunk spec; `raw`, the dtype the bytes are a
+    view of when the only codec is `bytes` (numpy reads them without zarr's per-call
+    buffer machinery: a raw-byte write of tiny chunks pays for the calls, not the values)."""
+
+    transform: Any
+    spec: Any
+    prototype: Any
+    fill: object
+    raw: np.dtype | None
+    size: int
 
 
 @lru_cache(maxsize=64)
-def _decoder(doc: bytes, inner: bool) -> tuple[Any, Any] | None:
-    """(zarr's synchronous codec chain, chunk spec) of the chunks of an array (or of its
-    shards' inner chunks); None for an array zarr cannot decode without an event loop."""
+def _decoder(doc: bytes, inner: bool) -> _Decoder | None:
+    """The decoder of the chunks of an array (or of its shards' inner chunks); None for an
+    array zarr cannot decode without an event loop."""
+    from zarr.codecs.bytes import BytesCodec
     from zarr.codecs.sharding import ShardingCodec
     from zarr.core.array_spec import ArrayConfig, ArraySpec
     from zarr.core.buffer import default_buffer_prototype
     from zarr.core.chunk_utils import ChunkTransform
+    from zarr.core.dtype.common import HasEndianness
     from zarr.core.metadata.v3 import ArrayV3Metadata
 
     meta = ArrayV3Metadata.from_dict(json.loads(doc))
@@ -216,17 +275,26 @@ def _decoder(doc: bytes, inner: bool) -> tuple[Any, Any] | None:
         if len(shard) != 1:
             return None
         codecs, shape = tuple(shard[0].codecs), shard[0].chunk_shape
+    prototype = default_buffer_prototype()
     spec = ArraySpec(
         shape=tuple(shape),
         dtype=meta.dtype,
         fill_value=meta.fill_value,
         config=ArrayConfig.from_dict({}),
-        prototype=default_buffer_prototype(),
+        prototype=prototype,
     )
     try:
-        return ChunkTransform(codecs=codecs), spec
+        transform = ChunkTransform(codecs=codecs)
     except TypeError:  # a codec that runs only on an event loop
         return None
+    raw = None
+    native = meta.dtype.to_native_dtype()
+    if len(codecs) == 1 and isinstance(codecs[0], BytesCodec) and native.kind in "fiub":
+        raw = native
+        if isinstance(meta.dtype, HasEndianness) and codecs[0].endian is not None:
+            raw = native.newbyteorder("<" if codecs[0].endian == "little" else ">")
+    fill = np.asarray(meta.fill_value).item()
+    return _Decoder(transform, spec, prototype, fill, raw, math.prod(shape))
 
 
 # an array's metadata --------------------------------------------------------------------
@@ -316,8 +384,14 @@ class ArrayStats:
         return out
 
     def every(self) -> np.ndarray:
-        """The records of every chunk of the grid, in C order."""
-        return self.at(np.arange(math.prod(self.layout.grid), dtype=np.int64))
+        """The records of every chunk of the grid, in C order (the stored ones put in
+        place by position, no search)."""
+        out = np.repeat(
+            of_fill(self.layout.kind, self.layout.fill, self.layout.size),
+            math.prod(self.layout.grid),
+        )
+        out[self.positions] = self.records
+        return out
 
     def table(self) -> pa.Table:
         """Every chunk of the grid, in C order: an int64 column of grid coordinates per
@@ -457,76 +531,113 @@ def _entries(
     layout: ArrayLayout, grid: tuple[int, ...], prefix: str, piece: ManifestRange
 ) -> tuple[np.ndarray, np.ndarray]:
     """(grid positions, records) of one piece's entries; -1 for keys that are no chunk of
-    the grid; a shard stored whole gives each of its inner chunks an unknown record."""
+    the grid; a shard stored whole gives each of its inner chunks an unknown record. Keys
+    are parsed as columns (a Python loop costs microseconds a key); the loop decides only
+    keys not of the plain form and shards stored whole."""
     rec = piece.stats if piece.stats is not None else np.zeros(len(piece), STATS)
-    if layout.per_shard is None:
-        fast = _positions(piece.keys, len(prefix), layout.encoding, grid)
-        if fast is not None:
-            return fast, rec
-    pos: list[int] = []
+    pos = _positions(piece.keys, len(prefix), layout.encoding, grid, layout.per_shard)
+    if pos is None:
+        pos = np.full(len(piece), -2, np.int64)
+    slow = np.flatnonzero(pos == -2)
+    if not len(slow):
+        return pos, rec
     extra_pos: list[int] = []
-    enc = layout.encoding
-    per = layout.per_shard
-    skip = len(prefix)
-    for key in piece.keys.tolist():
-        text = key.decode()[skip:]
-        shard, sep, inner = text.partition(SEP)
-        try:
-            coords = tuple(int(c) for c in enc.decode_chunk_key(shard))
-        except ValueError:
-            pos.append(-1)
-            continue
-        if len(coords) != len(grid):
-            pos.append(-1)
-            continue
-        if per is not None:
-            if not sep:  # a shard stored whole: its inner chunks are unknown
-                pos.append(-1)
-                extra_pos += _inner_positions(coords, per, grid)
-                continue
-            local = tuple(int(c) for c in inner.split("."))
-            coords = tuple(s * p + k for s, p, k in zip(coords, per, local, strict=True))
-        if not all(0 <= c < g for c, g in zip(coords, grid, strict=True)):
-            pos.append(-1)
-            continue
-        pos.append(int(np.ravel_multi_index(coords, grid)))
-    out_pos = np.array(pos, np.int64)
+    for i, key in zip(slow.tolist(), piece.keys[slow].tolist(), strict=True):
+        pos[i], whole = _position(key.decode()[len(prefix) :], layout, grid)
+        extra_pos += whole
     if extra_pos:
-        out_pos = np.concatenate([np.array(extra_pos, np.int64), out_pos])
+        pos = np.concatenate([np.array(extra_pos, np.int64), pos])
         rec = np.concatenate([np.zeros(len(extra_pos), STATS), rec])
-    return out_pos, rec
+    return pos, rec
 
 
-def _positions(keys: np.ndarray, skip: int, enc: Any, grid: tuple[int, ...]) -> np.ndarray | None:
-    """The grid positions of chunk `keys` (bytes, `skip` bytes of array path first) of an
-    unsharded array, parsed as columns (a Python loop costs tens of microseconds a key);
-    None when one is not of the plain form `[c<sep>]i<sep>j...` (the loop decides those)."""
+def _position(text: str, layout: ArrayLayout, grid: tuple[int, ...]) -> tuple[int, list[int]]:
+    """(grid position or -1, inner positions of a shard stored whole) of one chunk key
+    (the array's path cut off)."""
+    per = layout.per_shard
+    shard, sep, inner = text.partition(SEP)
+    try:
+        coords = tuple(int(c) for c in layout.encoding.decode_chunk_key(shard))
+    except ValueError:
+        return -1, []
+    if len(coords) != len(grid):
+        return -1, []
+    if per is not None:
+        if not sep:  # a shard stored whole: its inner chunks are unknown
+            return -1, _inner_positions(coords, per, grid)
+        local = tuple(int(c) for c in inner.split("."))
+        coords = tuple(s * p + k for s, p, k in zip(coords, per, local, strict=True))
+    if not all(0 <= c < g for c, g in zip(coords, grid, strict=True)):
+        return -1, []
+    return int(np.ravel_multi_index(coords, grid)), []
+
+
+def _positions(
+    keys: np.ndarray, skip: int, enc: Any, grid: tuple[int, ...], per: tuple[int, ...] | None
+) -> np.ndarray | None:
+    """The grid positions of chunk `keys` (bytes, `skip` bytes of array path first), parsed
+    as columns: -1 for a key outside the grid, -2 for one the loop decides (a shard stored
+    whole, in a sharded array: `per` inner chunks per shard); None when the keys are not
+    all of the plain form `[c<sep>]i<sep>j...[<SEP>k.l...]` (the loop decides them all)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    sep = getattr(enc, "separator", None)
-    head = "c" + sep if getattr(enc, "name", None) == "default" and sep else ""
-    if sep not in ("/", ".") or not grid or not len(keys):
+    if not grid or not len(keys):
         return None
-    text = pa.array(keys, pa.binary()).cast(pa.string())
-    text = pc.utf8_slice_codeunits(text, skip)
-    if head:
+    text = pc.utf8_slice_codeunits(pa.array(keys, pa.binary()).cast(pa.string()), skip)
+    out = np.full(len(keys), -2, np.int64)
+    if per is None:
+        coords = _coords(text, enc, len(grid))
+        rows = np.arange(len(keys))
+    else:  # "<shard key><SEP><i.j...>": the shard's grid coordinates, then the inner ones
+        inner = pc.match_substring(text, SEP).to_numpy(zero_copy_only=False)
+        rows = np.flatnonzero(inner)
+        if not len(rows):
+            return out
+        parts = pc.split_pattern(text.take(rows), SEP, max_splits=1)
+        shard = _coords(pc.list_element(parts, 0), enc, len(grid))
+        local = _ints(pc.list_element(parts, 1), ".", len(grid))
+        coords = None if shard is None or local is None else shard * np.asarray(per) + local
+    if coords is None:
+        return None
+    inside = ((coords >= 0) & (coords < np.asarray(grid))).all(axis=1)
+    at = np.full(len(coords), -1, np.int64)
+    at[inside] = np.ravel_multi_index(tuple(coords[inside].T), grid)
+    out[rows] = at
+    return out
+
+
+def _coords(text: Any, enc: Any, nd: int) -> np.ndarray | None:
+    """The (n, nd) grid coordinates of chunk keys `text` (a pyarrow string array) in the
+    chunk key encoding `enc`; None unless every key is `[c<sep>]i<sep>j...`."""
+    import pyarrow.compute as pc
+
+    sep = getattr(enc, "separator", None)
+    if sep not in ("/", "."):
+        return None
+    if getattr(enc, "name", None) == "default":
+        head = "c" + sep
         if not pc.all(pc.starts_with(text, head)).as_py():
             return None
         text = pc.utf8_slice_codeunits(text, len(head))
+    return _ints(text, sep, nd)
+
+
+def _ints(text: Any, sep: str, nd: int) -> np.ndarray | None:
+    """`text` (pyarrow strings of `nd` integers joined by `sep`) as an (n, nd) int64 array;
+    None when one is not."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     parts = pc.split_pattern(text, sep)
     # (pyarrow-stubs lack compute's (array, Python scalar) overloads)
-    if pc.any(pc.not_equal(pc.list_value_length(parts), len(grid))).as_py():  # type: ignore[call-overload]
+    if pc.any(pc.not_equal(pc.list_value_length(parts), nd)).as_py():  # type: ignore[call-overload]
         return None
     try:
         flat = pc.cast(pc.list_flatten(parts), pa.int64()).to_numpy()
     except (pa.ArrowInvalid, ValueError):
         return None
-    coords = flat.reshape(-1, len(grid))
-    inside = ((coords >= 0) & (coords < np.asarray(grid))).all(axis=1)
-    out = np.full(len(coords), -1, np.int64)
-    out[inside] = np.ravel_multi_index(tuple(coords[inside].T), grid)
-    return out
+    return flat.reshape(-1, nd)
 
 
 def _inner_positions(shard: tuple[int, ...], per: tuple[int, ...], grid: tuple[int, ...]):

@@ -1,0 +1,94 @@
+"""Computing statistics: one chunk's (the writer's path, a few numpy calls) equal the
+vectorised rows' and numpy's, with NaN, fill values, all-NaN chunks, integer, unsigned,
+boolean and float dtypes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from zarrlake.format import statistics as sf
+from zarrlake.vc.statistics import of_blocks, of_chunk
+
+
+def _chunks() -> list[tuple[np.ndarray, object]]:
+    rng = np.random.default_rng(11)
+    out: list[tuple[np.ndarray, object]] = []
+    for dtype in ("f4", "f8", "f2"):
+        v = rng.normal(0, 100, 300).astype(dtype)
+        v[::7] = 0
+        out += [(v, 0.0), (v, float("nan")), (v, 5.5)]
+        w = v.copy()
+        w[rng.random(300) < 0.2] = np.nan
+        out += [(w, 0.0), (w, float("nan")), (np.full(50, np.nan, dtype), float("nan"))]
+        out.append((np.full(50, np.nan, dtype), 1.0))
+    for dtype in ("i1", "i4", "i8", "u1", "u2", "u8"):
+        info = np.iinfo(dtype)
+        v = rng.integers(info.min, info.max, 200, dtype=dtype, endpoint=True)
+        v[:10] = 3
+        out += [(v, 3), (v, 0), (v.reshape(10, 20), None)]
+    b = rng.random(100) < 0.4
+    out += [(b, False), (b, True), (np.ones(9, bool), False), (np.zeros(9, bool), True)]
+    return out
+
+
+@pytest.mark.parametrize("case", range(len(_chunks())))
+def test_one_chunk_equals_the_vectorised_row_and_numpy(case):
+    values, fill = _chunks()[case]
+    got = of_chunk(values, fill)
+    row = sf.at(of_blocks(values.reshape(1, -1), fill), 0)
+    assert got == row
+    assert got is not None
+    flat = values.reshape(-1)
+    nan = np.isnan(flat) if flat.dtype.kind == "f" else np.zeros(flat.shape, bool)
+    real = flat[~nan]
+    assert (got.count, got.nan) == (flat.size, int(nan.sum()))
+    if fill is not None:
+        same = nan if isinstance(fill, float) and np.isnan(fill) else flat == fill
+        assert got.fill == int(same.sum())
+    want_lo = real.min().item() if real.size else None
+    want_hi = real.max().item() if real.size else None
+    assert (got.low, got.high) == (want_lo, want_hi)
+    assert got.sum == pytest.approx(float(real.astype("f8").sum()), rel=1e-12)
+
+
+def test_values_of_no_numeric_dtype_have_none():
+    assert of_chunk(np.array(["a", "b"]), None) is None
+    assert of_chunk(np.zeros(0, "f4"), 0.0) is None
+
+
+@pytest.mark.parametrize(
+    ("dtype", "endian"), [("<f4", "little"), (">f8", "big"), ("<i2", "little")]
+)
+def test_raw_bytes_written_without_a_compressor_get_numpys_statistics(tmp_path, dtype, endian):
+    """write_many of chunk bytes (no values handed): the bytes are read as the array's
+    dtype in the `bytes` codec's byte order; a chunk of the wrong length is unknown."""
+    import zarr
+    from zarr.codecs import BytesCodec
+
+    import zarrlake as zl
+
+    repo = zl.Repo.create(tmp_path / "r")
+    s = repo.create_session()
+    zarr.create_array(
+        s.store, name="a", shape=(40,), chunks=(8,), dtype=dtype[1:], compressors=None,
+        serializer=BytesCodec(endian=endian), fill_value=0,
+    )  # fmt: skip
+    s.commit("array")
+    values = np.random.default_rng(2).normal(0, 50, 40).astype(dtype)
+    values[8:12] = 0
+    if values.dtype.kind == "f":
+        values[16:18] = np.nan
+    s = repo.create_session()
+    s.write_many([(f"a/c/{k}", values[8 * k : 8 * k + 8].tobytes()) for k in range(4)])
+    s.commit("raw")
+    table = repo.chunk_stats("a")
+    for k in range(4):
+        v = values[8 * k : 8 * k + 8]
+        real = v[~np.isnan(v)] if v.dtype.kind == "f" else v
+        assert table["known"][k].as_py()
+        assert table["min"][k].as_py() == real.min().item()
+        assert table["max"][k].as_py() == real.max().item()
+        assert table["fill_count"][k].as_py() == int((v == 0).sum())
+        assert table["sum"][k].as_py() == pytest.approx(float(real.astype("f8").sum()))
+    assert table["known"][4].as_py() and table["fill_count"][4].as_py() == 8  # absent: fill

@@ -1,0 +1,99 @@
+"""The statistics columns of a manifest range: what they cost in bytes and that every
+layout zarrlake has written still reads (a range written in the first layout, kept as a
+file, decodes to numpy's statistics of its chunks)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+
+from zarrlake.format.chunk_ref import ChunkRef, RefKind
+from zarrlake.format.manifest import ManifestRange
+
+DATA = Path(__file__).parent / "data"
+
+
+def fixture_values() -> list[tuple[str, object, np.ndarray]]:
+    """(key, fill value, values) of the chunks the kept ranges hold: float32 with NaN and
+    fill values, an all-NaN chunk, int16 and bool chunks (numpy decides their statistics)."""
+    rng = np.random.default_rng(51)
+    out: list[tuple[str, object, np.ndarray]] = []
+    for k in range(6):
+        v = (280 + 10 * rng.standard_normal(64)).astype("f4")
+        v[rng.random(64) < 0.1 * k] = np.nan
+        v[: k * 3] = -1.0
+        out.append((f"f/c/{k}", -1.0, v))
+    out.append(("f/c/6", -1.0, np.full(64, np.nan, "f4")))
+    out.append(("f/c/7", -1.0, np.arange(32, dtype="f4")))  # another element count
+    for k in range(4):
+        out.append((f"i/c/{k}", 0, rng.integers(-300, 300, 50).astype("i2")))
+    out.append(("b/c/0", False, rng.random(40) < 0.3))
+    return out
+
+
+def _expected(fill: object, v: np.ndarray) -> dict[str, object]:
+    """numpy's statistics of one chunk's values."""
+    nan = np.isnan(v) if v.dtype.kind == "f" else np.zeros(v.shape, bool)
+    real = v[~nan]
+    return {
+        "count": v.size,
+        "nan": int(nan.sum()),
+        "fill": int((v == fill).sum()),
+        "low": None if not real.size else real.min().item(),
+        "high": None if not real.size else real.max().item(),
+        "sum": float(real.astype("f8").sum()),
+    }
+
+
+def _check(r: ManifestRange) -> None:
+    want = {name.encode(): _expected(fill, v) for name, fill, v in fixture_values()}
+    assert sorted(want) == [bytes(k) for k in r.keys]
+    for i, key in enumerate(r.keys):
+        got = r.ref_at(i).stats
+        assert got is not None
+        exp = want[bytes(key)]
+        assert (got.count, got.nan, got.fill) == (exp["count"], exp["nan"], exp["fill"]), key
+        assert (got.low, got.high) == (exp["low"], exp["high"]), key
+        assert got.sum == exp["sum"] or abs(got.sum - exp["sum"]) <= 1e-12 * abs(exp["sum"])
+
+
+def test_a_range_written_in_the_first_statistics_layout_still_reads():
+    """data/manifest-stats-v1.bin: the chunks of `fixture_values` as inline references with
+    their statistics, encoded by zarrlake at 527995c (statistics format 1, uncompressed)."""
+    data = (DATA / "manifest-stats-v1.bin").read_bytes()
+    oid = hashlib.sha256(data).hexdigest()[:40]
+    r = ManifestRange.decode(oid, data)
+    _check(r)
+    again = ManifestRange.decode(*r.encode())  # and is written again in the current layout
+    _check(again)
+
+
+def test_counts_that_are_mostly_zero_cost_next_to_nothing():
+    """4096 chunks of which 20 hold NaN and 40 fill values: the nan and fill columns take
+    under 0.15 byte per entry (2 and 4 uncompressed); the range decodes to the same records."""
+    from zarrlake.format import columns
+    from zarrlake.format import statistics as sf
+
+    n = 4096
+    rng = np.random.default_rng(5)
+    rec = sf.unknown(n)
+    rec["kind"], rec["count"] = sf.FLOAT, 262144
+    rec["nan"][rng.choice(n, 20, replace=False)] = rng.integers(1, 1000, 20)
+    rec["fill"][rng.choice(n, 40, replace=False)] = rng.integers(1, 70000, 40)
+    rec["min"] = sf.bits(sf.FLOAT, rng.normal(230, 5, n).astype("f4"))
+    rec["max"] = sf.bits(sf.FLOAT, rng.normal(310, 5, n).astype("f4"))
+    rec["sum"] = rng.normal(7e7, 1e5, n)
+    head, cols = sf.encode(rec)
+    assert head is not None and head["v"] == sf.VERSION
+    assert cols["s.nan"].nbytes < 0.15 * n and cols["s.fill"].nbytes < 0.15 * n
+    assert cols["s.min"].nbytes <= 4 * n and cols["s.sum"].nbytes <= 8 * n
+    back = sf.decode(head, cols, n, "test")
+    assert back is not None and back.tobytes() == rec.tobytes()
+    refs = [ChunkRef(RefKind.INLINE, bytes(32), 1, data=b"x") for _ in range(3)]
+    r = ManifestRange.from_refs([b"k/0", b"k/1", b"k/2"], refs)
+    meta, _ = r.columns()  # a range without statistics keeps its earlier encoding
+    assert "stats" not in meta
+    _, packed = columns.unpack(columns.pack(*r.columns()), "test")
+    assert not any(name.startswith("s.") for name in packed)
