@@ -433,9 +433,18 @@ class SessionRecords:
         )
 
     def store(self, rec: SessionRecord) -> int:
-        """Store a new session record (none may exist under its id); returns its version."""
+        """Store a new session record (none may exist under its id); returns its version.
+        Stored again after a failure whose write landed (a lost reply), it is found as it
+        was written and its version returned."""
         self.settle()
-        return self.meta.set_if(self.partition_of(rec.id), rec.id.encode(), rec.encode(), None)
+        value = rec.encode()
+        try:
+            return self.meta.set_if(self.partition_of(rec.id), rec.id.encode(), value, None)
+        except CASFailedError:
+            got = self._get(rec.id)
+            if got is not None and got[0] == value:
+                return got[1]
+            raise
 
     def forget(self, session_id: str) -> None:
         """Delete the record of a session whose creation failed (nobody knows its id)."""

@@ -332,9 +332,21 @@ def begin_session(a: Actor, branch: str) -> Writing | None:
             s = repo.create_session(branch, expires_in=expires, isolation=isolation)
     except ZarrLakeError:
         return None
-    a.note(f"session {s.id} at {s.base_commit[:12]}")
-    assert s.id is not None and s.branch is not None
-    return Writing(a, s, a.model.session(s.id, s.branch, s.base_commit))
+    sid = s._engine.id  # its record is stored at its first write, hand-over or commit
+    a.note(f"session {sid} at {s.base_commit[:12]}")
+    assert sid is not None and s.branch is not None
+    return Writing(a, s, a.model.session(sid, s.branch, s.base_commit))
+
+
+def hand_over(a: Actor, w: Writing) -> bool:
+    """The driver reads the session's id to give it to workers (storing its record);
+    False if that failed."""
+    try:
+        with a.op(f"hand over session {w.m.sid[:6]}"):
+            assert w.s.id == w.m.sid
+    except ZarrLakeError:
+        return False
+    return True
 
 
 def join(a: Actor, m: SessionModel) -> Writing | None:
@@ -427,6 +439,9 @@ def cooperative(a: Actor) -> None:
     now and then two workers write one key."""
     w = begin_session(a, a.branch())
     if w is None:
+        return
+    if not hand_over(a, w):
+        w.abandon()
         return
     n = a.rng.randint(2, 3)
     workers = []
