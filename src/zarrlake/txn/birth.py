@@ -62,6 +62,7 @@ class Birth:
                 base = self.record.base
                 try:
                     expired = self.ctx.objects.is_expired(base)
+                    when = self.ctx.objects.expired_at(base) if expired else None
                 except BaseException:
                     with contextlib.suppress(ZarrLakeError):
                         records.forget(self.record.id)
@@ -72,7 +73,9 @@ class Birth:
                     raise ExpiredHistoryError(
                         f"the base of this session, commit {base[:12]}, was expired (`zarrlake "
                         f"expire`) before the session's first write stored its record; "
-                        f"start a new session on {self.record.branch!r}"
+                        f"start a new session on {self.record.branch!r}",
+                        base,
+                        when if when is not None else self.ctx.clock(),
                     )
                 self.version = version
         return self.version
