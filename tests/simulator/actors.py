@@ -162,6 +162,12 @@ class Writing:
         model_session.handles.append(self.h)
         actor.world.handles_of.setdefault(actor.process.pid, []).append(self.h)
 
+    def stored(self) -> None:
+        """After an operation returned: note whether the session's record is stored with its
+        base checked (txn/birth.py); from then on expire must keep that base."""
+        if not self.s._txn.unborn:
+            self.m.stored = True
+
     def write(self, key: str, value: bytes | None) -> None:
         """Write (or delete, `value` None) one key; the model learns what may now be staged."""
         a, model = self.actor, self.actor.model
@@ -178,6 +184,7 @@ class Writing:
         except ZarrLakeError:
             model.wrote(self.h, key, written, certain=False)
             return
+        self.stored()
         view = model.view(self.m, self.h, key)
         if value is None and view == {None}:
             return  # deleting what is not there stages nothing
@@ -240,6 +247,7 @@ class Writing:
         except ZarrLakeError:
             model.flush_failed(self.h)
             return False
+        self.stored()
         model.flush_ok(self.m, self.h, "flush")
         return True
 
@@ -346,6 +354,7 @@ def hand_over(a: Actor, w: Writing) -> bool:
             assert w.s.id == w.m.sid
     except ZarrLakeError:
         return False
+    w.m.stored = True
     return True
 
 
@@ -357,6 +366,7 @@ def join(a: Actor, m: SessionModel) -> Writing | None:
             s = repo.join_session(m.sid)
     except ZarrLakeError:
         return None
+    m.stored = True
     return Writing(a, s, m)
 
 

@@ -103,7 +103,7 @@ class Transaction:
             self.overlay.record_reads = self.writes.record_reads
             # The handle going away (a task returning, a worker dropping its copy) finishes
             # its writer; the write path holds no reference back to this handle.
-            weakref.finalize(self, writers.release_later, self.writes)
+            self.release = weakref.finalize(self, writers.release_later, self.writes)
 
     def _view_of(self, commit_id: str) -> SnapshotView:
         objects = self.ctx.objects
@@ -402,6 +402,7 @@ class Transaction:
         assert self.writes is not None and self.staging is not None
         self.writes.stop()
         self.writes.committed()
+        self.release.detach()  # its writer has nothing left to finish
         self.view = self._view_of(commit_id)
         self.overlay = Overlay(self.ctx.objects, self.view, None)
         self.cleanup = self.ctx.objects.pool.submit(self._drop_staged, self.staging)
