@@ -115,7 +115,9 @@ class RefusesSessionRecords(WrapperMetaStore):
 def with_meta(repo: zl.Repo, meta: MetaStore) -> zl.Repo:
     ctx = repo._context
     return zl.Repo(
-        RepoContext(repo.spec, repo.repo_id, ctx.object_store, meta, hash=ctx.hash, format=ctx.format)
+        RepoContext(
+            repo.spec, repo.repo_id, ctx.object_store, meta, hash=ctx.hash, format=ctx.format
+        )
     )
 
 

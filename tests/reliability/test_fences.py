@@ -30,7 +30,6 @@ from zarrlake._util import crashpoints, runtime
 from zarrlake.errors import ExpiredHistoryError, SessionClosedError, TransientError
 from zarrlake.metastore.sqlite import SqliteMetaStore
 from zarrlake.session_records import Status
-from zarrlake.vc.refs import Refs
 
 
 def _table(repo: zl.Repo, ref: str = "main") -> list[list[int]]:

@@ -36,7 +36,7 @@ class Birth:
     """Stores a session's record once, on first need (`ensure`); thread-safe (a background
     flush may be the first writer)."""
 
-    __slots__ = ("ctx", "record", "version", "_lock")
+    __slots__ = ("_lock", "ctx", "record", "version")
 
     def __init__(self, ctx: RepoContext, record: SessionRecord) -> None:
         self.ctx = ctx
@@ -97,5 +97,5 @@ class Unborn(WrapperMetaStore):
             self.birth.ensure()
             return run()
         if call.partition in self.own:
-            return (iter(()) if call.op == "scan" else None)  # type: ignore[return-value]
+            return iter(()) if call.op == "scan" else None  # type: ignore[return-value]
         return run()

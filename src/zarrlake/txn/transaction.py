@@ -23,7 +23,6 @@ from zarrlake.errors import (
     ConflictError,
     ConflictKind,
     ReadOnlySessionError,
-    ZarrLakeError,
 )
 from zarrlake.format.fragment import FragmentRecord
 from zarrlake.format.shard import shown, split_inner_key
