@@ -74,7 +74,7 @@ class Session:
     def __repr__(self) -> str:
         if self.read_only:
             return f"<Session read-only at {self.base_commit[:12]}>"
-        return f"<Session {self.id} on {self.branch!r} base {self.base_commit[:12]}>"
+        return f"<Session {self._txn.id} on {self.branch!r} base {self.base_commit[:12]}>"
 
     @property
     def _engine(self) -> SessionEngine:
@@ -90,8 +90,11 @@ class Session:
 
     @property
     def id(self) -> str | None:
-        """The session id (give it to `Repo.join_session` elsewhere); None when read-only."""
-        return self._txn.id
+        """The session id (give it to `Repo.join_session` elsewhere); None when read-only.
+
+        Reading it stores the session's record if it is not yet (a new session stores it
+        at its first write, hand-over or commit), so the id can be joined elsewhere."""
+        return self._txn.hand_over()
 
     @property
     def read_only(self) -> bool:
@@ -140,7 +143,7 @@ class Session:
         Read from the metastore; aborted: a committer outlived its lease and may still land,
         see Session.commit. A read-only view of a commit has the state "read-only".
         """
-        return self._txn.load()[0].status if self._txn.record else Status.READ_ONLY
+        return self._txn.state() if self._txn.record else Status.READ_ONLY
 
     status = deprecated_alias("state")
 
@@ -407,6 +410,12 @@ class SessionEngine:
     def context(self) -> RepoContext:
         """The repository connection the session runs on (`Repo.of(session)` wraps it)."""
         return self._txn.ctx
+
+    @property
+    def id(self) -> str | None:
+        """The session id, without storing a new session's record (`Session.id` stores
+        it, to hand the id over): for identity within this process."""
+        return self._txn.id
 
     @property
     def writer(self) -> bytes:

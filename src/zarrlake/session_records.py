@@ -34,8 +34,9 @@ Clock = Callable[[], float]
 """Seconds since the epoch (time.time); tests inject their own to move time."""
 
 PENDING = ""
-"""The base of a session record written before its branch's head was read (the session is
-being created): `expire` then keeps the branch's whole history (see Transaction.begin)."""
+"""The base of a session record written before its branch's head was read (releases before
+the record was stored lazily wrote one while the session was being created): `expire` then
+keeps the branch's whole history. Today's records name their base (see txn/birth.py)."""
 DEFAULT_EXPIRY = timedelta(hours=24)
 MAX_EXPIRY = timedelta(days=7)
 UPDATE_POLICY = RetryPolicy(attempts=100, base_delay=0.0005, max_delay=0.05)
@@ -407,7 +408,7 @@ class SessionRecords:
         with self._lock:
             self._later = [t for t in self._later if t.pid == os.getpid() and not t.done()]
 
-    def new(
+    def draft(
         self,
         branch: str,
         base: str,
@@ -415,13 +416,12 @@ class SessionRecords:
         author: str | None,
         expires_in: timedelta,
         isolation: str,
-    ) -> tuple[SessionRecord, int]:
-        """Store a new open session record; returns it with its version."""
-        self.settle()
+    ) -> SessionRecord:
+        """A new open session record, not stored yet (see `store`)."""
         level = check_isolation(isolation)
         check_expiry(expires_in)
         now = self.clock()
-        rec = SessionRecord(
+        return SessionRecord(
             id=secrets.token_hex(10),
             branch=branch,
             base=base,
@@ -431,7 +431,20 @@ class SessionRecords:
             author=author,
             isolation=str(level),
         )
-        return rec, self.meta.set_if(self.partition_of(rec.id), rec.id.encode(), rec.encode(), None)
+
+    def store(self, rec: SessionRecord) -> int:
+        """Store a new session record (none may exist under its id); returns its version.
+        Stored again after a failure whose write landed (a lost reply), it is found as it
+        was written and its version returned."""
+        self.settle()
+        value = rec.encode()
+        try:
+            return self.meta.set_if(self.partition_of(rec.id), rec.id.encode(), value, None)
+        except CASFailedError:
+            got = self._get(rec.id)
+            if got is not None and got[0] == value:
+                return got[1]
+            raise
 
     def forget(self, session_id: str) -> None:
         """Delete the record of a session whose creation failed (nobody knows its id)."""

@@ -108,6 +108,7 @@ def test_a_cooperative_flow_then_the_cli_copy(s3_repo, capsys):
     repo.commit("implicit")  # leaves no session open (issue 32)
     implicit.wait()
     assert repo.session.state == "open"  # the next implicit session, made on use
+    assert repo.session.id  # handed over: its record is stored (else it has none to move)
     expected = _state(repo)
     assert _cli(repo, sqlite, "metastore", "copy", "--to", "bucket", "--json") == 0
     report = json.loads(capsys.readouterr().out)

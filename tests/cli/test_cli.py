@@ -41,7 +41,8 @@ def repo_dir(tmp_path) -> Path:
     s = repo.create_session(message="second day", author="bob")
     zarr.open_array(s.store, path="weather/t2m")[10:20, 0:3] = -1
     s.commit("overwrite one chunk")
-    repo.create_session(message="pending work", author="carol")
+    # open, its id handed over (a session's record is stored at its first write or hand-over)
+    assert repo.create_session(message="pending work", author="carol").id
     return path
 
 

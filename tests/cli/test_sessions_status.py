@@ -17,7 +17,7 @@ def test_sessions_list_shows_each_status(tmp_path):
     path = tmp_path / "repo"
     repo = zl.Repo.create(path)
     records = repo._context.records
-    repo.create_session(message="open one")
+    assert repo.create_session(message="open one").id  # handed over: its record is stored
     committing = repo.create_session(message="being committed")
     aborted = repo.create_session(message="given up")
     done = repo.create_session(message="done")

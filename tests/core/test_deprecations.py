@@ -64,7 +64,8 @@ def test_renamed_and_positional_arguments_warn_and_work(repo):
     results = old(lambda: repo.run_checks("dev", "main", ["r"]), "base=..., names=...")
     assert [(r.name, r.passed) for r in results] == [("r", True)]
     assert old(lambda: repo.expire(timedelta(days=1), ["main"]), "branches=").commits_expired == 0
-    repo.create_session("dev")
+    # a session's record is stored at its first write or hand-over (reading its id)
+    assert repo.create_session("dev").id is not None
     assert old(lambda: repo.abandon_sessions(timedelta(0), "dev"), "branch=") != []
     pr = old(lambda: repo.create_pull_request("b", "main"), "target=")
     assert pr.target == "main"

@@ -35,6 +35,8 @@ def test_a_session_of_a_deleted_branch_cannot_commit_and_still_reads(repo):
 
 def test_session_times_are_timezone_aware_datetimes_everywhere(repo):
     s = repo.create_session(expires_in=timedelta(hours=3))
+    assert repo.list_sessions() == []  # stored at its first write, hand-over or commit
+    assert s.id is not None  # handing the id over stores it
     [info] = repo.list_sessions()
     for value in (info.created, info.expires_at, s.expires_at, repo.session_info(s.id).created):
         assert isinstance(value, datetime) and value.utcoffset() == timedelta(0)

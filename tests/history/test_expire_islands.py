@@ -57,6 +57,7 @@ def test_an_open_sessions_base_behind_an_expired_commit_is_expired_after_it_ends
     base = commit_chunks(repo, "main", {1: 1})
     repo.create_branch("dev", at=base)
     waiting = repo.create_session("dev")  # based on `base`, and kept open
+    assert waiting.id  # handed over: its record, naming `base`, is stored
     repo.reset_branch("dev", start)
     commit_chunks(repo, "main", {2: 2})  # expired: the commit above the base
     commit_chunks(repo, "main", {3: 3})

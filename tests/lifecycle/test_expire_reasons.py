@@ -27,6 +27,7 @@ def test_what_expire_keeps_it_explains(repo):
     repo.create_branch("dev", at=c[1])
     repo.create_tag("v1", at=c[2])
     s = repo.create_session()  # open: needs main's head down to its base
+    assert s.id  # handed over: its record is stored (at its first write or hand-over)
     report = repo.expire(timedelta(0), branches=["main"])
     root = repo.log()[-1].id  # (the initial commit)
     assert report.commits_expired == 0

@@ -81,9 +81,11 @@ def _one_chunk_commit(repo: zl.Repo, meta, blobs, release: threading.Event, i: i
 # where the session record's finish goes (FINISH).
 WRITE = {
     "M.get": 2,  # the branch head; the old metastore's moved marker (metastore copy's fence)
-    "M.set_if": 1,  # the new session record
-    "M.scan": 1,  # zarr opening the array: its zarr.json staged? (v2 keys: Overlay.peek)
+    "M.set_if": 1,  # the new session record, stored at the first write (txn/birth.py)
+    # (zarr opening the array asks whether its zarr.json is staged: no call while the
+    # session's record is not stored, as nobody else can have staged in it)
     "M.set_many": 2,  # the handle's unflushed-writes marker; the upload's record (for gc)
+    "O.exists": 1,  # the base's expiry marker, looked for after the record is stored
     "O.put_if_absent": 1,  # the chunk
 }
 COMMIT = {

@@ -27,10 +27,9 @@ from tests.reliability.test_recovery import (
     sessions_in_log,
 )
 from zarrlake._util import crashpoints, runtime
-from zarrlake.errors import SessionClosedError, TransientError
+from zarrlake.errors import ExpiredHistoryError, SessionClosedError, TransientError
 from zarrlake.metastore.sqlite import SqliteMetaStore
 from zarrlake.session_records import Status
-from zarrlake.vc.refs import Refs
 
 
 def _table(repo: zl.Repo, ref: str = "main") -> list[list[int]]:
@@ -143,46 +142,67 @@ def test_a_committer_whose_clock_runs_behind_is_not_aborted_by_a_gc(tmp_path):
     assert repo.session_info(sid).status == "committed"
 
 
-def test_a_session_created_across_a_commit_and_an_expire_keeps_its_base(tmp_path):
-    """Finding 5: session creation paused between reading its branch's head B and naming
-    it in its record, across a commit C and an expire: before the fix B was expired (no
-    session named it yet), and gc deleted its snapshot under the open session. Now the
-    record is written before the head is read, so expire keeps B."""
+def test_a_session_created_across_a_commit_and_an_expire_refuses_its_first_write(tmp_path):
+    """Finding 5, as issue 50's lazy session record changes it: create_session reads its
+    branch's head B and stores no record, so a commit C and an expire drop B (no record
+    names it). Before, gc then deleted B's snapshot under an open session whose record
+    named it, and every gc failed while it stayed open. Now the session's first write
+    stores its record, finds B's expiry marker after it and refuses (ExpiredHistoryError),
+    deleting the record: no record names an expired base, and gc runs clean."""
     location = str(tmp_path / "repo")
     repo, sid = make_repo(location)
     repo.join_session(sid).abandon()  # its base would keep B anyway
     s = repo.create_session()
     zarr.open_array(s.store, path="t")[0, 0] = 5
     b = s.commit("B")
+    session = zl.Repo.open(location).create_session()
+    assert session.base_commit == b
+    s = repo.create_session()
+    zarr.open_array(s.store, path="t")[1, 0] = 7
+    s.commit("C")
+    repo.expire(timedelta(0))
+    assert repo.expired_at(b) is not None
+    with pytest.raises(ExpiredHistoryError, match="start a new session") as refused:
+        zarr.open_array(session.store, path="t")[1, 1] = 9
+    assert refused.value.commit == b
+    assert repo.list_sessions() == []
+    repo.gc(timedelta(0))
+    s = repo.create_session()
+    zarr.open_array(s.store, path="t")[1, 1] = 9
+    s.commit("on the head")
+    assert _table(repo) == [[5, 0], [7, 9]]
+
+
+def test_a_session_whose_record_is_stored_keeps_its_base_across_a_commit_and_an_expire(
+    tmp_path,
+):
+    """The record is stored at the session's first write, naming its base B; an expire
+    after that (here: right after the store, before the write's expiry-marker check) keeps
+    B, and the session commits on it."""
+    location = str(tmp_path / "repo")
+    repo, sid = make_repo(location)
+    repo.join_session(sid).abandon()
+    s = repo.create_session()
+    zarr.open_array(s.store, path="t")[0, 0] = 5
+    b = s.commit("B")
     creator = zl.Repo.open(location)
-    held, release = threading.Event(), threading.Event()
-    require = Refs.require
+    session = creator.create_session()
+    other = repo.create_session()
+    zarr.open_array(other.store, path="t")[1, 0] = 7
+    other.commit("C")
+    records = creator._context.records
+    store = records.store
 
-    def paused(self, kind, name):
-        got = require(self, kind, name)
-        if threading.current_thread().name == "creator" and not held.is_set():
-            held.set()  # the head is read: B
-            release.wait(60)
-        return got
-
-    Refs.require = paused
-    try:
-        thread, outcome = _in_thread(lambda: creator.create_session(), name="creator")
-        assert held.wait(60)
-        s = repo.create_session()
-        zarr.open_array(s.store, path="t")[1, 0] = 7
-        s.commit("C")
+    def stored_then_expired(rec):
+        version = store(rec)
         repo.expire(timedelta(0))
-        release.set()
-        thread.join(60)
-    finally:
-        release.set()
-        Refs.require = require
-    (session,) = outcome
-    assert session.base_commit == b and repo.expired_at(b) is None
+        return version
+
+    records.store = stored_then_expired
+    zarr.open_array(session.store, path="t")[1, 1] = 9
+    assert repo.expired_at(b) is None and session.base_commit == b
     repo.gc(timedelta(0))
     assert zarr.open_array(session.store, path="t")[0, 0] == 5  # its base reads
-    zarr.open_array(session.store, path="t")[1, 1] = 9
     session.commit("on its base", on_conflict="ours")
     assert _table(repo) == [[5, 0], [7, 9]]
 

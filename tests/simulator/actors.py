@@ -162,6 +162,12 @@ class Writing:
         model_session.handles.append(self.h)
         actor.world.handles_of.setdefault(actor.process.pid, []).append(self.h)
 
+    def stored(self) -> None:
+        """After an operation returned: note whether the session's record is stored with its
+        base checked (txn/birth.py); from then on expire must keep that base."""
+        if not self.s._txn.unborn:
+            self.m.stored = True
+
     def write(self, key: str, value: bytes | None) -> None:
         """Write (or delete, `value` None) one key; the model learns what may now be staged."""
         a, model = self.actor, self.actor.model
@@ -178,6 +184,7 @@ class Writing:
         except ZarrLakeError:
             model.wrote(self.h, key, written, certain=False)
             return
+        self.stored()
         view = model.view(self.m, self.h, key)
         if value is None and view == {None}:
             return  # deleting what is not there stages nothing
@@ -240,6 +247,7 @@ class Writing:
         except ZarrLakeError:
             model.flush_failed(self.h)
             return False
+        self.stored()
         model.flush_ok(self.m, self.h, "flush")
         return True
 
@@ -332,9 +340,22 @@ def begin_session(a: Actor, branch: str) -> Writing | None:
             s = repo.create_session(branch, expires_in=expires, isolation=isolation)
     except ZarrLakeError:
         return None
-    a.note(f"session {s.id} at {s.base_commit[:12]}")
-    assert s.id is not None and s.branch is not None
-    return Writing(a, s, a.model.session(s.id, s.branch, s.base_commit))
+    sid = s._engine.id  # its record is stored at its first write, hand-over or commit
+    a.note(f"session {sid} at {s.base_commit[:12]}")
+    assert sid is not None and s.branch is not None
+    return Writing(a, s, a.model.session(sid, s.branch, s.base_commit))
+
+
+def hand_over(a: Actor, w: Writing) -> bool:
+    """The driver reads the session's id to give it to workers (storing its record);
+    False if that failed."""
+    try:
+        with a.op(f"hand over session {w.m.sid[:6]}"):
+            assert w.s.id == w.m.sid
+    except ZarrLakeError:
+        return False
+    w.m.stored = True
+    return True
 
 
 def join(a: Actor, m: SessionModel) -> Writing | None:
@@ -345,6 +366,7 @@ def join(a: Actor, m: SessionModel) -> Writing | None:
             s = repo.join_session(m.sid)
     except ZarrLakeError:
         return None
+    m.stored = True
     return Writing(a, s, m)
 
 
@@ -427,6 +449,9 @@ def cooperative(a: Actor) -> None:
     now and then two workers write one key."""
     w = begin_session(a, a.branch())
     if w is None:
+        return
+    if not hand_over(a, w):
+        w.abandon()
         return
     n = a.rng.randint(2, 3)
     workers = []

@@ -113,6 +113,11 @@ class SessionModel:
     handles: list[Handle] = field(default_factory=list)
     landed: str | None = None
     closed: bool = False
+    stored: bool = False
+    """Its record is known stored with its base checked (an operation that stores it
+    returned): its base is kept from then on. One stored later than an expire that
+    dropped its base refuses its first write (txn/birth.py), and may be left behind by a
+    crash between storing and checking: nothing of it can use that base."""
 
 
 @dataclass
@@ -764,6 +769,10 @@ class Model:
         store = self.obs.object_store
         hard = set(self.heads.values()) | set(self.tags.values())
         for rec in self.live_sessions(now):
+            sm = self.sessions.get(rec["id"])
+            dropped_first = store.exists(f"{EXPIRED_PREFIX}{rec['base']}")
+            if sm is not None and not sm.stored and dropped_first:
+                continue  # expired before its record was stored (txn/birth.py)
             if rec["base"] in self.commits:
                 hard.add(rec["base"])
                 head = self.heads.get(rec["branch"])

@@ -34,7 +34,7 @@ from tests.simulator.trace import Trace
 from zarrlake import connection
 from zarrlake._util import retry, runtime
 from zarrlake.connection import FlushPolicy, RepoContext, RepoSpec, Settings, create_context
-from zarrlake.errors import TransientError
+from zarrlake.errors import SessionNotFoundError, TransientError
 from zarrlake.format import fragment
 from zarrlake.format.chunk_ref import chunk_object_key
 from zarrlake.format.digest import digest
@@ -550,7 +550,16 @@ class World:
         self.sched.now += 10_000.0 + max(0.0, self.latest() - self.sched.now)  # past every lease
         for sm in model.sessions.values():
             model.counts["session records checked"] += 1
-            rec, _ = load(self.obs, sm.sid)
+            try:
+                rec, _ = load(self.obs, sm.sid)
+            except SessionNotFoundError:  # never stored: it staged, handed over, landed nothing
+                staged = self.obs.stage_partition(sm.sid)
+                if sm.landed is not None or any(True for _ in self.obs.meta.scan(staged)):
+                    raise Violation(
+                        f"session {sm.sid} has no record, but it landed or staged records"
+                    ) from None
+                model.counts["sessions that never stored a record"] += 1
+                continue
             if rec.status == "committed" and rec.commit != sm.landed:
                 raise Violation(
                     f"session {sm.sid} is recorded as committed as {rec.commit}, but the "

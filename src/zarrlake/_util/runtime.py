@@ -77,7 +77,8 @@ class _Timers:
                     target=self._run, name="zarrlake-timers", daemon=True
                 )
                 self.thread.start()
-            self.cond.notify()
+            if self.heap[0][2] is timer:  # else the thread wakes for an earlier one first
+                self.cond.notify()
         return timer
 
     def _run(self) -> None:

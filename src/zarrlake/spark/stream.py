@@ -62,7 +62,10 @@ class ZarrLakeStreamWriter(DataSourceStreamArrowWriter):
         """Make sure the next micro-batch has a session to write into (driver only)."""
         repo = self._repo()
         if self._pending(repo) is None:
-            repo.create_session(self.branch, message=self.tag)
+            session = repo.create_session(self.branch, message=self.tag)
+            # handed over to the executors, which find it by its message: reading its id
+            # stores its record now (a new session stores it at its first write or hand-over)
+            _ = session.id
 
     # executors --------------------------------------------------------------------------
 

@@ -23,7 +23,6 @@ from zarrlake.errors import (
     ConflictError,
     ConflictKind,
     ReadOnlySessionError,
-    ZarrLakeError,
 )
 from zarrlake.format.fragment import FragmentRecord
 from zarrlake.format.shard import shown, split_inner_key
@@ -31,6 +30,7 @@ from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.session_records import PENDING, SessionRecord, Status, check_expiry
 from zarrlake.txn import commit as committing
 from zarrlake.txn import moves, refusals, writers
+from zarrlake.txn.birth import Birth, Unborn
 from zarrlake.txn.fragments import StagedFragments
 from zarrlake.txn.overlay import Overlay
 from zarrlake.txn.staging import Staging, counts
@@ -52,7 +52,9 @@ class Transaction:
         record: SessionRecord | None,
         base: str,
         version: int | None = None,
+        birth: bool = False,
     ) -> None:
+        """`birth`: `record` is a new session's, not stored yet (see txn/birth.py)."""
         self.ctx = ctx
         self.record = record
         self.version = version  # of `record` as last read or written here (None: unknown)
@@ -65,13 +67,13 @@ class Transaction:
         self.within = 0  # `with session:` blocks this handle is in (they finish it instead)
         self.cleanup: Future[None] | None = None  # dropping the staged records after commit
         self.writer = secrets.token_bytes(8)
-        self.staging = (
-            Staging(
-                ctx.meta, ctx.stage_partition(record.id), self.writer, _OpenCheck(ctx, record.id)
-            )
-            if record
-            else None
-        )
+        self.birth = Birth(ctx, record) if birth and record is not None else None
+        self.staging = None
+        if record is not None:
+            partition = ctx.stage_partition(record.id)
+            meta = ctx.meta if self.birth is None else Unborn(ctx.meta, self.birth, partition)
+            check = _OpenCheck(ctx, record.id, self.birth)
+            self.staging = Staging(meta, partition, self.writer, check)
         self.fragments = StagedFragments(ctx.objects)
         self.view = self._view_of(base)
         serializable = record is not None and record.isolation == "serializable"
@@ -83,7 +85,7 @@ class Transaction:
                 self.staging,
                 self.fragments,
                 self.overlay,
-                _OpenCheck(ctx, record.id) if record else lambda: None,
+                self.staging.check_open or (lambda: None),
                 self.inline_max,
                 ctx.together,
                 ctx.clock,
@@ -100,7 +102,7 @@ class Transaction:
             self.overlay.record_reads = self.writes.record_reads
             # The handle going away (a task returning, a worker dropping its copy) finishes
             # its writer; the write path holds no reference back to this handle.
-            weakref.finalize(self, writers.release_later, self.writes)
+            self.release = weakref.finalize(self, writers.release_later, self.writes)
 
     def _view_of(self, commit_id: str) -> SnapshotView:
         objects = self.ctx.objects
@@ -120,23 +122,13 @@ class Transaction:
         expires_in: timedelta,
         isolation: str,
     ) -> Transaction:
-        """A new session on `branch`, based on its current head. The record is written
-        first, naming the head this process saw last (or none yet, PENDING), and the head
-        is read after it: from the moment the head is read, an open record on the branch
-        protects it from `expire` (`lifecycle.expire.protected`)."""
-        rec, version = ctx.records.new(
-            branch, ctx.refs.seen(branch) or PENDING, message, author, expires_in, isolation
-        )
+        """A new session on `branch`, based on its current head. Its record is stored
+        when first needed (txn/birth.py): its first write, hand-over or commit."""
+        rec = ctx.records.draft(branch, PENDING, message, author, expires_in, isolation)
         head, moved = ctx.together(lambda: ctx.refs.require(BRANCH, branch), ctx.refs.check_moved)
-        if isinstance(head, Exception) or isinstance(moved, Exception):
-            with contextlib.suppress(ZarrLakeError):
-                ctx.records.forget(rec.id)
-            raise_first([head, moved])
+        raise_first([head, moved])
         base = cast(tuple[str, int], head)[0]
-        if base != rec.base:
-            rec = replace(rec, base=base)
-            version = ctx.records.swap(rec, version)
-        txn = cls(ctx, rec, base, version)
+        txn = cls(ctx, replace(rec, base=base), base, birth=True)
         txn.created = True
         return txn
 
@@ -163,8 +155,9 @@ class Transaction:
 
     def __reduce__(self) -> tuple[object, ...]:
         """A handle pickles after finishing its writer (sending a session to or back from a
-        worker makes what it wrote durable and counted)."""
+        worker makes what it wrote durable and counted) and storing its record."""
         self.finish()
+        self.born()
         return (Transaction.reopen, (self.ctx.spec, self.id, self.base))
 
     # state ------------------------------------------------------------------------------
@@ -173,6 +166,30 @@ class Transaction:
     def id(self) -> str | None:
         """The session id, or None for a read-only handle."""
         return self.record.id if self.record else None
+
+    def hand_over(self) -> str | None:
+        """The session id, to give to another handle: its record is stored first."""
+        self.born()
+        return self.id
+
+    @property
+    def unborn(self) -> bool:
+        """Whether this new session's record is not stored yet (see txn/birth.py)."""
+        return self.birth is not None and not self.birth.born
+
+    def born(self) -> None:
+        """Store this new session's record if it is not yet (see txn/birth.py)."""
+        if self.birth is not None:
+            self.birth.ensure()
+
+    def state(self) -> str:
+        """The session's state: read from the metastore once its record is stored."""
+        assert self.record is not None
+        if self.unborn:
+            rec = self.record
+            late = rec.status == Status.OPEN and self.ctx.clock() > rec.expires_at
+            return Status.EXPIRED if late else rec.status
+        return self.load()[0].status
 
     @property
     def inline_max(self) -> int:
@@ -188,6 +205,8 @@ class Transaction:
     def current(self) -> tuple[SessionRecord, int]:
         """The record as this handle last saw it, read only if it never did: a
         compare-and-swap against it fails if it changed since."""
+        if self.version is None and self.birth is not None and self.birth.born:
+            self.version = self.birth.version  # stored as this handle holds it
         if self.record is None or self.version is None:
             return self.load()
         return self.record, self.version
@@ -203,6 +222,10 @@ class Transaction:
 
     def check_open(self) -> None:
         """Raise unless the session still accepts writes."""
+        if self.unborn:
+            assert self.record is not None
+            self.record.check_writable(self.ctx.clock())
+            return
         self.check_writable(*self.load())
 
     def finish(self) -> None:
@@ -370,6 +393,7 @@ class Transaction:
             policy = writers.Unfinished.INCLUDE
         self.unfinished = policy
         self.allow_empty = allow_empty
+        self.born()
         commit_id = committing.commit(self, message, on_conflict, metadata, unflushed)
         # From now on this handle reads the commit it made; its staged records are dead
         # (the session refuses writes), so dropping them need not delay the caller.
@@ -377,6 +401,7 @@ class Transaction:
         assert self.writes is not None and self.staging is not None
         self.writes.stop()
         self.writes.committed()
+        self.release.detach()  # its writer has nothing left to finish
         self.view = self._view_of(commit_id)
         self.overlay = Overlay(self.ctx.objects, self.view, None)
         self.cleanup = self.ctx.objects.pool.submit(self._drop_staged, self.staging)
@@ -392,8 +417,12 @@ class Transaction:
     def abandon(self) -> None:
         """Stop background flushing and abandon the session (its staged writes are dropped)."""
         self.writes_or_raise()
-        assert self.writes is not None
+        assert self.writes is not None and self.record is not None
         self.writes.stop()
+        if self.unborn:  # nothing stored: nothing to drop
+            assert self.birth is not None
+            self.record = self.birth.record = replace(self.record, status=Status.ABANDONED)
+            return
         committing.abandon(self)
 
     def update_expiration(self, expires_in: timedelta) -> None:
@@ -406,6 +435,10 @@ class Transaction:
             return replace(rec, expires_at=self.ctx.clock() + expires_in.total_seconds())
 
         assert self.record is not None
+        if self.unborn:  # the record is stored with it
+            assert self.birth is not None
+            self.record = self.birth.record = change(self.record)
+            return
         self.record, self.version = self.ctx.records.update(self.record.id, change)
 
 
@@ -413,12 +446,15 @@ class _OpenCheck:
     """`Transaction.check_open` for the write path, holding no reference to the handle (so
     the handle can be collected, and its writer finished, while the write path lives on)."""
 
-    __slots__ = ("ctx", "session_id")
+    __slots__ = ("birth", "ctx", "session_id")
 
-    def __init__(self, ctx: RepoContext, session_id: str) -> None:
-        self.ctx, self.session_id = ctx, session_id
+    def __init__(self, ctx: RepoContext, session_id: str, birth: Birth | None = None) -> None:
+        self.ctx, self.session_id, self.birth = ctx, session_id, birth
 
     def __call__(self) -> None:
+        if self.birth is not None and not self.birth.born:
+            self.birth.record.check_writable(self.ctx.clock())
+            return
         rec, version = committing.load(self.ctx, self.session_id)
         if rec.status == Status.OPEN and self.ctx.clock() > rec.expires_at:
             with contextlib.suppress(CASFailedError):

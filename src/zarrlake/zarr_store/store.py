@@ -50,6 +50,10 @@ class StoreEngine(Protocol):
     engine that can say a read is cheaper on the calling thread also has `read_here`."""
 
     @property
+    def id(self) -> str | None:
+        """The session id, without storing a new session's record (None: read-only)."""
+
+    @property
     def inline_max(self) -> int:
         """Chunks up to this many bytes are staged inline."""
 
@@ -250,13 +254,13 @@ class SessionStore(Store):
         return (
             isinstance(other, SessionStore)
             and self.session.spec == other.session.spec
-            and self.session.id == other.session.id
+            and self.session._engine.id == other.session._engine.id
             and self.session.base_commit == other.session.base_commit
             and self.read_only == other.read_only
         )
 
     def __hash__(self) -> int:
-        return hash((self.session.id, self.session.base_commit, self.read_only))
+        return hash((self.session._engine.id, self.session.base_commit, self.read_only))
 
     def __repr__(self) -> str:
         return f"SessionStore({self.session!r}, read_only={self.read_only})"
