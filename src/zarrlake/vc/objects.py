@@ -9,7 +9,6 @@ content hash, format/digest.py) before they are returned.
 from __future__ import annotations
 
 import json
-import secrets
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
@@ -363,6 +362,8 @@ class Objects:
         """Store bytes a purge removed, written again: under a key of their own (a one-entry
         pack), never at the retired address, so versions from before the purge stay
         purged and this one reads normally."""
+        import secrets
+
         location = f"packs/{secrets.token_hex(20)}"
         if record is not None:
             record(location, len(data))  # the collector knows of it before it exists
