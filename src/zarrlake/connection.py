@@ -35,7 +35,6 @@ from zarrlake.metastore.choice import BUCKET, choose, default_for, kind_of, open
 from zarrlake.metastore.retrying import RetryingMetaStore
 from zarrlake.storage.base import ObjectStore
 from zarrlake.storage.retrying import RetryingObjectStore
-from zarrlake.storage.sources import SourceReader
 from zarrlake.vc.objects import Objects
 from zarrlake.vc.refs import BRANCH, Refs
 
@@ -253,11 +252,10 @@ class RepoContext:
     def __post_init__(self) -> None:
         if self.clock is None:
             self.clock = self.meta.clock
-        sources = SourceReader(dict(self.spec.storage_options))  # virtual chunks on S3
         self.objects = Objects(
             self.object_store,
             self.hash,
-            sources=sources,
+            source_options=dict(self.spec.storage_options),  # virtual chunks on S3
             read_concurrency=self.settings.read_concurrency,
             coalesce_gap=self.settings.read_coalesce_gap,
         )
