@@ -51,23 +51,24 @@ def plain_value(annotation: Any, info: Any, value: Any) -> Any:
     return UNSURE
 
 
-try:
-    from typer._coercion import RuntimeParam, build_runtime_param
-except ImportError:  # a typer that converts values without pydantic: nothing to do
-    RuntimeParam = None
-
-
 def convert_plainly(param: Any) -> None:
     """Make `param` convert plain values here, and others through typer's own conversion,
     built when first needed."""
     described = getattr(param, "type_descriptor", None)
-    if RuntimeParam is not None and described is not None and described.file_annotation is None:
-        param._runtime_param = _Plain(described.parameter_info, described.annotation)
+    if _PLAIN is not None and described is not None and described.file_annotation is None:
+        param._runtime_param = _PLAIN(described.parameter_info, described.annotation)
 
 
-if RuntimeParam is not None:
+_PLAIN: Any = None
+"""typer's conversion done here for plain values (None for a typer without pydantic)."""
 
-    class _Plain(RuntimeParam):  # type: ignore[misc,valid-type]
+try:
+    from typer._coercion import RuntimeParam, build_runtime_param
+except ImportError:  # a typer that converts values without pydantic: nothing to do
+    pass
+else:
+
+    class _Plain(RuntimeParam):
         """typer's conversion of one parameter, done here where the value is plain."""
 
         def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
@@ -76,3 +77,5 @@ if RuntimeParam is not None:
                 return plain
             param._runtime_param = typer_own = build_runtime_param(param.type_descriptor)
             return typer_own._coerce_value(value, param=param, ctx=ctx)
+
+    _PLAIN = _Plain
