@@ -273,7 +273,7 @@ class RepoContext:
         self.handles: weakref.WeakSet[Any] = weakref.WeakSet()
         """The write paths of the session handles opened on this context (txn/writes.py):
         `Repo.close` finishes them."""
-        self._making = threading.Lock()
+        self._making = threading.RLock()
 
     def _part(self, name: str, make: Callable[[], Any]) -> Any:
         """The part `name` of the context, made (and its module imported) at its first use,
