@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zarrlake import storage as storages
 from zarrlake._util import runtime
@@ -33,14 +33,15 @@ from zarrlake.format.digest import DEFAULT, LEGACY, Hash, parse
 from zarrlake.metastore.base import MetaStore
 from zarrlake.metastore.choice import BUCKET, choose, default_for, kind_of, open_for
 from zarrlake.metastore.retrying import RetryingMetaStore
-from zarrlake.session_records import SHARDS, Clock, SessionRecords
 from zarrlake.storage.base import ObjectStore
 from zarrlake.storage.retrying import RetryingObjectStore
-from zarrlake.storage.sources import SourceReader
-from zarrlake.vc.gc_protocol import WriteGuard, register_dropped
 from zarrlake.vc.objects import Objects
-from zarrlake.vc.purges import PurgeIndex, PurgeRecords
 from zarrlake.vc.refs import BRANCH, Refs
+
+if TYPE_CHECKING:
+    from zarrlake.session_records import Clock, SessionRecords
+    from zarrlake.vc.gc_protocol import WriteGuard
+    from zarrlake.vc.purges import PurgeIndex
 
 CONFIG_KEY = "zarrlake.json"
 FORMAT = 3
@@ -251,36 +252,82 @@ class RepoContext:
     def __post_init__(self) -> None:
         if self.clock is None:
             self.clock = self.meta.clock
-        sources = SourceReader(dict(self.spec.storage_options))  # virtual chunks on S3
         self.objects = Objects(
             self.object_store,
             self.hash,
-            sources=sources,
+            source_options=dict(self.spec.storage_options),  # virtual chunks on S3
             read_concurrency=self.settings.read_concurrency,
             coalesce_gap=self.settings.read_coalesce_gap,
         )
         self.refs = Refs(
             self.meta,
             self.partition("refs"),
-            on_drop=lambda cid: register_dropped(self, cid),
+            on_drop=self._dropped,
             snapshots=self.objects if self.format >= 2 else None,
             empty_hint=f"the metastore {self.spec.metastore} holds no refs for the repository "
             f"at {self.spec.location} (wrong metastore?)",
         )
-        self.records = SessionRecords(
-            self.meta,
-            self.partition("sessions"),
-            lambda: self.clock(),
-            shards=self.session_shards,
-            together=self.together,
-        )
-        self.write_guard = WriteGuard(self)  # shared, so sessions reuse its last phase read
-        self.purges = PurgeIndex(PurgeRecords(self.meta, self.refs.partition))
-        self.objects.purged = self.purges.lookup  # read errors name the purge, if any
-        self.objects.purges_exist = self.purges.exist
+        # read errors name the purge, if any
+        self.objects.purged = lambda digest: self.purges.lookup(digest)
+        self.objects.purges_exist = lambda epoch: self.purges.exist(epoch)
         self.handles: weakref.WeakSet[Any] = weakref.WeakSet()
         """The write paths of the session handles opened on this context (txn/writes.py):
         `Repo.close` finishes them."""
+        self._making = threading.RLock()
+
+    def _part(self, name: str, make: Callable[[], Any]) -> Any:
+        """The part `name` of the context, made (and its module imported) at its first use,
+        once: opening a repository to read it needs no session records, gc guard or purge
+        index."""
+        with self._making:
+            if name not in self.__dict__:
+                self.__dict__[name] = make()
+        return self.__dict__[name]
+
+    @property
+    def records(self) -> SessionRecords:
+        """The session records (made at first use)."""
+
+        def make() -> SessionRecords:
+            from zarrlake.session_records import SessionRecords
+
+            return SessionRecords(
+                self.meta,
+                self.partition("sessions"),
+                lambda: self.clock(),
+                shards=self.session_shards,
+                together=self.together,
+            )
+
+        return self._part("_records", make)
+
+    @property
+    def write_guard(self) -> WriteGuard:
+        """The gc guard of uploads, shared so that sessions reuse its last phase read."""
+
+        def make() -> WriteGuard:
+            from zarrlake.vc.gc_protocol import WriteGuard
+
+            return WriteGuard(self)
+
+        return self._part("_write_guard", make)
+
+    @property
+    def purges(self) -> PurgeIndex:
+        """Which purge removed a digest's bytes (made at first use)."""
+
+        def make() -> PurgeIndex:
+            from zarrlake.vc.purges import PurgeIndex, PurgeRecords
+
+            return PurgeIndex(PurgeRecords(self.meta, self.refs.partition))
+
+        return self._part("_purges", make)
+
+    def _dropped(self, commit_id: str) -> None:
+        """A ref no longer points at `commit_id`: a gc candidate (`register_dropped`)."""
+        from zarrlake.vc.gc_protocol import register_dropped
+
+        register_dropped(self, commit_id)
 
     def together(self, *calls: Callable[[], object]) -> list[object]:
         """Run independent metastore calls and return each one's result or the exception it
@@ -302,7 +349,9 @@ class RepoContext:
     def close(self) -> None:
         """Close the object cache's pool, the object store and the metastore (after the
         record writes left in the background)."""
-        self.records.settle()
+        records = self.__dict__.get("_records")
+        if records is not None:
+            records.settle()
         self.objects.close()
         self.object_store.close()
         self.meta.close()
@@ -402,6 +451,7 @@ def create_context(
     from zarrlake.format.changes import ChangeSet
     from zarrlake.format.commit import CommitRecord
     from zarrlake.format.snapshot import SnapshotRoot
+    from zarrlake.session_records import SHARDS
 
     algo = parse(content_hash)
     if spec.is_local and Path(spec.location).is_file():

@@ -28,9 +28,7 @@ from zarrlake.errors import (
     NotFoundError,
 )
 from zarrlake.format.digest import parse
-from zarrlake.session_records import DEFAULT_EXPIRY, SessionInfo
 from zarrlake.vc.commit_info import Commit
-from zarrlake.vc.protection import Protection
 from zarrlake.vc.refs import BRANCH, TAG
 
 if TYPE_CHECKING:
@@ -46,6 +44,7 @@ if TYPE_CHECKING:
     from zarrlake.lifecycle.gc import GcReport
     from zarrlake.pulls import PullRequest
     from zarrlake.session import Session
+    from zarrlake.session_records import SessionInfo
     from zarrlake.txn.writers import WriterInfo
     from zarrlake.vc.backfill import BackfillReport
     from zarrlake.vc.checks.kinds import Check
@@ -55,13 +54,20 @@ if TYPE_CHECKING:
     from zarrlake.vc.fsck import ExpiredHistory, Problem
     from zarrlake.vc.merge import History
     from zarrlake.vc.policies import ConflictPolicy, FastForward, IsolationLevel
+    from zarrlake.vc.protection import Protection
     from zarrlake.vc.purges import PurgeRecord
     from zarrlake.vc.stats import RepoStats
     from zarrlake.zarr_store import SessionStore
 
 __all__ = ["Commit", "Repo", "RepoSpec", "RepoStats", "SessionInfo"]
 
-__getattr__ = lazy_exports(__name__, {"RepoStats": "zarrlake.vc.stats"})
+__getattr__ = lazy_exports(
+    __name__, {"RepoStats": "zarrlake.vc.stats", "SessionInfo": "zarrlake.session_records"}
+)
+
+SESSION_EXPIRY = timedelta(hours=24)
+"""How long a session lives unless told (`session_records.DEFAULT_EXPIRY`, named here so
+that opening a repository does not import the session records; a test holds them equal)."""
 
 _OnRead = Callable[[str, int], None] | None
 """Called with (key, size) for every object fsck reads."""
@@ -101,6 +107,12 @@ class Repo:
     def of(cls, session: Session) -> Repo:
         """The repository `session` belongs to (sharing its connection)."""
         return cls(session._engine.context)
+
+    def _protection(self) -> Protection:
+        """The branch protection rules (their module loads with the first use)."""
+        from zarrlake.vc.protection import Protection
+
+        return Protection(self._ctx.meta, self._ctx.refs.partition)
 
     @property
     def spec(self) -> RepoSpec:
@@ -610,7 +622,7 @@ class Repo:
         if not isinstance(array, str):
             raise InvalidInputError(f"array must be an array path, not {array!r}")
         check_ref_name(branch, "branch")
-        Protection(self._ctx.meta, self._ctx.refs.partition).check_direct_commit(branch)
+        self._protection().check_direct_commit(branch)
         path = array.strip("/")
         with needs_branch(self._ctx.refs, self._ctx.objects, branch, "session"):
             return backfill(
@@ -630,7 +642,7 @@ class Repo:
         *,
         message: str | None = None,
         author: str | None = None,
-        expires_in: timedelta = DEFAULT_EXPIRY,
+        expires_in: timedelta = SESSION_EXPIRY,
         isolation: IsolationLevel = "snapshot",
     ) -> Session:
         """Start a transaction on `branch`, based on its current head.
@@ -889,7 +901,7 @@ class Repo:
         from zarrlake.vc.not_a_branch import needs_branch
 
         check_ref_name(target, "branch")
-        Protection(self._ctx.meta, self._ctx.refs.partition).check_merge(target)
+        self._protection().check_merge(target)
         src = self.resolve(source)
         text = message if message is not None else f"Merge {source} into {target}"
         with (
@@ -958,7 +970,7 @@ class Repo:
         from zarrlake.vc.not_a_branch import needs_branch
 
         check_ref_name(branch, "branch")
-        Protection(self._ctx.meta, self._ctx.refs.partition).check_merge(branch, "reset")
+        self._protection().check_merge(branch, "reset")
         want = self.resolve(expected) if expected is not None else None
         target = self.resolve(to)
         with (
@@ -1036,7 +1048,7 @@ class Repo:
         if message is not None and not isinstance(message, str):
             raise InvalidInputError(f"message must be a string, not {message!r}")
         ctx = self._ctx
-        Protection(ctx.meta, ctx.refs.partition).check_squash(branch)
+        self._protection().check_squash(branch)
         kept = self.resolve(since)
         with needs_branch(ctx.refs, ctx.objects, branch, "squash"):
             head, version = ctx.refs.require(BRANCH, branch)
@@ -1096,7 +1108,7 @@ class Repo:
         request's merge lands there. `required_approvals` is how many approvals a pull request
         into them needs; `dismiss_stale_approvals` makes approvals given before the source
         branch last moved stop counting."""
-        Protection(self._ctx.meta, self._ctx.refs.partition).protect(
+        self._protection().protect(
             name_or_glob,
             allow_direct_commits=allow_direct_commits,
             allow_delete=allow_delete,
@@ -1108,7 +1120,7 @@ class Repo:
 
     def unprotect_branch(self, name_or_glob: str) -> None:
         """Remove the protection rule for `name_or_glob`; NotFoundError if there is none."""
-        Protection(self._ctx.meta, self._ctx.refs.partition).unprotect(name_or_glob)
+        self._protection().unprotect(name_or_glob)
 
     def list_protected_branches(self) -> dict[str, dict[str, bool | int]]:
         """The protection rules, by pattern.
@@ -1117,7 +1129,7 @@ class Repo:
         required_approvals, dismiss_stale_approvals and allow_squash where a rule sets them.
         """
         out: dict[str, dict[str, bool | int]] = {}
-        for r in Protection(self._ctx.meta, self._ctx.refs.partition).rules():
+        for r in self._protection().rules():
             out[r.pattern] = {k: v for k, v in r.to_json().items() if k != "pattern"}
         return out
 

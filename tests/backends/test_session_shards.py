@@ -14,6 +14,7 @@ import pytest
 
 import zarrlake as zl
 import zarrlake.connection as connection
+import zarrlake.session_records as session_records
 from tests.helpers.lifecycle import chunk
 from zarrlake.errors import InvalidInputError, NotFoundError, ZarrLakeError
 from zarrlake.metastore.bucket.format import Names
@@ -98,7 +99,7 @@ def test_writing_one_sessions_record_leaves_the_other_shards_alone(bucket_repo) 
 def test_a_bucket_repository_of_the_older_layout_keeps_it(s3_location, monkeypatch) -> None:
     location, options = s3_location
     with monkeypatch.context() as m:  # created as zarrlake before format 3 did
-        m.setattr(connection, "SHARDS", 1)
+        m.setattr(session_records, "SHARDS", 1)  # (read where a repository is created)
         old = zl.Repo.create(location, storage_options=options)
         first = old.create_session()
         first.write("a/c/0", chunk(1))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+from pathlib import Path
 
 import zarrlake as zl
 from tests.helpers.cli_process import PROBE
@@ -53,3 +54,35 @@ def test_a_command_builds_only_its_own_part_of_the_command_tree():
     assert _tree_for(["--help"]) is None and _tree_for([]) is None
     assert _tree_for(["nosuch"]) == "nosuch"
     assert set(build_command("nosuch").commands) == set(everything.commands)  # its error
+
+
+def test_log_imports_neither_pydantic_nor_rich_nor_other_commands(tmp_path):
+    """`log` off a terminal: its values converted without pydantic (cli/coerce.py), its
+    table printed without rich (cli/plain.py), only its own command module imported."""
+    zl.Repo.create(tmp_path / "r").close()
+    out, modules = imported("-r", str(tmp_path / "r"), "log", "--limit", "1")
+    assert out.splitlines()[0].split() == ["commit", "time", "author", "message"]
+    assert out.splitlines()[1].split()[-2:] == ["Repository", "initialized"]
+    assert not {"pydantic", "rich"} & modules, sorted({"pydantic", "rich"} & modules)
+    commands = {m for m in modules if m.startswith("zarrlake.cli.")}
+    shared = {"context", "redact", "coerce", "plain"}
+    assert commands == {"zarrlake.cli.history"} | {f"zarrlake.cli.{m}" for m in shared}
+
+
+def test_each_command_is_looked_up_in_the_module_that_adds_it():
+    """`COMMANDS` names, in order, the modules that add commands and what each adds."""
+    import typer
+
+    from zarrlake.cli import COMMANDS, _registered
+
+    for module, names in COMMANDS.items():
+        added = _registered(module)
+        found = [
+            c.name or typer.main.get_command_name(c.callback.__name__)
+            for c in added.registered_commands
+        ]
+        found += [g.name for g in added.registered_groups]
+        assert sorted(found) == sorted(names), module
+    cli = Path(zl.__file__).parent / "cli"
+    adding = {p.stem for p in cli.glob("*.py") if "\ndef register(" in p.read_text()}
+    assert adding == set(COMMANDS)

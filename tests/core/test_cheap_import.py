@@ -35,8 +35,16 @@ FORBIDDEN = {
     "importlib.metadata",
     "email",
     "zipfile",
+    "hashlib",  # (a BLAKE3 repository: SHA-256 only for those that use it)
+    "secrets",
+    "glob",
     # zarrlake machinery that loads with its first use
     "zarrlake.session",
+    "zarrlake.session_records",
+    "zarrlake.vc.gc_protocol",
+    "zarrlake.vc.sweep_fence",
+    "zarrlake.vc.purges",
+    "zarrlake.vc.protection",
     "zarrlake.txn.transaction",
     "zarrlake.txn.commit",
     "zarrlake.txn.staging",
@@ -46,6 +54,10 @@ FORBIDDEN = {
     "zarrlake.format.snapshot",
     "zarrlake.format.columns",
     "zarrlake.format.statistics",
+    "zarrlake.format.shard",
+    "zarrlake.format.blocks",
+    "zarrlake.vc.ranges",
+    "zarrlake.storage.sources",
     "zarrlake.vc.statistics",
     "zarrlake.query",
     "zarrlake.vc.diff",
@@ -92,3 +104,16 @@ def test_the_lazy_names_still_resolve_from_the_package_and_the_repo_module() -> 
     )
     out, _ = modules_after(code)
     assert out == "True True True\n"
+
+
+def test_the_default_session_expiry_is_the_session_records_one() -> None:
+    """`Repo.create_session`'s default is written in repo.py (opening imports no session
+    records): it is the records' default."""
+    import inspect
+
+    from zarrlake.repo import SESSION_EXPIRY, Repo
+    from zarrlake.session_records import DEFAULT_EXPIRY
+
+    assert SESSION_EXPIRY == DEFAULT_EXPIRY
+    default = inspect.signature(Repo.create_session).parameters["expires_in"].default
+    assert default == DEFAULT_EXPIRY

@@ -6,13 +6,14 @@ command line does not parse), 1 for an operation refused or failed (a zarrlake e
 operating system's) and for an internal error (any other exception: a bug, said so, with
 the hint to rerun with --debug); --debug (or ZARRLAKE_DEBUG=1) shows the traceback
 instead. Modules here import only typer at the top; rich loads when a command draws, the
-engine (zarr, numpy, backends) when a command needs it, and only the command run is built
-(`build_command`).
+engine (zarr, numpy, backends) when a command needs it, and only the command run is
+imported and built (`build_command`, `COMMANDS`).
 """
 
 from __future__ import annotations
 
 import copy
+import importlib
 import os
 import sys
 from functools import cache
@@ -21,22 +22,7 @@ from typing import Annotated, Any
 
 import typer
 
-from zarrlake.cli import (
-    admin,
-    branches,
-    checks,
-    copies,
-    data,
-    history,
-    lifecycle,
-    metastore,
-    pulls,
-    purge,
-    sessions,
-    stats,
-    ui,
-    virtual,
-)
+from zarrlake.cli.coerce import convert_plainly
 from zarrlake.cli.context import PANELS, Options, env_flag, error_line, parse_storage_option
 from zarrlake.cli.redact import install_logging, is_secret_option, redact
 
@@ -55,7 +41,7 @@ class _InPanels(typer.core.TyperGroup):
         return sorted(shown, key=panel)
 
 
-app = typer.Typer(
+_root = typer.Typer(
     cls=_InPanels,
     name="zarrlake",
     help=(
@@ -78,7 +64,7 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
+@_root.callback()
 def _global(
     ctx: typer.Context,
     repo: Annotated[
@@ -141,20 +127,79 @@ def _global(
     ctx.obj = Options(repo=repo, metastore=metastore, storage_options=opts, debug=debug)
 
 
-admin.register(app)
-history.register(app)
-branches.register(app)
-data.register(app)
-sessions.register(app)
-lifecycle.register(app)
-metastore.register(app)
-ui.register(app)
-virtual.register(app)
-stats.register(app)
-checks.register(app)
-pulls.register(app)
-copies.register(app)
-purge.register(app)
+COMMANDS = {
+    "admin": ("init", "fsck", "demo"),
+    "history": (
+        "log",
+        "show",
+        "diff",
+        "merge",
+        "merge-base",
+        "revert",
+        "reset",
+        "squash",
+        "blame",
+    ),
+    "branches": ("branch", "tag"),
+    "data": ("ls", "cat", "mv"),
+    "sessions": ("sessions",),
+    "lifecycle": ("gc", "expire"),
+    "metastore": ("metastore",),
+    "ui": ("ui",),
+    "virtual": ("virtual", "import-virtual", "materialize"),
+    "stats": ("stats",),
+    "checks": ("check",),
+    "pulls": ("pr",),
+    "copies": ("clone", "pull", "export"),
+    "purge": ("purge",),
+}
+"""The modules of `zarrlake.cli` adding commands, in the order they add them (the order of
+the commands within a help panel), and the top-level commands and groups each adds: a
+command line imports only the module of the command it runs."""
+_MODULE_OF = {name: module for module, names in COMMANDS.items() for name in names}
+
+
+@cache
+def _registered(module: str) -> typer.Typer:
+    """A Typer holding what `zarrlake.cli.<module>` registers (imported and registered once
+    per process)."""
+    holder = typer.Typer()
+    importlib.import_module(f"{__name__}.{module}").register(holder)
+    return holder
+
+
+def _with(modules: list[str], name: str | None = None) -> typer.Typer:
+    """The root command with the commands and groups of `modules` (only `name`, if given)."""
+    tree = copy.copy(_root)
+    tree.registered_commands = []
+    tree.registered_groups = []
+    for module in modules:
+        holder = _registered(module)
+        tree.registered_commands += [
+            c for c in holder.registered_commands if name is None or _name(c) == name
+        ]
+        tree.registered_groups += [
+            g for g in holder.registered_groups if name is None or g.name == name
+        ]
+    return tree
+
+
+def _name(command: Any) -> str:
+    return command.name or typer.main.get_command_name(command.callback.__name__)
+
+
+@cache
+def _everything() -> typer.Typer:
+    return _with(list(COMMANDS))
+
+
+def __getattr__(name: str) -> object:
+    """`app`, the whole command line (as typer's tools and the docs read it), is made on
+    first use: a command line builds only its own command (`build_command`)."""
+    if name == "app":
+        return _everything()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 _GLOBAL_VALUED = {
     "-r",
@@ -209,15 +254,17 @@ def _fail(message: str, code: int = 1) -> None:
     sys.exit(code)
 
 
-def _flags_as_flags(command: Any) -> None:
-    """Boolean flags show in --help as `--debug`, not `--debug <bool>`."""
+def _prepare(command: Any) -> None:
+    """Boolean flags show in --help as `--debug`, not `--debug <bool>`; plain values are
+    converted without pydantic (`coerce.py`)."""
     names = SimpleNamespace(help_option_names=HELP_NAMES)
     help_option = command.get_help_option(names)  # made once per command, then reused
     for param in [*command.params, *([help_option] if help_option else [])]:
         if param.param_type_name == "option" and getattr(param, "is_flag", False):
             param.metavar = ""
+        convert_plainly(param)
     for sub in getattr(command, "commands", {}).values():
-        _flags_as_flags(sub)
+        _prepare(sub)
 
 
 def _command_name(args: list[str]) -> str | None:
@@ -241,22 +288,16 @@ ROOT_ONLY = ""
 
 
 def _only(name: str | None) -> typer.Typer:
-    """`app` with the one top-level command or group `name`, or none for `ROOT_ONLY` (all of
-    `app` when `name` names none of them): typer builds a command's parameters from its
-    signature, and building all sixty took longer than running a quick command."""
-    commands = [
-        c
-        for c in app.registered_commands
-        if c.callback is not None
-        and (c.name or typer.main.get_command_name(c.callback.__name__)) == name
-    ]
-    groups = [g for g in app.registered_groups if isinstance(g.name, str) and g.name == name]
-    if name is None or (name != ROOT_ONLY and len(commands) + len(groups) != 1):
-        return app
-    pruned = copy.copy(app)
-    pruned.registered_commands = commands
-    pruned.registered_groups = groups
-    return pruned
+    """The root with the one top-level command or group `name`, or none for `ROOT_ONLY`
+    (everything when `name` names none of them): typer builds a command's parameters from
+    its signature, and building all sixty took longer than running a quick command; only
+    the module adding it is imported."""
+    if name == ROOT_ONLY:
+        return _with([])
+    module = _MODULE_OF.get(name or "")
+    if module is None:
+        return _everything()
+    return _with([module], name)
 
 
 def _tree_for(args: list[str]) -> str | None:
@@ -274,7 +315,7 @@ def build_command(name: str | None = None) -> Any:
     group `name` under the root when it is one (see `_only`), else all of it. Made once per
     process (a click command runs any number of times)."""
     command = typer.main.get_command(_only(name))
-    _flags_as_flags(command)
+    _prepare(command)
     return command
 
 

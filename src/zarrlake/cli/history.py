@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from zarrlake.cli import plain
 from zarrlake.cli.context import (
     PANEL_HISTORY,
     PANEL_REFS,
@@ -199,24 +200,31 @@ def log(
                     highlight=False,
                 )
     else:
-        from rich.table import Table
-
-        table = Table(box=None, header_style="bold")
         named = follow is not None
-        for col in ("commit", "time", "author", *(["path"] if named else []), "message"):
-            table.add_column(col)
-        for c in commits:
-            merge = " [magenta](merge)[/]" if len(c.parent_ids) > 1 else ""
-            table.add_row(
-                f"[yellow]{short(c.id)}[/]{merge}",
+        header = ["commit", "time", "author", *(["path"] if named else []), "message"]
+        rows = [
+            [
+                short(c.id) + (" (merge)" if len(c.parent_ids) > 1 else ""),
                 when(c.timestamp),
-                escape(c.author or "-"),
-                *([escape(c.path or "/")] if named else []),
-                escape(subject(c.message)),
-            )
-        console.print(table)
+                c.author or "-",
+                *([c.path or "/"] if named else []),
+                subject(c.message),
+            ]
+            for c in commits
+        ]
+        if not plain.print_table(header, rows):
+            from rich.table import Table
+
+            table = Table(box=None, header_style="bold")
+            for col in header:
+                table.add_column(col)
+            for c, row in zip(commits, rows, strict=True):
+                merge = " [magenta](merge)[/]" if len(c.parent_ids) > 1 else ""
+                table.add_row(f"[yellow]{short(c.id)}[/]{merge}", *map(escape, row[1:]))
+            console.print(table)
     for note in ends.values():
-        console.print(f"[dim]{escape(note)}[/]")
+        if not plain.print_line(note):
+            console.print(f"[dim]{escape(note)}[/]")
 
 
 def show(

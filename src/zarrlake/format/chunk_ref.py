@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import struct
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -93,6 +92,8 @@ _OFFSET = struct.Struct("<Q")
 
 def virtual_digest(location: str, offset: int, length: int, identity: str) -> bytes:
     """The 32-byte name of a virtual reference: SHA-256 of what it points at."""
+    import hashlib
+
     named = f"zarrlake-virtual\0{location}\0{identity}\0{offset}\0{length}"
     return hashlib.sha256(named.encode()).digest()
 

@@ -7,7 +7,6 @@ several times faster and can spread one large chunk over every core.
 
 from __future__ import annotations
 
-import hashlib
 from enum import IntEnum
 
 import blake3
@@ -46,6 +45,8 @@ def digest(algo: Hash, data: bytes | memoryview, *, spread: bool = True) -> byte
     if algo is Hash.BLAKE3:
         threads = blake3.blake3.AUTO if spread and len(data) >= _THREADED_BYTES else 1
         return blake3.blake3(data, max_threads=threads).digest()
+    import hashlib  # (imported by the repositories that use it: opening needs no OpenSSL)
+
     return hashlib.sha256(data).digest()
 
 

@@ -18,7 +18,6 @@ whole, as before.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from dataclasses import dataclass
@@ -214,6 +213,8 @@ class ShardRef:
     @classmethod
     def assemble(cls, layout: ShardLayout, refs: dict[str, ChunkRef]) -> ShardRef | None:
         """The shard of these inner chunks (name -> reference); None if none is present."""
+        import hashlib
+
         import numpy as np
 
         present = sorted(

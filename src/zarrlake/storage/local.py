@@ -11,10 +11,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
-import glob
 import os
 import re
-import secrets
 import shutil
 import stat
 import string
@@ -133,6 +131,8 @@ class LocalObjectStore(ObstoreObjectStore):
     def _stage(self, key: str, path: str, data: bytes | memoryview) -> str:
         """`data` in a new file beside `path`, named as obstore names a half-written object
         (`<key>#<n>`: listings leave it out); its parent directories are made if missing."""
+        import secrets
+
         staged = f"{path}#{secrets.randbits(32)}"
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
         try:
@@ -239,6 +239,9 @@ class LocalObjectStore(ObstoreObjectStore):
         then on), then put back every object it holds that is missing (a copy present
         already holds the same bytes: content-addressed), and remove it. Safe to repeat, by
         any number of processes at once."""
+        import glob
+        import secrets
+
         home = self.bin_path(name)
         with contextlib.suppress(FileNotFoundError):
             os.rename(home, f"{home}{SEALED}{secrets.token_hex(4)}")

@@ -9,11 +9,10 @@ content hash, format/digest.py) before they are returned.
 from __future__ import annotations
 
 import json
-import secrets
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from cachetools import LRUCache
 
@@ -26,19 +25,19 @@ from zarrlake.errors import (
     PurgedError,
     on_date,
 )
-from zarrlake.format.blocks import TABLE_MIN, BlockTable, block_size, table_key
 from zarrlake.format.chunk_ref import ChunkRef, RefKind, chunk_object_key
 from zarrlake.format.commit import CommitRecord
 from zarrlake.format.digest import Hash, digest
-from zarrlake.format.shard import ShardRef
 from zarrlake.storage.base import ObjectStore
-from zarrlake.storage.sources import SourceReader
-from zarrlake.vc.ranges import Span, coalesce, within
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # (the ranged-read machinery loads with the first chunk read)
+    from zarrlake.format.blocks import BlockTable
     from zarrlake.format.changes import ChangeSet
     from zarrlake.format.manifest import ManifestRange
+    from zarrlake.format.shard import ShardRef
     from zarrlake.format.snapshot import SnapshotRoot
+    from zarrlake.storage.sources import SourceReader
+    from zarrlake.vc.ranges import Span
 
 MANIFEST_INLINE_MAX = 64
 """Chunks at most this large are kept inside manifests rather than as objects."""
@@ -95,7 +94,7 @@ class Objects:
         store: ObjectStore,
         algo: Hash = Hash.SHA256,
         cache_entries: int = 512,
-        sources: SourceReader | None = None,
+        source_options: Mapping[str, Any] | None = None,
         read_concurrency: int = READ_CONCURRENCY,
         coalesce_gap: int = COALESCE_GAP,
     ) -> None:
@@ -111,7 +110,8 @@ class Objects:
             lambda: ThreadPoolExecutor(self.read_concurrency, thread_name_prefix="zarrlake-read")
         )
         self._slots = PerProcess(lambda: threading.BoundedSemaphore(self.read_concurrency))
-        self.sources = sources or SourceReader()  # where virtual chunks are read from
+        self._source_options = dict(source_options or {})
+        self._sources: SourceReader | None = None
         self._cache: LRUCache[str, object] = LRUCache(cache_entries)  # decoded, by id
         self._snapshots: LRUCache[str, str] = LRUCache(4 * cache_entries)  # commit -> snapshot
         self._cache_lock = threading.Lock()  # cachetools caches are not thread-safe
@@ -124,6 +124,15 @@ class Objects:
         self.purges_exist: Callable[[int], bool] = lambda epoch: True
         """Whether the repository has purge records, as of sweep epoch `epoch`
         (`PurgeIndex.exist`): a write reusing an existing object checks it only then."""
+
+    @property
+    def sources(self) -> SourceReader:
+        """Where virtual chunks are read from (made at the first virtual read)."""
+        if self._sources is None:
+            from zarrlake.storage.sources import SourceReader
+
+            self._sources = SourceReader(self._source_options)
+        return self._sources
 
     # format objects --------------------------------------------------------------------
 
@@ -334,6 +343,8 @@ class Objects:
         An object found already there is checked not to be one a purge retired (its bytes
         then go to a key of their own), unless `retired` is False: the caller knows no
         purge record exists (`purges_exist`)."""
+        from zarrlake.format.blocks import TABLE_MIN, BlockTable, table_key
+
         if len(data) <= MANIFEST_INLINE_MAX:
             return self.inline(bytes(data)), True  # kept: never a view of the caller's buffer
         key = digest if digest is not None else self.digest(data)
@@ -363,6 +374,8 @@ class Objects:
         """Store bytes a purge removed, written again: under a key of their own (a one-entry
         pack), never at the retired address, so versions from before the purge stay
         purged and this one reads normally."""
+        import secrets
+
         location = f"packs/{secrets.token_hex(20)}"
         if record is not None:
             record(location, len(data))  # the collector knows of it before it exists
@@ -371,6 +384,8 @@ class Objects:
 
     def _purge_of(self, ref: ChunkRef | ShardRef, what: str) -> None:
         """Raise PurgedError if a purge removed `ref`'s bytes (a read of them just failed)."""
+        from zarrlake.format.shard import ShardRef
+
         if self.purged is None or isinstance(ref, ShardRef):
             return
         record = self.purged(ref.digest)
@@ -388,6 +403,8 @@ class Objects:
         chunk's against its source's identity at import: StaleVirtualChunkError; an
         assembled shard's part by part). `spread=False` hashes a large object on this thread
         only, for callers reading many side by side."""
+        from zarrlake.format.shard import ShardRef
+
         if isinstance(ref, ShardRef):
             return self._shard_ranges(ref, what, [(0, ref.length)])[0]
         if ref.kind == RefKind.VIRTUAL:
@@ -429,6 +446,9 @@ class Objects:
             raise
 
     def _read_ranges(self, ref: ChunkRef | ShardRef, what: str, spans: list[Span]) -> list[bytes]:
+        from zarrlake.format.blocks import TABLE_MIN
+        from zarrlake.format.shard import ShardRef
+
         wanted = [s.resolve(ref.length) for s in spans]
         if isinstance(ref, ShardRef):
             return self._shard_ranges(ref, what, wanted)
@@ -454,6 +474,8 @@ class Objects:
         its own reference (parts in one object fetched together), side by side on a remote
         store. Spans of the index (zarr reads it before each inner chunk) come from the
         index assembled from the entries: no read."""
+        from zarrlake.vc.ranges import Span
+
         lo, hi = ref.index_at, ref.index_at + len(ref.index)
         if all(lo <= start and end <= hi for start, end in wanted):
             return [ref.index[start - lo : end - lo] for start, end in wanted]
@@ -498,6 +520,8 @@ class Objects:
     ) -> dict[int, bytes | memoryview]:
         """The whole bytes of inner chunks stored as ranges of other objects, each checked
         against its digest; ranges of one object near each other share a request."""
+        from zarrlake.vc.ranges import coalesce
+
         by_object: dict[str, list[int]] = {}
         for p in located:
             location = ref.parts[p].location
@@ -549,6 +573,8 @@ class Objects:
 
     def _virtual_ranges(self, ref: ChunkRef, wanted: list[tuple[int, int]]) -> list[bytes]:
         """Spans of a virtual chunk, each request checked against the source's identity."""
+        from zarrlake.vc.ranges import coalesce
+
         assert ref.location is not None
         location = ref.location
         requests = coalesce(wanted, self.coalesce_gap, MAX_REQUEST)
@@ -569,6 +595,8 @@ class Objects:
     ) -> list[bytes] | None:
         """Spans of a large chunk object read block by block; None if it has no table.
         Spans whose blocks were verified lately (a shard's index) are served from memory."""
+        from zarrlake.format.blocks import BlockTable, block_size, table_key
+
         key = chunk_object_key(ref.digest)
         with self._cache_lock:
             table = self._tables.get(ref.digest)
@@ -631,6 +659,8 @@ class Objects:
 
     def _table(self, tkey: str, ref: ChunkRef, what: str) -> BlockTable | None:
         """The block table of `ref`'s object (cached), or None if it has none."""
+        from zarrlake.format.blocks import BlockTable
+
         try:
             with self._slots.get():
                 raw = self.store.get(tkey)
@@ -674,6 +704,8 @@ def _block_requests(
 ) -> list[tuple[int, int]]:
     """Block-aligned requests covering the non-empty `wanted` spans (gaps under `gap` bridged
     by whole blocks, so every request is still whole blocks)."""
+    from zarrlake.vc.ranges import coalesce
+
     covering = [
         (start // size * size, min(-(-end // size) * size, length))
         for start, end in wanted
@@ -688,6 +720,8 @@ def _assemble(
     wanted: list[tuple[int, int]],
 ) -> list[bytes]:
     """Each wanted span cut out of the fetched request that holds it."""
+    from zarrlake.vc.ranges import within
+
     out = []
     for start, end in wanted:
         if end <= start:

@@ -35,7 +35,6 @@ from zarrlake.errors import (
 )
 from zarrlake.metastore.base import MetaStore
 from zarrlake.vc.objects import Objects
-from zarrlake.vc.protection import Protection
 
 BRANCH = "branch"
 TAG = "tag"
@@ -248,6 +247,8 @@ class Refs:
         check_ref_name(name, kind)
         head, version = self.require(kind, name)
         if kind == BRANCH:
+            from zarrlake.vc.protection import Protection
+
             Protection(self.meta, self.partition).check_delete(name)
         try:  # only the ref read above: a retry after a lost reply keeps one made anew since
             self._write(self._key(kind, name), None, version)
