@@ -197,6 +197,24 @@ def test_metadata_changed_alike_on_both_sides_is_no_conflict(base):
     assert conflict_of(again) == [("x", "chunk", [(0,)])]
 
 
+def test_a_document_rebased_alike_is_no_change_of_the_landed_commit(base):
+    """A session that set the attributes the other side set first rebases and lands; its
+    commit changed no document there: a serializable session that read the document at
+    the other side's commit sees no conflict with it, and the path's log leaves it out."""
+    units = lambda s: arr(s, "g/a").attrs.__setitem__("units", "K")  # noqa: E731
+    first = base.create_session()
+    units(first)
+    arr(first)[0:10] = 1
+    land_other_side(base, units)
+    reader = base.create_session(isolation="serializable")
+    assert arr(reader, "g/a").attrs["units"] == "K"
+    arr(reader)[20:30] = 3
+    first.commit("alike, rebased")
+    reader.commit("read a document nobody changed since")
+    np.testing.assert_array_equal(head(base), [1] * 10 + [0] * 10 + [3] * 10 + [0] * 10)
+    assert [c.message for c in base.log(path="g")] == ["the other side", "base"]
+
+
 def test_delete_of_a_group_whose_child_changed(base):
     ours = base.create_session()
     ours.delete_many(ours.list_prefix("g/"))

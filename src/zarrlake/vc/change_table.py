@@ -8,7 +8,7 @@ Python object per chunk.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -91,6 +91,12 @@ class ChangeTable:
         )
         order = np.argsort(keys, kind="stable")
         return keys[order], ops[order]
+
+    def docs_changed_from(self, meta: dict[str, bytes]) -> ChangeTable:
+        """This table less the documents `meta` already holds as they are (and deletes of
+        documents it lacks): writes that change nothing there."""
+        kept = {k: d for k, d in self.meta.items() if meta.get(k) != d}
+        return self if len(kept) == len(self.meta) else replace(self, meta=kept)
 
     def without(self, keys: np.ndarray) -> ChangeTable:
         """This table less the chunk changes of `keys`."""

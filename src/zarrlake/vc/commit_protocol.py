@@ -88,11 +88,11 @@ def drop_unchanged(objects: Objects, parent: SnapshotRoot, changes: ChangeTable)
     have, chunks written with the bytes they have, deletes of keys that do not exist. Such
     writes (xarray rewrites coordinates it appends next to) are not changes: they make no
     conflict, diff or blame entry."""
-    meta = {k: d for k, d in changes.meta.items() if parent.meta.get(k) != d}
-    idx = parent.ranges
+    changes = changes.docs_changed_from(parent.meta)
+    meta, idx = changes.meta, parent.ranges
     writes, deletes = changes.writes, changes.deletes
     if not len(idx) or not len(writes) + len(deletes):
-        return ChangeTable(meta, writes, deletes)
+        return changes
     w, d = _slices(idx, writes.keys), _slices(idx, deletes)
     touched = sorted(set(w) | set(d))
     same_writes: list[np.ndarray] = []
@@ -334,6 +334,8 @@ class CommitBuilder:
                     raise ConflictError(conflicts)
                 if req.on_conflict == "theirs":
                     changes = changes.without(theirs.keys)
+            # a document the other side already wrote as ours is no change of this commit
+            changes = changes.docs_changed_from(head_root.meta)
             parent_id, parent_root = head, head_root
         reuse = ours if parent_id == req.base and changes is req.changes else None
         return self._write(changes, parent_id, parent_root, reuse)
