@@ -62,6 +62,15 @@ def test_a_page_written_again_after_a_long_stall_is_not_swept():
     assert result.ok, result.failure
 
 
+def test_a_document_rebased_alike_is_left_out_of_the_rebased_change_set():
+    """Seed 2878 with two collectors and three writers: a session wrote a/zarr.json as
+    the commit that landed before it had, rebased, and its change set still named the
+    document; a later session changing that document was judged to land over a
+    metadata conflict nothing had made."""
+    result = run(Config(2878, actors=("gc", "gc", "writer", "writer", "writer")))
+    assert result.ok, result.failure
+
+
 def test_a_commit_that_landed_returns_its_id_when_its_record_cannot_be_finished(
     tmp_path, monkeypatch
 ):
