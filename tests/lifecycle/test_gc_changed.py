@@ -42,3 +42,19 @@ def test_changed_decodes_only_rows_written_since_the_read(
     assert sum(decoded) == 2
     # known() still decodes every row asked for
     assert state.known(keys[:3]) == {k: read[k] for k in keys[:3]}
+
+
+def test_changed_reports_the_rows_read_that_were_dropped_since() -> None:
+    """A candidate another collector dropped after this one read it (found live by a
+    collector whose lock was taken over) is reported in `gone`, not silently left due."""
+    repo = zl.Repo.create(f"memory://{secrets.token_hex(6)}")
+    state = GcState(repo._context)
+    state.clock = lambda: 100.0
+    keys = [f"chunks/{i:04x}" for i in range(5)]
+    state.add({}, [(k, 16) for k in keys])
+    state.candidates()
+    other = GcState(repo._context)
+    other.drop([keys[1], keys[3]])
+    gone: list[str] = []
+    assert state.changed([*keys, "chunks/never"], gone) == {}
+    assert gone == [keys[1], keys[3]]  # not "chunks/never": this run never read a row for it

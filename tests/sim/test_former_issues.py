@@ -71,6 +71,16 @@ def test_a_document_rebased_alike_is_left_out_of_the_rebased_change_set():
     assert result.ok, result.failure
 
 
+def test_gc_keeps_a_due_object_whose_candidate_record_was_dropped_during_its_run():
+    """Seed 984 with two collectors and three writers: gc0 marked a chunk live (an open
+    session had recorded its upload), stalled, had its lock taken over by gc1, then woke and
+    dropped the chunk's candidate record as live; gc1, which had read the record hours
+    before, deleted the chunk although no record said it was a candidate any more (the
+    grace period counts from the latest record: it now registers it again and waits)."""
+    result = run(Config(984, actors=("gc", "gc", "writer", "writer", "writer")))
+    assert result.ok, result.failure
+
+
 def test_a_commit_that_landed_returns_its_id_when_its_record_cannot_be_finished(
     tmp_path, monkeypatch
 ):

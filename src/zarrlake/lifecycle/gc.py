@@ -497,11 +497,14 @@ class Collector:
         the grace period: the grace counts from a candidate record's latest time. A due
         commit a ref dropped again (a ref pointed at it meanwhile, `register_dropped`) is
         kept with what it reaches; another object found dead again (by a session's clean-up
-        or a collector whose lock was taken over) waits for a later run."""
+        or a collector whose lock was taken over) waits for a later run. So does one whose
+        record was dropped since (found live by a collector whose lock was taken over): it
+        is registered again, first seen now."""
         if not due:
             return due
         now = self.ctx.clock()
-        again = self.state.changed(due)
+        gone: list[str] = []
+        again = self.state.changed(due, gone)
         young = {
             k
             for k, c in again.items()
@@ -509,6 +512,12 @@ class Collector:
             and c.first_seen > self.candidates[k].first_seen
             and now - c.first_seen < self.grace
         }
+        if gone:  # (kept in `self.candidates` as registered now: `expanded` rewrites rows)
+            read = [self.candidates.pop(k) for k in gone]
+            indexes = {c.key: c.index for c in read if c.index}
+            listed = {c.key for c in read if c.listed}
+            self.state.add(self.candidates, [(c.key, c.size) for c in read], indexes, listed)
+            young.update(gone)
         commits = [k.split("/", 1)[1] for k in young if k.startswith("commits/")]
         if commits:
             reach.add_commits(commits)

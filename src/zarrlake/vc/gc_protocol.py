@@ -354,26 +354,36 @@ class GcState:
         run (reading and decoding them all grew with every commit)."""
         return self._among(keys, {})
 
-    def changed(self, keys: Sequence[str]) -> dict[str, Candidate]:
+    def changed(self, keys: Sequence[str], gone: list[str] | None = None) -> dict[str, Candidate]:
         """The recorded candidates among `keys` whose stored row is no longer the one
         `candidates()` read (registered again since, or new): rows read unchanged are
         compared as bytes, not decoded (a collector re-checks every due candidate before
-        it deletes, 100,000 rows after as many overwritten chunks)."""
-        return self._among(keys, self.read_rows)
+        it deletes, 100,000 rows after as many overwritten chunks). Keys whose row it read
+        is gone since (dropped by another collector) are appended to `gone`."""
+        return self._among(keys, self.read_rows, gone)
 
-    def _among(self, keys: Sequence[str], unchanged: dict[bytes, bytes]) -> dict[str, Candidate]:
-        """The candidates among `keys` whose row is not the one `unchanged` holds for it."""
+    def _among(
+        self, keys: Sequence[str], unchanged: dict[bytes, bytes], gone: list[str] | None = None
+    ) -> dict[str, Candidate]:
+        """The candidates among `keys` whose row is not the one `unchanged` holds for it
+        (and, in `gone`, those `unchanged` holds a row for that is stored no more)."""
         if not keys:
             return {}
         low, high = CANDIDATE + min(keys).encode(), CANDIDATE + max(keys).encode()
         common = _common_prefix(low, high)  # one key: exactly its own row
         want = {CANDIDATE + k.encode() for k in keys}
         rows = []
+        stored: set[bytes] = set()
         for k, v, _ in self.meta.scan(self.partition, start=low, prefix=common):
             if k > high:
                 break
-            if k in want and unchanged.get(k) != v:
-                rows.append((k, v))
+            if k in want:
+                stored.add(k)
+                if unchanged.get(k) != v:
+                    rows.append((k, v))
+        if gone is not None:
+            skip = len(CANDIDATE)
+            gone += [k[skip:].decode() for k in sorted(want - stored) if k in unchanged]
         out: dict[str, Candidate] = {}
         for i in range(0, len(rows), CANDIDATE_PAGE):  # a page per JSON parse, as above
             _decode_candidates(rows[i : i + CANDIDATE_PAGE], out)
