@@ -16,6 +16,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field, replace
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -587,3 +588,23 @@ def test_listing_agrees_with_reads_when_workers_disagree():
         assert [c.kind for c in e.conflicts] == ["writers"]
     else:
         raise AssertionError("two workers staged different bytes and the commit went through")
+
+
+def test_an_array_written_and_deleted_again_in_a_first_commit_changes_nothing():
+    """Found by the model: on a repository with no chunk yet, a session that wrote an array
+    and deleted it again committed the deletes of keys that never existed, instead of being
+    refused as changing nothing (and conflicted with a concurrent commit creating them)."""
+    repo = zl.Repo.create(f"memory://model-{secrets.token_hex(6)}")
+    s = repo.create_session()
+    s.write("b/zarr.json", doc(1, 1))
+    s.write("b/c/0", b"12345678")
+    s.delete_many(sorted(s.list_prefix("b/")))
+    other = repo.create_session()
+    other.write("b/zarr.json", doc(1, 2))
+    other.write("b/c/0", b"abcdefgh")
+    landed = other.commit("creates b")
+    with pytest.raises(zl.NoChangesError):
+        s.commit("wrote b and deleted it again")
+    assert s.state == "open"
+    assert repo.list_branches()["main"] == landed
+    assert repo.readonly_session("main").read("b/c/0") == b"abcdefgh"

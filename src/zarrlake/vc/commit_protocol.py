@@ -91,7 +91,9 @@ def drop_unchanged(objects: Objects, parent: SnapshotRoot, changes: ChangeTable)
     changes = changes.docs_changed_from(parent.meta)
     meta, idx = changes.meta, parent.ranges
     writes, deletes = changes.writes, changes.deletes
-    if not len(idx) or not len(writes) + len(deletes):
+    if not len(idx):  # the parent holds no chunk: a delete deletes nothing
+        return replace(changes, deletes=columns.keys_array([])) if len(deletes) else changes
+    if not len(writes) + len(deletes):
         return changes
     w, d = _slices(idx, writes.keys), _slices(idx, deletes)
     touched = sorted(set(w) | set(d))
