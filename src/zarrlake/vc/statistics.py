@@ -77,20 +77,20 @@ def of_blocks(blocks: np.ndarray, fill: object) -> np.ndarray:
     if kind == sf.FLOAT:
         lo, hi = lo.astype(np.float64), hi.astype(np.float64)
         gaps = np.flatnonzero(np.isnan(lo) | np.isnan(hi))  # rows holding NaN
-        total = blocks.sum(axis=1, dtype=np.float64) if not len(gaps) else np.empty(n)
+        total = _row_sums(blocks) if not len(gaps) else np.empty(n)
         if len(gaps):
             full = np.ones(n, bool)
             full[gaps] = False
-            total[full] = blocks[full].sum(axis=1, dtype=np.float64)
+            total[full] = _row_sums(blocks[full])
             sub = blocks[gaps]
             nans = np.isnan(sub)
             out["nan"][gaps] = nans.sum(axis=1)
             lo[gaps] = np.fmin.reduce(sub, axis=1)
             hi[gaps] = np.fmax.reduce(sub, axis=1)
-            total[gaps] = np.where(nans, 0, sub).sum(axis=1, dtype=np.float64)
+            total[gaps] = _row_sums(np.where(nans, 0, sub))
         out["sum"] = total
     else:
-        out["sum"] = blocks.sum(axis=1, dtype=np.float64)
+        out["sum"] = _row_sums(blocks)
     out["min"] = sf.bits(kind, lo)
     out["max"] = sf.bits(kind, hi)
     if _is_nan(fill):
@@ -104,10 +104,11 @@ def of_blocks(blocks: np.ndarray, fill: object) -> np.ndarray:
 
 
 def of_chunk(values: np.ndarray, fill: object) -> ChunkStats | None:
-    """The statistics of one chunk's values (None: not a numeric or boolean dtype), as
-    `of_blocks` gives them for one row, with a handful of numpy calls: a min, a max and a
-    float64 sum when there is no NaN (a 1 KiB chunk costs the calls, not the values)."""
-    kind = kind_of(values.dtype)
+    """The statistics of one chunk's values (None: not a numeric or boolean dtype), equal
+    to `of_blocks`' for one row, with a handful of numpy calls: a min, a max and a float64
+    sum when there is no NaN (a 1 KiB chunk costs the calls, not the values). NaN are
+    looked for only when the min or the max is NaN (NaN propagates through both)."""
+    kind = _KINDS.get(values.dtype.kind, sf.UNKNOWN)
     v = values.reshape(-1)
     size = v.size
     if kind == sf.UNKNOWN or size == 0:
@@ -120,30 +121,48 @@ def of_chunk(values: np.ndarray, fill: object) -> ChunkStats | None:
         )
     lo, hi = np.minimum.reduce(v), np.maximum.reduce(v)
     nan = 0
-    if kind == sf.FLOAT and (lo != lo or hi != hi):  # (NaN propagates through min and max)
+    if kind == sf.FLOAT and (lo != lo or hi != hi):
         gaps = np.isnan(v)
         nan = int(np.count_nonzero(gaps))
         lo, hi = np.fmin.reduce(v), np.fmax.reduce(v)
-        total = float(np.add.reduce(np.where(gaps, 0, v), dtype=np.float64))
+        total = _sum(np.where(gaps, 0, v))
     else:
-        total = float(np.add.reduce(v, dtype=np.float64))
+        total = _sum(v)
     if _is_nan(fill):
         fills = nan
     elif fill is not None and lo <= fill <= hi:
         fills = int(np.count_nonzero(v == fill))
     else:
         fills = 0
-    return ChunkStats(kind, size, nan, fills, _bits(kind, lo), _bits(kind, hi), total)
-
-
-def _bits(kind: int, value: np.generic) -> int:
-    """The record bits of one value of `kind` (as `sf.bits` gives them for an array)."""
     if kind == sf.FLOAT:
-        return _BITS.unpack(_F64.pack(float(value)))[0]
-    return int(value) & _U64  # (an int64's two's complement bits; a uint64 as it is)
+        low, high = _BITS2.unpack(_F642.pack(lo, hi))
+    else:  # (an int64's two's complement bits; a uint64 as it is)
+        low, high = int(lo) & _U64, int(hi) & _U64
+    return ChunkStats(kind, size, nan, fills, low, high, total)
 
 
-_F64, _BITS = struct.Struct("<d"), struct.Struct("<Q")
+SUM_BLOCKED = 16384
+"""Values from which a sum is taken by `np.einsum` (float64, in blocks of numpy's buffer
+size) rather than by numpy's pairwise sum of the values widened to float64 first: a
+quarter less time for 1 MiB of float32, the widening copy costing more than the sum."""
+
+
+def _sum(v: np.ndarray) -> float:
+    """The float64 sum of the 1-d `v` (numbers, no NaN)."""
+    if v.size >= SUM_BLOCKED:
+        return float(np.einsum("i->", v, dtype=np.float64))
+    return float(np.add.reduce(v if v.dtype == np.float64 else v.astype(np.float64)))
+
+
+def _row_sums(blocks: np.ndarray) -> np.ndarray:
+    """The float64 sum of each row of `blocks`, as `_sum` takes it (the same bits)."""
+    if blocks.shape[1] >= SUM_BLOCKED:
+        return np.array([_sum(row) for row in blocks], np.float64)
+    return np.add.reduce(blocks.astype(np.float64), axis=1)
+
+
+_F642, _BITS2 = struct.Struct("<2d"), struct.Struct("<2Q")
+"""A float min and max as the record's bits: packed as float64, read as uint64."""
 _U64 = 2**64 - 1
 
 
