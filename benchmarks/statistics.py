@@ -3,8 +3,10 @@ statistics off (or ignored) in the same process, alternating.
 
 - write: W1's ingest ({w1_shape} float32, 1 MiB chunks) and W2's (small chunks), each
   written + committed with `Settings.chunk_statistics` on and off, alternating; the
-  overhead in % of the median, and the manifests' bytes of the W1 array with and without,
-  for the benchmark's random data and for a temperature-like field (`field`).
+  overhead in % of the median wall time and of the median CPU time of the process (user +
+  system, all threads: what the statistics cost, which a loaded machine's wall time
+  hides in noise), and the manifests' bytes of the W1 array with and without, for the
+  benchmark's random data and for a temperature-like field (`field`).
 - spark: an array of `stats_spark_chunks` chunks whose filter matches 1% of them, read
   with option `where` by Spark (local[2]) with `statistics` "use" and "ignore": seconds
   of each, the same sum from both, checked against numpy.
@@ -20,6 +22,8 @@ statistics off (or ignored) in the same process, alternating.
 
 from __future__ import annotations
 
+import resource
+import shutil
 import statistics
 import time
 from pathlib import Path
@@ -34,19 +38,22 @@ from benchmarks.groups import Group, Step
 SIZES = {
     "full": {
         "stats_reps": 3,
+        "stats_write_reps": 5,
         "stats_spark_chunks": 10_000,
         "stats_check_chunks": 1_000,
         "stats_scale_chunks": 1_000_000,
     },
     "quick": {
         "stats_reps": 2,
+        "stats_write_reps": 3,
         "stats_spark_chunks": 2_000,
         "stats_check_chunks": 1_000,
         "stats_scale_chunks": 100_000,
     },
 }
 NOTE = (
-    "STATS: statistics on vs off in one process, alternating, median of {stats_reps}; Spark "
+    "STATS: statistics on vs off in one process, alternating, median of {stats_write_reps} "
+    "(writes) or {stats_reps}; Spark "
     "where-filter matching 1% of {stats_spark_chunks:,} chunks, statistics use vs ignore; "
     "checks on a {stats_check_chunks:,}-chunk commit; chunk_stats / pruning / writes at "
     "{stats_scale_chunks:,} chunks."
@@ -63,15 +70,28 @@ def _repo(path: str, on: bool) -> Any:
 def _ingest(path: str, on: bool, shape: tuple[int, ...], data: np.ndarray | None = None) -> float:
     """W1/W2's ingest: write the seeded array (or `data`) chunked along axis 0, commit;
     seconds."""
+    return _timed_ingest(path, on, shape, data)[0]
+
+
+def _timed_ingest(
+    path: str, on: bool, shape: tuple[int, ...], data: np.ndarray | None = None
+) -> tuple[float, float]:
+    """`_ingest`: (seconds, CPU seconds of the process, user + system, all threads)."""
     repo = _repo(path, on)
     data = generate(shape) if data is None else data
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), _cpu()
     s = repo.create_session()
     new_array(s.store, shape, (1, *shape[1:]))[...] = data
     s.commit("ingest")
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, _cpu() - c0
     repo.close()
-    return seconds
+    return seconds, cpu
+
+
+def _cpu() -> float:
+    """CPU seconds this process used so far (user + system, all threads)."""
+    use = resource.getrusage(resource.RUSAGE_SELF)
+    return use.ru_utime + use.ru_stime
 
 
 def field(shape: tuple[int, ...], seed: int = 7) -> np.ndarray:
@@ -107,18 +127,26 @@ def write(engine: Any, path: str, p: dict) -> dict:
     out: dict[str, Any] = {}
     for name, shape in (("w1", tuple(p["w1_shape"])), ("w2", (p["w2_rows"], 256))):
         times: dict[bool, list[float]] = {True: [], False: []}
+        cpus: dict[bool, list[float]] = {True: [], False: []}
         for on in (True, False):  # untimed: the first ingest of a process pays its imports
             _ingest(f"{path}/{name}-warm-{on}", on, (2, *shape[1:]))
-        for r in range(p["stats_reps"]):
+        for r in range(p["stats_write_reps"]):
             for on in (r % 2 == 0, r % 2 == 1):  # alternate which goes first
                 where = f"{path}/{name}-{on}-{r}"
-                times[on].append(_ingest(where, on, shape))
+                seconds, cpu = _timed_ingest(where, on, shape)
+                times[on].append(seconds)
+                cpus[on].append(cpu)
                 if name == "w1" and r == 0:
                     out[f"manifest_bytes_{'on' if on else 'off'}"] = _manifest_bytes(where)
+                shutil.rmtree(where)  # (W1's 256 MiB a repetition: the disk, not a figure)
         on_s, off_s = statistics.median(times[True]), statistics.median(times[False])
         out[f"{name}_on_s"], out[f"{name}_off_s"] = on_s, off_s
         out[f"{name}_overhead_pct"] = 100 * (on_s / off_s - 1)
         out[f"{name}_us_per_chunk"] = 1e6 * (on_s - off_s) / shape[0]
+        on_c, off_c = statistics.median(cpus[True]), statistics.median(cpus[False])
+        out[f"{name}_cpu_on_s"], out[f"{name}_cpu_off_s"] = on_c, off_c
+        out[f"{name}_cpu_overhead_pct"] = 100 * (on_c / off_c - 1)
+        out[f"{name}_cpu_us_per_chunk"] = 1e6 * (on_c - off_c) / shape[0]
     shape = tuple(p["w1_shape"])
     smooth = field(shape)
     for on in (True, False):

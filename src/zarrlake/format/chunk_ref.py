@@ -42,9 +42,9 @@ class ChunkRef:
     reference's identity: two references to the same bytes are equal either way."""
 
     @classmethod
-    def inline(cls, data: bytes, digest: bytes) -> ChunkRef:
+    def inline(cls, data: bytes, digest: bytes, stats: ChunkStats | None = None) -> ChunkRef:
         """A reference holding small chunk bytes in the manifest itself."""
-        return cls(RefKind.INLINE, digest, len(data), data=data)
+        return cls(RefKind.INLINE, digest, len(data), data=data, stats=stats)
 
     @classmethod
     def object(cls, digest: bytes, length: int) -> ChunkRef:

@@ -17,6 +17,7 @@ import secrets
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 import numpy as np
 
@@ -66,19 +67,6 @@ def check_data(key: str, data: object) -> bytes | memoryview:
     if isinstance(data, memoryview) and data.c_contiguous and not is_meta_key(key):
         return data if data.format == "B" and data.ndim == 1 else data.cast("B")
     return bytes(data)
-
-
-def _with_stats(change: Change, stats: ChunkStats | None) -> Change:
-    """`change` (a chunk written) carrying `stats` (a new reference: one constructor call,
-    a third of `dataclasses.replace`'s time, which counts for 1 KiB chunks)."""
-    key, ref = change
-    if ref is None or stats is None:
-        return change
-    r = ref
-    return key, ChunkRef(
-        r.kind, r.digest, r.length, r.offset, r.location, data=r.data, identity=r.identity,
-        stats=stats,
-    )  # fmt: skip
 
 
 class Writes:
@@ -244,8 +232,7 @@ class Writes:
         ops = self.shards.write(key, data)
         if ops is None:  # stored whole: inner chunks it replaces are deleted
             stats = self._stats_for(key, data, values, batch)  # (values still in cache)
-            whole = _with_stats(self._change_for(item, digest), stats)
-            return [whole, *self.shards.stale(key)]
+            return [self._change_for(item, digest, stats), *self.shards.stale(key)]
         view = memoryview(data)
         parts = [None if span is None else view[slice(*span)] for _, span, _ in ops]
         stats_of = [
@@ -255,9 +242,7 @@ class Writes:
         changed = sum(span[1] - span[0] for _, span, _ in ops if span is not None)
         if len(data) <= self.inline_max or changed < WHOLE_SHARE * len(data):
             return [
-                (k, None)
-                if part is None
-                else _with_stats(self._change_for((k, bytes(part))), stats)
+                (k, None) if part is None else self._change_for((k, bytes(part)), stats=stats)
                 for (k, _, _), part, stats in zip(ops, parts, stats_of, strict=True)
             ]
         _, shard = self._change_for(item, digest)  # one object; inner chunks are its ranges
@@ -270,8 +255,9 @@ class Writes:
                 continue
             if digest is None:
                 digest = self.objects.digest(part)
-            ref = ChunkRef(RefKind.LOCATION, digest, span[1] - span[0], span[0], location)
-            out.append(_with_stats((k, ref), stats))
+            size = span[1] - span[0]
+            ref = ChunkRef(RefKind.LOCATION, digest, size, span[0], location, stats=stats)
+            out.append((k, ref))
         return out
 
     def _stats_for(
@@ -361,14 +347,20 @@ class Writes:
         return frame
 
     def _change_for(
-        self, item: tuple[str, bytes | memoryview], digest: bytes | None = None
+        self,
+        item: tuple[str, bytes | memoryview],
+        digest: bytes | None = None,
+        stats: ChunkStats | None = None,
     ) -> Change:
+        """The change of one checked write of a whole object, carrying `stats`: its bytes
+        inline if small, else uploaded (to the object of `digest` if the caller hashed
+        them)."""
         key, data = item
         if is_meta_key(key):
             check_node_change(self.overlay, key, check_metadata(key, data))
             return key, self.objects.inline(bytes(data))
         if len(data) <= self.inline_max:
-            return key, self.objects.inline(bytes(data))
+            return key, self.objects.inline(bytes(data), stats)
         if digest is None and len(data) > MANIFEST_INLINE_MAX:  # the object's key
             digest = self.objects.digest(data)
         with self.buffer.lock:  # marked before uploading: gc then knows an upload may be ours
@@ -389,7 +381,7 @@ class Writes:
             with self.buffer.lock:
                 self.buffer.uploading -= 1
         crashpoints.reached("after_chunk_upload")
-        return key, ref
+        return key, ref if stats is None else replace(ref, stats=stats)
 
     def _needs_table(self, key: str, size: int) -> bool:
         """Whether the chunk object of `key` gets a block table (format/blocks.py): only a

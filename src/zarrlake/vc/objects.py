@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # (the ranged-read machinery loads with the first chunk read)
     from zarrlake.format.manifest import ManifestRange
     from zarrlake.format.shard import ShardRef
     from zarrlake.format.snapshot import SnapshotRoot
+    from zarrlake.format.statistics import ChunkStats
     from zarrlake.storage.sources import SourceReader
     from zarrlake.vc.ranges import Span
 
@@ -318,9 +319,9 @@ class Objects:
         """The repository's content hash of `data` (`spread`: see format.digest)."""
         return digest(self.algo, data, spread=spread)
 
-    def inline(self, data: bytes) -> ChunkRef:
-        """A reference holding `data` itself."""
-        return ChunkRef.inline(data, self.digest(data))
+    def inline(self, data: bytes, stats: ChunkStats | None = None) -> ChunkRef:
+        """A reference holding `data` itself (and its values' `stats`, if known)."""
+        return ChunkRef.inline(data, self.digest(data), stats)
 
     def put_chunk(self, data: bytes) -> ChunkRef:
         """Store chunk bytes under their digest (deduplicated) and return the reference."""
