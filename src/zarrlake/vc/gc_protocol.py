@@ -262,7 +262,7 @@ class GcState:
                 "this garbage collection's lock was taken over; run gc again"
             ) from None
 
-    def _write_candidates(self, items: list[tuple[bytes, bytes | None]]) -> None:
+    def _write_candidates(self, items: Sequence[tuple[bytes, bytes | None]]) -> None:
         """Write (or delete) candidate rows; a collector's only while its lock row is the
         version it last wrote, in the same atomic step: one paused until its lock was taken
         over writes nothing more (it would register, drop or date again the rows the new
