@@ -14,7 +14,7 @@ import zarr
 
 import zarrlake as zl
 from zarrlake.connection import RepoContext
-from zarrlake.errors import SessionExpiredError, TransientError
+from zarrlake.errors import NotFoundError, SessionExpiredError, TransientError
 from zarrlake.metastore.base import Call, MetaStore, WrapperMetaStore
 
 
@@ -133,3 +133,35 @@ def test_an_error_storing_the_record_is_raised_by_the_first_write(repo: zl.Repo)
         s.commit("x", allow_empty=True)
     assert sid not in records(repo)
     assert list(repo._context.meta.scan(repo._context.stage_partition(sid))) == []
+
+
+def test_a_base_a_reset_and_gc_took_before_the_first_write_is_named(tmp_path: Path) -> None:
+    """A session whose record is not stored yet does not keep its base: once a reset moved
+    its branch off it and gc deleted it, the first write refuses naming both (it failed at
+    the commit, on a missing manifest fsck could not explain)."""
+    path = tmp_path / "r"
+    admin = zl.Repo.create(path)
+    s = admin.create_session()
+    zarr.create_array(s.store, name="a", shape=(4, 8), chunks=(1, 8), dtype="i4", compressors=None)
+    old = s.commit("array")
+    s = admin.create_session()
+    zarr.open_array(s.store, path="a")[0] = 5
+    s.commit("row 0")
+    worker = zl.Repo.open(path)  # another process: nothing of the base in its caches
+    doc, chunk, empty = (worker.create_session() for _ in range(3))  # no record stored yet
+    admin.reset_branch("main", old)
+    assert admin.gc(timedelta(0)).by_kind["commits"][0] == 1  # the base of all three
+    group = b'{"zarr_format": 3, "node_type": "group", "attributes": {}}'
+    with pytest.raises(NotFoundError, match=r"no longer exists: branch 'main' moved off it"):
+        doc.write("b/zarr.json", group)  # staged at once: the record is stored first
+    with pytest.raises(NotFoundError, match=r"reset.*`gc` deleted it"):
+        chunk.write("a/c/1/0", np.full(8, 3, dtype="i4").tobytes())  # its unflushed marker
+    with pytest.raises(NotFoundError, match=r"start a new session on 'main'"):
+        empty.commit("nothing", allow_empty=True)
+    assert not {doc._engine.id, chunk._engine.id, empty._engine.id} & set(records(admin))
+    t = worker.create_session()
+    zarr.open_array(t.store, path="a")[1] = 2
+    t.commit("row 1 again")
+    rows = zarr.open_array(admin.readonly_session().store, path="a", mode="r")[:]
+    assert np.array_equal(rows, np.array([[0] * 8, [2] * 8, [0] * 8, [0] * 8]))
+    assert admin.fsck() == []

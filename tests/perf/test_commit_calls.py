@@ -85,7 +85,8 @@ WRITE = {
     # (zarr opening the array asks whether its zarr.json is staged: no call while the
     # session's record is not stored, as nobody else can have staged in it)
     "M.set_many": 2,  # the handle's unflushed-writes marker; the upload's record (for gc)
-    "O.exists": 1,  # the base's expiry marker, looked for after the record is stored
+    "O.exists": 2,  # the base's expiry marker and its commit record (a reset and gc may
+    # have deleted it), looked for at once after the record is stored
     "O.put_if_absent": 1,  # the chunk
 }
 COMMIT = {

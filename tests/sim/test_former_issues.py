@@ -71,6 +71,16 @@ def test_a_document_rebased_alike_is_left_out_of_the_rebased_change_set():
     assert result.ok, result.failure
 
 
+def test_a_dead_writers_part_rewritten_after_its_death_is_left_out_of_an_include():
+    """Seed 1182 with two collectors and three writers (a gap of the model): a committer
+    flushed a/c/3 and was killed inside its commit; its restarted job wrote a/c/3 again
+    with other bytes and committed with unfinished='include'. The commit left the dead
+    writer out as rewritten (txn/superseded.py, whatever `unfinished` chose); the model
+    counted both and called the landing a missed cooperative overlap."""
+    result = run(Config(1182, actors=("gc", "gc", "writer", "writer", "writer")))
+    assert result.ok, result.failure
+
+
 def test_gc_keeps_a_due_object_whose_candidate_record_was_dropped_during_its_run():
     """Seed 984 with two collectors and three writers: gc0 marked a chunk live (an open
     session had recorded its upload), stalled, had its lock taken over by gc1, then woke and

@@ -175,6 +175,7 @@ class Writing:
         # it returns, or be cut off after that: until it returns, its value may be staged.
         written = md.canonical(value) if md.is_meta(key) else value
         self.h.maybe.setdefault(key, set()).add(written)
+        self.h.wrote_at[key] = a.world.sched.now
         try:
             with a.op(f"{'delete' if value is None else 'write'} {key} {_size(value)}"):
                 if value is None:

@@ -1,6 +1,7 @@
 """The simulator's command line: `python -m tests.simulator COMMAND`.
 
     run --seeds 0:5000 [--jobs 2]     many seeds; a summary, and a replay command per failure
+                                      (--actors gc,gc,writer: every seed with these actors)
     replay SEED [--shrink] [--calls]  one seed, with its trace (shrunk first with --shrink)
     soak --steps 1000000 [--jobs 2]   seeds until that many steps; figures for docs/reliability.md
 
@@ -200,9 +201,9 @@ def main(argv: list[str] | None = None) -> int:
             choices=sorted(METASTORES),
             help=f"run on this metastore (default: the bucket one every {BUCKET_EVERY}th seed)",
         )
+        p.add_argument("--actors", help=f"comma-separated, of {', '.join(KINDS)}")
         if name == "replay":
             p.add_argument("seed", type=int)
-            p.add_argument("--actors", help=f"comma-separated, of {', '.join(KINDS)}")
             p.add_argument("--ops", type=int, help="operations per actor")
             p.add_argument("--calls", action="store_true", help="trace every backend call")
             p.add_argument("--shrink", action="store_true", help="shrink a failure first")

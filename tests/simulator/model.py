@@ -101,6 +101,7 @@ class Handle:
     maybe: dict[str, set] = field(default_factory=dict)  # perhaps registered
     pending: dict[str, frozenset] | None = None  # in a flush under way
     process: Any = None  # the simulated process it lives in (gone once that is dead)
+    wrote_at: dict[str, float] = field(default_factory=dict)  # when it last began writing a key
 
 
 @dataclass(eq=False)
@@ -500,19 +501,44 @@ class Model:
         for h in s.handles:
             if drop and intent is not None and h.name in intent.gone:
                 continue
+            if self.rewritten(s, h):
+                continue
             died = drop and h.process is not None and not h.process.alive
             for key in set(h.durable) | set(h.maybe):
                 options = set(h.durable.get(key, {KEEP})) | h.maybe.get(key, set())
                 out.setdefault(key, []).append(options | {KEEP} if died else options)
         return out
 
+    @staticmethod
+    def rewritten(s: SessionModel, h: Handle) -> bool:
+        """Whether dead handle `h`'s part was written again after its process died: every
+        key it may have staged, by another handle certainly (txn/superseded.py). A commit
+        leaves out such a writer whatever `unfinished` chose once it is unfinished (gone or
+        failed) and the rewriter finished; otherwise it counts both and refuses where their
+        bytes differ. Either way, what lands at those keys is the rewriter's."""
+        died = None if h.process is None else h.process.died
+        keys = set(h.durable) | set(h.maybe)
+        if died is None or not keys:
+            return False
+        return all(
+            any(
+                o is not h
+                and len(o.durable.get(key, ())) == 1
+                and KEEP not in o.durable[key]
+                and o.wrote_at.get(key, died) > died
+                for o in s.handles
+            )
+            for key in keys
+        )
+
     def _check_unfinished(self, s: SessionModel, cid: str, intent: Intent) -> None:
         """A writer gone before the commit began, certainly holding registered writes, makes
-        a commit that chose nothing (`unfinished=None`) refuse."""
+        a commit that chose nothing (`unfinished=None`) refuse, unless its part was written
+        again since."""
         if intent.unfinished is not None:
             return
         for h in s.handles:
-            if h.name in intent.gone and h.durable:
+            if h.name in intent.gone and h.durable and not self.rewritten(s, h):
                 raise Violation(
                     f"session {s.sid}: commit {cid[:12]} landed although {h.name}, whose "
                     "process was dead, had staged writes (a gone writer counted silently)"

@@ -50,6 +50,8 @@ class Process:
     pid: int
     name: str
     alive: bool = True
+    died: float | None = None
+    """The simulated time it was killed at (None while alive)."""
     holder: Actor | None = None  # the actor running library code now
     runtime: runtime.Runtime = field(default_factory=runtime.Runtime)
     host: str = HOST
@@ -175,6 +177,7 @@ class Scheduler:
         if not proc.alive:
             return
         proc.alive = False
+        proc.died = self.now
         proc.holder = None
         self.kills += 1
         self.trace.event(self, f"{proc.name} (pid {proc.pid}) killed {why}")

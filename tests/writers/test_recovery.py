@@ -26,6 +26,7 @@ from tests.writers.workers import (
     write_rows_within,
     write_then_die,
     write_then_raise,
+    write_then_raise_behind,
 )
 
 SPAWN = multiprocessing.get_context("spawn")
@@ -129,6 +130,20 @@ def test_a_part_written_earlier_by_others_does_not_supersede_a_later_write(here)
     with pytest.raises(zl.UnfinishedWritersError, match="nobody wrote its part again") as e:
         s.commit()
     assert e.value.choice == "include"
+
+
+def test_a_failed_workers_given_up_rows_are_dated_by_the_metastores_clock(here):
+    # a finished worker wrote rows 10-11 (other bytes) before a worker whose clock runs two
+    # hours behind failed giving them up: they are still missing (its record once carried
+    # its own clock's time, which made the earlier rewrite look later and left it out)
+    repo = zl.Repo.open(**here)
+    s = repo.create_session()
+    run(FORK, write_rows_as, (here, s.id, [10, 11], 50))
+    run(FORK, write_rows, (here, s.id, [8, 9]))  # its flushed rows, the same bytes
+    run(FORK, write_then_raise_behind, (here, s.id, [8, 9, 10, 11]))
+    with pytest.raises(zl.UnfinishedWritersError, match=r"missing: .* \(10, 0\), \(11, 0\)") as e:
+        s.commit()
+    assert e.value.choice == "rewrite"
 
 
 def test_the_same_bytes_written_earlier_supersede_a_dead_workers_write(here):

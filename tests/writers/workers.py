@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 import zarr
 
 import zarrlake as zl
+from zarrlake._util import runtime
 
 ROWS, COLS = 16, 4
 
@@ -62,6 +64,12 @@ def write_then_raise(args: tuple[dict, str, list[int]]) -> None:
         for r in rows[len(rows) // 2 :]:
             arr[r] = r + 1
         raise RuntimeError("bad input row")
+
+
+def write_then_raise_behind(args: tuple[dict, str, list[int]]) -> None:
+    """`write_then_raise` in a process whose clock runs two hours behind."""
+    runtime.use(runtime.Runtime(now=lambda: time.time() - 7200.0))
+    write_then_raise(args)
 
 
 def flush_then_exit_hard(args: tuple[dict, str, list[int]]) -> None:

@@ -12,7 +12,15 @@ may drop that commit meanwhile. The record is stored naming the base, and the ba
 expiry marker is read after it: `expire` writes its markers and then reads the session
 records again, taking back the markers of the commits they protect. Either that re-read
 sees this record and the base stays, or the marker was written before this record was, and
-the session refuses (ExpiredHistoryError) and deletes its record."""
+the session refuses (ExpiredHistoryError) and deletes its record.
+
+A branch reset (or deletion) may also leave the base unreachable, and `gc` delete it once its grace
+period has passed (a sweep re-reads the session records first, so one stored before that
+keeps it). The base's commit record is looked for with its marker (at once): a session
+whose base is gone refuses its first write (NotFoundError naming the reset and gc) and
+deletes its record, instead of failing at its commit on a missing manifest. (A sweep
+that deletes the base between its re-read and this look is not seen: the commit then fails
+as before; it could never land, its branch no longer descending from its base.)"""
 
 from __future__ import annotations
 
@@ -21,7 +29,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from zarrlake.errors import ExpiredHistoryError, ZarrLakeError
+from zarrlake.errors import ExpiredHistoryError, NotFoundError, ZarrLakeError
 from zarrlake.metastore.base import Call, MetaStore, WrapperMetaStore
 from zarrlake.vc.gc_protocol import uploads_of
 
@@ -61,24 +69,44 @@ class Birth:
                 version = records.store(self.record)
                 base = self.record.base
                 try:
-                    expired = self.ctx.objects.is_expired(base)
-                    when = self.ctx.objects.expired_at(base) if expired else None
+                    error = self._base_gone(base)
                 except BaseException:
                     with contextlib.suppress(ZarrLakeError):
                         records.forget(self.record.id)
                     raise
-                if expired:
+                if error is not None:
                     with contextlib.suppress(ZarrLakeError):
                         records.forget(self.record.id)
-                    raise ExpiredHistoryError(
-                        f"the base of this session, commit {base[:12]}, was expired (`zarrlake "
-                        f"expire`) before the session's first write stored its record; "
-                        f"start a new session on {self.record.branch!r}",
-                        base,
-                        when if when is not None else self.ctx.clock(),
-                    )
+                    raise error
                 self.version = version
         return self.version
+
+    def _base_gone(self, base: str) -> NotFoundError | None:
+        """The error to refuse with if `base` was expired or deleted (its marker and its
+        commit record, looked for at once); None if it is there."""
+        objects = self.ctx.objects
+        marked, present = objects.map(
+            lambda look: look(),
+            [lambda: objects.is_expired(base), lambda: objects.store.exists(f"commits/{base}")],
+        )
+        branch = self.record.branch
+        if marked:
+            when = objects.expired_at(base)
+            return ExpiredHistoryError(
+                f"the base of this session, commit {base[:12]}, was expired (`zarrlake "
+                f"expire`) before the session's first write stored its record; "
+                f"start a new session on {branch!r}",
+                base,
+                when if when is not None else self.ctx.clock(),
+            )
+        if not present:
+            return NotFoundError(
+                f"the base of this session, commit {base[:12]}, no longer exists: branch "
+                f"{branch!r} moved off it (a reset, or the branch deleted) and `gc` deleted "
+                "it before the session's first write stored its record; start a new session "
+                f"on {branch!r}"
+            )
+        return None
 
 
 class Unborn(WrapperMetaStore):

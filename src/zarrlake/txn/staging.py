@@ -222,11 +222,13 @@ class Staging:
         partition: str,
         writer: bytes,
         check_open: Callable[[], None] | None = None,
+        clock: Callable[[], float] = runtime.now,
     ) -> None:
         self.meta = meta
         self.partition = partition
         self.writer = writer
         self.check_open = check_open
+        self.clock = clock  # the metastore's: writer states are compared with fragments' times
         self.own: set[bytes] = set()  # keys of the fragments this handle registered
         self.own_meta: set[str] = set()  # metadata documents this handle staged
         self._move_ns = 0  # the time key of this handle's last move
@@ -475,7 +477,7 @@ class Staging:
             self.writer_id,
             state,
             runtime.identity(),
-            runtime.now(),
+            self.clock(),
             tag,
             error,
             tuple(islice(dropped, MARKER_KEYS)),

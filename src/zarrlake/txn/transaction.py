@@ -73,7 +73,7 @@ class Transaction:
             partition = ctx.stage_partition(record.id)
             meta = ctx.meta if self.birth is None else Unborn(ctx.meta, self.birth, partition)
             check = _OpenCheck(ctx, record.id, self.birth)
-            self.staging = Staging(meta, partition, self.writer, check)
+            self.staging = Staging(meta, partition, self.writer, check, ctx.clock)
         self.fragments = StagedFragments(ctx.objects)
         self.view = self._view_of(base)
         serializable = record is not None and record.isolation == "serializable"

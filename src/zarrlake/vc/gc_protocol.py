@@ -169,6 +169,9 @@ class GcState:
         self.clock: Callable[[], float] = lambda: ctx.clock()  # tests may swap the clock
         self.owner = f"{runtime.host()}:{runtime.pid()}:{random.getrandbits(32):08x}"
         self.read_rows: dict[bytes, bytes] = {}  # the candidate rows `candidates()` read
+        self.lock_version: int | None = None
+        """The version of the lock row this collector last wrote (None: it holds no lock,
+        as a session's clean-up or a ref move registering candidates)."""
 
     # lock ---------------------------------------------------------------------------------
 
@@ -189,7 +192,9 @@ class GcState:
             )
         value = self._value()
         try:
-            self.meta.set_if(self.partition, LOCK, value, got[1] if got else None)
+            self.lock_version = self.meta.set_if(
+                self.partition, LOCK, value, got[1] if got else None
+            )
         except CASFailedError:
             raise GcBusyError(
                 "another garbage collection started at the same time; try again"
@@ -251,10 +256,25 @@ class GcState:
                 "this garbage collection's lock was taken over; it stops here; run gc again"
             )
         try:
-            self.meta.set_if(self.partition, LOCK, self._value(), got[1])
+            self.lock_version = self.meta.set_if(self.partition, LOCK, self._value(), got[1])
         except CASFailedError:
             raise GcBusyError(
                 "this garbage collection's lock was taken over; run gc again"
+            ) from None
+
+    def _write_candidates(self, items: Sequence[tuple[bytes, bytes | None]]) -> None:
+        """Write (or delete) candidate rows; a collector's only while its lock row is the
+        version it last wrote, in the same atomic step: one paused until its lock was taken
+        over writes nothing more (it would register, drop or date again the rows the new
+        collector judges by), and stops with GcBusyError."""
+        if self.lock_version is None:
+            self.meta.set_many(self.partition, items)
+            return
+        try:
+            self.meta.write_if(self.partition, items, {LOCK: self.lock_version})
+        except CASFailedError:
+            raise GcBusyError(
+                "this garbage collection's lock was taken over; it stops here; run gc again"
             ) from None
 
     def begin_sweep(self) -> Phase:
@@ -410,7 +430,7 @@ class GcState:
                     doc["listed"] = True
                 items.append((CANDIDATE + key.encode(), json.dumps(doc)))
         for i in range(0, len(items), 1000):
-            self.meta.set_many(self.partition, [(k, v.encode()) for k, v in items[i : i + 1000]])
+            self._write_candidates([(k, v.encode()) for k, v in items[i : i + 1000]])
         return len(items)
 
     def expanded(self, candidates: list[Candidate]) -> None:
@@ -421,14 +441,14 @@ class GcState:
             for c in candidates
         ]
         for i in range(0, len(items), 1000):
-            self.meta.set_many(self.partition, items[i : i + 1000])
+            self._write_candidates(items[i : i + 1000])
 
     def drop(self, keys: Sequence[str]) -> None:
         """Forget the candidates for `keys` (deleted or found live), DROP_BATCH a write (a
         run finds one candidate live per chunk a later commit kept: fewer transactions)."""
         for i in range(0, len(keys), DROP_BATCH):
             batch = keys[i : i + DROP_BATCH]
-            self.meta.set_many(self.partition, [(CANDIDATE + k.encode(), None) for k in batch])
+            self._write_candidates([(CANDIDATE + k.encode(), None) for k in batch])
 
 
 def _common_prefix(a: bytes, b: bytes) -> bytes:
