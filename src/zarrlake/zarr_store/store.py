@@ -47,7 +47,8 @@ def _span(byte_range: ByteRequest) -> Span:
 
 class StoreEngine(Protocol):
     """The engine hooks the store needs of a session (`Session._engine` provides them). An
-    engine that can say a read is cheaper on the calling thread also has `read_here`."""
+    engine that can say a read is cheaper on the calling thread also has `read_here` and
+    `read_ranges_here`."""
 
     @property
     def id(self) -> str | None:
@@ -316,15 +317,21 @@ class SessionStore(Store):
     ) -> Buffer | None:
         """The value of `key` (or a byte range of it); None if absent.
 
-        Answers that need no I/O return at once; others run on a thread, off the event loop.
+        Answers that need no I/O return at once, and so do small reads from a local
+        directory (`read_here`, `read_ranges_here`); others run on a thread, off the event loop.
         Byte ranges read only the bytes they need (verified), and concurrent ranged reads
         of one key share requests."""
         span = None if byte_range is None else _span(byte_range)  # malformed: fails here
         engine = self.session._engine
         data: bytes | memoryview | None
         answered, data = engine.peek(key)
-        if not answered and span is None and self._reads_here:
-            answered, data = engine.read_here(key)  # type: ignore[attr-defined]
+        if not answered and self._reads_here:
+            if span is None:
+                answered, data = engine.read_here(key)  # type: ignore[attr-defined]
+            else:
+                answered, got = engine.read_ranges_here(key, [span])  # type: ignore[attr-defined]
+                if answered:
+                    return None if got is None else prototype.buffer.from_bytes(got[0])
         if answered:
             if data is not None and span is not None:
                 start, end = span.resolve(len(data))
@@ -366,7 +373,11 @@ class SessionStore(Store):
             Holding FileNotFoundError if the key is absent (as zarr's default does).
         """
         spans = [Span() if r is None else _span(r) for r in byte_ranges]
-        got = await asyncio.to_thread(self.session._read_ranges, key, spans)
+        answered, got = False, None
+        if self._reads_here:
+            answered, got = self.session._engine.read_ranges_here(key, spans)  # type: ignore[attr-defined]
+        if not answered:
+            got = await asyncio.to_thread(self.session._read_ranges, key, spans)
         if got is None:
             raise ExceptionGroup(f"{key} is absent", [FileNotFoundError(key)])
         yield [(i, prototype.buffer.from_bytes(data)) for i, data in enumerate(got)]
