@@ -65,7 +65,7 @@ def test_log_imports_neither_pydantic_nor_rich_nor_other_commands(tmp_path):
     assert out.splitlines()[1].split()[-2:] == ["Repository", "initialized"]
     assert not {"pydantic", "rich"} & modules, sorted({"pydantic", "rich"} & modules)
     commands = {m for m in modules if m.startswith("zarrlake.cli.")}
-    shared = {"context", "redact", "coerce", "plain"}
+    shared = {"tree", "context", "redact", "coerce", "plain"}
     assert commands == {"zarrlake.cli.history"} | {f"zarrlake.cli.{m}" for m in shared}
 
 
