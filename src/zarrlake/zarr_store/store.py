@@ -181,10 +181,12 @@ class _StageBatcher:
 class _ReadBatcher:
     """Gathers the ranged reads zarr issues concurrently on one event loop (a shard's index
     and inner chunks) and reads those of one key together, so nearby ranges share requests
-    (Objects.read_ranges); each key's batch runs on a thread."""
+    (Objects.read_ranges); each key's batch runs on a thread, or on the loop itself where
+    that is cheaper (`here`: a small read from a local directory, `read_ranges_here`)."""
 
-    def __init__(self, session: StoreSession) -> None:
+    def __init__(self, session: StoreSession, here: bool = False) -> None:
         self.session = session
+        self.here = here
         self.pending: dict[str, list[tuple[Span, asyncio.Future[bytes | None]]]] = {}
         self.tasks: set[asyncio.Task[None]] = set()
 
@@ -199,24 +201,49 @@ class _ReadBatcher:
     def _flush(self) -> None:
         batch, self.pending = self.pending, {}
         for key, items in batch.items():
+            if self.here and self._read_here(key, items):
+                continue
             task = asyncio.get_running_loop().create_task(self._read(key, items))
             self.tasks.add(task)
             task.add_done_callback(self.tasks.discard)
+
+    def _read_here(self, key: str, items: list[tuple[Span, asyncio.Future[bytes | None]]]) -> bool:
+        """Read the batch on the loop if that is cheaper; whether it was."""
+        engine = self.session._engine
+        try:
+            answered, got = engine.read_ranges_here(key, [span for span, _ in items])  # type: ignore[attr-defined]
+        except Exception as e:
+            _settle(items, None, e)
+            return True
+        if answered:
+            _settle(items, got)
+        return answered
 
     async def _read(self, key: str, items: list[tuple[Span, asyncio.Future[bytes | None]]]) -> None:
         spans = [span for span, _ in items]
         try:
             got = await asyncio.to_thread(self.session._read_ranges, key, spans)
         except BaseException as e:
-            for _, f in items:
-                if not f.done():
-                    f.set_exception(e)
+            _settle(items, None, e)
             if not isinstance(e, Exception):
                 raise
             return
-        for i, (_, f) in enumerate(items):
-            if not f.done():
-                f.set_result(None if got is None else got[i])
+        _settle(items, got)
+
+
+def _settle(
+    items: list[tuple[Span, asyncio.Future[bytes | None]]],
+    got: list[bytes] | None,
+    error: BaseException | None = None,
+) -> None:
+    """Hand each waiting read its range of `got` (None: the key is absent), or `error`."""
+    for i, (_, f) in enumerate(items):
+        if f.done():
+            continue
+        if error is not None:
+            f.set_exception(error)
+        else:
+            f.set_result(None if got is None else got[i])
 
 
 class SessionStore(Store):
@@ -317,21 +344,17 @@ class SessionStore(Store):
     ) -> Buffer | None:
         """The value of `key` (or a byte range of it); None if absent.
 
-        Answers that need no I/O return at once, and so do small reads from a local
-        directory (`read_here`, `read_ranges_here`); others run on a thread, off the event loop.
+        Answers that need no I/O return at once, and so do reads that are cheaper on the
+        loop (`read_here`; ranged ones once batched, `_ReadBatcher`); others run on a
+        thread, off the event loop.
         Byte ranges read only the bytes they need (verified), and concurrent ranged reads
         of one key share requests."""
         span = None if byte_range is None else _span(byte_range)  # malformed: fails here
         engine = self.session._engine
         data: bytes | memoryview | None
         answered, data = engine.peek(key)
-        if not answered and self._reads_here:
-            if span is None:
-                answered, data = engine.read_here(key)  # type: ignore[attr-defined]
-            else:
-                answered, got = engine.read_ranges_here(key, [span])  # type: ignore[attr-defined]
-                if answered:
-                    return None if got is None else prototype.buffer.from_bytes(got[0])
+        if not answered and span is None and self._reads_here:
+            answered, data = engine.read_here(key)  # type: ignore[attr-defined]
         if answered:
             if data is not None and span is not None:
                 start, end = span.resolve(len(data))
@@ -342,7 +365,7 @@ class SessionStore(Store):
             loop = asyncio.get_running_loop()
             reader = self._readers.get(loop)
             if reader is None:
-                reader = self._readers[loop] = _ReadBatcher(self.session)
+                reader = self._readers[loop] = _ReadBatcher(self.session, self._reads_here)
             data = await reader.read(key, span)
         return None if data is None else prototype.buffer.from_bytes(data)
 
