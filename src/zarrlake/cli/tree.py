@@ -3,10 +3,11 @@ loads this module from `main`, and forwards its names).
 
 Modules here import only typer at the top; rich loads when a command draws, the engine
 (zarr, numpy, backends) when a command needs it, and only the command run is imported and
-built (`build_command`, `COMMANDS`).
+built (`build_command`, `COMMANDS`). This module's annotations are evaluated once, as it
+loads (no `from __future__ import annotations`): typer reads the root's signature several
+times while it builds a command, and evaluated string annotations (each typer.Option) each
+time.
 """
-
-from __future__ import annotations
 
 import copy
 import importlib
