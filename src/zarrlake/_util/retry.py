@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import logging
+import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -120,8 +121,6 @@ def backoff(policy: RetryPolicy) -> Iterator[int]:
             return
         if deadline is not None and runtime.monotonic() > deadline:
             return
-        import random  # (loaded with the first retry)
-
         runtime.sleep(random.uniform(0, min(policy.max_delay, policy.base_delay * 2**n)))
 
 
