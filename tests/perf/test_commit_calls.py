@@ -51,6 +51,21 @@ def held_cleanup(monkeypatch) -> Iterator[threading.Event]:
     release.set()
 
 
+@pytest.fixture
+def hops(monkeypatch) -> list[str]:
+    """The names of the functions run through `asyncio.to_thread` from now on, in order:
+    each is a hop from zarr's event loop to a thread and back."""
+    names: list[str] = []
+    to_thread = asyncio.to_thread
+
+    def counting(fn, /, *args, **kwargs):
+        names.append(getattr(fn, "__name__", repr(fn)))
+        return to_thread(fn, *args, **kwargs)
+
+    monkeypatch.setattr(asyncio, "to_thread", counting)
+    return names
+
+
 def _calls(meta: Counter[str], blobs: Counter[str]) -> dict[str, int]:
     """Non-zero counts, metastore calls as M.name and object-store calls as O.name."""
     out = {f"M.{k}": v for k, v in meta.items() if v}
@@ -134,7 +149,7 @@ def test_one_chunk_commit_costs_what_it_did(any_metastore: dict, held_cleanup) -
 
 
 @pytest.mark.parametrize("any_metastore", ["sqlite", "s3-bucket"], indirect=True)
-def test_open_and_read_one_chunk_costs_what_it_did(any_metastore: dict, monkeypatch) -> None:
+def test_open_and_read_one_chunk_costs_what_it_did(any_metastore: dict, hops: list[str]) -> None:
     """A read-only open + read of one chunk from a new Repo: the branch head, then the
     snapshot, one manifest range and the chunk; on a local directory the chunk is read on
     zarr's event loop, without a hop to a thread (SessionEngine.read_here)."""
@@ -144,14 +159,7 @@ def test_open_and_read_one_chunk_costs_what_it_did(any_metastore: dict, monkeypa
         _value(2)
     )
     s.commit("array a")
-    hops: list[str] = []
-    to_thread = asyncio.to_thread
-
-    def counting(fn, /, *args, **kwargs):
-        hops.append(getattr(fn, "__name__", repr(fn)))
-        return to_thread(fn, *args, **kwargs)
-
-    monkeypatch.setattr(asyncio, "to_thread", counting)
+    hops.clear()  # the writes hopped too: count the read
     repo, blobs, meta = counted(zl.Repo.open(**any_metastore))
     got = zarr.open_array(repo.readonly_session("main").store, path="a", mode="r")[2]
     assert np.array_equal(got, _value(2))
@@ -164,7 +172,7 @@ def test_open_and_read_one_chunk_costs_what_it_did(any_metastore: dict, monkeypa
 
 @pytest.mark.parametrize("any_metastore", ["sqlite", "s3-bucket"], indirect=True)
 def test_reading_one_inner_chunk_of_a_shard_takes_no_hop_to_a_thread_on_a_local_directory(
-    any_metastore: dict, monkeypatch
+    any_metastore: dict, hops: list[str]
 ) -> None:
     """zarr reads a shard's index, then the inner chunk: on a local directory both are read
     on zarr's event loop (SessionEngine.read_ranges_here); on a remote store each runs on a
@@ -185,14 +193,7 @@ def test_reading_one_inner_chunk_of_a_shard_takes_no_hop_to_a_thread_on_a_local_
         :
     ] = np.arange(np.prod(big), dtype="f4").reshape(big)
     s.commit("sharded arrays")
-    hops: list[str] = []
-    to_thread = asyncio.to_thread
-
-    def counting(fn, /, *args, **kwargs):
-        hops.append(getattr(fn, "__name__", repr(fn)))
-        return to_thread(fn, *args, **kwargs)
-
-    monkeypatch.setattr(asyncio, "to_thread", counting)
+    hops.clear()
     repo = zl.Repo.open(**any_metastore)
     store = repo.readonly_session("main").store
     got = zarr.open_array(store, path="a", mode="r")[2]
