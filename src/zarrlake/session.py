@@ -446,6 +446,14 @@ class SessionEngine:
             return False, None
         return True, self._session.read(key)
 
+    def read_ranges_here(self, key: str, spans: list[Span]) -> tuple[bool, list[bytes] | None]:
+        """(answered, the spans' bytes or None) when they are cheaper to read on the
+        calling thread (see `read_here`): a shard's index or an inner chunk on a local
+        directory. The read is `Session._read_ranges`', as on a thread."""
+        if not self._txn.overlay.reads_here(key, spans):
+            return False, None
+        return True, self._session._read_ranges(key, spans)
+
     def prepare(self, key: str, data: bytes) -> Change:
         """Check one write and upload its bytes if too big to stage inline (see `stage`).
 

@@ -65,7 +65,7 @@ def test_log_imports_neither_pydantic_nor_rich_nor_other_commands(tmp_path):
     assert out.splitlines()[1].split()[-2:] == ["Repository", "initialized"]
     assert not {"pydantic", "rich"} & modules, sorted({"pydantic", "rich"} & modules)
     commands = {m for m in modules if m.startswith("zarrlake.cli.")}
-    shared = {"context", "redact", "coerce", "plain"}
+    shared = {"tree", "context", "redact", "coerce", "plain"}
     assert commands == {"zarrlake.cli.history"} | {f"zarrlake.cli.{m}" for m in shared}
 
 
@@ -86,3 +86,40 @@ def test_each_command_is_looked_up_in_the_module_that_adds_it():
     cli = Path(zl.__file__).parent / "cli"
     adding = {p.stem for p in cli.glob("*.py") if "\ndef register(" in p.read_text()}
     assert adding == set(COMMANDS)
+
+
+GC_PROBE = """
+import gc, sys
+runs = []
+gc.callbacks.append(lambda phase, info: phase == "stop" and runs.append(info["generation"]))
+import zarrlake
+frozen = gc.get_freeze_count()
+before = len(runs)
+from zarrlake.cli import main
+sys.argv = ["zarrlake", *sys.argv[1:]]
+try:
+    main()
+except SystemExit:
+    pass
+print(len(runs) - before, gc.isenabled(), gc.get_freeze_count() > frozen)
+"""
+
+
+def test_the_command_line_loads_without_collecting_garbage_and_leaves_collection_on(tmp_path):
+    """`main` pauses garbage collection while typer, the command's module and its command
+    load, then freezes what they made (the process runs one command) and turns collection
+    back on. Counted after `import zarrlake`: `log` ran 27 collections, none finding
+    garbage, before; now only the command's own run collects (8). A count, not a time."""
+    zl.Repo.create(tmp_path / "r").close()
+    res = subprocess.run(
+        [sys.executable, "-c", GC_PROBE, "-r", str(tmp_path / "r"), "log", "--limit", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[1].split()[-2:] == ["Repository", "initialized"]  # the command did run
+    collections, enabled, frozen = lines[-1].split()
+    assert enabled == "True" and frozen == "True"
+    assert int(collections) <= 12, collections

@@ -51,6 +51,21 @@ def held_cleanup(monkeypatch) -> Iterator[threading.Event]:
     release.set()
 
 
+@pytest.fixture
+def hops(monkeypatch) -> list[str]:
+    """The names of the functions run through `asyncio.to_thread` from now on, in order:
+    each is a hop from zarr's event loop to a thread and back."""
+    names: list[str] = []
+    to_thread = asyncio.to_thread
+
+    def counting(fn, /, *args, **kwargs):
+        names.append(getattr(fn, "__name__", repr(fn)))
+        return to_thread(fn, *args, **kwargs)
+
+    monkeypatch.setattr(asyncio, "to_thread", counting)
+    return names
+
+
 def _calls(meta: Counter[str], blobs: Counter[str]) -> dict[str, int]:
     """Non-zero counts, metastore calls as M.name and object-store calls as O.name."""
     out = {f"M.{k}": v for k, v in meta.items() if v}
@@ -135,7 +150,7 @@ def test_one_chunk_commit_costs_what_it_did(any_metastore: dict, held_cleanup) -
 
 
 @pytest.mark.parametrize("any_metastore", ["sqlite", "s3-bucket"], indirect=True)
-def test_open_and_read_one_chunk_costs_what_it_did(any_metastore: dict, monkeypatch) -> None:
+def test_open_and_read_one_chunk_costs_what_it_did(any_metastore: dict, hops: list[str]) -> None:
     """A read-only open + read of one chunk from a new Repo: the branch head, then the
     snapshot, one manifest range and the chunk; on a local directory the chunk is read on
     zarr's event loop, without a hop to a thread (SessionEngine.read_here)."""
@@ -145,19 +160,50 @@ def test_open_and_read_one_chunk_costs_what_it_did(any_metastore: dict, monkeypa
         _value(2)
     )
     s.commit("array a")
-    hops: list[str] = []
-    to_thread = asyncio.to_thread
-
-    def counting(fn, /, *args, **kwargs):
-        hops.append(getattr(fn, "__name__", repr(fn)))
-        return to_thread(fn, *args, **kwargs)
-
-    monkeypatch.setattr(asyncio, "to_thread", counting)
+    hops.clear()  # the writes hopped too: count the read
     repo, blobs, meta = counted(zl.Repo.open(**any_metastore))
     got = zarr.open_array(repo.readonly_session("main").store, path="a", mode="r")[2]
     assert np.array_equal(got, _value(2))
     assert _calls(meta.calls, blobs.calls) == {"M.get": 1, "O.get": 3}
     local = "metastore" not in any_metastore and "storage_options" not in any_metastore
     assert hops.count("read") == (0 if local else 1)
+    repo.close()
+    base.close()
+
+
+@pytest.mark.parametrize("any_metastore", ["sqlite", "s3-bucket"], indirect=True)
+def test_reading_one_inner_chunk_of_a_shard_takes_no_hop_to_a_thread_on_a_local_directory(
+    any_metastore: dict, hops: list[str]
+) -> None:
+    """zarr reads a shard's index, then the inner chunk: on a local directory both are read
+    on zarr's event loop (SessionEngine.read_ranges_here); on a remote store each runs on a
+    thread. A whole shard, or more than READ_HERE_MAX bytes of it, is read on a thread
+    either way, so shards are read side by side."""
+    from zarrlake.txn.overlay import READ_HERE_MAX
+
+    base = zl.Repo.create(**any_metastore)
+    s = base.create_session("main")
+    shape = (4, *CHUNK)
+    values = np.stack([_value(i) for i in range(4)])
+    zarr.create_array(s.store, name="a", shape=shape, chunks=(1, *CHUNK), shards=shape, dtype="f4")[
+        :
+    ] = values
+    big = (8, 1024, 64)  # 2 MiB of float32 in one shard, inner chunks of 256 KiB
+    assert READ_HERE_MAX < 4 * 8 * 1024 * 64
+    zarr.create_array(s.store, name="b", shape=big, chunks=(1, 1024, 64), shards=big, dtype="f4")[
+        :
+    ] = np.arange(np.prod(big), dtype="f4").reshape(big)
+    s.commit("sharded arrays")
+    hops.clear()
+    repo = zl.Repo.open(**any_metastore)
+    store = repo.readonly_session("main").store
+    got = zarr.open_array(store, path="a", mode="r")[2]
+    assert np.array_equal(got, values[2])
+    local = "metastore" not in any_metastore and "storage_options" not in any_metastore
+    assert hops.count("_read_ranges") == (0 if local else 2)
+    hops.clear()
+    whole = zarr.open_array(store, path="b", mode="r")[:]
+    assert np.array_equal(whole, np.arange(np.prod(big), dtype="f4").reshape(big))
+    assert {"read", "_read_ranges"} & set(hops)  # the whole shard, read on a thread
     repo.close()
     base.close()

@@ -6,11 +6,11 @@ from __future__ import annotations
 import re
 
 MASK = "***"
-_URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s'\"]*):[^@\s'\"]*@")
-_QUERY_SECRET = re.compile(
-    r"(?P<head>[?&;\s](?:password|passwd|secret[\w]*|[\w]*token|sslpassword)=)[^&;\s'\"]*",
-    re.IGNORECASE,
+_URL_PASSWORD = r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s'\"]*):[^@\s'\"]*@"
+_QUERY_SECRET = (
+    r"(?i)(?P<head>[?&;\s](?:password|passwd|secret[\w]*|[\w]*token|sslpassword)=)[^&;\s'\"]*"
 )
+"""Patterns compiled on first use (re's cache): what is shown is masked on its way out."""
 _SECRET_KEY_WORDS = ("secret", "password", "passwd", "token", "credential", "private_key")
 
 
@@ -22,8 +22,8 @@ def is_secret_option(name: str) -> bool:
 
 def mask_urls(text: str) -> str:
     """`text` with URL passwords and secret query parameters masked."""
-    text = _URL_PASSWORD.sub(rf"\g<head>:{MASK}@", text)
-    return _QUERY_SECRET.sub(rf"\g<head>{MASK}", text)
+    text = re.sub(_URL_PASSWORD, rf"\g<head>:{MASK}@", text)
+    return re.sub(_QUERY_SECRET, rf"\g<head>{MASK}", text)
 
 
 def masked_options(options: object) -> object:

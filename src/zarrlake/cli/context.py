@@ -133,7 +133,7 @@ def usage_line(arguments: str) -> type:
     return Command
 
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)([wdhms])")
+_DURATION_PART = r"(\d+(?:\.\d+)?)([wdhms])"
 _UNITS = {"w": "weeks", "d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
 DURATION_FORMS = "a number and a unit s, m, h, d or w: 90s, 15m, 2h, 7d, 1w (or combined: 1d12h)"
 """The durations the command line accepts, as its errors and help say."""
@@ -145,7 +145,7 @@ def parse_duration(text: str | timedelta) -> timedelta:
     if isinstance(text, timedelta):
         return text
     compact = text.strip().lower().replace(" ", "")
-    parts = _DURATION_PART.findall(compact)
+    parts = re.findall(_DURATION_PART, compact)
     if not compact or "".join(n + u for n, u in parts) != compact:
         raise usage_error(f"bad duration {text!r}: use {DURATION_FORMS}")
     total = timedelta()
@@ -181,12 +181,12 @@ def parse_when(text: str | datetime | None) -> datetime | None:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
-_COORDS = re.compile(r"\d+(,\d+)*,?")
+_COORDS = r"\d+(,\d+)*,?"
 
 
 def is_coords(text: str) -> bool:
     """Whether `text` is written as chunk coordinates: '9', '9,1,2'."""
-    return _COORDS.fullmatch(text.strip()) is not None
+    return re.fullmatch(_COORDS, text.strip()) is not None
 
 
 def parse_coords(words: list[str] | tuple[str, ...]) -> tuple[int, ...]:

@@ -60,19 +60,36 @@ class ManifestRange:
 
     def ref_at(self, i: int) -> ChunkRef:
         """The reference of the entry at position `i`, built from the columns."""
-        kind = RefKind(int(self.kind[i]))
-        off, length = int(self.offset[i]), int(self.length[i])
-        loc = int(self.loc[i])
-        return ChunkRef(
-            kind=kind,
-            digest=self.digest[i].tobytes(),
-            length=length,
-            offset=off if kind != RefKind.INLINE else 0,
-            location=self.locations[loc] if loc >= 0 else None,
-            data=self.inline[off : off + length].tobytes() if kind == RefKind.INLINE else None,
-            identity=self.identities[loc] if loc >= 0 and self.identities else None,
-            stats=stats_format.at(self.stats, i),
-        )
+        return self.refs(slice(i, i + 1))[0]
+
+    def refs(self, part: slice) -> list[ChunkRef]:
+        """The references of the entries at positions `part`, built from the columns a
+        column at a time (a shard's inner chunks are read together: `SnapshotView.inner`)."""
+        kinds = self.kind[part].tolist()
+        offsets = self.offset[part].tolist()
+        lengths = self.length[part].tolist()
+        locs = self.loc[part].tolist()
+        digests = self.digest[part].tobytes()
+        stats = [None] * len(kinds) if self.stats is None else self.stats[part].tolist()
+        out = []
+        for j, (k, off, length, loc, st) in enumerate(
+            zip(kinds, offsets, lengths, locs, stats, strict=True)
+        ):
+            kind = RefKind(k)
+            inline = kind == RefKind.INLINE
+            out.append(
+                ChunkRef(
+                    kind=kind,
+                    digest=digests[32 * j : 32 * j + 32],
+                    length=length,
+                    offset=0 if inline else off,
+                    location=self.locations[loc] if loc >= 0 else None,
+                    data=self.inline[off : off + length].tobytes() if inline else None,
+                    identity=self.identities[loc] if loc >= 0 and self.identities else None,
+                    stats=stats_format.ChunkStats._make(st) if st and st[0] else None,
+                )
+            )
+        return out
 
     def get(self, key: bytes) -> ChunkRef | None:
         """The reference stored for `key`, or None when the range does not hold it."""

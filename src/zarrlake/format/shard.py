@@ -82,6 +82,10 @@ class ShardLayout:
 
     def position(self, name: str) -> int | None:
         """The C-order position of inner chunk `name`, or None if it is not one."""
+        if self.count <= _NAMED_MAX:  # the names `name` makes, looked up; others parsed
+            at = _positions(self.chunks_per_shard).get(name)
+            if at is not None:
+                return at
         parts = name.split(".")
         if len(parts) != len(self.chunks_per_shard):
             return None
@@ -192,6 +196,20 @@ def _layout(doc: bytes) -> ShardLayout | None:
     )
 
 
+_NAMED_MAX = 1 << 16
+"""Shards of up to this many inner chunks have their names mapped to positions once."""
+
+
+@lru_cache(maxsize=64)
+def _positions(chunks_per_shard: tuple[int, ...]) -> dict[str, int]:
+    """name ("i.j") -> C-order position of every inner chunk of a shard of this grid
+    (assembling a shard looks up each of its inner chunks)."""
+    from itertools import product
+
+    grid = product(*(range(n) for n in chunks_per_shard))
+    return {".".join(map(str, coords)): at for at, coords in enumerate(grid)}
+
+
 @dataclass(frozen=True)
 class ShardRef:
     """A shard as readers see it, assembled from its inner chunks' references: `parts`
@@ -232,8 +250,9 @@ class ShardRef:
         else:
             starts = list(np.cumsum([first] + [r.length for r in parts[:-1]]).tolist())
         table = np.full((layout.count, 2), EMPTY, dtype="<u8")
-        for (p, _, ref), at in zip(present, starts, strict=True):
-            table[p] = (at, ref.length)
+        table[[p for p, _, _ in present]] = np.array(
+            [starts, [r.length for r in parts]], dtype="<u8"
+        ).T
         index = layout.encode_index(table)
         end = first + sum(r.length for r in parts)
         length = end + (0 if layout.index_at_start else len(index))

@@ -48,14 +48,14 @@ LIST_CHUNK = 1000
 LIST_WAYS = 32
 """Key ranges a large listing of a remote store runs at once (`list_parallel`)."""
 
-_STATUS = re.compile(r"status(?: code)?: (\d{3})")
-_XML_CODE = re.compile(r"<Code>([^<]*)</Code>")
-_XML_MESSAGE = re.compile(r"<Message>([^<]*)</Message>")
+_STATUS = r"status(?: code)?: (\d{3})"
+_XML_CODE = r"<Code>([^<]*)</Code>"
+_XML_MESSAGE = r"<Message>([^<]*)</Message>"
 _TRANSIENT_WORDS = ("http error", "error sending request", "timed out", "timeout", "connection")
-_TRANSIENT_KIND = re.compile(r"kind: (Connect|Timeout|Request|Body|Decode|Interrupted)\b")
-_PATH_CLASH = re.compile(r"\(os error (20|21)\)")  # ENOTDIR / EISDIR on a local directory
+_TRANSIENT_KIND = r"kind: (Connect|Timeout|Request|Body|Decode|Interrupted)\b"
+_PATH_CLASH = r"\(os error (20|21)\)"  # ENOTDIR / EISDIR on a local directory
 _AUTH_CODES = ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken")
-_CREDENTIAL_LOOKUP = re.compile(r"/latest/(?:api/token|meta-data/iam/)")
+_CREDENTIAL_LOOKUP = r"/latest/(?:api/token|meta-data/iam/)"
 """The instance-metadata (IMDS) paths obstore asks when it was given no credentials: a
 failure there means none were found, not that the bucket refused them."""
 
@@ -66,7 +66,7 @@ def summarise(exc: BaseException) -> str:
     text = str(exc).split("\n\nDebug source:", 1)[0].strip()
     line = text.splitlines()[0] if text else type(exc).__name__
     if "<?xml" in line or "<Error>" in line:
-        code, message = _XML_CODE.search(text), _XML_MESSAGE.search(text)
+        code, message = re.search(_XML_CODE, text), re.search(_XML_MESSAGE, text)
         cut = line.find("<?xml") if "<?xml" in line else line.find("<Error>")
         line = line[:cut].rstrip(" :")
         if code:
@@ -91,13 +91,13 @@ def no_credentials(bucket: str | None, url: str) -> str:
 def credentials_missing(exc: BaseException) -> bool:
     """Whether an obstore error is its failed fallback to the instance-metadata endpoint:
     it was given no S3 credentials and found none (see `no_credentials`)."""
-    return _CREDENTIAL_LOOKUP.search(str(exc)) is not None
+    return re.search(_CREDENTIAL_LOOKUP, str(exc)) is not None
 
 
 def _is_path_clash(exc: BaseException) -> bool:
     """Whether a local-directory error comes from 'a' being a file where 'a/b' is wanted,
     or a directory where an object 'a' is wanted (object stores allow both, filesystems not)."""
-    return _PATH_CLASH.search(str(exc)) is not None
+    return re.search(_PATH_CLASH, str(exc)) is not None
 
 
 def obstore_api() -> ModuleType:
@@ -125,7 +125,7 @@ def _refusals() -> tuple[type[BaseException], ...]:
 
 
 def _status(text: str) -> int | None:
-    match = _STATUS.search(text)
+    match = re.search(_STATUS, text)
     return int(match.group(1)) if match else None
 
 
@@ -250,7 +250,7 @@ class ObstoreObjectStore(ObjectStoreBackend):
         first_line = summarise(exc).lower()
         if (status is not None and (status >= 500 or status in (408, 409, 429))) or (
             status is None
-            and (any(w in first_line for w in _TRANSIENT_WORDS) or _TRANSIENT_KIND.search(text))
+            and (any(w in first_line for w in _TRANSIENT_WORDS) or re.search(_TRANSIENT_KIND, text))
         ):
             problem = "cannot reach the server" if status is None else f"HTTP {status}"
             return TransientError(f"{where} failed ({problem}): {summarise(exc)}")

@@ -23,6 +23,9 @@ from zarrlake.vc.snapshot_view import SnapshotView
 
 V2_METADATA = frozenset({".zarray", ".zattrs", ".zgroup", ".zmetadata"})
 """zarr v2's metadata keys: not data of a zarr v3 node."""
+READ_HERE_MAX = 1 << 20
+"""Ranged reads of up to this many bytes from a local directory run on zarr's event loop
+(a shard's index, an inner chunk): a hop to a thread costs more."""
 ASSEMBLED_SHARDS = 256
 """Shards a read-only handle keeps assembled: zarr reads a shard's index, then its inner
 chunks, each a lookup."""
@@ -109,16 +112,27 @@ class Overlay:
             return True, None
         return False, None
 
-    def reads_here(self, key: str) -> bool:
-        """Whether `key` is cheaper to read on the caller's thread (the zarr store's event
-        loop) than on another: a read-only view on a local object store, since a local read
-        takes less than a hop to a thread and back. Not for writable sessions, remote
-        stores, shards assembled from inner chunks and virtual references (their bytes are
-        in files outside, possibly remote)."""
+    def reads_here(self, key: str, spans: list[Span] | None = None) -> bool:
+        """Whether `key` (or its `spans`) is cheaper to read on the caller's thread (the
+        zarr store's event loop) than on another: a read-only view on a local object store,
+        since a local read takes less than a hop to a thread and back. Not for writable
+        sessions, remote stores, virtual references (their bytes are in files outside,
+        possibly remote), a whole shard assembled from inner chunks, or spans of more than
+        READ_HERE_MAX bytes (reads of many shards run side by side on threads)."""
         if self.staging is not None or self.objects.store.remote:
             return False
         ref = self.lookup(key)
-        return ref is None or (isinstance(ref, ChunkRef) and ref.kind != RefKind.VIRTUAL)
+        if ref is None:
+            return True
+        if spans is not None:
+            wanted = (s.resolve(ref.length) for s in spans)
+            if sum(end - start for start, end in wanted) > READ_HERE_MAX:
+                return False
+        if isinstance(ref, ChunkRef):
+            return ref.kind != RefKind.VIRTUAL
+        return spans is not None and (
+            ref.whole is not None or all(p.kind != RefKind.VIRTUAL for p in ref.parts)
+        )
 
     def lookup(self, key: str) -> ChunkRef | ShardRef | None:
         """The reference `key` resolves to in this session, or None. A shard stored as

@@ -13,7 +13,8 @@ from zarrlake.format.envelope import ID_LENGTH
 from zarrlake.vc.objects import Objects
 from zarrlake.vc.refs import BRANCH, TAG, Refs
 
-_STEP = re.compile(r"([~^])(\d*)")
+_STEP = r"([~^])(\d*)"
+"""One step of an expression (compiled on first use: most refs are plain names)."""
 
 
 def parse(expr: str) -> tuple[str, list[tuple[str, int]]]:
@@ -28,7 +29,7 @@ def parse(expr: str) -> tuple[str, list[tuple[str, int]]]:
         )
     steps, pos = [], 0
     while pos < len(rest):
-        m = _STEP.match(rest, pos)
+        m = re.compile(_STEP).match(rest, pos)
         if m is None:
             raise InvalidInputError(
                 f"invalid ref expression {expr!r}: expected ~N or ^N at {rest[pos:]!r}"

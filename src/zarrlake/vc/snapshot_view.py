@@ -48,8 +48,8 @@ class SnapshotView:
         for i in self._ranges_between(p, stop):
             r = self.range(i)
             part = r.key_slice(p, stop)
-            for at in range(part.start, part.stop):
-                out[bytes(r.keys[at])[len(p) :].decode()] = r.ref_at(at)
+            names = (k[len(p) :].decode() for k in r.keys[part].tolist())
+            out.update(zip(names, r.refs(part), strict=True))
         return out
 
     def entries_under(self, prefix: bytes) -> list[ManifestRange]:

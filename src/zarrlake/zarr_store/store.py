@@ -47,7 +47,8 @@ def _span(byte_range: ByteRequest) -> Span:
 
 class StoreEngine(Protocol):
     """The engine hooks the store needs of a session (`Session._engine` provides them). An
-    engine that can say a read is cheaper on the calling thread also has `read_here`."""
+    engine that can say a read is cheaper on the calling thread also has `read_here` and
+    `read_ranges_here`."""
 
     @property
     def id(self) -> str | None:
@@ -180,10 +181,12 @@ class _StageBatcher:
 class _ReadBatcher:
     """Gathers the ranged reads zarr issues concurrently on one event loop (a shard's index
     and inner chunks) and reads those of one key together, so nearby ranges share requests
-    (Objects.read_ranges); each key's batch runs on a thread."""
+    (Objects.read_ranges); each key's batch runs on a thread, or on the loop itself where
+    that is cheaper (`here`: a small read from a local directory, `read_ranges_here`)."""
 
-    def __init__(self, session: StoreSession) -> None:
+    def __init__(self, session: StoreSession, here: bool = False) -> None:
         self.session = session
+        self.here = here
         self.pending: dict[str, list[tuple[Span, asyncio.Future[bytes | None]]]] = {}
         self.tasks: set[asyncio.Task[None]] = set()
 
@@ -198,24 +201,49 @@ class _ReadBatcher:
     def _flush(self) -> None:
         batch, self.pending = self.pending, {}
         for key, items in batch.items():
+            if self.here and self._read_here(key, items):
+                continue
             task = asyncio.get_running_loop().create_task(self._read(key, items))
             self.tasks.add(task)
             task.add_done_callback(self.tasks.discard)
+
+    def _read_here(self, key: str, items: list[tuple[Span, asyncio.Future[bytes | None]]]) -> bool:
+        """Read the batch on the loop if that is cheaper; whether it was."""
+        engine = self.session._engine
+        try:
+            answered, got = engine.read_ranges_here(key, [span for span, _ in items])  # type: ignore[attr-defined]
+        except Exception as e:
+            _settle(items, None, e)
+            return True
+        if answered:
+            _settle(items, got)
+        return answered
 
     async def _read(self, key: str, items: list[tuple[Span, asyncio.Future[bytes | None]]]) -> None:
         spans = [span for span, _ in items]
         try:
             got = await asyncio.to_thread(self.session._read_ranges, key, spans)
         except BaseException as e:
-            for _, f in items:
-                if not f.done():
-                    f.set_exception(e)
+            _settle(items, None, e)
             if not isinstance(e, Exception):
                 raise
             return
-        for i, (_, f) in enumerate(items):
-            if not f.done():
-                f.set_result(None if got is None else got[i])
+        _settle(items, got)
+
+
+def _settle(
+    items: list[tuple[Span, asyncio.Future[bytes | None]]],
+    got: list[bytes] | None,
+    error: BaseException | None = None,
+) -> None:
+    """Hand each waiting read its range of `got` (None: the key is absent), or `error`."""
+    for i, (_, f) in enumerate(items):
+        if f.done():
+            continue
+        if error is not None:
+            f.set_exception(error)
+        else:
+            f.set_result(None if got is None else got[i])
 
 
 class SessionStore(Store):
@@ -316,7 +344,9 @@ class SessionStore(Store):
     ) -> Buffer | None:
         """The value of `key` (or a byte range of it); None if absent.
 
-        Answers that need no I/O return at once; others run on a thread, off the event loop.
+        Answers that need no I/O return at once, and so do reads that are cheaper on the
+        loop (`read_here`; ranged ones once batched, `_ReadBatcher`); others run on a
+        thread, off the event loop.
         Byte ranges read only the bytes they need (verified), and concurrent ranged reads
         of one key share requests."""
         span = None if byte_range is None else _span(byte_range)  # malformed: fails here
@@ -335,7 +365,7 @@ class SessionStore(Store):
             loop = asyncio.get_running_loop()
             reader = self._readers.get(loop)
             if reader is None:
-                reader = self._readers[loop] = _ReadBatcher(self.session)
+                reader = self._readers[loop] = _ReadBatcher(self.session, self._reads_here)
             data = await reader.read(key, span)
         return None if data is None else prototype.buffer.from_bytes(data)
 
@@ -366,7 +396,11 @@ class SessionStore(Store):
             Holding FileNotFoundError if the key is absent (as zarr's default does).
         """
         spans = [Span() if r is None else _span(r) for r in byte_ranges]
-        got = await asyncio.to_thread(self.session._read_ranges, key, spans)
+        answered, got = False, None
+        if self._reads_here:
+            answered, got = self.session._engine.read_ranges_here(key, spans)  # type: ignore[attr-defined]
+        if not answered:
+            got = await asyncio.to_thread(self.session._read_ranges, key, spans)
         if got is None:
             raise ExceptionGroup(f"{key} is absent", [FileNotFoundError(key)])
         yield [(i, prototype.buffer.from_bytes(data)) for i, data in enumerate(got)]
