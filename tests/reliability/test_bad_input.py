@@ -151,8 +151,8 @@ def fx(tmp_path_factory) -> Fixture:
 
 def _git_accepts(name: str) -> bool:
     """git's own verdict on a branch name, as an independent oracle."""
-    if "\x00" in name or name == "@":  # git branch refuses "@" too
-        return False
+    if "\x00" in name or name == "@" or name.startswith("-"):
+        return False  # `git branch` refuses "@" and a leading "-" too (so do new refs here)
     done = subprocess.run(
         ["git", "check-ref-format", f"refs/heads/{name}"], capture_output=True, check=False
     )
