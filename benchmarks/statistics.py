@@ -7,15 +7,15 @@ statistics off (or ignored) in the same process, alternating.
   for the benchmark's random data and for a temperature-like field (`field`).
 - spark: an array of `stats_spark_chunks` chunks whose filter matches 1% of them, read
   with option `where` by Spark (local[2]) with `statistics` "use" and "ignore": seconds
-  of each, the same sum from both, checked against numpy; one Spark session for both
-  arrays. The target applies to 64 KiB chunks (16,384 float32 values), the smallest
-  chunks users store gridded data in (the other rows use 1 MiB): a query pruned to 100
-  chunks costs about what any Spark query through a Python data source costs (two jobs,
-  a planning worker, a task; ~0.2 s on a quiet machine, whatever the data source does),
-  so the ratio measures what statistics save only when the chunks skipped cost more
-  than that. The 4 KiB array (1,024 values a chunk) is measured beside it, without a
-  target: there the whole unpruned scan is ~40 MB and the ratio is bounded by Spark's
-  fixed cost per query.
+  of each, the same sum from both, checked against numpy; one Spark session for all three
+  arrays. The target applies to 256 KiB chunks (65,536 float32 values; users store 1 MiB
+  and more, as the other rows do; 10,000 of them are 2.5 GiB to write and scan three
+  times a run). A query pruned to 100 chunks costs about what any Spark query through a
+  Python data source costs (a schema worker, a planning worker, the scan's task, adaptive
+  execution's re-plan and the final aggregation's job: ~0.2 s on a quiet machine,
+  whatever the data source does), so the ratio shows what statistics save only where the
+  chunks they skip cost more than that: the unpruned scan is ~40 MB at 4 KiB chunks and
+  ~650 MB at 64 KiB. Both are measured beside the target's array, without a target.
 - checks: a commit writing `stats_check_chunks` chunks, MaxNaNFraction + ValueRange +
   NoDeletedChunks on it: chunks read and bytes the process read (/proc/self/io rchar),
   with statistics known and unknown.
@@ -55,14 +55,14 @@ SIZES = {
 }
 NOTE = (
     "STATS: statistics on vs off in one process, alternating, median of {stats_reps}; Spark "
-    "where-filter matching 1% of {stats_spark_chunks:,} chunks (64 KiB, and 4 KiB), "
+    "where-filter matching 1% of {stats_spark_chunks:,} chunks (256 KiB; 64 and 4 KiB), "
     "statistics use vs ignore, one local[2] session; "
     "checks on a {stats_check_chunks:,}-chunk commit; chunk_stats / pruning / writes at "
     "{stats_scale_chunks:,} chunks."
 )
-SPARK_ROWS = {"": 16_384, "small_": 1_024}
-"""float32 values per chunk of the Spark arrays (64 KiB, the target's; 4 KiB), by the
-prefix of their result keys."""
+SPARK_ROWS = {"": 65_536, "mid_": 16_384, "small_": 1_024}
+"""float32 values per chunk of the Spark arrays (256 KiB, the target's; 64 KiB; 4 KiB), by
+the prefix of their result keys."""
 
 
 def _repo(path: str, on: bool) -> Any:
@@ -167,8 +167,8 @@ def _spark_array(loc: str, n: int, row: int) -> tuple[float, float]:
 
 
 def spark(engine: Any, path: str, p: dict) -> dict:
-    """A Spark read filtered to 1% of the chunks, statistics used vs ignored, at 64 KiB
-    and 4 KiB chunks, in one Spark session."""
+    """A Spark read filtered to 1% of the chunks, statistics used vs ignored, at 256 KiB,
+    64 KiB and 4 KiB chunks, in one Spark session."""
     from pyspark.sql import functions as F
 
     from benchmarks.spark_arrays import spark_session
