@@ -15,11 +15,11 @@ from zarrlake.spark.source import ZarrLakeSource
 class CountingReader(ZarrLakeReader):
     log_path: str = ""
 
-    def read_block(self, array, chunk, box):
+    def read_blocks(self, array, chunks, boxes):
         with open(self.log_path, "a") as f:
             fcntl.flock(f, fcntl.LOCK_EX)
-            f.write(",".join(map(str, chunk)) + "\n")
-        return super().read_block(array, chunk, box)
+            f.write("".join(",".join(map(str, chunk)) + "\n" for chunk in chunks))
+        return super().read_blocks(array, chunks, boxes)
 
 
 class CountingSource(ZarrLakeSource):

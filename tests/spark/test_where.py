@@ -149,3 +149,86 @@ def test_a_bad_option_names_the_problem(spark, repos):
         spark.read.format("zarrlake").option("repo", repos["known"]).option(
             "where", "u > 1"
         ).option("array", "t").load().count()
+
+
+def _planned(loc: str, layout: str | None = None, **extra: str):
+    """The reader and partitions of a `where` read planned in this process, as Spark's
+    planning worker plans them."""
+    from zarrlake.spark.source import ZarrLakeSource
+
+    options = {"repo": loc, "array": "t", **extra}
+    if layout is not None:
+        options["layout"] = layout
+    source = ZarrLakeSource(options)
+    reader = source.reader(source.schema())
+    return reader, reader.partitions()
+
+
+def test_a_task_reads_its_chunks_in_rounds_and_gives_numpy_rows(repos, monkeypatch):
+    """A task reads its partition's chunks READ_CHUNKS at a time (one zarr round each,
+    here 2 chunks per round) and its rows are numpy's, for the cell and chunk layouts; a
+    reader as Spark ships it to tasks (pickled after planning) reads the same."""
+    import pickle
+
+    from zarrlake.spark import reader as reader_module
+
+    monkeypatch.setattr(reader_module, "READ_CHUNKS", 2)
+    rounds: list[int] = []
+    real = reader_module.read_boxes
+
+    def counted(array, boxes):
+        rounds.append(len(boxes))
+        return real(array, boxes)
+
+    monkeypatch.setattr(reader_module, "read_boxes", counted)
+    values = _values()
+    mask = values > 100
+    for layout in (None, "chunks"):
+        rounds.clear()
+        reader, parts = _planned(repos["known"], layout, where="t > 100")
+        shipped = pickle.loads(pickle.dumps(reader))
+        assert shipped.keep is None and reader.keep is not None  # tasks get their chunks
+        batches = [b for p in parts for b in shipped.read(p)]
+        planned = sum(p.stop - p.start for p in parts)
+        assert len(parts) == 1 and planned >= 3
+        assert sum(rounds) == planned and max(rounds) == 2 and len(rounds) == -(-planned // 2)
+        if layout is None:
+            y = np.concatenate([b.column("y").to_numpy() for b in batches])
+            x = np.concatenate([b.column("x").to_numpy() for b in batches])
+            got = np.concatenate([b.column("t").to_numpy() for b in batches])
+            assert sorted(zip(y.tolist(), x.tolist(), strict=True)) == sorted(
+                zip(*np.nonzero(mask), strict=True)
+            )
+            np.testing.assert_array_equal(got, values[y, x])
+        else:
+            chunks = sorted(
+                (int(row["y"]), int(row["x"])) for b in batches for row in b.to_pylist()
+            )
+            want = [
+                (i, j)
+                for i in range(3)
+                for j in range(4)
+                if mask[i * 10 : i * 10 + 10, j * 10 : j * 10 + 10].any()
+            ]
+            assert chunks == want
+
+
+def test_a_round_holds_fewer_chunks_when_they_are_large(repos, monkeypatch):
+    """READ_BYTES bounds a round's decoded bytes: chunks of 400 bytes, 1,000 bytes a round,
+    2 chunks a round; the rows are still numpy's."""
+    from zarrlake.spark import reader as reader_module
+
+    monkeypatch.setattr(reader_module, "READ_BYTES", 1000)
+    rounds: list[int] = []
+    real = reader_module.read_boxes
+
+    def counted(array, boxes):
+        rounds.append(len(boxes))
+        return real(array, boxes)
+
+    monkeypatch.setattr(reader_module, "read_boxes", counted)
+    reader, parts = _planned(repos["known"], statistics="ignore", where="t > 100")
+    got = sum(float(v) for p in parts for b in reader.read(p) for v in b.column("t").to_numpy())
+    values = _values()
+    assert got == pytest.approx(float(values[values > 100].astype("f8").sum()), rel=1e-6)
+    assert rounds and max(rounds) == 2 and sum(rounds) == 12

@@ -144,16 +144,19 @@ class ChunkReader(ZarrLakeReader):
         """The bytes per value, which the partition size is measured in."""
         return np.dtype(info.dtype).itemsize
 
+    def boxes(self, partition: ChunkRun) -> Iterator[tuple[tuple[int, ...], tuple[slice, ...]]]:
+        """(chunk coordinates, the whole chunk within the array) for the partition's chunks."""
+        for chunk, _ in super().boxes(partition):
+            yield chunk, chunk_extent(self.info, chunk)
+
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The record batches of one run of chunks, one row per chunk."""
         assert isinstance(partition, ChunkRun)  # Spark hands back what partitions() made
         if partition.stop <= partition.start:
             return
-        array = self.array()
         rows: list[tuple[tuple[int, ...], np.ndarray]] = []
         buffered = 0
-        for chunk, _ in self.boxes(partition):
-            block = self.read_block(array, chunk, chunk_extent(self.info, chunk))
+        for chunk, _, block in self.blocks(partition):
             if self.where is not None and not self.where.matches(block).any():
                 continue  # a chunk holding no matching value is no row of a filtered read
             rows.append((chunk, block))

@@ -12,12 +12,14 @@ few shards."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import islice
 
 import numpy as np
 import pyarrow as pa
 import zarr
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
+from zarrlake._util.zarr_reads import read_boxes
 from zarrlake.session import Session
 from zarrlake.spark.arrays import ArrayInfo, open_array
 from zarrlake.spark.handles import SessionHandle
@@ -26,6 +28,11 @@ from zarrlake.vc.where import Node
 
 DEFAULT_PARTITION_BYTES = 16 << 20
 BATCH_ROWS = 1 << 18
+READ_CHUNKS = 64
+"""Chunks a task reads in one event-loop round (zarr fetches and decodes them concurrently):
+one zarr call per chunk costs more than a small chunk's own read and decode."""
+READ_BYTES = 64 << 20
+"""At most about this many decoded bytes per round."""
 
 
 class ChunkRun(InputPartition):
@@ -63,6 +70,12 @@ class ZarrLakeReader(DataSourceReader):
         )
         # [low, high) element indices per dimension: the `isel` option, fixed for the read
         self.bounds = bounds if bounds is not None else [(0, s) for s in info.shape]
+
+    def __getstate__(self) -> dict:
+        """What a task needs: not `keep`, which partitions() already turned into each
+        partition's chunks (Spark pickles the reader for its tasks before planning them,
+        from the same object)."""
+        return {**self.__dict__, "keep": None}
 
     @staticmethod
     def row_bytes(info: ArrayInfo) -> int:
@@ -163,11 +176,9 @@ class ZarrLakeReader(DataSourceReader):
         assert isinstance(partition, ChunkRun)  # Spark hands back what partitions() made
         if partition.stop <= partition.start:
             return
-        array = self.array()
         parts: list[list[np.ndarray]] = []
         buffered = 0
-        for chunk, box in self.boxes(partition):
-            block = self.read_block(array, chunk, box)
+        for _, box, block in self.blocks(partition):
             if self.where is None:
                 columns = _columns(block, box)
             else:  # only the matching cells, their indices from the mask
@@ -183,11 +194,29 @@ class ZarrLakeReader(DataSourceReader):
         if parts:
             yield self._batch(parts)
 
-    def read_block(
-        self, array: zarr.Array, chunk: tuple[int, ...], box: tuple[slice, ...]
-    ) -> np.ndarray:
-        """The values of `box`, which lies inside chunk `chunk`."""
-        return np.asarray(array[box])
+    def blocks(
+        self, partition: ChunkRun
+    ) -> Iterator[tuple[tuple[int, ...], tuple[slice, ...], np.ndarray]]:
+        """(chunk coordinates, box, values of the box) for the partition's chunks, in its
+        order, read READ_CHUNKS at a time (fewer when chunks are large)."""
+        array = self.array()
+        per_round = max(1, min(READ_CHUNKS, READ_BYTES // max(1, self._unit_bytes())))
+        boxes = self.boxes(partition)
+        while group := list(islice(boxes, per_round)):
+            chunks = [chunk for chunk, _ in group]
+            regions = [box for _, box in group]
+            blocks = self.read_blocks(array, chunks, regions)
+            yield from zip(chunks, regions, blocks, strict=True)
+
+    def _unit_bytes(self) -> int:
+        return int(np.prod(self.info.unit)) * np.dtype(self.info.dtype).itemsize
+
+    def read_blocks(
+        self, array: zarr.Array, chunks: list[tuple[int, ...]], boxes: list[tuple[slice, ...]]
+    ) -> list[np.ndarray]:
+        """The values of each of `boxes`, which lie inside chunks `chunks`, read
+        concurrently."""
+        return read_boxes(array, boxes)
 
     def _batch(self, parts: list[list[np.ndarray]]) -> pa.RecordBatch:
         names = [*self.info.dims, self.info.column]
