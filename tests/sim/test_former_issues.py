@@ -102,6 +102,16 @@ def test_a_commit_including_a_dead_writer_checks_the_chunk_objects_it_never_sett
     assert result.ok, result.failure
 
 
+def test_a_write_that_raised_before_buffering_is_not_protected_by_a_later_flush():
+    """Seed 302 with two cooperative sessions, a writer and gc (a false alarm of the model):
+    a write raised TransientError (its purge-record read failed) before anything was
+    buffered; a later flush that registered nothing made the model count that write's
+    possible value as staged, and it objected to gc deleting the chunk. The model now
+    protects only the values a flush certainly registered."""
+    result = run(Config(302, actors=("coop", "coop", "writer", "gc")))
+    assert result.ok, result.failure
+
+
 def test_a_commit_that_landed_returns_its_id_when_its_record_cannot_be_finished(
     tmp_path, monkeypatch
 ):
