@@ -214,6 +214,7 @@ def test_a_dead_workers_chunk_deleted_before_it_settled_refuses_the_commit(here,
     zarr.create_array(s.store, name="big", shape=(4, BIG), chunks=(1, BIG), dtype="i8")
     head = s.commit("array big")
     row = np.random.default_rng(0).integers(0, 2**40, BIG)  # compresses to no less than 8 KiB
+    small = np.random.default_rng(1).integers(0, 16, BIG)  # to 1-8 KiB: held in the fragment
     left = repo.create_session()
     zarr.open_array(left.store, path="big", mode="r+")[1] = row
     left.flush()
@@ -223,7 +224,7 @@ def test_a_dead_workers_chunk_deleted_before_it_settled_refuses_the_commit(here,
     s = repo.create_session()
     with monkeypatch.context() as m:
         m.setattr(crashpoints, "_CRASH_AT", "after_staging")
-        p = FORK.Process(target=write_big_then_die, args=((here, s.id, 1, row),))
+        p = FORK.Process(target=write_big_then_die, args=((here, s.id, {1: row, 2: small}),))
         p.start()
         p.join()
     assert p.exitcode == -9  # killed at the crash point, its flush never settled
@@ -233,7 +234,7 @@ def test_a_dead_workers_chunk_deleted_before_it_settled_refuses_the_commit(here,
     with pytest.raises(zl.UnfinishedWritersError) as e:
         s.commit("job", unflushed="discard")
     assert f"pid {p.pid}" in str(e.value)
-    assert "array 'big': 1 chunk(s), (1, 0)" in str(e.value)
+    assert "array 'big': 1 chunk(s), (1, 0)" in str(e.value)  # not row 2, held inline
     assert chunk in str(e.value)
     assert e.value.choice == "discard"
     assert repo.list_branches()["main"] == head
@@ -241,4 +242,29 @@ def test_a_dead_workers_chunk_deleted_before_it_settled_refuses_the_commit(here,
     big = zarr.open_array(repo.readonly_session().store, path="big", mode="r")
     want = np.zeros((4, BIG), dtype="i8")
     want[0] = 5
+    assert np.array_equal(big[:], want)
+
+
+def test_a_dead_workers_unsettled_chunks_still_there_are_committed_by_an_include(here, monkeypatch):
+    """The same worker killed before settling, with nothing deleted: its chunk objects
+    (and its small chunk, held in its fragment's record) are all there, so a commit
+    including it (unflushed="discard") lands its rows."""
+    repo = zl.Repo.open(**here)
+    s = repo.create_session()
+    zarr.create_array(s.store, name="big", shape=(4, BIG), chunks=(1, BIG), dtype="i8")
+    s.commit("array big")
+    row = np.random.default_rng(0).integers(0, 2**40, BIG)
+    small = np.random.default_rng(1).integers(0, 16, BIG)  # held in the fragment's record
+    s = repo.create_session()
+    with monkeypatch.context() as m:
+        m.setattr(crashpoints, "_CRASH_AT", "after_staging")
+        p = FORK.Process(target=write_big_then_die, args=((here, s.id, {1: row, 2: small}),))
+        p.start()
+        p.join()
+    assert p.exitcode == -9
+    zarr.open_array(s.store, path="big", mode="r+")[0] = 5
+    s.commit("job", unflushed="discard")
+    big = zarr.open_array(repo.readonly_session().store, path="big", mode="r")
+    want = np.zeros((4, BIG), dtype="i8")
+    want[0], want[1], want[2] = 5, row, small
     assert np.array_equal(big[:], want)

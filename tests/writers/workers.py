@@ -103,13 +103,15 @@ def read_then_write_then_die(args: tuple[dict, str, list[int]]) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def write_big_then_die(args: tuple[dict, str, int, object]) -> None:
-    """Write row `row` of array `big` (`value`) and flush; with ZARRLAKE_CRASH_AT at
+def write_big_then_die(args: tuple[dict, str, dict[int, object]]) -> None:
+    """Write `rows` (row -> value) of array `big` and flush; with ZARRLAKE_CRASH_AT at
     "after_staging" the flush is killed once its fragment is registered, before it settles
     its uploads with the garbage collector."""
-    where, session_id, row, value = args
+    where, session_id, rows = args
     session = zl.Repo.open(**where).join_session(session_id)
-    zarr.open_array(session.store, path="big", mode="r+")[row] = value
+    arr = zarr.open_array(session.store, path="big", mode="r+")
+    for row, value in rows.items():
+        arr[row] = value
     session.flush()
 
 

@@ -23,7 +23,7 @@ from zarrlake.format.manifest import ManifestRange, RangeView
 from zarrlake.txn.refusals import name_keys
 from zarrlake.vc.chunk_keys import KeyNamer
 from zarrlake.vc.objects import Objects
-from zarrlake.vc.reach import manifest_refs, ref_key
+from zarrlake.vc.reach import kind_of, manifest_refs, ref_key
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,9 @@ def check(
     if unsettled is None or not unsettled.fragments:
         return
     indexes = [(rec.writer, read_index(rec).writes) for rec in unsettled.fragments]
-    wanted = sorted({key for _, rng in indexes for key in manifest_refs(rng)})
+    wanted = sorted(  # (fragments' own objects are read by the gather, or held in records)
+        {key for _, rng in indexes for key in manifest_refs(rng) if kind_of(key) == "chunks"}
+    )
     there = objects.map(objects.store.exists, wanted)
     missing = {k for k, ok in zip(wanted, there, strict=True) if not ok}
     if not missing:
