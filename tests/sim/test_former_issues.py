@@ -91,6 +91,27 @@ def test_gc_keeps_a_due_object_whose_candidate_record_was_dropped_during_its_run
     assert result.ok, result.failure
 
 
+def test_a_commit_including_a_dead_writer_checks_the_chunk_objects_it_never_settled():
+    """Seed 1689 with two collectors and three writers: a writer reused an existing chunk
+    object while a sweep ran (the sweep had read the session's records before the writer
+    recorded it), was killed before its settle step, and its fragment's registration landed
+    late; the sweep deleted the chunk, and the restarted job's commit (unflushed="discard",
+    so the dead writer included) landed naming it. The commit now checks, after its wait
+    for sweeps, the objects of the unfinished writers it includes, and refuses."""
+    result = run(Config(1689, actors=("gc", "gc", "writer", "writer", "writer")))
+    assert result.ok, result.failure
+
+
+def test_a_write_that_raised_before_buffering_is_not_protected_by_a_later_flush():
+    """Seed 302 with two cooperative sessions, a writer and gc (a false alarm of the model):
+    a write raised TransientError (its purge-record read failed) before anything was
+    buffered; a later flush that registered nothing made the model count that write's
+    possible value as staged, and it objected to gc deleting the chunk. The model now
+    protects only the values a flush certainly registered."""
+    result = run(Config(302, actors=("coop", "coop", "writer", "gc")))
+    assert result.ok, result.failure
+
+
 def test_a_commit_that_landed_returns_its_id_when_its_record_cannot_be_finished(
     tmp_path, monkeypatch
 ):

@@ -99,6 +99,7 @@ class Handle:
     written: dict[str, frozenset] = field(default_factory=dict)  # the handle's own view
     durable: dict[str, frozenset] = field(default_factory=dict)  # registered for sure
     maybe: dict[str, set] = field(default_factory=dict)  # perhaps registered
+    staged: dict[str, Value] = field(default_factory=dict)  # latest value certainly registered
     pending: dict[str, frozenset] | None = None  # in a flush under way
     process: Any = None  # the simulated process it lives in (gone once that is dead)
     wrote_at: dict[str, float] = field(default_factory=dict)  # when it last began writing a key
@@ -326,6 +327,9 @@ class Model:
 
     def _flush_ok(self, s: SessionModel, h: Handle, pending: dict | None, what: str) -> None:
         h.durable.update(pending or {})
+        for k, v in (pending or {}).items():
+            if len(v) == 1:  # a write that raised may never have been buffered
+                h.staged[k] = next(iter(v))
         h.maybe.clear()
         if s.landed is not None:
             self.recheck(s, f"{h.name}'s {what} returned")
@@ -827,11 +831,10 @@ class Model:
             if s.sid not in live:
                 continue
             for h in s.handles:
-                for key, values in h.durable.items():
-                    for v in values:
-                        if isinstance(v, bytes) and len(v) > MANIFEST_INLINE_MAX:
-                            obj = chunk_object_key(digest(algo, v))
-                            keep.setdefault(obj, f"{h.name}'s flushed write of {key!r}")
+                for key, v in h.staged.items():
+                    if isinstance(v, bytes) and len(v) > MANIFEST_INLINE_MAX:
+                        obj = chunk_object_key(digest(algo, v))
+                        keep.setdefault(obj, f"{h.name}'s flushed write of {key!r}")
         return keep
 
     def check_delete(self, key: str, by: str, now: float) -> None:

@@ -17,10 +17,12 @@ import zarr
 import zarrlake as zl
 from tests.writers.conftest import rows_at
 from tests.writers.workers import (
+    BIG,
     COLS,
     ROWS,
     commit_later,
     read_then_write_then_die,
+    write_big_then_die,
     write_rows,
     write_rows_as,
     write_rows_within,
@@ -28,6 +30,7 @@ from tests.writers.workers import (
     write_then_raise,
     write_then_raise_behind,
 )
+from zarrlake._util import crashpoints
 
 SPAWN = multiprocessing.get_context("spawn")
 FORK = multiprocessing.get_context("fork")
@@ -198,3 +201,70 @@ def test_writers_left_out_as_rewritten_are_left_out_of_an_include_too(here):
     run(FORK, write_then_die, (here, s.id, [9], []))  # not rewritten
     s.commit(unfinished="include")
     assert np.array_equal(table(repo), expected([4, 9], {4: 77}))
+
+
+def test_a_dead_workers_chunk_deleted_before_it_settled_refuses_the_commit(here, monkeypatch):
+    """A worker reuses a chunk object an abandoned session left (it is there: no upload),
+    registers its fragment and is killed before its flush settles the object with the
+    garbage collector. A sweep that read the session's records before the registration
+    deletes the object (done here by hand). A commit including the dead worker
+    (unflushed="discard") refuses, naming it and the chunk, and lands nothing."""
+    repo = zl.Repo.open(**here)
+    s = repo.create_session()
+    zarr.create_array(s.store, name="big", shape=(4, BIG), chunks=(1, BIG), dtype="i8")
+    head = s.commit("array big")
+    row = np.random.default_rng(0).integers(0, 2**40, BIG)  # compresses to no less than 8 KiB
+    small = np.random.default_rng(1).integers(0, 16, BIG)  # to 1-8 KiB: held in the fragment
+    left = repo.create_session()
+    zarr.open_array(left.store, path="big", mode="r+")[1] = row
+    left.flush()
+    left.abandon()
+    store = repo._context.object_store
+    (chunk,) = store.list("chunks/")
+    s = repo.create_session()
+    with monkeypatch.context() as m:
+        m.setattr(crashpoints, "_CRASH_AT", "after_staging")
+        p = FORK.Process(target=write_big_then_die, args=((here, s.id, {1: row, 2: small}),))
+        p.start()
+        p.join()
+    assert p.exitcode == -9  # killed at the crash point, its flush never settled
+    assert list(store.list("chunks/")) == [chunk]  # reused, not uploaded again
+    store.delete(chunk)
+    zarr.open_array(s.store, path="big", mode="r+")[0] = 5  # the driver's own part
+    with pytest.raises(zl.UnfinishedWritersError) as e:
+        s.commit("job", unflushed="discard")
+    assert f"pid {p.pid}" in str(e.value)
+    assert "array 'big': 1 chunk(s), (1, 0)" in str(e.value)  # not row 2, held inline
+    assert chunk in str(e.value)
+    assert e.value.choice == "discard"
+    assert repo.list_branches()["main"] == head
+    s.commit("job", unfinished=e.value.choice)  # the session stayed open
+    big = zarr.open_array(repo.readonly_session().store, path="big", mode="r")
+    want = np.zeros((4, BIG), dtype="i8")
+    want[0] = 5
+    assert np.array_equal(big[:], want)
+
+
+def test_a_dead_workers_unsettled_chunks_still_there_are_committed_by_an_include(here, monkeypatch):
+    """The same worker killed before settling, with nothing deleted: its chunk objects
+    (and its small chunk, held in its fragment's record) are all there, so a commit
+    including it (unflushed="discard") lands its rows."""
+    repo = zl.Repo.open(**here)
+    s = repo.create_session()
+    zarr.create_array(s.store, name="big", shape=(4, BIG), chunks=(1, BIG), dtype="i8")
+    s.commit("array big")
+    row = np.random.default_rng(0).integers(0, 2**40, BIG)
+    small = np.random.default_rng(1).integers(0, 16, BIG)  # held in the fragment's record
+    s = repo.create_session()
+    with monkeypatch.context() as m:
+        m.setattr(crashpoints, "_CRASH_AT", "after_staging")
+        p = FORK.Process(target=write_big_then_die, args=((here, s.id, {1: row, 2: small}),))
+        p.start()
+        p.join()
+    assert p.exitcode == -9
+    zarr.open_array(s.store, path="big", mode="r+")[0] = 5
+    s.commit("job", unflushed="discard")
+    big = zarr.open_array(repo.readonly_session().store, path="big", mode="r")
+    want = np.zeros((4, BIG), dtype="i8")
+    want[0], want[1], want[2] = 5, row, small
+    assert np.array_equal(big[:], want)

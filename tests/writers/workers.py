@@ -14,6 +14,7 @@ import zarrlake as zl
 from zarrlake._util import runtime
 
 ROWS, COLS = 16, 4
+BIG = 2048  # columns of array `big`: its int64 chunks (16 KiB) are objects, not inline
 
 
 def open_rows(where: dict, session_id: str) -> tuple[zl.Session, zarr.Array]:
@@ -100,6 +101,18 @@ def read_then_write_then_die(args: tuple[dict, str, list[int]]) -> None:
     for r in rows:
         arr[r] = r + 1
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def write_big_then_die(args: tuple[dict, str, dict[int, object]]) -> None:
+    """Write `rows` (row -> value) of array `big` and flush; with ZARRLAKE_CRASH_AT at
+    "after_staging" the flush is killed once its fragment is registered, before it settles
+    its uploads with the garbage collector."""
+    where, session_id, rows = args
+    session = zl.Repo.open(**where).join_session(session_id)
+    arr = zarr.open_array(session.store, path="big", mode="r+")
+    for row, value in rows.items():
+        arr[row] = value
+    session.flush()
 
 
 def commit_later(args: tuple[dict, list[int], object]) -> None:

@@ -69,6 +69,9 @@ class CommitHandle(Protocol):
     def check_writable(self, rec: SessionRecord, version: int) -> None:
         """Raise unless the session of `rec` still accepts writes (open, not expired)."""
 
+    def check_unsettled(self, gathered: Gathered) -> None:
+        """Refuse if an included unfinished writer's chunk object is gone (txn/unsettled.py)."""
+
     def flush(
         self, check: bool = True, final: bool = False, settle: bool = True, finish: bool = False
     ) -> object:
@@ -602,6 +605,7 @@ def _run(
             raise hold.lost(hold.rec)
         hold.keep()
         staged = cast(Gathered, gathered)
+        txn.check_unsettled(staged)  # no sweep deletes any more: what is there now stays
         request = CommitRequest(
             branch=rec.branch,
             base=rec.base,

@@ -29,7 +29,7 @@ from zarrlake.format.shard import shown, split_inner_key
 from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.session_records import PENDING, SessionRecord, Status, check_expiry
 from zarrlake.txn import commit as committing
-from zarrlake.txn import moves, refusals, writers
+from zarrlake.txn import moves, refusals, unsettled, writers
 from zarrlake.txn.birth import Birth, Unborn
 from zarrlake.txn.fragments import StagedFragments
 from zarrlake.txn.overlay import Overlay
@@ -62,6 +62,7 @@ class Transaction:
         self.committed: str | None = None
         self.created = False  # this handle began the session (others joined it)
         self.unfinished: writers.Unfinished | None = None  # the commit's choice, see writers
+        self.unsettled: unsettled.Unsettled | None = None  # what the last gather included
         self.allow_empty = True
         self.task_copy = False  # a copy a Dask task received: it finishes after each write
         self.within = 0  # `with session:` blocks this handle is in (they finish it instead)
@@ -316,6 +317,7 @@ class Transaction:
         assert self.staging is not None and self.record is not None
         state = self.staging.state()
         if strict:
+            self.unsettled = None
             verdict = writers.judge(state, self.staging.writer_id, self.unfinished)
             if verdict.unfinished_ids:  # leave out those whose part was written again
                 namer = KeyNamer(self.view.root.meta, {k: d for k, d in state.meta.items() if d})
@@ -328,6 +330,13 @@ class Transaction:
                 raise writers.waiting_error(self.record.id, verdict.waiting)
             if verdict.excluded:
                 state = self.staging.state(verdict.excluded)
+            included = verdict.unfinished_ids - verdict.excluded  # never settled their uploads
+            if included:
+                self.unsettled = unsettled.Unsettled(
+                    [r for r in state.fragments if r.writer in included],
+                    verdict.described,
+                    namer,
+                )
         got = self.fragments.gather(
             [r for r in state.fragments if counts(r.writer, r.tag, state.accepted)]
         )
@@ -339,6 +348,18 @@ class Transaction:
             final = {**self.view.root.meta, **state.meta}
             moves.check_moved(state.moves, table, {k: d for k, d in final.items() if d})
         return Gathered(table, got.reads, got.listed, got.blobs, state.moves)
+
+    def check_unsettled(self, gathered: Gathered) -> None:
+        """Refuse if a chunk object that an included unfinished writer staged, and the
+        last gather kept, is gone (txn/unsettled.py); call once no sweep can delete any more."""
+        assert self.record is not None
+        unsettled.check(
+            self.record.id,
+            self.unsettled,
+            self.ctx.objects,
+            self.fragments.read_index,
+            gathered.changes.writes,
+        )
 
     def _clash_error(self, meta: dict[str, bytes | None], clashes: list[str]) -> ConflictError:
         namer = KeyNamer(self.view.root.meta, {k: d for k, d in meta.items() if d})
