@@ -164,6 +164,21 @@ def _planned(loc: str, layout: str | None = None, **extra: str):
     return reader, reader.partitions()
 
 
+def _count_rounds(monkeypatch) -> list[int]:
+    """The number of chunks of each zarr round a task's reader makes (appended as read)."""
+    from zarrlake.spark import reader as reader_module
+
+    rounds: list[int] = []
+    real = reader_module.read_boxes
+
+    def counted(array, boxes):
+        rounds.append(len(boxes))
+        return real(array, boxes)
+
+    monkeypatch.setattr(reader_module, "read_boxes", counted)
+    return rounds
+
+
 def test_a_task_reads_its_chunks_in_rounds_and_gives_numpy_rows(repos, monkeypatch):
     """A task reads its partition's chunks READ_CHUNKS at a time (one zarr round each,
     here 2 chunks per round) and its rows are numpy's, for the cell and chunk layouts; a
@@ -173,14 +188,7 @@ def test_a_task_reads_its_chunks_in_rounds_and_gives_numpy_rows(repos, monkeypat
     from zarrlake.spark import reader as reader_module
 
     monkeypatch.setattr(reader_module, "READ_CHUNKS", 2)
-    rounds: list[int] = []
-    real = reader_module.read_boxes
-
-    def counted(array, boxes):
-        rounds.append(len(boxes))
-        return real(array, boxes)
-
-    monkeypatch.setattr(reader_module, "read_boxes", counted)
+    rounds = _count_rounds(monkeypatch)
     values = _values()
     mask = values > 100
     for layout in (None, "chunks"):
@@ -219,14 +227,7 @@ def test_a_round_holds_fewer_chunks_when_they_are_large(repos, monkeypatch):
     from zarrlake.spark import reader as reader_module
 
     monkeypatch.setattr(reader_module, "READ_BYTES", 1000)
-    rounds: list[int] = []
-    real = reader_module.read_boxes
-
-    def counted(array, boxes):
-        rounds.append(len(boxes))
-        return real(array, boxes)
-
-    monkeypatch.setattr(reader_module, "read_boxes", counted)
+    rounds = _count_rounds(monkeypatch)
     reader, parts = _planned(repos["known"], statistics="ignore", where="t > 100")
     got = sum(float(v) for p in parts for b in reader.read(p) for v in b.column("t").to_numpy())
     values = _values()

@@ -203,6 +203,17 @@ def test_writers_left_out_as_rewritten_are_left_out_of_an_include_too(here):
     assert np.array_equal(table(repo), expected([4, 9], {4: 77}))
 
 
+def _killed_after_staging(here, s, rows, monkeypatch):
+    """A forked worker of session `s` that writes `rows` (row index -> values) of "big" and
+    is killed at the crash point after staging, before its flush settles; its process."""
+    with monkeypatch.context() as m:
+        m.setattr(crashpoints, "_CRASH_AT", "after_staging")
+        p = FORK.Process(target=write_big_then_die, args=((here, s.id, rows),))
+        p.start()
+        p.join()
+    return p
+
+
 def test_a_dead_workers_chunk_deleted_before_it_settled_refuses_the_commit(here, monkeypatch):
     """A worker reuses a chunk object an abandoned session left (it is there: no upload),
     registers its fragment and is killed before its flush settles the object with the
@@ -222,11 +233,7 @@ def test_a_dead_workers_chunk_deleted_before_it_settled_refuses_the_commit(here,
     store = repo._context.object_store
     (chunk,) = store.list("chunks/")
     s = repo.create_session()
-    with monkeypatch.context() as m:
-        m.setattr(crashpoints, "_CRASH_AT", "after_staging")
-        p = FORK.Process(target=write_big_then_die, args=((here, s.id, {1: row, 2: small}),))
-        p.start()
-        p.join()
+    p = _killed_after_staging(here, s, {1: row, 2: small}, monkeypatch)
     assert p.exitcode == -9  # killed at the crash point, its flush never settled
     assert list(store.list("chunks/")) == [chunk]  # reused, not uploaded again
     store.delete(chunk)
@@ -256,11 +263,7 @@ def test_a_dead_workers_unsettled_chunks_still_there_are_committed_by_an_include
     row = np.random.default_rng(0).integers(0, 2**40, BIG)
     small = np.random.default_rng(1).integers(0, 16, BIG)  # held in the fragment's record
     s = repo.create_session()
-    with monkeypatch.context() as m:
-        m.setattr(crashpoints, "_CRASH_AT", "after_staging")
-        p = FORK.Process(target=write_big_then_die, args=((here, s.id, {1: row, 2: small}),))
-        p.start()
-        p.join()
+    p = _killed_after_staging(here, s, {1: row, 2: small}, monkeypatch)
     assert p.exitcode == -9
     zarr.open_array(s.store, path="big", mode="r+")[0] = 5
     s.commit("job", unflushed="discard")
