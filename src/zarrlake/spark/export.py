@@ -31,7 +31,7 @@ def _copy_task(
     """The function a task runs on its parts: (chunks, bytes, virtual chunks read)."""
 
     def run(parts: Iterable[Part]) -> list[tuple[int, int, int]]:
-        from zarrlake.admin.export import copy_parts
+        from zarrlake.admin.export import copy_parts, threads_for
         from zarrlake.connection import connect
         from zarrlake.format.snapshot import SnapshotRoot
         from zarrlake.storage import open_storage
@@ -40,8 +40,9 @@ def _copy_task(
         root = ctx.objects.read(SnapshotRoot, snapshot)
         dest = open_storage(url, **options)
         try:
-            with ThreadPoolExecutor(workers, thread_name_prefix="zarrlake-export") as pool:
-                return [copy_parts(ctx.objects, root, snapshot, parts, dest, pool, 4 * workers)]
+            threads = threads_for(workers, ctx.objects, dest)
+            with ThreadPoolExecutor(threads, thread_name_prefix="zarrlake-export") as pool:
+                return [copy_parts(ctx.objects, root, snapshot, parts, dest, pool, 4 * threads)]
         finally:
             dest.close()
 
