@@ -9,8 +9,9 @@ written as the shards zarr reads: the present inner chunks and an index made for
 the repository's own reads assemble them. Virtual chunks are refused (nothing is written),
 or read from their sources (checked against the identity taken at import) and written.
 
-Chunks go first, side by side on a thread pool (between local stores, small ones a batch to
-a task; each checked on its worker, where the hash runs without the GIL), then the metadata
+Chunks go first, side by side on a thread pool (between local stores, at most two threads a
+core and small chunks a batch to a task; each checked on its worker, where the hash runs
+without the GIL), then the metadata
 documents, the root group's last: a reader that opens the destination while an export runs
 finds no hierarchy, or a partial one without the chunks' arrays, never an array whose chunks
 are not all there.
@@ -52,7 +53,7 @@ LOCAL_PER_CORE = 2
 """Between local stores, chunks copied at once per core, at most: the copy is CPU work there
 (memory copies and the hash; the bytes are mostly in the page cache), and more threads than
 that only switch among themselves and push each other's bytes out of the CPU's cache (with
-16 threads on 2 cores, an export of 1 MiB chunks spent 8% more CPU than with 4: EXPORT)."""
+16 threads on 2 cores, an export of 1 MiB chunks spent 5-8% more CPU than with 4: EXPORT)."""
 
 
 @dataclass(frozen=True)

@@ -63,7 +63,8 @@ def export(
     workers: int = 8,
 ) -> ExportReport:
     """`Repo.export` as a Spark job: each task copies the chunks of `ranges_per_task`
-    manifest ranges (a few thousand chunks each), `workers` at once; the metadata is
+    manifest ranges (a few thousand chunks each), `workers` at once (at most two a core
+    between local stores); the metadata is
     written by the driver once all tasks succeeded.
 
     `repo` is a `Repo`, its `spec` or its location; `dest` a directory every executor sees
