@@ -1352,7 +1352,8 @@ class Repo:
             "refuse" (default: nothing is written when the tree holds virtual chunks) or
             "materialize" (read them from their sources, checked, and write them).
         workers
-            Chunks copied at once.
+            Chunks copied at once (between local stores at most two a core: the copy is
+            CPU work there).
         progress
             Called as progress(bytes written, bytes in all).
 

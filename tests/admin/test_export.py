@@ -6,6 +6,7 @@ is readable; the destination must be empty, never the repository."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import uuid
@@ -88,14 +89,17 @@ def test_an_export_opens_with_plain_zarr_and_xarray_and_matches_numpy(any_metast
     assert direct[0:8, 8:16].tolist() == [[-1] * 8] * 8 and len(shard) > 16 * 16
 
 
-def count_tasks(monkeypatch) -> list[int]:
-    """[tasks submitted] by each export's thread pool from now on."""
+def count_tasks(monkeypatch, sizes: list[int] | None = None) -> list[int]:
+    """[tasks submitted] by each export's thread pool from now on (and each pool's threads,
+    into `sizes`)."""
     counts: list[int] = []
 
     class Counting(ThreadPoolExecutor):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             counts.append(0)
+            if sizes is not None:
+                sizes.append(self._max_workers)
 
         def submit(self, fn, /, *args, **kwargs):
             counts[-1] += 1
@@ -113,10 +117,12 @@ def test_an_export_to_s3_of_a_tag_with_one_array(s3_server, tmp_path, monkeypatc
     s3_client(s3_server).create_bucket(Bucket=bucket)
     options = s3_options(s3_server)
     dest = f"s3://{bucket}/copy"
-    tasks = count_tasks(monkeypatch)
+    threads: list[int] = []
+    tasks = count_tasks(monkeypatch, threads)
     report = repo.export("v1", dest, arrays=["weather"], storage_options=options)
     assert report.arrays == 2  # weather/t and weather/sh; big is left out
     assert tasks == [report.chunks] and report.chunks > 20
+    assert threads == [16]  # every worker asked for: each waits on the network
     got = read_without_zarrlake(dest, ["weather/t", "weather/sh"], _obstore_options(options))
     np.testing.assert_array_equal(np.array(got["weather/t"], "f4"), expected["weather/t"])
     at_v1 = np.arange(64 * 64, dtype="i4").reshape(64, 64)  # before the rewrite
@@ -223,3 +229,24 @@ def test_small_chunks_go_in_batches_across_manifest_ranges_and_each_is_checked(
     with pytest.raises(zl.CorruptionError, match="checksum"):
         repo.export("main", tmp_path / "bad", workers=3)
     assert not (tmp_path / "bad" / "zarr.json").exists()
+
+
+def test_between_local_stores_at_most_two_threads_a_core_copy(tmp_path, monkeypatch):
+    """A local copy is CPU work (memory copies and the hash): more workers than two a core
+    are not started, however many are asked for; every chunk is still copied and checked."""
+    monkeypatch.setattr("zarrlake.admin.export.BATCH_BYTES", 0)  # a task per chunk
+    threads: list[int] = []
+    tasks = count_tasks(monkeypatch, threads)
+    repo = zl.Repo.create(tmp_path / "repo")
+    expected = build(repo)
+    report = repo.export("main", tmp_path / "out", workers=1000)
+    cores = len(os.sched_getaffinity(0))
+    assert threads == [min(1000, 2 * cores)] and tasks == [report.chunks]
+    for path, data in expected.items():
+        got = zarr.open_array(tmp_path / "out", path=path, mode="r")[:]
+        np.testing.assert_array_equal(got, data)
+    victim = next((tmp_path / "repo" / "chunks").rglob("*"))
+    victim.write_bytes(victim.read_bytes()[:-1] + bytes([victim.read_bytes()[-1] ^ 1]))
+    with pytest.raises(zl.CorruptionError, match=r"key 'big/c/\d/0': checksum mismatch"):
+        repo.export("main", tmp_path / "bad", workers=1000, arrays=["big"])
+    assert not (tmp_path / "bad" / "big" / "zarr.json").exists()

@@ -9,8 +9,9 @@ written as the shards zarr reads: the present inner chunks and an index made for
 the repository's own reads assemble them. Virtual chunks are refused (nothing is written),
 or read from their sources (checked against the identity taken at import) and written.
 
-Chunks go first, side by side on a thread pool (between local stores, small ones a batch to
-a task; each checked on its worker, where the hash runs without the GIL), then the metadata
+Chunks go first, side by side on a thread pool (between local stores, at most two threads a
+core and small chunks a batch to a task; each checked on its worker, where the hash runs
+without the GIL), then the metadata
 documents, the root group's last: a reader that opens the destination while an export runs
 finds no hierarchy, or a partial one without the chunks' arrays, never an array whose chunks
 are not all there.
@@ -48,6 +49,11 @@ Progress = Callable[[int, int], None] | None
 """Called as progress(bytes written so far, bytes in all)."""
 WORKERS = 16
 """Chunks copied at once by default."""
+LOCAL_PER_CORE = 2
+"""Between local stores, chunks copied at once per core, at most: the copy is CPU work there
+(memory copies and the hash; the bytes are mostly in the page cache), and more threads than
+that only switch among themselves and push each other's bytes out of the CPU's cache (with
+16 threads on 2 cores, an export of 1 MiB chunks spent 5-8% more CPU than with 4: EXPORT)."""
 
 
 @dataclass(frozen=True)
@@ -346,6 +352,15 @@ def _batches(
         yield batch
 
 
+def threads_for(workers: int, objects: Objects, dest: ObjectStore) -> int:
+    """Threads to copy with, given `workers` asked for: all of them to or from a remote
+    store (each waits on the network), at most LOCAL_PER_CORE per core between local ones."""
+    if dest.remote or objects.store.remote:
+        return workers
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(workers, LOCAL_PER_CORE * (cores or 1)))
+
+
 def write_documents(dest: ObjectStore, documents: dict[str, bytes]) -> None:
     """Write the metadata documents, deepest first and the root group's last."""
     for key in sorted(documents, key=lambda k: (-k.count("/"), k)):
@@ -442,9 +457,10 @@ def export(
         progress(now, max(total, now))
 
     try:
-        with ThreadPoolExecutor(workers, thread_name_prefix="zarrlake-export") as pool:
+        threads = threads_for(workers, objects, store)
+        with ThreadPoolExecutor(threads, thread_name_prefix="zarrlake-export") as pool:
             tick = None if progress is None else done
-            counts = copy_parts(objects, root, sid, plan.parts, store, pool, 4 * workers, tick)
+            counts = copy_parts(objects, root, sid, plan.parts, store, pool, 4 * threads, tick)
         write_documents(store, plan.documents)
     finally:
         store.close()

@@ -94,7 +94,9 @@ def export(
     overwrite: Annotated[
         bool, typer.Option("--overwrite", help="Delete what DEST holds first.")
     ] = False,
-    workers: Annotated[int, typer.Option(min=1, help="Chunks copied at once.")] = 16,
+    workers: Annotated[
+        int, typer.Option(min=1, help="Chunks copied at once (local to local: at most two a core).")
+    ] = 16,
     dest_option: DestOpt = None,
     json_out: JsonOpt = False,
 ) -> None:

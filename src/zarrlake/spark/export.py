@@ -31,7 +31,7 @@ def _copy_task(
     """The function a task runs on its parts: (chunks, bytes, virtual chunks read)."""
 
     def run(parts: Iterable[Part]) -> list[tuple[int, int, int]]:
-        from zarrlake.admin.export import copy_parts
+        from zarrlake.admin.export import copy_parts, threads_for
         from zarrlake.connection import connect
         from zarrlake.format.snapshot import SnapshotRoot
         from zarrlake.storage import open_storage
@@ -40,8 +40,9 @@ def _copy_task(
         root = ctx.objects.read(SnapshotRoot, snapshot)
         dest = open_storage(url, **options)
         try:
-            with ThreadPoolExecutor(workers, thread_name_prefix="zarrlake-export") as pool:
-                return [copy_parts(ctx.objects, root, snapshot, parts, dest, pool, 4 * workers)]
+            threads = threads_for(workers, ctx.objects, dest)
+            with ThreadPoolExecutor(threads, thread_name_prefix="zarrlake-export") as pool:
+                return [copy_parts(ctx.objects, root, snapshot, parts, dest, pool, 4 * threads)]
         finally:
             dest.close()
 
@@ -62,7 +63,8 @@ def export(
     workers: int = 8,
 ) -> ExportReport:
     """`Repo.export` as a Spark job: each task copies the chunks of `ranges_per_task`
-    manifest ranges (a few thousand chunks each), `workers` at once; the metadata is
+    manifest ranges (a few thousand chunks each), `workers` at once (at most two a core
+    between local stores); the metadata is
     written by the driver once all tasks succeeded.
 
     `repo` is a `Repo`, its `spec` or its location; `dest` a directory every executor sees
