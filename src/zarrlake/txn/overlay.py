@@ -130,9 +130,7 @@ class Overlay:
                 return False
         if isinstance(ref, ChunkRef):
             return ref.kind != RefKind.VIRTUAL
-        return spans is not None and (
-            ref.whole is not None or all(p.kind != RefKind.VIRTUAL for p in ref.parts)
-        )
+        return spans is not None and (ref.whole is not None or not ref.any_virtual())
 
     def lookup(self, key: str) -> ChunkRef | ShardRef | None:
         """The reference `key` resolves to in this session, or None. A shard stored as
@@ -147,7 +145,12 @@ class Overlay:
                 if key in self._shards:
                     return self._shards[key]
         layout = self.layout_of(key)
-        shard = None if layout is None else ShardRef.assemble(layout, self.inner(key))
+        if layout is None:
+            shard = None
+        elif self.staging is None:  # from the manifest's columns, no reference per entry
+            shard = ShardRef.of_entries(layout, self.view.entries_under((key + SEP).encode()))
+        else:
+            shard = ShardRef.assemble(layout, self.inner(key))
         if self.staging is None:
             with self._seen_lock:
                 self._shards[key] = shard
@@ -258,9 +261,7 @@ class Overlay:
             return
         if ref is None and self.layout_of(key) is None:
             return
-        seen = (
-            {} if ref is None else dict(zip(ref.names, (p.digest for p in ref.parts), strict=True))
-        )
+        seen = {} if ref is None else ref.digests()
         with self._seen_lock:
             self._seen[key] = seen
 
