@@ -129,3 +129,49 @@ def test_what_a_read_leaves_alive_does_not_grow_with_the_inner_chunks_of_a_shard
     few = _probe(*_build(tmp_path, (1, 32, 32)), "retained")["retained"]
     many = _probe(*sharded, "retained")["retained"]
     assert abs(many - few) < 100, (few, many)
+
+
+def test_a_pause_restores_collection_as_it_was_even_when_the_load_fails():
+    """Nested pauses share one; collection comes back on only if it was on before, and
+    after a load that raised."""
+    import gc
+
+    from zarrlake._util.lazy import load, paused_collection
+
+    assert gc.isenabled()
+    with paused_collection():
+        with paused_collection():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the outer pause still holds
+    assert gc.isenabled()
+    with pytest.raises(ModuleNotFoundError):
+        load("zarrlake.no_such_module")
+    assert gc.isenabled()
+    gc.disable()  # a user's choice stays
+    try:
+        with paused_collection():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+FORK = """
+import gc, os
+from zarrlake._util.lazy import paused_collection
+
+with paused_collection():
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if gc.isenabled() else 3)
+    _, status = os.waitpid(pid, 0)
+    assert not gc.isenabled()
+print(os.waitstatus_to_exitcode(status), gc.isenabled())
+"""
+
+
+def test_a_child_forked_during_a_load_collects():
+    """The loading thread may not exist in a forked child: the pause ends there."""
+    res = subprocess.run([sys.executable, "-c", FORK], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["0", "True"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import _thread
 import gc
 import importlib
+import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -40,9 +41,24 @@ def paused_collection() -> Iterator[None]:
         yield
     finally:
         with _lock:
-            _depth -= 1
-            if _depth == 0 and _resume:
-                gc.enable()
+            if _depth:  # (0: a forked child ended the pause already)
+                _depth -= 1
+                if _depth == 0 and _resume:
+                    gc.enable()
+
+
+def _end_in_child() -> None:
+    """In a child forked during a load, the loading thread may not exist: the pause ends
+    there (collection back as it was before the load), with a lock of the child's own."""
+    global _lock, _depth
+    _lock = _thread.allocate_lock()
+    if _depth:
+        _depth = 0
+        if _resume:
+            gc.enable()
+
+
+os.register_at_fork(after_in_child=_end_in_child)
 
 
 def load(module: str) -> ModuleType:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import gc
 import importlib
 
+from zarrlake._util.lazy import paused_collection
+
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: runs the command and turns errors into one line.
@@ -23,17 +25,14 @@ def main(argv: list[str] | None = None) -> None:
     as the process and no garbage, and collecting during it took about 40 collections
     (~5 ms) of a quick command's start. When the process runs this one command (`argv`
     None), what loading made is frozen too (`gc.freeze`): later collections skip it."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        from zarrlake.cli import tree
+    with paused_collection():  # the package's own loads share the pause (_util/lazy.py)
+        try:
+            from zarrlake.cli import tree
 
-        command, args, debug = tree.prepare(argv)
-    finally:
-        if argv is None:
-            gc.freeze()
-        if collecting:
-            gc.enable()
+            command, args, debug = tree.prepare(argv)
+        finally:
+            if argv is None:
+                gc.freeze()
     tree.run(command, args, debug)
 
 
