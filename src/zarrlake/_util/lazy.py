@@ -62,11 +62,8 @@ os.register_at_fork(after_in_child=_end_in_child)
 
 
 def load(module: str) -> ModuleType:
-    """`importlib.import_module(module)` with collection paused while it loads (a module
-    loaded already is returned at once)."""
-    found = sys.modules.get(module)
-    if found is not None:
-        return found
+    """`importlib.import_module(module)` with collection paused while it loads (one that
+    another thread is loading is waited for, as `import_module` does)."""
     with paused_collection():
         return importlib.import_module(module)
 
