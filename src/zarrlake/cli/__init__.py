@@ -14,8 +14,6 @@ from __future__ import annotations
 import gc
 import importlib
 
-from zarrlake._util.lazy import paused_collection
-
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: runs the command and turns errors into one line.
@@ -25,7 +23,9 @@ def main(argv: list[str] | None = None) -> None:
     as the process and no garbage, and collecting during it took about 40 collections
     (~5 ms) of a quick command's start. When the process runs this one command (`argv`
     None), what loading made is frozen too (`gc.freeze`): later collections skip it."""
-    with paused_collection():  # the package's own loads share the pause (_util/lazy.py)
+    from zarrlake._util.lazy import paused_collection  # (loaded with the package)
+
+    with paused_collection():  # the package's own loads share the pause
         try:
             from zarrlake.cli import tree
 
