@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from zarrlake._util.deprecation import deprecated_alias, keyword_only, renamed_arguments, warn
-from zarrlake._util.lazy import lazy_exports
+from zarrlake._util.lazy import lazy_exports, load
 from zarrlake._util.secrets import mask_urls
 from zarrlake._util.validate import check_new_ref_name, check_ref_name
 from zarrlake.connection import (
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from zarrlake.pulls import PullRequest
     from zarrlake.session import Session
     from zarrlake.session_records import SessionInfo
+    from zarrlake.txn.transaction import Transaction
     from zarrlake.txn.writers import WriterInfo
     from zarrlake.vc.backfill import BackfillReport
     from zarrlake.vc.checks.kinds import Check
@@ -71,6 +72,12 @@ that opening a repository does not import the session records; a test holds them
 
 _OnRead = Callable[[str, int], None] | None
 """Called with (key, size) for every object fsck reads."""
+
+
+def _session_classes() -> tuple[type[Session], type[Transaction]]:
+    """Session and Transaction: the session machinery (most of the package's modules) loads
+    with the first session, garbage collection paused while it loads (`_util/lazy.py`)."""
+    return load("zarrlake.session").Session, load("zarrlake.txn.transaction").Transaction
 
 
 def _flush_later(handles: weakref.WeakSet[Any]) -> None:
@@ -683,8 +690,7 @@ class Repo:
         ...     zarr.open_group(s.store)["t2m"][0] = day1
         ...     s.commit()
         """
-        from zarrlake.session import Session
-        from zarrlake.txn.transaction import Transaction
+        Session, Transaction = _session_classes()
         from zarrlake.vc.not_a_branch import needs_branch
 
         check_ref_name(branch, "branch")
@@ -711,9 +717,7 @@ class Repo:
         SessionClosedError, SessionExpiredError
             If the session can no longer write.
         """
-        from zarrlake.session import Session
-        from zarrlake.txn.transaction import Transaction
-
+        Session, Transaction = _session_classes()
         return Session(Transaction.join(self._ctx, session_id))
 
     def session_info(self, session_id: str) -> SessionInfo:
@@ -770,11 +774,8 @@ class Repo:
         >>> s = repo.readonly_session("v1.0")
         >>> zarr.open_group(s.store, mode="r")["t2m"][0]  # doctest: +SKIP
         """
-        from zarrlake.txn.transaction import Transaction
-
+        Session, Transaction = _session_classes()
         commit_id = self.resolve(ref, as_of=as_of)
-        from zarrlake.session import Session
-
         return Session(Transaction(self._ctx, None, commit_id))
 
     # Arraylake-style implicit session (deprecated: reading an attribute made a session) ---

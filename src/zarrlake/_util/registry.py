@@ -9,10 +9,10 @@ the production open path.
 
 from __future__ import annotations
 
-import importlib
 import threading
 from collections.abc import Callable
 
+from zarrlake._util.lazy import load
 from zarrlake.errors import InvalidInputError
 
 
@@ -45,7 +45,7 @@ class Registry[F, S]:
             return found
         module = self._builtin.get(scheme)
         if module is not None:
-            importlib.import_module(module)  # registers itself
+            load(module)  # registers itself (collection paused: _util/lazy.py)
         else:
             from importlib.metadata import entry_points  # slow to import: only on a miss
 

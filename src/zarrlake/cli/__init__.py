@@ -23,17 +23,16 @@ def main(argv: list[str] | None = None) -> None:
     as the process and no garbage, and collecting during it took about 40 collections
     (~5 ms) of a quick command's start. When the process runs this one command (`argv`
     None), what loading made is frozen too (`gc.freeze`): later collections skip it."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        from zarrlake.cli import tree
+    from zarrlake._util.lazy import paused_collection  # (loaded with the package)
 
-        command, args, debug = tree.prepare(argv)
-    finally:
-        if argv is None:
-            gc.freeze()
-        if collecting:
-            gc.enable()
+    with paused_collection():  # the package's own loads share the pause
+        try:
+            from zarrlake.cli import tree
+
+            command, args, debug = tree.prepare(argv)
+        finally:
+            if argv is None:
+                gc.freeze()
     tree.run(command, args, debug)
 
 

@@ -20,14 +20,17 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import TYPE_CHECKING
+from functools import cached_property, lru_cache
+from typing import TYPE_CHECKING, overload
 
 from zarrlake.format.chunk_ref import ChunkRef, RefKind
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from zarrlake.format.manifest import ManifestRange
 
 SEP = "\x1f"
 """Separates a shard's key from an inner chunk's local coordinates in an entry's key."""
@@ -210,93 +213,172 @@ def _positions(chunks_per_shard: tuple[int, ...]) -> dict[str, int]:
     return {".".join(map(str, coords)): at for at, coords in enumerate(grid)}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ShardRef:
-    """A shard as readers see it, assembled from its inner chunks' references: `parts`
-    lie at `starts`, the index at `index_at`. Never stored: made for each lookup from the
-    entries. When the parts are exactly the inner chunks of one stored shard object, at
-    their places in it, `whole` is that object and readers read it (its block table
-    verifies ranges); otherwise the parts follow each other in C order."""
+    """A shard as readers see it, assembled from its inner chunks' entries: the present
+    ones (`entries`, manifest columns, in C order) lie at `starts`, the index at
+    `index_at`. Never stored: made for a lookup from the entries. Held as columns, not as
+    a reference object per inner chunk (a read builds the references of the inner chunks
+    it reads, `parts`), so a shard of thousands of inner chunks is a few arrays. When the
+    parts are exactly the inner chunks of one stored shard object, at their places in it,
+    `whole` is that object and readers read it (its block table verifies ranges);
+    otherwise the parts follow each other in C order."""
 
-    parts: tuple[ChunkRef, ...]
-    starts: tuple[int, ...]
+    entries: ManifestRange
+    starts: np.ndarray  # int64, where each part begins in the shard
     index: bytes
     index_at: int
     length: int
     digest: bytes  # names the assembly (index and the parts' digests), not the bytes
-    names: tuple[str, ...]
     whole: ChunkRef | None = None
     kind = None  # not a stored kind (RefKind): code that dispatches on kinds skips it
 
     @classmethod
     def assemble(cls, layout: ShardLayout, refs: dict[str, ChunkRef]) -> ShardRef | None:
         """The shard of these inner chunks (name -> reference); None if none is present."""
+        from zarrlake.format.manifest import ManifestRange
+
+        if not refs:
+            return None
+        names = [name.encode() for name in refs]
+        return cls.of_entries(layout, [ManifestRange.from_refs(names, list(refs.values()))])
+
+    @classmethod
+    def of_entries(cls, layout: ShardLayout, entries: list[ManifestRange]) -> ShardRef | None:
+        """The shard of the inner-chunk entries `entries` (manifest ranges whose keys end in
+        the inner chunks' names, after SEP: `SnapshotView.entries_under`), assembled from
+        their columns; None if none is present."""
         import hashlib
 
         import numpy as np
 
-        present = sorted(
-            (p, name, ref)
-            for name, ref in refs.items()
-            if ref.length and (p := layout.position(name)) is not None
-        )
-        if not present:
+        from zarrlake.format.manifest import take_from
+
+        if not entries:
             return None
+        rng = (
+            entries[0]
+            if len(entries) == 1
+            else take_from(entries, np.arange(sum(map(len, entries))))
+        )
+        if not len(rng):
+            return None
+        found = [layout.position(k.rpartition(_SEP)[2].decode()) for k in rng.keys.tolist()]
+        at = np.array([-1 if p is None else p for p in found], dtype=np.int64)
+        present = np.flatnonzero((at >= 0) & (rng.length > 0))
+        if not len(present):
+            return None
+        positions = at[present]
+        order = np.argsort(positions, kind="stable")
+        parts = rng.take(present[order])
+        positions = positions[order]
         first = layout.index_size if layout.index_at_start else 0
-        parts = tuple(ref for _, _, ref in present)
+        lengths = parts.length.astype(np.int64)
         in_place = _in_place(parts, first)
         if in_place is not None:
-            starts = [r.offset for r in parts]
+            starts = parts.offset.astype(np.int64)
         else:
-            starts = list(np.cumsum([first] + [r.length for r in parts[:-1]]).tolist())
+            starts = first + np.cumsum(lengths) - lengths
         table = np.full((layout.count, 2), EMPTY, dtype="<u8")
-        table[[p for p, _, _ in present]] = np.array(
-            [starts, [r.length for r in parts]], dtype="<u8"
-        ).T
+        table[positions, 0] = starts
+        table[positions, 1] = lengths
         index = layout.encode_index(table)
-        end = first + sum(r.length for r in parts)
+        end = first + int(lengths.sum())
         length = end + (0 if layout.index_at_start else len(index))
         whole = None
         if in_place is not None:
             whole = ChunkRef.object(bytes.fromhex(in_place[len(CHUNKS) :]), length)
         return cls(
             parts,
-            tuple(starts),
+            starts,
             index,
             0 if layout.index_at_start else end,
             length,
-            hashlib.sha256(index + b"".join(r.digest for r in parts)).digest(),
-            tuple(name for _, name, _ in present),
+            hashlib.sha256(index + parts.digest.tobytes()).digest(),
             whole,
         )
 
+    @property
+    def parts(self) -> Sequence[ChunkRef]:
+        """The present inner chunks' references, in C order (each built when asked for)."""
+        return _Parts(self.entries)
+
+    @cached_property
+    def names(self) -> tuple[str, ...]:
+        """The present inner chunks' names ("i.j"), in C order."""
+        return tuple(k.rpartition(_SEP)[2].decode() for k in self.entries.keys.tolist())
+
+    def digests(self) -> dict[str, bytes]:
+        """name -> digest of each present inner chunk."""
+        raw = self.entries.digest.tobytes()
+        return {name: raw[32 * i : 32 * i + 32] for i, name in enumerate(self.names)}
+
+    def any_virtual(self) -> bool:
+        """Whether some inner chunk's bytes lie in a file outside the repository."""
+        return bool((self.entries.kind == RefKind.VIRTUAL).any())
+
     def pieces(self, start: int, end: int) -> list[tuple[int, int, int]]:
         """[start, end) as (part, from, to) pieces in order; part -1 is the index."""
-        out = []
-        spans = [(-1, self.index_at, len(self.index))] + [
-            (i, s, r.length) for i, (s, r) in enumerate(zip(self.starts, self.parts, strict=True))
-        ]
-        for part, at, length in sorted(spans, key=lambda x: x[1]):
-            lo, hi = max(start, at), min(end, at + length)
-            if lo < hi:
-                out.append((part, lo - at, hi - at))
-        return out
+        import numpy as np
+
+        at = np.concatenate(([self.index_at], self.starts))
+        size = np.concatenate(([len(self.index)], self.entries.length.astype(np.int64)))
+        order = np.argsort(at, kind="stable")
+        at, size = at[order], size[order]
+        lo, hi = np.maximum(at, start), np.minimum(at + size, end)
+        hit = np.flatnonzero(lo < hi)
+        return list(
+            zip(
+                (order[hit] - 1).tolist(),
+                (lo[hit] - at[hit]).tolist(),
+                (hi[hit] - at[hit]).tolist(),
+                strict=True,
+            )
+        )
+
+
+class _Parts(Sequence[ChunkRef]):
+    """The references of a shard's parts, built from its entries' columns when asked for."""
+
+    def __init__(self, entries: ManifestRange) -> None:
+        self._entries = entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @overload
+    def __getitem__(self, i: int) -> ChunkRef: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[ChunkRef]: ...
+    def __getitem__(self, i: int | slice) -> ChunkRef | list[ChunkRef]:
+        n = len(self._entries)
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(n))]
+        j = i + n if i < 0 else i
+        if not 0 <= j < n:
+            raise IndexError(f"part {i} of a shard of {n}")
+        return self._entries.ref_at(j)
 
 
 CHUNKS = "chunks/"
+_SEP = SEP.encode()
 
 
-def _in_place(parts: tuple[ChunkRef, ...], first: int) -> str | None:
+def _in_place(parts: ManifestRange, first: int) -> str | None:
     """The chunk object whose data section the parts tile exactly, at their own offsets
     (the shard zarr wrote, every inner chunk still in it), or None."""
-    location = parts[0].location
-    if location is None or not location.startswith(CHUNKS):
+    import numpy as np
+
+    if not (parts.kind == RefKind.LOCATION).all() or (parts.loc < 0).any():
         return None
-    if any(r.kind != RefKind.LOCATION or r.location != location for r in parts):
+    locations = {parts.locations[i] for i in np.unique(parts.loc).tolist()}
+    if len(locations) != 1:
         return None
-    at = first
-    for r in sorted(parts, key=lambda r: r.offset):
-        if r.offset != at:
-            return None
-        at += r.length
-    return location
+    location = locations.pop()
+    if not location.startswith(CHUNKS):
+        return None
+    order = np.argsort(parts.offset, kind="stable")
+    offsets = parts.offset[order].astype(np.int64)
+    lengths = parts.length[order].astype(np.int64)
+    expected = first + np.cumsum(lengths) - lengths
+    return location if np.array_equal(offsets, expected) else None

@@ -11,6 +11,7 @@ from cachetools import LRUCache
 from zarrlake._util.validate import check_prefix, check_zarr_key
 from zarrlake.errors import InvalidInputError
 from zarrlake.format.chunk_ref import ChunkRef, RefKind
+from zarrlake.format.fragment import FragmentRecord
 from zarrlake.format.shard import SEP, ShardLayout, ShardRef, layout_of
 from zarrlake.format.snapshot import is_meta_key, meta_keys_above
 from zarrlake.txn.buffer import WriteBuffer
@@ -130,9 +131,7 @@ class Overlay:
                 return False
         if isinstance(ref, ChunkRef):
             return ref.kind != RefKind.VIRTUAL
-        return spans is not None and (
-            ref.whole is not None or all(p.kind != RefKind.VIRTUAL for p in ref.parts)
-        )
+        return spans is not None and (ref.whole is not None or not ref.any_virtual())
 
     def lookup(self, key: str) -> ChunkRef | ShardRef | None:
         """The reference `key` resolves to in this session, or None. A shard stored as
@@ -147,11 +146,30 @@ class Overlay:
                 if key in self._shards:
                     return self._shards[key]
         layout = self.layout_of(key)
-        shard = None if layout is None else ShardRef.assemble(layout, self.inner(key))
+        shard = None if layout is None else self._assemble(key, layout)
         if self.staging is None:
             with self._seen_lock:
                 self._shards[key] = shard
         return shard
+
+    def _assemble(self, key: str, layout: ShardLayout) -> ShardRef | None:
+        """Shard `key` assembled from its inner chunks: from the base's manifest columns
+        (no reference object per inner chunk) unless this session staged some of them."""
+        prefix = key + SEP
+        if self.staging is None or not self._staged_inner(prefix)[0]:
+            return ShardRef.of_entries(layout, self.view.entries_under(prefix.encode()))
+        return ShardRef.assemble(layout, self.inner(key))
+
+    def _staged_inner(self, prefix: str) -> tuple[dict[str, bool], list[FragmentRecord] | None]:
+        """(key -> deleted?, the visible fragment records) of what this session staged
+        under `prefix` (a shard's key and SEP)."""
+        assert self.staging is not None
+        staged = dict(self.buffer.keys(prefix))
+        records = None
+        if self.fragments is not None:
+            records = self.staging.visible_fragments()
+            staged = dict(self.fragments.keys(records, prefix)) | staged
+        return staged, records
 
     def whole(self, key: str) -> ChunkRef | None:
         """The entry stored under `key` itself (staged over base), or None."""
@@ -164,11 +182,7 @@ class Overlay:
         if self.staging is None:
             return out
         prefix = shard_key + SEP
-        staged = dict(self.buffer.keys(prefix))
-        records = None
-        if self.fragments is not None:
-            records = self.staging.visible_fragments()
-            staged = dict(self.fragments.keys(records, prefix)) | staged
+        staged, records = self._staged_inner(prefix)
         for k, deleted in staged.items():
             name = k[len(prefix) :]
             if deleted:
@@ -258,9 +272,7 @@ class Overlay:
             return
         if ref is None and self.layout_of(key) is None:
             return
-        seen = (
-            {} if ref is None else dict(zip(ref.names, (p.digest for p in ref.parts), strict=True))
-        )
+        seen = {} if ref is None else ref.digests()
         with self._seen_lock:
             self._seen[key] = seen
 
