@@ -5,6 +5,7 @@ boolean and float dtypes."""
 from __future__ import annotations
 
 import math
+import pickle
 
 import numpy as np
 import pytest
@@ -41,6 +42,8 @@ def test_one_chunk_equals_the_vectorised_row_and_numpy(case):
     row = sf.at(of_blocks(values.reshape(1, -1), fill), 0)
     assert got == row
     assert got is not None
+    assert type(got) is sf.ChunkStats and got == sf.ChunkStats(*got)  # (made as a tuple)
+    assert pickle.loads(pickle.dumps(got)) == got and got.known
     flat = values.reshape(-1)
     nan = np.isnan(flat) if flat.dtype.kind == "f" else np.zeros(flat.shape, bool)
     real = flat[~nan]
