@@ -21,6 +21,9 @@ statistics off (or ignored) in the same process, alternating.
 - checks: a commit writing `stats_check_chunks` chunks, MaxNaNFraction + ValueRange +
   NoDeletedChunks on it: chunks read and bytes the process read (/proc/self/io rchar),
   with statistics known and unknown.
+- chunk: one chunk's statistics as the writer takes them (`of_chunk`), thread CPU per
+  chunk: 1 KiB of float32 (W2's), 1 MiB (W1's) in cache and out of it (a new chunk each
+  call, 256 MiB of them), and 1 MiB with 30% of its values NaN, scattered (a land mask).
 - scale: an array of `stats_scale_chunks` tiny chunks (one commit): `Repo.chunk_stats`
   and the pruning of `select` on it, per chunk, and the write+commit with statistics on
   against off (per chunk); `Repo.chunk_stats` of a sharded array of as many inner chunks.
@@ -279,6 +282,38 @@ def checks(engine: Any, path: str, p: dict) -> dict:
     return out
 
 
+def _thread_us(f: Any, items: list, reps: int = 5) -> float:
+    """Best thread CPU per item of `f` over `items` (us), of `reps` rounds."""
+    best = float("inf")
+    for _ in range(reps):
+        c0 = time.thread_time()
+        for item in items:
+            f(item)
+        best = min(best, (time.thread_time() - c0) / len(items))
+    return 1e6 * best
+
+
+def chunk(engine: Any, path: str, p: dict) -> dict:
+    """One chunk's statistics (`of_chunk`, the writer's call): thread CPU per chunk."""
+    from zarrlake.vc.statistics import of_chunk
+
+    rng = np.random.default_rng(SEED)
+    small = rng.random((1, 256), dtype=np.float32)
+    big = [rng.random((1, 512, 512), dtype=np.float32) for _ in range(256)]
+    holes = rng.normal(280, 30, (1, 512, 512)).astype(np.float32)
+    holes[rng.random(holes.shape) < 0.3] = np.nan
+
+    def stats(v: np.ndarray) -> Any:
+        return of_chunk(v, 0.0)
+
+    return {
+        "small_us": _thread_us(stats, [small] * 20_000),
+        "hot_us": _thread_us(stats, [big[0]] * 256),
+        "cold_us": _thread_us(stats, big),
+        "nan_us": _thread_us(stats, [holes] * 64),
+    }
+
+
 def scale(engine: Any, path: str, p: dict) -> dict:
     """`stats_scale_chunks` chunks of 4 float32 values: writes with statistics on vs off,
     chunk_stats and select's pruning, per chunk."""
@@ -365,6 +400,7 @@ def groups(cfg: dict[str, Any]) -> list[Group]:
             ["zarrlake"],
             [
                 Step("benchmarks.statistics:write", "STATS", "write."),
+                Step("benchmarks.statistics:chunk", "STATS", "chunk."),
                 Step("benchmarks.statistics:spark", "STATS", "spark."),
                 Step("benchmarks.statistics:checks", "STATS", "checks."),
                 Step("benchmarks.statistics:scale", "STATS", "scale."),

@@ -5,6 +5,7 @@ boolean and float dtypes."""
 from __future__ import annotations
 
 import math
+import pickle
 
 import numpy as np
 import pytest
@@ -41,6 +42,8 @@ def test_one_chunk_equals_the_vectorised_row_and_numpy(case):
     row = sf.at(of_blocks(values.reshape(1, -1), fill), 0)
     assert got == row
     assert got is not None
+    assert type(got) is sf.ChunkStats and got == sf.ChunkStats(*got)  # (made as a tuple)
+    assert pickle.loads(pickle.dumps(got)) == got and got.known
     flat = values.reshape(-1)
     nan = np.isnan(flat) if flat.dtype.kind == "f" else np.zeros(flat.shape, bool)
     real = flat[~nan]
@@ -123,3 +126,44 @@ def test_a_large_chunks_sum_is_float64_exact_to_rounding(dtype, size):
         rows = of_blocks(np.stack([v, v[::-1]]), 0)
         assert sf.at(rows, 0) == got
         assert sf.at(rows, 1).sum == pytest.approx(got.sum, rel=1e-12)
+
+
+@pytest.mark.parametrize("dtype", ["f2", "f4", "f8"])
+def test_nan_are_zeroed_on_the_bits_as_numpy_where_does(dtype):
+    """The sum ignoring NaN is taken over a copy with 0 in place of each NaN, made on the
+    bits (no branch per element): the same bits as `np.where`, for NaN of either sign and
+    any payload, infinities, -0.0 and subnormals."""
+    from zarrlake.vc.statistics import _zero_nan
+
+    rng = np.random.default_rng(5)
+    info = np.finfo(dtype)
+    v = rng.normal(0, 1e3, 4096).astype(dtype)
+    v[rng.random(4096) < 0.3] = np.nan
+    bits = v.view(f"u{v.itemsize}")
+    bits[:8] |= np.array(1, bits.dtype) << (8 * v.itemsize - 1)  # negative NaN where NaN
+    v[8:16] = [np.inf, -np.inf, -0.0, 0.0, info.tiny / 4, info.max, info.min, -info.tiny / 4]
+    bits[16] = bits.dtype.type(np.array(np.nan, dtype).view(bits.dtype) | 1)  # a payload
+    gaps = np.isnan(v)
+    got = _zero_nan(v, gaps)
+    want = np.where(gaps, 0, v).astype(dtype)
+    assert got.dtype == v.dtype
+    assert np.array_equal(got.view(bits.dtype), want.view(bits.dtype))
+    assert v[16] != v[16]  # (the input is left as it was)
+
+
+@pytest.mark.parametrize("share", [0.001, 0.3, 0.97])
+def test_a_large_chunk_with_scattered_nan_gets_numpys_statistics(share):
+    """1 MiB of float32 with NaN scattered (a land mask): count, min, max and the sum
+    ignoring NaN as numpy gives them, the sum to float64 rounding of math.fsum's."""
+    rng = np.random.default_rng(int(share * 1000))
+    v = rng.normal(280, 30, (512, 512)).astype("f4")
+    v[rng.random(v.shape) < share] = np.nan
+    v[0, 0] = 280.0
+    got = of_chunk(v, 280.0)
+    assert got is not None
+    real = v[~np.isnan(v)].astype("f8")
+    assert (got.count, got.nan, got.fill) == (v.size, int(np.isnan(v).sum()), int((v == 280).sum()))
+    assert (got.low, got.high) == (float(np.nanmin(v)), float(np.nanmax(v)))
+    exact = math.fsum(real.tolist())
+    assert abs(got.sum - exact) <= 1e-13 * math.fsum(np.abs(real).tolist())
+    assert sf.at(of_blocks(v.reshape(1, -1), 280.0), 0) == got

@@ -87,7 +87,7 @@ def of_blocks(blocks: np.ndarray, fill: object) -> np.ndarray:
             out["nan"][gaps] = nans.sum(axis=1)
             lo[gaps] = np.fmin.reduce(sub, axis=1)
             hi[gaps] = np.fmax.reduce(sub, axis=1)
-            total[gaps] = _row_sums(np.where(nans, 0, sub))
+            total[gaps] = _row_sums(_zero_nan(sub, nans))
         out["sum"] = total
     else:
         out["sum"] = _row_sums(blocks)
@@ -106,39 +106,61 @@ def of_blocks(blocks: np.ndarray, fill: object) -> np.ndarray:
 def of_chunk(values: np.ndarray, fill: object) -> ChunkStats | None:
     """The statistics of one chunk's values (None: not a numeric or boolean dtype), equal
     to `of_blocks`' for one row, with a handful of numpy calls: a min, a max and a float64
-    sum when there is no NaN (a 1 KiB chunk costs the calls, not the values). NaN are
-    looked for only when the min or the max is NaN (NaN propagates through both)."""
+    sum when there is no NaN (a 1 KiB chunk costs the calls, not the values: the numpy
+    functions are bound once, the record made without the named tuple's keyword
+    parsing). NaN are looked for only when the min or the max is NaN (NaN propagates
+    through both)."""
     kind = _KINDS.get(values.dtype.kind, sf.UNKNOWN)
-    v = values.reshape(-1)
+    v = values.ravel()  # (a view of a contiguous chunk, as reshape(-1) gives, for half the call)
     size = v.size
     if kind == sf.UNKNOWN or size == 0:
         return None
     if kind == sf.BOOL:
-        ones = int(np.count_nonzero(v))
+        ones = int(_count(v))
         empty = size - ones
-        return ChunkStats(
-            kind, size, 0, ones if fill else empty, int(not empty), int(ones > 0), float(ones)
+        return _record(
+            (kind, size, 0, ones if fill else empty, int(not empty), int(ones > 0), float(ones))
         )
-    lo, hi = np.minimum.reduce(v), np.maximum.reduce(v)
+    lo, hi = _min(v), _max(v)
     nan = 0
     if kind == sf.FLOAT and (lo != lo or hi != hi):
         gaps = np.isnan(v)
-        nan = int(np.count_nonzero(gaps))
+        nan = int(_count(gaps))
         lo, hi = np.fmin.reduce(v), np.fmax.reduce(v)
-        total = _sum(np.where(gaps, 0, v))
+        total = _sum(_zero_nan(v, gaps))
     else:
         total = _sum(v)
     if _is_nan(fill):
         fills = nan
     elif fill is not None and lo <= fill <= hi:
-        fills = int(np.count_nonzero(v == fill))
+        fills = int(_count(v == fill))
     else:
         fills = 0
     if kind == sf.FLOAT:
         low, high = _BITS2.unpack(_F642.pack(lo, hi))
     else:  # (an int64's two's complement bits; a uint64 as it is)
         low, high = int(lo) & _U64, int(hi) & _U64
-    return ChunkStats(kind, size, nan, fills, low, high, total)
+    return _record((kind, size, nan, fills, low, high, total))
+
+
+_min, _max, _add, _count = np.minimum.reduce, np.maximum.reduce, np.add.reduce, np.count_nonzero
+
+
+def _record(fields: tuple) -> ChunkStats:
+    """A ChunkStats of its seven fields, made as the tuple it is (the named tuple's
+    `__new__` parses keywords: a tenth of a small chunk's statistics)."""
+    return tuple.__new__(ChunkStats, fields)
+
+
+def _zero_nan(values: np.ndarray, gaps: np.ndarray) -> np.ndarray:
+    """A copy of float `values` with 0 where `gaps` (their NaN) is set, made on the bits
+    without a branch per element: a masked copy (`np.where`, `copyto(where=)`) guesses
+    wrong at each scattered NaN and took 0.7 ms for 1 MiB with 30% NaN, this 0.05."""
+    bits = np.dtype(f"u{values.dtype.itemsize}")
+    out = gaps.astype(bits)
+    out -= 1  # all ones where a value is a number, 0 where it is NaN
+    out &= values.view(bits)
+    return out.view(values.dtype)
 
 
 SUM_BLOCKED = 16384
@@ -151,7 +173,7 @@ def _sum(v: np.ndarray) -> float:
     """The float64 sum of the 1-d `v` (numbers, no NaN)."""
     if v.size >= SUM_BLOCKED:
         return float(np.einsum("i->", v, dtype=np.float64))
-    return float(np.add.reduce(v if v.dtype == np.float64 else v.astype(np.float64)))
+    return float(_add(v if v.dtype == np.float64 else v.astype(np.float64)))
 
 
 def _row_sums(blocks: np.ndarray) -> np.ndarray:
