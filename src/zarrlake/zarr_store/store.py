@@ -497,8 +497,7 @@ class SessionStore(Store):
             and not _is_metadata(key)
             and scope.hold(self, self._send, (key, value.as_buffer_like(), values))
         ):  # recorded, uploaded and staged with the write's other chunks (write_scope.py)
-            if scope.full:
-                await scope.send()
+            await scope.settle()
             return
         if len(value) > engine.inline_max:  # hashing, uploading: off the event loop
             # zarr's buffer itself, not a copy: a large chunk is hashed and uploaded before

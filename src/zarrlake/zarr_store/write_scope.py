@@ -8,21 +8,23 @@ upload starts, so the garbage collector finds it if the writer dies): one metast
 per chunk. Held until the write's end, every object of the write is recorded in one
 metastore write, then all are uploaded in parallel and staged in one call.
 
-A write holds at most `HOLD_MAX` bytes: the `set` that passes it sends what is held before
-it returns. A `set` outside a pipeline write (zarr called alone, another pipeline) is
-stored at once, as before.
+A write holds about `HOLD_MAX` bytes at most: the `set` that passes it sends what is held
+before it returns, and later ones wait for that send. A `set` outside a pipeline write
+(zarr called alone, another pipeline) is stored at once, as before.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import Any
 
 from zarrlake.vc.statistics import ChunkValues
 
-HOLD_MAX = 256 << 20
-"""Bytes of chunks one write holds at most before sending them on."""
+HOLD_MAX = 64 << 20
+"""Bytes of chunks one write holds (or is sending) before it sends them on: one metastore
+write records at least this many bytes of 1 MiB chunks, at this much memory."""
 
 Held = tuple[str, Any, ChunkValues | None]
 """(key, the chunk's bytes as zarr gave them, the values they encode or None)."""
@@ -35,8 +37,9 @@ class WriteScope:
 
     def __init__(self) -> None:
         self.held: dict[int, tuple[Send, list[Held]]] = {}
-        self.bytes = 0
+        self.bytes = 0  # held or being sent
         self.open = True
+        self._sending = asyncio.Lock()
 
     def hold(self, store: object, send: Send, item: Held) -> bool:
         """Hold `item` for `store` (sent by `send`); False once the write is over (the
@@ -47,17 +50,26 @@ class WriteScope:
         self.bytes += len(item[1])
         return True
 
-    @property
-    def full(self) -> bool:
-        """Whether the held chunks are to be sent now."""
-        return self.bytes >= HOLD_MAX
+    async def settle(self) -> None:
+        """After a hold: once HOLD_MAX bytes are held or being sent, wait for the send in
+        progress, then send what is held if it still passes HOLD_MAX (so zarr does not
+        encode far ahead of the uploads)."""
+        if self.bytes < HOLD_MAX:
+            return
+        async with self._sending:
+            if self.bytes >= HOLD_MAX:
+                await self.send()
 
     async def send(self) -> None:
         """Record, upload and stage every chunk held so far (chunks held meanwhile wait
         for the next send)."""
-        held, self.held, self.bytes = self.held, {}, 0
-        for send, items in held.values():
-            await send(items)
+        held, self.held = self.held, {}
+        size = sum(len(item[1]) for _, items in held.values() for item in items)
+        try:
+            for send, items in held.values():
+                await send(items)
+        finally:
+            self.bytes -= size
 
     def close(self) -> None:
         """End the write: what is held is dropped (the write failed, or was sent)."""
