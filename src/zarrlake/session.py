@@ -478,6 +478,16 @@ class SessionEngine:
         `values`: what the bytes encode, when the writer has them (for their statistics)."""
         return self._txn.writes_or_raise().prepare(key, data, values)
 
+    def prepare_many(
+        self, items: list[tuple[str, bytes | memoryview, ChunkValues | None]]
+    ) -> list[Change]:
+        """`prepare_all` of several (key, bytes, values) writes: the objects of the big
+        chunks recorded in one metastore write before any upload, then uploaded in parallel;
+        the changes of all, to `stage`."""
+        writes = self._txn.writes_or_raise()
+        prepared = writes.prepare_many([(k, d) for k, d, _ in items], [v for _, _, v in items])
+        return [change for changes in prepared for change in changes]
+
     def stage(self, changes: list[Change]) -> None:
         """Stage prepared writes durably (concurrent callers share one transaction)."""
         self._txn.stage(changes)

@@ -54,6 +54,7 @@ class CountingMetaStore(MetaStore):
         self.url = inner.url
         self.remote = inner.remote
         self.calls: Counter[str] = Counter()
+        self.writes: Counter[str] = Counter()  # write calls by partition
 
     def get(self, partition: str, key: bytes) -> tuple[bytes, int] | None:
         self.calls["get"] += 1
@@ -71,26 +72,32 @@ class CountingMetaStore(MetaStore):
 
     def set(self, partition: str, key: bytes, value: bytes) -> int:
         self.calls["set"] += 1
+        self.writes[partition] += 1
         return self.inner.set(partition, key, value)
 
     def set_many(self, partition: str, items: Iterable[tuple[bytes, bytes | None]]) -> None:
         self.calls["set_many"] += 1
+        self.writes[partition] += 1
         self.inner.set_many(partition, items)
 
     def delete(self, partition: str, key: bytes) -> None:
         self.calls["delete"] += 1
+        self.writes[partition] += 1
         self.inner.delete(partition, key)
 
     def set_if(self, partition: str, key: bytes, value: bytes, expected: int | None) -> int:
         self.calls["set_if"] += 1
+        self.writes[partition] += 1
         return self.inner.set_if(partition, key, value, expected)
 
     def delete_if(self, partition: str, key: bytes, expected: int) -> None:
         self.calls["delete_if"] += 1
+        self.writes[partition] += 1
         self.inner.delete_if(partition, key, expected)
 
     def write_if(self, partition: str, writes, checks) -> list[int]:
         self.calls["write_if"] += 1
+        self.writes[partition] += 1
         return self.inner.write_if(partition, writes, checks)
 
     def clock(self) -> float:

@@ -4,7 +4,7 @@ leaves nothing after its session is abandoned; a live session's unflushed upload
 every gc. Writers that die are real processes.
 
 Run as a module, this file is the writer that dies:
-python -m tests.lifecycle.test_gc_sessions SPEC_JSON SESSION_ID flush|buffer|upload
+python -m tests.lifecycle.test_gc_sessions SPEC_JSON SESSION_ID flush|buffer|upload|burst|zarr-*
 """
 
 from __future__ import annotations
@@ -18,11 +18,14 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
+import numpy as np
 import pytest
+import zarr
 
 import zarrlake as zl
 from tests.helpers.lifecycle import all_objects, chunk, fsck
 from zarrlake.metastore.bucket.format import segment
+from zarrlake.txn.uploads import UploadLog
 from zarrlake.vc.gc_protocol import uploads_partition
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -171,6 +174,30 @@ def test_a_writer_killed_mid_upload_leaves_nothing(spec: dict, repo: zl.Repo):
     assert fsck(repo) == []
 
 
+@pytest.mark.parametrize("when", ["recorded", "uploading"])
+def test_a_zarr_writer_killed_after_recording_leaves_what_gc_finds(
+    spec: dict, repo: zl.Repo, when: str
+):
+    """A zarr array write records the objects of all its chunks in one metastore write
+    before uploading any. Killed right after that write (before any upload) or after its
+    first upload, the session's records name every object it uploaded, and once the
+    session is abandoned an incremental gc leaves none of them."""
+    before = _base(repo)
+    s = repo.create_session()
+    crash_at = "after_chunk_upload" if when == "uploading" else None
+    _dies(spec, s.id, f"zarr-{when}", crash_at=crash_at)
+    partition = uploads_partition(repo._context, s.id)
+    recorded = {item[0].decode() for item in repo._context.meta.scan(partition)}
+    assert len(recorded) == N  # every chunk of the write, in the one write it was killed after
+    uploaded = _left(repo, before)
+    assert uploaded <= recorded
+    assert len(uploaded) >= 1 if when == "uploading" else uploaded == set()
+    s.abandon()
+    repo.gc(ZERO)
+    assert _left(repo, before) == set()
+    assert fsck(repo) == []
+
+
 def _partials(repo: zl.Repo) -> list[str]:
     """Half-written object files (`<key>#<n>`) in a local repository directory."""
     root = Path(repo.spec.location)
@@ -241,10 +268,25 @@ def test_live_unflushed_uploads_survive_every_gc(repo: zl.Repo):
 def _writer(spec: dict, session_id: str, how: str) -> None:
     """The process that dies: joins the session, writes, then is killed (by a crashpoint
     during the upload, or by itself once its writes are buffered or flushed)."""
+    if how == "zarr-recorded":  # killed once the write's objects are recorded, before uploads
+        record = UploadLog._write
+
+        def record_then_die(log: UploadLog, items: list[tuple[str, int]]) -> None:
+            record(log, items)
+            if len(items) == N:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+        UploadLog._write = record_then_die  # type: ignore[method-assign]
     s = zl.Repo.open(**spec).join_session(session_id)
     if how == "upload":
         for key, data in _items(50):
             s.write(key, data)
+    elif how.startswith("zarr-"):  # one array write of N chunks through zarr
+        shape = (N, 128, 128)  # chunks of 64 KiB: BIG
+        arr = zarr.create_array(
+            s.store, name="z", shape=shape, chunks=(1, 128, 128), dtype="f4", compressors=None
+        )
+        arr[...] = np.random.default_rng(7).random(shape, dtype="f4")
     elif how == "burst":  # many uploads at once: some are half-written when it is killed
         s.write_many([(f"c/c/{i}", chunk(70 + i, 4 << 20)) for i in range(16)])
     else:

@@ -495,9 +495,14 @@ class Writes:
         """Big chunks are uploaded in parallel, then everything is staged."""
         self.stage([c for changes in self.prepare_many(items) for c in changes])
 
-    def prepare_many(self, items: Sequence[tuple[str, bytes | memoryview]]) -> list[list[Change]]:
+    def prepare_many(
+        self,
+        items: Sequence[tuple[str, bytes | memoryview]],
+        values: Sequence[ChunkValues | None] = (),
+    ) -> list[list[Change]]:
         """`prepare` of each item: the big chunks recorded in one metastore write, hashed
-        once, and uploaded in parallel."""
+        once, and uploaded in parallel; `values`, what each item's bytes encode, if known."""
+        given = list(values) or [None] * len(items)
         checked = [(check_zarr_key(key), check_data(key, data)) for key, data in items]
         docs = {key: bytes(data) for key, data in checked if is_meta_key(key)}  # bytes already
         for key, data in docs.items():  # bad documents are refused before any upload
@@ -509,12 +514,12 @@ class Writes:
         ]
         digests = self.uploads.record_chunks([checked[i][1] for i in big])  # one write
         prepared = self.objects.map(
-            lambda pair: self._changes_for(checked[pair[0]], pair[1], docs),
+            lambda pair: self._changes_for(checked[pair[0]], pair[1], docs, given[pair[0]]),
             list(zip(big, digests, strict=True)),
         )
         uploaded = dict(zip(big, prepared, strict=True))
         return [
-            uploaded[i] if i in uploaded else self._changes_for(item, None, docs)
+            uploaded[i] if i in uploaded else self._changes_for(item, None, docs, given[i])
             for i, item in enumerate(checked)
         ]
 

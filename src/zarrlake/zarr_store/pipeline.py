@@ -5,6 +5,9 @@ changed for other stores.
 - A read whose chunk bytes the codecs cannot decode raises `UndecodableChunkError` naming
   the array, the chunk's coordinates and the codec's message (zarr would raise the codec's
   bare `RuntimeError` or `ValueError`).
+- An array write's large chunks are held by the store until zarr has handed over the
+  last one, then recorded in one metastore write, uploaded and staged together
+  (`write_scope.py`).
 - After an array write, the store is told (`array_written`): a Dask task's copy of a
   session finishes there, so the task's writes are durable and counted when it returns.
 - The values each chunk was encoded from travel to the store with its bytes (`handed`), so
@@ -28,6 +31,7 @@ from zarr.core.codec_pipeline import BatchedCodecPipeline
 
 from zarrlake.errors import ZarrLakeError
 from zarrlake.vc.statistics import ChunkValues
+from zarrlake.zarr_store import write_scope
 
 _Handed = dict[int, tuple[Any, Any, Any]]
 """id of an encoded buffer -> (the buffer, the values it encodes, the fill value)."""
@@ -64,8 +68,10 @@ class SessionPipeline(BatchedCodecPipeline):
     async def write(
         self, batch_info: Iterable[Any], value: Any, drop_axes: tuple[int, ...] = ()
     ) -> None:
-        """zarr's write, then each session store written to hears that it is done. The
-        values of the chunks written to a session store are handed to it (see `handed`)."""
+        """zarr's write, its large chunks held by session stores and sent together at its
+        end (`write_scope.within`); then each session store written to hears that it is
+        done. The values of the chunks written to a session store are handed to it (see
+        `handed`)."""
         batch = list(batch_info)
         stores = [getattr(item[0], "store", None) for item in batch]  # (inner pipelines of
         # a sharding codec write through shard byte setters: no store)
@@ -74,7 +80,12 @@ class SessionPipeline(BatchedCodecPipeline):
         handed: _Handed = {}
         token = _HANDED.set(handed if hand else None)
         try:
-            await super().write(batch, value, drop_axes)
+            if any(hasattr(s, "holds_chunks") for s in stores):
+                await write_scope.within(
+                    lambda: super(SessionPipeline, self).write(batch, value, drop_axes)
+                )
+            else:
+                await super().write(batch, value, drop_axes)
         finally:
             _HANDED.reset(token)
         if inner:  # for the store's `set` of the shard, next in this task

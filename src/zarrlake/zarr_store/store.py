@@ -27,6 +27,7 @@ from zarrlake.vc.chunk_keys import KeyNamer
 from zarrlake.vc.commit_protocol import Change
 from zarrlake.vc.ranges import Span
 from zarrlake.vc.statistics import ChunkValues
+from zarrlake.zarr_store import write_scope
 from zarrlake.zarr_store.pipeline import handed
 from zarrlake.zarr_store.pipeline import install as install_pipeline
 
@@ -70,6 +71,12 @@ class StoreEngine(Protocol):
         """Check, hash and (if big) upload `data`; the changes to stage for `key` (a
         shard's are its changed inner chunks). `values`: what the bytes encode, when the
         writer has them (their statistics need no decoding then)."""
+
+    def prepare_many(
+        self, items: list[tuple[str, bytes | memoryview, ChunkValues | None]]
+    ) -> list[Change]:
+        """`prepare_all` of several large chunks: their objects recorded in one metastore
+        write before any is uploaded, then uploaded in parallel; their changes together."""
 
     def stage(self, changes: list[Change]) -> None:
         """Stage prepared changes."""
@@ -259,6 +266,9 @@ class SessionStore(Store):
     takes_values = True
     """zarr's codec pipeline (zarr_store/pipeline.py) hands this store the values of the
     chunks it writes: their statistics are computed from them."""
+    holds_chunks = True
+    """zarr's codec pipeline has this store hold an array write's large chunks until the
+    write's end, then send them together (zarr_store/write_scope.py)."""
 
     @property
     def supports_consolidated_metadata(self) -> bool:
@@ -480,6 +490,15 @@ class SessionStore(Store):
         engine = self.session._engine
         loop = asyncio.get_running_loop()
         values = None if _is_metadata(key) else handed(value)
+        scope = write_scope.current()
+        if (
+            scope is not None
+            and len(value) > engine.inline_max
+            and not _is_metadata(key)
+            and scope.hold(self, self._send, (key, value.as_buffer_like(), values))
+        ):  # recorded, uploaded and staged with the write's other chunks (write_scope.py)
+            await scope.settle()
+            return
         if len(value) > engine.inline_max:  # hashing, uploading: off the event loop
             # zarr's buffer itself, not a copy: a large chunk is hashed and uploaded before
             # this returns, and what is kept of it past that (inline bytes, inner chunks of
@@ -494,6 +513,19 @@ class SessionStore(Store):
         if batcher is None:
             batcher = self._batchers[loop] = _StageBatcher(self.session)
         await batcher.stage(changes)
+
+    async def _send(self, held: list[write_scope.Held]) -> None:
+        """Record the objects of an array write's held chunks in one metastore write, then
+        upload them in parallel and stage them, off the event loop."""
+        self._check_writable()
+        engine = self.session._engine
+
+        def run() -> None:
+            changes = engine.prepare_many(held)
+            if changes:
+                engine.stage(changes)
+
+        await asyncio.to_thread(run)
 
     async def set_if_not_exists(self, key: str, value: Buffer) -> None:
         """Write `value` under `key` unless the key exists."""
