@@ -5,7 +5,11 @@ comes first. A session that does none of these leaves no record; errors storing 
 surface there.
 
 Until then no other handle can know of the session, so its staging partitions are empty:
-their reads are answered here without I/O (`Unborn`).
+their reads are answered here without I/O (`Unborn`). On a remote metastore the first
+write goes out beside the record's store (one round trip, not two): what it writes is in
+partitions only the record names to anyone (gc, expire and joining handles all start from
+the session records), and it returns only once the record is stored too, so nothing the
+session uploads is written before its record is durable.
 
 The base. `create_session` reads the branch head before any record names it, so `expire`
 may drop that commit meanwhile. The record is stored naming the base, and the base's
@@ -17,21 +21,31 @@ the session refuses (ExpiredHistoryError) and deletes its record.
 A branch reset (or deletion) may also leave the base unreachable, and `gc` delete it once its grace
 period has passed (a sweep re-reads the session records first, so one stored before that
 keeps it). The base's commit record is looked for with its marker (at once): a session
-whose base is gone refuses its first write (NotFoundError naming the reset and gc) and
+whose base is gone refuses (NotFoundError naming the reset and gc, and for good) and
 deletes its record, instead of failing at its commit on a missing manifest. (A sweep
 that deletes the base between its re-read and this look is not seen: the commit then fails
-as before; it could never land, its branch no longer descending from its base.)"""
+as before; it could never land, its branch no longer descending from its base.)
+
+On an embedded metastore the look comes before the first write. On a remote one it goes
+out once the record is stored, in the background, beside what the first write does next
+(a chunk's upload), and is waited for (`settle`) before the write returns to its caller
+(`Transaction.stage`), before any later write of the session, at its hand-over and at its
+commit: no commit is sealed, and no branch compare-and-swap made, on an unchecked base. A
+session refused there had its first write's records stored: its uploads are registered
+with gc and its staged records dropped before its record is deleted."""
 
 from __future__ import annotations
 
 import contextlib
 import threading
 from collections.abc import Callable
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, TypeVar
 
+from zarrlake._util import forksafe, runtime
 from zarrlake.errors import ExpiredHistoryError, NotFoundError, ZarrLakeError
 from zarrlake.metastore.base import Call, MetaStore, WrapperMetaStore
-from zarrlake.vc.gc_protocol import uploads_of
+from zarrlake.vc.gc_protocol import register_staged, uploads_of
 
 if TYPE_CHECKING:
     from zarrlake.connection import RepoContext
@@ -39,47 +53,162 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+_POOL = forksafe.PerProcess(lambda: ThreadPoolExecutor(4, thread_name_prefix="zarrlake-birth"))
+"""Runs a record's store beside its first write, and its base check. A pool of its own: the
+first write may run on a thread of the I/O pool, all of which may be waiting for it."""
+
+
+def _pool() -> Executor:
+    return runtime.current().executor or _POOL.get()  # a simulation's, if it brings one
+
 
 class Birth:
-    """Stores a session's record once, on first need (`ensure`); thread-safe (a background
-    flush may be the first writer)."""
+    """Stores a session's record once, on first need, and checks its base; thread-safe (a
+    background flush may be the first writer). `write` for the first writes, `ensure`
+    where the record must be stored and its base checked, `settle` to wait for the check."""
 
-    __slots__ = ("_lock", "ctx", "record", "version")
+    __slots__ = ("_checking", "_lock", "_refused", "_storing", "_wrote", "ctx", "record", "version")
 
     def __init__(self, ctx: RepoContext, record: SessionRecord) -> None:
         self.ctx = ctx
         self.record = record  # as drafted; after `ensure`, the handle's own copy moves on
         self.version: int | None = None  # of the stored record, once stored
+        self._storing: Future[int] | None = None  # its store, beside a first write
+        self._checking: Future[Exception | None] | None = None  # its base check, once stored
+        self._refused: Exception | None = None  # the base was gone: refused for good
+        self._wrote = False  # a write went out beside the store (rows to drop if refused)
         self._lock = threading.Lock()
 
     @property
-    def born(self) -> bool:
-        """Whether the record is stored."""
+    def stored(self) -> bool:
+        """Whether the record is stored (its base check may still be under way)."""
         return self.version is not None
+
+    @property
+    def born(self) -> bool:
+        """Whether the record is stored and its base checked."""
+        return self.version is not None and self._checking is None
+
+    @property
+    def started(self) -> bool:
+        """Whether the record is stored or being stored: the session's partitions may hold
+        records."""
+        return self.version is not None or self._storing is not None
 
     def ensure(self) -> int:
         """Store the record if it is not yet (refused if the session expired or was
-        abandoned before it was stored); returns the version stored."""
-        if self.version is not None:
-            return self.version
-        with self._lock:
-            if self.version is None:
-                self.record.check_writable(self.ctx.clock())
-                records = self.ctx.records
-                version = records.store(self.record)
-                base = self.record.base
-                try:
-                    error = self._base_gone(base)
-                except BaseException:
-                    with contextlib.suppress(ZarrLakeError):
-                        records.forget(self.record.id)
-                    raise
-                if error is not None:
-                    with contextlib.suppress(ZarrLakeError):
-                        records.forget(self.record.id)
-                    raise error
-                self.version = version
+        abandoned before it was stored) and check its base; returns the version stored."""
+        if not self.born:
+            self.write(_nothing)
+            self.settle()
+        assert self.version is not None
         return self.version
+
+    def write(self, run: Callable[[], T]) -> T:
+        """Run `run`, a write to the session's partitions, once the record is stored: on an
+        embedded metastore after it and the base check; on a remote one beside the record's
+        store (it returns once both are done), the base check then starting in the
+        background, or, the record stored already, before waiting for the check."""
+        if not self.ctx.meta.remote:
+            if not self.born:
+                self._store_and_check()
+            return run()
+        with self._lock:
+            self._refuse_again()
+            storing = self._storing
+            if self.version is None and storing is None:
+                self.record.check_writable(self.ctx.clock())
+                storing = self._storing = _pool().submit(self.ctx.records.store, self.record)
+            self._wrote |= run is not _nothing
+        if storing is None:  # stored already: its base check may be under way
+            result = run()
+            self.settle()
+            return result
+        try:
+            return run()
+        finally:
+            self._stored(storing)
+
+    def _store_and_check(self) -> None:
+        """Store the record, then check its base, in turn (an embedded metastore)."""
+        with self._lock:
+            if self.born:
+                return
+            self._refuse_again()
+            self.record.check_writable(self.ctx.clock())
+            version = self.ctx.records.store(self.record)
+            try:
+                error = self._base_gone_now()
+            except BaseException:
+                with contextlib.suppress(ZarrLakeError):
+                    self.ctx.records.forget(self.record.id)
+                raise
+            if error is not None:
+                self._refused = error
+                self._forget()
+                raise error
+            self.version = version
+
+    def _stored(self, storing: Future[int]) -> None:
+        """Wait for the record's store; the first to see it done starts the base check."""
+        try:
+            version = storing.result()
+        except BaseException:
+            with self._lock:
+                if self._storing is storing:
+                    self._storing = None  # the next write stores it again
+            raise
+        with self._lock:
+            if self._storing is storing:
+                self._storing = None
+                self.version = version
+                self._checking = _pool().submit(self._base_gone_now)
+
+    def settle(self) -> None:
+        """Wait for the base check under way, if any: raise if it failed (the next settle
+        checks again), refuse for good if the base is gone (the record deleted, and what
+        the session's first write stored registered with gc and dropped)."""
+        checking = self._checking
+        if checking is None:
+            self._refuse_again()
+            return
+        try:
+            error = checking.result()
+        except BaseException:
+            with self._lock:
+                if self._checking is checking and self.version is not None:
+                    self._checking = _pool().submit(self._base_gone_now)  # look again
+            raise
+        with self._lock:
+            if self._checking is not checking:  # another thread settled it
+                mine = False
+            else:
+                mine, self._checking = True, None
+                if error is not None:
+                    self._refused, self.version = error, None
+        if error is None:
+            return
+        if mine:
+            self._forget()
+        raise error
+
+    def _refuse_again(self) -> None:
+        if self._refused is not None:
+            raise self._refused
+
+    def _forget(self) -> None:
+        """Delete the record of a session refused for its base, after registering what its
+        first write uploaded with gc and dropping what it staged (best effort: a record
+        left behind is an open session that expires)."""
+        ctx, sid = self.ctx, self.record.id
+        with contextlib.suppress(ZarrLakeError):
+            if self._wrote:
+                register_staged(ctx, sid)
+                ctx.meta.drop_partition(ctx.stage_partition(sid))
+            ctx.records.forget(sid)
+
+    def _base_gone_now(self) -> Exception | None:
+        return self._base_gone(self.record.base)
 
     def _base_gone(self, base: str) -> NotFoundError | None:
         """The error to refuse with if `base` was expired or deleted (its marker and its
@@ -109,8 +238,12 @@ class Birth:
         return None
 
 
+def _nothing() -> None:
+    """The write of an `ensure` with none to go beside the record's store."""
+
+
 class Unborn(WrapperMetaStore):
-    """The metastore as a session's staging sees it: the session's record is stored before
+    """The metastore as a session's staging sees it: the session's record is stored with
     its first write, and reads of its own partitions before then find them empty."""
 
     def __init__(self, inner: MetaStore, birth: Birth, partition: str) -> None:
@@ -122,8 +255,7 @@ class Unborn(WrapperMetaStore):
         if self.birth.born:
             return run()
         if call.write:
-            self.birth.ensure()
-            return run()
-        if call.partition in self.own:
+            return self.birth.write(run)
+        if call.partition in self.own and not self.birth.started:
             return iter(()) if call.op == "scan" else None  # type: ignore[return-value]
         return run()
