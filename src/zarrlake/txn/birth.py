@@ -5,11 +5,10 @@ comes first. A session that does none of these leaves no record; errors storing 
 surface there.
 
 Until then no other handle can know of the session, so its staging partitions are empty:
-their reads are answered here without I/O (`Unborn`). On a remote metastore the first
-write goes out beside the record's store (one round trip, not two): what it writes is in
-partitions only the record names to anyone (gc, expire and joining handles all start from
-the session records), and it returns only once the record is stored too, so nothing the
-session uploads is written before its record is durable.
+their reads are answered here without I/O (`Unborn`). The record is stored before anything
+the session writes: only it names the session's partitions to anyone (gc, expire and
+joining handles all start from the session records), so a process that dies between the
+two leaves nothing nobody can find.
 
 The base. `create_session` reads the branch head before any record names it, so `expire`
 may drop that commit meanwhile. The record is stored naming the base, and the base's
@@ -27,19 +26,18 @@ that deletes the base between its re-read and this look is not seen: the commit 
 as before; it could never land, its branch no longer descending from its base.)
 
 On an embedded metastore the look comes before the first write. On a remote one it goes
-out once the record is stored, in the background, beside what the first write does next
-(a chunk's upload), and is waited for (`settle`) before the write returns to its caller
-(`Transaction.stage`), before any later write of the session, at its hand-over and at its
-commit: no commit is sealed, and no branch compare-and-swap made, on an unchecked base. A
-session refused there had its first write's records stored: its uploads are registered
-with gc and its staged records dropped before its record is deleted."""
+out beside it (one round trip, not two: a chunk's first write sends its unflushed-writes
+marker and upload record with it), and the write returns only once it is done: a write, a
+hand-over and a commit all wait for it, so no commit is sealed, and no branch moved, on an
+unchecked base. A session refused there had its first write's records stored: its uploads
+are registered with gc and its staged records dropped before its record is deleted."""
 
 from __future__ import annotations
 
 import contextlib
 import threading
 from collections.abc import Callable
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, TypeVar
 
 from zarrlake._util import forksafe, runtime
@@ -54,12 +52,35 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 _POOL = forksafe.PerProcess(lambda: ThreadPoolExecutor(4, thread_name_prefix="zarrlake-birth"))
-"""Runs a record's store beside its first write, and its base check. A pool of its own: the
-first write may run on a thread of the I/O pool, all of which may be waiting for it."""
+"""Runs a record's base check beside its first write. A pool of its own: the first write
+may run on a thread of the I/O pool, all of which may be waiting for it."""
 
 
-def _pool() -> Executor:
-    return runtime.current().executor or _POOL.get()  # a simulation's, if it brings one
+def _start[R](fn: Callable[[], R]) -> Future[R]:
+    """`fn` on a thread of its own; under the simulator (a runtime that brings an executor,
+    whose processes run library code in one actor at a time) where it is first waited for:
+    the latest it may run, after all the caller did meanwhile."""
+    if runtime.current().executor is None:
+        return _POOL.get().submit(fn)
+    return _WhenAwaited(fn)  # type: ignore[return-value]
+
+
+class _WhenAwaited(Future):  # type: ignore[type-arg]
+    """A task run by the first `result()` call (see `_start`)."""
+
+    def __init__(self, fn: Callable[[], object]) -> None:
+        super().__init__()
+        self._fn: Callable[[], object] | None = fn
+
+    def result(self, timeout: float | None = None) -> object:
+        """Run the task if nobody did yet; its result, or raise what it raised."""
+        fn, self._fn = self._fn, None
+        if fn is not None:
+            try:
+                self.set_result(fn())
+            except BaseException as e:  # (re-raised below, a simulated crash included)
+                self.set_exception(e)
+        return super().result(timeout)
 
 
 class Birth:
@@ -67,16 +88,15 @@ class Birth:
     background flush may be the first writer). `write` for the first writes, `ensure`
     where the record must be stored and its base checked, `settle` to wait for the check."""
 
-    __slots__ = ("_checking", "_lock", "_refused", "_storing", "_wrote", "ctx", "record", "version")
+    __slots__ = ("_checking", "_lock", "_refused", "_wrote", "ctx", "record", "version")
 
     def __init__(self, ctx: RepoContext, record: SessionRecord) -> None:
         self.ctx = ctx
         self.record = record  # as drafted; after `ensure`, the handle's own copy moves on
         self.version: int | None = None  # of the stored record, once stored
-        self._storing: Future[int] | None = None  # its store, beside a first write
         self._checking: Future[Exception | None] | None = None  # its base check, once stored
         self._refused: Exception | None = None  # the base was gone: refused for good
-        self._wrote = False  # a write went out beside the store (rows to drop if refused)
+        self._wrote = False  # a write went out beside the base check (rows to drop if refused)
         self._lock = threading.Lock()
 
     @property
@@ -89,54 +109,45 @@ class Birth:
         """Whether the record is stored and its base checked."""
         return self.version is not None and self._checking is None
 
-    @property
-    def started(self) -> bool:
-        """Whether the record is stored or being stored: the session's partitions may hold
-        records."""
-        return self.version is not None or self._storing is not None
-
     def ensure(self) -> int:
         """Store the record if it is not yet (refused if the session expired or was
         abandoned before it was stored) and check its base; returns the version stored."""
         if not self.born:
             self.write(_nothing)
-            self.settle()
         assert self.version is not None
         return self.version
 
     def write(self, run: Callable[[], T]) -> T:
         """Run `run`, a write to the session's partitions, once the record is stored: on an
-        embedded metastore after it and the base check; on a remote one beside the record's
-        store (it returns once both are done), the base check then starting in the
-        background, or, the record stored already, before waiting for the check."""
-        if not self.ctx.meta.remote:
-            if not self.born:
-                self._store_and_check()
+        embedded metastore after the base check too; on a remote one beside it (the check
+        is waited for before this returns)."""
+        if self.born:
             return run()
-        with self._lock:
-            self._refuse_again()
-            storing = self._storing
-            if self.version is None and storing is None:
-                self.record.check_writable(self.ctx.clock())
-                storing = self._storing = _pool().submit(self.ctx.records.store, self.record)
-            self._wrote |= run is not _nothing
-        if storing is None:  # stored already: its base check may be under way
-            result = run()
-            self.settle()
-            return result
+        if not self.ctx.meta.remote:
+            self._store(check=True)
+            return run()
+        self._store(check=False)
+        if run is not _nothing:
+            self._wrote = True
         try:
             return run()
         finally:
-            self._stored(storing)
+            self.settle()
 
-    def _store_and_check(self) -> None:
-        """Store the record, then check its base, in turn (an embedded metastore)."""
+    def _store(self, check: bool) -> None:
+        """Store the record unless it is; then check its base (`check`) or start checking
+        it in the background."""
+        if self.version is not None:
+            return
         with self._lock:
-            if self.born:
+            if self.version is not None:
                 return
             self._refuse_again()
             self.record.check_writable(self.ctx.clock())
             version = self.ctx.records.store(self.record)
+            if not check:
+                self.version, self._checking = version, _start(self._base_gone_now)
+                return
             try:
                 error = self._base_gone_now()
             except BaseException:
@@ -148,21 +159,6 @@ class Birth:
                 self._forget()
                 raise error
             self.version = version
-
-    def _stored(self, storing: Future[int]) -> None:
-        """Wait for the record's store; the first to see it done starts the base check."""
-        try:
-            version = storing.result()
-        except BaseException:
-            with self._lock:
-                if self._storing is storing:
-                    self._storing = None  # the next write stores it again
-            raise
-        with self._lock:
-            if self._storing is storing:
-                self._storing = None
-                self.version = version
-                self._checking = _pool().submit(self._base_gone_now)
 
     def settle(self) -> None:
         """Wait for the base check under way, if any: raise if it failed (the next settle
@@ -177,7 +173,7 @@ class Birth:
         except BaseException:
             with self._lock:
                 if self._checking is checking and self.version is not None:
-                    self._checking = _pool().submit(self._base_gone_now)  # look again
+                    self._checking = _start(self._base_gone_now)  # look again
             raise
         with self._lock:
             if self._checking is not checking:  # another thread settled it
@@ -239,11 +235,11 @@ class Birth:
 
 
 def _nothing() -> None:
-    """The write of an `ensure` with none to go beside the record's store."""
+    """The write of an `ensure`, which has none of its own."""
 
 
 class Unborn(WrapperMetaStore):
-    """The metastore as a session's staging sees it: the session's record is stored with
+    """The metastore as a session's staging sees it: the session's record is stored before
     its first write, and reads of its own partitions before then find them empty."""
 
     def __init__(self, inner: MetaStore, birth: Birth, partition: str) -> None:
@@ -256,6 +252,6 @@ class Unborn(WrapperMetaStore):
             return run()
         if call.write:
             return self.birth.write(run)
-        if call.partition in self.own and not self.birth.started:
+        if call.partition in self.own and not self.birth.stored:
             return iter(()) if call.op == "scan" else None  # type: ignore[return-value]
         return run()

@@ -271,13 +271,8 @@ class Transaction:
     # writes and commit ------------------------------------------------------------------
 
     def stage(self, changes: list[Change]) -> None:
-        """Buffer `changes` through this handle's writes (refused when read-only). The
-        first write's base check, if still under way, is waited for first (txn/birth.py):
-        it went out beside the upload its `prepare` made."""
-        writes = self.require_writes()
-        if self.birth is not None:
-            self.birth.settle()
-        writes.stage(changes)
+        """Buffer `changes` through this handle's writes (refused when read-only)."""
+        self.require_writes().stage(changes)
 
     def flush(
         self, check: bool = True, final: bool = False, settle: bool = True, finish: bool = False
