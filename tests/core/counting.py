@@ -53,6 +53,7 @@ class CountingMetaStore(MetaStore):
         self.inner = inner
         self.url = inner.url
         self.remote = inner.remote
+        self.writes_after_reads = inner.writes_after_reads
         self.calls: Counter[str] = Counter()
 
     def get(self, partition: str, key: bytes) -> tuple[bytes, int] | None:
