@@ -62,10 +62,10 @@ def _start[R](fn: Callable[[], R]) -> Future[R]:
     the latest it may run, after all the caller did meanwhile."""
     if runtime.current().executor is None:
         return _POOL.get().submit(fn)
-    return _WhenAwaited(fn)  # type: ignore[return-value]
+    return _WhenAwaited(fn)
 
 
-class _WhenAwaited(Future):  # type: ignore[type-arg]
+class _WhenAwaited(Future):
     """A task run by the first `result()` call (see `_start`)."""
 
     def __init__(self, fn: Callable[[], object]) -> None:

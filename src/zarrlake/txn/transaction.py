@@ -127,7 +127,10 @@ class Transaction:
         """A new session on `branch`, based on its current head. Its record is stored
         when first needed (txn/birth.py): its first write, hand-over or commit."""
         rec = ctx.records.draft(branch, PENDING, message, author, expires_in, isolation)
-        calls = [lambda: ctx.refs.require(BRANCH, branch), ctx.refs.check_moved]
+        calls: list[Callable[[], object]] = [
+            lambda: ctx.refs.require(BRANCH, branch),
+            ctx.refs.check_moved,
+        ]
         if ctx.meta.writes_after_reads:  # the record's store is then one write, not three
             calls.append(lambda: ctx.meta.get(ctx.records.partition_of(rec.id), rec.id.encode()))
         head, moved, *_ = ctx.together(*calls)
