@@ -53,6 +53,7 @@ class CountingMetaStore(MetaStore):
         self.inner = inner
         self.url = inner.url
         self.remote = inner.remote
+        self.writes_after_reads = inner.writes_after_reads
         self.calls: Counter[str] = Counter()
         self.writes: Counter[str] = Counter()  # write calls by partition
 

@@ -118,6 +118,11 @@ class MetaStore(ABC):
     """Whether each call is a round trip to a server (False: an embedded store, where
     handing calls to threads costs more than the calls)."""
 
+    writes_after_reads = False
+    """Whether a write to a partition is one round trip instead of more once its partition
+    was read (the bucket metastore's conditional write names the head it last read): a
+    caller about to write may read the partition beside an earlier round trip."""
+
     def take_turns(self, name: str) -> AbstractContextManager[bool]:
         """Make cooperating callers naming the same `name` run one at a time. Advisory:
         correctness never rests on it (compare-and-swap does); it saves the work a lost
@@ -372,6 +377,11 @@ class WrapperMetaStore(MetaStore):
     def remote(self) -> bool:  # type: ignore[override]
         """Whether the inner store is remote."""
         return self.inner.remote
+
+    @property
+    def writes_after_reads(self) -> bool:  # type: ignore[override]
+        """Whether the inner store's writes are cheaper after a read (see MetaStore)."""
+        return self.inner.writes_after_reads
 
     def take_turns(self, name: str) -> AbstractContextManager[bool]:
         """The inner store's turn-taking lock for `name`."""

@@ -5,7 +5,10 @@ comes first. A session that does none of these leaves no record; errors storing 
 surface there.
 
 Until then no other handle can know of the session, so its staging partitions are empty:
-their reads are answered here without I/O (`Unborn`).
+their reads are answered here without I/O (`Unborn`). The record is stored before anything
+the session writes: only it names the session's partitions to anyone (gc, expire and
+joining handles all start from the session records), so a process that dies between the
+two leaves nothing nobody can find.
 
 The base. `create_session` reads the branch head before any record names it, so `expire`
 may drop that commit meanwhile. The record is stored naming the base, and the base's
@@ -17,21 +20,30 @@ the session refuses (ExpiredHistoryError) and deletes its record.
 A branch reset (or deletion) may also leave the base unreachable, and `gc` delete it once its grace
 period has passed (a sweep re-reads the session records first, so one stored before that
 keeps it). The base's commit record is looked for with its marker (at once): a session
-whose base is gone refuses its first write (NotFoundError naming the reset and gc) and
+whose base is gone refuses (NotFoundError naming the reset and gc, and for good) and
 deletes its record, instead of failing at its commit on a missing manifest. (A sweep
 that deletes the base between its re-read and this look is not seen: the commit then fails
-as before; it could never land, its branch no longer descending from its base.)"""
+as before; it could never land, its branch no longer descending from its base.)
+
+On an embedded metastore the look comes before the first write. On a remote one it goes
+out beside it (one round trip, not two: a chunk's first write sends its unflushed-writes
+marker and upload record with it), and the write returns only once it is done: a write, a
+hand-over and a commit all wait for it, so no commit is sealed, and no branch moved, on an
+unchecked base. A session refused there had its first write's records stored: its uploads
+are registered with gc and its staged records dropped before its record is deleted."""
 
 from __future__ import annotations
 
 import contextlib
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, TypeVar
 
+from zarrlake._util import forksafe, runtime
 from zarrlake.errors import ExpiredHistoryError, NotFoundError, ZarrLakeError
 from zarrlake.metastore.base import Call, MetaStore, WrapperMetaStore
-from zarrlake.vc.gc_protocol import uploads_of
+from zarrlake.vc.gc_protocol import register_staged, uploads_of
 
 if TYPE_CHECKING:
     from zarrlake.connection import RepoContext
@@ -39,47 +51,160 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+_POOL = forksafe.PerProcess(lambda: ThreadPoolExecutor(4, thread_name_prefix="zarrlake-birth"))
+"""Runs a record's base check beside its first write. A pool of its own: the first write
+may run on a thread of the I/O pool, all of which may be waiting for it."""
+
+
+def _start[R](fn: Callable[[], R]) -> Future[R]:
+    """`fn` on a thread of its own; under the simulator (a runtime that brings an executor,
+    whose processes run library code in one actor at a time) where it is first waited for:
+    the latest it may run, after all the caller did meanwhile."""
+    if runtime.current().executor is None:
+        return _POOL.get().submit(fn)
+    return _WhenAwaited(fn)
+
+
+class _WhenAwaited(Future):
+    """A task run by the first `result()` call (see `_start`)."""
+
+    def __init__(self, fn: Callable[[], object]) -> None:
+        super().__init__()
+        self._fn: Callable[[], object] | None = fn
+
+    def result(self, timeout: float | None = None) -> object:
+        """Run the task if nobody did yet; its result, or raise what it raised."""
+        fn, self._fn = self._fn, None
+        if fn is not None:
+            try:
+                self.set_result(fn())
+            except BaseException as e:  # (re-raised below, a simulated crash included)
+                self.set_exception(e)
+        return super().result(timeout)
+
 
 class Birth:
-    """Stores a session's record once, on first need (`ensure`); thread-safe (a background
-    flush may be the first writer)."""
+    """Stores a session's record once, on first need, and checks its base; thread-safe (a
+    background flush may be the first writer). `write` for the first writes, `ensure`
+    where the record must be stored and its base checked, `settle` to wait for the check."""
 
-    __slots__ = ("_lock", "ctx", "record", "version")
+    __slots__ = ("_checking", "_lock", "_refused", "_wrote", "ctx", "record", "version")
 
     def __init__(self, ctx: RepoContext, record: SessionRecord) -> None:
         self.ctx = ctx
         self.record = record  # as drafted; after `ensure`, the handle's own copy moves on
         self.version: int | None = None  # of the stored record, once stored
+        self._checking: Future[Exception | None] | None = None  # its base check, once stored
+        self._refused: Exception | None = None  # the base was gone: refused for good
+        self._wrote = False  # a write went out beside the base check (rows to drop if refused)
         self._lock = threading.Lock()
 
     @property
-    def born(self) -> bool:
-        """Whether the record is stored."""
+    def stored(self) -> bool:
+        """Whether the record is stored (its base check may still be under way)."""
         return self.version is not None
+
+    @property
+    def born(self) -> bool:
+        """Whether the record is stored and its base checked."""
+        return self.version is not None and self._checking is None
 
     def ensure(self) -> int:
         """Store the record if it is not yet (refused if the session expired or was
-        abandoned before it was stored); returns the version stored."""
-        if self.version is not None:
-            return self.version
-        with self._lock:
-            if self.version is None:
-                self.record.check_writable(self.ctx.clock())
-                records = self.ctx.records
-                version = records.store(self.record)
-                base = self.record.base
-                try:
-                    error = self._base_gone(base)
-                except BaseException:
-                    with contextlib.suppress(ZarrLakeError):
-                        records.forget(self.record.id)
-                    raise
-                if error is not None:
-                    with contextlib.suppress(ZarrLakeError):
-                        records.forget(self.record.id)
-                    raise error
-                self.version = version
+        abandoned before it was stored) and check its base; returns the version stored."""
+        if not self.born:
+            self.write(_nothing)
+        assert self.version is not None
         return self.version
+
+    def write(self, run: Callable[[], T]) -> T:
+        """Run `run`, a write to the session's partitions, once the record is stored: on an
+        embedded metastore after the base check too; on a remote one beside it (the check
+        is waited for before this returns)."""
+        if self.born:
+            return run()
+        if not self.ctx.meta.remote:
+            self._store(check=True)
+            return run()
+        self._store(check=False)
+        if run is not _nothing:
+            self._wrote = True
+        try:
+            return run()
+        finally:
+            self.settle()
+
+    def _store(self, check: bool) -> None:
+        """Store the record unless it is; then check its base (`check`) or start checking
+        it in the background."""
+        if self.version is not None:
+            return
+        with self._lock:
+            if self.version is not None:
+                return
+            self._refuse_again()
+            self.record.check_writable(self.ctx.clock())
+            version = self.ctx.records.store(self.record)
+            if not check:
+                self.version, self._checking = version, _start(self._base_gone_now)
+                return
+            try:
+                error = self._base_gone_now()
+            except BaseException:
+                with contextlib.suppress(ZarrLakeError):
+                    self.ctx.records.forget(self.record.id)
+                raise
+            if error is not None:
+                self._refused = error
+                self._forget()
+                raise error
+            self.version = version
+
+    def settle(self) -> None:
+        """Wait for the base check under way, if any: raise if it failed (the next settle
+        checks again), refuse for good if the base is gone (the record deleted, and what
+        the session's first write stored registered with gc and dropped)."""
+        checking = self._checking
+        if checking is None:
+            self._refuse_again()
+            return
+        try:
+            error = checking.result()
+        except BaseException:
+            with self._lock:
+                if self._checking is checking and self.version is not None:
+                    self._checking = _start(self._base_gone_now)  # look again
+            raise
+        with self._lock:
+            if self._checking is not checking:  # another thread settled it
+                mine = False
+            else:
+                mine, self._checking = True, None
+                if error is not None:
+                    self._refused, self.version = error, None
+        if error is None:
+            return
+        if mine:
+            self._forget()
+        raise error
+
+    def _refuse_again(self) -> None:
+        if self._refused is not None:
+            raise self._refused
+
+    def _forget(self) -> None:
+        """Delete the record of a session refused for its base, after registering what its
+        first write uploaded with gc and dropping what it staged (best effort: a record
+        left behind is an open session that expires)."""
+        ctx, sid = self.ctx, self.record.id
+        with contextlib.suppress(ZarrLakeError):
+            if self._wrote:
+                register_staged(ctx, sid)
+                ctx.meta.drop_partition(ctx.stage_partition(sid))
+            ctx.records.forget(sid)
+
+    def _base_gone_now(self) -> Exception | None:
+        return self._base_gone(self.record.base)
 
     def _base_gone(self, base: str) -> NotFoundError | None:
         """The error to refuse with if `base` was expired or deleted (its marker and its
@@ -109,6 +234,10 @@ class Birth:
         return None
 
 
+def _nothing() -> None:
+    """The write of an `ensure`, which has none of its own."""
+
+
 class Unborn(WrapperMetaStore):
     """The metastore as a session's staging sees it: the session's record is stored before
     its first write, and reads of its own partitions before then find them empty."""
@@ -122,8 +251,7 @@ class Unborn(WrapperMetaStore):
         if self.birth.born:
             return run()
         if call.write:
-            self.birth.ensure()
-            return run()
-        if call.partition in self.own:
+            return self.birth.write(run)
+        if call.partition in self.own and not self.birth.stored:
             return iter(()) if call.op == "scan" else None  # type: ignore[return-value]
         return run()

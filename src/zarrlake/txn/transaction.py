@@ -23,6 +23,7 @@ from zarrlake.errors import (
     ConflictError,
     ConflictKind,
     ReadOnlySessionError,
+    ZarrLakeError,
 )
 from zarrlake.format.fragment import FragmentRecord
 from zarrlake.format.shard import shown, split_inner_key
@@ -126,7 +127,13 @@ class Transaction:
         """A new session on `branch`, based on its current head. Its record is stored
         when first needed (txn/birth.py): its first write, hand-over or commit."""
         rec = ctx.records.draft(branch, PENDING, message, author, expires_in, isolation)
-        head, moved = ctx.together(lambda: ctx.refs.require(BRANCH, branch), ctx.refs.check_moved)
+        calls: list[Callable[[], object]] = [
+            lambda: ctx.refs.require(BRANCH, branch),
+            ctx.refs.check_moved,
+        ]
+        if ctx.meta.writes_after_reads:  # the record's store is then one write, not three
+            calls.append(lambda: ctx.meta.get(ctx.records.partition_of(rec.id), rec.id.encode()))
+        head, moved, *_ = ctx.together(*calls)
         raise_first([head, moved])
         base = cast(tuple[str, int], head)[0]
         txn = cls(ctx, replace(rec, base=base), base, birth=True)
@@ -175,8 +182,18 @@ class Transaction:
 
     @property
     def unborn(self) -> bool:
-        """Whether this new session's record is not stored yet (see txn/birth.py)."""
+        """Whether this new session's record is not stored yet, or its base not yet checked
+        (see txn/birth.py)."""
         return self.birth is not None and not self.birth.born
+
+    def _unstored(self) -> bool:
+        """Whether this new session's record is not stored (a base check under way is
+        waited for: a base found gone deleted the record)."""
+        if self.birth is None:
+            return False
+        with contextlib.suppress(ZarrLakeError):
+            self.birth.settle()
+        return not self.birth.stored
 
     def born(self) -> None:
         """Store this new session's record if it is not yet (see txn/birth.py)."""
@@ -206,7 +223,7 @@ class Transaction:
     def current(self) -> tuple[SessionRecord, int]:
         """The record as this handle last saw it, read only if it never did: a
         compare-and-swap against it fails if it changed since."""
-        if self.version is None and self.birth is not None and self.birth.born:
+        if self.version is None and self.birth is not None and self.birth.stored:
             self.version = self.birth.version  # stored as this handle holds it
         if self.record is None or self.version is None:
             return self.load()
@@ -440,7 +457,7 @@ class Transaction:
         self.writes_or_raise()
         assert self.writes is not None and self.record is not None
         self.writes.stop()
-        if self.unborn:  # nothing stored: nothing to drop
+        if self._unstored():  # nothing stored: nothing to drop
             assert self.birth is not None
             self.record = self.birth.record = replace(self.record, status=Status.ABANDONED)
             return
@@ -456,7 +473,7 @@ class Transaction:
             return replace(rec, expires_at=self.ctx.clock() + expires_in.total_seconds())
 
         assert self.record is not None
-        if self.unborn:  # the record is stored with it
+        if self._unstored():  # the record is stored with it
             assert self.birth is not None
             self.record = self.birth.record = change(self.record)
             return

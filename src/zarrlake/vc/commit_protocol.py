@@ -515,13 +515,14 @@ class CommitProtocol:
                 self.uncertain = False
                 if moved is None:
                     return new
-                landed = self._landed(tried, branch, base)
+                landed = self._landed(tried, base, moved.head)  # (read after the swap)
                 if landed is not None:  # our CAS landed, its reply was lost
                     return landed
                 if moved.head is not None and moved.version is not None:
                     known = (moved.head, moved.version)  # build on it next
             except TransientError:  # the CAS may have landed before the error reached us
-                landed = self._landed(tried, branch, base)
+                now = self.refs.get(BRANCH, branch)
+                landed = self._landed(tried, base, now[0] if now is not None else None)
                 if landed is not None:
                     return landed
                 raise
@@ -530,11 +531,12 @@ class CommitProtocol:
             "; try again"
         )
 
-    def _landed(self, tried: set[str], branch: str, base: str) -> str | None:
-        """The attempt of ours that the branch holds, if any. A lost CAS reply may be noticed
-        only after other commits landed on top of ours, so look below the head too."""
-        now = self.refs.get(BRANCH, branch)
-        for cid, _ in self.objects.history(now[0]) if now is not None else ():
+    def _landed(self, tried: set[str], base: str, head: str | None) -> str | None:
+        """The attempt of ours that the branch holds, if any, looking down from `head` (the
+        branch's head read since the last swap; None: the branch is gone). A lost CAS reply
+        may be noticed only after other commits landed on top of ours, so look below the
+        head too."""
+        for cid, _ in self.objects.history(head) if head is not None else ():
             if cid == base:
                 break
             if cid in tried:

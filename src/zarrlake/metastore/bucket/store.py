@@ -121,6 +121,7 @@ class BucketMetaStore(MetaStoreBackend):
     """A metastore in object storage that has conditional writes (S3, memory)."""
 
     remote = True
+    writes_after_reads = True  # a write to a head not held guesses it absent: 412, GET, PUT
 
     def __init__(
         self,
