@@ -62,16 +62,14 @@ class UploadLog:
                 self._recorded.difference_update(k for k, _ in new)
             raise
 
-    def record_chunks(self, chunks: Sequence[bytes | memoryview]) -> list[bytes | None]:
-        """Record the chunk objects of many uploads about to be made, in one metastore
-        write (their uploads then find them recorded); returns each chunk's digest (None
-        for one staged inline), to hand to `store_chunk`."""
+    def digests(self, chunks: Sequence[bytes | memoryview]) -> list[bytes | None]:
+        """Each chunk's digest, hashed in parallel (None for one staged inline, which has no
+        object), to record in one write (`record`) and hand to `store_chunk`."""
         big = [i for i, d in enumerate(chunks) if len(d) > MANIFEST_INLINE_MAX]
         hashed = self.objects.map(self.objects.digest, [chunks[i] for i in big])
         digests: list[bytes | None] = [None] * len(chunks)
         for i, h in zip(big, hashed, strict=True):
             digests[i] = h
-        self.record([(chunk_object_key(digests[i]), len(chunks[i])) for i in big])  # type: ignore[arg-type]
         return digests
 
     def store_chunk(

@@ -366,7 +366,8 @@ class Writes:
         with self.buffer.lock:  # marked before uploading: gc then knows an upload may be ours
             phase = None
             if not self.buffer.current.markers:
-                phase = self._mark_first_upload(digest, len(data), key)
+                records = [] if digest is None else [(chunk_object_key(digest), len(data))]
+                phase = self._mark_first_upload(key, records)
             self.buffer.uploading += 1
         try:
             if phase is None:
@@ -450,11 +451,11 @@ class Writes:
             raise
         batch.markers.append(generation)
 
-    def _mark_first_upload(self, digest: bytes | None, size: int, key: str) -> Phase | None:
+    def _mark_first_upload(self, key: str, records: list[tuple[str, int]]) -> Phase | None:
         """Leave the marker of a batch's first upload (of chunk `key`). On a remote metastore
-        the other calls that must precede the upload (the gc phase read, the upload record
-        of object `digest`) run beside it, one round trip instead of three, and the phase
-        is returned.
+        the other calls that must precede the upload (the gc phase read, the upload records
+        `records` of the objects about to be uploaded) run beside it, one round trip instead
+        of three, and the phase is returned (None: nothing was recorded, record them now).
         They run on a pool of their own: this thread may be one of the I/O pool's, all of
         which can be waiting on the buffer lock held here."""
         if not self.staging.meta.remote or self.together is _in_turn:  # or at exit
@@ -464,8 +465,8 @@ class Writes:
             lambda: self._mark(self.buffer.current, [key]),
             self.guard.begin,
         ]
-        if digest is not None:
-            calls.append(lambda: self.uploads.record([(chunk_object_key(digest), size)]))
+        if records:
+            calls.append(lambda: self.uploads.record(records))
         pool = runtime.current().executor or _BESIDE.get()  # a simulation's, if it brings one
         outcomes = list(pool.map(outcome, calls))
         raise_first(outcomes)
@@ -512,7 +513,19 @@ class Writes:
             for i, (key, data) in enumerate(checked)
             if len(data) > self.inline_max and not is_meta_key(key)
         ]
-        digests = self.uploads.record_chunks([checked[i][1] for i in big])  # one write
+        digests = self.uploads.digests([checked[i][1] for i in big])
+        records = [
+            (chunk_object_key(d), len(checked[i][1]))
+            for i, d in zip(big, digests, strict=True)
+            if d is not None
+        ]
+        marked = False
+        if big:
+            with self.buffer.lock:  # the batch's first upload: its records beside its marker
+                if not self.buffer.current.markers:
+                    marked = self._mark_first_upload(checked[big[0]][0], records) is not None
+        if not marked:
+            self.uploads.record(records)  # one write for them all
         prepared = self.objects.map(
             lambda pair: self._changes_for(checked[pair[0]], pair[1], docs, given[pair[0]]),
             list(zip(big, digests, strict=True)),
