@@ -301,6 +301,8 @@ class Writing:
             raise e
         except ZarrLakeError as e:
             self.withdrew(e)
+            if self.h.withdrawn and isinstance(e, UnfinishedWritersError):
+                model.counts["commits refused over own withdrawn writes"] += 1
             model.flush_failed(self.h)
             model.end(intent, commit_outcome(e), _said(e))
             raise

@@ -345,6 +345,7 @@ class Model:
         """A flush withdrew writes of `h` (an error said so): any not certainly registered
         before may be among them."""
         h.withdrew = True
+        self.counts["flushes that withdrew writes"] += 1
         for k, v in h.written.items():
             if h.durable.get(k) != v:
                 h.withdrawn.setdefault(k, h.durable.get(k, frozenset({KEEP})))
