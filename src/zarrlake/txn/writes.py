@@ -663,6 +663,8 @@ class Writes:
         self.staging.register(record, [*batch.markers, *rewritten], also or ())
         for generation in rewritten:
             del self._withdrawn[generation]
+        for keys in self._withdrawn.values():  # written again in part
+            keys.difference_update(batch.changes)
         self.fragments.remember(record, index)
         crashpoints.reached("after_staging")
         return record
@@ -670,9 +672,7 @@ class Writes:
     def _rewritten(self, batch: Batch) -> list[int]:
         """The error markers of withdrawn writes (see `_settle`) whose every key `batch`
         writes again: registering it drops them, and the writes count as done."""
-        for keys in self._withdrawn.values():
-            keys.difference_update(batch.changes)
-        return [g for g, keys in self._withdrawn.items() if not keys]
+        return [g for g, keys in self._withdrawn.items() if keys <= batch.changes.keys()]
 
     def settle_flushed(self, keep: Callable[[], None] | None = None) -> bool:
         """Settle the uploads of the last flush made with `settle=False` (see `_settle`);
