@@ -55,6 +55,8 @@ def test_a_commit_after_withdrawn_writes_refuses_unless_told(any_metastore):
     repo = zl.Repo.create(**any_metastore)
     s, expected = _withdrawn(repo)
     before = repo.resolve("main")
+    session_view = zarr.open_array(s.store, path="copy")[:]  # the handle reads without them
+    np.testing.assert_array_equal(session_view[:32], BASE[:32])
     with pytest.raises(zl.UnfinishedWritersError, match="this handle were withdrawn") as e:
         s.commit("without the withdrawn chunk?")
     assert "purge removed 1 chunk object" in str(e.value)
