@@ -182,7 +182,8 @@ class Writing:
                     self.s.delete(key)
                 else:
                     self.s.write(key, value)
-        except ZarrLakeError:
+        except ZarrLakeError as e:
+            self.withdrew(e)
             model.wrote(self.h, key, written, certain=False)
             return
         self.stored()
@@ -190,6 +191,11 @@ class Writing:
         if value is None and view == {None}:
             return  # deleting what is not there stages nothing
         model.wrote(self.h, key, written, certain=value is not None or None not in view)
+
+    def withdrew(self, error: ZarrLakeError) -> None:
+        """Tell the model if `error` says a flush withdrew this handle's writes."""
+        if WITHDRAWN in str(error):
+            self.actor.model.withdrew(self.h)
 
     def get(self, key: str) -> bytes | None:
         """Read one key in the session (checked against the model); raises ZarrLakeError."""
@@ -245,7 +251,8 @@ class Writing:
         try:
             with a.op(f"flush session {self.m.sid[:6]}"):
                 self.s.flush()
-        except ZarrLakeError:
+        except ZarrLakeError as e:
+            self.withdrew(e)
             model.flush_failed(self.h)
             return False
         self.stored()
@@ -264,6 +271,7 @@ class Writing:
             Intent(a.world.new_id("c"), "commit", self.m.branch, a.name, policy=policy)
         )
         intent.session = self.m
+        intent.committer = self.h
         if unfinished is None and unflushed == "discard":
             unfinished = "include"  # what unflushed="discard" implies
         intent.unfinished = unfinished
@@ -292,6 +300,9 @@ class Writing:
             model.end(intent, Outcome.FAILED)
             raise e
         except ZarrLakeError as e:
+            self.withdrew(e)
+            if self.h.withdrawn and isinstance(e, UnfinishedWritersError):
+                model.counts["commits refused over own withdrawn writes"] += 1
             model.flush_failed(self.h)
             model.end(intent, commit_outcome(e), _said(e))
             raise
@@ -314,6 +325,8 @@ class Writing:
         self.m.closed = True
 
 
+WITHDRAWN = "were withdrawn: write those chunks again"
+"""In the error of a flush whose writes gc's removal of their uploads withdrew."""
 LEASE_SPAN = 120.0
 """A committer's lease in the simulated settings (commit timeout 60 s plus the margin)."""
 UNCHECKED = "could not be checked"

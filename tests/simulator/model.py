@@ -89,6 +89,7 @@ class Intent:
     group_events: int = 0  # the moves that group explained: each intent made one at most
     unfinished: str | None = None  # commit: what to do with writers that failed or are gone
     gone: frozenset[str] = frozenset()  # commit: handles whose process was dead as it began
+    committer: Any = None  # commit: the handle that commits
 
 
 @dataclass(eq=False)
@@ -103,6 +104,11 @@ class Handle:
     pending: dict[str, frozenset] | None = None  # in a flush under way
     process: Any = None  # the simulated process it lives in (gone once that is dead)
     wrote_at: dict[str, float] = field(default_factory=dict)  # when it last began writing a key
+    withdrawn: dict[str, frozenset] = field(default_factory=dict)
+    """Keys whose writes a flush may have withdrawn (gc removed their uploads), not written
+    again since: what the handle staged of each before. A commit holds them only if it
+    chose `unfinished` (it refuses otherwise, as long as they are not all written again)."""
+    withdrew: bool = False  # a flush of it withdrew writes (a commit may discard its part)
 
 
 @dataclass(eq=False)
@@ -310,6 +316,7 @@ class Model:
         """Record a write by handle `h`: certain once acknowledged, else one more possible value."""
         if certain:
             h.written[key] = frozenset({value})
+            h.withdrawn.pop(key, None)
         else:
             h.written[key] = h.written.get(key, frozenset({KEEP})) | {value}
 
@@ -333,6 +340,15 @@ class Model:
         h.maybe.clear()
         if s.landed is not None:
             self.recheck(s, f"{h.name}'s {what} returned")
+
+    def withdrew(self, h: Handle) -> None:
+        """A flush withdrew writes of `h` (an error said so): any not certainly registered
+        before may be among them."""
+        h.withdrew = True
+        self.counts["flushes that withdrew writes"] += 1
+        for k, v in h.written.items():
+            if h.durable.get(k) != v:
+                h.withdrawn.setdefault(k, h.durable.get(k, frozenset({KEEP})))
 
     def flush_failed(self, h: Handle) -> None:
         """Forget the handle's pending flush (it may or may not have landed)."""
@@ -508,8 +524,18 @@ class Model:
             if self.rewritten(s, h):
                 continue
             died = drop and h.process is not None and not h.process.alive
+            chose = intent is not None and intent.unfinished is not None
+            if (
+                chose
+                and h.withdrew
+                and intent.unfinished == "discard"
+                and h is not intent.committer
+            ):
+                died = True  # its whole part may be left out
             for key in set(h.durable) | set(h.maybe):
                 options = set(h.durable.get(key, {KEEP})) | h.maybe.get(key, set())
+                if chose:  # its withdrawn writes are left out
+                    options |= h.withdrawn.get(key, frozenset())
                 out.setdefault(key, []).append(options | {KEEP} if died else options)
         return out
 

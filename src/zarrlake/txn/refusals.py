@@ -126,3 +126,19 @@ def refuse(session_id: str, verdict: Verdict) -> UnfinishedWritersError:
     )
     error.choice = verdict.choice
     return error
+
+
+def refuse_withdrawn(session_id: str, withdrawn: list[str]) -> UnfinishedWritersError:
+    """The error of a commit by a handle some of whose own writes were withdrawn (its
+    flush raised for them) and not written again: as PostgreSQL refuses to commit a
+    transaction after a failed statement, the commit will not drop them silently."""
+    shown = "; ".join(dict.fromkeys(withdrawn))
+    error = UnfinishedWritersError(
+        f"session {session_id}: writes of this handle were withdrawn and not written again "
+        f"({shown}). Nothing was committed. To commit: write those chunks again (in this "
+        "handle, or in a new session) and commit; or commit without them on purpose: "
+        "commit(..., unfinished='include') (or 'discard') commits this handle's other writes",
+        [f"this handle: {w}" for w in dict.fromkeys(withdrawn)],
+    )
+    error.choice = MISSING
+    return error

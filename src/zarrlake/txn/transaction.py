@@ -341,6 +341,8 @@ class Transaction:
                 verdict = refusals.settle(
                     verdict, state, self.unfinished, self.fragments.read_index, namer
                 )
+            if verdict.withdrawn and self.unfinished is None:
+                raise refusals.refuse_withdrawn(self.record.id, verdict.withdrawn)
             if verdict.unfinished and self.unfinished is None:
                 raise refusals.refuse(self.record.id, verdict)
             if verdict.waiting:

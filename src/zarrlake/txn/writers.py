@@ -286,13 +286,19 @@ class Verdict:
     superseded: frozenset[str] = frozenset()  # unfinished writers whose part was rewritten
     choice: str | None = None  # the choice that fits the refusal (see `refuse`)
     described: dict[str, str] = field(default_factory=dict)  # unfinished writer -> line
+    withdrawn: list[str] = field(default_factory=list)
+    """Errors of the committing handle's own writes that were withdrawn (a flush found
+    their uploads removed by gc) and not written again since: the commit refuses unless
+    `unfinished` chose; either way the handle's other writes count."""
 
 
 def judge(state: State, own: str, unfinished: Unfinished | None) -> Verdict:
     """Apply the writers' rule to the session's staging `state` for a commit by the handle
     whose writer is `own`. Spark's tagged writers keep their own rule: a task attempt counts
     once its task commit accepted it. Whether a failed or gone writer's part was written
-    again is for txn/refusals.py's `settle` to say."""
+    again is for txn/refusals.py's `settle` to say. The commit flushes its own unflushed
+    writes itself, but own writes withdrawn by a flush (an error marker its handle drops
+    once it wrote them all again) are `withdrawn`."""
     bad: dict[str, str] = {}
     for w in state.writers.values():
         if w.tag is not None or w.writer == own:
@@ -315,7 +321,15 @@ def judge(state: State, own: str, unfinished: Unfinished | None) -> Verdict:
     described = {w: _describe(state, infos[w], why) for w, why in bad.items()}
     waiting = [m for m in markers if m.writer not in bad]
     excluded = frozenset(bad) if unfinished == Unfinished.DISCARD else frozenset()
-    return Verdict(list(described.values()), frozenset(bad), waiting, excluded, described=described)
+    withdrawn = [m.error for m in state.unflushed if m.writer == own and m.error]
+    return Verdict(
+        list(described.values()),
+        frozenset(bad),
+        waiting,
+        excluded,
+        described=described,
+        withdrawn=withdrawn,
+    )
 
 
 def _describe(state: State, info: WriterInfo, why: str) -> str:

@@ -108,6 +108,7 @@ class Writes:
         self.tag: str | None = None
         self.flushed: list[FragmentRecord] = []  # this handle's fragments, in order
         self._unsettled: tuple[Batch, FragmentRecord] | None = None  # see settle_flushed
+        self._withdrawn: dict[int, set[str]] = {}  # error marker -> its keys not written again
         self._seq = 0
         self._flush_lock = threading.Lock()
         self._timer: runtime.Cancellable | None = None
@@ -145,6 +146,7 @@ class Writes:
         self._flush_lock = threading.Lock()
         self._timer = None
         self._unsettled = None
+        self._withdrawn = {}
         self._seq = 0
         self._unconfirmed = False
         self.state = None
@@ -551,6 +553,7 @@ class Writes:
             self.staging.writer = secrets.token_bytes(8)
             self.tag = tag
             self._seq = 0
+            self._withdrawn = {}
             self.state = None
             return self.writer
 
@@ -669,10 +672,20 @@ class Writes:
             tag=self.tag,
             blob=blob if small else None,
         )
-        self.staging.register(record, batch.markers, also or ())
+        rewritten = self._rewritten(batch)
+        self.staging.register(record, [*batch.markers, *rewritten], also or ())
+        for generation in rewritten:
+            del self._withdrawn[generation]
+        for keys in self._withdrawn.values():  # written again in part
+            keys.difference_update(batch.changes)
         self.fragments.remember(record, index)
         crashpoints.reached("after_staging")
         return record
+
+    def _rewritten(self, batch: Batch) -> list[int]:
+        """The error markers of withdrawn writes (see `_settle`) whose every key `batch`
+        writes again: registering it drops them, and the writes count as done."""
+        return [g for g, keys in self._withdrawn.items() if keys <= batch.changes.keys()]
 
     def settle_flushed(self, keep: Callable[[], None] | None = None) -> bool:
         """Settle the uploads of the last flush made with `settle=False` (see `_settle`);
@@ -713,7 +726,9 @@ class Writes:
                 "were withdrawn: "
                 "write those chunks again"
             )
-            self.staging.unregister(record, batch.markers[0] if batch.markers else 0, error)
+            generation = batch.markers[0] if batch.markers else 0
+            self.staging.unregister(record, generation, error)
+            self._withdrawn.setdefault(generation, set()).update(batch.changes)
             raise ZarrLakeError(error)
         if isinstance(opened, Exception):
             self._unconfirmed = True
