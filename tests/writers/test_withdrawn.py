@@ -66,6 +66,7 @@ def test_a_commit_after_withdrawn_writes_refuses_unless_told(any_metastore):
     done = s.commit("without it, on purpose", unfinished="include")
     np.testing.assert_array_equal(_read(repo, done), expected)  # (0, 0) as the base has it
     np.testing.assert_array_equal(_read(repo, done)[:32], BASE[:32])
+    s.wait()  # the commit's clean-up, before the S3 server may stop
 
 
 @pytest.mark.parametrize("any_metastore", ["sqlite", "s3-bucket"], indirect=True)
@@ -74,6 +75,7 @@ def test_discard_keeps_the_handles_other_writes(any_metastore):
     s, expected = _withdrawn(repo)
     done = s.commit("without it", unfinished="discard")
     np.testing.assert_array_equal(_read(repo, done), expected)
+    s.wait()  # the commit's clean-up, before the S3 server may stop
 
 
 @pytest.mark.parametrize("any_metastore", ["sqlite", "s3-bucket"], indirect=True)
@@ -87,3 +89,4 @@ def test_withdrawn_writes_written_again_commit_without_a_choice(any_metastore):
     s.flush()
     done = s.commit("with it written again")
     np.testing.assert_array_equal(_read(repo, done), expected)
+    s.wait()  # the commit's clean-up, before the S3 server may stop
