@@ -263,7 +263,7 @@ class ShardRef:
         )
         if not len(rng):
             return None
-        found = [layout.position(k.rpartition(_SEP)[2].decode()) for k in rng.keys.tolist()]
+        found = [layout.position(name) for name in _local_names(rng)]
         at = np.array([-1 if p is None else p for p in found], dtype=np.int64)
         present = np.flatnonzero((at >= 0) & (rng.length > 0))
         if not len(present):
@@ -306,7 +306,7 @@ class ShardRef:
     @cached_property
     def names(self) -> tuple[str, ...]:
         """The present inner chunks' names ("i.j"), in C order."""
-        return tuple(k.rpartition(_SEP)[2].decode() for k in self.entries.keys.tolist())
+        return tuple(_local_names(self.entries))
 
     def digests(self) -> dict[str, bytes]:
         """name -> digest of each present inner chunk."""
@@ -362,6 +362,11 @@ class _Parts(Sequence[ChunkRef]):
 
 CHUNKS = "chunks/"
 _SEP = SEP.encode()
+
+
+def _local_names(entries: ManifestRange) -> list[str]:
+    """The inner chunks' names ("i.j") of inner-chunk entries: their keys after SEP."""
+    return [k.rpartition(_SEP)[2].decode() for k in entries.keys.tolist()]
 
 
 def _in_place(parts: ManifestRange, first: int) -> str | None:

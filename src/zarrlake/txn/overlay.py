@@ -156,9 +156,10 @@ class Overlay:
         """Shard `key` assembled from its inner chunks: from the base's manifest columns
         (no reference object per inner chunk) unless this session staged some of them."""
         prefix = key + SEP
-        if self.staging is None or not self._staged_inner(prefix)[0]:
+        staged = None if self.staging is None else self._staged_inner(prefix)
+        if staged is None or not staged[0]:
             return ShardRef.of_entries(layout, self.view.entries_under(prefix.encode()))
-        return ShardRef.assemble(layout, self.inner(key))
+        return ShardRef.assemble(layout, self.inner(key, staged))
 
     def _staged_inner(self, prefix: str) -> tuple[dict[str, bool], list[FragmentRecord] | None]:
         """(key -> deleted?, the visible fragment records) of what this session staged
@@ -176,13 +177,18 @@ class Overlay:
         staged, ref = self.staged(key)
         return ref if staged else self.view.get(key)
 
-    def inner(self, shard_key: str) -> dict[str, ChunkRef]:
-        """name -> reference of the inner chunks of shard `shard_key`, staged over base."""
+    def inner(
+        self,
+        shard_key: str,
+        staged_inner: tuple[dict[str, bool], list[FragmentRecord] | None] | None = None,
+    ) -> dict[str, ChunkRef]:
+        """name -> reference of the inner chunks of shard `shard_key`, staged over base
+        (`staged_inner`: its `_staged_inner`, if read already)."""
         out = self.view.inner(shard_key)
         if self.staging is None:
             return out
         prefix = shard_key + SEP
-        staged, records = self._staged_inner(prefix)
+        staged, records = staged_inner or self._staged_inner(prefix)
         for k, deleted in staged.items():
             name = k[len(prefix) :]
             if deleted:
