@@ -418,7 +418,23 @@ def _read_config(store: ObjectStore) -> dict | None:
 def save_settings(ctx: RepoContext, changes: Mapping[str, Any]) -> Settings:
     """Record `changes` in the repository's config (validated against the settings recorded
     there now, by a conditional write that retries when another client saved meanwhile) and
-    use the result in `ctx`; returns the recorded settings."""
+    use the result in `ctx`; returns the recorded settings. A local directory has no
+    conditional writes: its clients take turns on a lock file beside the config instead."""
+    with _config_turn(ctx):
+        return _save_settings(ctx, changes)
+
+
+def _config_turn(ctx: RepoContext) -> contextlib.AbstractContextManager[object]:
+    """The turn a client of a local repository takes to change its config (one machine's
+    processes and threads), else nothing: the config's conditional write decides."""
+    if not ctx.spec.is_local:
+        return contextlib.nullcontext()
+    from zarrlake.metastore.filelock import file_lock
+
+    return file_lock(os.path.join(ctx.spec.location, CONFIG_KEY + "-lock"))
+
+
+def _save_settings(ctx: RepoContext, changes: Mapping[str, Any]) -> Settings:
     for _ in backoff(RetryPolicy(attempts=20, base_delay=0.01, max_delay=0.5)):
         try:
             data, tag = ctx.object_store.get_tagged(CONFIG_KEY)
