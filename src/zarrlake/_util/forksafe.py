@@ -7,8 +7,7 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 _PARKED: list[Any] = []
@@ -86,19 +85,23 @@ class ForkGuard:
         )
 
     def _reset(self) -> None:
-        self._cond = threading.Condition()  # the parent's may be held by a thread gone here
+        # A plain lock under the condition: an RLock costs more and no call nests on it.
+        self._cond = threading.Condition(threading.Lock())  # the parent's may be held here
         self._active = 0
         self._forking = 0
         self._depth = threading.local()
+        self._call = _Guarded(self)
 
     @property
     def forking(self) -> bool:
         """Whether a fork() is waiting for, or under way after, the calls in flight."""
         return self._forking > 0
 
-    @contextmanager
-    def call(self) -> Iterator[None]:
-        """A guarded call (nested calls of a thread count once)."""
+    def call(self) -> _Guarded:
+        """A guarded call, as a context manager (nested calls of a thread count once)."""
+        return self._call
+
+    def _enter(self) -> None:
         depth = getattr(self._depth, "n", 0)
         if depth == 0:
             with self._cond:
@@ -106,15 +109,15 @@ class ForkGuard:
                     self._cond.wait()
                 self._active += 1
         self._depth.n = depth + 1
-        try:
-            yield
-        finally:
-            self._depth.n = depth
-            if depth == 0:
-                with self._cond:
-                    self._active -= 1
-                    if self._forking:  # only a fork waits for calls to end
-                        self._cond.notify_all()
+
+    def _exit(self) -> None:
+        depth = self._depth.n - 1
+        self._depth.n = depth
+        if depth == 0:
+            with self._cond:
+                self._active -= 1
+                if self._forking:  # only a fork waits for calls to end
+                    self._cond.notify_all()
 
     def _before(self) -> None:
         mine = 1 if getattr(self._depth, "n", 0) else 0  # a fork from inside a call
@@ -126,6 +129,22 @@ class ForkGuard:
         with self._cond:
             self._forking -= 1
             self._cond.notify_all()
+
+
+class _Guarded:
+    """`ForkGuard.call()`: a class, not a generator, as it runs around every SQLite call
+    (its state is the guard's, per thread, so one instance serves every call)."""
+
+    __slots__ = ("guard",)
+
+    def __init__(self, guard: ForkGuard) -> None:
+        self.guard = guard
+
+    def __enter__(self) -> None:
+        self.guard._enter()
+
+    def __exit__(self, *exc: object) -> None:
+        self.guard._exit()
 
 
 def _after_fork_in_child() -> None:

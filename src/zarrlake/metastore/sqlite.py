@@ -28,7 +28,7 @@ from zarrlake.errors import (
 from zarrlake.metastore import register
 from zarrlake.metastore.base import Item, MetaStoreBackend
 from zarrlake.metastore.checks import check_found
-from zarrlake.metastore.filelock import file_lock
+from zarrlake.metastore.filelock import FileLock, file_lock
 
 BUSY_TIMEOUT = 30.0
 """Seconds a write waits for another writer's lock before raising TransientError."""
@@ -69,10 +69,11 @@ class _Connections:
     """One process's connections to one database: one per thread, closed when their thread
     has ended or the store closes. A forked child gets a new set (see zarrlake._util.forksafe)."""
 
-    def __init__(self) -> None:
+    def __init__(self, writer: FileLock) -> None:
         self.local = threading.local()
         self.lock = threading.Lock()
         self.all: list[tuple[threading.Thread, sqlite3.Connection]] = []
+        self.writer = writer  # this process's turn at the database's write lock
 
     def add(self, conn: sqlite3.Connection) -> None:
         with _FORK.call(), self.lock:  # close the connections of threads that have ended
@@ -172,7 +173,8 @@ class SqliteMetaStore(MetaStoreBackend):
         self.url = url
         self.path, self.synchronous = parse_sqlite_url(url)
         self._closed = False
-        self._conns = PerProcess(_Connections)
+        self._conns = PerProcess(lambda: _Connections(file_lock(self.path + "-writer")))
+        self._fail = _Errors(self.path, opening=False)
         self._conn()  # fail now, naming the path, if the file cannot be opened
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -212,7 +214,7 @@ class SqliteMetaStore(MetaStoreBackend):
             # Under the writer lock: connections setting up a brand-new file at once (its
             # journal mode, its schema) otherwise meet SQLite's busy errors, which its busy
             # handler does not wait out.
-            with file_lock(self.path + "-writer"), self._errors(opening=True):
+            with self._conns.get().writer, self._errors(opening=True):
                 conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
                 # A file already in WAL mode was set up by an earlier connection: setting the
                 # modes again costs a millisecond per connection.
@@ -272,7 +274,7 @@ class SqliteMetaStore(MetaStoreBackend):
         """Give pages freed by deleted rows (dropped staged records) back to the file system
         when at least `min_free` bytes are free; returns the bytes the file shrank by."""
         conn = self._conn()
-        with file_lock(self.path + "-writer"), self._errors():
+        with self._conns.get().writer, self._errors():
             page = conn.execute("PRAGMA page_size").fetchone()[0]
             free = conn.execute("PRAGMA freelist_count").fetchone()[0] * page
             if free < min_free:
@@ -285,38 +287,15 @@ class SqliteMetaStore(MetaStoreBackend):
 
     # errors and transactions -------------------------------------------------------------
 
-    @contextmanager
-    def _errors(self, opening: bool = False) -> Iterator[None]:
-        """Translate sqlite3 errors: a busy database is transient; a file that cannot be
-        opened or used as a database is configuration; the rest (disk full, I/O error, a
-        damaged file) is a BackendError. The calls inside are kept apart from fork()."""
-        try:
-            with _FORK.call():
-                yield
-        except sqlite3.Error as e:
-            code = (getattr(e, "sqlite_errorcode", None) or 0) & 0xFF
-            text = str(e)
-            if code in _BUSY or "locked" in text or "busy" in text:
-                raise TransientError(
-                    f"SQLite metastore {self.path} stayed locked for {BUSY_TIMEOUT:.0f} s: {text}"
-                ) from None
-            if opening or code in _SETUP:
-                raise ConfigurationError(f"SQLite metastore {self.path}: {text}") from None
-            raise BackendError(f"SQLite metastore {self.path}: {text}") from None
+    def _errors(self, opening: bool = False) -> _Errors:
+        """Translate sqlite3 errors (see `_Errors`); the calls inside are kept apart from
+        fork()."""
+        return _Errors(self.path, opening) if opening else self._fail
 
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
+    def _transaction(self) -> _Write:
         """A write transaction holding the database's write lock from the start."""
-        conn = self._conn()
-        with file_lock(self.path + "-writer"), self._errors():
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
+        conns = self._conns.get()
+        return _Write(self._conn(), conns.writer, self._fail)
 
     @staticmethod
     def _next_versions(conn: sqlite3.Connection, n: int) -> int:
@@ -397,11 +376,10 @@ class SqliteMetaStore(MetaStoreBackend):
         checks: dict[bytes, int | None],
     ) -> list[int]:
         with self._transaction() as conn:  # BEGIN IMMEDIATE: the checks and writes are one step
-            for key, expected in checks.items():
-                row = conn.execute(
-                    "SELECT version FROM kv WHERE partition = ? AND key = ?", (partition, key)
-                ).fetchone()
-                check_found(partition, key, None if row is None else row[0], expected)
+            if checks:
+                found = _versions(conn, partition, list(checks))
+                for key, expected in checks.items():
+                    check_found(partition, key, found.get(key), expected)
             return self._apply(conn, partition, writes, deletes)
 
     def clock(self) -> float:
@@ -414,6 +392,102 @@ class SqliteMetaStore(MetaStoreBackend):
         with self._transaction() as conn:
             conn.execute("DELETE FROM kv WHERE partition = ?", (partition,))
             conn.execute("PRAGMA incremental_vacuum").fetchall()  # one page per row
+
+
+_IN_MAX = 500
+"""Keys one statement reads at most (SQLite allows 32,766 parameters since 3.32)."""
+
+
+def _versions(conn: sqlite3.Connection, partition: str, keys: list[bytes]) -> dict[bytes, int]:
+    """The versions of those of `keys` that exist, read with one statement per _IN_MAX."""
+    found: dict[bytes, int] = {}
+    for at in range(0, len(keys), _IN_MAX):
+        part = keys[at : at + _IN_MAX]
+        marks = ", ".join("?" * len(part))
+        found.update(
+            conn.execute(
+                f"SELECT key, version FROM kv WHERE partition = ? AND key IN ({marks})",
+                (partition, *part),
+            ).fetchall()
+        )
+    return found
+
+
+class _Errors:
+    """Translates sqlite3 errors: a busy database is transient; a file that cannot be opened
+    or used as a database is configuration; the rest (disk full, I/O error, a damaged file) is
+    a BackendError. The calls inside are kept apart from fork(). A class, not a generator:
+    it runs around every call."""
+
+    __slots__ = ("opening", "path")
+
+    def __init__(self, path: str, opening: bool) -> None:
+        self.path, self.opening = path, opening
+
+    def __enter__(self) -> None:
+        _FORK._enter()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, _: Any
+    ) -> None:
+        _FORK._exit()
+        if error is None or not isinstance(error, sqlite3.Error):
+            return
+        code = (getattr(error, "sqlite_errorcode", None) or 0) & 0xFF
+        text = str(error)
+        if code in _BUSY or "locked" in text or "busy" in text:
+            raise TransientError(
+                f"SQLite metastore {self.path} stayed locked for {BUSY_TIMEOUT:.0f} s: {text}"
+            ) from None
+        if self.opening or code in _SETUP:
+            raise ConfigurationError(f"SQLite metastore {self.path}: {text}") from None
+        raise BackendError(f"SQLite metastore {self.path}: {text}") from None
+
+
+class _Write:
+    """A write transaction: this process's turn at the write lock, then BEGIN IMMEDIATE;
+    COMMIT on leaving, ROLLBACK on an error."""
+
+    __slots__ = ("conn", "errors", "lock")
+
+    def __init__(self, conn: sqlite3.Connection, lock: FileLock, errors: _Errors) -> None:
+        self.conn, self.lock, self.errors = conn, lock, errors
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.lock.acquire()
+        try:
+            self.errors.__enter__()
+            try:
+                self.conn.execute("BEGIN IMMEDIATE")
+            except BaseException as e:
+                self.errors.__exit__(type(e), e, None)
+                raise
+        except BaseException:
+            self.lock.release()
+            raise
+        return self.conn
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, _: Any
+    ) -> None:
+        conn = self.conn
+        try:
+            try:
+                if error is None:
+                    try:
+                        conn.execute("COMMIT")
+                    except BaseException:
+                        if conn.in_transaction:
+                            conn.execute("ROLLBACK")
+                        raise
+                elif conn.in_transaction:
+                    conn.execute("ROLLBACK")
+            except BaseException as e:
+                self.errors.__exit__(type(e), e, None)  # raises it translated, or returns
+                raise
+            self.errors.__exit__(kind, error, None)
+        finally:
+            self.lock.release()
 
 
 register("sqlite", SqliteMetaStore)
