@@ -132,6 +132,16 @@ class StagedFragments:
                 RangeView([], _NO_POSITIONS, _NO_KEYS), _NO_KEYS, [], reads, listed, blobs
             )
         del indexes
+        if len(records) == 1 and not len(deleted[0]):  # one flush's writes: sorted, no clash
+            keys = writes[0].keys
+            return Merged(
+                RangeView(writes, np.arange(len(keys), dtype=np.int32), keys),
+                _NO_KEYS,
+                [],
+                reads,
+                listed,
+                blobs,
+            )
         # One row per entry, fragment by fragment in (writer, flush) order; a row's `source`
         # is its position among the writes, or -1 - its position among the deletes.
         parts_keys, parts_source, parts_owner = [], [], []

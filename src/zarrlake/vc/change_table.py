@@ -70,6 +70,8 @@ class ChangeTable:
 
     def keys_and_ops(self) -> tuple[np.ndarray, np.ndarray]:
         """Every changed key (sorted) with its op (WRITE or DELETE)."""
+        if not self.meta and not len(self.deletes):  # chunk writes only (a small commit)
+            return self.writes.keys, np.full(len(self.writes), WRITE, np.uint8)
         meta_keys = sorted(self.meta)
         mkeys = columns.keys_array([k.encode() for k in meta_keys])
         mops = np.array(
