@@ -12,6 +12,7 @@ import contextlib
 import errno
 import functools
 import os
+import random
 import re
 import shutil
 import stat
@@ -131,9 +132,9 @@ class LocalObjectStore(ObstoreObjectStore):
     def _stage(self, key: str, path: str, data: bytes | memoryview) -> str:
         """`data` in a new file beside `path`, named as obstore names a half-written object
         (`<key>#<n>`: listings leave it out); its parent directories are made if missing."""
-        import secrets
-
-        staged = f"{path}#{secrets.randbits(32)}"
+        # A random name (O_EXCL refuses a clash): the process's generator, reseeded in a
+        # forked child, where `secrets` would read the kernel's entropy on every object.
+        staged = f"{path}#{random.getrandbits(32)}"
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
         try:
             try:
@@ -144,8 +145,12 @@ class LocalObjectStore(ObstoreObjectStore):
         except OSError as exc:
             self._put_failed(exc, key)
         try:
-            with open(fd, "wb", closefd=True) as f:
-                f.write(data)
+            try:  # on the descriptor: a buffered file object costs more than the write
+                rest = memoryview(data)
+                while rest:
+                    rest = rest[os.write(fd, rest) :]
+            finally:
+                os.close(fd)
         except OSError as exc:
             self._unlink_quietly(staged)
             self._put_failed(exc, key)

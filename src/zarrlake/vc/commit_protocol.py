@@ -75,15 +75,19 @@ def _groups(idx: RangeIndex, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _range_of(idx: RangeIndex, key: bytes) -> int:
-    """The range of (non-empty) `idx` that sorted key `key` falls into, as in `_groups`."""
+    """The range of `idx` that key `key` falls into, as in `_groups` (-1: no ranges)."""
+    if len(idx) < 2:
+        return len(idx) - 1
     return max(int(np.searchsorted(idx.first_keys, key, side="right")) - 1, 0)
 
 
 def _slices(idx: RangeIndex, keys: np.ndarray) -> dict[int, slice]:
     """Range id -> the slice of sorted `keys` falling into it."""
     n = len(keys)
-    if n and (not len(idx) or _range_of(idx, keys[0]) == _range_of(idx, keys[n - 1])):
-        return {_range_of(idx, keys[0]) if len(idx) else -1: slice(0, n)}  # one range
+    if n:
+        first = _range_of(idx, keys[0])
+        if first == _range_of(idx, keys[n - 1]):  # every key falls in one range
+            return {first: slice(0, n)}
     ids, starts = _groups(idx, keys)
     if not len(ids):
         return {}
