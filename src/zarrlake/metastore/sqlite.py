@@ -44,6 +44,12 @@ _SCHEMA = (
 )
 _UPSERT = "INSERT OR REPLACE INTO kv (partition, key, value, version) VALUES (?, ?, ?, ?)"
 
+_CREATE = (
+    "INSERT INTO kv (partition, key, value, version) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (partition, key) DO NOTHING"
+)
+_SWAP = "UPDATE kv SET value = ?, version = ? WHERE partition = ? AND key = ? AND version = ?"
+
 _SYNCHRONOUS = {"normal": "NORMAL", "full": "FULL"}
 
 _BUSY = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
@@ -351,13 +357,20 @@ class SqliteMetaStore(MetaStoreBackend):
         return versions
 
     def _set_if(self, partition: str, key: bytes, value: bytes, expected: int | None) -> int:
+        # The write is itself the check (it changes a row only where the version is the one
+        # expected); the version is read only to name it when the check fails.
         with self._transaction() as conn:
-            row = conn.execute(
-                "SELECT version FROM kv WHERE partition = ? AND key = ?", (partition, key)
-            ).fetchone()
-            check_found(partition, key, None if row is None else row[0], expected)
             version = self._next_versions(conn, 1)
-            conn.execute(_UPSERT, (partition, key, value, version))
+            if expected is None:
+                done = conn.execute(_CREATE, (partition, key, value, version))
+            else:
+                done = conn.execute(_SWAP, (value, version, partition, key, expected))
+            if done.rowcount != 1:
+                found = _versions(conn, partition, [key]).get(key)
+                check_found(partition, key, found, expected)
+                raise AssertionError(
+                    f"{partition}/{key!r}: version {found} matched but not written"
+                )
         return version
 
     def _delete_if(self, partition: str, key: bytes, expected: int) -> None:
