@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 
 from zarrlake.errors import CorruptionError
@@ -33,7 +33,7 @@ class CommitRecord:
 
     def encode(self, algo: Hash = Hash.SHA256) -> tuple[str, bytes]:
         """Frame the record as canonical JSON; returns (object id, bytes)."""
-        doc = asdict(self)
+        doc = {name: getattr(self, name) for name in _COMMIT_FIELDS}  # asdict deep-copies
         doc["parents"] = list(self.parents)
         if not self.metadata:
             del doc["metadata"]
@@ -49,3 +49,6 @@ class CommitRecord:
             return cls(**doc)
         except (ValueError, TypeError, KeyError) as e:
             raise CorruptionError(f"commit object {oid}: cannot decode ({e})") from e
+
+
+_COMMIT_FIELDS = tuple(f.name for f in fields(CommitRecord))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -92,7 +92,7 @@ class FragmentRecord:
 
     def encode(self) -> bytes:
         """The record as stored: a JSON head, then the inline blob if it has one."""
-        doc = {k: v for k, v in asdict(self).items() if k != "blob"}
+        doc = {name: getattr(self, name) for name in _RECORD_FIELDS}  # asdict deep-copies
         head = json.dumps(doc, separators=(",", ":")).encode()
         return head if self.blob is None else head + b"\n" + self.blob
 
@@ -123,6 +123,10 @@ class FragmentRecord:
     def index(self) -> tuple[int, int, str]:
         """Where the index lies and its id: (offset, length, id)."""
         return self.index_offset, self.index_length, self.index_id
+
+
+_RECORD_FIELDS = tuple(f.name for f in fields(FragmentRecord) if f.name != "blob")
+"""The fields of a record's JSON head (its blob follows the head)."""
 
 
 def build(
