@@ -210,10 +210,11 @@ class Birth:
         """The error to refuse with if `base` was expired or deleted (its marker and its
         commit record, looked for at once); None if it is there."""
         objects = self.ctx.objects
-        marked, present = objects.map(
-            lambda look: look(),
-            [lambda: objects.is_expired(base), lambda: objects.store.exists(f"commits/{base}")],
-        )
+        looks = [lambda: objects.is_expired(base), lambda: objects.store.exists(f"commits/{base}")]
+        if objects.store.remote:  # at once: each waits on the network
+            marked, present = objects.map(lambda look: look(), looks)
+        else:  # in turn: two file lookups take less than handing them to threads
+            marked, present = (look() for look in looks)
         branch = self.record.branch
         if marked:
             when = objects.expired_at(base)
