@@ -157,3 +157,25 @@ def test_closing_leaves_another_live_threads_connection_to_it(tmp_path):
     t.join(10)
     assert len(outcome) == 1 and "closed" in str(outcome[0])
     assert conns.all == []  # it closed its own
+
+
+def test_a_guarded_write_with_more_checks_than_one_statement_reads(tmp_path):
+    # The checks' versions are read with one SELECT per 500 keys: 1,200 checks take three,
+    # and a stale one among them, in any of the three, still refuses the whole write.
+    from zarrlake.errors import CASFailedError
+
+    meta = open_metastore(f"sqlite:///{tmp_path}/meta.db")
+    try:
+        keys = [b"k%04d" % i for i in range(1200)]
+        meta.set_many("p", [(k, b"v") for k in keys])
+        versions = {k: v for k, _, v in meta.scan("p")}
+        for stale in (keys[3], keys[700], keys[1199]):
+            checks = {**versions, stale: versions[stale] + 10_000}
+            with pytest.raises(CASFailedError, match=repr(stale)):
+                meta.write_if("p", [(b"new", b"x")], checks)
+            assert meta.get("p", b"new") is None
+        checks = {**versions, b"absent": None}
+        assert meta.write_if("p", [(b"new", b"x")], checks)[0] > max(versions.values())
+        assert meta.get("p", b"new")[0] == b"x"
+    finally:
+        meta.close()
