@@ -15,6 +15,11 @@ changed for other stores.
   the encoded buffer is the key (the store gets exactly that object), and a shard's inner
   chunks are named by their coordinates once the shard's inner write is done (the store
   checks the shard holds exactly the bytes each was encoded to).
+- A write's whole small chunks, which zarr encodes as views of the written array, get
+  their statistics together before zarr encodes them (`_taken_together`): a reduction per
+  statistic over all of them instead of a handful of numpy calls each. A chunk's values
+  are matched to them by address, shape and strides, so a chunk zarr merged or copied
+  gets its own, as before.
 
 `install` makes it zarr's pipeline unless the process chose another one.
 """
@@ -22,19 +27,45 @@ changed for other stores.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Iterable
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from zarr.core.codec_pipeline import BatchedCodecPipeline
 
 from zarrlake.errors import ZarrLakeError
-from zarrlake.vc.statistics import ChunkValues
+from zarrlake.format.statistics import ChunkStats
+from zarrlake.vc.statistics import TILES_MAX, ChunkValues, of_tiles
 from zarrlake.zarr_store import write_scope
 
-_Handed = dict[int, tuple[Any, Any, Any]]
-"""id of an encoded buffer -> (the buffer, the values it encodes, the fill value)."""
+_Handed = dict[int, tuple[Any, Any, Any, ChunkStats | None]]
+"""id of an encoded buffer -> (the buffer, the values it encodes, the fill value, their
+statistics if taken with the write's other chunks)."""
+
+
+@dataclass(frozen=True)
+class _Taken:
+    """The statistics of a write's whole small chunks (`_taken_together`), by the address
+    of their first value in the written array; `shape` and `strides`, of each chunk's
+    view of it (a slice of the array has its strides)."""
+
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    by_address: dict[int, ChunkStats]
+
+    def of(self, values: np.ndarray) -> ChunkStats | None:
+        """The statistics of `values` if they are one of the chunks taken (a view of the
+        written array at one of their addresses, with their shape and strides)."""
+        if values.shape != self.shape or values.strides != self.strides:
+            return None
+        return self.by_address.get(values.__array_interface__["data"][0])
+
+
+_TAKEN: ContextVar[_Taken | None] = ContextVar("zarrlake_taken", default=None)
+"""The statistics taken for the write in progress (in this task and the ones it starts)."""
 _HANDED: ContextVar[_Handed | None] = ContextVar("zarrlake_handed", default=None)
 """The buffers encoded by the write in progress (in this task and the ones it starts)
 that a session store may take the values of."""
@@ -79,6 +110,13 @@ class SessionPipeline(BatchedCodecPipeline):
         hand = inner or any(hasattr(s, "takes_values") for s in stores)
         handed: _Handed = {}
         token = _HANDED.set(handed if hand else None)
+        together = (
+            hand
+            and not inner
+            and not self.supports_partial_encode  # (a shard's inner chunks: its own write)
+            and any(getattr(s, "computes_statistics", False) for s in stores)
+        )
+        taken = _TAKEN.set(_taken_together(batch, value, drop_axes) if together else None)
         try:
             if any(hasattr(s, "holds_chunks") for s in stores):
                 await write_scope.within(
@@ -88,6 +126,7 @@ class SessionPipeline(BatchedCodecPipeline):
                 await super().write(batch, value, drop_axes)
         finally:
             _HANDED.reset(token)
+            _TAKEN.reset(taken)
         if inner:  # for the store's `set` of the shard, next in this task
             _INNER.set(_inner_values(batch, handed))
         for store in {id(s): s for s in stores if s is not None}.values():
@@ -102,9 +141,12 @@ class SessionPipeline(BatchedCodecPipeline):
         out = list(await super().encode_batch(items))
         handed = _HANDED.get()
         if handed is not None:
+            taken = _TAKEN.get()
             for (array, spec), buf in zip(items, out, strict=True):
                 if array is not None and buf is not None:
-                    handed[id(buf)] = (buf, array.as_numpy_array(), spec.fill_value)
+                    values = array.as_numpy_array()
+                    known = None if taken is None else taken.of(values)
+                    handed[id(buf)] = (buf, values, spec.fill_value, known)
         return out
 
     async def _undecodable(self, batch: list[Any]) -> ZarrLakeError | None:
@@ -145,7 +187,47 @@ def handed(value: Any) -> ChunkValues | None:
     got = None if found is None else found.pop(id(value), None)
     if got is None or got[0] is not value:
         return None
-    return ChunkValues(_plain(got[2]), whole=got[1])
+    return ChunkValues(_plain(got[2]), whole=got[1], known=got[3])
+
+
+TOGETHER_MIN = 8
+"""Whole chunks of a write from which their statistics are taken together."""
+
+
+def _taken_together(batch: list[Any], value: Any, drop_axes: tuple[int, ...]) -> _Taken | None:
+    """The statistics of the whole chunks of a write (`batch`, zarr's (setter, spec,
+    chunk selection, out selection, whole) items, writing `value`) that are small blocks
+    of the written array on one grid, taken together (`statistics.of_tiles`); None when
+    there are not enough of them (edge chunks, partial and scalar writes, chunks of
+    `TILES_MAX` elements or more: each chunk's own are taken as zarr encodes it)."""
+    if drop_axes or len(batch) < TOGETHER_MIN:
+        return None
+    array = value.as_ndarray_like()
+    spec = batch[0][1]
+    chunk = tuple(spec.shape)
+    if (
+        not isinstance(array, np.ndarray)
+        or array.ndim != len(chunk)
+        or array.ndim == 0
+        or math.prod(chunk) >= TILES_MAX
+        or array.dtype != spec.dtype.to_native_dtype()
+    ):
+        return None
+    nd = array.ndim
+    outs = [item[3] for item in batch if item[4] and item[1] is spec]
+    if len(outs) < TOGETHER_MIN or any(len(o) != nd for o in outs):
+        return None
+    try:  # (slices of ints: an index array has no start, a None start is no int64)
+        starts = np.fromiter((s.start for o in outs for s in o), np.int64, len(outs) * nd)
+    except (AttributeError, TypeError, ValueError):
+        return None
+    starts = starts.reshape(len(outs), nd)
+    stats = of_tiles(array, chunk, starts, _plain(spec.fill_value))
+    if stats is None:
+        return None
+    base = array.__array_interface__["data"][0]
+    addresses = base + starts @ np.asarray(array.strides, np.int64)
+    return _Taken(chunk, array.strides, dict(zip(addresses.tolist(), stats, strict=True)))
 
 
 def _inner_values(batch: list[Any], handed: _Handed) -> ChunkValues | None:
