@@ -218,10 +218,14 @@ def _taken_together(batch: list[Any], value: Any, drop_axes: tuple[int, ...]) ->
     if len(outs) < TOGETHER_MIN or any(len(o) != nd for o in outs):
         return None
     try:  # (slices of ints: an index array has no start, a None start is no int64)
-        starts = np.fromiter((s.start for o in outs for s in o), np.int64, len(outs) * nd)
+        ends = (x for o in outs for s in o for x in (s.start, s.stop))
+        bounds = np.fromiter(ends, np.int64, 2 * len(outs) * nd).reshape(len(outs), nd, 2)
     except (AttributeError, TypeError, ValueError):
         return None
-    starts = starts.reshape(len(outs), nd)
+    starts = bounds[:, :, 0]
+    starts = starts[(bounds[:, :, 1] - starts == chunk).all(axis=1)]  # (not a cut edge chunk)
+    if len(starts) < TOGETHER_MIN:
+        return None
     stats = of_tiles(array, chunk, starts, _plain(spec.fill_value))
     if stats is None:
         return None
