@@ -182,3 +182,64 @@ def test_with_statistics_off_nothing_is_taken(tmp_path, monkeypatch):
     s.commit("off")
     assert taken == []
     assert repo.chunk_stats("a")["known"].to_pylist() == [False] * 64
+
+
+SHARDED = [
+    (
+        Spec("s", (32, 48), (2, 4), "float32", float("nan"), shards=(8, 16)),
+        (slice(0, 32), slice(0, 48)),
+    ),
+    (Spec("s", (30, 45), (2, 4), "float64", 0.0, shards=(8, 16)), (slice(3, 30), slice(1, 45))),
+    (Spec("s", (30, 45), (2, 4), "int32", -1, shards=(8, 16)), (slice(0, 30), slice(0, 45))),
+]
+
+
+def _expected_alone_sharded(spec: Spec, box: tuple[slice, ...]) -> int:
+    """Inner chunks of shards a write of `box` touches taken one by one: those it does not
+    cover whole (or covers only past the array's edge), and all those of a shard with fewer
+    than TOGETHER_MIN whole ones."""
+    from zarrlake.zarr_store.pipeline import TOGETHER_MIN
+
+    assert spec.shards is not None
+    per = [s // c for s, c in zip(spec.shards, spec.chunks, strict=True)]
+    shards = [-(-n // s) for n, s in zip(spec.shape, spec.shards, strict=True)]
+    alone = 0
+    for shard in np.ndindex(*shards):
+        whole = cut = 0
+        for local in np.ndindex(*per):
+            coords = [s * p + k for s, p, k in zip(shard, per, local, strict=True)]
+            lo = [k * c for k, c in zip(coords, spec.chunks, strict=True)]
+            hi = [(k + 1) * c for k, c in zip(coords, spec.chunks, strict=True)]
+            if not all(
+                b.start < h and a < min(b.stop, n)
+                for b, a, h, n in zip(box, lo, hi, spec.shape, strict=True)
+            ):
+                continue
+            if all(b.start <= a and h <= b.stop for b, a, h in zip(box, lo, hi, strict=True)):
+                whole += 1
+            else:
+                cut += 1
+        alone += cut + (whole if whole < TOGETHER_MIN else 0)
+    return alone
+
+
+@pytest.mark.parametrize("case", range(len(SHARDED)))
+def test_a_shards_whole_inner_chunks_get_numpys_statistics_taken_together(
+    tmp_path, monkeypatch, case
+):
+    spec, box = SHARDED[case]
+    repo = zl.Repo.create(tmp_path / "r")
+    s = repo.create_session()
+    spec.create(s.store)
+    base = _values(spec.dtype, spec.shape, spec.fill, seed=case)
+    zarr.open_array(s.store, path=spec.name)[...] = base
+    s.commit("base")
+    s = repo.create_session()
+    new = _values(spec.dtype, spec.shape, spec.fill, seed=200 + case)
+    count = _Count(monkeypatch)
+    zarr.open_array(s.store, path=spec.name)[box] = new[box]
+    s.commit("region")
+    want = base.copy()
+    want[box] = new[box]
+    assert_matches(repo.chunk_stats(spec.name), spec, want, f"case {case}")
+    assert count.alone == _expected_alone_sharded(spec, box)

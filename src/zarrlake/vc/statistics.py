@@ -265,12 +265,13 @@ class ChunkValues:
     (zarr's codec pipeline has them at hand: nothing is decoded again). `whole`: the
     chunk's values; `inner`: a shard's inner chunks written, by their coordinates in the
     shard, with the bytes each was encoded to (the shard's bytes are checked to hold
-    exactly those before their values are used); `known`: the statistics of `whole`, if
-    the writer took them already (`of_tiles`)."""
+    exactly those before their values are used) and their statistics if the writer took
+    them already; `known`: the statistics of `whole`, if the writer took them already
+    (`of_tiles`)."""
 
     fill: object
     whole: np.ndarray | None = None
-    inner: dict[tuple[int, ...], tuple[np.ndarray, Any]] | None = None
+    inner: dict[tuple[int, ...], tuple[np.ndarray, Any, ChunkStats | None]] | None = None
     known: ChunkStats | None = None  # `whole`'s, taken with the write's other chunks
 
     def stats(self) -> ChunkStats | None:
@@ -284,7 +285,7 @@ class ChunkValues:
         got = None if self.inner is None else self.inner.get(_local(name))
         if got is None or memoryview(got[1]).cast("B") != memoryview(data).cast("B"):
             return None
-        return of_chunk(got[0], self.fill)
+        return got[2] if got[2] is not None else of_chunk(got[0], self.fill)
 
 
 def _local(name: str) -> tuple[int, ...]:

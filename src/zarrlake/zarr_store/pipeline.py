@@ -61,11 +61,14 @@ class _Taken:
         written array at one of their addresses, with their shape and strides)."""
         if values.shape != self.shape or values.strides != self.strides:
             return None
-        return self.by_address.get(values.__array_interface__["data"][0])
+        return self.by_address.pop(values.__array_interface__["data"][0], None)  # (once)
 
 
 _TAKEN: ContextVar[_Taken | None] = ContextVar("zarrlake_taken", default=None)
 """The statistics taken for the write in progress (in this task and the ones it starts)."""
+_WANTS: ContextVar[bool] = ContextVar("zarrlake_wants", default=False)
+"""Whether the write in progress is to a store that keeps statistics (a sharding codec's
+inner writes, whose byte setters name no store, take them if so)."""
 _HANDED: ContextVar[_Handed | None] = ContextVar("zarrlake_handed", default=None)
 """The buffers encoded by the write in progress (in this task and the ones it starts)
 that a session store may take the values of."""
@@ -110,12 +113,13 @@ class SessionPipeline(BatchedCodecPipeline):
         hand = inner or any(hasattr(s, "takes_values") for s in stores)
         handed: _Handed = {}
         token = _HANDED.set(handed if hand else None)
-        together = (
-            hand
-            and not inner
-            and not self.supports_partial_encode  # (a shard's inner chunks: its own write)
-            and any(getattr(s, "computes_statistics", False) for s in stores)
-        )
+        if inner:  # (a shard's inner chunks, for the statistics its write takes)
+            wants = _WANTS.get()
+        else:
+            wants = hand and any(getattr(s, "computes_statistics", False) for s in stores)
+        wanted = _WANTS.set(wants)
+        together = wants and not self.supports_partial_encode  # (else: shards, whose
+        # inner chunks are an inner write's)
         taken = _TAKEN.set(_taken_together(batch, value, drop_axes) if together else None)
         try:
             if any(hasattr(s, "holds_chunks") for s in stores):
@@ -126,6 +130,7 @@ class SessionPipeline(BatchedCodecPipeline):
                 await super().write(batch, value, drop_axes)
         finally:
             _HANDED.reset(token)
+            _WANTS.reset(wanted)
             _TAKEN.reset(taken)
         if inner:  # for the store's `set` of the shard, next in this task
             _INNER.set(_inner_values(batch, handed))
@@ -237,14 +242,14 @@ def _taken_together(batch: list[Any], value: Any, drop_axes: tuple[int, ...]) ->
 def _inner_values(batch: list[Any], handed: _Handed) -> ChunkValues | None:
     """The values of the inner chunks a sharding codec's inner write encoded, by their
     coordinates in the shard, with the bytes each was encoded to."""
-    inner: dict[tuple[int, ...], tuple[Any, Any]] = {}
+    inner: dict[tuple[int, ...], tuple[Any, Any, ChunkStats | None]] = {}
     fill = None
     for item in batch:
         setter = item[0]
         buf = setter.shard_dict.get(setter.chunk_coords)
         got = None if buf is None else handed.get(id(buf))
         if got is not None and got[0] is buf:
-            inner[tuple(setter.chunk_coords)] = (got[1], buf.as_numpy_array())
+            inner[tuple(setter.chunk_coords)] = (got[1], buf.as_numpy_array(), got[3])
             fill = got[2]
     return ChunkValues(_plain(fill), inner=inner) if inner else None
 
