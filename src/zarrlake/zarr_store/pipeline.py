@@ -49,17 +49,20 @@ statistics if taken with the write's other chunks)."""
 @dataclass(frozen=True)
 class _Taken:
     """The statistics of a write's whole small chunks (`_taken_together`), by the address
-    of their first value in the written array; `shape` and `strides`, of each chunk's
-    view of it (a slice of the array has its strides)."""
+    of their first value in the written array; `shape`, `strides` and `dtype`, of each
+    chunk's view of it (a slice of the array has its strides)."""
 
     shape: tuple[int, ...]
     strides: tuple[int, ...]
+    dtype: np.dtype
     by_address: dict[int, ChunkStats]
 
     def of(self, values: np.ndarray) -> ChunkStats | None:
         """The statistics of `values` if they are one of the chunks taken (a view of the
-        written array at one of their addresses, with their shape and strides)."""
+        written array at one of their addresses, with their shape, strides and dtype)."""
         if values.shape != self.shape or values.strides != self.strides:
+            return None
+        if values.dtype != self.dtype:
             return None
         return self.by_address.pop(values.__array_interface__["data"][0], None)  # (once)
 
@@ -236,7 +239,8 @@ def _taken_together(batch: list[Any], value: Any, drop_axes: tuple[int, ...]) ->
         return None
     base = array.__array_interface__["data"][0]
     addresses = base + starts @ np.asarray(array.strides, np.int64)
-    return _Taken(chunk, array.strides, dict(zip(addresses.tolist(), stats, strict=True)))
+    by_address = dict(zip(addresses.tolist(), stats, strict=True))
+    return _Taken(chunk, array.strides, array.dtype, by_address)
 
 
 def _inner_values(batch: list[Any], handed: _Handed) -> ChunkValues | None:
