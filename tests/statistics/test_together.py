@@ -16,7 +16,7 @@ import zarr
 import zarrlake as zl
 from tests.statistics.model import Spec, assert_matches
 from zarrlake.vc import statistics as vs
-from zarrlake.vc.statistics import of_chunk, of_tiles
+from zarrlake.vc.statistics import as_stats, of_chunk, of_tiles
 
 
 def _values(dtype: str, shape: tuple[int, ...], fill: object, seed: int) -> np.ndarray:
@@ -60,7 +60,9 @@ def test_blocks_taken_together_equal_each_blocks_own_and_numpy(case):
     starts = starts[np.random.default_rng(1).permutation(len(starts))]  # in any order
     got = of_tiles(values, chunk, starts, fill)
     assert got is not None and len(got) == len(starts)
-    for stats, start in zip(got, starts.tolist(), strict=True):
+    for fields, start in zip(got, starts.tolist(), strict=True):
+        assert type(fields) is tuple  # (plain: the garbage collector untracks it)
+        stats = as_stats(fields)
         block = values[tuple(slice(a, a + c) for a, c in zip(start, chunk, strict=True))]
         assert stats == of_chunk(block, fill)  # the same bits: min, max and sum included
         flat = block.reshape(-1)

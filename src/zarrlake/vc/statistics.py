@@ -118,7 +118,7 @@ def of_chunk(values: np.ndarray, fill: object) -> ChunkStats | None:
     if kind == sf.BOOL:
         ones = int(_count(v))
         empty = size - ones
-        return _record(
+        return as_stats(
             (kind, size, 0, ones if fill else empty, int(not empty), int(ones > 0), float(ones))
         )
     lo, hi = _min(v), _max(v)
@@ -140,15 +140,15 @@ def of_chunk(values: np.ndarray, fill: object) -> ChunkStats | None:
         low, high = _BITS2.unpack(_F642.pack(lo, hi))
     else:  # (an int64's two's complement bits; a uint64 as it is)
         low, high = int(lo) & _U64, int(hi) & _U64
-    return _record((kind, size, nan, fills, low, high, total))
+    return as_stats((kind, size, nan, fills, low, high, total))
 
 
 _min, _max, _add, _count = np.minimum.reduce, np.maximum.reduce, np.add.reduce, np.count_nonzero
 
 
-def _record(fields: tuple) -> ChunkStats:
-    """A ChunkStats of its seven fields, made as the tuple it is (the named tuple's
-    `__new__` parses keywords: a tenth of a small chunk's statistics)."""
+def as_stats(fields: tuple) -> ChunkStats:
+    """A ChunkStats of its seven fields (`of_tiles`' records), made as the tuple it is (the
+    named tuple's `__new__` parses keywords: a tenth of a small chunk's statistics)."""
     return tuple.__new__(ChunkStats, fields)
 
 
@@ -209,12 +209,14 @@ write's size)."""
 
 def of_tiles(
     values: np.ndarray, chunk: Sequence[int], starts: np.ndarray, fill: object
-) -> list[ChunkStats] | None:
+) -> list[tuple] | None:
     """The statistics of the `chunk`-shaped blocks of `values` that start at `starts` (an
     (n, ndim) array of indices into `values`; they are `of_chunk`'s of each block, bit for
     bit), a reduction per statistic over a slab of blocks at a time instead of a handful
-    of numpy calls per block. None when the blocks are not on one grid or do not fill
-    most of the box they span (take each alone then)."""
+    of numpy calls per block. Each is the plain tuple of a ChunkStats' fields (`as_stats`
+    makes it one): the garbage collector stops tracking a plain tuple of numbers, so a
+    write's many held for a while cost it nothing. None when the blocks are not on one
+    grid or do not fill most of the box they span (take each alone then)."""
     if kind_of(values.dtype) == sf.UNKNOWN or not len(starts):
         return None
     shape = np.asarray(chunk, np.int64)
@@ -237,9 +239,8 @@ def of_tiles(
     records = parts[0] if len(parts) == 1 else np.concatenate(parts)
     at = np.ravel_multi_index(tuple(((starts - lo) // shape).T), tuple(grid.tolist()))
     records = records[at]
-    new = tuple.__new__  # (as `_record`; from columns: a fifth less than from rows)
-    columns = [records[f].tolist() for f in sf.FIELDS]
-    return [new(ChunkStats, r) for r in zip(*columns, strict=True)]
+    columns = [records[f].tolist() for f in sf.FIELDS]  # (a fifth less than rows' tolist)
+    return list(zip(*columns, strict=True))
 
 
 def of_fill(kind: int, fill: object, size: int) -> np.ndarray:

@@ -38,7 +38,7 @@ from zarr.core.codec_pipeline import BatchedCodecPipeline
 
 from zarrlake.errors import ZarrLakeError
 from zarrlake.format.statistics import ChunkStats
-from zarrlake.vc.statistics import TILES_MAX, ChunkValues, of_tiles
+from zarrlake.vc.statistics import TILES_MAX, ChunkValues, as_stats, of_tiles
 from zarrlake.zarr_store import write_scope
 
 _Handed = dict[int, tuple[Any, Any, Any, ChunkStats | None]]
@@ -55,7 +55,7 @@ class _Taken:
     shape: tuple[int, ...]
     strides: tuple[int, ...]
     dtype: np.dtype
-    by_address: dict[int, ChunkStats]
+    by_address: dict[int, tuple]  # (their fields: `statistics.of_tiles`)
 
     def of(self, values: np.ndarray) -> ChunkStats | None:
         """The statistics of `values` if they are one of the chunks taken (a view of the
@@ -64,7 +64,8 @@ class _Taken:
             return None
         if values.dtype != self.dtype:
             return None
-        return self.by_address.pop(values.__array_interface__["data"][0], None)  # (once)
+        got = self.by_address.pop(values.__array_interface__["data"][0], None)  # (once)
+        return None if got is None else as_stats(got)
 
 
 _TAKEN: ContextVar[_Taken | None] = ContextVar("zarrlake_taken", default=None)
