@@ -245,3 +245,18 @@ def test_a_shards_whole_inner_chunks_get_numpys_statistics_taken_together(
     want[box] = new[box]
     assert_matches(repo.chunk_stats(spec.name), spec, want, f"case {case}")
     assert count.alone == _expected_alone_sharded(spec, box)
+
+
+def test_a_chunk_is_matched_only_as_the_view_zarr_takes_of_the_written_array():
+    from zarrlake.zarr_store.pipeline import _Taken
+
+    written = _values("f4", (16, 8), 0.0, seed=5)
+    fields = of_tiles(written, (2, 8), np.array([[2, 0]]), 0.0)
+    assert fields is not None
+    owner = written[:1].base
+    taken = _Taken(owner, (2, 8), written.strides, written.dtype, {"a/c/1/0": fields[0]})
+    assert taken.of("a/c/1/0", written[2:4].copy()) is None  # a copy: its own array
+    assert taken.of("a/c/1/0", written[2:4].astype("f8")) is None
+    assert taken.of("a/c/1/0", written[2:4, ::-1]) is None  # other strides
+    assert taken.of("a/c/1/0", written[2:4]) == of_chunk(written[2:4], 0.0)
+    assert taken.of("a/c/1/0", written[2:4]) is None  # once

@@ -495,7 +495,7 @@ class SessionStore(Store):
             return
         engine = self.session._engine
         loop = asyncio.get_running_loop()
-        values = None if _is_metadata(key) else handed(value)
+        values = None if _is_metadata(key) else handed(value, key)
         scope = write_scope.current()
         if (
             scope is not None
