@@ -23,7 +23,9 @@ statistics off (or ignored) in the same process, alternating.
   with statistics known and unknown.
 - chunk: one chunk's statistics as the writer takes them (`of_chunk`), thread CPU per
   chunk: 1 KiB of float32 (W2's), 1 MiB (W1's) in cache and out of it (a new chunk each
-  call, 256 MiB of them), and 1 MiB with 30% of its values NaN, scattered (a land mask).
+  call, 256 MiB of them), and 1 MiB with 30% of its values NaN, scattered (a land mask);
+  and per chunk of W2's 16,384 chunks of 1 KiB taken together (`of_tiles`: how a write's
+  whole small chunks get them).
 - scale: an array of `stats_scale_chunks` tiny chunks (one commit): `Repo.chunk_stats`
   and the pruning of `select` on it, per chunk, and the write+commit with statistics on
   against off (per chunk); `Repo.chunk_stats` of a sharded array of as many inner chunks.
@@ -294,8 +296,10 @@ def _thread_us(f: Any, items: list, reps: int = 5) -> float:
 
 
 def chunk(engine: Any, path: str, p: dict) -> dict:
-    """One chunk's statistics (`of_chunk`, the writer's call): thread CPU per chunk."""
-    from zarrlake.vc.statistics import of_chunk
+    """One chunk's statistics (`of_chunk`, the writer's call for a large chunk or one zarr
+    merged): thread CPU per chunk; and per chunk of W2's 16,384 1 KiB chunks taken
+    together (`of_tiles`, the writer's call for a write's whole small chunks)."""
+    from zarrlake.vc.statistics import of_chunk, of_tiles
 
     rng = np.random.default_rng(SEED)
     small = rng.random((1, 256), dtype=np.float32)
@@ -306,8 +310,15 @@ def chunk(engine: Any, path: str, p: dict) -> dict:
     def stats(v: np.ndarray) -> Any:
         return of_chunk(v, 0.0)
 
+    rows = rng.random((16_384, 256), dtype=np.float32)
+    starts = np.stack([np.arange(len(rows)), np.zeros(len(rows), np.int64)], axis=1)
+
+    def together(v: np.ndarray) -> Any:
+        return of_tiles(v, (1, 256), starts, 0.0)
+
     return {
         "small_us": _thread_us(stats, [small] * 20_000),
+        "small_together_us": _thread_us(together, [rows]) / len(rows),
         "hot_us": _thread_us(stats, [big[0]] * 256),
         "cold_us": _thread_us(stats, big),
         "nan_us": _thread_us(stats, [holes] * 64),

@@ -427,6 +427,11 @@ class SessionEngine:
         """Chunks up to this many bytes are staged in the metastore instead of uploaded first."""
         return self._txn.inline_max
 
+    @property
+    def chunk_statistics(self) -> bool:
+        """Whether the session's chunk writes carry their values' statistics."""
+        return self._txn.chunk_statistics
+
     def lookup(self, key: str) -> ChunkRef | ShardRef | None:
         """The reference `key` resolves to in the session, or None (a ShardRef for a
         shard stored as inner chunks: format/shard.py)."""

@@ -214,6 +214,11 @@ class Transaction:
         """Chunks up to this many bytes are staged inline instead of uploaded."""
         return self.ctx.settings.stage_inline_max
 
+    @property
+    def chunk_statistics(self) -> bool:
+        """Whether this session's chunk writes carry their values' statistics."""
+        return self.writes is not None and self.writes.statistics
+
     def load(self) -> tuple[SessionRecord, int]:
         """Re-read the session record and its version from the metastore."""
         assert self.record is not None

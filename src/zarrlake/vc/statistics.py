@@ -118,7 +118,7 @@ def of_chunk(values: np.ndarray, fill: object) -> ChunkStats | None:
     if kind == sf.BOOL:
         ones = int(_count(v))
         empty = size - ones
-        return _record(
+        return as_stats(
             (kind, size, 0, ones if fill else empty, int(not empty), int(ones > 0), float(ones))
         )
     lo, hi = _min(v), _max(v)
@@ -140,15 +140,15 @@ def of_chunk(values: np.ndarray, fill: object) -> ChunkStats | None:
         low, high = _BITS2.unpack(_F642.pack(lo, hi))
     else:  # (an int64's two's complement bits; a uint64 as it is)
         low, high = int(lo) & _U64, int(hi) & _U64
-    return _record((kind, size, nan, fills, low, high, total))
+    return as_stats((kind, size, nan, fills, low, high, total))
 
 
 _min, _max, _add, _count = np.minimum.reduce, np.maximum.reduce, np.add.reduce, np.count_nonzero
 
 
-def _record(fields: tuple) -> ChunkStats:
-    """A ChunkStats of its seven fields, made as the tuple it is (the named tuple's
-    `__new__` parses keywords: a tenth of a small chunk's statistics)."""
+def as_stats(fields: tuple) -> ChunkStats:
+    """A ChunkStats of its seven fields (`of_tiles`' records), made as the tuple it is (the
+    named tuple's `__new__` parses keywords: a tenth of a small chunk's statistics)."""
     return tuple.__new__(ChunkStats, fields)
 
 
@@ -198,6 +198,51 @@ def of_inner(shard: np.ndarray, inner: Sequence[int], fill: object) -> np.ndarra
     return of_blocks(blocks.reshape(math.prod(grid), math.prod(inner)), fill)
 
 
+TILES_MAX = SUM_BLOCKED
+"""Elements per chunk below which a write's chunks get their statistics together
+(`of_tiles`): a small chunk costs its numpy calls, not its values; a larger one is taken
+alone (`of_chunk`), while its values are in the CPU's caches."""
+TILES_SLAB = 1 << 20
+"""Elements `of_tiles` takes at a time (its float64 sums copy them: a few MiB, not the
+write's size)."""
+
+
+def of_tiles(
+    values: np.ndarray, chunk: Sequence[int], starts: np.ndarray, fill: object
+) -> list[tuple] | None:
+    """The statistics of the `chunk`-shaped blocks of `values` that start at `starts` (an
+    (n, ndim) array of indices into `values`; they are `of_chunk`'s of each block, bit for
+    bit), a reduction per statistic over a slab of blocks at a time instead of a handful
+    of numpy calls per block. Each is the plain tuple of a ChunkStats' fields (`as_stats`
+    makes it one): the garbage collector stops tracking a plain tuple of numbers, so a
+    write's many held for a while cost it nothing. None when the blocks are not on one
+    grid or do not fill most of the box they span (take each alone then)."""
+    if kind_of(values.dtype) == sf.UNKNOWN or not len(starts):
+        return None
+    shape = np.asarray(chunk, np.int64)
+    lo = starts.min(axis=0)
+    hi = starts.max(axis=0) + shape
+    if (lo < 0).any() or (hi > values.shape).any() or ((starts - lo) % shape).any():
+        return None
+    grid = (hi - lo) // shape
+    total = math.prod(grid.tolist())
+    if total > 2 * len(starts):  # sparse: most of the box would be reduced for nothing
+        return None
+    box = values[tuple(slice(a, b) for a, b in zip(lo.tolist(), hi.tolist(), strict=True))]
+    per_slab = math.prod(grid[1:].tolist()) * math.prod(chunk)  # elements per grid row
+    rows = max(1, TILES_SLAB // per_slab)
+    chunk0 = int(chunk[0])
+    parts = [
+        of_inner(box[at * chunk0 : (at + rows) * chunk0], chunk, fill)
+        for at in range(0, int(grid[0]), rows)
+    ]
+    records = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    at = np.ravel_multi_index(tuple(((starts - lo) // shape).T), tuple(grid.tolist()))
+    records = records[at]
+    columns = [records[f].tolist() for f in sf.FIELDS]  # (a fifth less than rows' tolist)
+    return list(zip(*columns, strict=True))
+
+
 def of_fill(kind: int, fill: object, size: int) -> np.ndarray:
     """The record of a chunk of `size` elements all equal to the fill value (one absent
     from the manifests)."""
@@ -221,14 +266,19 @@ class ChunkValues:
     (zarr's codec pipeline has them at hand: nothing is decoded again). `whole`: the
     chunk's values; `inner`: a shard's inner chunks written, by their coordinates in the
     shard, with the bytes each was encoded to (the shard's bytes are checked to hold
-    exactly those before their values are used)."""
+    exactly those before their values are used) and their statistics if the writer took
+    them already; `known`: the statistics of `whole`, if the writer took them already
+    (`of_tiles`)."""
 
     fill: object
     whole: np.ndarray | None = None
-    inner: dict[tuple[int, ...], tuple[np.ndarray, Any]] | None = None
+    inner: dict[tuple[int, ...], tuple[np.ndarray, Any, ChunkStats | None]] | None = None
+    known: ChunkStats | None = None  # `whole`'s, taken with the write's other chunks
 
     def stats(self) -> ChunkStats | None:
         """The statistics of `whole`."""
+        if self.known is not None:
+            return self.known
         return None if self.whole is None else of_chunk(self.whole, self.fill)
 
     def inner_stats(self, name: str, data: bytes | memoryview) -> ChunkStats | None:
@@ -236,7 +286,7 @@ class ChunkValues:
         got = None if self.inner is None else self.inner.get(_local(name))
         if got is None or memoryview(got[1]).cast("B") != memoryview(data).cast("B"):
             return None
-        return of_chunk(got[0], self.fill)
+        return got[2] if got[2] is not None else of_chunk(got[0], self.fill)
 
 
 def _local(name: str) -> tuple[int, ...]:

@@ -15,6 +15,13 @@ changed for other stores.
   the encoded buffer is the key (the store gets exactly that object), and a shard's inner
   chunks are named by their coordinates once the shard's inner write is done (the store
   checks the shard holds exactly the bytes each was encoded to).
+- A write's whole small chunks, which zarr encodes as views of the written array, get
+  their statistics together before zarr encodes them (`_taken_together`): a reduction per
+  statistic over all of them instead of a handful of numpy calls each. They are used for
+  a chunk whose values zarr encoded as such a view (a view of the written array, of the
+  chunk's shape, strides and dtype: zarr's view of a whole chunk is the written array at
+  the chunk's selection), so a chunk zarr merged with what it held or copied gets its
+  own, as before.
 
 `install` makes it zarr's pipeline unless the process chose another one.
 """
@@ -22,19 +29,55 @@ changed for other stores.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Iterable
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from zarr.core.codec_pipeline import BatchedCodecPipeline
 
 from zarrlake.errors import ZarrLakeError
-from zarrlake.vc.statistics import ChunkValues
+from zarrlake.format.statistics import ChunkStats
+from zarrlake.vc.statistics import TILES_MAX, ChunkValues, as_stats, of_tiles
 from zarrlake.zarr_store import write_scope
 
 _Handed = dict[int, tuple[Any, Any, Any]]
 """id of an encoded buffer -> (the buffer, the values it encodes, the fill value)."""
+
+
+@dataclass(frozen=True)
+class _Taken:
+    """The statistics of a write's whole small chunks (`_taken_together`), by the chunk's
+    key (a store path; an inner chunk's coordinates in its shard); `owner`, what numpy
+    names as the base of a view of the written array; `shape`, `strides` and `dtype`, of
+    each chunk's view of it (a slice of the array has its strides)."""
+
+    owner: object
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    dtype: np.dtype
+    by_key: dict[object, tuple]  # (their fields: `statistics.of_tiles`)
+
+    def of(self, key: object, values: np.ndarray) -> ChunkStats | None:
+        """The statistics of chunk `key` if zarr encoded it from `values` as the view of
+        the written array it takes of a whole chunk (at the chunk's selection: its base,
+        shape, strides and dtype say so; a merged or copied chunk is an array of its
+        own), else None."""
+        if values.base is not self.owner or values.shape != self.shape:
+            return None
+        if values.strides != self.strides or values.dtype != self.dtype:
+            return None
+        got = self.by_key.pop(key, None)  # (once)
+        return None if got is None else as_stats(got)
+
+
+_TAKEN: ContextVar[_Taken | None] = ContextVar("zarrlake_taken", default=None)
+"""The statistics taken for the write in progress (in this task and the ones it starts)."""
+_WANTS: ContextVar[bool] = ContextVar("zarrlake_wants", default=False)
+"""Whether the write in progress is to a store that keeps statistics (a sharding codec's
+inner writes, whose byte setters name no store, take them if so)."""
 _HANDED: ContextVar[_Handed | None] = ContextVar("zarrlake_handed", default=None)
 """The buffers encoded by the write in progress (in this task and the ones it starts)
 that a session store may take the values of."""
@@ -79,6 +122,15 @@ class SessionPipeline(BatchedCodecPipeline):
         hand = inner or any(hasattr(s, "takes_values") for s in stores)
         handed: _Handed = {}
         token = _HANDED.set(handed if hand else None)
+        if inner:  # (a shard's inner chunks, for the statistics its write takes)
+            wants = _WANTS.get()
+        else:
+            wants = hand and any(getattr(s, "computes_statistics", False) for s in stores)
+        wanted = _WANTS.set(wants)
+        together = wants and not self.supports_partial_encode  # (else: shards, whose
+        # inner chunks are an inner write's)
+        pre = _taken_together(batch, value, drop_axes, inner) if together else None
+        taken = _TAKEN.set(pre)
         try:
             if any(hasattr(s, "holds_chunks") for s in stores):
                 await write_scope.within(
@@ -88,8 +140,10 @@ class SessionPipeline(BatchedCodecPipeline):
                 await super().write(batch, value, drop_axes)
         finally:
             _HANDED.reset(token)
+            _WANTS.reset(wanted)
+            _TAKEN.reset(taken)
         if inner:  # for the store's `set` of the shard, next in this task
-            _INNER.set(_inner_values(batch, handed))
+            _INNER.set(_inner_values(batch, handed, pre))
         for store in {id(s): s for s in stores if s is not None}.values():
             written = getattr(store, "array_written", None)
             if written is not None:
@@ -133,10 +187,11 @@ class SessionPipeline(BatchedCodecPipeline):
         return await getter.store.undecodable(getter.path, error, len(failed) - 1)
 
 
-def handed(value: Any) -> ChunkValues | None:
-    """The values the chunk bytes `value` (a buffer a session store is given) were encoded
-    from: a chunk of the write in progress, or the shard whose inner write just ended in
-    this task; None when the store is given bytes some other way."""
+def handed(value: Any, key: str) -> ChunkValues | None:
+    """The values the chunk bytes `value` (a buffer a session store is given for `key`)
+    were encoded from, with their statistics if the write took them: a chunk of the write
+    in progress, or the shard whose inner write just ended in this task; None when the
+    store is given bytes some other way."""
     inner = _INNER.get()
     if inner is not None:
         _INNER.set(None)
@@ -145,20 +200,78 @@ def handed(value: Any) -> ChunkValues | None:
     got = None if found is None else found.pop(id(value), None)
     if got is None or got[0] is not value:
         return None
-    return ChunkValues(_plain(got[2]), whole=got[1])
+    taken = _TAKEN.get()
+    known = None if taken is None else taken.of(key, got[1])
+    return ChunkValues(_plain(got[2]), whole=got[1], known=known)
 
 
-def _inner_values(batch: list[Any], handed: _Handed) -> ChunkValues | None:
+TOGETHER_MIN = 8
+"""Whole chunks of a write from which their statistics are taken together."""
+
+
+def _taken_together(
+    batch: list[Any], value: Any, drop_axes: tuple[int, ...], inner: bool
+) -> _Taken | None:
+    """The statistics of the whole chunks of a write (`batch`, zarr's (setter, spec,
+    chunk selection, out selection, whole) items, writing `value`; `inner`: a shard's
+    inner chunks) that are small blocks of the written array on one grid, taken together
+    (`statistics.of_tiles`); None when there are not enough of them (edge chunks, partial
+    and scalar writes, chunks of `TILES_MAX` elements or more: each chunk's own are taken
+    as zarr encodes it)."""
+    if drop_axes or len(batch) < TOGETHER_MIN:
+        return None
+    array = value.as_ndarray_like()
+    spec = batch[0][1]
+    chunk = tuple(spec.shape)
+    if (
+        not isinstance(array, np.ndarray)
+        or array.ndim != len(chunk)
+        or array.ndim == 0
+        or math.prod(chunk) >= TILES_MAX
+        or array.dtype != spec.dtype.to_native_dtype()
+    ):
+        return None
+    nd = array.ndim
+    items = [item for item in batch if item[4] and item[1] is spec]
+    outs = [item[3] for item in items]
+    if len(outs) < TOGETHER_MIN or any(len(o) != nd for o in outs):
+        return None
+    try:  # (slices of ints: an index array has no start, a None start is no int64)
+        ends = (x for o in outs for s in o for x in (s.start, s.stop))
+        bounds = np.fromiter(ends, np.int64, 2 * len(outs) * nd).reshape(len(outs), nd, 2)
+    except (AttributeError, TypeError, ValueError):
+        return None
+    starts = bounds[:, :, 0]
+    whole = (bounds[:, :, 1] - starts == chunk).all(axis=1)  # (not a cut edge chunk)
+    if whole.sum() < TOGETHER_MIN:
+        return None
+    stats = of_tiles(array, chunk, starts[whole], _plain(spec.fill_value))
+    if stats is None:
+        return None
+    keys = [
+        tuple(item[0].chunk_coords) if inner else item[0].path
+        for item, ok in zip(items, whole.tolist(), strict=True)
+        if ok
+    ]
+    owner = array[tuple(slice(0, 1) for _ in chunk)].base  # (numpy's base of its views)
+    by_key = dict(zip(keys, stats, strict=True))
+    return _Taken(owner, chunk, array.strides, array.dtype, by_key)
+
+
+def _inner_values(batch: list[Any], handed: _Handed, taken: _Taken | None) -> ChunkValues | None:
     """The values of the inner chunks a sharding codec's inner write encoded, by their
-    coordinates in the shard, with the bytes each was encoded to."""
-    inner: dict[tuple[int, ...], tuple[Any, Any]] = {}
+    coordinates in the shard, with the bytes each was encoded to and their statistics if
+    the write took them (`taken`)."""
+    inner: dict[tuple[int, ...], tuple[Any, Any, ChunkStats | None]] = {}
     fill = None
     for item in batch:
         setter = item[0]
         buf = setter.shard_dict.get(setter.chunk_coords)
         got = None if buf is None else handed.get(id(buf))
         if got is not None and got[0] is buf:
-            inner[tuple(setter.chunk_coords)] = (got[1], buf.as_numpy_array())
+            coords = tuple(setter.chunk_coords)
+            known = None if taken is None else taken.of(coords, got[1])
+            inner[coords] = (got[1], buf.as_numpy_array(), known)
             fill = got[2]
     return ChunkValues(_plain(fill), inner=inner) if inner else None
 

@@ -271,6 +271,12 @@ class SessionStore(Store):
     write's end, then send them together (zarr_store/write_scope.py)."""
 
     @property
+    def computes_statistics(self) -> bool:
+        """Whether chunks written here get statistics (Settings.chunk_statistics): zarr's
+        codec pipeline then takes those of a write's small chunks together."""
+        return bool(getattr(self.session._engine, "chunk_statistics", False))
+
+    @property
     def supports_consolidated_metadata(self) -> bool:
         """False: listings of a session are consistent by themselves.
 
@@ -489,7 +495,7 @@ class SessionStore(Store):
             return
         engine = self.session._engine
         loop = asyncio.get_running_loop()
-        values = None if _is_metadata(key) else handed(value)
+        values = None if _is_metadata(key) else handed(value, key)
         scope = write_scope.current()
         if (
             scope is not None
