@@ -35,7 +35,7 @@ from zarrlake.vc.change_table import Change, ChangeTable
 from zarrlake.vc.chunk_keys import KeyNamer, is_array_doc, load_doc
 from zarrlake.vc.conflicts import find_conflicts, merge_changes, without
 from zarrlake.vc.objects import Blob, Objects
-from zarrlake.vc.refs import BRANCH, Landing, Refs
+from zarrlake.vc.refs import BRANCH, Landing, RefMovedError, Refs
 
 __all__ = ["Change", "ChangeTable", "CommitProtocol", "CommitRequest", "SessionLanded"]
 
@@ -412,6 +412,8 @@ def update_branch(
     try:
         refs.move(branch, new, expected_version, landing)
         return None
+    except RefMovedError as moved:  # where the refusal found it: no read again
+        return Moved(*moved.head) if moved.head is not None else Moved(None, None)
     except CASFailedError:
         got = refs.get(BRANCH, branch)
         return Moved(*got) if got is not None else Moved(None, None)
