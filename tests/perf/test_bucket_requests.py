@@ -3,7 +3,8 @@ benchmarks' relay in front of moto's S3 server (every request on the wire, with 
 the `refs` head is read once at begin (the branch head with the repository's moved marker)
 and once in the commit (the branch head, the protection and check rules and the session's
 landing fence); a branch swap that another commit beat is answered from the head the
-refusal read, so losing it costs one read of `refs`, not three, before the rebuild."""
+refusal read, so losing it costs one read of `refs`, not three, and the rebuild reads what
+it needs of the other commit in two round trips."""
 
 from __future__ import annotations
 
@@ -139,6 +140,14 @@ def test_a_lost_branch_swap_reads_refs_once_before_the_rebuild(
     assert requests["PUT", "refs", "200"] == 1, requests
     # the commit's one read, and the head the refusal read (what it was refused on)
     assert requests["GET", "refs", "200"] == 2, requests
+    # From the refusal to the swap again: the head; the other commit's record with its
+    # snapshot (named by the branch's value); its change set with the manifest range the
+    # chunk falls in; the four objects with the fence; the swap. (8 when the walk down
+    # read the base's record too, and the snapshot, change set and range came one by one.)
+    swaps = [e["round"] for e in window["log"] if e.get("what", "").startswith("PUT ")
+             and "~2frefs/" in e["what"]]  # fmt: skip
+    assert swaps[1] - swaps[0] == 5, swaps
+    assert requests["GET", "commits", "200"] == 1, requests  # the other's record alone
     log = other.log("main")
     assert [c.id for c in log[:2]] == [ours, beaten[0]]
     got = zarr.open_array(other.readonly_session("main").store, path="a", mode="r")

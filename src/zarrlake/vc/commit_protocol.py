@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import cast
 
 import numpy as np
 
@@ -81,6 +82,16 @@ def _slices(idx: RangeIndex, keys: np.ndarray) -> dict[int, slice]:
         return {}
     ends = [*starts[1:].tolist(), len(keys)]
     return {int(i): slice(int(a), int(b)) for i, a, b in zip(ids, starts, ends, strict=True)}
+
+
+def prefetch_ranges(objects: Objects, parent: SnapshotRoot, changes: ChangeTable) -> None:
+    """Start reading the manifest ranges of `parent` that `apply_changes` reads first (its
+    first batch), so they load beside other reads."""
+    idx = parent.ranges
+    touched = set(_slices(idx, changes.writes.keys)) | set(_slices(idx, changes.deletes))
+    for i in sorted(i for i in touched if i >= 0)[:WRITE_BATCH]:
+        oid = idx.ids[i]
+        objects.prefetch(lambda oid=oid: objects.read(ManifestRange, oid))
 
 
 def drop_unchanged(objects: Objects, parent: SnapshotRoot, changes: ChangeTable) -> ChangeTable:
@@ -278,11 +289,9 @@ class CommitBuilder:
     def between(self, head: str, base: str) -> list[tuple[str, CommitRecord]]:
         """(id, record) of the commits after `base` up to `head`, newest first, as
         `ancestry`."""
-        out: list[tuple[str, CommitRecord]] = []
-        for cid, rec in self.objects.history(head):
-            if cid == base:
-                return out
-            out.append((cid, rec))
+        out = list(self.objects.history(head, until=base))  # (base's record not read)
+        if head == base or (out and out[-1][1].parents[:1] == (base,)):
+            return out
         raise ConflictError(
             [Conflict("", ConflictKind.RESET, None, f"branch no longer descends from {base}")]
         )
@@ -307,15 +316,26 @@ class CommitBuilder:
         changes = req.changes
         parent_id, parent_root = req.base, base_root
         if head != req.base:
-            pairs = self.between(head, req.base)
+            # The commits in between and the head's snapshot (known from the branch's
+            # value) are read at once, then their change sets: one round trip each.
+            objects = self.objects
+            walked, snapshot = objects.map(
+                lambda read: read(),
+                [
+                    lambda: self.between(head, req.base),
+                    lambda: objects.read(SnapshotRoot, objects.snapshot_of(head)),
+                ],
+            )
+            pairs = cast(list[tuple[str, CommitRecord]], walked)
             for cid, c in pairs:  # a late commit of this session: never a second one
                 if req.session_id is not None and c.session_id == req.session_id:
                     raise SessionLanded(cid)
             between = [c for _, c in pairs]
+            head_root = cast(SnapshotRoot, snapshot)
+            prefetch_ranges(objects, head_root, changes)  # while the change sets load
             theirs = merge_changes(
-                [self.objects.read(ChangeSet, c.changes) for c in reversed(between)]
+                objects.map(lambda c: objects.read(ChangeSet, c.changes), between[::-1])
             )
-            head_root = self.objects.read(SnapshotRoot, between[0].snapshot)
             namer = KeyNamer(
                 base_root.meta,
                 head_root.meta,
@@ -517,6 +537,8 @@ class CommitProtocol:
                 self.uncertain = False
                 if moved is None:
                     return new
+                if moved.head is not None:  # the rebuild reads its snapshot: meanwhile,
+                    self._prefetch_snapshot(moved.head)  # the walk below reads its record
                 landed = self._landed(tried, base, moved.head)  # (read after the swap)
                 if landed is not None:  # our CAS landed, its reply was lost
                     return landed
@@ -533,14 +555,16 @@ class CommitProtocol:
             "; try again"
         )
 
+    def _prefetch_snapshot(self, head: str) -> None:
+        objects = self.objects
+        objects.prefetch(lambda: objects.read(SnapshotRoot, objects.snapshot_of(head)))
+
     def _landed(self, tried: set[str], base: str, head: str | None) -> str | None:
         """The attempt of ours that the branch holds, if any, looking down from `head` (the
         branch's head read since the last swap; None: the branch is gone). A lost CAS reply
         may be noticed only after other commits landed on top of ours, so look below the
         head too."""
-        for cid, _ in self.objects.history(head) if head is not None else ():
-            if cid == base:
-                break
+        for cid, _ in self.objects.history(head, until=base) if head is not None else ():
             if cid in tried:
                 return cid
         return None
