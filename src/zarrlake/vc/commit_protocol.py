@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import cast
 
 import numpy as np
 
@@ -82,6 +81,12 @@ def _slices(idx: RangeIndex, keys: np.ndarray) -> dict[int, slice]:
         return {}
     ends = [*starts[1:].tolist(), len(keys)]
     return {int(i): slice(int(a), int(b)) for i, a, b in zip(ids, starts, ends, strict=True)}
+
+
+def prefetch_snapshot(objects: Objects, head: str) -> None:
+    """Start reading the snapshot of commit `head` (the prefetches are leaf reads on the I/O
+    pool: none waits on another task there, so the pool always drains)."""
+    objects.prefetch(lambda: objects.read(SnapshotRoot, objects.snapshot_of(head)))
 
 
 def prefetch_ranges(objects: Objects, parent: SnapshotRoot, changes: ChangeTable) -> None:
@@ -316,22 +321,16 @@ class CommitBuilder:
         changes = req.changes
         parent_id, parent_root = req.base, base_root
         if head != req.base:
-            # The commits in between and the head's snapshot (known from the branch's
-            # value) are read at once, then their change sets: one round trip each.
+            # The head's snapshot (known from the branch's value) loads beside the walk
+            # down to the base, then the change sets beside the manifest ranges touched.
             objects = self.objects
-            walked, snapshot = objects.map(
-                lambda read: read(),
-                [
-                    lambda: self.between(head, req.base),
-                    lambda: objects.read(SnapshotRoot, objects.snapshot_of(head)),
-                ],
-            )
-            pairs = cast(list[tuple[str, CommitRecord]], walked)
+            prefetch_snapshot(objects, head)
+            pairs = self.between(head, req.base)
             for cid, c in pairs:  # a late commit of this session: never a second one
                 if req.session_id is not None and c.session_id == req.session_id:
                     raise SessionLanded(cid)
             between = [c for _, c in pairs]
-            head_root = cast(SnapshotRoot, snapshot)
+            head_root = objects.read(SnapshotRoot, between[0].snapshot)
             prefetch_ranges(objects, head_root, changes)  # while the change sets load
             theirs = merge_changes(
                 objects.map(lambda c: objects.read(ChangeSet, c.changes), between[::-1])
@@ -538,7 +537,7 @@ class CommitProtocol:
                 if moved is None:
                     return new
                 if moved.head is not None:  # the rebuild reads its snapshot: meanwhile,
-                    self._prefetch_snapshot(moved.head)  # the walk below reads its record
+                    prefetch_snapshot(self.objects, moved.head)  # the walk below reads
                 landed = self._landed(tried, base, moved.head)  # (read after the swap)
                 if landed is not None:  # our CAS landed, its reply was lost
                     return landed
@@ -554,10 +553,6 @@ class CommitProtocol:
             f"branch {branch!r} kept moving; gave up after {attempts} attempts and {timeout:.0f}s"
             "; try again"
         )
-
-    def _prefetch_snapshot(self, head: str) -> None:
-        objects = self.objects
-        objects.prefetch(lambda: objects.read(SnapshotRoot, objects.snapshot_of(head)))
 
     def _landed(self, tried: set[str], base: str, head: str | None) -> str | None:
         """The attempt of ours that the branch holds, if any, looking down from `head` (the
