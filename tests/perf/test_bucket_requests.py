@@ -1,5 +1,6 @@
 """The requests of a one-chunk commit on the bucket-only metastore, counted by the
-benchmarks' relay in front of moto's S3 server (every request on the wire, with its reply):
+benchmarks' relay in front of moto's S3 server (every request on the wire, with its reply;
+the uncontended commit's are counted in test_bucket_rounds.py):
 the `refs` head is read once at begin (the branch head with the repository's moved marker)
 and once in the commit (the branch head, the protection and check rules and the session's
 landing fence); a branch swap that another commit beat is answered from the head the
@@ -25,7 +26,7 @@ from zarrlake.vc import commit_protocol
 
 CHUNK = (64, 64)  # 16 KiB of float32: uploaded, not staged inline
 
-REQUESTS = 19
+REQUESTS = 19  # (counted in test_bucket_rounds.py, with its round trips)
 """Begin + write one chunk + commit, till the commit returns: the branch head (`refs`) and
 the record's shard; the record; the marker, the upload record, the base's commit record and
 expiry marker; the chunk; the seal with the final flush; the gather, the gc phase and
@@ -38,7 +39,7 @@ def _value(i: int) -> np.ndarray:
     return np.random.default_rng(i).random(CHUNK, dtype=np.float32)
 
 
-def _requests(window: dict) -> Counter[tuple[str, str, str]]:
+def requests_of(window: dict) -> Counter[tuple[str, str, str]]:
     """(method, what, status) of each request logged: `what` is `refs`, `sessions`,
     `stage`, ... for a metastore head, else the object's kind (`chunks`, `commits`)."""
     seen: Counter[tuple[str, str, str]] = Counter()
@@ -59,43 +60,6 @@ def _with_array(location: str, options: dict) -> None:
     zarr.create_array(s.store, name="a", shape=(8, *CHUNK), chunks=(1, *CHUNK), dtype="f4")
     s.commit("array a")
     base.close()
-
-
-def test_a_one_chunk_commit_reads_refs_twice(
-    s3_location,
-    s3_server,
-    held_cleanup: threading.Event,  # noqa: F811 - the fixture
-) -> None:
-    held_cleanup.set()
-    location, options = s3_location
-    _with_array(location, options)
-    host, port = s3_server.removeprefix("http://").split(":")
-    with RelayProcess() as relays:
-        local = relays.add("S3", host, int(port))
-        repo = zl.Repo.open(location, storage_options=s3_options(f"http://127.0.0.1:{local}"))
-        seen, logs = [], []
-        for i in range(3):  # the first warms the process's caches (snapshot, array document)
-            held_cleanup.clear()  # what the commit leaves to the background is not counted
-            relays.start(log=True)
-            s = repo.create_session("main")
-            zarr.open_array(s.store, path="a")[i] = _value(i)
-            s.commit(f"chunk {i}")
-            window = relays.window()
-            seen.append(_requests(window))
-            logs.append("\n".join(format_log(window["log"])))
-            held_cleanup.set()
-            s._txn.wait()
-        repo.close()
-    print(*logs, sep="\n\n")  # shown if an assertion fails
-    for requests in seen[1:]:
-        assert requests["GET", "refs", "200"] == 2, requests
-        assert requests["PUT", "refs", "200"] == 1, requests
-        assert sum(requests.values()) == REQUESTS, requests
-        assert not [k for k in requests if k[2] == "412"], requests  # nothing refused
-    check = zl.Repo.open(location, storage_options=options)
-    got = zarr.open_array(check.readonly_session("main").store, path="a", mode="r")[:3]
-    assert np.array_equal(got, np.stack([_value(i) for i in range(3)]))
-    check.close()
 
 
 def test_a_lost_branch_swap_reads_refs_once_before_the_rebuild(
@@ -134,7 +98,7 @@ def test_a_lost_branch_swap_reads_refs_once_before_the_rebuild(
         held_cleanup.set()
         s._txn.wait()
         repo.close()
-    requests = _requests(window)
+    requests = requests_of(window)
     print("\n".join(format_log(window["log"])))
     assert requests["PUT", "refs", "412"] == 1, requests  # the swap the other commit beat
     assert requests["PUT", "refs", "200"] == 1, requests

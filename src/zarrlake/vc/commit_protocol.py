@@ -5,6 +5,7 @@ change sets of the commits in between and rebase.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -95,8 +96,7 @@ def prefetch_ranges(objects: Objects, parent: SnapshotRoot, changes: ChangeTable
     idx = parent.ranges
     touched = set(_slices(idx, changes.writes.keys)) | set(_slices(idx, changes.deletes))
     for i in sorted(i for i in touched if i >= 0)[:WRITE_BATCH]:
-        oid = idx.ids[i]
-        objects.prefetch(lambda oid=oid: objects.read(ManifestRange, oid))
+        objects.prefetch(functools.partial(objects.read, ManifestRange, idx.ids[i]))
 
 
 def drop_unchanged(objects: Objects, parent: SnapshotRoot, changes: ChangeTable) -> ChangeTable:

@@ -241,7 +241,8 @@ class BucketMetaStore(MetaStoreBackend):
 
             return [runs.lookup(head, k, load) for k in wanted], [whole(*r) for r in ranges]
 
-        return self._read(partition, answer, ([None] * len(wanted), [[] for _ in ranges]))
+        empty: Reading = ([None] * len(wanted), [[] for _ in ranges])
+        return self._read(partition, answer, empty)
 
     # writing -----------------------------------------------------------------------------
 
