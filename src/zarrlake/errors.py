@@ -161,6 +161,11 @@ class TransientError(ZarrLakeError):
 class CASFailedError(ZarrLakeError):
     """A compare-and-swap found a different version than expected."""
 
+    found: dict[bytes, tuple[bytes, int] | None] | None = None
+    """For a refused `write_if`: each checked key's (value, version) or None, as the store
+    held them when it refused, where the backend had them at hand (the bucket metastore
+    reads the partition to tell a refusal); None where it did not."""
+
 
 class ReadOnlyError(ZarrLakeError):
     """A write was refused: the session is read-only, or a protection rule guards the branch.

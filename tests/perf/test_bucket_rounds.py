@@ -20,6 +20,7 @@ from benchmarks.relay import RelayProcess
 from benchmarks.wire import format_log
 from tests.core.counting import CountingMetaStore, CountingObjectStore
 from tests.fixtures.s3 import s3_options
+from tests.perf.test_bucket_requests import REQUESTS, requests_of
 from tests.perf.test_commit_calls import held_cleanup  # noqa: F401 - a fixture
 from zarrlake.connection import RepoContext
 from zarrlake.errors import NotFoundError
@@ -57,7 +58,7 @@ def test_begin_write_commit_takes_eight_sequential_round_trips(
     with RelayProcess() as relays:
         local = relays.add("S3", host, int(port), delay_ms=20)
         repo = _through(location, f"http://127.0.0.1:{local}")
-        rounds, logs = [], []
+        rounds, logs, requests = [], [], []
         for i in range(3):  # the first warms the process's caches (snapshot, array document)
             held_cleanup.clear()  # what the commit leaves to the background waits till counted
             relays.start(log=True)
@@ -66,12 +67,17 @@ def test_begin_write_commit_takes_eight_sequential_round_trips(
             s.commit(f"chunk {i}")
             window = relays.window()
             rounds.append(window["S3_rounds"])
+            requests.append(requests_of(window))
             logs.append("\n".join(format_log(window["log"])))
             held_cleanup.set()
             s._txn.wait()
         repo.close()
     print(*logs, sep="\n\n")  # shown if the assertion fails
     assert rounds[1:] == [ROUNDS, ROUNDS], rounds
+    for seen in requests[1:]:  # `refs` read at begin and once in the commit, nothing refused
+        assert seen["GET", "refs", "200"] == 2 and seen["PUT", "refs", "200"] == 1, seen
+        assert sum(seen.values()) == REQUESTS, seen
+        assert not [k for k in seen if k[2] == "412"], seen
     check = zl.Repo.open(location, storage_options=options)
     got = zarr.open_array(check.readonly_session("main").store, path="a", mode="r")[:3]
     assert np.array_equal(got, np.stack([_value(i) for i in range(3)]))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TypeVar
@@ -35,6 +35,9 @@ from zarrlake.metastore.checks import (
 
 Item = tuple[bytes, bytes, int]
 """(key, value, version) as returned by `scan`."""
+
+Reading = tuple[list[tuple[bytes, int] | None], list[list[Item]]]
+"""What `read` returns: each key's (value, version) or None, and each prefix's items."""
 
 T = TypeVar("T")
 
@@ -60,6 +63,18 @@ class MetaStore(ABC):
         limit: int | None = None,
     ) -> Iterator[Item]:
         """Items with key >= start (and starting with prefix, if given), in byte order."""
+
+    def read(
+        self, partition: str, keys: Sequence[bytes] = (), prefixes: Sequence[bytes] = ()
+    ) -> Reading:
+        """Several keys and whole prefix scans of one partition at once: (each key as
+        `get` gives it, each prefix's items in order). A backend that keeps a partition in
+        one object answers from one read of it (one request, one view); by default, a
+        call each."""
+        return (
+            [self.get(partition, k) for k in keys],
+            [list(self.scan(partition, prefix=p)) for p in prefixes],
+        )
 
     @abstractmethod
     def set(self, partition: str, key: bytes, value: bytes) -> int:
@@ -314,6 +329,13 @@ class WrapperMetaStore(MetaStore):
         """Pass to the inner store (the items stream after the hook returns)."""
         call = Call("scan", partition, (prefix if prefix is not None else start,), False)
         return self._around(call, lambda: self.inner.scan(partition, start, prefix, limit))
+
+    def read(
+        self, partition: str, keys: Sequence[bytes] = (), prefixes: Sequence[bytes] = ()
+    ) -> Reading:
+        """Pass to the inner store (one call: a hook sees the keys, then the prefixes)."""
+        call = Call("read", partition, (*keys, *prefixes), False)
+        return self._around(call, lambda: self.inner.read(partition, keys, prefixes))
 
     def set(self, partition: str, key: bytes, value: bytes) -> int:
         """Pass to the inner store."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext, suppress
 from typing import Any
 
@@ -25,8 +25,8 @@ from zarrlake.errors import (
     TransientError,
 )
 from zarrlake.metastore import register
-from zarrlake.metastore.base import Item, MetaStoreBackend
-from zarrlake.metastore.checks import check_found
+from zarrlake.metastore.base import Item, MetaStoreBackend, Reading
+from zarrlake.metastore.checks import check_found, check_meta_key, check_partition, scan_range
 
 try:
     import psycopg
@@ -284,6 +284,32 @@ class PostgresMetaStore(MetaStoreBackend):
         with self._connection() as conn:  # back to the pool before the caller sees a row
             rows = conn.execute(sql + " ORDER BY key LIMIT %s", args).fetchall()
         return [(bytes(k), bytes(v), ver) for k, v, ver in rows]
+
+    def read(
+        self, partition: str, keys: Sequence[bytes] = (), prefixes: Sequence[bytes] = ()
+    ) -> Reading:
+        """The keys and whole prefixes in one statement (one round trip, one snapshot)."""
+        check_partition(partition)
+        wanted = [check_meta_key(k) for k in keys]
+        ranges = [scan_range(b"", p) for p in prefixes]
+        where = ["key = ANY(%s)"] + [
+            "(key >= %s" + (" AND key < %s)" if high is not None else ")") for _, high in ranges
+        ]
+        args: list[Any] = [partition, wanted]
+        for low, high in ranges:
+            args += [low] if high is None else [low, high]
+        sql = f"SELECT key, value, version FROM {TABLE} WHERE partition = %s AND "
+        with self._connection() as conn:
+            rows = conn.execute(f"{sql}({' OR '.join(where)}) ORDER BY key", args).fetchall()
+        items = [(bytes(k), bytes(v), ver) for k, v, ver in rows]
+        found = {k: (v, ver) for k, v, ver in items}
+        return (
+            [found.get(k) for k in wanted],
+            [
+                [i for i in items if low <= i[0] and (high is None or i[0] < high)]
+                for low, high in ranges
+            ],
+        )
 
     def _write(
         self, partition: str, writes: list[tuple[bytes, bytes]], deletes: list[bytes]

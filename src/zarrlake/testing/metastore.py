@@ -414,6 +414,24 @@ class MetaStoreTests(RetriedMetaStoreTests):
         assert store.get(P, b"branch") == (b"c", done[0])
         assert store.get(P, b"f") == (b"revoked", fence)  # checked, not written
 
+    def test_read_gives_keys_and_prefixes_as_get_and_scan_do(self, store: MetaStore):
+        """`read` answers several keys and whole prefixes of one partition as `get` and
+        `scan` would; a refused `write_if` may say what it found (`found`), and if it does,
+        it is each checked key as `get` gives it."""
+        v = store.set(P, b"branch/main", b"c1")
+        store.set_many(P, [(b"protect/a", b"1"), (b"protect/b", b"2"), (b"q", b"3")])
+        keys_, prefixes = [b"branch/main", b"moved", b"q"], [b"protect/", b"none/"]
+        got, items = store.read(P, keys_, prefixes)
+        assert got == [store.get(P, k) for k in keys_] and got[1] is None
+        assert items == [list(store.scan(P, prefix=p)) for p in prefixes]
+        assert [k for k, _, _ in items[0]] == [b"protect/a", b"protect/b"] and items[1] == []
+        assert store.read("other", keys_, prefixes) == ([None] * 3, [[], []])
+        w = store.set(P, b"branch/main", b"c2")
+        with pytest.raises(CASFailedError) as refused:
+            store.write_if(P, [(b"branch/main", b"c3")], {b"branch/main": v, b"moved": None})
+        if refused.value.found is not None:
+            assert refused.value.found == {b"branch/main": (b"c2", w), b"moved": None}
+
     def test_write_if_and_a_fence_write_never_both_win(self, store: MetaStore):
         """Threads racing: each round one moves a key while its fence is absent, another
         writes the fence; afterwards the move landed only if it came first (the fence write

@@ -43,11 +43,11 @@ from zarrlake.errors import (
 from zarrlake.session_records import SessionRecord, SessionRecords, Status, as_datetime
 from zarrlake.txn.staging import Staging
 from zarrlake.vc.change_table import Gathered
-from zarrlake.vc.checks.rules import CheckRule, guard_commit
+from zarrlake.vc.checks.rules import GUARDS, CheckRule, commit_guards, guards_of
 from zarrlake.vc.commit_protocol import CommitProtocol, CommitRequest, SessionLanded
 from zarrlake.vc.gc_protocol import register_staged
 from zarrlake.vc.policies import CONFLICT_POLICIES, UNFLUSHED_POLICIES
-from zarrlake.vc.refs import BRANCH, Landing, LandingRevokedError
+from zarrlake.vc.refs import BRANCH, Landing, LandingRevokedError, Look
 
 
 class CommitHandle(Protocol):
@@ -531,12 +531,9 @@ def _commit(
     txn.check_writable(rec, version)
     # What need not wait for the seal goes out with it (one round trip on a remote
     # metastore; first, in turn, on an embedded one): this handle's last writes, which the
-    # gather below reads and the gc-phase read settles; the protection rules (and the
-    # checks guarding the branch, in the same scan); the branch head.
-    flushed, protected, head, sealed = ctx.together(
+    # gather below reads and the gc-phase read settles.
+    flushed, sealed = ctx.together(
         final_flush or (lambda: None),
-        lambda: guard_commit(ctx.meta, ctx.refs.partition, rec.branch),
-        lambda: ctx.refs.get(BRANCH, rec.branch),
         lambda: seal(txn, rec, version),
     )
     if isinstance(sealed, Exception):
@@ -545,7 +542,7 @@ def _commit(
     rec = hold.rec
     beat = hold.heartbeat()
     try:
-        return _run(txn, hold, message, on_conflict, props, flushed, protected, head)
+        return _run(txn, hold, message, on_conflict, props, flushed)
     finally:
         beat.stop()
         _HELD.discard(rec.seal or "")
@@ -558,8 +555,6 @@ def _run(
     on_conflict: str,
     props: dict,
     flushed: object,
-    protected: object,
-    head: object,
 ) -> str:
     """The commit under the seal `hold` holds (see `_commit`)."""
     ctx = txn.ctx
@@ -570,8 +565,9 @@ def _run(
         hold.renew(attempt=commit_id)  # the fence: no branch swap unless this still holds
         crashpoints.reached("before_branch_cas")
 
+    rules: list[CheckRule] = []
+
     def check(commit_id: str, head: str) -> None:  # each commit built, before its swap
-        rules = cast(list[CheckRule], protected)
         if rules:
             from zarrlake.txn.checks import enforce
 
@@ -581,7 +577,7 @@ def _run(
 
     protocol = CommitProtocol(ctx.objects, ctx.refs)
     try:
-        raise_first([flushed, protected, head])  # the seal is undone below
+        raise_first([flushed])  # the seal is undone below
 
         # The gc phase is read only once the seal has landed: a sweep that begins later
         # sees this session committing and keeps what a commit may reuse, one that began
@@ -594,13 +590,16 @@ def _run(
 
         # The session's landing fence is read now that the seal has landed: every revocation
         # of an earlier seal came before it, and one of this seal changes it (vc/refs.py).
-        idle, gathered, fence = ctx.together(
+        # The same read of the refs gives the branch head and the protection and check rules.
+        idle, gathered, look = ctx.together(
             settle_and_wait,
             txn.gather,
-            lambda: ctx.refs.landing(rec.id),
+            lambda: ctx.refs.look(rec.branch, rec.id, (GUARDS,), moved=False),
         )
-        raise_first([idle, gathered, fence])
-        mark, landing = cast(tuple[str | None, Landing], fence)
+        raise_first([idle, gathered, look])
+        refs = cast(Look, look)
+        rules.extend(commit_guards(guards_of(refs.items[0]), rec.branch))
+        mark, landing = cast(tuple[str | None, Landing], refs.landing)
         if mark == f"revoked {rec.seal}":
             raise hold.lost(hold.rec)
         hold.keep()
@@ -625,7 +624,7 @@ def _run(
         commit_id = protocol.run(
             request,
             before_cas,
-            cast(tuple[str, int] | None, head),
+            refs.head,
             check,
             ctx.together,
             landing,

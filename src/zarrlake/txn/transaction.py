@@ -40,7 +40,7 @@ from zarrlake.vc.change_table import Change, ChangeTable, Gathered
 from zarrlake.vc.chunk_keys import KeyNamer
 from zarrlake.vc.diff import Diff, diff_staged
 from zarrlake.vc.gc_protocol import register_staged
-from zarrlake.vc.refs import BRANCH
+from zarrlake.vc.refs import BRANCH, Look
 from zarrlake.vc.snapshot_view import SnapshotView
 
 
@@ -127,15 +127,13 @@ class Transaction:
         """A new session on `branch`, based on its current head. Its record is stored
         when first needed (txn/birth.py): its first write, hand-over or commit."""
         rec = ctx.records.draft(branch, PENDING, message, author, expires_in, isolation)
-        calls: list[Callable[[], object]] = [
-            lambda: ctx.refs.require(BRANCH, branch),
-            ctx.refs.check_moved,
-        ]
+        calls: list[Callable[[], object]] = [lambda: ctx.refs.look(branch)]  # (and `moved`)
         if ctx.meta.writes_after_reads:  # the record's store is then one write, not three
             calls.append(lambda: ctx.meta.get(ctx.records.partition_of(rec.id), rec.id.encode()))
-        head, moved, *_ = ctx.together(*calls)
-        raise_first([head, moved])
-        base = cast(tuple[str, int], head)[0]
+        look, *_ = ctx.together(*calls)
+        raise_first([look])
+        head = cast(Look, look).head or ctx.refs.require(BRANCH, branch)  # (its error)
+        base = head[0]
         txn = cls(ctx, replace(rec, base=base), base, birth=True)
         txn.created = True
         return txn

@@ -5,6 +5,7 @@ change sets of the commits in between and rebase.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -35,7 +36,7 @@ from zarrlake.vc.change_table import Change, ChangeTable
 from zarrlake.vc.chunk_keys import KeyNamer, is_array_doc, load_doc
 from zarrlake.vc.conflicts import find_conflicts, merge_changes, without
 from zarrlake.vc.objects import Blob, Objects
-from zarrlake.vc.refs import BRANCH, Landing, Refs
+from zarrlake.vc.refs import BRANCH, Landing, RefMovedError, Refs
 
 __all__ = ["Change", "ChangeTable", "CommitProtocol", "CommitRequest", "SessionLanded"]
 
@@ -93,6 +94,21 @@ def _slices(idx: RangeIndex, keys: np.ndarray) -> dict[int, slice]:
         return {}
     ends = [*starts[1:].tolist(), len(keys)]
     return {int(i): slice(int(a), int(b)) for i, a, b in zip(ids, starts, ends, strict=True)}
+
+
+def prefetch_snapshot(objects: Objects, head: str) -> None:
+    """Start reading the snapshot of commit `head` (the prefetches are leaf reads on the I/O
+    pool: none waits on another task there, so the pool always drains)."""
+    objects.prefetch(lambda: objects.read(SnapshotRoot, objects.snapshot_of(head)))
+
+
+def prefetch_ranges(objects: Objects, parent: SnapshotRoot, changes: ChangeTable) -> None:
+    """Start reading the manifest ranges of `parent` that `apply_changes` reads first (its
+    first batch), so they load beside other reads."""
+    idx = parent.ranges
+    touched = set(_slices(idx, changes.writes.keys)) | set(_slices(idx, changes.deletes))
+    for i in sorted(i for i in touched if i >= 0)[:WRITE_BATCH]:
+        objects.prefetch(functools.partial(objects.read, ManifestRange, idx.ids[i]))
 
 
 def drop_unchanged(objects: Objects, parent: SnapshotRoot, changes: ChangeTable) -> ChangeTable:
@@ -290,11 +306,9 @@ class CommitBuilder:
     def between(self, head: str, base: str) -> list[tuple[str, CommitRecord]]:
         """(id, record) of the commits after `base` up to `head`, newest first, as
         `ancestry`."""
-        out: list[tuple[str, CommitRecord]] = []
-        for cid, rec in self.objects.history(head):
-            if cid == base:
-                return out
-            out.append((cid, rec))
+        out = list(self.objects.history(head, until=base))  # (base's record not read)
+        if head == base or (out and out[-1][1].parents[:1] == (base,)):
+            return out
         raise ConflictError(
             [Conflict("", ConflictKind.RESET, None, f"branch no longer descends from {base}")]
         )
@@ -319,15 +333,20 @@ class CommitBuilder:
         changes = req.changes
         parent_id, parent_root = req.base, base_root
         if head != req.base:
+            # The head's snapshot (known from the branch's value) loads beside the walk
+            # down to the base, then the change sets beside the manifest ranges touched.
+            objects = self.objects
+            prefetch_snapshot(objects, head)
             pairs = self.between(head, req.base)
             for cid, c in pairs:  # a late commit of this session: never a second one
                 if req.session_id is not None and c.session_id == req.session_id:
                     raise SessionLanded(cid)
             between = [c for _, c in pairs]
+            head_root = objects.read(SnapshotRoot, between[0].snapshot)
+            prefetch_ranges(objects, head_root, changes)  # while the change sets load
             theirs = merge_changes(
-                [self.objects.read(ChangeSet, c.changes) for c in reversed(between)]
+                objects.map(lambda c: objects.read(ChangeSet, c.changes), between[::-1])
             )
-            head_root = self.objects.read(SnapshotRoot, between[0].snapshot)
             namer = KeyNamer(
                 base_root.meta,
                 head_root.meta,
@@ -424,6 +443,8 @@ def update_branch(
     try:
         refs.move(branch, new, expected_version, landing)
         return None
+    except RefMovedError as moved:  # where the refusal found it: no read again
+        return Moved(*moved.head) if moved.head is not None else Moved(None, None)
     except CASFailedError:
         got = refs.get(BRANCH, branch)
         return Moved(*got) if got is not None else Moved(None, None)
@@ -527,6 +548,8 @@ class CommitProtocol:
                 self.uncertain = False
                 if moved is None:
                     return new
+                if moved.head is not None:  # the rebuild reads its snapshot: meanwhile,
+                    prefetch_snapshot(self.objects, moved.head)  # the walk below reads
                 landed = self._landed(tried, base, moved.head)  # (read after the swap)
                 if landed is not None:  # our CAS landed, its reply was lost
                     return landed
@@ -548,9 +571,7 @@ class CommitProtocol:
         branch's head read since the last swap; None: the branch is gone). A lost CAS reply
         may be noticed only after other commits landed on top of ours, so look below the
         head too."""
-        for cid, _ in self.objects.history(head) if head is not None else ():
-            if cid == base:
-                break
+        for cid, _ in self.objects.history(head, until=base) if head is not None else ():
             if cid in tried:
                 return cid
         return None

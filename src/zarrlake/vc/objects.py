@@ -262,10 +262,11 @@ class Objects:
         with self._cache_lock:
             self._snapshots[commit_id] = snapshot_id
 
-    def history(self, head: str) -> Iterator[tuple[str, CommitRecord]]:
-        """(id, record) of `head` and its first-parent ancestors, newest first."""
+    def history(self, head: str, until: str | None = None) -> Iterator[tuple[str, CommitRecord]]:
+        """(id, record) of `head` and its first-parent ancestors, newest first; a walk down
+        to `until` ends before it, its record not read."""
         cid: str | None = head
-        while cid is not None:
+        while cid is not None and cid != until:
             try:
                 rec = self.read_commit(cid)
             except ExpiredHistoryError:
@@ -692,6 +693,12 @@ class Objects:
         reads = self._reads.take()
         if reads is not None:
             reads.shutdown(wait=True)
+
+    def prefetch(self, read: Callable[[], object]) -> None:
+        """Start `read` on the shared I/O pool and return: what it reads lands in the cache,
+        where the read that needs it finds it (or joins it in flight); its errors are left
+        to that read to raise."""
+        self.pool.submit(read)
 
     def map[A, R](self, fn: Callable[[A], R], items: list[A]) -> list[R]:
         """`fn` over `items` on the shared I/O pool (inline for zero or one item), in order."""

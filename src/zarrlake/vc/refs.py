@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextvars import ContextVar
+from dataclasses import dataclass
 
 from zarrlake._util.validate import check_ref_name
 from zarrlake.errors import (
@@ -33,7 +34,7 @@ from zarrlake.errors import (
     RefNotFoundError,
     SessionClosedError,
 )
-from zarrlake.metastore.base import MetaStore
+from zarrlake.metastore.base import Item, MetaStore
 from zarrlake.vc.objects import Objects
 
 BRANCH = "branch"
@@ -67,6 +68,27 @@ class LandingRevokedError(SessionClosedError):
 
 Landing = tuple[bytes, int | None]
 """A session's landing fence as its committer read it: (key, version; None: absent)."""
+
+
+class RefMovedError(CASFailedError):
+    """A ref's compare-and-swap found the ref elsewhere: `head` is where (None: absent),
+    as the refusal found it, so the caller builds on it without reading it again."""
+
+    def __init__(self, message: str, head: tuple[str, int] | None) -> None:
+        super().__init__(message)
+        self.head = head
+
+
+@dataclass(frozen=True)
+class Look:
+    """What a commit reads of the refs partition, from one read of it (`Refs.look`)."""
+
+    head: tuple[str, int] | None
+    """The branch's (commit id, version), None when it does not exist."""
+    landing: tuple[str | None, Landing] | None
+    """The session's landing fence as `Refs.landing` gives it (None: no session given)."""
+    items: list[list[Item]]
+    """The items under each prefix asked for."""
 
 
 class Refs:
@@ -114,11 +136,46 @@ class Refs:
     def get(self, kind: str, name: str) -> tuple[str, int] | None:
         """(commit id, version) or None."""
         got = self.meta.get(self.partition, self._key(kind, name))
+        if kind == BRANCH:
+            return self._branch(name, got)
+        return None if got is None else (self._commit(got[0]), got[1])
+
+    def look(
+        self,
+        branch: str,
+        session_id: str | None = None,
+        prefixes: Sequence[bytes] = (),
+        moved: bool = True,
+    ) -> Look:
+        """The branch's head, a session's landing fence and the items under `prefixes`, in
+        one read of the partition (one request on the bucket metastore); with `moved`,
+        RepositoryMovedError if the repository moved to another metastore (a branch swap
+        checks that itself)."""
+        keys = [self._key(BRANCH, branch)]
+        if session_id is not None:
+            keys.append((LAND + session_id).encode())
+        if moved:
+            keys.append(MOVED)
+        got, items = self.meta.read(self.partition, keys, prefixes)
+        if moved:
+            self._raise_moved(got[-1])
+        head = self._branch(branch, got[0])
+        landing = None
+        if session_id is not None:
+            fence = got[1]
+            landing = (
+                (None, (keys[1], None))
+                if fence is None
+                else (fence[0].decode(), (keys[1], fence[1]))
+            )
+        return Look(head, landing, items)
+
+    def _branch(self, name: str, got: tuple[bytes, int] | None) -> tuple[str, int] | None:
+        """A branch's (commit id, version) from its stored (value, version), noted as seen."""
         if got is None:
             return None
         commit_id = self._commit(got[0])
-        if kind == BRANCH:
-            self._seen[name] = commit_id
+        self._seen[name] = commit_id
         return commit_id, got[1]
 
     def require(self, kind: str, name: str) -> tuple[str, int]:
@@ -197,11 +254,20 @@ class Refs:
             checks[landing[0]] = landing[1]
         try:
             return self.meta.write_if(self.partition, [(key, value)], checks)[0]
-        except CASFailedError:
-            got = self.meta.get(self.partition, key)
+        except CASFailedError as refused:
+            # What refused it: as the refusal found it (the bucket metastore tells), else
+            # read, the fences with the ref in one read.
+            found = refused.found
+            if found is None or any(k not in found for k in checks):
+                found = dict(
+                    zip(checks, self.meta.read(self.partition, list(checks))[0], strict=True)
+                )
+            got = found[key]
             if (None if got is None else got[1]) != expected:
-                raise
-            self.check_moved()
+                name = key.decode().partition("/")[2]
+                head = self._branch(name, got) if key.startswith(b"branch/") else None
+                raise RefMovedError(str(refused), head) from None
+            self._raise_moved(found[MOVED])
             if landing is not None:
                 raise LandingRevokedError(
                     "this commit's landing was revoked (its session was recovered by another "
@@ -212,7 +278,11 @@ class Refs:
 
     def check_moved(self) -> None:
         """RepositoryMovedError if the repository moved to another metastore."""
-        moved = self.meta.get(self.partition, MOVED)
+        self._raise_moved(self.meta.get(self.partition, MOVED))
+
+    @staticmethod
+    def _raise_moved(moved: tuple[bytes, int] | None) -> None:
+        """RepositoryMovedError if the `moved` marker (as read) is there."""
         if moved is not None:
             raise RepositoryMovedError(
                 f"this repository moved to another metastore ({moved[0].decode()}): open it "

@@ -27,7 +27,7 @@ import json
 import os
 import secrets
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -45,7 +45,7 @@ from zarrlake.errors import (
     TransientError,
     ZarrLakeError,
 )
-from zarrlake.metastore.base import Item, MetaStoreBackend
+from zarrlake.metastore.base import Item, MetaStoreBackend, Reading, paged_scan
 from zarrlake.metastore.bucket import runs
 from zarrlake.metastore.bucket.format import (
     ROOT,
@@ -62,7 +62,7 @@ from zarrlake.metastore.bucket.format import (
     page_id,
 )
 from zarrlake.metastore.bucket.runs import Load
-from zarrlake.metastore.checks import check_found
+from zarrlake.metastore.checks import check_found, check_meta_key, check_partition, scan_range
 from zarrlake.storage import ObjectStore, open_storage
 from zarrlake.storage.retrying import RetryingObjectStore
 
@@ -226,6 +226,24 @@ class BucketMetaStore(MetaStoreBackend):
     def _scan(self, partition: str, low: bytes, high: bytes | None, size: int) -> list[Item]:
         return self._read(partition, lambda head, load: runs.scan(head, low, high, size, load), [])
 
+    def read(
+        self, partition: str, keys: Sequence[bytes] = (), prefixes: Sequence[bytes] = ()
+    ) -> Reading:
+        """The keys and prefix scans from one read of the partition's head (one GET, plus
+        any page an old key or a long prefix needs)."""
+        check_partition(partition)
+        wanted = [check_meta_key(k) for k in keys]
+        ranges = [scan_range(b"", p) for p in prefixes]
+
+        def answer(head: Head, load: Load) -> Reading:
+            def whole(low: bytes, high: bytes | None) -> list[Item]:
+                return list(paged_scan(lambda at, n: runs.scan(head, at, high, n, load), low, None))
+
+            return [runs.lookup(head, k, load) for k in wanted], [whole(*r) for r in ranges]
+
+        empty: Reading = ([None] * len(wanted), [[] for _ in ranges])
+        return self._read(partition, answer, empty)
+
     # writing -----------------------------------------------------------------------------
 
     def _write(
@@ -257,9 +275,14 @@ class BucketMetaStore(MetaStoreBackend):
         checks: dict[bytes, int | None],
     ) -> list[int]:
         def plan(head: Head | None, load: Load) -> tuple[list[tuple[bytes, bytes]], list]:
-            for key, expected in checks.items():
-                current = None if head is None else runs.lookup(head, key, load)
-                check_found(partition, key, None if current is None else current[1], expected)
+            found = {k: None if head is None else runs.lookup(head, k, load) for k in checks}
+            try:
+                for key, expected in checks.items():
+                    current = found[key]
+                    check_found(partition, key, None if current is None else current[1], expected)
+            except CASFailedError as refused:
+                refused.found = found  # the caller needs no read to see what refused it
+                raise
             return writes, deletes
 
         # a key both checked and written tells, after a lost reply, whether it landed

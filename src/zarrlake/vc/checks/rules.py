@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
 from zarrlake.errors import CASFailedError, CheckExistsError, InvalidInputError, NotFoundError
-from zarrlake.metastore.base import MetaStore
+from zarrlake.metastore.base import Item, MetaStore
 from zarrlake.vc.checks.kinds import Check, check_from_json
 from zarrlake.vc.protection import PREFIX as PROTECT_PREFIX
 from zarrlake.vc.protection import Protection, Rule, check_pattern
@@ -97,8 +97,13 @@ class _Known(Protection):
 
 def read_guards(meta: MetaStore, partition: str) -> Guards:
     """Every protection and check rule, in one prefix scan of the refs partition."""
+    return guards_of(meta.scan(partition, prefix=GUARDS))
+
+
+def guards_of(items: Iterable[Item]) -> Guards:
+    """The protection and check rules among the refs partition's items under GUARDS."""
     protection, checks = [], []
-    for key, value, _ in meta.scan(partition, prefix=GUARDS):
+    for key, value, _ in items:
         if key.startswith(PROTECT_PREFIX):
             protection.append(Rule(**json.loads(value)))
         elif key.startswith(PREFIX):
@@ -106,10 +111,9 @@ def read_guards(meta: MetaStore, partition: str) -> Guards:
     return Guards(sorted(protection, key=lambda r: r.pattern), sorted(checks, key=lambda r: r.name))
 
 
-def guard_commit(meta: MetaStore, partition: str, branch: str) -> list[CheckRule]:
-    """The commit-time read: ProtectedBranchError if a session may not commit straight to
-    `branch`; else the check rules guarding it (one scan, as protection alone took)."""
-    guards = read_guards(meta, partition)
+def commit_guards(guards: Guards, branch: str) -> list[CheckRule]:
+    """The commit-time check: ProtectedBranchError if a session may not commit straight to
+    `branch`; else the check rules guarding it (read with the branch head, `Refs.look`)."""
     _Known(guards.protection).check_direct_commit(branch)
     return guards.checks_for(branch)
 

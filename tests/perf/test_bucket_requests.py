@@ -1,0 +1,119 @@
+"""The requests of a one-chunk commit on the bucket-only metastore, counted by the
+benchmarks' relay in front of moto's S3 server (every request on the wire, with its reply;
+the uncontended commit's are counted in test_bucket_rounds.py):
+the `refs` head is read once at begin (the branch head with the repository's moved marker)
+and once in the commit (the branch head, the protection and check rules and the session's
+landing fence); a branch swap that another commit beat is answered from the head the
+refusal read, so losing it costs one read of `refs`, not three, and the rebuild reads what
+it needs of the other commit in two round trips."""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import Counter
+
+import numpy as np
+import pytest
+import zarr
+
+import zarrlake as zl
+from benchmarks.relay import RelayProcess
+from benchmarks.wire import format_log
+from tests.fixtures.s3 import s3_options
+from tests.perf.test_commit_calls import held_cleanup  # noqa: F401 - a fixture
+from zarrlake.vc import commit_protocol
+
+CHUNK = (64, 64)  # 16 KiB of float32: uploaded, not staged inline
+
+REQUESTS = 19  # (counted in test_bucket_rounds.py, with its round trips)
+"""Begin + write one chunk + commit, till the commit returns: the branch head (`refs`) and
+the record's shard; the record; the marker, the upload record, the base's commit record and
+expiry marker; the chunk; the seal with the final flush; the gather, the gc phase and
+`refs` (head, rules, landing fence); four objects and the fence; the branch swap. (22
+when `refs` was read at begin for the branch and the moved marker apart, and in the
+commit for the head and the rules with the seal, and for the fence after it.)"""
+
+
+def _value(i: int) -> np.ndarray:
+    return np.random.default_rng(i).random(CHUNK, dtype=np.float32)
+
+
+def requests_of(window: dict) -> Counter[tuple[str, str, str]]:
+    """(method, what, status) of each request logged: `what` is `refs`, `sessions`,
+    `stage`, ... for a metastore head, else the object's kind (`chunks`, `commits`)."""
+    seen: Counter[tuple[str, str, str]] = Counter()
+    for e in window["log"]:
+        if "round" not in e:
+            continue  # a new connection
+        method, _, target = e["what"].partition(" ")
+        path = target.split(" ")[0].split("?")[0]
+        head = re.search(r"/meta/[0-9a-f]+~2f([a-z]+)", path)
+        what = head.group(1) if head else path.split("/repo/", 1)[-1].split("/")[0]
+        seen[method, what, e.get("reply", "")] += 1
+    return seen
+
+
+def _with_array(location: str, options: dict) -> None:
+    base = zl.Repo.create(location, storage_options=options)
+    s = base.create_session("main")
+    zarr.create_array(s.store, name="a", shape=(8, *CHUNK), chunks=(1, *CHUNK), dtype="f4")
+    s.commit("array a")
+    base.close()
+
+
+def test_a_lost_branch_swap_reads_refs_once_before_the_rebuild(
+    s3_location,
+    s3_server,
+    held_cleanup: threading.Event,  # noqa: F811 - the fixture
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    held_cleanup.set()
+    location, options = s3_location
+    _with_array(location, options)
+    other = zl.Repo.open(location, storage_options=options)  # another process, not relayed
+    host, port = s3_server.removeprefix("http://").split(":")
+    swap = commit_protocol.update_branch
+    beaten: list[str] = []
+    armed = [True]
+
+    def beaten_once(*args, **kwargs):
+        if armed.pop() if armed else False:  # another commit lands first: this one's
+            t = other.create_session("main")  # swap is refused
+            zarr.open_array(t.store, path="a")[7] = _value(7)
+            beaten.append(t.commit("the other's chunk"))
+        return swap(*args, **kwargs)
+
+    with RelayProcess() as relays:
+        local = relays.add("S3", host, int(port))
+        repo = zl.Repo.open(location, storage_options=s3_options(f"http://127.0.0.1:{local}"))
+        s = repo.create_session("main")
+        zarr.open_array(s.store, path="a")[1] = _value(1)
+        s._txn.flush()
+        monkeypatch.setattr(commit_protocol, "update_branch", beaten_once)
+        held_cleanup.clear()
+        relays.start(log=True)
+        ours = s.commit("chunk 1")
+        window = relays.window()
+        held_cleanup.set()
+        s._txn.wait()
+        repo.close()
+    requests = requests_of(window)
+    print("\n".join(format_log(window["log"])))
+    assert requests["PUT", "refs", "412"] == 1, requests  # the swap the other commit beat
+    assert requests["PUT", "refs", "200"] == 1, requests
+    # the commit's one read, and the head the refusal read (what it was refused on)
+    assert requests["GET", "refs", "200"] == 2, requests
+    # From the refusal to the swap again: the head; the other commit's record with its
+    # snapshot (named by the branch's value); its change set with the manifest range the
+    # chunk falls in; the four objects with the fence; the swap. (8 when the walk down
+    # read the base's record too, and the snapshot, change set and range came one by one.)
+    swaps = [e["round"] for e in window["log"] if e.get("what", "").startswith("PUT ")
+             and "~2frefs/" in e["what"]]  # fmt: skip
+    assert swaps[1] - swaps[0] == 5, swaps
+    assert requests["GET", "commits", "200"] == 1, requests  # the other's record alone
+    log = other.log("main")
+    assert [c.id for c in log[:2]] == [ours, beaten[0]]
+    got = zarr.open_array(other.readonly_session("main").store, path="a", mode="r")
+    assert np.array_equal(got[1], _value(1)) and np.array_equal(got[7], _value(7))
+    other.close()
