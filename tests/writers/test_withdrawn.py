@@ -102,9 +102,9 @@ def test_two_withdrawn_batches_without_markers_each_keep_their_error(any_metasto
     s = repo.create_session()
     g = zarr.open_group(s.store)
     for name, values in (("one", SECRET), ("two", other)):
-        g.create_array(name, shape=(64, 64), chunks=(32, 64), dtype="f8", compressors=None)[
-            :
-        ] = values
+        g.create_array(name, shape=(64, 64), chunks=(32, 64), dtype="f8", compressors=None)[:] = (
+            values
+        )
     g.create_array("copy", shape=(64, 64), chunks=(32, 64), dtype="f8", compressors=None)[:] = BASE
     s.commit("with the leaks")
     s = repo.create_session()
