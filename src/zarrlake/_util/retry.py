@@ -48,6 +48,21 @@ class RetryPolicy:
 
 
 DEFAULT_POLICY = RetryPolicy()
+_DEADLINE: list[float | None] = [None]  # (runtime.monotonic) no retry begins after it
+
+
+def stop_retrying_after(seconds: float) -> None:
+    """End every retry of this process `seconds` from now, whatever its policy (process
+    exit: retries nested in layers, each its own policy, must not hold it for minutes)."""
+    _DEADLINE[0] = runtime.monotonic() + seconds
+
+
+def _left() -> float | None:
+    """Seconds until the process-wide retry deadline (None: none set)."""
+    deadline = _DEADLINE[0]
+    return None if deadline is None else deadline - runtime.monotonic()
+
+
 OURS = "zarrlake"
 """The name stamina reports for zarrlake's retries (its hooks tell ours from others' by it)."""
 log = logging.getLogger("zarrlake.retry")
@@ -95,10 +110,13 @@ def attempts(
     import stamina  # imported on the first failure: a process that never retries skips it
 
     _install_hook()
+    timeout, left = policy.timeout, _left()
+    if left is not None:
+        timeout = max(0.0, left if timeout is None else min(timeout, left))
     context = stamina.retry_context(
         on=on,
         attempts=policy.attempts,
-        timeout=None if policy.timeout is None else dt.timedelta(seconds=policy.timeout),
+        timeout=None if timeout is None else dt.timedelta(seconds=timeout),
         wait_initial=policy.base_delay,
         wait_max=policy.max_delay,
         wait_jitter=policy.base_delay,
@@ -113,6 +131,8 @@ def backoff(policy: RetryPolicy) -> Iterator[int]:
     `policy.attempts`, or once `policy.timeout` has passed. Waits and deadline go through
     `runtime`, so the simulator runs these loops on its own clock (stamina's would not)."""
     deadline = None if policy.timeout is None else runtime.monotonic() + policy.timeout
+    if _DEADLINE[0] is not None:
+        deadline = _DEADLINE[0] if deadline is None else min(deadline, _DEADLINE[0])
     n = 0
     while True:
         yield n
@@ -137,6 +157,9 @@ def retry[T](
             return fn()
         except on as error:
             failed = error
+    left = _left()
+    if left is not None and left <= 0:  # past the process-wide deadline: no retry
+        raise failed
     for attempt in attempts(policy, on):
         with attempt:
             if failed is not None:  # the first attempt, already made: hand its error over

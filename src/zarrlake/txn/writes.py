@@ -182,13 +182,14 @@ class Writes:
         self.state = WriterState.FINISHED
         writers.untrack(self)
 
-    def release(self) -> None:
+    def release(self) -> str | None:
         """Finish when the handle goes away or its process ends; nobody is left to raise to,
-        so a failure is logged (the commit then finds this writer unfinished). A session
-        that ended first, or a repository removed meanwhile (a temporary one), leaves
-        nothing to count: that is logged at debug level only."""
+        so a failure is logged (the commit then finds this writer unfinished) and returned
+        (process exit then ends with a non-zero status: txn/writers.py). A session that
+        ended first, or a repository removed meanwhile (a temporary one), leaves nothing to
+        count: that is logged at debug level only."""
         if self.pid != os.getpid() or self.simulated:
-            return
+            return None
         self.together = _in_turn  # at interpreter exit, thread pools take no more work
         try:
             self.finish()
@@ -199,6 +200,8 @@ class Writes:
                 log.debug("zarrlake writer %s: its repository is gone (%s)", self.writer, e)
             else:
                 log.warning("zarrlake writer %s could not finish: %s", self.writer, e)
+                return f"writer {self.writer} could not finish: {e}"
+        return None
 
     @property
     def writer(self) -> str:
