@@ -114,7 +114,7 @@ def attempts(
     if left is not None:
         timeout = max(0.0, left if timeout is None else min(timeout, left))
     context = stamina.retry_context(
-        on=on,
+        on=_retryable(on),
         attempts=policy.attempts,
         timeout=None if timeout is None else dt.timedelta(seconds=timeout),
         wait_initial=policy.base_delay,
@@ -158,12 +158,27 @@ def retry[T](
         except on as error:
             failed = error
     left = _left()
-    if left is not None and left <= 0:  # past the process-wide deadline: no retry
+    if retried(failed) or (left is not None and left <= 0):  # (past the exit deadline)
         raise failed
-    for attempt in attempts(policy, on):
-        with attempt:
-            if failed is not None:  # the first attempt, already made: hand its error over
-                first, failed = failed, None
-                raise first
-            return fn()
+    try:
+        for attempt in attempts(policy, on):
+            with attempt:
+                if failed is not None:  # the first attempt, already made: hand its error over
+                    first, failed = failed, None
+                    raise first
+                return fn()
+    except on as error:
+        error.retried = True  # type: ignore[attr-defined]  # (see `retried`)
+        raise
     raise AssertionError("unreachable: stamina re-raises the last error")
+
+
+def retried(error: BaseException) -> bool:
+    """Whether a retry layer gave up on `error` already (this module's, or obstore's own:
+    storage/obstore.py): a layer above does not retry it again, so retries nested in
+    layers (a metastore on an object store on obstore) do not multiply."""
+    return getattr(error, "retried", False) is True
+
+
+def _retryable(on: type[Exception] | tuple[type[Exception], ...]) -> Callable[[Exception], bool]:
+    return lambda error: isinstance(error, on) and not retried(error)
