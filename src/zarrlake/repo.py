@@ -67,8 +67,8 @@ __getattr__ = lazy_exports(
 )
 
 SESSION_EXPIRY = timedelta(hours=24)
-"""How long a session lives unless told (`session_records.DEFAULT_EXPIRY`, named here so
-that opening a repository does not import the session records; a test holds them equal)."""
+"""How long a session lives unless told (`Repo.create_session(expires_in=)`; written here,
+not in session_records, so that opening a repository does not import the records)."""
 
 _OnRead = Callable[[str, int], None] | None
 """Called with (key, size) for every object fsck reads."""

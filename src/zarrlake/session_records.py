@@ -37,7 +37,6 @@ PENDING = ""
 """The base of a session record written before its branch's head was read (releases before
 the record was stored lazily wrote one while the session was being created): `expire` then
 keeps the branch's whole history. Today's records name their base (see txn/birth.py)."""
-DEFAULT_EXPIRY = timedelta(hours=24)
 MAX_EXPIRY = timedelta(days=7)
 UPDATE_POLICY = RetryPolicy(attempts=100, base_delay=0.0005, max_delay=0.05)
 """How `SessionRecords.update` retries a lost compare-and-swap."""

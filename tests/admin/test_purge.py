@@ -348,3 +348,35 @@ def test_a_purge_killed_half_way_is_finished_by_the_next(tmp_path):
 
 if __name__ == "__main__":
     zl.Repo.open(sys.argv[1]).purge(["secret", "notes"], reason="killed", by="test")
+
+
+def test_a_purge_batch_longer_than_the_sweep_lease_keeps_its_lease(tmp_path, monkeypatch):
+    """A purge renews its sweep's lease in the background, as a collector does: a batch
+    that outlasts the lease (here a slow progress callback, with a 1 s lease) still holds
+    the sweep, so writers never take it for a dead purge's and end it in its place."""
+    import threading
+
+    from zarrlake.vc import gc_protocol
+    from zarrlake.vc.gc_protocol import GcState
+
+    monkeypatch.setattr(gc_protocol, "SWEEP_LEASE", 1.0)
+    monkeypatch.setattr(gc_protocol, "HEARTBEAT", 0.2)
+    repo = zl.Repo.create(tmp_path / "repo")
+    history(repo)
+    state = GcState(repo._context)
+    seen: list[tuple[int, float, float]] = []  # (epoch, until, now) after the lease ran out
+
+    def slow(label: str, done: int, total: int | None) -> None:
+        if seen or label != "removing":  # (planning reports progress too)
+            return
+        first = state.phase()[0]
+        assert first.sweeping
+        pause = threading.Event()
+        while state.clock() <= first.until + 0.5:  # past the lease as first taken
+            pause.wait(0.05)
+        now = state.phase()[0]
+        seen.append((now.epoch - first.epoch, now.until, state.clock()))
+
+    repo.purge(["secret"], reason="leak", by="me", progress=slow)
+    [(epochs, until, now)] = seen
+    assert epochs == 0 and until > now  # the same sweep, its lease renewed

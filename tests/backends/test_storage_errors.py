@@ -158,6 +158,35 @@ def test_unreachable_endpoint_fails_fast_and_clearly() -> None:
         assert_one_clear_line(info.value)
 
 
+def test_obstore_retries_are_the_only_ones_around_an_obstore_request() -> None:
+    """A request obstore retried itself (its own retries, "after N retries") is not retried
+    again by zarrlake's layers above it: one request each, however many layers wrap the
+    store (retries nested in layers multiplied: 8 attempts of 4 requests each)."""
+    from zarrlake.storage.base import WrapperObjectStore
+    from zarrlake.storage.retrying import RetryingObjectStore
+
+    raw = open_storage(
+        "s3://bucket/repo",
+        retry_policy=None,
+        endpoint_url="http://127.0.0.1:1",  # a closed port
+        access_key_id="test",
+        secret_access_key="test",
+        allow_http=True,
+        max_retries=2,
+    )
+    calls = []
+
+    class Counted(WrapperObjectStore):
+        def get(self, key: str, byte_range: Any = None) -> bytes:
+            calls.append(key)
+            return self.inner.get(key, byte_range)
+
+    layered = RetryingObjectStore(RetryingObjectStore(Counted(raw)))
+    with pytest.raises(TransientError, match="after 2 retries"):
+        layered.get("k")
+    assert calls == ["k"]
+
+
 def test_missing_bucket_named_for_every_operation(s3_server: str) -> None:
     from tests.fixtures.s3 import s3_options
 

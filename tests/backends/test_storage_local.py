@@ -64,6 +64,35 @@ def test_direct_writes_agree_with_obstore_and_leave_no_staged_files(tmp_path: Pa
     assert files == ["chunks/ab/cd", "chunks/ef", "refs/main"]
 
 
+def test_a_direct_put_unlinks_nothing_a_create_unlinks_its_staged_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A put renames its staged file onto the key (nothing left to unlink: an unlink would
+    fail, one syscall per put); a create links it, then unlinks the staged name."""
+    import os
+
+    store = open_storage(str(tmp_path / "objects"))
+    unlinked: list[str] = []
+    real_unlink = os.unlink
+
+    def unlink(path: Any, *args: Any, **kwargs: Any) -> None:
+        unlinked.append(str(path))
+        real_unlink(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "unlink", unlink)
+    store.put("refs/main", b"one")
+    store.put("refs/main", b"two")
+    assert unlinked == []
+    assert store.put_if_absent("chunks/ab", b"mine") is True
+    assert len(unlinked) == 1 and "chunks/ab#" in unlinked[0]
+    assert store.put_if_absent("chunks/ab", b"again") is False
+    assert len(unlinked) == 2
+    monkeypatch.undo()
+    files = sorted(p.name for p in (tmp_path / "objects").rglob("*") if p.is_file())
+    assert files == ["ab", "main"]
+    assert store.get("refs/main") == b"two"
+
+
 def test_a_sealed_bin_refuses_every_later_move_and_gives_back_what_it_held(tmp_path: Path) -> None:
     """A sweep's bin on a local directory (vc/sweep_fence.py): a move needs the bin; sealing
     renames it away and puts its objects back; a move after the seal changes nothing."""

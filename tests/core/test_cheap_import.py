@@ -106,14 +106,16 @@ def test_the_lazy_names_still_resolve_from_the_package_and_the_repo_module() -> 
     assert out == "True True True\n"
 
 
-def test_the_default_session_expiry_is_the_session_records_one() -> None:
-    """`Repo.create_session`'s default is written in repo.py (opening imports no session
-    records): it is the records' default."""
+def test_the_default_session_expiry_is_one_constant() -> None:
+    """`Repo.create_session`'s default is written once, in repo.py (opening imports no
+    session records), and the session records keep no second copy of it."""
     import inspect
+    from datetime import timedelta
 
+    from zarrlake import session_records
     from zarrlake.repo import SESSION_EXPIRY, Repo
-    from zarrlake.session_records import DEFAULT_EXPIRY
 
-    assert SESSION_EXPIRY == DEFAULT_EXPIRY
     default = inspect.signature(Repo.create_session).parameters["expires_in"].default
-    assert default == DEFAULT_EXPIRY
+    assert default is SESSION_EXPIRY == timedelta(hours=24)
+    copies = [v for v in vars(session_records).values() if v == SESSION_EXPIRY]
+    assert copies == []

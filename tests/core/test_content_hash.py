@@ -180,3 +180,23 @@ def test_zarr_arrays_round_trip_with_small_packed_and_large_chunks(tmp_path, nam
     assert (group["small"][:] == np.arange(64)).all()
     assert (group["large"][:] == want).all()
     assert fresh.fsck() == []
+
+
+def test_a_damaged_or_missing_chunk_object_is_named_with_what_to_run(tmp_path):
+    """A chunk whose object fails its check, or is gone, is named with its object and the
+    command that finds every other such object."""
+    repo = zl.Repo.create(tmp_path)
+    write_chunk(repo)
+    key = chunk_object_key(repo._context.objects.digest(CHUNK))
+    (tmp_path / key).write_bytes(b"\xff" + CHUNK[1:])
+    with pytest.raises(CorruptionError) as damaged:
+        zl.Repo.open(tmp_path).readonly_session("main").read("a/c/0")
+    assert str(damaged.value).endswith(
+        f": checksum mismatch in its data ({key}); run `zarrlake fsck` to find every damaged object"
+    )
+    (tmp_path / key).unlink()
+    with pytest.raises(zl.NotFoundError) as gone:
+        zl.Repo.open(tmp_path).readonly_session("main").read("a/c/0")
+    assert str(gone.value).endswith(
+        f": its data object {key} is missing; run `zarrlake fsck` to find every missing object"
+    )

@@ -90,3 +90,41 @@ def test_withdrawn_writes_written_again_commit_without_a_choice(any_metastore):
     done = s.commit("with it written again")
     np.testing.assert_array_equal(_read(repo, done), expected)
     s.wait()  # the commit's clean-up, before the S3 server may stop
+
+
+@pytest.mark.parametrize("any_metastore", ["sqlite", "s3-bucket"], indirect=True)
+def test_two_withdrawn_batches_without_markers_each_keep_their_error(any_metastore):
+    """A batch flushed while an upload was still unstaged hands its unflushed marker to the
+    next batch, so it has none of its own; two such batches withdrawn each leave an error
+    marker of their own (they shared generation 0: the second's replaced the first's)."""
+    repo = zl.Repo.create(**any_metastore)
+    other = SECRET + 1000.0
+    s = repo.create_session()
+    g = zarr.open_group(s.store)
+    for name, values in (("one", SECRET), ("two", other)):
+        g.create_array(name, shape=(64, 64), chunks=(32, 64), dtype="f8", compressors=None)[:] = (
+            values
+        )
+    g.create_array("copy", shape=(64, 64), chunks=(32, 64), dtype="f8", compressors=None)[:] = BASE
+    s.commit("with the leaks")
+    s = repo.create_session()
+    del zarr.open_group(s.store)["one"]
+    del zarr.open_group(s.store)["two"]
+    s.commit("drop the leaks")
+
+    s = repo.create_session()
+    engine = s._engine
+    engine.prepare("copy/c/1/0", np.full((32, 64), 9.5).tobytes())  # uploaded, never staged
+    lost = []
+    for name, key, values in (("one", "copy/c/0/0", SECRET), ("two", "copy/c/1/0", other)):
+        key, ref = engine.prepare(key, values[:32].tobytes())  # a dedup hit
+        assert ref is not None and ref.kind == RefKind.OBJECT
+        lost.append(ref.digest)
+        engine.stage([(key, ref)])
+        repo.purge([name], reason="leak", by="me")
+        with pytest.raises(zl.ZarrLakeError, match=r"purge removed 1 chunk object"):
+            s.flush()
+    with pytest.raises(zl.UnfinishedWritersError, match="this handle were withdrawn") as e:
+        s.commit("without the withdrawn chunks?")
+    named = [d.hex() for d in lost if d.hex() in str(e.value)]
+    assert len(named) == 2, str(e.value)  # each withdrawal names the object it lost

@@ -48,6 +48,21 @@ class RetryPolicy:
 
 
 DEFAULT_POLICY = RetryPolicy()
+_DEADLINE: list[float | None] = [None]  # (runtime.monotonic) no retry begins after it
+
+
+def stop_retrying_after(seconds: float) -> None:
+    """End every retry of this process `seconds` from now, whatever its policy (process
+    exit: retries nested in layers, each its own policy, must not hold it for minutes)."""
+    _DEADLINE[0] = runtime.monotonic() + seconds
+
+
+def _left() -> float | None:
+    """Seconds until the process-wide retry deadline (None: none set)."""
+    deadline = _DEADLINE[0]
+    return None if deadline is None else deadline - runtime.monotonic()
+
+
 OURS = "zarrlake"
 """The name stamina reports for zarrlake's retries (its hooks tell ours from others' by it)."""
 log = logging.getLogger("zarrlake.retry")
@@ -95,10 +110,13 @@ def attempts(
     import stamina  # imported on the first failure: a process that never retries skips it
 
     _install_hook()
+    timeout, left = policy.timeout, _left()
+    if left is not None:
+        timeout = max(0.0, left if timeout is None else min(timeout, left))
     context = stamina.retry_context(
-        on=on,
+        on=_retryable(on),
         attempts=policy.attempts,
-        timeout=None if policy.timeout is None else dt.timedelta(seconds=policy.timeout),
+        timeout=None if timeout is None else dt.timedelta(seconds=timeout),
         wait_initial=policy.base_delay,
         wait_max=policy.max_delay,
         wait_jitter=policy.base_delay,
@@ -113,6 +131,8 @@ def backoff(policy: RetryPolicy) -> Iterator[int]:
     `policy.attempts`, or once `policy.timeout` has passed. Waits and deadline go through
     `runtime`, so the simulator runs these loops on its own clock (stamina's would not)."""
     deadline = None if policy.timeout is None else runtime.monotonic() + policy.timeout
+    if _DEADLINE[0] is not None:
+        deadline = _DEADLINE[0] if deadline is None else min(deadline, _DEADLINE[0])
     n = 0
     while True:
         yield n
@@ -137,10 +157,28 @@ def retry[T](
             return fn()
         except on as error:
             failed = error
-    for attempt in attempts(policy, on):
-        with attempt:
-            if failed is not None:  # the first attempt, already made: hand its error over
-                first, failed = failed, None
-                raise first
-            return fn()
+    left = _left()
+    if retried(failed) or (left is not None and left <= 0):  # (past the exit deadline)
+        raise failed
+    try:
+        for attempt in attempts(policy, on):
+            with attempt:
+                if failed is not None:  # the first attempt, already made: hand its error over
+                    first, failed = failed, None
+                    raise first
+                return fn()
+    except on as error:
+        error.retried = True  # type: ignore[attr-defined]  # (see `retried`)
+        raise
     raise AssertionError("unreachable: stamina re-raises the last error")
+
+
+def retried(error: BaseException) -> bool:
+    """Whether a retry layer gave up on `error` already (this module's, or obstore's own:
+    storage/obstore.py): a layer above does not retry it again, so retries nested in
+    layers (a metastore on an object store on obstore) do not multiply."""
+    return getattr(error, "retried", False) is True
+
+
+def _retryable(on: type[Exception] | tuple[type[Exception], ...]) -> Callable[[Exception], bool]:
+    return lambda error: isinstance(error, on) and not retried(error)

@@ -44,7 +44,7 @@ from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.metastore.checks import prefix_upper_bound
 from zarrlake.vc.chunk_keys import KeyNamer, load_doc
 from zarrlake.vc.fsck import Problem
-from zarrlake.vc.gc_protocol import GcState
+from zarrlake.vc.gc_protocol import GcState, Heartbeat
 from zarrlake.vc.pulls import PullRecord, PullRequests
 from zarrlake.vc.purges import (
     DONE,
@@ -378,21 +378,26 @@ def _in_batches(
     state: GcState, items: list, work: Callable[[list], None], label: str, progress: Progress
 ) -> None:
     """Run `work` over `items` in batches, inside sweep epochs: a new one begins when the
-    current one nears its deadline (or a writer past it ended it)."""
+    current one nears its deadline (or a writer past it ended it). A heartbeat renews each
+    epoch's lease in the background, as a collector's sweep does: a slow batch keeps it."""
     if not items:
         return
     phase = state.begin_sweep()
+    beat = Heartbeat(state, phase)
     try:
         for i in range(0, len(items), BATCH):
             if not state.may_delete(phase):
+                beat.stop()
                 state.end_sweep(phase)
                 phase = state.begin_sweep()
+                beat = Heartbeat(state, phase)
             state.refresh()
             work(items[i : i + BATCH])
             crashpoints.reached("purge_after_batch")
             if progress is not None:
                 progress(label, min(i + BATCH, len(items)), len(items))
     finally:
+        beat.stop()
         state.end_sweep(phase)
 
 

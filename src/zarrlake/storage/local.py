@@ -117,8 +117,10 @@ class LocalObjectStore(ObstoreObjectStore):
         local create does); False then."""
         path = f"{self._root}/{key}"
         staged = self._stage(key, path, data)
+        renamed = False  # (a put's file is renamed away; a create's link leaves it there)
         try:
             move(staged, path)
+            renamed = move is os.replace
             return True
         except FileExistsError:
             if os.path.isdir(path):  # a directory of other objects: no object can be there
@@ -127,7 +129,8 @@ class LocalObjectStore(ObstoreObjectStore):
         except OSError as exc:
             self._put_failed(exc, key)
         finally:
-            self._unlink_quietly(staged)  # (renamed away already after a put)
+            if not renamed:
+                self._unlink_quietly(staged)
 
     def _stage(self, key: str, path: str, data: bytes | memoryview) -> str:
         """`data` in a new file beside `path`, named as obstore names a half-written object

@@ -53,11 +53,19 @@ _XML_CODE = r"<Code>([^<]*)</Code>"
 _XML_MESSAGE = r"<Message>([^<]*)</Message>"
 _TRANSIENT_WORDS = ("http error", "error sending request", "timed out", "timeout", "connection")
 _TRANSIENT_KIND = r"kind: (Connect|Timeout|Request|Body|Decode|Interrupted)\b"
+_RETRIES = r"\bafter (\d+) retries\b"  # obstore's own, in its error message
 _PATH_CLASH = r"\(os error (20|21)\)"  # ENOTDIR / EISDIR on a local directory
 _AUTH_CODES = ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken")
 _CREDENTIAL_LOOKUP = r"/latest/(?:api/token|meta-data/iam/)"
 """The instance-metadata (IMDS) paths obstore asks when it was given no credentials: a
 failure there means none were found, not that the bucket refused them."""
+
+
+def _retried(text: str) -> bool:
+    """Whether obstore retried the request itself before failing ("after 3 retries"): its
+    retries are then the only ones (a layer above retrying each attempt multiplies them)."""
+    found = re.search(_RETRIES, text)
+    return found is not None and int(found.group(1)) > 0
 
 
 def summarise(exc: BaseException) -> str:
@@ -253,7 +261,9 @@ class ObstoreObjectStore(ObjectStoreBackend):
             and (any(w in first_line for w in _TRANSIENT_WORDS) or re.search(_TRANSIENT_KIND, text))
         ):
             problem = "cannot reach the server" if status is None else f"HTTP {status}"
-            return TransientError(f"{where} failed ({problem}): {summarise(exc)}")
+            error = TransientError(f"{where} failed ({problem}): {summarise(exc)}")
+            error.retried = _retried(text)  # type: ignore[attr-defined]  # (_util/retry.py)
+            return error
         return StorageError(f"{where} failed: {summarise(exc)}")
 
     def _raise(self, exc: BaseException, op: str, key: str | None) -> NoReturn:

@@ -25,6 +25,7 @@ import contextlib
 import logging
 import os
 import queue
+import sys
 import threading
 import weakref
 from collections.abc import Iterable
@@ -32,6 +33,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
+from zarrlake._util import retry
 from zarrlake.errors import InvalidInputError, UnflushedWritesError
 from zarrlake.txn.staging import State, Unflushed, Writer, WriterState, counts
 
@@ -66,8 +68,9 @@ class Finishing(Protocol):
 
     pid: int
 
-    def release(self) -> None:
-        """Flush and finish, logging (not raising) what goes wrong."""
+    def release(self) -> str | None:
+        """Flush and finish, logging (not raising) what goes wrong; returns what went
+        wrong if the writer's writes may not count (None: finished, or nothing to count)."""
 
 
 _LIVE: weakref.WeakSet[Finishing] = weakref.WeakSet()
@@ -86,7 +89,7 @@ def track(handle: Finishing) -> None:
     atexit.register(finish_all)
     from multiprocessing import util  # a fork child of multiprocessing skips atexit
 
-    util.Finalize(None, finish_all, exitpriority=100)
+    util.Finalize(None, _finish_at_finalizers, exitpriority=100)
 
 
 _RELEASES: queue.SimpleQueue[Finishing] = queue.SimpleQueue()
@@ -170,6 +173,7 @@ class _FlushLater:
             self.handle.flush()
         except Exception as e:  # its next flush or finish meets it again, and raises
             log.debug("zarrlake: flushing a writer of a collected repository: %s", e)
+        return None
 
 
 def flush_each_later(handles: Iterable[Flushing]) -> None:
@@ -188,19 +192,34 @@ EXIT_BUDGET = 20.0
 """Seconds process exit waits for its writers to finish (a metastore gone away must not
 hold the process forever); those left unfinished are then gone, and a commit names them."""
 
+EXIT_STATUS = 1
+"""The exit status of a process some of whose writers could not finish at exit (their
+writes may not count): job runners (Spark, Dask, batch schedulers) see the failure."""
+
+_FINISHED: set[int] = set()  # pids whose exit finish ran
+_FAILED: set[int] = set()  # pids some of whose writers could not finish at exit
+
 
 def finish_all() -> None:
     """Finish every writing handle this process made (not those a fork inherited), within
-    EXIT_BUDGET seconds."""
+    EXIT_BUDGET seconds, once. If some could not finish, say so on stderr: the process
+    then exits with EXIT_STATUS (`_exit_status`)."""
     pid = os.getpid()
+    if pid in _FINISHED:
+        return
+    _FINISHED.add(pid)
     handles = [h for h in list(_LIVE) if h.pid == pid]
     if not handles:
         return
+    retry.stop_retrying_after(EXIT_BUDGET)  # the finish may run here, with no budget wait
     done = threading.Event()
+    failures: list[str] = []
 
     def run() -> None:
         for handle in handles:
-            handle.release()
+            failure = handle.release()
+            if failure is not None:
+                failures.append(failure)
         done.set()
 
     try:
@@ -208,12 +227,50 @@ def finish_all() -> None:
     except RuntimeError:  # at interpreter shutdown no thread can start: finish here
         run()
     if not done.wait(EXIT_BUDGET):
-        log.warning(
-            "zarrlake: %d writer(s) did not finish within %.0f s at exit (is the metastore "
-            "reachable?); a commit of their session will name them",
-            len(handles),
-            EXIT_BUDGET,
+        failures.append(
+            f"{len(handles)} writer(s) did not finish within {EXIT_BUDGET:.0f} s at exit "
+            "(is the metastore reachable?)"
         )
+    if failures:
+        _FAILED.add(pid)
+        print(
+            f"zarrlake: this process's writes may not count: {'; '.join(failures)}. A commit "
+            "of their session names this writer; write its part again from a new worker. "
+            f"Exit status {EXIT_STATUS}.",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def _finish_at_finalizers() -> None:
+    """`finish_all` from `multiprocessing`'s finalizers. A child process of
+    `multiprocessing` leaves by `os._exit` without running `atexit` (fork) or runs it
+    later (spawn): its status is set here."""
+    finish_all()
+    from multiprocessing import parent_process
+
+    if parent_process() is not None:
+        _exit_status()
+
+
+def _exit_status() -> None:
+    """End the process with EXIT_STATUS if its writers could not finish at exit. Python
+    keeps status 0 whatever an `atexit` handler raises, so the process ends here, after
+    flushing what Python's own exit would (logging, standard streams) and ending
+    `multiprocessing`'s children as it would. Registered when this module is imported, so
+    the exit handlers registered since (those of the application's own) run first."""
+    if os.getpid() not in _FAILED:
+        return
+    if "multiprocessing.util" in sys.modules:  # its children end as at a normal exit
+        sys.modules["multiprocessing.util"]._exit_function()
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(EXIT_STATUS)
+
+
+atexit.register(_exit_status)
 
 
 # what users see ---------------------------------------------------------------------------

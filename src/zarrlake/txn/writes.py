@@ -182,13 +182,14 @@ class Writes:
         self.state = WriterState.FINISHED
         writers.untrack(self)
 
-    def release(self) -> None:
+    def release(self) -> str | None:
         """Finish when the handle goes away or its process ends; nobody is left to raise to,
-        so a failure is logged (the commit then finds this writer unfinished). A session
-        that ended first, or a repository removed meanwhile (a temporary one), leaves
-        nothing to count: that is logged at debug level only."""
+        so a failure is logged (the commit then finds this writer unfinished) and returned
+        (process exit then ends with a non-zero status: txn/writers.py). A session that
+        ended first, or a repository removed meanwhile (a temporary one), leaves nothing to
+        count: that is logged at debug level only."""
         if self.pid != os.getpid() or self.simulated:
-            return
+            return None
         self.together = _in_turn  # at interpreter exit, thread pools take no more work
         try:
             self.finish()
@@ -199,6 +200,8 @@ class Writes:
                 log.debug("zarrlake writer %s: its repository is gone (%s)", self.writer, e)
             else:
                 log.warning("zarrlake writer %s could not finish: %s", self.writer, e)
+                return f"writer {self.writer} could not finish: {e}"
+        return None
 
     @property
     def writer(self) -> str:
@@ -440,7 +443,7 @@ class Writes:
         naming the chunk `keys` the batch begins with (None: it begins with a read).
         Whether the session still takes them is checked when they are flushed (and before,
         from the record this handle holds: `Transaction.require_writes`)."""
-        generation = self.buffer.generation = self.buffer.generation + 1
+        generation = self._next_generation()
         batch.since = runtime.monotonic()
         entering = self._entering()
         try:
@@ -452,6 +455,12 @@ class Writes:
                 self.state = None
             raise
         batch.markers.append(generation)
+
+    def _next_generation(self) -> int:
+        """A generation no marker of this writer has had yet (a marker's key names it).
+        The caller holds the buffer's lock, or its thread does (`_mark_first_upload`)."""
+        self.buffer.generation += 1
+        return self.buffer.generation
 
     def _mark_first_upload(self, key: str, records: list[tuple[str, int]]) -> Phase | None:
         """Leave the marker of a batch's first upload (of chunk `key`). On a remote metastore
@@ -726,7 +735,10 @@ class Writes:
                 "were withdrawn: "
                 "write those chunks again"
             )
-            generation = batch.markers[0] if batch.markers else 0
+            # Its own marker's place, or a new one (its marker went to the next batch, or
+            # it never had one): an error marker must not replace another marker.
+            with self.buffer.lock:
+                generation = batch.markers[0] if batch.markers else self._next_generation()
             self.staging.unregister(record, generation, error)
             self._withdrawn.setdefault(generation, set()).update(batch.changes)
             raise ZarrLakeError(error)

@@ -200,10 +200,7 @@ class Objects:
         try:
             data = self.store.get(key)
         except NotFoundError:
-            raise NotFoundError(
-                f"{prefix[:-1]} object {oid} is missing ({key})"
-                "; run `zarrlake fsck` to find every missing object"
-            ) from None
+            raise missing(f"{prefix[:-1]} object {oid} is missing ({key})") from None
         obj = cls.decode(oid, data)
         self._keep(oid, obj)
         return obj
@@ -422,16 +419,10 @@ class Objects:
                 data = self.store.get(key, span)
             except NotFoundError:
                 self._purge_of(ref, what)
-                raise NotFoundError(
-                    f"{what}: its data object {key} is missing"
-                    "; run `zarrlake fsck` to find every missing object"
-                ) from None
+                raise missing_data(what, key) from None
         if len(data) != ref.length or self.digest(data, spread=spread) != ref.digest:
             self._purge_of(ref, what)
-            raise CorruptionError(
-                f"{what}: checksum mismatch in its data ({describe(ref)})"
-                "; run `zarrlake fsck` to find every damaged object"
-            )
+            raise mismatch(what, ref)
         return data
 
     def read_ranges(self, ref: ChunkRef | ShardRef, what: str, spans: list[Span]) -> list[bytes]:
@@ -540,20 +531,13 @@ class Objects:
                 part = ref.parts[p]
                 if len(cut) != part.length or self.digest(cut) != part.digest:
                     self._purge_of(part, f"{what} (inner chunk {ref.names[p]})")
-                    raise CorruptionError(
-                        f"{what} (inner chunk {ref.names[p]}): checksum mismatch in its data "
-                        f"({describe(part)})"
-                        "; run `zarrlake fsck` to find every damaged object"
-                    )
+                    raise mismatch(f"{what} (inner chunk {ref.names[p]})", part)
                 out[p] = cut
         return out
 
     def _check_exists(self, key: str, what: str) -> None:
         if not self.store.exists(key):
-            raise NotFoundError(
-                f"{what}: its data object {key} is missing"
-                "; run `zarrlake fsck` to find every missing object"
-            )
+            raise missing_data(what, key)
 
     def _fetch_ranges(self, key: str, requests: list[tuple[int, int]], what: str) -> list[bytes]:
         """The byte ranges `requests` of object `key`: side by side on the read pool from a
@@ -564,10 +548,7 @@ class Objects:
                 with self._slots.get():  # the bound holds across threads and keys
                     return self.store.get(key, span)
             except NotFoundError:
-                raise NotFoundError(
-                    f"{what}: its data object {key} is missing"
-                    "; run `zarrlake fsck` to find every missing object"
-                ) from None
+                raise missing_data(what, key) from None
 
         if len(requests) <= 1 or not self.store.remote:
             return [one(r) for r in requests]
@@ -739,6 +720,24 @@ def _assemble(
         base = requests[i][0]
         out.append(bytes(memoryview(data[i])[start - base : end - base]))
     return out
+
+
+def missing(problem: str) -> NotFoundError:
+    """The error of an object a read needs that is not there (`problem` names it)."""
+    return NotFoundError(f"{problem}; run `zarrlake fsck` to find every missing object")
+
+
+def missing_data(what: str, key: str) -> NotFoundError:
+    """The error of a read of `what` whose data object `key` is not there."""
+    return missing(f"{what}: its data object {key} is missing")
+
+
+def mismatch(what: str, ref: ChunkRef) -> CorruptionError:
+    """The error of `what`'s bytes (at `ref`) that do not match their checksum."""
+    return CorruptionError(
+        f"{what}: checksum mismatch in its data ({describe(ref)})"
+        "; run `zarrlake fsck` to find every damaged object"
+    )
 
 
 def describe(ref: ChunkRef) -> str:
