@@ -126,3 +126,22 @@ def test_counts_that_are_mostly_zero_cost_next_to_nothing():
     assert "stats" not in meta
     _, packed = columns.unpack(columns.pack(*r.columns()), "test")
     assert not any(name.startswith("s.") for name in packed)
+
+
+def test_a_staged_fragment_keeps_the_records_as_they_are():
+    """A fragment's index holds its statistics uncompressed: its commit reads them as a
+    view of the fragment's bytes (nothing decoded) and gets numpy's statistics back."""
+    from zarrlake.format.digest import Hash, digest
+    from zarrlake.format.fragment import FragmentIndex
+    from zarrlake.vc.statistics import of_chunk
+
+    values = sorted(fixture_values(), key=lambda t: t[0])
+    refs = [
+        ChunkRef.inline(v.tobytes(), digest(Hash.SHA256, v.tobytes()), of_chunk(v, fill))
+        for _, fill, v in values
+    ]
+    writes = ManifestRange.from_refs([k.encode() for k, _, _ in values], refs)
+    oid, data = FragmentIndex(writes).encode()
+    back = FragmentIndex.decode(oid, data).writes
+    assert back.stats is not None and not back.stats.flags.writeable  # a view of `data`
+    _check(back)
