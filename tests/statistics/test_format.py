@@ -145,3 +145,19 @@ def test_a_staged_fragment_keeps_the_records_as_they_are():
     back = FragmentIndex.decode(oid, data).writes
     assert back.stats is not None and not back.stats.flags.writeable  # a view of `data`
     _check(back)
+
+
+def test_a_constant_sum_keeps_its_sign_and_zero_counts_read_as_zero():
+    """Sums of -0.0 in every entry (chunks of negative zeros) and of 0.0 beside them read
+    back bit for bit; so do records whose counts are 0 everywhere (not stored)."""
+    from zarrlake.format import statistics as sf
+
+    for sums in ([-0.0] * 4, [0.0, -0.0, 0.0, 0.0], [0.0] * 4):
+        rec = sf.unknown(4)
+        rec["kind"], rec["count"] = sf.FLOAT, 8
+        rec["min"] = rec["max"] = sf.bits(sf.FLOAT, np.array(sums))
+        rec["sum"] = sums
+        head, cols = sf.encode(rec)
+        back = sf.decode(head, cols, 4, "test")
+        assert back is not None and back.tobytes() == rec.tobytes(), sums
+        assert np.signbit(back["sum"]).tolist() == np.signbit(sums).tolist()

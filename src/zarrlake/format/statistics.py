@@ -168,8 +168,9 @@ def encode(
     for name in FIELDS:
         col = column[name]
         if name == "sum":
-            if np.isfinite(col).all() and (col == col[0]).all():
-                if col[0]:
+            same = col.view(np.uint64)  # (bits: a sum of -0.0 stays -0.0)
+            if np.isfinite(col).all() and (same == same[0]).all():
+                if same[0]:
                     const[name] = float(col[0])
                 continue
             narrow = col.astype(np.float32)
