@@ -16,7 +16,8 @@ in the fewest bytes that hold them, min and max in the array's own float32 when 
 exact, the sum as float32 only when that is exact), min, max and sum as the differences of
 their bits from the previous entry's, laid side by side in one record per entry and
 compressed together: one Blosc frame (zstd after a bit shuffle, by numcodecs) a range.
-Staged fragments keep the records as they are (`raw`), so a commit reads them for free. The
+Staged fragments keep the narrowed records uncompressed (`plain`), so a commit reads them
+with a copy per field. The
 statistics stay exact; what they cost is about the entropy of the sum's low bits and of the
 extremes. Formats 1 (each column uncompressed) and 2 (each column its own Blosc frame) are
 still read.
@@ -146,21 +147,18 @@ DELTA = ("min", "max", "sum")
 neighbouring chunks hold neighbouring values, whose bits then differ in the low planes only."""
 COLUMN = PREFIX + "rows"
 """Format 3: the one column holding every varying field, compressed together."""
-RAW = PREFIX + "records"
-"""Format 3, staged fragments: the records as they are (read back without decoding)."""
 
 
 def encode(
-    column: np.ndarray | None, raw: bool = False
+    column: np.ndarray | None, staged: bool = False
 ) -> tuple[dict[str, Any] | None, dict[str, np.ndarray]]:
     """(header entry, columns) of a range's records; (None, {}) when nothing is known, so
-    the range keeps the encoding it had before statistics. `raw`: the records as they are,
-    for staged fragments, which live until their commit, whose reading them must cost
-    nothing (it reads every staged entry once; manifests are read many times)."""
+    the range keeps the encoding it had before statistics. `staged`: for a staged
+    fragment, which lives until its commit and is read once by it: the records narrowed
+    but neither differenced nor compressed (`plain`), so the commit reads them with a copy
+    per field instead of a decompression."""
     if column is None or not column["kind"].any():
         return None, {}
-    if raw:
-        return {"v": VERSION, "raw": 1}, {RAW: np.ascontiguousarray(column).view(np.uint8)}
     const: dict[str, Any] = {}
     varying: dict[str, np.ndarray] = {}
     kind = int(column["kind"][0])
@@ -187,12 +185,17 @@ def encode(
         varying[name] = col.astype(np.min_scalar_type(int(col.max())))
     head: dict[str, Any] = {"v": VERSION, "const": const}
     head["cols"] = [[name, col.dtype.str] for name, col in varying.items()]
+    if staged:
+        head["plain"] = 1
     if not varying:
         return head, {}
     rows = np.empty(len(column), _layout(head["cols"]))
     for name, col in varying.items():
         bits = col.view(rows.dtype[name])
-        rows[name] = np.diff(bits, prepend=bits.dtype.type(0)) if name in DELTA else bits
+        delta = name in DELTA and not staged
+        rows[name] = np.diff(bits, prepend=bits.dtype.type(0)) if delta else bits
+    if staged:
+        return head, {COLUMN: rows.view(np.uint8)}
     packed = _codec().encode(rows.view(f"V{rows.dtype.itemsize}"))
     return head, {COLUMN: np.frombuffer(packed, np.uint8)}
 
@@ -247,16 +250,11 @@ def decode(head: dict[str, Any] | None, cols: dict[str, np.ndarray], n: int, wha
                 f"{what}: statistics format {version} is newer than this zarrlake ({VERSION}); "
                 "upgrade zarrlake to read it"
             )
-        if head.get("raw"):
-            out = cols[RAW].view(STATS)
-            if len(out) != n:
-                raise ValueError(f"{len(out)} records, not {n}")
-            return out
         out = np.zeros(n, STATS)
         for name, value in head["const"].items():
             out[name] = value
         if version >= 3:
-            _unpack(head["cols"], cols, out)
+            _unpack(head["cols"], cols, out, bool(head.get("plain")))
             return out
         stored, packed = head.get("as", {}), head.get("dt", {})
         for name in FIELDS:
@@ -277,14 +275,22 @@ def decode(head: dict[str, Any] | None, cols: dict[str, np.ndarray], n: int, wha
         ) from None
 
 
-def _unpack(layout: list[list[str]], cols: dict[str, np.ndarray], out: np.ndarray) -> None:
-    """Format 3: the varying fields of `out` from the one compressed column of records."""
+def _unpack(
+    layout: list[list[str]], cols: dict[str, np.ndarray], out: np.ndarray, plain: bool
+) -> None:
+    """Format 3: the varying fields of `out` from the one column of records (`plain`: as
+    they are, else differenced and compressed)."""
     if not layout:
         return
-    rows = _decompress(cols[COLUMN], _layout(layout), len(out))
+    if plain:
+        rows = cols[COLUMN].view(_layout(layout))
+        if len(rows) != len(out):
+            raise ValueError(f"the records hold {len(rows)} entries, not {len(out)}")
+    else:
+        rows = _decompress(cols[COLUMN], _layout(layout), len(out))
     for name, dtype in layout:
         bits = rows[name]
-        if name in DELTA:
+        if name in DELTA and not plain:
             bits = np.cumsum(bits, dtype=bits.dtype)  # (wraps as the differences did)
         _put(out, name, bits.view(dtype), None)
 
