@@ -51,7 +51,7 @@ class FragmentIndex:
 
     def encode(self, algo: Hash = Hash.SHA256) -> tuple[str, bytes]:
         """Frame the index as a columnar object; returns (object id, bytes)."""
-        meta, cols = self.writes.columns()
+        meta, cols = self.writes.columns(staged=True)
         return envelope.encode_columns(
             envelope.KIND_FRAGMENT,
             {"writes": meta, "listed": list(self.listed)},

@@ -183,12 +183,13 @@ class ManifestRange:
         """The source identity of location `loc` (None: not a virtual source)."""
         return self.identities[loc] if self.identities else None
 
-    def columns(self) -> tuple[dict, dict[str, np.ndarray]]:
-        """(metadata, columns) of the columnar encoding (shared with staged fragments)."""
+    def columns(self, staged: bool = False) -> tuple[dict, dict[str, np.ndarray]]:
+        """(metadata, columns) of the columnar encoding (shared with staged fragments,
+        `staged`, whose statistics are stored uncompressed: format/statistics.py)."""
         meta: dict[str, Any] = {"locations": list(self.locations)}
         if self.identities:  # ranges without virtual entries keep their earlier encoding
             meta["identities"] = list(self.identities)
-        head, stat_cols = stats_format.encode(self.stats)
+        head, stat_cols = stats_format.encode(self.stats, staged=staged)
         if head is not None:  # and so do ranges without statistics
             meta["stats"] = head
         return meta, {
