@@ -187,6 +187,35 @@ def test_obstore_retries_are_the_only_ones_around_an_obstore_request() -> None:
     assert calls == ["k"]
 
 
+def test_reading_back_a_lost_reply_keeps_trying_through_obstore_retries(tmp_path: Path) -> None:
+    """Reading back a write whose reply was lost (the bucket metastore's SETTLE policy) keeps
+    trying through an outage longer than obstore's own retries, within its timeout; the
+    default policy leaves an error obstore gave up on to obstore."""
+    from zarrlake.metastore.bucket.store import SETTLE
+    from zarrlake.storage.base import WrapperObjectStore
+    from zarrlake.storage.retrying import RetryingObjectStore
+
+    raw = open_storage(str(tmp_path))
+    raw.put("k", b"v")
+    down = [3]
+
+    class Outage(WrapperObjectStore):
+        def get(self, key: str, byte_range: Any = None) -> bytes:
+            if down[0]:
+                down[0] -= 1
+                error = TransientError("GET k failed (cannot reach the server): after 3 retries")
+                error.retried = True  # type: ignore[attr-defined]  # (as obstore's come)
+                raise error
+            return self.inner.get(key, byte_range)
+
+    assert RetryingObjectStore(Outage(raw), SETTLE).get("k") == b"v"
+    assert down == [0]
+    down[0] = 3
+    with pytest.raises(TransientError, match="after 3 retries"):
+        RetryingObjectStore(Outage(raw)).get("k")
+    assert down == [2]
+
+
 def test_missing_bucket_named_for_every_operation(s3_server: str) -> None:
     from tests.fixtures.s3 import s3_options
 

@@ -38,13 +38,16 @@ class RetryPolicy:
     `attempts` counts every call including the first (None: no limit; then set `timeout`);
     the wait before retry n is about ``min(max_delay, base_delay * 2**(n-1))`` plus up to
     `base_delay` of random jitter, so many clients retrying at once spread out. `timeout`
-    (seconds, None: none) bounds the whole call.
+    (seconds, None: none) bounds the whole call. `over_retried`: retry errors a lower layer
+    already gave up on too (`retried`), for a read whose answer must be had within `timeout`
+    (reading back a write whose reply was lost); other policies leave them to that layer.
     """
 
     attempts: int | None = 8
     base_delay: float = 0.005
     max_delay: float = 0.5
     timeout: float | None = None
+    over_retried: bool = False
 
 
 DEFAULT_POLICY = RetryPolicy()
@@ -114,7 +117,7 @@ def attempts(
     if left is not None:
         timeout = max(0.0, left if timeout is None else min(timeout, left))
     context = stamina.retry_context(
-        on=_retryable(on),
+        on=_retryable(on, policy.over_retried),
         attempts=policy.attempts,
         timeout=None if timeout is None else dt.timedelta(seconds=timeout),
         wait_initial=policy.base_delay,
@@ -158,7 +161,7 @@ def retry[T](
         except on as error:
             failed = error
     left = _left()
-    if retried(failed) or (left is not None and left <= 0):  # (past the exit deadline)
+    if (retried(failed) and not policy.over_retried) or (left is not None and left <= 0):
         raise failed
     try:
         for attempt in attempts(policy, on):
@@ -180,5 +183,9 @@ def retried(error: BaseException) -> bool:
     return getattr(error, "retried", False) is True
 
 
-def _retryable(on: type[Exception] | tuple[type[Exception], ...]) -> Callable[[Exception], bool]:
+def _retryable(
+    on: type[Exception] | tuple[type[Exception], ...], over_retried: bool
+) -> Callable[[Exception], bool]:
+    if over_retried:
+        return lambda error: isinstance(error, on)
     return lambda error: isinstance(error, on) and not retried(error)

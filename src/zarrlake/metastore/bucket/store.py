@@ -68,8 +68,11 @@ from zarrlake.storage.retrying import RetryingObjectStore
 
 RECENT = 128
 """Ids of the last writes a head remembers, for reading back a write whose reply was lost."""
-SETTLE = RetryPolicy(attempts=None, base_delay=0.002, max_delay=1.0, timeout=60.0)
-"""How long a writer keeps reading back after a lost reply before it says it cannot tell."""
+SETTLE = RetryPolicy(
+    attempts=None, base_delay=0.002, max_delay=1.0, timeout=60.0, over_retried=True
+)
+"""How long a writer keeps reading back after a lost reply before it says it cannot tell
+(through obstore's own retries too: an outage longer than theirs must not end it)."""
 BUSY_TIMEOUT = 60.0
 """Seconds a write keeps retrying while other writes to the partition keep winning."""
 ORPHAN_GRACE = 3600.0
