@@ -264,8 +264,8 @@ class Refs:
                 )
             got = found[key]
             if (None if got is None else got[1]) != expected:
-                name = key.decode().partition("/")[2]
-                head = self._branch(name, got) if key.startswith(b"branch/") else None
+                kind, _, name = key.decode().partition("/")
+                head = self._branch(name, got) if kind == BRANCH else None
                 raise RefMovedError(str(refused), head) from None
             self._raise_moved(found[MOVED])
             if landing is not None:
