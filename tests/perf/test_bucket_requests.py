@@ -23,6 +23,7 @@ from benchmarks.wire import format_log
 from tests.fixtures.s3 import s3_options
 from tests.perf.test_commit_calls import held_cleanup  # noqa: F401 - a fixture
 from zarrlake.vc import commit_protocol
+from zarrlake.vc.gc_protocol import uploads_partition
 
 CHUNK = (64, 64)  # 16 KiB of float32: uploaded, not staged inline
 
@@ -112,8 +113,58 @@ def test_a_lost_branch_swap_reads_refs_once_before_the_rebuild(
              and "~2frefs/" in e["what"]]  # fmt: skip
     assert swaps[1] - swaps[0] == 5, swaps
     assert requests["GET", "commits", "200"] == 1, requests  # the other's record alone
+    # the rebuild sends only its new objects: the change set the first attempt stored
+    # (the same bytes, so the same key) is not sent again to be refused
+    assert requests["PUT", "changes", "200"] == 1, requests
+    assert not requests["PUT", "changes", "412"], requests
     log = other.log("main")
     assert [c.id for c in log[:2]] == [ours, beaten[0]]
     got = zarr.open_array(other.readonly_session("main").store, path="a", mode="r")
     assert np.array_equal(got[1], _value(1)) and np.array_equal(got[7], _value(7))
     other.close()
+
+
+AFTER = 7
+"""What a one-chunk commit leaves to the background on the bucket metastore: the record
+marked committed beside the read of the staged records; the upload records read; their
+partition dropped (its head deleted, its pages listed); the staged records' partition the
+same. (9 when the upload records were deleted first, and their partition read again to see
+it empty, before it was dropped.)"""
+
+
+def test_the_clean_up_drops_the_upload_records_with_their_partition(
+    s3_location,
+    s3_server,
+    held_cleanup: threading.Event,  # noqa: F811 - the fixture
+) -> None:
+    held_cleanup.set()
+    location, options = s3_location
+    _with_array(location, options)
+    host, port = s3_server.removeprefix("http://").split(":")
+    with RelayProcess() as relays:
+        local = relays.add("S3", host, int(port))
+        repo = zl.Repo.open(location, storage_options=s3_options(f"http://127.0.0.1:{local}"))
+        for i in range(2):  # the first warms the process's caches
+            s = repo.create_session("main")
+            zarr.open_array(s.store, path="a")[i] = _value(i)
+            held_cleanup.clear()
+            s.commit(f"chunk {i}")
+            relays.start(log=True)
+            held_cleanup.set()  # the background work, alone in the window
+            s._txn.wait()
+            window = relays.window()
+        ctx, sid = repo._context, s._txn.id
+        assert sid is not None
+        for partition in (ctx.stage_partition(sid), uploads_partition(ctx, sid)):
+            assert list(ctx.meta.scan(partition)) == [], partition  # both dropped
+        repo.close()
+    requests = requests_of(window)
+    print("\n".join(format_log(window["log"])))
+    assert sum(requests.values()) == AFTER, requests
+    assert requests["GET", "uploads", "200"] == 1, requests  # read once, not again
+    assert not requests["PUT", "uploads", "200"], requests  # no records deleted one by one
+    check = zl.Repo.open(location, storage_options=options)
+    got = zarr.open_array(check.readonly_session("main").store, path="a", mode="r")[:2]
+    assert np.array_equal(got, np.stack([_value(0), _value(1)]))
+    assert check.fsck() == []
+    check.close()

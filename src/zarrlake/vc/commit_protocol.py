@@ -286,6 +286,10 @@ class CommitBuilder:
         self.objects = objects
         self.req = req
         self.alongside = alongside
+        self.stored: set[str] = set()
+        """Keys an earlier build of this request wrote: a rebuild does not send them again
+        (content-addressed, so the same key is the same bytes; the landing fence of the
+        attempt that wrote them names them until the next attempt's fence does)."""
         self.base_root = objects.read(SnapshotRoot, objects.snapshot_of(req.base))
         req.changes = drop_unchanged(objects, self.base_root, req.changes)
         if not req.allow_empty and req.changes.empty:
@@ -410,7 +414,9 @@ class CommitBuilder:
         commit_id, record_blob = self.objects.encode(record)
 
         def put_last() -> None:
-            self.objects.put_all([*req.blobs, *range_blobs, root_blob, changes_blob, record_blob])
+            blobs = [*req.blobs, *range_blobs, root_blob, changes_blob, record_blob]
+            self.objects.put_all([b for b in blobs if b[0] not in self.stored])
+            self.stored.update(key for key, _ in blobs)
             crashpoints.reached("after_objects_written")
 
         if self.alongside is None:

@@ -736,7 +736,13 @@ def register_staged(ctx: GcContext, session_id: str, committed: str | None = Non
         except ZarrLakeError:  # unreadable (expired meanwhile): register everything
             kept = set()
         items = [(k, s) for k, s in items if k not in kept or not k.startswith("chunks/")]
+    if not items:  # the commit keeps all it uploaded: nothing to register, so the records
+        # go with their partition, read just now (a record a straggler adds after that
+        # read goes with it, as one added between the emptiness check and the drop would)
+        if uploaded:
+            ctx.meta.drop_partition(uploads)
+        return 0
     state = GcState(ctx)
-    new = state.add(state.known([k for k, _ in items]), items, indexes) if items else 0
+    new = state.add(state.known([k for k, _ in items]), items, indexes)
     forget_uploads(ctx.meta, uploads, [k for k, _ in uploaded])
     return new
