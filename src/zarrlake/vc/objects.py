@@ -682,10 +682,18 @@ class Objects:
         self.pool.submit(read)
 
     def map[A, R](self, fn: Callable[[A], R], items: list[A]) -> list[R]:
-        """`fn` over `items` on the shared I/O pool (inline for zero or one item), in order."""
+        """`fn` over `items`, in order: the first on the calling thread, which would only
+        wait otherwise, the rest on the shared I/O pool at the same time (one hand-off to
+        a thread fewer per call)."""
         if len(items) <= 1:
             return [fn(i) for i in items]
-        return list(self.pool.map(fn, items))
+        rest = [self.pool.submit(fn, i) for i in items[1:]]
+        try:
+            first = fn(items[0])
+            return [first, *(f.result() for f in rest)]
+        finally:
+            for f in rest:
+                f.cancel()  # after a failure: what has not started does not
 
 
 def _block_requests(
