@@ -682,15 +682,10 @@ class Objects:
         self.pool.submit(read)
 
     def map[A, R](self, fn: Callable[[A], R], items: list[A]) -> list[R]:
-        """`fn` over `items`, in order: the first on the calling thread, which would only
-        wait otherwise, the rest on the shared I/O pool at the same time (one hand-off to
-        a thread fewer per call). The first failure in order is raised (if the first
-        call fails, the others sent still run to their end)."""
+        """`fn` over `items` on the shared I/O pool (inline for zero or one item), in order."""
         if len(items) <= 1:
             return [fn(i) for i in items]
-        rest = self.pool.map(fn, items[1:])  # sent at once (the simulator's runs inline)
-        first = fn(items[0])
-        return [first, *rest]
+        return list(self.pool.map(fn, items))
 
 
 def _block_requests(
