@@ -115,9 +115,9 @@ COMMIT = {
 
 CLEANUP = {  # in the background: the records go; the chunk is no gc candidate (the commit
     # keeps it, and gc finds it through that commit once it is dropped or expired)
-    "M.scan": 3,  # fragments, uploads, the uploads left
-    "M.set_many": 1,  # the upload records deleted
-    "M.drop_partition": 2,  # uploads, staging
+    "M.scan": 2,  # fragments, uploads (3 and a set_many when the upload records were
+    # deleted one by one and their partition scanned again before it was dropped)
+    "M.drop_partition": 2,  # uploads (with their records), staging
 }
 
 WARM = {"M.get": 1}  # the new record's shard, read beside the branch head where that makes
