@@ -315,7 +315,7 @@ class Stored:
     def records(self) -> np.ndarray:
         """Every entry's record (decoded once)."""
         if self._records is None:
-            self._records = _decoded(self.head, self.cols, self.n, self.what, self.n)
+            self._records = _decoded(self.head, self.cols, self.n, self.what, 0, self.n)
         return self._records
 
     def part(self, part: slice) -> np.ndarray:
@@ -324,7 +324,7 @@ class Stored:
         if self._records is not None:
             return self._records[part]
         start, stop, _ = part.indices(self.n)
-        return _decoded(self.head, self.cols, self.n, self.what, stop)[start:]
+        return _decoded(self.head, self.cols, self.n, self.what, start, max(start, stop))
 
 
 def decode(head: dict[str, Any] | None, cols: dict[str, np.ndarray], n: int, what: str):
@@ -354,15 +354,17 @@ def _damaged(what: str, e: BaseException) -> CorruptionError:
     )
 
 
-def _decoded(head: dict[str, Any], cols: dict[str, np.ndarray], n: int, what: str, stop: int):
-    """The records of the first `stop` of a range's `n` entries."""
+def _decoded(
+    head: dict[str, Any], cols: dict[str, np.ndarray], n: int, what: str, start: int, stop: int
+) -> np.ndarray:
+    """The records of entries [start, stop) of a range of `n`."""
     try:
         version = int(head["v"])
-        out = np.zeros(stop, STATS)
+        out = np.zeros(stop - start, STATS)
         for name, value in head["const"].items():
             out[name] = value
         if version >= 3:
-            _unpack(head["cols"], cols, out, bool(head.get("plain")), n)
+            _unpack(head["cols"], cols, out, bool(head.get("plain")), n, start)
             return out
         stored, packed = head.get("as", {}), head.get("dt", {})
         for name in FIELDS:
@@ -374,17 +376,22 @@ def _decoded(head: dict[str, Any], cols: dict[str, np.ndarray], n: int, what: st
                 col = _decompress(col, packed[name], n)
             if len(col) != n:
                 raise ValueError(f"column {name} has {len(col)} entries, not {n}")
-            _put(out, name, col[:stop], as_)
+            _put(out, name, col[start:stop], as_)
         return out
     except (KeyError, TypeError, ValueError, RuntimeError) as e:  # (Blosc: RuntimeError)
         raise _damaged(what, e) from None
 
 
 def _unpack(
-    layout: list[list[str]], cols: dict[str, np.ndarray], out: np.ndarray, plain: bool, n: int
+    layout: list[list[str]],
+    cols: dict[str, np.ndarray],
+    out: np.ndarray,
+    plain: bool,
+    n: int,
+    start: int,
 ) -> None:
-    """Format 3: the varying fields of `out` (the first of `n` entries) from the one column
-    of records (`plain`: as they are, else differenced and compressed)."""
+    """Format 3: the varying fields of `out` (entries from `start` of `n`) from the one
+    column of records (`plain`: as they are, else differenced and compressed)."""
     if not layout:
         return
     if plain:
@@ -393,10 +400,12 @@ def _unpack(
             raise ValueError(f"the records hold {len(rows)} entries, not {n}")
     else:
         rows = _decompress(cols[COLUMN], _layout(layout), n)
+    stop = start + len(out)
     for name, dtype in layout:
-        bits = rows[name][: len(out)]
-        if name in DELTA and not plain:
-            bits = np.cumsum(bits, dtype=bits.dtype)  # (wraps as the differences did)
+        if name in DELTA and not plain:  # (wraps as the differences did)
+            bits = np.cumsum(rows[name][:stop], dtype=rows.dtype[name])[start:]
+        else:
+            bits = rows[name][start:stop]
         _put(out, name, bits.view(dtype), None)
 
 
