@@ -254,3 +254,37 @@ def test_statistics_read_back_are_decoded_only_when_asked():
     assert [ref.stats for ref in r.refs(slice(290, 300))] == [
         sf.at(rec, i) for i in range(290, 300)
     ]
+
+
+@pytest.mark.parametrize("same_layout", [True, False])
+def test_a_commit_gathers_staged_records_as_stored(same_layout):
+    """Entries picked from staged fragments whose records share a layout are gathered
+    narrowed, as stored, and compressed without being decoded; fragments whose layouts
+    differ are decoded. Either way the manifest range reads back every picked record."""
+    from zarrlake.format import statistics as sf
+    from zarrlake.format.fragment import FragmentIndex
+    from zarrlake.format.manifest import take_from
+
+    n = 200
+    parts, records = [], []
+    for j in range(3):
+        rec = _records(n, seed=j)
+        if not same_layout and j == 1:
+            rec["fill"][::7] = 3  # a field the other fragments hold as a constant 0
+        keys = [f"a/c/{j}.{i:04d}".encode() for i in range(n)]
+        refs = [ChunkRef.object((j * n + i).to_bytes(32), 10) for i in range(n)]
+        writes = ManifestRange.from_refs(keys, refs)
+        writes = ManifestRange(**{**writes.__dict__, "stored_stats": rec})
+        index = FragmentIndex.decode(*FragmentIndex(writes).encode())
+        parts.append(index.writes)
+        records.append(rec)
+    positions = np.random.default_rng(1).permutation(3 * n)[:450]
+    picked = take_from(parts, positions)
+    assert isinstance(picked.stored_stats, sf.Stored) == same_layout
+    want = np.concatenate(records)[positions]
+    assert picked.stats is not None and picked.stats.tobytes() == want.tobytes()
+    oid, data = picked.encode()
+    back = ManifestRange.decode(oid, data)
+    assert back.stats is not None and back.stats.tobytes() == want.tobytes()
+    head = back.stored_stats.head  # type: ignore[union-attr]
+    assert not head.get("plain")  # compressed in the manifest

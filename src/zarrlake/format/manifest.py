@@ -165,7 +165,7 @@ class ManifestRange:
             locations=self.locations,
             inline=self.inline,
             identities=self.identities,
-            stored_stats=None if self.stored_stats is None else self.stats[idx],  # type: ignore[index]
+            stored_stats=_stats_taken(self.stored_stats, idx),
         )
 
     def _split(self) -> Iterator[ManifestRange]:
@@ -311,6 +311,36 @@ def _from_refs(keys: list[bytes], refs: list[ChunkRef]) -> ManifestRange:
     )
 
 
+def _stats_taken(
+    stats: np.ndarray | stats_format.Stored | None, idx: np.ndarray | slice
+) -> np.ndarray | stats_format.Stored | None:
+    """The statistics of the entries at `idx`: gathered as stored when they are plain (a
+    staged fragment's), else decoded."""
+    if stats is None:
+        return None
+    if isinstance(stats, stats_format.Stored):
+        return stats.taken(idx) or stats.records()[idx]
+    return stats[idx]
+
+
+def _plain_layout(ranges: list[ManifestRange]) -> tuple[dict[str, Any], np.ndarray] | None:
+    """(header, rows of the first) when every one of `ranges` holds its statistics plain
+    in one layout (staged fragments of one array, usually), so a commit gathers their
+    records as stored instead of decoding them; None otherwise."""
+    first = ranges[0].stored_stats
+    if not isinstance(first, stats_format.Stored):
+        return None
+    key = first.layout_key()
+    if key is None:
+        return None
+    for r in ranges[1:]:
+        s = r.stored_stats
+        if not isinstance(s, stats_format.Stored) or s.layout_key() != key:
+            return None
+    rows = first.rows()
+    return None if rows is None else (first.head, rows)
+
+
 def _stored(
     head: dict[str, Any] | None, cols: dict[str, np.ndarray], what: str
 ) -> stats_format.Stored | None:
@@ -391,9 +421,14 @@ def take_from(ranges: list[ManifestRange], positions: np.ndarray) -> ManifestRan
     offset = np.empty(n, np.uint64)
     length = np.empty(n, np.uint64)
     loc = np.empty(n, np.int32)
+    plain = _plain_layout(ranges[first : last + 1])
     stats = (
-        None if not any(r.has_stats for r in ranges[first : last + 1]) else stats_format.unknown(n)
+        None
+        if plain is not None or not any(r.has_stats for r in ranges[first : last + 1])
+        else stats_format.unknown(n)
     )
+    if plain is not None:
+        plain_rows = np.empty(n, plain[1].dtype)
     locations: list[str] = []
     identities: list[str | None] = []
     inline_parts: list[np.ndarray] = []
@@ -411,7 +446,9 @@ def take_from(ranges: list[ManifestRange], positions: np.ndarray) -> ManifestRan
         length[out] = r.length[rows]
         got = r.loc[rows]
         loc[out] = np.where(got >= 0, got + len(locations), -1)
-        if stats is not None and r.has_stats:
+        if plain is not None:
+            plain_rows[out] = r.stored_stats.rows()[rows]  # type: ignore[union-attr,index]
+        elif stats is not None and r.has_stats:
             stats[out] = r.stats[rows]  # type: ignore[index]
         locations += r.locations
         identities += [r.identity_of(k) for k in range(len(r.locations))]
@@ -435,7 +472,9 @@ def take_from(ranges: list[ManifestRange], positions: np.ndarray) -> ManifestRan
         locations=tuple(locations),
         inline=np.concatenate(inline_parts) if inline_parts else np.zeros(0, np.uint8),
         identities=_identities(identities),
-        stored_stats=stats,
+        stored_stats=stats
+        if plain is None
+        else stats_format.Stored.of_rows(plain[0], plain_rows, "gathered statistics"),
     )
 
 

@@ -166,8 +166,15 @@ def encode(
     still as stored in the current format are written as they are, not encoded again."""
     if isinstance(column, Stored):
         plain = staged or column.n < SMALL
+        if not column.n:
+            return None, {}
         if column.head["v"] == VERSION and bool(column.head.get("plain")) == plain:
             return column.head, {k: v for k, v in column.cols.items() if k == COLUMN}
+        rows = column.rows()
+        if rows is not None:  # staged records gathered: compressed as they are narrowed
+            head = column.head
+            varying = {name: rows[name].view(dt) for name, dt in head["cols"]}
+            return _framed(dict(head["const"]), varying, column.n, plain)
         column = column.records()
     if column is None:
         return None, {}
@@ -317,6 +324,41 @@ class Stored:
         if self._records is None:
             self._records = _decoded(self.head, self.cols, self.n, self.what, 0, self.n)
         return self._records
+
+    def rows(self) -> np.ndarray | None:
+        """The records as stored when they are plain in the current format (a staged
+        fragment's: narrowed, side by side); None when they must be decoded."""
+        head = self.head
+        if head["v"] != VERSION or not head.get("plain"):
+            return None
+        layout = _layout(head["cols"])
+        if not head["cols"]:
+            return np.zeros(self.n, layout)
+        column = self.cols.get(COLUMN)
+        rows = None if column is None else column.view(layout)
+        if rows is None or len(rows) != self.n:
+            raise _damaged(self.what, ValueError(f"the records do not hold {self.n} entries"))
+        return rows
+
+    def taken(self, idx: np.ndarray | slice) -> Stored | None:
+        """The statistics of the entries at `idx`, gathered as stored (no decoding) when
+        they are plain; None when they must be decoded."""
+        rows = self.rows()
+        return None if rows is None else Stored.of_rows(self.head, rows[idx], self.what)
+
+    @classmethod
+    def of_rows(cls, head: dict[str, Any], rows: np.ndarray, what: str) -> Stored:
+        """Plain records `rows` laid out as `head` says."""
+        cols = {COLUMN: np.ascontiguousarray(rows).view(np.uint8)} if head["cols"] else {}
+        return cls(head, cols, len(rows), what)
+
+    def layout_key(self) -> tuple | None:
+        """What two plain records' layouts share when their rows can be laid together
+        (None: not plain in the current format)."""
+        head = self.head
+        if head["v"] != VERSION or not head.get("plain"):
+            return None
+        return (sorted(head["const"].items()), [tuple(c) for c in head["cols"]])
 
     def part(self, part: slice) -> np.ndarray:
         """The records of the entries at `part` (a step-1 slice), decoding only as far as
