@@ -165,16 +165,9 @@ def encode(
     per field instead of a decompression (so are ranges under SMALL entries). Records
     still as stored in the current format are written as they are, not encoded again."""
     if isinstance(column, Stored):
-        plain = staged or column.n < SMALL
-        if not column.n:
-            return None, {}
-        if column.head["v"] == VERSION and bool(column.head.get("plain")) == plain:
-            return column.head, {k: v for k, v in column.cols.items() if k == COLUMN}
-        rows = column.rows()
-        if rows is not None:  # staged records gathered: compressed as they are narrowed
-            head = column.head
-            varying = {name: rows[name].view(dt) for name, dt in head["cols"]}
-            return _framed(dict(head["const"]), varying, column.n, plain)
+        as_stored = _encode_stored(column, staged or column.n < SMALL)
+        if as_stored is not None:
+            return as_stored
         column = column.records()
     if column is None:
         return None, {}
@@ -209,7 +202,10 @@ def encode(
     return _framed(const, varying, n, staged or n < SMALL)
 
 
-_BYTES = [(STATS.fields[name][1], STATS.fields[name][1] + STATS[name].itemsize) for name in FIELDS]
+_BYTES = [
+    (STATS[name].itemsize, offset)
+    for name, offset in zip(FIELDS, [dict(STATS.fields or {})[f][1] for f in FIELDS], strict=True)
+]
 """Where each field's bytes lie in a record."""
 
 
@@ -223,7 +219,25 @@ def _constant(column: np.ndarray) -> list[bool]:
         ]
     as_bytes = column.view(np.uint8).reshape(len(column), STATS.itemsize)
     same = (as_bytes == as_bytes[0]).all(axis=0).tolist()
-    return [all(same[a:b]) for a, b in _BYTES]
+    return [all(same[start : start + width]) for width, start in _BYTES]
+
+
+def _encode_stored(
+    column: Stored, plain: bool
+) -> tuple[dict[str, Any] | None, dict[str, np.ndarray]] | None:
+    """`encode` of statistics as read, without decoding them where it can: as stored when
+    they already are as they would be written, compressed as they are when plain (a
+    commit's records gathered from staged fragments); None: decode them."""
+    if not column.n:
+        return None, {}
+    head = column.head
+    if head["v"] == VERSION and bool(head.get("plain")) == plain:
+        return head, {k: v for k, v in column.cols.items() if k == COLUMN}
+    rows = column.rows()
+    if rows is None:
+        return None
+    varying = {name: rows[name].view(dt) for name, dt in head["cols"]}
+    return _framed(dict(head["const"]), varying, column.n, plain)
 
 
 def _encode_one(column: np.ndarray, staged: bool) -> tuple[dict[str, Any] | None, dict]:
