@@ -16,8 +16,9 @@ in the fewest bytes that hold them, min and max in the array's own float32 when 
 exact, the sum as float32 only when that is exact), min, max and sum as the differences of
 their bits from the previous entry's, laid side by side in one record per entry and
 compressed together: one Blosc frame (zstd after a bit shuffle, by numcodecs) a range.
-Staged fragments keep the narrowed records uncompressed (`plain`), so a commit reads them
-with a copy per field. The
+Staged fragments keep the narrowed records uncompressed (`plain`), so a commit gathers
+them as they are; so do ranges under SMALL entries. A range read back keeps its
+statistics as stored (`Stored`) until they are used. The
 statistics stay exact; what they cost is about the entropy of the sum's low bits and of the
 extremes. Formats 1 (each column uncompressed) and 2 (each column its own Blosc frame) are
 still read.
