@@ -166,3 +166,125 @@ def test_a_constant_sum_keeps_its_sign_and_zero_counts_read_as_zero():
         back = sf.decode(head, cols, 4, "test")
         assert back is not None and back.tobytes() == rec.tobytes(), sums
         assert np.signbit(back["sum"]).tolist() == np.signbit(sums).tolist()
+
+
+def test_a_range_written_in_the_third_statistics_layout_still_reads():
+    """data/manifest-stats-v3.bin: the chunks of `fixture_values` encoded by zarrlake at
+    517e75c (statistics format 3, the varying fields in one Blosc frame); written again
+    they read the same."""
+    data = (DATA / "manifest-stats-v3.bin").read_bytes()
+    r = ManifestRange.decode(hashlib.sha256(data).hexdigest()[:40], data)
+    _check(r)
+    oid, again = r.encode()
+    _check(ManifestRange.decode(oid, again))
+
+
+def _records(n: int, seed: int = 3):
+    """`n` float records like a measured field's, a NaN count here and there."""
+    from zarrlake.format import statistics as sf
+
+    rng = np.random.default_rng(seed)
+    rec = sf.unknown(n)
+    rec["kind"], rec["count"] = sf.FLOAT, 4096
+    rec["min"] = sf.bits(sf.FLOAT, rng.normal(230, 5, n).astype("f4"))
+    rec["max"] = sf.bits(sf.FLOAT, rng.normal(310, 5, n).astype("f4"))
+    rec["sum"] = rng.normal(1e6, 1e3, n)
+    rec["nan"][:: max(1, n // 3)] = 7
+    return rec
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 7, 8, 9, 65, 300])
+def test_small_ranges_keep_their_records_plain_and_every_size_reads_back(n):
+    """Ranges under SMALL entries store their records plain (no Blosc frame: it would take
+    more bytes than it saves), larger ones compressed; all decode bit for bit."""
+    from zarrlake.format import statistics as sf
+
+    rec = _records(n)
+    head, cols = sf.encode(rec)
+    assert head is not None and head["v"] == sf.VERSION
+    assert bool(head.get("plain")) == (n < sf.SMALL)
+    if n < sf.SMALL:
+        width = sum(np.dtype(dt).itemsize for _, dt in head["cols"])
+        assert sum(c.nbytes for c in cols.values()) == width * n
+    back = sf.decode(head, cols, n, "test")
+    assert back is not None and back.tobytes() == rec.tobytes()
+
+
+@pytest.mark.parametrize(
+    "total", [0.0, -0.0, 12.5, 1e300, float("inf"), float("-inf"), float("nan")]
+)
+def test_a_one_entry_range_reads_back_bit_for_bit(total):
+    """A one-entry range (a one-chunk commit's fragment) is encoded without numpy's
+    per-field passes: constants in the header, a sum JSON cannot hold as a column."""
+    from zarrlake.format import statistics as sf
+
+    rec = _records(1)
+    rec["sum"] = total
+    head, cols = sf.encode(rec)
+    back = sf.decode(head, cols, 1, "test")
+    assert back is not None and back.tobytes() == rec.tobytes()
+    unknown = sf.unknown(1)
+    assert sf.encode(unknown) == (None, {})
+
+
+def test_statistics_read_back_are_decoded_only_when_asked():
+    """A range read back holds its statistics as stored: listing the objects it refers to
+    decodes none, one reference decodes only as far as its entry, and a range written
+    again unchanged keeps the stored bytes (nothing decoded, nothing compressed)."""
+    from zarrlake.format import statistics as sf
+    from zarrlake.vc.reach import manifest_refs
+
+    n = 300
+    rec = _records(n)
+    refs = [ChunkRef.object(i.to_bytes(32), 100 + i) for i in range(n)]
+    keys = [f"a/c/{i:04d}".encode() for i in range(n)]
+    written = ManifestRange.from_refs(keys, refs)
+    written = ManifestRange(**{**written.__dict__, "stored_stats": rec})
+    oid, data = written.encode()
+    r = ManifestRange.decode(oid, data)
+    stored = r.stored_stats
+    assert isinstance(stored, sf.Stored)
+    assert len(manifest_refs(r)) == n
+    got = r.ref_at(5).stats
+    assert got == sf.at(rec, 5)
+    assert stored._records is None  # (nothing decoded whole)
+    assert r.encode() == (oid, data)  # carried through as stored
+    assert stored._records is None
+    assert r.stats is not None and r.stats.tobytes() == rec.tobytes()
+    assert [ref.stats for ref in r.refs(slice(290, 300))] == [
+        sf.at(rec, i) for i in range(290, 300)
+    ]
+
+
+@pytest.mark.parametrize("same_layout", [True, False])
+def test_a_commit_gathers_staged_records_as_stored(same_layout):
+    """Entries picked from staged fragments whose records share a layout are gathered
+    narrowed, as stored, and compressed without being decoded; fragments whose layouts
+    differ are decoded. Either way the manifest range reads back every picked record."""
+    from zarrlake.format import statistics as sf
+    from zarrlake.format.fragment import FragmentIndex
+    from zarrlake.format.manifest import take_from
+
+    n = 200
+    parts, records = [], []
+    for j in range(3):
+        rec = _records(n, seed=j)
+        if not same_layout and j == 1:
+            rec["fill"][::7] = 3  # a field the other fragments hold as a constant 0
+        keys = [f"a/c/{j}.{i:04d}".encode() for i in range(n)]
+        refs = [ChunkRef.object((j * n + i).to_bytes(32), 10) for i in range(n)]
+        writes = ManifestRange.from_refs(keys, refs)
+        writes = ManifestRange(**{**writes.__dict__, "stored_stats": rec})
+        index = FragmentIndex.decode(*FragmentIndex(writes).encode())
+        parts.append(index.writes)
+        records.append(rec)
+    positions = np.random.default_rng(1).permutation(3 * n)[:450]
+    picked = take_from(parts, positions)
+    assert isinstance(picked.stored_stats, sf.Stored) == same_layout
+    want = np.concatenate(records)[positions]
+    assert picked.stats is not None and picked.stats.tobytes() == want.tobytes()
+    oid, data = picked.encode()
+    back = ManifestRange.decode(oid, data)
+    assert back.stats is not None and back.stats.tobytes() == want.tobytes()
+    head = back.stored_stats.head  # type: ignore[union-attr]
+    assert not head.get("plain")  # compressed in the manifest

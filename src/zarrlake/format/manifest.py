@@ -36,9 +36,22 @@ class ManifestRange:
     identities: tuple[str | None, ...] = ()
     """Per location: the identity of a VIRTUAL source at import (None for packs). Empty when
     no entry is virtual (and in ranges written before virtual references existed)."""
-    stats: np.ndarray | None = None
-    """Per entry: the chunk's value statistics (format/statistics.py records); None when no
-    entry has any (ranges written before statistics, or with them off)."""
+    stored_stats: np.ndarray | stats_format.Stored | None = None
+    """Per entry: the chunk's value statistics (format/statistics.py records), or as read
+    and not decoded yet (`stats` decodes them); None when no entry has any (ranges written
+    before statistics, or with them off)."""
+
+    @property
+    def stats(self) -> np.ndarray | None:
+        """The statistics records of the entries (None: no entry has any), decoded at the
+        first use of a range read back."""
+        s = self.stored_stats
+        return s.records() if isinstance(s, stats_format.Stored) else s
+
+    @property
+    def has_stats(self) -> bool:
+        """Whether some entry may have statistics (nothing decoded)."""
+        return self.stored_stats is not None
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -70,7 +83,7 @@ class ManifestRange:
         lengths = self.length[part].tolist()
         locs = self.loc[part].tolist()
         digests = self.digest[part].tobytes()
-        stats = [None] * len(kinds) if self.stats is None else self.stats[part].tolist()
+        stats = [None] * len(kinds) if self.stored_stats is None else self._stats_at(part).tolist()
         out = []
         for j, (k, off, length, loc, st) in enumerate(
             zip(kinds, offsets, lengths, locs, stats, strict=True)
@@ -90,6 +103,11 @@ class ManifestRange:
                 )
             )
         return out
+
+    def _stats_at(self, part: slice) -> np.ndarray:
+        """The statistics records at `part`, decoding no further than its end."""
+        s = self.stored_stats
+        return s.part(part) if isinstance(s, stats_format.Stored) else s[part]  # type: ignore[index]
 
     def get(self, key: bytes) -> ChunkRef | None:
         """The reference stored for `key`, or None when the range does not hold it."""
@@ -147,7 +165,7 @@ class ManifestRange:
             locations=self.locations,
             inline=self.inline,
             identities=self.identities,
-            stats=None if self.stats is None else self.stats[idx],
+            stored_stats=_stats_taken(self.stored_stats, idx),
         )
 
     def _split(self) -> Iterator[ManifestRange]:
@@ -176,7 +194,7 @@ class ManifestRange:
             locations=tuple(self.locations[i] for i in used),
             inline=inline,
             identities=_identities([self.identity_of(i) for i in used]),
-            stats=self.stats,
+            stored_stats=self.stored_stats,  # (the same entries: kept as read, if so)
         )
 
     def identity_of(self, loc: int) -> str | None:
@@ -189,7 +207,7 @@ class ManifestRange:
         meta: dict[str, Any] = {"locations": list(self.locations)}
         if self.identities:  # ranges without virtual entries keep their earlier encoding
             meta["identities"] = list(self.identities)
-        head, stat_cols = stats_format.encode(self.stats, staged=staged)
+        head, stat_cols = stats_format.encode(self.stored_stats, staged=staged)
         if head is not None:  # and so do ranges without statistics
             meta["stats"] = head
         return meta, {
@@ -219,7 +237,7 @@ class ManifestRange:
             locations=tuple(meta["locations"]),
             inline=c["inline"],
             identities=tuple(meta.get("identities", ())),
-            stats=stats_format.decode(meta.get("stats"), c, len(c["keys"]), what),
+            stored_stats=_stored(meta.get("stats"), c, what),
         )
 
     def encode(self, algo: Hash = Hash.SHA256) -> tuple[str, bytes]:
@@ -289,8 +307,45 @@ def _from_refs(keys: list[bytes], refs: list[ChunkRef]) -> ManifestRange:
         locations=tuple(name for name, _ in locations),
         inline=np.frombuffer(b"".join(inline_parts), np.uint8),
         identities=_identities([identity for _, identity in locations]),
-        stats=stats_format.records([r.stats for r in refs]),
+        stored_stats=stats_format.records([r.stats for r in refs]),
     )
+
+
+def _stats_taken(
+    stats: np.ndarray | stats_format.Stored | None, idx: np.ndarray | slice
+) -> np.ndarray | stats_format.Stored | None:
+    """The statistics of the entries at `idx`: gathered as stored when they are plain (a
+    staged fragment's), else decoded."""
+    if stats is None:
+        return None
+    if isinstance(stats, stats_format.Stored):
+        return stats.taken(idx) or stats.records()[idx]
+    return stats[idx]
+
+
+def _plain_layout(ranges: list[ManifestRange]) -> tuple[dict[str, Any], np.ndarray] | None:
+    """(header, rows of the first) when every one of `ranges` holds its statistics plain
+    in one layout (staged fragments of one array, usually), so a commit gathers their
+    records as stored instead of decoding them; None otherwise."""
+    first = ranges[0].stored_stats
+    if not isinstance(first, stats_format.Stored):
+        return None
+    key = first.layout_key()
+    if key is None:
+        return None
+    for r in ranges[1:]:
+        s = r.stored_stats
+        if not isinstance(s, stats_format.Stored) or s.layout_key() != key:
+            return None
+    rows = first.rows()
+    return None if rows is None else (first.head, rows)
+
+
+def _stored(
+    head: dict[str, Any] | None, cols: dict[str, np.ndarray], what: str
+) -> stats_format.Stored | None:
+    """A range's statistics as read (None: it has none), decoded at their first use."""
+    return None if head is None else stats_format.Stored(head, cols, len(cols["keys"]), what)
 
 
 def _identities(identities: list[str | None]) -> tuple[str | None, ...]:
@@ -325,7 +380,7 @@ def _concat(a: ManifestRange, b: ManifestRange) -> ManifestRange:
             [a.identity_of(i) for i in range(len(a.locations))]
             + [b.identity_of(i) for i in range(len(b.locations))]
         ),
-        stats=stats_format.joined([(a.stats, len(a)), (b.stats, len(b))]),
+        stored_stats=stats_format.joined([(a.stats, len(a)), (b.stats, len(b))]),
     )
     return both._take(np.argsort(keys, kind="stable"))
 
@@ -366,9 +421,14 @@ def take_from(ranges: list[ManifestRange], positions: np.ndarray) -> ManifestRan
     offset = np.empty(n, np.uint64)
     length = np.empty(n, np.uint64)
     loc = np.empty(n, np.int32)
+    plain = _plain_layout(ranges[first : last + 1])
     stats = (
-        None if all(r.stats is None for r in ranges[first : last + 1]) else stats_format.unknown(n)
+        None
+        if plain is not None or not any(r.has_stats for r in ranges[first : last + 1])
+        else stats_format.unknown(n)
     )
+    if plain is not None:
+        plain_rows = np.empty(n, plain[1].dtype)
     locations: list[str] = []
     identities: list[str | None] = []
     inline_parts: list[np.ndarray] = []
@@ -386,8 +446,10 @@ def take_from(ranges: list[ManifestRange], positions: np.ndarray) -> ManifestRan
         length[out] = r.length[rows]
         got = r.loc[rows]
         loc[out] = np.where(got >= 0, got + len(locations), -1)
-        if stats is not None and r.stats is not None:
-            stats[out] = r.stats[rows]
+        if plain is not None:
+            plain_rows[out] = r.stored_stats.rows()[rows]  # type: ignore[union-attr,index]
+        elif stats is not None and r.has_stats:
+            stats[out] = r.stats[rows]  # type: ignore[index]
         locations += r.locations
         identities += [r.identity_of(k) for k in range(len(r.locations))]
         off = r.offset[rows].copy()
@@ -410,7 +472,9 @@ def take_from(ranges: list[ManifestRange], positions: np.ndarray) -> ManifestRan
         locations=tuple(locations),
         inline=np.concatenate(inline_parts) if inline_parts else np.zeros(0, np.uint8),
         identities=_identities(identities),
-        stats=stats,
+        stored_stats=stats
+        if plain is None
+        else stats_format.Stored.of_rows(plain[0], plain_rows, "gathered statistics"),
     )
 
 

@@ -16,8 +16,9 @@ in the fewest bytes that hold them, min and max in the array's own float32 when 
 exact, the sum as float32 only when that is exact), min, max and sum as the differences of
 their bits from the previous entry's, laid side by side in one record per entry and
 compressed together: one Blosc frame (zstd after a bit shuffle, by numcodecs) a range.
-Staged fragments keep the narrowed records uncompressed (`plain`), so a commit reads them
-with a copy per field. The
+Staged fragments keep the narrowed records uncompressed (`plain`), so a commit gathers
+them as they are; so do ranges under SMALL entries. A range read back keeps its
+statistics as stored (`Stored`) until they are used. The
 statistics stay exact; what they cost is about the entropy of the sum's low bits and of the
 extremes. Formats 1 (each column uncompressed) and 2 (each column its own Blosc frame) are
 still read.
@@ -149,52 +150,134 @@ COLUMN = PREFIX + "rows"
 """Format 3: the one column holding every varying field, compressed together."""
 
 
+SMALL = 8
+"""Ranges of fewer entries keep their records `plain` (as staged fragments do): a Blosc
+frame's header and bit planes take more bytes than the few records they would hold, and
+its call costs more than the rest of the encoding (W5's one-chunk commits)."""
+
+
 def encode(
-    column: np.ndarray | None, staged: bool = False
+    column: np.ndarray | Stored | None, staged: bool = False
 ) -> tuple[dict[str, Any] | None, dict[str, np.ndarray]]:
     """(header entry, columns) of a range's records; (None, {}) when nothing is known, so
     the range keeps the encoding it had before statistics. `staged`: for a staged
     fragment, which lives until its commit and is read once by it: the records narrowed
     but neither differenced nor compressed (`plain`), so the commit reads them with a copy
-    per field instead of a decompression."""
-    if column is None or not column["kind"].any():
+    per field instead of a decompression (so are ranges under SMALL entries). Records
+    still as stored in the current format are written as they are, not encoded again."""
+    if isinstance(column, Stored):
+        as_stored = _encode_stored(column, staged or column.n < SMALL)
+        if as_stored is not None:
+            return as_stored
+        column = column.records()
+    if column is None:
         return None, {}
+    n = len(column)
+    if n == 1:
+        return _encode_one(column, staged)
+    if not column["kind"].any():
+        return None, {}
+    same = _constant(column)
     const: dict[str, Any] = {}
     varying: dict[str, np.ndarray] = {}
     kind = int(column["kind"][0])
-    one_kind = (column["kind"] == kind).all()
-    for name in FIELDS:
+    for name, constant in zip(FIELDS, same, strict=True):
         col = column[name]
         if name == "sum":
-            same = col.view(np.uint64)  # (bits: a sum of -0.0 stays -0.0)
-            if np.isfinite(col).all() and (same == same[0]).all():
-                if same[0]:
+            if constant and np.isfinite(col[0]):  # (bits: a sum of -0.0 stays -0.0)
+                if col.view(np.uint64)[0]:
                     const[name] = float(col[0])
                 continue
             narrow = col.astype(np.float32)
             ok = np.array_equal(narrow.astype(np.float64), col, equal_nan=True)
             varying[name] = narrow if ok else col
             continue
-        if (col == col[0]).all():
+        if constant:
             if col[0]:  # a field in neither `const` nor `cols` is 0 everywhere
                 const[name] = int(col[0])
             continue
-        if name in ("min", "max") and one_kind:
+        if name in ("min", "max") and "kind" in const:  # (one kind)
             varying[name] = _narrow_values(kind, values(kind, col))
             continue
         varying[name] = col.astype(np.min_scalar_type(int(col.max())))
+    return _framed(const, varying, n, staged or n < SMALL)
+
+
+_BYTES = [
+    (STATS[name].itemsize, offset)
+    for name, offset in zip(FIELDS, [dict(STATS.fields or {})[f][1] for f in FIELDS], strict=True)
+]
+"""Where each field's bytes lie in a record."""
+
+
+def _constant(column: np.ndarray) -> list[bool]:
+    """Per field: whether its bits are the same in every entry. A few entries are compared
+    as bytes, all fields in one call (numpy's cost per call is most of it); many field by
+    field (a reduction across the bytes of a record is slower than seven comparisons)."""
+    if len(column) > 64:
+        return [bool((column[name] == column[name][0]).all()) for name in FIELDS[:-1]] + [
+            bool((column["sum"].view(np.uint64) == column["sum"].view(np.uint64)[0]).all())
+        ]
+    as_bytes = column.view(np.uint8).reshape(len(column), STATS.itemsize)
+    same = (as_bytes == as_bytes[0]).all(axis=0).tolist()
+    return [all(same[start : start + width]) for width, start in _BYTES]
+
+
+def _encode_stored(
+    column: Stored, plain: bool
+) -> tuple[dict[str, Any] | None, dict[str, np.ndarray]] | None:
+    """`encode` of statistics as read, without decoding them where it can: as stored when
+    they already are as they would be written, compressed as they are when plain (a
+    commit's records gathered from staged fragments); None: decode them."""
+    if not column.n:
+        return None, {}
+    head = column.head
+    if head["v"] == VERSION and bool(head.get("plain")) == plain:
+        return head, {k: v for k, v in column.cols.items() if k == COLUMN}
+    rows = column.rows()
+    if rows is None:
+        return None
+    varying = {name: rows[name].view(dt) for name, dt in head["cols"]}
+    return _framed(dict(head["const"]), varying, column.n, plain)
+
+
+def _encode_one(column: np.ndarray, staged: bool) -> tuple[dict[str, Any] | None, dict]:
+    """`encode` of a one-entry range (a one-chunk commit's fragment), without numpy: every
+    field is a constant, but a sum that is not finite (JSON has no NaN)."""
+    rec = column[0].tolist()
+    if not rec[0]:
+        return None, {}
+    const = {name: value for name, value in zip(FIELDS[:-1], rec, strict=False) if value}
+    total = rec[-1]
+    varying: dict[str, np.ndarray] = {}
+    if math.isfinite(total):
+        if total or math.copysign(1.0, total) < 0:
+            const["sum"] = total
+    else:
+        varying["sum"] = column["sum"].astype(np.float32)  # inf and NaN are exact in float32
+    return _framed(const, varying, 1, True)
+
+
+def _framed(
+    const: dict[str, Any], varying: dict[str, np.ndarray], n: int, plain: bool
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The header entry and column of the varying fields laid side by side: plain, or
+    min/max/sum as differences from the previous entry, compressed together."""
     head: dict[str, Any] = {"v": VERSION, "const": const}
     head["cols"] = [[name, col.dtype.str] for name, col in varying.items()]
-    if staged:
+    if plain:
         head["plain"] = 1
     if not varying:
         return head, {}
-    rows = np.empty(len(column), _layout(head["cols"]))
+    rows = np.empty(n, _layout(head["cols"]))
     for name, col in varying.items():
-        bits = col.view(rows.dtype[name])
-        delta = name in DELTA and not staged
-        rows[name] = np.diff(bits, prepend=bits.dtype.type(0)) if delta else bits
-    if staged:
+        bits, out = col.view(rows.dtype[name]), rows[name]
+        if name in DELTA and not plain:  # (unsigned: wraps as the sums that undo it do)
+            out[0] = bits[0]
+            np.subtract(bits[1:], bits[:-1], out=out[1:])
+        else:
+            out[...] = bits
+    if plain:
         return head, {COLUMN: rows.view(np.uint8)}
     packed = _codec().encode(rows.view(f"V{rows.dtype.itemsize}"))
     return head, {COLUMN: np.frombuffer(packed, np.uint8)}
@@ -238,23 +321,107 @@ def _narrow_values(kind: int, vals: np.ndarray) -> np.ndarray:
     return vals.astype(np.min_scalar_type(int(vals.max())))
 
 
+class Stored:
+    """The statistics of a range of `n` entries as stored (its header entry and columns),
+    decoded at their first use: reading a chunk's bytes, listing the objects a range refers
+    to (gc) or a shard's inner chunks uses none of them. A header naming a newer format is
+    refused at once, as before; columns that do not decode, at their first use."""
+
+    __slots__ = ("_records", "cols", "head", "n", "what")
+
+    def __init__(self, head: dict[str, Any], cols: dict[str, np.ndarray], n: int, what: str):
+        _check_version(head, what)
+        self.head, self.cols, self.n, self.what = head, cols, n, what
+        self._records: np.ndarray | None = None
+
+    def records(self) -> np.ndarray:
+        """Every entry's record (decoded once)."""
+        if self._records is None:
+            self._records = _decoded(self.head, self.cols, self.n, self.what, 0, self.n)
+        return self._records
+
+    def rows(self) -> np.ndarray | None:
+        """The records as stored when they are plain in the current format (a staged
+        fragment's: narrowed, side by side); None when they must be decoded."""
+        head = self.head
+        if head["v"] != VERSION or not head.get("plain"):
+            return None
+        layout = _layout(head["cols"])
+        if not head["cols"]:
+            return np.zeros(self.n, layout)
+        column = self.cols.get(COLUMN)
+        rows = None if column is None else column.view(layout)
+        if rows is None or len(rows) != self.n:
+            raise _damaged(self.what, ValueError(f"the records do not hold {self.n} entries"))
+        return rows
+
+    def taken(self, idx: np.ndarray | slice) -> Stored | None:
+        """The statistics of the entries at `idx`, gathered as stored (no decoding) when
+        they are plain; None when they must be decoded."""
+        rows = self.rows()
+        return None if rows is None else Stored.of_rows(self.head, rows[idx], self.what)
+
+    @classmethod
+    def of_rows(cls, head: dict[str, Any], rows: np.ndarray, what: str) -> Stored:
+        """Plain records `rows` laid out as `head` says."""
+        cols = {COLUMN: np.ascontiguousarray(rows).view(np.uint8)} if head["cols"] else {}
+        return cls(head, cols, len(rows), what)
+
+    def layout_key(self) -> tuple | None:
+        """What two plain records' layouts share when their rows can be laid together
+        (None: not plain in the current format)."""
+        head = self.head
+        if head["v"] != VERSION or not head.get("plain"):
+            return None
+        return (sorted(head["const"].items()), [tuple(c) for c in head["cols"]])
+
+    def part(self, part: slice) -> np.ndarray:
+        """The records of the entries at `part` (a step-1 slice), decoding only as far as
+        its end when the whole is not decoded yet (one chunk's reference)."""
+        if self._records is not None:
+            return self._records[part]
+        start, stop, _ = part.indices(self.n)
+        return _decoded(self.head, self.cols, self.n, self.what, start, max(start, stop))
+
+
 def decode(head: dict[str, Any] | None, cols: dict[str, np.ndarray], n: int, what: str):
     """The records of a range of `n` entries from its header entry and columns (None:
     the range has no statistics). CorruptionError naming `what` if they do not fit."""
     if head is None:
         return None
+    return Stored(head, cols, n, what).records()
+
+
+def _check_version(head: dict[str, Any], what: str) -> None:
     try:
         version = int(head["v"])
-        if version > VERSION:
-            raise CorruptionError(
-                f"{what}: statistics format {version} is newer than this zarrlake ({VERSION}); "
-                "upgrade zarrlake to read it"
-            )
-        out = np.zeros(n, STATS)
+    except (KeyError, TypeError, ValueError) as e:
+        raise _damaged(what, e) from None
+    if version > VERSION:
+        raise CorruptionError(
+            f"{what}: statistics format {version} is newer than this zarrlake ({VERSION}); "
+            "upgrade zarrlake to read it"
+        )
+
+
+def _damaged(what: str, e: BaseException) -> CorruptionError:
+    return CorruptionError(
+        f"{what}: statistics cannot be decoded ({e}); run `zarrlake fsck --decode` to see "
+        "which manifests are damaged"
+    )
+
+
+def _decoded(
+    head: dict[str, Any], cols: dict[str, np.ndarray], n: int, what: str, start: int, stop: int
+) -> np.ndarray:
+    """The records of entries [start, stop) of a range of `n`."""
+    try:
+        version = int(head["v"])
+        out = np.zeros(stop - start, STATS)
         for name, value in head["const"].items():
             out[name] = value
         if version >= 3:
-            _unpack(head["cols"], cols, out, bool(head.get("plain")))
+            _unpack(head["cols"], cols, out, bool(head.get("plain")), n, start)
             return out
         stored, packed = head.get("as", {}), head.get("dt", {})
         for name in FIELDS:
@@ -266,32 +433,36 @@ def decode(head: dict[str, Any] | None, cols: dict[str, np.ndarray], n: int, wha
                 col = _decompress(col, packed[name], n)
             if len(col) != n:
                 raise ValueError(f"column {name} has {len(col)} entries, not {n}")
-            _put(out, name, col, as_)
+            _put(out, name, col[start:stop], as_)
         return out
     except (KeyError, TypeError, ValueError, RuntimeError) as e:  # (Blosc: RuntimeError)
-        raise CorruptionError(
-            f"{what}: statistics cannot be decoded ({e}); run `zarrlake fsck --decode` to see "
-            "which manifests are damaged"
-        ) from None
+        raise _damaged(what, e) from None
 
 
 def _unpack(
-    layout: list[list[str]], cols: dict[str, np.ndarray], out: np.ndarray, plain: bool
+    layout: list[list[str]],
+    cols: dict[str, np.ndarray],
+    out: np.ndarray,
+    plain: bool,
+    n: int,
+    start: int,
 ) -> None:
-    """Format 3: the varying fields of `out` from the one column of records (`plain`: as
-    they are, else differenced and compressed)."""
+    """Format 3: the varying fields of `out` (entries from `start` of `n`) from the one
+    column of records (`plain`: as they are, else differenced and compressed)."""
     if not layout:
         return
     if plain:
         rows = cols[COLUMN].view(_layout(layout))
-        if len(rows) != len(out):
-            raise ValueError(f"the records hold {len(rows)} entries, not {len(out)}")
+        if len(rows) != n:
+            raise ValueError(f"the records hold {len(rows)} entries, not {n}")
     else:
-        rows = _decompress(cols[COLUMN], _layout(layout), len(out))
+        rows = _decompress(cols[COLUMN], _layout(layout), n)
+    stop = start + len(out)
     for name, dtype in layout:
-        bits = rows[name]
-        if name in DELTA and not plain:
-            bits = np.cumsum(bits, dtype=bits.dtype)  # (wraps as the differences did)
+        if name in DELTA and not plain:  # (wraps as the differences did)
+            bits = np.cumsum(rows[name][:stop], dtype=rows.dtype[name])[start:]
+        else:
+            bits = rows[name][start:stop]
         _put(out, name, bits.view(dtype), None)
 
 

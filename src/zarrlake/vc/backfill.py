@@ -78,7 +78,7 @@ def backfill(
         if not got:
             return head
         writes = todo.take(np.array(got, np.int64))
-        writes = replace(writes, stats=sf.records([stats[i] for i in got]))
+        writes = replace(writes, stored_stats=sf.records([stats[i] for i in got]))
         table = ChangeTable(writes=writes)
         new_root, blobs = apply_changes(objects, root, table)
         snapshot_id, root_blob = objects.encode(new_root)

@@ -210,7 +210,7 @@ def stats_gains(objects: Objects, ours: SnapshotRoot, theirs: SnapshotRoot) -> M
     shared = set(ours.ranges.ids) & set(theirs.ranges.ids)
     o_ranges, ko, do, _, _ = _columns(objects, ours, shared)
     t_ranges, kt, dt, owner, pos = _columns(objects, theirs, shared)
-    if not len(ko) or not len(kt) or all(r.stats is None for r in t_ranges):
+    if not len(ko) or not len(kt) or not any(r.has_stats for r in t_ranges):
         return ManifestRange.empty()
     _, io, it = np.intersect1d(ko, kt, assume_unique=True, return_indices=True)
     o_known = _known(o_ranges)
