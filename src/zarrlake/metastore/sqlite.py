@@ -488,7 +488,7 @@ class _Batch:
         elif not self.write.conn.in_transaction:  # SQLite rolled it back (an I/O error)
             raise BackendError(
                 f"SQLite metastore {self.errors.path}: a batch's transaction was rolled back "
-                "by an earlier error"
+                "by an earlier error; check the disk the file is on, then try again"
             )
         return _Joined(self.write.conn, self.errors)
 
