@@ -4,11 +4,12 @@ behaviour."""
 from __future__ import annotations
 
 import pickle
+import sqlite3
 import threading
 
 import pytest
 
-from zarrlake.errors import ConfigurationError, TransientError
+from zarrlake.errors import CASFailedError, ConfigurationError, TransientError
 from zarrlake.metastore import MetaStore, open_metastore
 from zarrlake.testing.metastore import MetaStoreTests, P
 from zarrlake.testing.metastore_shared import SharedMetaStoreTests
@@ -177,5 +178,69 @@ def test_a_guarded_write_with_more_checks_than_one_statement_reads(tmp_path):
         checks = {**versions, b"absent": None}
         assert meta.write_if("p", [(b"new", b"x")], checks)[0] > max(versions.values())
         assert meta.get("p", b"new")[0] == b"x"
+    finally:
+        meta.close()
+
+
+def _elsewhere(meta: MetaStore, key: bytes) -> bytes | None:
+    """`key`'s value as another connection to the file reads it (a plain sqlite3 one: a
+    new connection of the store's sets itself up under the write lock a batch holds)."""
+    conn = sqlite3.connect(meta.path)  # type: ignore[attr-defined]
+    try:
+        row = conn.execute("SELECT value FROM kv WHERE partition = ? AND key = ?", (P, key))
+        got = row.fetchone()
+        return None if got is None else got[0]
+    finally:
+        conn.close()
+
+
+def test_a_batch_is_one_transaction_seen_whole_at_its_end(tmp_path):
+    """A batch's writes (a plain write, a compare-and-swap, a guarded write, a nested
+    batch's) are one write transaction: another connection sees none of them until the
+    block ends, then all; a refused compare-and-swap inside undoes only itself."""
+    meta = open_metastore(f"sqlite:///{tmp_path}/b.db")
+    try:
+        v = meta.set(P, b"k", b"0")
+        statements: list[str] = []
+        meta._conn().set_trace_callback(statements.append)  # type: ignore[attr-defined]
+        with meta.batch():
+            assert meta.get(P, b"a") is None  # reads before the first write begin nothing
+            meta.set(P, b"a", b"1")
+            v = meta.set_if(P, b"k", b"2", v)
+            with pytest.raises(CASFailedError):
+                meta.set_if(P, b"k", b"lost", v - 1)
+            with meta.batch():  # joins the outer one
+                meta.write_if(P, [(b"b", b"3")], {b"k": v})
+            assert meta.get(P, b"a")[0] == b"1"  # this thread reads its own writes
+            assert _elsewhere(meta, b"a") is None and _elsewhere(meta, b"k") == b"0"
+        assert [meta.get(P, k)[0] for k in (b"a", b"k", b"b")] == [b"1", b"2", b"3"]
+        assert _elsewhere(meta, b"b") == b"3"
+        assert [s for s in statements if s in ("BEGIN IMMEDIATE", "COMMIT")] == [
+            "BEGIN IMMEDIATE",
+            "COMMIT",
+        ]
+    finally:
+        meta.close()
+
+
+def test_a_batch_keeps_its_writes_after_an_error_and_none_after_an_interrupt(tmp_path):
+    """Each write that returned stays when an error ends the block, as if each had been
+    its own transaction; an interrupt ends it as a crash would, keeping none. The write
+    lock is free again either way."""
+    meta = open_metastore(f"sqlite:///{tmp_path}/b.db")
+    try:
+        with pytest.raises(ValueError), meta.batch():
+            meta.set(P, b"kept", b"1")
+            raise ValueError("after the write")
+        assert meta.get(P, b"kept")[0] == b"1"
+        with pytest.raises(KeyboardInterrupt), meta.batch():
+            meta.set(P, b"gone", b"1")
+            raise KeyboardInterrupt
+        assert meta.get(P, b"gone") is None
+        assert _elsewhere(meta, b"kept") == b"1"
+        t = threading.Thread(target=lambda: meta.set(P, b"later", b"1"))
+        t.start()
+        t.join()
+        assert meta.get(P, b"later")[0] == b"1"
     finally:
         meta.close()

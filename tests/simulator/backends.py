@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, cast
 
 from tests.simulator.faults import Fault
@@ -264,6 +265,12 @@ class SimMetaStore(_Stops, WrapperMetaStore):
         if call.op == "scan":
             return iter(self._call(what, lambda: list(cast(Iterator[Any], run())), False))
         return self._call(what, run, call.write)
+
+    def batch(self) -> AbstractContextManager[None]:
+        """No batch: every actor is a greenlet of one thread, where a backend's batch (one
+        transaction per thread) would take in other actors' writes; each write runs alone,
+        which a batch's writes may always do (see MetaStore.batch)."""
+        return nullcontext()
 
     def close(self) -> None:
         """Nothing: the world's store outlives every actor's handle."""

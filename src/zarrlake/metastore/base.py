@@ -138,6 +138,17 @@ class MetaStore(ABC):
     was read (the bucket metastore's conditional write names the head it last read): a
     caller about to write may read the partition beside an earlier round trip."""
 
+    def batch(self) -> AbstractContextManager[None]:
+        """Make the calling thread's writes inside the block one transaction where the
+        backend can (SQLite: begun at the first write, committed when the block ends);
+        elsewhere each write is its own, as outside a block. Each write that returned is
+        kept even if the block ends with an error (a crash, or an interrupt, keeps none),
+        so a batch only hides the states between its writes from other callers and from a
+        crash: callers must be correct either way. The block holds the backend's write
+        lock from its first write: it must not wait for another thread's or process's
+        write."""
+        return nullcontext()
+
     def take_turns(self, name: str) -> AbstractContextManager[bool]:
         """Make cooperating callers naming the same `name` run one at a time. Advisory:
         correctness never rests on it (compare-and-swap does); it saves the work a lost
@@ -404,6 +415,10 @@ class WrapperMetaStore(MetaStore):
     def writes_after_reads(self) -> bool:  # type: ignore[override]
         """Whether the inner store's writes are cheaper after a read (see MetaStore)."""
         return self.inner.writes_after_reads
+
+    def batch(self) -> AbstractContextManager[None]:
+        """The inner store's batch of writes (see MetaStore.batch)."""
+        return self.inner.batch()
 
     def take_turns(self, name: str) -> AbstractContextManager[bool]:
         """The inner store's turn-taking lock for `name`."""

@@ -298,10 +298,20 @@ class SqliteMetaStore(MetaStoreBackend):
         fork()."""
         return _Errors(self.path, opening) if opening else self._fail
 
-    def _transaction(self) -> _Write:
-        """A write transaction holding the database's write lock from the start."""
+    def _transaction(self) -> _Write | _Joined:
+        """A write transaction holding the database's write lock from the start; inside a
+        `batch` of this thread, the batch's (begun by its first write)."""
         conns = self._conns.get()
+        batch: _Batch | None = getattr(conns.local, "batch", None)
+        if batch is not None:
+            return batch.join(self._conn())
         return _Write(self._conn(), conns.writer, self._fail)
+
+    def batch(self) -> _Batch:
+        """This thread's writes inside the block as one write transaction (see
+        MetaStore.batch): a commit's record and branch writes take the write lock, and
+        reach the file, once instead of once each. A block inside another joins it."""
+        return _Batch(self._conns.get(), self._fail)
 
     @staticmethod
     def _next_versions(conn: sqlite3.Connection, n: int) -> int:
@@ -455,6 +465,70 @@ class _Errors:
         if self.opening or code in _SETUP:
             raise ConfigurationError(f"SQLite metastore {self.path}: {text}") from None
         raise BackendError(f"SQLite metastore {self.path}: {text}") from None
+
+
+class _Batch:
+    """One thread's writes as one transaction (`SqliteMetaStore.batch`): the first write
+    begins it (`join`), the end of the outermost block commits it; an interrupt or a crash
+    (an exception that is not an Exception) rolls it back."""
+
+    __slots__ = ("conns", "errors", "outer", "write")
+
+    def __init__(self, conns: _Connections, errors: _Errors) -> None:
+        self.conns, self.errors = conns, errors
+        self.write: _Write | None = None
+        self.outer = False
+
+    def join(self, conn: sqlite3.Connection) -> _Joined:
+        """The batch's transaction for one write, begun if this is the first."""
+        if self.write is None:
+            write = _Write(conn, self.conns.writer, self.errors)
+            write.__enter__()
+            self.write = write
+        elif not self.write.conn.in_transaction:  # SQLite rolled it back (an I/O error)
+            raise BackendError(
+                f"SQLite metastore {self.errors.path}: a batch's transaction was rolled back "
+                "by an earlier error; check the disk the file is on, then try again"
+            )
+        return _Joined(self.write.conn, self.errors)
+
+    def __enter__(self) -> None:
+        self.outer = getattr(self.conns.local, "batch", None) is None
+        if self.outer:
+            self.conns.local.batch = self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, _: Any
+    ) -> None:
+        if not self.outer:
+            return
+        self.conns.local.batch = None
+        write, self.write = self.write, None
+        if write is None:
+            return
+        if error is None or isinstance(error, Exception):  # each write that returned stays
+            write.__exit__(None, None, None)
+        else:
+            write.__exit__(kind, error, None)  # rolled back
+
+
+class _Joined:
+    """One write inside a batch: its errors translated; a failed statement undoes only
+    itself (SQLite's statement atomicity), the batch's other writes stay."""
+
+    __slots__ = ("conn", "errors")
+
+    def __init__(self, conn: sqlite3.Connection, errors: _Errors) -> None:
+        self.conn, self.errors = conn, errors
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.errors.__enter__()
+        return self.conn
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: Any
+    ) -> None:
+        self.errors.__exit__(kind, error, tb)
 
 
 class _Write:

@@ -532,6 +532,8 @@ def _commit(
     # What need not wait for the seal goes out with it (one round trip on a remote
     # metastore; first, in turn, on an embedded one): this handle's last writes, which the
     # gather below reads and the gc-phase read settles.
+    # Not one `MetaStore.batch`: the flush's error path takes the handle's buffer lock,
+    # which another thread of the handle may hold while it waits for the write lock.
     flushed, sealed = ctx.together(
         final_flush or (lambda: None),
         lambda: seal(txn, rec, version),

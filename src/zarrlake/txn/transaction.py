@@ -454,8 +454,9 @@ class Transaction:
         """Tell gc which chunk objects the session named and its commit did not keep, then
         drop its staged records."""
         assert self.record is not None
-        register_staged(self.ctx, self.record.id, committed=self.committed)
-        staging.clear()
+        with self.ctx.meta.batch():  # one write transaction on an embedded metastore
+            register_staged(self.ctx, self.record.id, committed=self.committed)
+            staging.clear()
 
     def abandon(self) -> None:
         """Stop background flushing and abandon the session (its staged writes are dropped)."""
