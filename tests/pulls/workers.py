@@ -4,6 +4,7 @@ crash tests, where ZARRLAKE_CRASH_AT stops the merger at a named point."""
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import sys
 from typing import Any
@@ -45,8 +46,10 @@ def create_same(args: tuple[dict, str, Any, Any]) -> None:
     """A racer opening a pull request of `branch` into main, as every racer does: put its
     id, or the error's class name and message, on `results`."""
     where, branch, barrier, results = args
+    faulthandler.dump_traceback_later(50)  # a racer stuck before the barrier says where
     repo = zl.Repo.open(**where)
     barrier.wait(timeout=60)
+    faulthandler.cancel_dump_traceback_later()
     try:
         results.put(("created", repo.create_pull_request(branch, "main").id))
     except zl.ZarrLakeError as e:
