@@ -48,7 +48,7 @@ from zarrlake.vc.change_table import Change
 from zarrlake.vc.chunk_keys import is_array_doc
 from zarrlake.vc.gc_protocol import Phase, WriteGuard
 from zarrlake.vc.objects import MANIFEST_INLINE_MAX, Objects
-from zarrlake.vc.statistics import ChunkValues, decoded_stats
+from zarrlake.vc.statistics import ChunkValues, decoded_stats, decoded_together, fill_of
 
 _BESIDE = forksafe.PerProcess(
     lambda: ThreadPoolExecutor(4, thread_name_prefix="zarrlake-beside-mark")
@@ -303,16 +303,22 @@ class Writes:
         doc = _batch_doc(batch, key) if batch else None
         if doc is not None:
             return doc
+        found = self._array_now(key)
+        return None if found is None else found[1]
+
+    def _array_now(self, key: str) -> tuple[str, bytes] | None:
+        """(array path + "/", document) of chunk `key`'s array as `_doc_now` finds it when
+        no document is written with the chunk."""
         for prefix, known in self._stats_docs.items():
             if key.startswith(prefix):
-                return known
+                return prefix, known
         if not any(meta in self.staging.own_meta for meta in meta_keys_above(key)):
-            return self.overlay.array_doc(key)
-        found = self.overlay.current_array_meta(key)
-        if found is None:
-            return None
-        self._stats_docs[found[0][: -len("zarr.json")]] = found[1]
-        return found[1]
+            found = self.overlay.array_meta(key)
+        else:
+            found = self.overlay.current_array_meta(key)
+            if found is not None:
+                self._stats_docs[found[0][: -len("zarr.json")]] = found[1]
+        return None if found is None else (found[0][: -len("zarr.json")], found[1])
 
     def _check_chunk(
         self, key: str, data: bytes | memoryview, batch: dict[str, bytes] | None = None
@@ -519,6 +525,8 @@ class Writes:
         docs = {key: bytes(data) for key, data in checked if is_meta_key(key)}  # bytes already
         for key, data in docs.items():  # bad documents are refused before any upload
             check_metadata(key, data)
+        if self.statistics:
+            given = self._stats_together(checked, given, docs)
         big = [
             i
             for i, (key, data) in enumerate(checked)
@@ -546,6 +554,43 @@ class Writes:
             uploaded[i] if i in uploaded else self._changes_for(item, None, docs, given[i])
             for i, item in enumerate(checked)
         ]
+
+    def _stats_together(
+        self,
+        checked: list[tuple[str, bytes | memoryview]],
+        given: list[ChunkValues | None],
+        batch: dict[str, bytes],
+    ) -> list[ChunkValues | None]:
+        """`given`, with the statistics of the batch's chunks written without values (the
+        bytes alone: `write_many`) taken per array together (`decoded_together`: decoded
+        one by one, reduced as rows), not one chunk at a time as `_stats_for` would. Shards
+        and inner chunks are left to `_stats_for`, as are bytes that do not decode."""
+        by_doc: dict[bytes, list[int]] = {}
+        arrays: list[tuple[str, bytes]] = []  # (path + "/", document) of those met so far
+        for i, (key, _) in enumerate(checked):
+            if given[i] is not None or is_meta_key(key) or split_inner_key(key) is not None:
+                continue
+            if batch:  # (documents written with the chunks: each chunk's is looked for)
+                doc = self._doc_now(key, batch)
+            else:  # an array has no child nodes: a chunk under a path met is that array's
+                doc = next((d for p, d in arrays if key.startswith(p)), None)
+                if doc is None:
+                    found = self._array_now(key)
+                    doc = None if found is None else found[1]
+                    if found is not None:
+                        arrays.append(found)
+            if doc is not None:
+                by_doc.setdefault(doc, []).append(i)
+        out = list(given)
+        for doc, rows in by_doc.items():
+            if len(rows) < 2 or b"sharding_indexed" in doc:  # (a shard's are its inner chunks')
+                continue
+            fill = fill_of(doc)
+            stats = decoded_together(doc, [checked[i][1] for i in rows])
+            for i, known in zip(rows, stats, strict=True):
+                if known is not None:
+                    out[i] = ChunkValues(fill, known=known)
+        return out
 
     def delete_many(self, keys: list[str]) -> None:
         """Delete the keys that exist; deleting a missing key is not an error."""
