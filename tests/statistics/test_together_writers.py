@@ -1,6 +1,7 @@
 """Statistics taken together on the writers that hold many chunks' values, outside one zarr
-write: `write_many` (chunk bytes alone: decoded, then reduced per array together) and the
-Spark chunk layout (a batch's whole chunks, each written by its own zarr write). Every
+write: `write_many` (chunk bytes alone: decoded, then reduced per array together), the
+Spark chunk layout (a batch's whole chunks, each written by its own zarr write) and the
+cell layout's rows out of order (grouped by chunk, each chunk its own write). Every
 chunk's statistics equal numpy's on its values (NaN, fill values, integer, unsigned,
 boolean and float dtypes, big-endian bytes, compressed chunks, edge chunks), the whole
 ones taken together (counted), edge chunks one by one. With statistics off, no values are
@@ -9,6 +10,7 @@ handed over and nothing is computed."""
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 import pytest
 import zarr
 from zarr.codecs import BytesCodec
@@ -268,3 +270,93 @@ def test_spark_chunk_layout_writes_get_numpys_statistics(spark, tmp_path):
         zl.spark.write_array(df, repo=loc, array=target.name, layout="chunks")
     for target, values in cases:
         assert_matches(repo.chunk_stats(target.name), target, values, target.name)
+
+
+# the Spark cell layout's rows out of order --------------------------------------------
+
+
+@pytest.mark.parametrize("case", range(len(LAYOUT)))
+def test_row_sink_takes_whole_chunks_of_rows_out_of_order_together(tmp_path, monkeypatch, case):
+    """The cell layout's task code with rows in no order (grouped by chunk,
+    `chunks.write_chunks`): the chunks the rows cover whole get their statistics together;
+    edge chunks, and a chunk the rows cover only partly (merged with what it held), one by
+    one."""
+    from zarrlake.spark.arrays import ArrayInfo
+    from zarrlake.spark.rowsink import RowSink
+
+    spec = LAYOUT[case]
+    base = _values(spec.dtype, spec.shape, spec.fill, seed=50 + case)
+    values = _values(spec.dtype, spec.shape, spec.fill, seed=case)
+    if values.dtype.kind == "f":
+        values[: spec.chunks[0]] = np.nan
+    repo = zl.Repo.create(tmp_path / "r")
+    s = repo.create_session()
+    spec.create(s.store)
+    zarr.open_array(s.store, path=spec.name)[...] = base
+    s.commit("base")
+    s = repo.create_session()
+    array = zarr.open_array(s.store, path=spec.name)
+    info = ArrayInfo.of(array, spec.name)
+    cells = np.array(list(np.ndindex(*spec.shape)))
+    keep = np.ones(len(cells), bool)
+    keep[1] = False  # chunk (0, 0) is covered only partly: it keeps its stored cell
+    cells = cells[keep][np.random.default_rng(case).permutation(int(keep.sum()))]
+    want = values.copy()
+    kept = np.unravel_index(1, spec.shape)
+    want[kept] = base[kept]
+    batch = pa.RecordBatch.from_arrays(
+        [
+            *(pa.array(cells[:, d]) for d in range(len(spec.shape))),
+            pa.array(values[tuple(cells.T)]),
+        ],
+        names=[*info.dims, info.column],
+    )
+    count = _Count(monkeypatch)
+    sink = RowSink({spec.name: array}, [info], replace=False)
+    sink.add(batch)
+    sink.close()
+    s.commit("rows")
+    assert_matches(repo.chunk_stats(spec.name), spec, want, f"case {case}")
+    edge = _edge_chunks(spec, want)
+    assert count.alone == edge + (not _edge(spec, (0,) * len(spec.shape)))
+
+
+@pytest.mark.slow
+def test_spark_cell_layout_writes_get_numpys_statistics(spark, tmp_path):
+    """Through Spark (local[2]): cell rows repartitioned by chunk (out of the array's order)
+    get every chunk's statistics as numpy has them."""
+    loc = str(tmp_path / "repo")
+    repo = zl.Repo.create(loc)
+    s = repo.create_session()
+    cases = []
+    for n, spec in enumerate(LAYOUT[:3]):
+        values = _values(spec.dtype, spec.shape, spec.fill, seed=n)
+        if values.dtype.kind == "f":
+            values[: spec.chunks[0]] = np.nan
+        target = Spec(f"cells{n}/a", spec.shape, spec.chunks, spec.dtype, spec.fill)
+        target.create(s.store)
+        cases.append((target, values))
+    s.commit("arrays")
+    for target, values in cases:
+        rows = [(*map(int, at), values[at].item()) for at in np.ndindex(*target.shape)]
+        df = spark.createDataFrame(rows, schema=_cell_schema(target, values.dtype))
+        zl.spark.write_array(df, repo=loc, array=target.name)
+    for target, values in cases:
+        assert_matches(repo.chunk_stats(target.name), target, values, target.name)
+
+
+def _cell_schema(spec: Spec, dtype: np.dtype):
+    from pyspark.sql.types import (
+        DoubleType,
+        FloatType,
+        LongType,
+        ShortType,
+        StructField,
+        StructType,
+    )
+
+    value = {"f": {4: FloatType(), 8: DoubleType()}, "i": {2: ShortType()}}[dtype.kind]
+    return StructType(
+        [StructField(f"d{i}", LongType(), False) for i in range(len(spec.shape))]
+        + [StructField("a", value[dtype.itemsize], True)]
+    )

@@ -28,11 +28,11 @@ from zarrlake.format.shard import inner_key
 from zarrlake.spark import options as opts
 from zarrlake.spark.append import Append, Growth, grown, widened
 from zarrlake.spark.arrays import INTEGER_TYPES, ArrayInfo, cast_values, check_value_type
+from zarrlake.spark.chunks import taken_together, takes_together
 from zarrlake.spark.duplicates import refuse
 from zarrlake.spark.reader import ChunkRun, ZarrLakeReader
 from zarrlake.spark.rowsink import column
-from zarrlake.vc.statistics import TILES_MAX, of_rows
-from zarrlake.zarr_store.pipeline import given, taken_by
+from zarrlake.zarr_store.pipeline import given
 
 CELLS, CHUNKS = "cells", "chunks"
 SHAPE = "shape"
@@ -307,33 +307,20 @@ class ChunkSink:
         shards: dict[tuple[int, ...], dict[tuple[int, ...], tuple]],
         keys: dict[tuple[int, ...], str],
     ) -> Any:
-        """The statistics of the batch's whole small chunks of an unsharded array (chunk
-        coordinates -> (box, values) in `shards`, store key in `keys`), taken together
-        (`statistics.of_rows`, as a zarr write takes those of its whole small chunks), for
-        the chunks' writes (`pipeline.given`); None when the session keeps no statistics
-        or there are too few. Edge chunks (zarr pads them with the fill value) get their
-        own as zarr encodes them."""
+        """The statistics of the batch's whole chunks of an unsharded array (chunk
+        coordinates -> (box, values) in `shards`, store key in `keys`), taken together for
+        their writes (`chunks.taken_together`); edge chunks (zarr pads them with the fill
+        value) get their own as zarr encodes them."""
+        if self.info.inner is not None or not takes_together(self.array):
+            return None
         unit = self.info.unit
-        if self.info.inner is not None or self.array.shards is not None:
-            return None  # (a shard's inner chunks are taken by its inner write)
-        if math.prod(unit) >= TILES_MAX or len(shards) < 2:
-            return None
-        if not getattr(self.array.store, "computes_statistics", False):
-            return None
         whole = [
-            (at, block)
+            (keys[at], block)
             for blocks in shards.values()
             for at, (_, block) in blocks.items()
             if block.shape == unit
         ]
-        if len(whole) < 2:
-            return None
-        fill = np.asarray(self.array.fill_value).item()
-        fields = of_rows([block for _, block in whole], fill)
-        if fields is None:
-            return None
-        by_key = {keys[at]: f for (at, _), f in zip(whole, fields, strict=True)}
-        return taken_by(whole[0][1], by_key)  # (every row is a view of the batch's values)
+        return taken_together(self.array, whole)  # (every row is a view of the batch's values)
 
     def _grow(self, coords: list[np.ndarray], sizes: np.ndarray) -> np.ndarray:
         """The rows' lengths along the append dimension (from their number of values); the
