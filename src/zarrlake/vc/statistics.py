@@ -273,35 +273,32 @@ def _fields(records: np.ndarray) -> list[tuple]:
     return list(zip(*columns, strict=True))
 
 
-def decoded_together(doc: bytes, chunks: Sequence[bytes | memoryview]) -> list[ChunkStats | None]:
+def decoded_together(doc: bytes, chunks: Sequence[bytes | memoryview]) -> list[tuple | None]:
     """The statistics of chunk bytes `chunks` of the array whose `zarr.json` is `doc`
-    (`decoded_stats` of each, bit for bit), decoded one by one and, for chunks of fewer
-    than TILES_MAX elements, taken together (`of_rows`); None for bytes that do not
-    decode here. Chunks stored as raw values (codec `bytes` only) are read as one array."""
+    (`decoded_stats` of each, bit for bit), as plain tuples of their fields (`of_tiles`;
+    `as_stats` makes each one), decoded one by one and, for chunks of fewer than TILES_MAX
+    elements, taken together (`of_rows`); None for bytes that do not decode here. Chunks
+    stored as raw values (codec `bytes` only) are read as one array."""
     found = _decoder(doc, False)
     if found is None:
         return [None] * len(chunks)
+    small = found.size < TILES_MAX and len(chunks) > 1
     width = None if found.raw is None else found.raw.itemsize * found.size
     if width is not None and all(len(c) == width for c in chunks):
         laid = np.frombuffer(b"".join(chunks), found.raw).reshape(len(chunks), found.size)
-        if found.size < TILES_MAX and len(chunks) > 1:
-            taken = of_rows(laid, found.fill)
-            if taken is not None:
-                return [as_stats(fields) for fields in taken]
+        taken = of_rows(laid, found.fill) if small else None
+        if taken is not None:
+            return taken  # type: ignore[return-value]
         values: list[np.ndarray | None] = list(laid)
     else:
         values = [decode(doc, c) for c in chunks]
-    out: list[ChunkStats | None] = [None] * len(chunks)
+    out: list[tuple | None] = [None] * len(chunks)
     whole = [i for i, v in enumerate(values) if v is not None]
-    taken = None
-    if found.size < TILES_MAX and len(whole) > 1:
-        taken = of_rows([values[i] for i in whole], found.fill)  # type: ignore[misc]
+    taken = of_rows([values[i] for i in whole], found.fill) if small else None  # type: ignore[misc]
     if taken is None:
-        for i in whole:
-            out[i] = of_chunk(values[i], found.fill)  # type: ignore[arg-type]
-    else:
-        for i, fields in zip(whole, taken, strict=True):
-            out[i] = as_stats(fields)
+        taken = [of_chunk(values[i], found.fill) for i in whole]  # type: ignore[arg-type]
+    for i, fields in zip(whole, taken, strict=True):
+        out[i] = fields
     return out
 
 
