@@ -34,20 +34,22 @@ MANY = [
 ]
 
 
+def _with_nan_chunks(spec: Spec, seed: int) -> np.ndarray:
+    """Values for `spec`'s array; in a float array, its first row of chunks only NaN."""
+    values = _values(spec.dtype, spec.shape, spec.fill, seed=seed)
+    if values.dtype.kind == "f":
+        values[: spec.chunks[0]] = np.nan
+    return values
+
+
 def _encoded(spec: Spec, values: np.ndarray, compressed: bool, big: bool) -> dict[str, bytes]:
     """The keys and bytes zarr writes for `spec`'s array holding `values` (document and
     chunks), in a memory store."""
     store = MemoryStore()
-    zarr.create_array(
+    spec.create(
         store,
-        name=spec.name,
-        shape=spec.shape,
-        chunks=spec.chunks,
-        dtype=spec.dtype,
-        fill_value=spec.fill,
         serializer=BytesCodec(endian="big" if big else "little"),
         compressors="auto" if compressed else None,
-        dimension_names=[f"d{i}" for i in range(len(spec.shape))],
     )[...] = values
     return {k: v.to_bytes() for k, v in store._store_dict.items() if k.startswith(spec.name)}
 
@@ -56,9 +58,7 @@ def _encoded(spec: Spec, values: np.ndarray, compressed: bool, big: bool) -> dic
 @pytest.mark.parametrize("case", range(len(MANY)))
 def test_write_many_takes_its_chunks_statistics_together(tmp_path, monkeypatch, case, with_doc):
     spec, compressed, big = MANY[case]
-    values = _values(spec.dtype, spec.shape, spec.fill, seed=case)
-    if values.dtype.kind == "f":
-        values[: spec.chunks[0]] = np.nan  # chunks holding only NaN
+    values = _with_nan_chunks(spec, seed=case)
     written = _encoded(spec, values, compressed, big)
     doc = f"{spec.name}/zarr.json"
     chunks = [(k, v) for k, v in sorted(written.items()) if k != doc]
@@ -195,9 +195,7 @@ def test_chunk_sink_takes_a_batchs_whole_chunks_together(tmp_path, monkeypatch, 
     from zarrlake.spark.layout import ChunkSink, chunk_batch
 
     spec = LAYOUT[case]
-    values = _values(spec.dtype, spec.shape, spec.fill, seed=case)
-    if values.dtype.kind == "f":
-        values[: spec.chunks[0]] = np.nan
+    values = _with_nan_chunks(spec, seed=case)
     repo = zl.Repo.create(tmp_path / "r")
     s = repo.create_session()
     spec.create(s.store)
@@ -252,9 +250,7 @@ def test_spark_chunk_layout_writes_get_numpys_statistics(spark, tmp_path):
     s = repo.create_session()
     cases = []
     for n, spec in enumerate(LAYOUT):
-        values = _values(spec.dtype, spec.shape, spec.fill, seed=n)
-        if values.dtype.kind == "f":
-            values[: spec.chunks[0]] = np.nan
+        values = _with_nan_chunks(spec, seed=n)
         source = Spec(f"src{n}/a", spec.shape, spec.chunks, spec.dtype, spec.fill)
         target = Spec(f"dst{n}/a", spec.shape, spec.chunks, spec.dtype, spec.fill)
         source.create(s.store)
@@ -288,9 +284,7 @@ def test_row_sink_takes_whole_chunks_of_rows_out_of_order_together(tmp_path, mon
 
     spec = LAYOUT[case]
     base = _values(spec.dtype, spec.shape, spec.fill, seed=50 + case)
-    values = _values(spec.dtype, spec.shape, spec.fill, seed=case)
-    if values.dtype.kind == "f":
-        values[: spec.chunks[0]] = np.nan
+    values = _with_nan_chunks(spec, seed=case)
     repo = zl.Repo.create(tmp_path / "r")
     s = repo.create_session()
     spec.create(s.store)
@@ -332,9 +326,7 @@ def test_spark_cell_layout_writes_get_numpys_statistics(spark, tmp_path):
     s = repo.create_session()
     cases = []
     for n, spec in enumerate(LAYOUT[:3]):
-        values = _values(spec.dtype, spec.shape, spec.fill, seed=n)
-        if values.dtype.kind == "f":
-            values[: spec.chunks[0]] = np.nan
+        values = _with_nan_chunks(spec, seed=n)
         target = Spec(f"cells{n}/a", spec.shape, spec.chunks, spec.dtype, spec.fill)
         target.create(s.store)
         cases.append((target, values))
