@@ -44,7 +44,8 @@ from zarrlake.vc.statistics import TILES_MAX, ChunkValues, as_stats, of_tiles
 from zarrlake.zarr_store import write_scope
 
 _Handed = dict[int, tuple[Any, Any, Any]]
-"""id of an encoded buffer -> (the buffer, the values it encodes, the fill value)."""
+"""id of an encoded buffer -> (the buffer, the values it encodes, the fill value as a plain
+Python value)."""
 
 
 @dataclass(frozen=True)
@@ -133,7 +134,7 @@ class SessionPipeline(BatchedCodecPipeline):
         else:  # values are handed over for statistics only: with them off, none are kept
             wants = any(
                 hasattr(s, "takes_values") and getattr(s, "computes_statistics", False)
-                for s in stores
+                for s in {id(s): s for s in stores}.values()  # (a write's chunks share one)
             )
         handed: _Handed = {}
         token = _HANDED.set(handed if wants else None)
@@ -169,9 +170,13 @@ class SessionPipeline(BatchedCodecPipeline):
         out = list(await super().encode_batch(items))
         handed = _HANDED.get()
         if handed is not None:
+            fills: dict[int, Any] = {}  # (a write's chunks share one spec)
             for (array, spec), buf in zip(items, out, strict=True):
                 if array is not None and buf is not None:
-                    handed[id(buf)] = (buf, array.as_numpy_array(), spec.fill_value)
+                    fill = fills.get(id(spec), fills)
+                    if fill is fills:
+                        fill = fills[id(spec)] = _plain(spec.fill_value)
+                    handed[id(buf)] = (buf, array.as_numpy_array(), fill)
         return out
 
     async def _undecodable(self, batch: list[Any]) -> ZarrLakeError | None:
@@ -234,7 +239,7 @@ def handed(value: Any, key: str) -> ChunkValues | None:
         return None
     taken = _TAKEN.get()
     known = None if taken is None else taken.of(key, got[1])
-    return ChunkValues(_plain(got[2]), whole=got[1], known=known)
+    return ChunkValues(got[2], whole=got[1], known=known)
 
 
 TOGETHER_MIN = 8
@@ -303,7 +308,7 @@ def _inner_values(batch: list[Any], handed: _Handed, taken: _Taken | None) -> Ch
             known = None if taken is None else taken.of(coords, got[1])
             inner[coords] = (got[1], buf.as_numpy_array(), known)
             fill = got[2]
-    return ChunkValues(_plain(fill), inner=inner) if inner else None
+    return ChunkValues(fill, inner=inner) if inner else None
 
 
 def _plain(fill: Any) -> Any:
