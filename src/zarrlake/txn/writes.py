@@ -531,7 +531,9 @@ class Writes:
         docs = {key: bytes(data) for key, data in checked if is_meta_key(key)}  # bytes already
         for key, data in docs.items():  # bad documents are refused before any upload
             check_metadata(key, data)
-        known = self._stats_together(checked, given, docs) if self.statistics else None
+        known = (
+            self._stats_together(checked, given, docs) if self.statistics else [None] * len(items)
+        )
         big = [
             i
             for i, (key, data) in enumerate(checked)
@@ -552,7 +554,7 @@ class Writes:
             self.uploads.record(records)  # one write for them all
         prepared = self.objects.map(
             lambda pair: self._changes_for(
-                checked[pair[0]], pair[1], docs, given[pair[0]], known and known[pair[0]]
+                checked[pair[0]], pair[1], docs, given[pair[0]], known[pair[0]]
             ),
             list(zip(big, digests, strict=True)),
         )
@@ -560,7 +562,7 @@ class Writes:
         return [
             uploaded[i]
             if i in uploaded
-            else self._changes_for(item, None, docs, given[i], known and known[i])
+            else self._changes_for(item, None, docs, given[i], known[i])
             for i, item in enumerate(checked)
         ]
 

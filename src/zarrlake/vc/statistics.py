@@ -295,10 +295,8 @@ def decoded_together(doc: bytes, chunks: Sequence[bytes | memoryview]) -> list[t
     out: list[tuple | None] = [None] * len(chunks)
     whole = [i for i, v in enumerate(values) if v is not None]
     taken = of_rows([values[i] for i in whole], found.fill) if small else None  # type: ignore[misc]
-    if taken is None:
-        taken = [of_chunk(values[i], found.fill) for i in whole]  # type: ignore[arg-type]
-    for i, fields in zip(whole, taken, strict=True):
-        out[i] = fields
+    for n, i in enumerate(whole):
+        out[i] = taken[n] if taken is not None else of_chunk(values[i], found.fill)  # type: ignore[arg-type]
     return out
 
 
