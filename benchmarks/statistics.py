@@ -7,6 +7,11 @@ statistics off (or ignored) in the same process, alternating.
   system, all threads: what the statistics cost, which a loaded machine's wall time
   hides in noise), and the manifests' bytes of the W1 array with and without, for the
   benchmark's random data and for a temperature-like field (`field`).
+- spark_write: the Spark chunk layout's ingest of `stats_spark_write_chunks` chunks of
+  1 KiB (W2's), generated on the executors, written with statistics on and off,
+  alternating: the job's seconds (local[2]), and the CPU time of the task's code
+  (ChunkSink) run in this process on the same chunks (the executors' CPU is not this
+  process's to measure).
 - spark: an array of `stats_spark_chunks` chunks whose filter matches 1% of them, read
   with option `where` by Spark (local[2]) with `statistics` "use" and "ignore": seconds
   of each, the same sum from both, checked against numpy; one Spark session for all three
@@ -53,6 +58,7 @@ SIZES = {
         "stats_reps": 3,
         "stats_write_reps": 5,
         "stats_spark_chunks": 10_000,
+        "stats_spark_write_chunks": 16_384,
         "stats_check_chunks": 1_000,
         "stats_scale_chunks": 1_000_000,
     },
@@ -60,13 +66,15 @@ SIZES = {
         "stats_reps": 2,
         "stats_write_reps": 3,
         "stats_spark_chunks": 2_000,
+        "stats_spark_write_chunks": 4_096,
         "stats_check_chunks": 1_000,
         "stats_scale_chunks": 100_000,
     },
 }
 NOTE = (
     "STATS: statistics on vs off in one process, alternating, median of {stats_write_reps} "
-    "(writes) or {stats_reps}; Spark "
+    "(writes) or {stats_reps}; Spark chunk-layout ingest of {stats_spark_write_chunks:,} "
+    "1 KiB chunks; Spark "
     "where-filter matching 1% of {stats_spark_chunks:,} chunks (256 KiB; 64 and 4 KiB), "
     "statistics use vs ignore, one local[2] session; "
     "checks on a {stats_check_chunks:,}-chunk commit; chunk_stats / pruning / writes at "
@@ -245,6 +253,113 @@ def spark(engine: Any, path: str, p: dict) -> dict:
     return out
 
 
+SPARK_WRITE_ROW = 256
+"""float32 values per chunk of the Spark chunk-layout ingest (W2's 1 KiB chunks)."""
+
+
+def _chunk_rows(batches: Any) -> Any:
+    """mapInArrow: one chunk-layout row (k, i, values) per id, seeded by it (executors)."""
+    import pyarrow as pa
+
+    for batch in batches:
+        ids = batch.column("id").to_numpy()
+        if not len(ids):
+            continue
+        values = np.concatenate([generate((1, SPARK_WRITE_ROW), SEED + int(k)) for k in ids])
+        offsets = pa.array(np.arange(len(ids) + 1, dtype=np.int32) * SPARK_WRITE_ROW)
+        yield pa.RecordBatch.from_arrays(
+            [
+                pa.array(ids, pa.int64()),
+                pa.array(np.zeros(len(ids), np.int64)),
+                pa.ListArray.from_arrays(offsets, pa.array(values.reshape(-1))),
+            ],
+            names=["k", "i", ARRAY],
+        )
+
+
+def _spark_ingest(spark: Any, loc: str, on: bool, n: int) -> float:
+    """A chunk-layout ingest of `n` chunks of (1, SPARK_WRITE_ROW) float32 generated on
+    the executors, into a new repository with statistics `on`: seconds of the job."""
+    repo = _repo(loc, on)
+    repo.close()
+    df = spark.range(0, n, numPartitions=4).mapInArrow(
+        _chunk_rows, f"k long, i long, {ARRAY} array<float>"
+    )
+    t0 = time.perf_counter()
+    df.write.format("zarrlake").mode("overwrite").options(
+        repo=loc, array=ARRAY, layout="chunks", shape=f"{n},{SPARK_WRITE_ROW}",
+        chunks=f"1,{SPARK_WRITE_ROW}", dtype="float32", dims="k,i",
+    ).save()  # fmt: skip
+    return time.perf_counter() - t0
+
+
+def _sink_cpu(loc: str, on: bool, n: int) -> float:
+    """The chunk layout's task code (ChunkSink) writing `n` chunks of (1, SPARK_WRITE_ROW)
+    float32 in this process, batches of 1,024 rows, into a new repository with statistics
+    `on`: CPU seconds of the process (all threads), the flush included."""
+    import zarrlake.spark.layout as layout
+    from zarrlake.spark.arrays import ArrayInfo
+
+    repo = _repo(loc, on)
+    s = repo.create_session()
+    arr = zarr.create_array(
+        s.store, name=ARRAY, shape=(n, SPARK_WRITE_ROW), chunks=(1, SPARK_WRITE_ROW),
+        dtype="f4", dimension_names=["k", "i"],
+    )  # fmt: skip
+    info = ArrayInfo.of(arr, ARRAY)
+    data = generate((n, SPARK_WRITE_ROW))
+    batches = [
+        layout.chunk_batch(info, [((k, 0), data[k : k + 1]) for k in range(at, min(at + 1024, n))])
+        for at in range(0, n, 1024)
+    ]
+    c0 = _cpu()
+    sink = layout.ChunkSink(arr, info)
+    try:
+        for batch in batches:
+            sink.add(batch)
+    finally:
+        sink.stop()
+    s.flush()
+    cpu = _cpu() - c0
+    s.commit("chunks")
+    repo.close()
+    return cpu
+
+
+def spark_write(engine: Any, path: str, p: dict) -> dict:
+    """The Spark chunk layout's ingest of W2-sized chunks with statistics on and off,
+    alternating: the job's seconds through Spark (local[2]), and the CPU of its task code
+    (ChunkSink) run in this process (what the statistics cost, which the job's wall time
+    on a loaded machine hides)."""
+    from benchmarks.spark_arrays import spark_session
+
+    n = p["stats_spark_write_chunks"]
+    session = spark_session("zarrlake-bench-stats-write")
+    out: dict[str, Any] = {"chunks": n}
+    times: dict[bool, list[float]] = {True: [], False: []}
+    cpus: dict[bool, list[float]] = {True: [], False: []}
+    try:
+        for on in (True, False):  # untimed: warms the JVM, the Python workers, the imports
+            _spark_ingest(session, f"{path}/sw-warm-{on}", on, 64)
+            _sink_cpu(f"{path}/sk-warm-{on}", on, 64)
+        for r in range(p["stats_write_reps"]):
+            for on in (r % 2 == 0, r % 2 == 1):
+                times[on].append(_spark_ingest(session, f"{path}/sw-{on}-{r}", on, n))
+                cpus[on].append(_sink_cpu(f"{path}/sk-{on}-{r}", on, n))
+                shutil.rmtree(f"{path}/sw-{on}-{r}")
+                shutil.rmtree(f"{path}/sk-{on}-{r}")
+    finally:
+        session.stop()
+    on_s, off_s = statistics.median(times[True]), statistics.median(times[False])
+    out["on_s"], out["off_s"] = on_s, off_s
+    out["overhead_pct"] = 100 * (on_s / off_s - 1)
+    on_c, off_c = statistics.median(cpus[True]), statistics.median(cpus[False])
+    out["sink_cpu_on_s"], out["sink_cpu_off_s"] = on_c, off_c
+    out["sink_cpu_overhead_pct"] = 100 * (on_c / off_c - 1)
+    out["sink_cpu_us_per_chunk"] = 1e6 * (on_c - off_c) / n
+    return out
+
+
 def _rchar() -> int:
     with open("/proc/self/io") as f:
         return next(int(line.split()[1]) for line in f if line.startswith("rchar:"))
@@ -412,6 +527,7 @@ def groups(cfg: dict[str, Any]) -> list[Group]:
             [
                 Step("benchmarks.statistics:write", "STATS", "write."),
                 Step("benchmarks.statistics:chunk", "STATS", "chunk."),
+                Step("benchmarks.statistics:spark_write", "STATS", "spark_write."),
                 Step("benchmarks.statistics:spark", "STATS", "spark."),
                 Step("benchmarks.statistics:checks", "STATS", "checks."),
                 Step("benchmarks.statistics:scale", "STATS", "scale."),

@@ -29,10 +29,11 @@ class Spec:
     def blank(self) -> np.ndarray:
         return np.full(self.shape, self.fill, dtype=self.dtype)
 
-    def create(self, store) -> None:
+    def create(self, store, **codecs):  # -> zarr.Array
+        """The array in `store` (with `codecs`: zarr's serializer, compressors, ...)."""
         import zarr
 
-        zarr.create_array(
+        return zarr.create_array(
             store,
             name=self.name,
             shape=self.shape,
@@ -41,6 +42,7 @@ class Spec:
             dtype=self.dtype,
             fill_value=self.fill,
             dimension_names=[f"d{i}" for i in range(len(self.shape))],
+            **codecs,
         )
 
 

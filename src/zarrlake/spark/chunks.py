@@ -3,7 +3,9 @@ chunk once (read-modify-write when the rows cover it only partly)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import zarr
@@ -11,6 +13,8 @@ import zarr
 from zarrlake.errors import InvalidInputError
 from zarrlake.spark.arrays import ArrayInfo
 from zarrlake.spark.duplicates import Coverage
+from zarrlake.vc.statistics import TILES_MAX, of_rows
+from zarrlake.zarr_store.pipeline import given, taken_by
 
 
 def check_bounds(info: ArrayInfo, index: Sequence[np.ndarray]) -> None:
@@ -53,6 +57,31 @@ def chunk_box(info: ArrayInfo, coords: tuple[int, ...]) -> tuple[slice, ...]:
     )
 
 
+def takes_together(array: zarr.Array) -> bool:
+    """Whether a task's writes to `array` take the statistics of many whole chunks together
+    (`taken_together`): the session keeps statistics, the array is not sharded (a shard's
+    inner chunks are taken by its own write) and its chunks are small."""
+    return (
+        array.shards is None
+        and math.prod(array.chunks) < TILES_MAX
+        and bool(getattr(array.store, "computes_statistics", False))
+    )
+
+
+def taken_together(array: zarr.Array, blocks: Sequence[tuple[str, np.ndarray]]) -> Any:
+    """The statistics of whole chunks a task is about to write to `array` (store key, the
+    values it writes as that chunk, each a view of one memory), taken together
+    (`statistics.of_rows`) for the writes to use (`pipeline.given`); None when there are
+    too few, or they have no statistics (each chunk's are taken as zarr encodes it)."""
+    if len(blocks) < 2:
+        return None
+    fill = np.asarray(array.fill_value).item()
+    fields = of_rows([block for _, block in blocks], fill)
+    if fields is None:
+        return None
+    return taken_by(blocks[0][1], {key: f for (key, _), f in zip(blocks, fields, strict=True)})
+
+
 def write_chunks(
     array: zarr.Array,
     info: ArrayInfo,
@@ -66,9 +95,11 @@ def write_chunks(
     """Write `values` at `index` (one array per dimension) chunk by chunk; returns the chunk
     coordinates written. A chunk the rows do not fully cover keeps its other stored values,
     or with `replace` gets the fill value there (unless this task already wrote it: `done`).
-    With `coverage`, a cell given twice (in these rows or earlier ones) is refused."""
-    written = []
+    With `coverage`, a cell given twice (in these rows or earlier ones) is refused. The
+    whole chunks the rows cover are laid in one array first if their statistics are taken
+    together (`taken_together`)."""
     fill = array.fill_value
+    plans = []
     for coords, rows in group_by_chunk(info, index):
         box = chunk_box(info, coords)
         shape = tuple(s.stop - s.start for s in box)
@@ -78,13 +109,28 @@ def write_chunks(
             coverage.cells(coords, box, flat)
         size = int(np.prod(shape))
         covered = len(rows) >= size and bool(np.bincount(flat, minlength=size).all())
-        if covered:
-            block = np.empty(shape, dtype=array.dtype)
-        elif replace and coords not in done:
-            block = np.full(shape, fill, dtype=array.dtype)
-        else:
-            block = np.asarray(array[box])
-        block.reshape(-1)[flat] = values[rows]
-        array[box] = block
-        written.append(coords)
-    return written
+        plans.append((coords, rows, box, shape, flat, covered))
+    whole = [p for p in plans if p[5] and p[3] == info.chunks] if takes_together(array) else []
+    laid = np.empty((len(whole), *info.chunks), dtype=array.dtype) if len(whole) > 1 else None
+    blocks: dict[tuple[int, ...], np.ndarray] = {}
+    if laid is not None:
+        for j, (coords, rows, _, _, flat, _) in enumerate(whole):
+            laid[j].reshape(-1)[flat] = values[rows]
+            blocks[coords] = laid[j]
+    taken = taken_together(array, [(info.chunk_key(array, c), b) for c, b in blocks.items()])
+
+    def write() -> None:
+        for coords, rows, box, shape, flat, covered in plans:
+            block = blocks.get(coords)
+            if block is None:
+                if covered:
+                    block = np.empty(shape, dtype=array.dtype)
+                elif replace and coords not in done:
+                    block = np.full(shape, fill, dtype=array.dtype)
+                else:
+                    block = np.asarray(array[box])
+                block.reshape(-1)[flat] = values[rows]
+            array[box] = block
+
+    given(taken, write)
+    return [p[0] for p in plans]

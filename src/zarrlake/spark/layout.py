@@ -15,6 +15,7 @@ import dataclasses
 import math
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -27,9 +28,11 @@ from zarrlake.format.shard import inner_key
 from zarrlake.spark import options as opts
 from zarrlake.spark.append import Append, Growth, grown, widened
 from zarrlake.spark.arrays import INTEGER_TYPES, ArrayInfo, cast_values, check_value_type
+from zarrlake.spark.chunks import taken_together, takes_together
 from zarrlake.spark.duplicates import refuse
 from zarrlake.spark.reader import ChunkRun, ZarrLakeReader
 from zarrlake.spark.rowsink import column
+from zarrlake.zarr_store.pipeline import given
 
 CELLS, CHUNKS = "cells", "chunks"
 SHAPE = "shape"
@@ -250,6 +253,7 @@ class ChunkSink:
         grid = info.unit_grid
         per = info.per_shard
         shards: dict[tuple[int, ...], dict[tuple[int, ...], tuple]] = {}
+        keys: dict[tuple[int, ...], str] = {}
         for i in range(n):
             at = tuple(int(c[i]) for c in coords)
             if any(not 0 <= k < g for k, g in zip(at, grid, strict=True)):
@@ -288,10 +292,35 @@ class ChunkSink:
             if info.inner is not None:
                 key = inner_key(key, ".".join(str(k % p) for k, p in zip(at, per, strict=True)))
             self.written[info.path].add(key)
+            keys[at] = key
+        taken = self._stats_together(shards, keys)
         # shards are encoded, hashed and stored in threads (zstd, hashing and I/O release the
         # GIL); the inner chunks of one shard in one write, so no two threads share a shard
-        for _ in self._pool.map(self._write_shard, shards.items()):
+        write = self._write_shard
+        if taken is not None:  # (each pool thread writes with them in its context)
+            write = lambda item: given(taken, lambda: self._write_shard(item))  # noqa: E731
+        for _ in self._pool.map(write, shards.items()):
             pass
+
+    def _stats_together(
+        self,
+        shards: dict[tuple[int, ...], dict[tuple[int, ...], tuple]],
+        keys: dict[tuple[int, ...], str],
+    ) -> Any:
+        """The statistics of the batch's whole chunks of an unsharded array (chunk
+        coordinates -> (box, values) in `shards`, store key in `keys`), taken together for
+        their writes (`chunks.taken_together`); edge chunks (zarr pads them with the fill
+        value) get their own as zarr encodes them."""
+        if self.info.inner is not None or not takes_together(self.array):
+            return None
+        unit = self.info.unit
+        whole = [
+            (keys[at], block)
+            for blocks in shards.values()
+            for at, (_, block) in blocks.items()
+            if block.shape == unit
+        ]
+        return taken_together(self.array, whole)  # (every row is a view of the batch's values)
 
     def _grow(self, coords: list[np.ndarray], sizes: np.ndarray) -> np.ndarray:
         """The rows' lengths along the append dimension (from their number of values); the

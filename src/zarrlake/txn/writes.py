@@ -48,7 +48,7 @@ from zarrlake.vc.change_table import Change
 from zarrlake.vc.chunk_keys import is_array_doc
 from zarrlake.vc.gc_protocol import Phase, WriteGuard
 from zarrlake.vc.objects import MANIFEST_INLINE_MAX, Objects
-from zarrlake.vc.statistics import ChunkValues, decoded_stats
+from zarrlake.vc.statistics import ChunkValues, as_stats, decoded_stats, decoded_together
 
 _BESIDE = forksafe.PerProcess(
     lambda: ThreadPoolExecutor(4, thread_name_prefix="zarrlake-beside-mark")
@@ -226,9 +226,11 @@ class Writes:
         digest: bytes | None = None,
         batch: dict[str, bytes] | None = None,
         values: ChunkValues | None = None,
+        known: tuple | None = None,
     ) -> list[Change]:
         """The changes of one checked write; `digest`, of the item's bytes if the caller
-        hashed them already; `batch`, the metadata documents written with it."""
+        hashed them already; `batch`, the metadata documents written with it; `known`, the
+        fields of its statistics if they were taken with the batch's other chunks."""
         key, data = item
         if is_meta_key(key):
             return [self._change_for(item)]
@@ -236,7 +238,7 @@ class Writes:
             self._check_chunk(key, data, batch)
         ops = self.shards.write(key, data)
         if ops is None:  # stored whole: inner chunks it replaces are deleted
-            stats = self._stats_for(key, data, values, batch)  # (values still in cache)
+            stats = self._stats_for(key, data, values, batch, known)  # (values in cache)
             return [self._change_for(item, digest, stats), *self.shards.stale(key)]
         view = memoryview(data)
         parts = [None if span is None else view[slice(*span)] for _, span, _ in ops]
@@ -271,14 +273,18 @@ class Writes:
         data: bytes | memoryview,
         values: ChunkValues | None,
         batch: dict[str, bytes] | None = None,
+        known: tuple | None = None,
     ) -> ChunkStats | None:
-        """The statistics of chunk `key` written as `data`: of `values` when the writer gave
-        them, else of its bytes decoded with the array's document as the session has it now
-        (None: not a chunk of a numeric array, bytes its codecs cannot decode, or
-        Settings.chunk_statistics off). Taken before the bytes are uploaded, while the
-        values the writer just encoded are likely still in the CPU's caches."""
+        """The statistics of chunk `key` written as `data`: `known` (their fields) if they
+        were taken already, of `values` when the writer gave them, else of its bytes
+        decoded with the array's document as the session has it now (None: not a chunk of
+        a numeric array, bytes its codecs cannot decode, or Settings.chunk_statistics
+        off). Taken before the bytes are uploaded, while the values the writer just
+        encoded are likely still in the CPU's caches."""
         if not self.statistics:
             return None
+        if known is not None:
+            return as_stats(known)
         return self._stats_of(key, data, values, batch)
 
     def _stats_of(
@@ -303,16 +309,22 @@ class Writes:
         doc = _batch_doc(batch, key) if batch else None
         if doc is not None:
             return doc
+        found = self._array_now(key)
+        return None if found is None else found[1]
+
+    def _array_now(self, key: str) -> tuple[str, bytes] | None:
+        """(array path + "/", document) of chunk `key`'s array as `_doc_now` finds it when
+        no document is written with the chunk."""
         for prefix, known in self._stats_docs.items():
             if key.startswith(prefix):
-                return known
+                return prefix, known
         if not any(meta in self.staging.own_meta for meta in meta_keys_above(key)):
-            return self.overlay.array_doc(key)
-        found = self.overlay.current_array_meta(key)
-        if found is None:
-            return None
-        self._stats_docs[found[0][: -len("zarr.json")]] = found[1]
-        return found[1]
+            found = self.overlay.array_meta(key)
+        else:
+            found = self.overlay.current_array_meta(key)
+            if found is not None:
+                self._stats_docs[found[0][: -len("zarr.json")]] = found[1]
+        return None if found is None else (found[0][: -len("zarr.json")], found[1])
 
     def _check_chunk(
         self, key: str, data: bytes | memoryview, batch: dict[str, bytes] | None = None
@@ -519,6 +531,9 @@ class Writes:
         docs = {key: bytes(data) for key, data in checked if is_meta_key(key)}  # bytes already
         for key, data in docs.items():  # bad documents are refused before any upload
             check_metadata(key, data)
+        known = (
+            self._stats_together(checked, given, docs) if self.statistics else [None] * len(items)
+        )
         big = [
             i
             for i, (key, data) in enumerate(checked)
@@ -538,14 +553,53 @@ class Writes:
         if not marked:
             self.uploads.record(records)  # one write for them all
         prepared = self.objects.map(
-            lambda pair: self._changes_for(checked[pair[0]], pair[1], docs, given[pair[0]]),
+            lambda pair: self._changes_for(
+                checked[pair[0]], pair[1], docs, given[pair[0]], known[pair[0]]
+            ),
             list(zip(big, digests, strict=True)),
         )
         uploaded = dict(zip(big, prepared, strict=True))
         return [
-            uploaded[i] if i in uploaded else self._changes_for(item, None, docs, given[i])
+            uploaded[i]
+            if i in uploaded
+            else self._changes_for(item, None, docs, given[i], known[i])
             for i, item in enumerate(checked)
         ]
+
+    def _stats_together(
+        self,
+        checked: list[tuple[str, bytes | memoryview]],
+        given: list[ChunkValues | None],
+        batch: dict[str, bytes],
+    ) -> list[tuple | None]:
+        """The fields of the statistics of the batch's chunks written without values (the
+        bytes alone: `write_many`), taken per array together (`decoded_together`: decoded
+        one by one, reduced as rows), not one chunk at a time as `_stats_for` would; None
+        for the others (shards, inner chunks, bytes that do not decode: `_stats_for`'s)."""
+        by_doc: dict[bytes, list[int]] = {}
+        arrays: list[tuple[str, bytes]] = []  # (path + "/", document) of those met so far
+        for i, (key, _) in enumerate(checked):
+            if given[i] is not None or is_meta_key(key) or split_inner_key(key) is not None:
+                continue
+            if batch:  # (documents written with the chunks: each chunk's is looked for)
+                doc = self._doc_now(key, batch)
+            else:  # an array has no child nodes: a chunk under a path met is that array's
+                doc = next((d for p, d in arrays if key.startswith(p)), None)
+                if doc is None:
+                    found = self._array_now(key)
+                    doc = None if found is None else found[1]
+                    if found is not None:
+                        arrays.append(found)
+            if doc is not None:
+                by_doc.setdefault(doc, []).append(i)
+        out: list[tuple | None] = [None] * len(checked)
+        for doc, rows in by_doc.items():
+            if len(rows) < 2 or b"sharding_indexed" in doc:  # (a shard's are its inner chunks')
+                continue
+            taken = decoded_together(doc, [checked[i][1] for i in rows])
+            for i, fields in zip(rows, taken, strict=True):
+                out[i] = fields
+        return out
 
     def delete_many(self, keys: list[str]) -> None:
         """Delete the keys that exist; deleting a missing key is not an error."""

@@ -238,9 +238,66 @@ def of_tiles(
     ]
     records = parts[0] if len(parts) == 1 else np.concatenate(parts)
     at = np.ravel_multi_index(tuple(((starts - lo) // shape).T), tuple(grid.tolist()))
-    records = records[at]
+    return _fields(records[at])
+
+
+def of_rows(blocks: Sequence[np.ndarray] | np.ndarray, fill: object) -> list[tuple] | None:
+    """The statistics of each of `blocks` (chunks' values of one dtype and element count,
+    each as the writer holds it, or the rows of one 2-d array), as `of_tiles` gives them
+    (`of_chunk`'s bit for bit): the blocks are laid in rows a slab at a time and reduced
+    per statistic. None when they are not of one dtype and size."""
+    if not len(blocks):
+        return []
+    dtype, size = blocks[0].dtype, blocks[0].size
+    if kind_of(dtype) == sf.UNKNOWN or size == 0:
+        return None
+    laid = isinstance(blocks, np.ndarray) and blocks.ndim == 2
+    if not laid and any(b.dtype != dtype or b.size != size for b in blocks):
+        return None
+    rows = max(1, TILES_SLAB // size)
+    parts = [
+        of_blocks(
+            blocks[at : at + rows]  # type: ignore[arg-type]
+            if laid
+            else np.stack([b.reshape(-1) for b in blocks[at : at + rows]]),
+            fill,
+        )
+        for at in range(0, len(blocks), rows)
+    ]
+    return _fields(parts[0] if len(parts) == 1 else np.concatenate(parts))
+
+
+def _fields(records: np.ndarray) -> list[tuple]:
+    """Records as plain tuples of a ChunkStats' fields (see `of_tiles`)."""
     columns = [records[f].tolist() for f in sf.FIELDS]  # (a fifth less than rows' tolist)
     return list(zip(*columns, strict=True))
+
+
+def decoded_together(doc: bytes, chunks: Sequence[bytes | memoryview]) -> list[tuple | None]:
+    """The statistics of chunk bytes `chunks` of the array whose `zarr.json` is `doc`
+    (`decoded_stats` of each, bit for bit), as plain tuples of their fields (`of_tiles`;
+    `as_stats` makes each one), decoded one by one and, for chunks of fewer than TILES_MAX
+    elements, taken together (`of_rows`); None for bytes that do not decode here. Chunks
+    stored as raw values (codec `bytes` only) are read as one array."""
+    found = _decoder(doc, False)
+    if found is None:
+        return [None] * len(chunks)
+    small = found.size < TILES_MAX and len(chunks) > 1
+    width = None if found.raw is None else found.raw.itemsize * found.size
+    if width is not None and all(len(c) == width for c in chunks):
+        laid = np.frombuffer(b"".join(chunks), found.raw).reshape(len(chunks), found.size)
+        taken = of_rows(laid, found.fill) if small else None
+        if taken is not None:
+            return taken  # type: ignore[return-value]
+        values: list[np.ndarray | None] = list(laid)
+    else:
+        values = [decode(doc, c) for c in chunks]
+    out: list[tuple | None] = [None] * len(chunks)
+    whole = [i for i, v in enumerate(values) if v is not None]
+    taken = of_rows([values[i] for i in whole], found.fill) if small else None  # type: ignore[misc]
+    for n, i in enumerate(whole):
+        out[i] = taken[n] if taken is not None else of_chunk(values[i], found.fill)  # type: ignore[arg-type]
+    return out
 
 
 def of_fill(kind: int, fill: object, size: int) -> np.ndarray:

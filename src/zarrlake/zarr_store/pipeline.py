@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -44,7 +44,8 @@ from zarrlake.vc.statistics import TILES_MAX, ChunkValues, as_stats, of_tiles
 from zarrlake.zarr_store import write_scope
 
 _Handed = dict[int, tuple[Any, Any, Any]]
-"""id of an encoded buffer -> (the buffer, the values it encodes, the fill value)."""
+"""id of an encoded buffer -> (the buffer, the values it encodes, the fill value as a plain
+Python value)."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,13 @@ class _Taken:
     strides: tuple[int, ...]
     dtype: np.dtype
     by_key: dict[object, tuple]  # (their fields: `statistics.of_tiles`)
+
+    @classmethod
+    def over(cls, array: np.ndarray, chunk: tuple[int, ...], by_key: dict[object, tuple]) -> _Taken:
+        """The statistics `by_key` of chunks that zarr takes as `chunk`-shaped views of the
+        written `array`."""
+        owner = array[tuple(slice(0, 1) for _ in chunk)].base  # (numpy's base of its views)
+        return cls(owner, chunk, array.strides, array.dtype, by_key)
 
     def of(self, key: object, values: np.ndarray) -> ChunkStats | None:
         """The statistics of chunk `key` if zarr encoded it from `values` as the view of
@@ -75,6 +83,8 @@ class _Taken:
 
 _TAKEN: ContextVar[_Taken | None] = ContextVar("zarrlake_taken", default=None)
 """The statistics taken for the write in progress (in this task and the ones it starts)."""
+_GIVEN: ContextVar[_Taken | None] = ContextVar("zarrlake_given", default=None)
+"""The statistics a writer took of the chunks it is writing (`given`)."""
 _WANTS: ContextVar[bool] = ContextVar("zarrlake_wants", default=False)
 """Whether the write in progress is to a store that keeps statistics (a sharding codec's
 inner writes, whose byte setters name no store, take them if so)."""
@@ -119,17 +129,21 @@ class SessionPipeline(BatchedCodecPipeline):
         stores = [getattr(item[0], "store", None) for item in batch]  # (inner pipelines of
         # a sharding codec write through shard byte setters: no store)
         inner = _HANDED.get() is not None and all(hasattr(i[0], "shard_dict") for i in batch)
-        hand = inner or any(hasattr(s, "takes_values") for s in stores)
-        handed: _Handed = {}
-        token = _HANDED.set(handed if hand else None)
         if inner:  # (a shard's inner chunks, for the statistics its write takes)
             wants = _WANTS.get()
-        else:
-            wants = hand and any(getattr(s, "computes_statistics", False) for s in stores)
+        else:  # values are handed over for statistics only: with them off, none are kept
+            wants = any(
+                hasattr(s, "takes_values") and getattr(s, "computes_statistics", False)
+                for s in {id(s): s for s in stores}.values()  # (a write's chunks share one)
+            )
+        handed: _Handed = {}
+        token = _HANDED.set(handed if wants else None)
         wanted = _WANTS.set(wants)
         together = wants and not self.supports_partial_encode  # (else: shards, whose
         # inner chunks are an inner write's)
-        pre = _taken_together(batch, value, drop_axes, inner) if together else None
+        pre = None
+        if together:  # a writer's own (`given`), else taken here if there are enough
+            pre = _GIVEN.get() or _taken_together(batch, value, drop_axes, inner)
         taken = _TAKEN.set(pre)
         try:
             if any(hasattr(s, "holds_chunks") for s in stores):
@@ -156,9 +170,13 @@ class SessionPipeline(BatchedCodecPipeline):
         out = list(await super().encode_batch(items))
         handed = _HANDED.get()
         if handed is not None:
+            fills: dict[int, Any] = {}  # (a write's chunks share one spec)
             for (array, spec), buf in zip(items, out, strict=True):
                 if array is not None and buf is not None:
-                    handed[id(buf)] = (buf, array.as_numpy_array(), spec.fill_value)
+                    fill = fills.get(id(spec), fills)
+                    if fill is fills:
+                        fill = fills[id(spec)] = _plain(spec.fill_value)
+                    handed[id(buf)] = (buf, array.as_numpy_array(), fill)
         return out
 
     async def _undecodable(self, batch: list[Any]) -> ZarrLakeError | None:
@@ -187,6 +205,25 @@ class SessionPipeline(BatchedCodecPipeline):
         return await getter.store.undecodable(getter.path, error, len(failed) - 1)
 
 
+def taken_by(block: np.ndarray, by_key: dict[object, tuple]) -> _Taken:
+    """The statistics `by_key` (store key -> `statistics.of_rows`' fields) a writer took
+    together of whole chunks it writes, each as one array write of a view of the memory
+    `block` (one of them) is a view of, with `block`'s shape, strides and dtype (`given`)."""
+    return _Taken.over(block, tuple(block.shape), by_key)
+
+
+def given[T](taken: _Taken | None, write: Callable[[], T]) -> T:
+    """Run `write` (zarr array writes; zarr's synchronous API runs them in a copy of this
+    thread's context) with the statistics `taken` (`taken_by`): a chunk zarr encodes as a
+    view of the writer's memory, of its whole chunk's shape, gets them, if the store keeps
+    statistics; a chunk zarr merged or copied gets its own, as ever."""
+    token = _GIVEN.set(taken)
+    try:
+        return write()
+    finally:
+        _GIVEN.reset(token)
+
+
 def handed(value: Any, key: str) -> ChunkValues | None:
     """The values the chunk bytes `value` (a buffer a session store is given for `key`)
     were encoded from, with their statistics if the write took them: a chunk of the write
@@ -202,7 +239,7 @@ def handed(value: Any, key: str) -> ChunkValues | None:
         return None
     taken = _TAKEN.get()
     known = None if taken is None else taken.of(key, got[1])
-    return ChunkValues(_plain(got[2]), whole=got[1], known=known)
+    return ChunkValues(got[2], whole=got[1], known=known)
 
 
 TOGETHER_MIN = 8
@@ -253,9 +290,7 @@ def _taken_together(
         for item, ok in zip(items, whole.tolist(), strict=True)
         if ok
     ]
-    owner = array[tuple(slice(0, 1) for _ in chunk)].base  # (numpy's base of its views)
-    by_key = dict(zip(keys, stats, strict=True))
-    return _Taken(owner, chunk, array.strides, array.dtype, by_key)
+    return _Taken.over(array, chunk, dict(zip(keys, stats, strict=True)))
 
 
 def _inner_values(batch: list[Any], handed: _Handed, taken: _Taken | None) -> ChunkValues | None:
@@ -273,7 +308,7 @@ def _inner_values(batch: list[Any], handed: _Handed, taken: _Taken | None) -> Ch
             known = None if taken is None else taken.of(coords, got[1])
             inner[coords] = (got[1], buf.as_numpy_array(), known)
             fill = got[2]
-    return ChunkValues(_plain(fill), inner=inner) if inner else None
+    return ChunkValues(fill, inner=inner) if inner else None
 
 
 def _plain(fill: Any) -> Any:
