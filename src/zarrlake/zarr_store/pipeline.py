@@ -275,7 +275,7 @@ def _taken_together(
     nd = array.ndim
     items = [item for item in batch if item[4] and item[1] is spec]
     outs = [item[3] for item in items]
-    if len(outs) < TOGETHER_MIN or any(len(o) != nd for o in outs):
+    if len(outs) < TOGETHER_MIN or {len(o) for o in outs} != {nd}:
         return None
     try:  # (slices of ints: an index array has no start, a None start is no int64)
         ends = [x for o in outs for s in o for x in (s.start, s.stop)]  # (inlined: no
