@@ -18,7 +18,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, SupportsFloat, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, SupportsFloat, cast
 
 import numpy as np
 
@@ -317,15 +317,15 @@ def of_fill(kind: int, fill: object, size: int) -> np.ndarray:
     return out
 
 
-@dataclass(frozen=True)
-class ChunkValues:
+class ChunkValues(NamedTuple):
     """The values a writer encoded into a chunk's bytes, handed to the store with them
     (zarr's codec pipeline has them at hand: nothing is decoded again). `whole`: the
     chunk's values; `inner`: a shard's inner chunks written, by their coordinates in the
     shard, with the bytes each was encoded to (the shard's bytes are checked to hold
     exactly those before their values are used) and their statistics if the writer took
     them already; `known`: the statistics of `whole`, if the writer took them already
-    (`of_tiles`)."""
+    (`of_tiles`). A named tuple: one is made per chunk written, and a frozen dataclass
+    cost several times as much to make."""
 
     fill: object
     whole: np.ndarray | None = None

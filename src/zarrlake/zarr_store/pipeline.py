@@ -32,7 +32,7 @@ import asyncio
 import math
 from collections.abc import Callable, Iterable
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -42,10 +42,6 @@ from zarrlake.errors import ZarrLakeError
 from zarrlake.format.statistics import ChunkStats
 from zarrlake.vc.statistics import TILES_MAX, ChunkValues, as_stats, of_tiles
 from zarrlake.zarr_store import write_scope
-
-_Handed = dict[int, tuple[Any, Any, Any]]
-"""id of an encoded buffer -> (the buffer, the values it encodes, the fill value as a plain
-Python value)."""
 
 
 @dataclass(frozen=True)
@@ -81,16 +77,28 @@ class _Taken:
         return None if got is None else as_stats(got)
 
 
-_TAKEN: ContextVar[_Taken | None] = ContextVar("zarrlake_taken", default=None)
-"""The statistics taken for the write in progress (in this task and the ones it starts)."""
 _GIVEN: ContextVar[_Taken | None] = ContextVar("zarrlake_given", default=None)
 """The statistics a writer took of the chunks it is writing (`given`)."""
 _WANTS: ContextVar[bool] = ContextVar("zarrlake_wants", default=False)
 """Whether the write in progress is to a store that keeps statistics (a sharding codec's
 inner writes, whose byte setters name no store, take them if so)."""
-_HANDED: ContextVar[_Handed | None] = ContextVar("zarrlake_handed", default=None)
-"""The buffers encoded by the write in progress (in this task and the ones it starts)
-that a session store may take the values of."""
+
+
+@dataclass(slots=True)
+class _Handover:
+    """What a write to a store that keeps statistics hands it with each chunk's bytes:
+    `bufs`, id of each encoded buffer -> (the buffer, the values it encodes); `fill`, the
+    array's fill value as a plain Python value (made once a write, not once a chunk);
+    `taken`, the statistics taken together for the write (`_taken_together`, `given`)."""
+
+    fill: Any
+    taken: _Taken | None = None
+    bufs: dict[int, tuple[Any, Any]] = field(default_factory=dict)
+
+
+_HANDED: ContextVar[_Handover | None] = ContextVar("zarrlake_handed", default=None)
+"""The hand-over of the write in progress (in this task and the ones it starts), if its
+store takes values."""
 _INNER: ContextVar[ChunkValues | None] = ContextVar("zarrlake_inner", default=None)
 """The inner chunks a sharding codec's inner write just encoded, for the store's next
 `set` in the same task (the shard holding them)."""
@@ -136,15 +144,13 @@ class SessionPipeline(BatchedCodecPipeline):
                 hasattr(s, "takes_values") and getattr(s, "computes_statistics", False)
                 for s in {id(s): s for s in stores}.values()  # (a write's chunks share one)
             )
-        handed: _Handed = {}
-        token = _HANDED.set(handed if wants else None)
+        handover = _Handover(_plain(batch[0][1].fill_value)) if wants and batch else None
+        if handover is not None and not self.supports_partial_encode:  # (else: shards,
+            # whose inner chunks are an inner write's); a writer's own (`given`), else
+            # taken here if there are enough
+            handover.taken = _GIVEN.get() or _taken_together(batch, value, drop_axes, inner)
+        token = _HANDED.set(handover)
         wanted = _WANTS.set(wants)
-        together = wants and not self.supports_partial_encode  # (else: shards, whose
-        # inner chunks are an inner write's)
-        pre = None
-        if together:  # a writer's own (`given`), else taken here if there are enough
-            pre = _GIVEN.get() or _taken_together(batch, value, drop_axes, inner)
-        taken = _TAKEN.set(pre)
         try:
             if any(hasattr(s, "holds_chunks") for s in stores):
                 await write_scope.within(
@@ -155,9 +161,8 @@ class SessionPipeline(BatchedCodecPipeline):
         finally:
             _HANDED.reset(token)
             _WANTS.reset(wanted)
-            _TAKEN.reset(taken)
         if inner:  # for the store's `set` of the shard, next in this task
-            _INNER.set(_inner_values(batch, handed, pre))
+            _INNER.set(None if handover is None else _inner_values(batch, handover))
         for store in {id(s): s for s in stores if s is not None}.values():
             written = getattr(store, "array_written", None)
             if written is not None:
@@ -168,15 +173,12 @@ class SessionPipeline(BatchedCodecPipeline):
         with the values it encodes."""
         items = list(chunk_arrays_and_specs)
         out = list(await super().encode_batch(items))
-        handed = _HANDED.get()
-        if handed is not None:
-            fills: dict[int, Any] = {}  # (a write's chunks share one spec)
-            for (array, spec), buf in zip(items, out, strict=True):
+        handover = _HANDED.get()
+        if handover is not None:
+            bufs = handover.bufs
+            for (array, _), buf in zip(items, out, strict=True):
                 if array is not None and buf is not None:
-                    fill = fills.get(id(spec), fills)
-                    if fill is fills:
-                        fill = fills[id(spec)] = _plain(spec.fill_value)
-                    handed[id(buf)] = (buf, array.as_numpy_array(), fill)
+                    bufs[id(buf)] = (buf, array.as_numpy_array())
         return out
 
     async def _undecodable(self, batch: list[Any]) -> ZarrLakeError | None:
@@ -234,12 +236,14 @@ def handed(value: Any, key: str) -> ChunkValues | None:
         _INNER.set(None)
         return inner
     found = _HANDED.get()
-    got = None if found is None else found.pop(id(value), None)
+    if found is None:
+        return None
+    got = found.bufs.pop(id(value), None)
     if got is None or got[0] is not value:
         return None
-    taken = _TAKEN.get()
+    taken = found.taken
     known = None if taken is None else taken.of(key, got[1])
-    return ChunkValues(got[2], whole=got[1], known=known)
+    return ChunkValues(found.fill, got[1], None, known)
 
 
 TOGETHER_MIN = 8
@@ -271,10 +275,11 @@ def _taken_together(
     nd = array.ndim
     items = [item for item in batch if item[4] and item[1] is spec]
     outs = [item[3] for item in items]
-    if len(outs) < TOGETHER_MIN or any(len(o) != nd for o in outs):
+    if len(outs) < TOGETHER_MIN or {len(o) for o in outs} != {nd}:
         return None
     try:  # (slices of ints: an index array has no start, a None start is no int64)
-        ends = (x for o in outs for s in o for x in (s.start, s.stop))
+        ends = [x for o in outs for s in o for x in (s.start, s.stop)]  # (inlined: no
+        # generator resumed per value)
         bounds = np.fromiter(ends, np.int64, 2 * len(outs) * nd).reshape(len(outs), nd, 2)
     except (AttributeError, TypeError, ValueError):
         return None
@@ -293,22 +298,21 @@ def _taken_together(
     return _Taken.over(array, chunk, dict(zip(keys, stats, strict=True)))
 
 
-def _inner_values(batch: list[Any], handed: _Handed, taken: _Taken | None) -> ChunkValues | None:
+def _inner_values(batch: list[Any], handover: _Handover) -> ChunkValues | None:
     """The values of the inner chunks a sharding codec's inner write encoded, by their
     coordinates in the shard, with the bytes each was encoded to and their statistics if
-    the write took them (`taken`)."""
+    the write took them."""
     inner: dict[tuple[int, ...], tuple[Any, Any, ChunkStats | None]] = {}
-    fill = None
+    taken = handover.taken
     for item in batch:
         setter = item[0]
         buf = setter.shard_dict.get(setter.chunk_coords)
-        got = None if buf is None else handed.get(id(buf))
+        got = None if buf is None else handover.bufs.get(id(buf))
         if got is not None and got[0] is buf:
             coords = tuple(setter.chunk_coords)
             known = None if taken is None else taken.of(coords, got[1])
             inner[coords] = (got[1], buf.as_numpy_array(), known)
-            fill = got[2]
-    return ChunkValues(fill, inner=inner) if inner else None
+    return ChunkValues(handover.fill, inner=inner) if inner else None
 
 
 def _plain(fill: Any) -> Any:
