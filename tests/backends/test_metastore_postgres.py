@@ -140,3 +140,30 @@ def test_opening_and_first_use_cost_one_connection(pg_metastore_url: str, monkey
         assert len(opened) == 1
     finally:
         meta.close()
+
+
+def test_connections_are_made_apart_from_fork(pg_metastore_url: str, monkeypatch) -> None:
+    """libpq takes OpenSSL's process-wide locks while it connects: a child forked meanwhile
+    deadlocked on its own first connection (a racer of tests/pulls hung in Repo.open). Every
+    connection, the schema check's and the pool's, is made inside the fork guard."""
+    from zarrlake.metastore import postgres
+
+    seen: list[int] = []
+    real = psycopg.Connection.connect.__func__  # type: ignore[attr-defined]
+
+    def connect(cls, *args, **kwargs):
+        seen.append(postgres._CONNECTING._active)
+        return real(cls, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.Connection, "connect", classmethod(connect))
+    monkeypatch.setattr(
+        postgres.psycopg, "connect", lambda *a, **k: connect(psycopg.Connection, *a, **k)
+    )
+    store = open_metastore(pg_metastore_url)
+    try:
+        conn = postgres._adopting(None).connect(**store._params)  # a pool's next connection
+        conn.close()
+    finally:
+        store.close()
+    assert seen == [1, 1]
+    assert postgres._CONNECTING._active == 0

@@ -12,11 +12,11 @@ from __future__ import annotations
 import threading
 import time
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext, suppress
 from typing import Any
 
-from zarrlake._util.forksafe import PerProcess
+from zarrlake._util.forksafe import ForkGuard, PerProcess
 from zarrlake.errors import (
     BackendError,
     CASFailedError,
@@ -142,6 +142,18 @@ def _release_pool(per_process: PerProcess[psycopg_pool.ConnectionPool]) -> None:
         threading.Thread(target=_close_quietly, args=(pool,), name="zarrlake-pool-close").start()
 
 
+_CONNECTING = ForkGuard()
+"""fork() waits for connections being made: libpq takes OpenSSL's process-wide locks while
+it connects (also to a server without TLS), and a child forked meanwhile (multiprocessing's
+default on Linux) deadlocks on its own first connection."""
+
+
+def _connect(connect: Callable[[], psycopg.Connection]) -> psycopg.Connection:
+    """`connect()`, kept apart from fork() (`_CONNECTING`)."""
+    with _CONNECTING.call():
+        return connect()
+
+
 def _adopting(first: psycopg.Connection | None) -> type[psycopg.Connection]:
     """A connection class whose first connect() returns `first`, so a pool starts with the
     connection that checked the schema instead of opening another (four round trips)."""
@@ -151,7 +163,9 @@ def _adopting(first: psycopg.Connection | None) -> type[psycopg.Connection]:
         def connect(cls, *args: Any, **kwargs: Any) -> psycopg.Connection:  # type: ignore[override]
             nonlocal first
             conn, first = first, None
-            return conn if conn is not None else super().connect(*args, **kwargs)
+            if conn is not None:
+                return conn
+            return _connect(lambda: super(Adopting, cls).connect(*args, **kwargs))
 
     return Adopting
 
@@ -186,7 +200,9 @@ class PostgresMetaStore(MetaStoreBackend):
         """Connect once (failing fast and clearly) and create the table if missing; the
         connection then becomes the pool's first, so opening costs one connection."""
         try:
-            conn = psycopg.connect(**self._params, autocommit=True, prepare_threshold=None)
+            conn = _connect(
+                lambda: psycopg.connect(**self._params, autocommit=True, prepare_threshold=None)
+            )
         except psycopg.Error as e:
             raise ConfigurationError(
                 f"cannot connect to PostgreSQL at {self.where}: {_connect_problem(e, self._params)}"
