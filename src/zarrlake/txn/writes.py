@@ -285,6 +285,8 @@ class Writes:
             return None
         if known is not None:
             return as_stats(known)
+        if values is not None and values.known is not None:  # (taken with the write's
+            return values.known  # other chunks: a whole chunk's, never an inner one's)
         return self._stats_of(key, data, values, batch)
 
     def _stats_of(

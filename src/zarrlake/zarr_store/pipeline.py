@@ -243,7 +243,11 @@ def handed(value: Any, key: str) -> ChunkValues | None:
         return None
     taken = found.taken
     known = None if taken is None else taken.of(key, got[1])
-    return ChunkValues(found.fill, got[1], None, known)
+    return _VALUES(ChunkValues, (found.fill, got[1], None, known))  # (the named tuple's
+    # `__new__` is a Python call: made as the tuple it is, as `as_stats` does)
+
+
+_VALUES = tuple.__new__
 
 
 TOGETHER_MIN = 8
