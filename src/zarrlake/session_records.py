@@ -334,6 +334,21 @@ SCAN_BATCH = 1000
 """Records of each shard a scan reads at once before it reads the shards' rest in turn."""
 
 
+_SHARD = threading.local()
+
+
+def _thread_shard() -> str:
+    """The first digit of the session ids this thread draws: random, once per thread and
+    process. On the bucket metastore a shard is one head object that every write replaces;
+    writers on shards of their own do not refuse each other's conditional writes (4
+    processes committing at once: 0.5 refused writes a commit on random shards)."""
+    pid, digit = getattr(_SHARD, "drawn", (None, ""))
+    if pid != os.getpid():
+        digit = _HEX[secrets.randbelow(SHARDS)]
+        _SHARD.drawn = (os.getpid(), digit)
+    return digit
+
+
 class SessionRecords:
     """The session records of one repository, with one read-modify-CAS helper (`update`).
 
@@ -421,7 +436,7 @@ class SessionRecords:
         check_expiry(expires_in)
         now = self.clock()
         return SessionRecord(
-            id=secrets.token_hex(10),
+            id=self._new_id(),
             branch=branch,
             base=base,
             created=now,
@@ -430,6 +445,15 @@ class SessionRecords:
             author=author,
             isolation=str(level),
         )
+
+    def _new_id(self) -> str:
+        """A random session id; with shards, its first digit is the calling thread's
+        (`_thread_shard`), so a writer's records keep to the shard whose head its process
+        last wrote, and storing one is a single request unless another writer shares it."""
+        drawn = secrets.token_hex(10)
+        if self.shards == 1 or runtime.current() is not runtime.REAL:
+            return drawn  # (the simulator draws every id from its own stream)
+        return _thread_shard() + drawn[1:]
 
     def store(self, rec: SessionRecord) -> int:
         """Store a new session record (none may exist under its id); returns its version.
