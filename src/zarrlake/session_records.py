@@ -334,19 +334,22 @@ SCAN_BATCH = 1000
 """Records of each shard a scan reads at once before it reads the shards' rest in turn."""
 
 
-_SHARD = threading.local()
+_DEALT = [0, 0]  # (pid, the next shard to deal out)
+_DEALING = threading.Lock()
 
 
-def _thread_shard() -> str:
-    """The first digit of the session ids this thread draws: random, once per thread and
-    process. On the bucket metastore a shard is one head object that every write replaces;
-    writers on shards of their own do not refuse each other's conditional writes (4
-    processes committing at once: 0.5 refused writes a commit on random shards)."""
-    pid, digit = getattr(_SHARD, "drawn", (None, ""))
-    if pid != os.getpid():
-        digit = _HEX[secrets.randbelow(SHARDS)]
-        _SHARD.drawn = (os.getpid(), digit)
-    return digit
+def _deal_shard() -> str:
+    """A shard for a new writer (a thread of one handle's records): in turn from a random
+    one, so a process's writers have shards of their own up to 16 of them. On the bucket
+    metastore a shard is one head object that every write replaces: writers on shards of
+    their own do not refuse each other's conditional writes (4 processes committing at
+    once: 0.5 refused writes a commit on a random shard per session, about 0 on these)."""
+    with _DEALING:
+        if _DEALT[0] != os.getpid():
+            _DEALT[:] = [os.getpid(), secrets.randbelow(SHARDS)]
+        turn = _DEALT[1]
+        _DEALT[1] = turn + 1
+    return _HEX[turn % SHARDS]
 
 
 class SessionRecords:
@@ -381,6 +384,7 @@ class SessionRecords:
         self.together = together
         self._later: list[Later] = []
         self._lock = threading.Lock()
+        self._shard = threading.local()  # (pid, the shard dealt to this thread)
 
     @property
     def partitions(self) -> list[str]:
@@ -447,13 +451,18 @@ class SessionRecords:
         )
 
     def _new_id(self) -> str:
-        """A random session id; with shards, its first digit is the calling thread's
-        (`_thread_shard`), so a writer's records keep to the shard whose head its process
-        last wrote, and storing one is a single request unless another writer shares it."""
+        """A random session id; with shards, its first digit is the shard dealt to the
+        calling thread (`_deal_shard`), so a writer's records keep to the shard whose head
+        its process last wrote, and storing one is a single request unless another
+        process's writer shares it."""
         drawn = secrets.token_hex(10)
         if self.shards == 1 or runtime.current() is not runtime.REAL:
             return drawn  # (the simulator draws every id from its own stream)
-        return _thread_shard() + drawn[1:]
+        pid, shard = getattr(self._shard, "dealt", (None, ""))
+        if pid != os.getpid():
+            shard = _deal_shard()
+            self._shard.dealt = (os.getpid(), shard)
+        return shard + drawn[1:]
 
     def store(self, rec: SessionRecord) -> int:
         """Store a new session record (none may exist under its id); returns its version.
