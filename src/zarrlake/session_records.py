@@ -358,8 +358,9 @@ class SessionRecords:
     With `shards` (16), a record lives in the partition `<partition>/<first digit of its
     id>` instead of `<partition>` itself: on the bucket metastore a partition is one object
     that every write replaces, and writers of different sessions would otherwise queue on
-    it. Session ids are random hex, so the shards split the records evenly, and in key
-    order: a scan reads the shards at once (`together`) and joins them in turn.
+    it. Session ids are random hex past a first digit dealt to each writing thread
+    (`_deal_shard`), so the shards split the records by writer, and in key order: a scan
+    reads the shards at once (`together`) and joins them in turn.
 
     A write this process need not wait for (a commit's finish) can run in the background
     (`later`: on a remote metastore; in place on an embedded one); every other call waits
