@@ -96,3 +96,31 @@ def test_compare_and_swap_backoff_waits_and_gives_up_on_the_runtime_clock():
         assert clock[0] > 10.0 and tried == len(waits) + 1
     finally:
         runtime.reset(token)
+
+
+def test_a_backoff_with_a_slot_spreads_its_retries_over_the_attempts_length():
+    """A branch swap that lost waits up to the time its attempt took (`slot`), doubling per
+    loss, where a base delay of 2 ms alone would have its losers rebuild into each other."""
+    clock = [0.0]
+    waits: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        clock[0] += seconds
+
+    fake = replace(runtime.REAL, monotonic=lambda: clock[0], sleep=sleep)
+    token = runtime.use(fake)
+    try:
+        policy = RetryPolicy(attempts=4, base_delay=0.002, max_delay=0.5)
+        firsts = []
+        for _ in range(50):
+            waits.clear()
+            assert list(backoff(policy, lambda: 0.2)) == [0, 1, 2, 3]
+            assert [w <= b for w, b in zip(waits, (0.2, 0.4, 0.5), strict=True)] == [True] * 3
+            firsts.append(waits[0])
+        assert max(firsts) > 0.1  # not the base delay's 4 ms
+        waits.clear()
+        assert list(backoff(policy, lambda: 0.0)) == [0, 1, 2, 3]  # never below the base's
+        assert all(0 <= w <= 0.002 * 2**n for n, w in enumerate(waits, 1))
+    finally:
+        runtime.reset(token)
