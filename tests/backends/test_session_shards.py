@@ -8,7 +8,8 @@ layout."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -34,11 +35,17 @@ def _config(repo: zl.Repo) -> dict:
     return json.loads(repo._context.object_store.get(connection.CONFIG_KEY))
 
 
+def _in_thread[T](fn: Callable[[], T]) -> T:
+    """`fn()` called on a thread of its own (a writer of its own: its own shard)."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(fn).result()
+
+
 def _sessions(repo: zl.Repo, n: int) -> list[zl.Session]:
-    """`n` sessions, each with one chunk written and flushed."""
+    """`n` sessions, each made on a thread of its own, with one chunk written and flushed."""
     out = []
     for i in range(n):
-        s = repo.create_session(message=f"s{i}")
+        s = _in_thread(lambda i=i: repo.create_session(message=f"s{i}"))
         s.write(f"a/c/{i}", chunk(i))
         s.flush()
         out.append(s)
@@ -57,7 +64,7 @@ def test_a_new_bucket_repository_spreads_its_session_records(bucket_repo) -> Non
         assert ctx.meta.get(part, s.id.encode()) is not None
         assert ctx.meta.get(ctx.partition("sessions"), s.id.encode()) is None
     used = {s.id[0] for s in sessions}
-    assert len(used) > 8  # 40 random ids: the records are spread, not in one shard
+    assert len(used) == SHARDS  # 40 writers: dealt the shards in turn, spread over all
     listed = [i.id for i in repo.list_sessions()]
     assert sorted(listed) == sorted(s.id for s in sessions)
     assert [r.id for r in ctx.records.scan()] == sorted(s.id for s in sessions)  # id order
@@ -81,9 +88,8 @@ def test_a_new_bucket_repository_spreads_its_session_records(bucket_repo) -> Non
 
 def test_writing_one_sessions_record_leaves_the_other_shards_alone(bucket_repo) -> None:
     repo, _, _ = bucket_repo
-    a, b = repo.create_session(), repo.create_session()
-    while b.id[0] == a.id[0]:
-        b = repo.create_session()
+    a, b = repo.create_session(), _in_thread(repo.create_session)
+    assert b.id[0] != a.id[0]  # another writer: another shard
     store = repo._context.object_store  # the metastore's heads are under meta/ in it
     heads = {s.id: Names(repo._context.records.partition_of(s.id)).head for s in (a, b)}
     _, tag_before = store.get_tagged(heads[b.id])
@@ -94,6 +100,34 @@ def test_writing_one_sessions_record_leaves_the_other_shards_alone(bucket_repo) 
     assert repo.session_info(a.id).state == "committed"
     assert repo.session_info(b.id).state == "open"
     b.abandon()
+
+
+def test_one_writers_sessions_keep_to_its_shard_and_store_their_records_in_one_request(
+    bucket_repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo, location, options = bucket_repo
+    first = repo.create_session()
+    first.write("a/c/0", chunk(1))
+    first.commit("first")  # its record's shard is now held by this process
+    other = zl.Repo.open(location, storage_options=options)  # another handle: its own shard
+    theirs = other.create_session()
+    assert theirs.id[0] != first.id[0]
+    reads: list[str] = []
+    meta = repo._context.meta
+    get = type(meta).get
+    monkeypatch.setattr(type(meta), "get", lambda m, p, k: reads.append(p) or get(m, p, k))
+    ids = [first.id]
+    for i in range(3):
+        reads.clear()
+        s = repo.create_session()
+        assert not [p for p in reads if "/sessions" in p]  # its shard held: not read first
+        s.write(f"a/c/{i + 1}", chunk(i + 2))
+        s.commit(f"s{i}")
+        ids.append(s.id)
+    assert {sid[0] for sid in ids} == {first.id[0]}
+    assert [repo.session_info(sid).state for sid in ids] == ["committed"] * 4
+    theirs.abandon()
+    other.close()
 
 
 def test_a_bucket_repository_of_the_older_layout_keeps_it(s3_location, monkeypatch) -> None:

@@ -57,6 +57,9 @@ class CountingMetaStore(MetaStore):
         self.calls: Counter[str] = Counter()
         self.writes: Counter[str] = Counter()  # write calls by partition
 
+    def holds(self, partition: str) -> bool:
+        return self.inner.holds(partition)
+
     def get(self, partition: str, key: bytes) -> tuple[bytes, int] | None:
         self.calls["get"] += 1
         return self.inner.get(partition, key)

@@ -27,13 +27,15 @@ from zarrlake.vc.gc_protocol import uploads_partition
 
 CHUNK = (64, 64)  # 16 KiB of float32: uploaded, not staged inline
 
-REQUESTS = 19  # (counted in test_bucket_rounds.py, with its round trips)
-"""Begin + write one chunk + commit, till the commit returns: the branch head (`refs`) and
-the record's shard; the record; the marker, the upload record, the base's commit record and
-expiry marker; the chunk; the seal with the final flush; the gather, the gc phase and
-`refs` (head, rules, landing fence); four objects and the fence; the branch swap. (22
-when `refs` was read at begin for the branch and the moved marker apart, and in the
-commit for the head and the rules with the seal, and for the fence after it.)"""
+REQUESTS = 18  # (counted in test_bucket_rounds.py, with its round trips)
+"""Begin + write one chunk + commit, till the commit returns, in a process that committed
+before: the branch head (`refs`); the record (its shard's head held from the last session
+of this thread, whose ids keep to one shard); the marker, the upload record, the base's
+commit record and expiry marker; the chunk; the seal with the final flush; the gather, the
+gc phase and `refs` (head, rules, landing fence); four objects and the fence; the branch
+swap. (19 when the record's shard was read at begin beside `refs`, a random one each
+session; 22 when `refs` was read at begin for the branch and the moved marker apart, and
+in the commit for the head and the rules with the seal, and for the fence after it.)"""
 
 
 def _value(i: int) -> np.ndarray:

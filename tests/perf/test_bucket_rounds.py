@@ -1,7 +1,8 @@
 """The sequential round trips of a one-chunk commit on the bucket-only metastore (issue 50),
 counted by the benchmarks' relay in front of moto's S3 server (real HTTP, every byte
 delayed, so requests that overlap are seen to): the new session's record is stored once
-(its shard's head read beside the branch head), and its base is checked beside the first
+(its shard's head held from the thread's last session, else read beside the branch head),
+and its base is checked beside the first
 write, not before it. And a first write whose base a reset and gc deleted still refuses,
 naming them, with the check overlapped, leaving nothing behind."""
 
@@ -28,7 +29,8 @@ from zarrlake.errors import NotFoundError
 CHUNK = (64, 64)  # 16 KiB of float32: uploaded, not staged inline
 
 ROUNDS = 8
-"""Begin + write one chunk + commit: the branch head (with the record's shard), the record,
+"""Begin + write one chunk + commit: the branch head (with the record's shard unless this
+process holds its head), the record,
 the marker and upload record with the base check, the chunk, then the commit call's four
 (seal with the final flush, gather with the gc phase and landing fence, objects with the
 fence, the branch)."""
@@ -76,6 +78,7 @@ def test_begin_write_commit_takes_eight_sequential_round_trips(
     assert rounds[1:] == [ROUNDS, ROUNDS], rounds
     for seen in requests[1:]:  # `refs` read at begin and once in the commit, nothing refused
         assert seen["GET", "refs", "200"] == 2 and seen["PUT", "refs", "200"] == 1, seen
+        assert not [k for k in seen if k[:2] == ("GET", "sessions")], seen  # its shard held
         assert sum(seen.values()) == REQUESTS, seen
         assert not [k for k in seen if k[2] == "412"], seen
     check = zl.Repo.open(location, storage_options=options)

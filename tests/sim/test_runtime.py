@@ -4,7 +4,9 @@ simulator runs on another metastore backend as well as on the in-memory one."""
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from datetime import timedelta
 
@@ -73,7 +75,10 @@ def test_the_simulator_runs_on_another_metastore(tmp_path):
     assert sum(r.commits for r in results) > 6
 
 
-def test_compare_and_swap_backoff_waits_and_gives_up_on_the_runtime_clock():
+@contextlib.contextmanager
+def _sleeps() -> Iterator[tuple[list[float], list[float]]]:
+    """(clock, waits): the runtime's clock and sleeps, faked: a sleep is noted and moves
+    the clock."""
     clock = [0.0]
     waits: list[float] = []
 
@@ -81,9 +86,15 @@ def test_compare_and_swap_backoff_waits_and_gives_up_on_the_runtime_clock():
         waits.append(seconds)
         clock[0] += seconds
 
-    fake = replace(runtime.REAL, monotonic=lambda: clock[0], sleep=sleep)
-    token = runtime.use(fake)
+    token = runtime.use(replace(runtime.REAL, monotonic=lambda: clock[0], sleep=sleep))
     try:
+        yield clock, waits
+    finally:
+        runtime.reset(token)
+
+
+def test_compare_and_swap_backoff_waits_and_gives_up_on_the_runtime_clock():
+    with _sleeps() as (clock, waits):
         capped = RetryPolicy(attempts=5, base_delay=0.01, max_delay=0.03)
         assert list(backoff(capped)) == [0, 1, 2, 3, 4]
         assert len(waits) == 4 and all(
@@ -94,5 +105,20 @@ def test_compare_and_swap_backoff_waits_and_gives_up_on_the_runtime_clock():
         timed = RetryPolicy(attempts=None, base_delay=1.0, max_delay=1.0, timeout=10.0)
         tried = sum(1 for _ in backoff(timed))
         assert clock[0] > 10.0 and tried == len(waits) + 1
-    finally:
-        runtime.reset(token)
+
+
+def test_a_backoff_with_a_slot_spreads_its_retries_over_the_attempts_length():
+    """A branch swap that lost waits up to the time its attempt took (`slot`), doubling per
+    loss, where a base delay of 2 ms alone would have its losers rebuild into each other."""
+    with _sleeps() as (_, waits):
+        policy = RetryPolicy(attempts=4, base_delay=0.002, max_delay=0.5)
+        firsts = []
+        for _ in range(50):
+            waits.clear()
+            assert list(backoff(policy, lambda: 0.2)) == [0, 1, 2, 3]
+            assert [w <= b for w, b in zip(waits, (0.2, 0.4, 0.5), strict=True)] == [True] * 3
+            firsts.append(waits[0])
+        assert max(firsts) > 0.1  # not the base delay's 4 ms
+        waits.clear()
+        assert list(backoff(policy, lambda: 0.0)) == [0, 1, 2, 3]  # never below the base's
+        assert all(0 <= w <= 0.002 * 2**n for n, w in enumerate(waits, 1))

@@ -127,12 +127,16 @@ def attempts(
     return iter(context.with_name(OURS, (policy.attempts,), {}))
 
 
-def backoff(policy: RetryPolicy) -> Iterator[int]:
+def backoff(policy: RetryPolicy, slot: Callable[[], float] | None = None) -> Iterator[int]:
     """The attempts (0, 1, 2, ...) of a loop that retries by itself, such as a
     compare-and-swap that re-reads and rebuilds before trying again. Before attempt n > 0 it
-    waits a random time up to ``min(max_delay, base_delay * 2**n)``; it ends after
-    `policy.attempts`, or once `policy.timeout` has passed. Waits and deadline go through
-    `runtime`, so the simulator runs these loops on its own clock (stamina's would not)."""
+    waits a random time up to ``min(max_delay, base_delay * 2**n)``; with `slot` (seconds,
+    read before each wait: how long the attempt just lost was open to others), up to
+    ``min(max_delay, max(2 * base_delay, slot()) * 2**(n - 1))``, so that losers of a race
+    spread their retries over about the time one attempt takes, whatever the latency. It
+    ends after `policy.attempts`, or once `policy.timeout` has passed. Waits and deadline go
+    through `runtime`, so the simulator runs these loops on its own clock (stamina's would
+    not)."""
     deadline = None if policy.timeout is None else runtime.monotonic() + policy.timeout
     if _DEADLINE[0] is not None:
         deadline = _DEADLINE[0] if deadline is None else min(deadline, _DEADLINE[0])
@@ -144,7 +148,8 @@ def backoff(policy: RetryPolicy) -> Iterator[int]:
             return
         if deadline is not None and runtime.monotonic() > deadline:
             return
-        runtime.sleep(random.uniform(0, min(policy.max_delay, policy.base_delay * 2**n)))
+        span = policy.base_delay * 2 if slot is None else max(policy.base_delay * 2, slot())
+        runtime.sleep(random.uniform(0, min(policy.max_delay, span * 2 ** (n - 1))))
 
 
 def retry[T](

@@ -138,6 +138,12 @@ class MetaStore(ABC):
     was read (the bucket metastore's conditional write names the head it last read): a
     caller about to write may read the partition beside an earlier round trip."""
 
+    def holds(self, partition: str) -> bool:
+        """Whether a write to `partition` is one round trip now without reading it first
+        (writes_after_reads: this process holds a version of its head): a caller need not
+        read it beforehand."""
+        return False
+
     def batch(self) -> AbstractContextManager[None]:
         """Make the calling thread's writes inside the block one transaction where the
         backend can (SQLite: begun at the first write, committed when the block ends);
@@ -415,6 +421,10 @@ class WrapperMetaStore(MetaStore):
     def writes_after_reads(self) -> bool:  # type: ignore[override]
         """Whether the inner store's writes are cheaper after a read (see MetaStore)."""
         return self.inner.writes_after_reads
+
+    def holds(self, partition: str) -> bool:
+        """Whether the inner store holds `partition`'s head (see MetaStore)."""
+        return self.inner.holds(partition)
 
     def batch(self) -> AbstractContextManager[None]:
         """The inner store's batch of writes (see MetaStore.batch)."""

@@ -128,8 +128,9 @@ class Transaction:
         when first needed (txn/birth.py): its first write, hand-over or commit."""
         rec = ctx.records.draft(branch, PENDING, message, author, expires_in, isolation)
         calls: list[Callable[[], object]] = [lambda: ctx.refs.look(branch)]  # (and `moved`)
-        if ctx.meta.writes_after_reads:  # the record's store is then one write, not three
-            calls.append(lambda: ctx.meta.get(ctx.records.partition_of(rec.id), rec.id.encode()))
+        shard = ctx.records.partition_of(rec.id)
+        if ctx.meta.writes_after_reads and not ctx.meta.holds(shard):  # the record's store
+            calls.append(lambda: ctx.meta.get(shard, rec.id.encode()))  # is then one write
         look, *_ = ctx.together(*calls)
         raise_first([look])
         head = cast(Look, look).head or ctx.refs.require(BRANCH, branch)  # (its error)

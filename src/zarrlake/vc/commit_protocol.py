@@ -530,8 +530,16 @@ class CommitProtocol:
     ) -> str:
         tried: set[str] = set()
         attempts = 0
-        for _ in backoff(replace(BRANCH_CAS, timeout=timeout)):
+        # A lost swap waits up to the time its attempt took (from the head's read until the
+        # loss was handled), doubling per loss: on a slow store (the bucket, ~4 round trips
+        # an attempt) losers that rebuilt at once met each other again, and each loss costs
+        # the rebuild's reads and writes (W6 on the bucket: 0.7-1.0 -> 0.4 lost a commit).
+        opened = [runtime.monotonic()]
+        for _ in backoff(
+            replace(BRANCH_CAS, timeout=timeout), lambda: runtime.monotonic() - opened[0]
+        ):
             attempts += 1
+            opened[0] = runtime.monotonic()
             head, version = known or self.refs.require(BRANCH, branch)
             known = None
             base = base or head

@@ -154,6 +154,13 @@ class BucketMetaStore(MetaStoreBackend):
         store = open_storage(location, retry_policy=None, **storage_options)
         return cls(store, url or f"bucket+{location}", (location, dict(storage_options)))
 
+    def holds(self, partition: str) -> bool:
+        """Whether this process holds a head of `partition` (the last it read or wrote): a
+        write then goes as one conditional PUT (a 412, a GET and a PUT if another process
+        wrote since)."""
+        with self._lock:
+            return partition in self._heads
+
     @property
     def store(self) -> ObjectStore:
         """The object storage this metastore keeps its objects in (under meta/)."""
