@@ -19,6 +19,7 @@ from zarrlake.format.digest import Hash
 
 TARGET_ENTRIES = 4096
 """Ranges are split into pieces of this many entries once they exceed twice as many."""
+_INLINE = int(RefKind.INLINE)  # (compared with a column: as a plain number, not the enum)
 
 
 @dataclass(frozen=True)
@@ -388,7 +389,7 @@ def _concat(a: ManifestRange, b: ManifestRange) -> ManifestRange:
 def _packed(r: ManifestRange) -> tuple[np.ndarray, np.ndarray]:
     """(offsets, inline bytes) of `r` with only the bytes its inline entries use, in entry
     order; the range's own when its buffer holds nothing else."""
-    inline = r.kind == RefKind.INLINE
+    inline = r.kind == _INLINE
     lens = r.length[inline].astype(np.int64)
     total = int(lens.sum())
     if total == len(r.inline):
@@ -459,21 +460,24 @@ def take_from(ranges: Sequence[ManifestRange] | Sources, positions: np.ndarray) 
         rows = ordered[a:b] - src.starts[i]
         out = perm[a:b]
         keys[out] = r.keys[rows]
-        kind[out] = r.kind[rows]
+        kinds = kind[out] = r.kind[rows]
         digests[out] = _as_void(r.digest)[rows]
-        length[out] = r.length[rows]
+        lengths = length[out] = r.length[rows]
         got = r.loc[rows]
-        loc[out] = np.where(got >= 0, got + len(locations), -1)
+        loc[out] = np.where(got >= 0, got + len(locations), -1) if locations else got
         if plain is not None:
             plain_rows[out] = r.stored_stats.rows()[rows]  # type: ignore[union-attr,index]
         elif stats is not None and r.has_stats:
             stats[out] = r.stats[rows]  # type: ignore[index]
         locations += r.locations
-        identities += [r.identity_of(k) for k in range(len(r.locations))]
+        if r.identities:
+            identities += r.identities
+        else:
+            identities += [None] * len(r.locations)
         off = r.offset[rows]
-        inline = r.kind[rows] == RefKind.INLINE
+        inline = kinds == _INLINE
         if inline.any():
-            lens = r.length[rows][inline].astype(np.int64)
+            lens = lengths[inline].astype(np.int64)
             begin = off[inline].astype(np.int64)
             gather = np.repeat(begin - (np.cumsum(lens) - lens), lens) + np.arange(lens.sum())
             inline_parts.append(r.inline[gather])

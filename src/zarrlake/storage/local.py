@@ -80,7 +80,7 @@ class LocalObjectStore(ObstoreObjectStore):
         if not _PLAIN.fullmatch(key):  # keys are checked: no ".."
             return super()._get(key, byte_range)
         try:
-            with open(self.root / key, "rb") as f:
+            with open(f"{self._root}/{key}", "rb") as f:  # (a str: no Path made per read)
                 if byte_range is None:
                     return f.read()
                 start, end = byte_range  # past the end: clamped, as zarr wants
