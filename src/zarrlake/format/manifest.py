@@ -466,9 +466,9 @@ def take_from(ranges: Sequence[ManifestRange] | Sources, positions: np.ndarray) 
         got = r.loc[rows]
         loc[out] = np.where(got >= 0, got + len(locations), -1) if locations else got
         if plain is not None:
-            plain_rows[out] = r.stored_stats.rows()[rows]  # type: ignore[union-attr,index]
+            plain_rows[out] = r.stored_stats.rows()[rows]
         elif stats is not None and r.has_stats:
-            stats[out] = r.stats[rows]  # type: ignore[index]
+            stats[out] = r.stats[rows]
         locations += r.locations
         if r.identities:
             identities += r.identities
