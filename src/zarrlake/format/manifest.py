@@ -413,9 +413,6 @@ class Sources:
         self.ranges = list(ranges)
         self.starts = _starts(self.ranges)
 
-    def __len__(self) -> int:
-        return int(self.starts[-1])
-
 
 def take_from(ranges: Sequence[ManifestRange] | Sources, positions: np.ndarray) -> ManifestRange:
     """The entries at `positions` of the ranges laid end to end, in that order, without
