@@ -53,7 +53,7 @@ def assert_compact(r: ManifestRange) -> None:
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(ranges(), min_size=1, max_size=3), st.data())
+@given(st.lists(ranges(), min_size=1, max_size=6), st.data())
 def test_take_from_picks_what_the_dict_holds(sources: list[dict], data: st.DataObject) -> None:
     built = [build(s) for s in sources]
     laid = [ref for s in sources for _, ref in sorted(s.items())]
@@ -93,3 +93,59 @@ def test_apply_sets_and_deletes_as_the_dict_does(
     for piece in pieces:  # what is stored reads back the same
         oid, blob = piece.encode()
         assert as_dict(ManifestRange.decode(oid, blob)) == as_dict(piece)
+
+
+def _staged(values: list[np.ndarray], start: int) -> ManifestRange:
+    """A staged fragment's writes (as a commit reads them back: plain statistics) of chunks
+    holding `values`, under keys numbered from `start`."""
+    from zarrlake.format import statistics as sf
+    from zarrlake.format.fragment import FragmentIndex
+
+    keys = [f"a/c/{start + i:05d}".encode() for i in range(len(values))]
+    refs = [
+        ChunkRef(
+            RefKind.OBJECT,
+            bytes([i % 256]) * 32,
+            v.nbytes,
+            stats=sf.ChunkStats(
+                sf.FLOAT,
+                v.size,
+                0,
+                int((v == 0).sum()),
+                int(sf.bits(sf.FLOAT, v.min())),
+                int(sf.bits(sf.FLOAT, v.max())),
+                float(v.astype(np.float64).sum()),
+            ),
+        )
+        for i, v in enumerate(values)
+    ]
+    oid, data = FragmentIndex(ManifestRange.from_refs(keys, refs)).encode()
+    return FragmentIndex.decode(oid, data).writes
+
+
+def test_a_pick_reads_only_the_fragments_holding_its_entries() -> None:
+    """Entries picked from some of many staged fragments: their statistics are gathered as
+    the fragments store them (not decoded and encoded again) when those fragments share a
+    layout, whatever the layout of fragments the pick does not read; the records are the
+    chunks' own, computed here with numpy."""
+    from zarrlake.format import statistics as sf
+
+    rng = np.random.default_rng(7)
+    chunks = [rng.random(16, dtype=np.float32) + 1 for _ in range(60)]
+    chunks[25][3] = 0.0  # a fill value: the middle fragments store `fill` as a column
+    fragments = [_staged(chunks[i : i + 10], i) for i in range(0, 60, 10)]
+    assert fragments[2].stored_stats.layout_key() != fragments[0].stored_stats.layout_key()
+    positions = np.array([59, 1, 0, 58, 5, 52], np.int64)  # the first and last fragment's
+    got = take_from(fragments, positions)
+    assert isinstance(got.stored_stats, sf.Stored)  # as stored: nothing decoded
+    records = got.stats
+    assert records is not None
+    for row, p in enumerate(positions.tolist()):
+        v = chunks[p]
+        assert bytes(got.keys[row]) == f"a/c/{p:05d}".encode()
+        assert records["count"][row] == v.size and records["fill"][row] == 0
+        assert sf.values(sf.FLOAT, records["min"][row : row + 1])[0] == v.min()
+        assert sf.values(sf.FLOAT, records["max"][row : row + 1])[0] == v.max()
+        assert records["sum"][row] == v.astype(np.float64).sum()
+    both = take_from(fragments, np.array([0, 25, 59], np.int64))  # the middle one too
+    assert both.stats is not None and both.stats["fill"].tolist() == [0, 1, 0]

@@ -7,6 +7,7 @@ milliseconds instead of building a Python object per entry.
 from __future__ import annotations
 
 import json
+import math
 import struct
 from typing import Any
 
@@ -42,7 +43,7 @@ def unpack(payload: bytes | memoryview, what: str) -> tuple[dict[str, Any], dict
         columns = {}
         for name, dtype, shape, offset, nbytes in header["columns"]:
             buf = np.frombuffer(
-                payload, dtype=np.dtype(dtype), count=int(np.prod(shape)), offset=base + offset
+                payload, dtype=np.dtype(dtype), count=math.prod(shape), offset=base + offset
             )
             if buf.nbytes != nbytes:
                 raise ValueError(f"column {name} has {buf.nbytes} bytes, expected {nbytes}")

@@ -19,6 +19,7 @@ from zarrlake.format.digest import Hash
 
 TARGET_ENTRIES = 4096
 """Ranges are split into pieces of this many entries once they exceed twice as many."""
+_INLINE = int(RefKind.INLINE)  # (compared with a column: as a plain number, not the enum)
 
 
 @dataclass(frozen=True)
@@ -158,7 +159,7 @@ class ManifestRange:
         return ManifestRange(
             keys=self.keys[idx],
             kind=self.kind[idx],
-            digest=self.digest[idx],
+            digest=_digests_at(self.digest, idx),
             offset=self.offset[idx],
             length=self.length[idx],
             loc=self.loc[idx],
@@ -388,7 +389,7 @@ def _concat(a: ManifestRange, b: ManifestRange) -> ManifestRange:
 def _packed(r: ManifestRange) -> tuple[np.ndarray, np.ndarray]:
     """(offsets, inline bytes) of `r` with only the bytes its inline entries use, in entry
     order; the range's own when its buffer holds nothing else."""
-    inline = r.kind == RefKind.INLINE
+    inline = r.kind == _INLINE
     lens = r.length[inline].astype(np.int64)
     total = int(lens.sum())
     if total == len(r.inline):
@@ -400,31 +401,50 @@ def _packed(r: ManifestRange) -> tuple[np.ndarray, np.ndarray]:
     return offset, r.inline[np.repeat(begin - new_begin, lens) + np.arange(total)]
 
 
-def take_from(ranges: list[ManifestRange], positions: np.ndarray) -> ManifestRange:
+class Sources:
+    """Ranges laid end to end, as `take_from` picks entries out of them by position: where
+    each begins is found once, so a pick visits only the ranges holding its entries (a
+    commit of a million staged chunks picks each manifest range's few thousand entries out
+    of hundreds of fragments, and paid for every fragment on every pick)."""
+
+    __slots__ = ("ranges", "starts")
+
+    def __init__(self, ranges: Sequence[ManifestRange]) -> None:
+        self.ranges = list(ranges)
+        self.starts = _starts(self.ranges)
+
+
+def take_from(ranges: Sequence[ManifestRange] | Sources, positions: np.ndarray) -> ManifestRange:
     """The entries at `positions` of the ranges laid end to end, in that order, without
     building the concatenation (only the ranges holding some of them are read)."""
     n = len(positions)
-    if not ranges or not n:
+    src = ranges if isinstance(ranges, Sources) else Sources(ranges)
+    if not src.ranges or not n:
         return ManifestRange.empty()
-    if len(ranges) == 1:
-        return _take_one(ranges[0], positions)
-    starts = _starts(ranges)
+    if len(src.ranges) == 1:
+        return _take_one(src.ranges[0], positions)
     perm = np.argsort(positions, kind="stable")
     ordered = positions[perm]
-    present = np.unique(np.searchsorted(starts, ordered[[0, -1]], side="right") - 1)
-    first, last = int(present[0]), int(present[-1])
-    bounds = np.searchsorted(ordered, starts[first : last + 2])
-    width = max(r.keys.dtype.itemsize for r in ranges[first : last + 1])
+    owner = np.searchsorted(src.starts, ordered, side="right") - 1
+    cuts = (np.flatnonzero(owner[1:] != owner[:-1]) + 1).tolist()
+    lows, highs = [0, *cuts], [*cuts, n]
+    present = owner[lows].tolist()
+    if len(present) == 1:  # all from one range: its rows, in the order asked
+        i = present[0]
+        return _take_one(src.ranges[i], positions - src.starts[i])
+    picked = [src.ranges[i] for i in present]
+    width = max(r.keys.dtype.itemsize for r in picked)
     keys = np.empty(n, f"S{width}")
     kind = np.empty(n, np.uint8)
     digest = np.empty((n, 32), np.uint8)
+    digests = _as_void(digest)
     offset = np.empty(n, np.uint64)
     length = np.empty(n, np.uint64)
     loc = np.empty(n, np.int32)
-    plain = _plain_layout(ranges[first : last + 1])
+    plain = _plain_layout(picked)
     stats = (
         None
-        if plain is not None or not any(r.has_stats for r in ranges[first : last + 1])
+        if plain is not None or not any(r.has_stats for r in picked)
         else stats_format.unknown(n)
     )
     if plain is not None:
@@ -433,30 +453,29 @@ def take_from(ranges: list[ManifestRange], positions: np.ndarray) -> ManifestRan
     identities: list[str | None] = []
     inline_parts: list[np.ndarray] = []
     inline_base = 0
-    for j, i in enumerate(range(first, last + 1)):
-        a, b = int(bounds[j]), int(bounds[j + 1])
-        if a == b:
-            continue
-        r = ranges[i]
-        rows = ordered[a:b] - starts[i]
+    for i, r, a, b in zip(present, picked, lows, highs, strict=True):
+        rows = ordered[a:b] - src.starts[i]
         out = perm[a:b]
         keys[out] = r.keys[rows]
-        kind[out] = r.kind[rows]
-        digest[out] = r.digest[rows]
-        length[out] = r.length[rows]
+        kinds = kind[out] = r.kind[rows]
+        digests[out] = _as_void(r.digest)[rows]
+        lengths = length[out] = r.length[rows]
         got = r.loc[rows]
-        loc[out] = np.where(got >= 0, got + len(locations), -1)
+        loc[out] = np.where(got >= 0, got + len(locations), -1) if locations else got
         if plain is not None:
-            plain_rows[out] = r.stored_stats.rows()[rows]  # type: ignore[union-attr,index]
+            plain_rows[out] = r.stored_stats.rows()[rows]
         elif stats is not None and r.has_stats:
-            stats[out] = r.stats[rows]  # type: ignore[index]
+            stats[out] = r.stats[rows]
         locations += r.locations
-        identities += [r.identity_of(k) for k in range(len(r.locations))]
-        off = r.offset[rows].copy()
-        inline = r.kind[rows] == RefKind.INLINE
+        if r.identities:
+            identities += r.identities
+        else:
+            identities += [None] * len(r.locations)
+        off = r.offset[rows]
+        inline = kinds == _INLINE
         if inline.any():
-            lens = r.length[rows][inline].astype(np.int64)
-            begin = r.offset[rows][inline].astype(np.int64)
+            lens = lengths[inline].astype(np.int64)
+            begin = off[inline].astype(np.int64)
             gather = np.repeat(begin - (np.cumsum(lens) - lens), lens) + np.arange(lens.sum())
             inline_parts.append(r.inline[gather])
             off[inline] = (inline_base + np.cumsum(lens) - lens).astype(np.uint64)
@@ -478,6 +497,19 @@ def take_from(ranges: list[ManifestRange], positions: np.ndarray) -> ManifestRan
     )
 
 
+def _as_void(digest: np.ndarray) -> np.ndarray:
+    """A digest column as one 32-byte item per entry: picking rows of it copies each as one
+    item, twice as fast as picking rows of the (n, 32) bytes."""
+    return np.ascontiguousarray(digest).view("V32").reshape(-1)
+
+
+def _digests_at(digest: np.ndarray, idx: np.ndarray | slice) -> np.ndarray:
+    """The rows `idx` of a digest column (a slice: a view; positions: copied as items)."""
+    if isinstance(idx, slice):
+        return digest[idx]
+    return _as_void(digest)[idx].view(np.uint8).reshape(-1, 32)
+
+
 def _take_one(r: ManifestRange, rows: np.ndarray) -> ManifestRange:
     """`take_from` of a single range: its columns at `rows`, with only the inline bytes of
     the picked entries (the usual case of a commit from one writer, without the general
@@ -488,7 +520,7 @@ def _take_one(r: ManifestRange, rows: np.ndarray) -> ManifestRange:
 
 
 def _starts(ranges: list[ManifestRange]) -> np.ndarray:
-    return np.cumsum([0] + [len(r) for r in ranges])
+    return np.cumsum([0] + [len(r.keys) for r in ranges])
 
 
 @dataclass(frozen=True)
@@ -497,9 +529,13 @@ class RangeView:
     (`take`): a commit of millions of staged chunks reads them from the fragments' indexes
     as it writes each manifest range, instead of holding a second copy of them all."""
 
-    sources: list[ManifestRange]
+    sources: Sources | list[ManifestRange]  # (a list is indexed once, into Sources)
     positions: np.ndarray  # into the sources laid end to end, in key order
     keys: np.ndarray  # the picked keys, sorted
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.sources, Sources):
+            object.__setattr__(self, "sources", Sources(self.sources))
 
     def __len__(self) -> int:
         return len(self.positions)

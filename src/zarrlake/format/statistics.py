@@ -27,7 +27,7 @@ still read.
 from __future__ import annotations
 
 import math
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -285,6 +285,12 @@ def _framed(
 
 def _layout(cols: list[list[str]]) -> np.dtype:
     """Format 3: the record of the varying fields, each as the unsigned integer of its width."""
+    return _layout_of(tuple((name, dt) for name, dt in cols))
+
+
+@lru_cache(maxsize=256)
+def _layout_of(cols: tuple[tuple[str, str], ...]) -> np.dtype:
+    """`_layout`, made once per layout (a commit asks for it per range and per fragment)."""
     return np.dtype([(name, f"<u{np.dtype(dt).itemsize}") for name, dt in cols])
 
 
@@ -327,12 +333,13 @@ class Stored:
     to (gc) or a shard's inner chunks uses none of them. A header naming a newer format is
     refused at once, as before; columns that do not decode, at their first use."""
 
-    __slots__ = ("_records", "cols", "head", "n", "what")
+    __slots__ = ("_records", "_rows", "cols", "head", "n", "what")
 
     def __init__(self, head: dict[str, Any], cols: dict[str, np.ndarray], n: int, what: str):
         _check_version(head, what)
         self.head, self.cols, self.n, self.what = head, cols, n, what
         self._records: np.ndarray | None = None
+        self._rows: np.ndarray | None = None
 
     def records(self) -> np.ndarray:
         """Every entry's record (decoded once)."""
@@ -343,16 +350,20 @@ class Stored:
     def rows(self) -> np.ndarray | None:
         """The records as stored when they are plain in the current format (a staged
         fragment's: narrowed, side by side); None when they must be decoded."""
+        if self._rows is not None:
+            return self._rows
         head = self.head
         if head["v"] != VERSION or not head.get("plain"):
             return None
         layout = _layout(head["cols"])
         if not head["cols"]:
-            return np.zeros(self.n, layout)
+            self._rows = np.zeros(self.n, layout)
+            return self._rows
         column = self.cols.get(COLUMN)
         rows = None if column is None else column.view(layout)
         if rows is None or len(rows) != self.n:
             raise _damaged(self.what, ValueError(f"the records do not hold {self.n} entries"))
+        self._rows = rows
         return rows
 
     def taken(self, idx: np.ndarray | slice) -> Stored | None:

@@ -34,9 +34,15 @@ _PLAIN_NAME = re.compile(r"[A-Za-z0-9._-]+")
 """File names that are a key's segment as they are (obstore's half-written files end in
 `#<n>`, which this excludes)."""
 DIRECT_WRITE_MAX = 256 << 10
-"""Objects up to this size are written directly; larger ones through obstore, whose one call
-holds no GIL for the whole write (written in Python, a 1 MiB chunk's open, write, link and
-unlink each wait for the GIL again among zarr's encoding threads: 5-10% slower, W1)."""
+"""Chunks and fragments up to this size are written directly; larger ones through obstore,
+whose one call holds no GIL for the whole write (written in Python, a 1 MiB chunk's open,
+write, link and unlink each wait for the GIL again among zarr's encoding threads: 5-10%
+slower, W1). Other objects are written directly at any size: the manifests, snapshots and
+records a commit writes (a manifest range of 4,096 entries is about 300 KB) are written
+from zarrlake's own threads, not among zarr's, and a commit then never loads obstore (its
+import and first call cost 6-15 ms, seen inside a 100,000-chunk commit)."""
+VIA_OBSTORE = ("chunks/", "fragments/")
+"""The objects written among zarr's encoding threads: over DIRECT_WRITE_MAX, through obstore."""
 _PLAIN_BYTES = (string.ascii_letters + string.digits + "._-").encode()
 """The characters of a plain key segment (what `_PLAIN_NAME` matches)."""
 BINS = "gc-sweeps"
@@ -74,7 +80,7 @@ class LocalObjectStore(ObstoreObjectStore):
         if not _PLAIN.fullmatch(key):  # keys are checked: no ".."
             return super()._get(key, byte_range)
         try:
-            with open(self.root / key, "rb") as f:
+            with open(f"{self._root}/{key}", "rb") as f:  # (a str: no Path made per read)
                 if byte_range is None:
                     return f.read()
                 start, end = byte_range  # past the end: clamped, as zarr wants
@@ -109,7 +115,9 @@ class LocalObjectStore(ObstoreObjectStore):
     @staticmethod
     def _direct(key: str, data: bytes | memoryview) -> bool:
         """Whether the object is written on its file here (see DIRECT_WRITE_MAX)."""
-        return len(data) <= DIRECT_WRITE_MAX and _PLAIN.fullmatch(key) is not None
+        if len(data) > DIRECT_WRITE_MAX and key.startswith(VIA_OBSTORE):
+            return False
+        return _PLAIN.fullmatch(key) is not None
 
     def _place(self, key: str, data: bytes | memoryview, move: Callable[[str, str], None]) -> bool:
         """Write a staged file, then `move` it to the key's path: `os.replace` for a put,
