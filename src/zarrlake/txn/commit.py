@@ -532,12 +532,14 @@ def _commit(
     # What need not wait for the seal goes out with it (one round trip on a remote
     # metastore; first, in turn, on an embedded one): this handle's last writes, which the
     # gather below reads and the gc-phase read settles.
-    # Not one `MetaStore.batch`: the flush's error path takes the handle's buffer lock,
-    # which another thread of the handle may hold while it waits for the write lock.
-    flushed, sealed = ctx.together(
-        final_flush or (lambda: None),
-        lambda: seal(txn, rec, version),
-    )
+    # On an embedded metastore both are one write transaction (`MetaStore.batch`): the
+    # flush's records and the seal reach the file, and hold its write lock, once. (A flush
+    # that fails lets the write lock go before it takes the handle's buffer lock back.)
+    with ctx.meta.batch():
+        flushed, sealed = ctx.together(
+            final_flush or (lambda: None),
+            lambda: seal(txn, rec, version),
+        )
     if isinstance(sealed, Exception):
         raise_first([flushed, sealed])  # nothing to undo
     hold = Hold(txn, *cast(tuple[SessionRecord, int], sealed))
