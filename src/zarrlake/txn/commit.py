@@ -569,6 +569,23 @@ def _run(
         hold.renew(attempt=commit_id)  # the fence: no branch swap unless this still holds
         crashpoints.reached("before_branch_cas")
 
+    # The record's finish needs nothing the caller waits for: on a remote metastore it goes
+    # out in the background (this process's later record calls wait for it); on an
+    # embedded one, in the branch swap's transaction (`CommitProtocol.land`). If it fails,
+    # the record stays committing with this commit among its attempts, which any reader
+    # finds on the branch and records as committed (see `recovered`).
+    finishing: list[object] = []
+
+    def finish(records: SessionRecords, commit_id: str) -> None:
+        with contextlib.suppress(ZarrLakeError):
+            hold.finish(commit_id, records)
+        if records.meta.remote:  # (embedded: reached once the swap's transaction ended)
+            crashpoints.reached("after_session_committed")
+
+    def after_cas(commit_id: str) -> None:
+        crashpoints.reached("after_branch_cas")
+        finishing.append(ctx.records.later(partial(finish, commit_id=commit_id)))
+
     rules: list[CheckRule] = []
 
     def check(commit_id: str, head: str) -> None:  # each commit built, before its swap
@@ -630,10 +647,10 @@ def _run(
             before_cas,
             refs.head,
             check,
-            ctx.together,
+            ctx.together if ctx.meta.remote else None,  # (embedded: the fence in the batch)
             landing,
+            after_cas,
         )
-        crashpoints.reached("after_branch_cas")
     except SessionLanded as e:  # an earlier seal's commit landed late: this one cannot
         hold.finish(e.commit)
         raise SessionClosedError(
@@ -667,17 +684,12 @@ def _run(
                 ) from None
             raise
         commit_id = cid  # the branch holds our commit; the error came after it landed
-    # The commit landed: raising now would report a failure that happened. The record's
-    # finish goes out in the background (this process's later record calls wait for it).
-    # If it fails, the record stays committing with this commit among its attempts, which
-    # any reader finds on the branch and records as committed (see `recovered`).
-
-    def finish(records: SessionRecords) -> None:
-        with contextlib.suppress(ZarrLakeError):
-            hold.finish(commit_id, records)
+    # The commit landed: raising now would report a failure that happened.
+    if not finishing:  # (found after a lost reply or an error, or nothing to move)
+        crashpoints.reached("after_branch_cas")
+        ctx.records.later(partial(finish, commit_id=commit_id))
+    if not ctx.meta.remote:
         crashpoints.reached("after_session_committed")
-
-    ctx.records.later(finish)
     return commit_id
 
 
