@@ -190,8 +190,9 @@ class SqliteMetaStore(MetaStoreBackend):
 
     # connections -------------------------------------------------------------------------
 
-    def _conn(self) -> sqlite3.Connection:
-        conns = self._conns.get()
+    def _conn(self, conns: _Connections | None = None) -> sqlite3.Connection:
+        """This thread's connection (`conns`: this process's, if the caller has them)."""
+        conns = conns or self._conns.get()
         conn = getattr(conns.local, "conn", None)
         if conn is not None and not self._closed:
             return conn
@@ -309,8 +310,8 @@ class SqliteMetaStore(MetaStoreBackend):
         conns = self._conns.get()
         batch: _Batch | None = getattr(conns.local, "batch", None)
         if batch is not None:
-            return batch.join(self._conn())
-        return _Write(self._conn(), conns.writer, self._fail)
+            return batch.join(self._conn(conns))
+        return _Write(self._conn(conns), conns.writer, self._fail)
 
     def batch(self) -> _Batch:
         """This thread's writes inside the block as one write transaction (see
