@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import secrets
 import threading
 import warnings
@@ -178,7 +179,7 @@ class SessionRecord:
     def encode(self) -> bytes:
         """The record as stored (JSON), with a fresh nonce so every update changes its bytes."""
         doc = {name: getattr(self, name) for name in _FIELDS}  # asdict deep-copies: slow
-        doc["nonce"] = secrets.token_hex(4)
+        doc["nonce"] = f"{random.getrandbits(32):08x}"  # (the kernel's entropy: a syscall)
         return json.dumps(doc).encode()
 
     @classmethod

@@ -244,3 +244,33 @@ def test_a_batch_keeps_its_writes_after_an_error_and_none_after_an_interrupt(tmp
         assert meta.get(P, b"later")[0] == b"1"
     finally:
         meta.close()
+
+
+def test_commit_batch_ends_the_transaction_so_far_and_lets_the_write_lock_go(tmp_path):
+    """Inside a batch, `commit_batch` makes the writes so far seen by others and frees the
+    write lock (a thread blocked on it, here a new thread's write, gets it); the batch's
+    later writes are a transaction of their own. Outside a batch it does nothing. A new
+    thread's first read does not wait for the batch's write lock."""
+    meta = open_metastore(f"sqlite:///{tmp_path}/b.db")
+    try:
+        meta.commit_batch()
+        statements: list[str] = []
+        meta._conn().set_trace_callback(statements.append)  # type: ignore[attr-defined]
+        other = threading.Thread(target=lambda: meta.set(P, b"other", b"1"), daemon=True)
+        with meta.batch():
+            meta.set(P, b"a", b"1")
+            reader = threading.Thread(target=lambda: meta.get(P, b"a"), daemon=True)
+            reader.start()
+            reader.join(60)
+            assert not reader.is_alive()  # its connection was set up beside the batch
+            other.start()  # waits for the write lock
+            meta.commit_batch()
+            other.join(60)
+            assert not other.is_alive() and _elsewhere(meta, b"a") == b"1"
+            meta.set(P, b"b", b"2")
+            assert _elsewhere(meta, b"b") is None
+        assert _elsewhere(meta, b"b") == b"2" and _elsewhere(meta, b"other") == b"1"
+        begun = [s for s in statements if s in ("BEGIN IMMEDIATE", "COMMIT")]
+        assert begun == ["BEGIN IMMEDIATE", "COMMIT"] * 2
+    finally:
+        meta.close()

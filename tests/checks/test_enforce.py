@@ -79,12 +79,13 @@ def test_a_commit_rebuilt_on_a_moved_head_is_checked_again(repo, monkeypatch):
     repo.add_check("mono", Monotonic("time"))
     base = repo.resolve("main")
     s = write(repo, time={slice(ROWS - 2, ROWS): [10, 11]})  # after 5: increasing
-    import zarrlake._util.crashpoints as cp
+    import zarrlake.txn.checks as checks
 
-    real, moved = cp.reached, []
+    real, moved = checks.enforce, []
 
-    def interloper(point: str) -> None:
-        if point == "before_branch_cas" and not moved:
+    def interloper(*args: object, **kwargs: object) -> None:
+        real(*args, **kwargs)  # the check passed: the interloper lands before the swap
+        if not moved:
             moved.append(True)
             other = zl.Repo.open(repo.spec.location)
             rule = other.list_checks()[0]
@@ -92,9 +93,8 @@ def test_a_commit_rebuilt_on_a_moved_head_is_checked_again(repo, monkeypatch):
             o = write(other, time={slice(ROWS - 4, ROWS - 2): [20, 21]})  # then 21, 10
             moved.append(o.commit("interloper"))
             other.add_check("mono", rule.check)
-        real(point)
 
-    monkeypatch.setattr(cp, "reached", interloper)
+    monkeypatch.setattr(checks, "enforce", interloper)
     with pytest.raises(zl.ChecksFailedError, match="mono") as info:
         s.commit("last two times")
     assert repo.resolve("main") == moved[1]

@@ -1,6 +1,7 @@
 """The metastore transactions of a small commit whose only writer is the committing handle,
-on SQLite (the embedded default), counted call by call. Each write is one SQLite write
-transaction (BEGIN IMMEDIATE); each read one query. The protocol's needs, in order:
+on SQLite (the embedded default), counted call by call. Each write is one metastore call
+(the commit's are two SQLite write transactions, `MetaStore.batch`: counted in
+tests/perf/test_commit_statements.py); each read one query. The protocol's needs, in order:
 
 - create_session: the branch head and the metastore's move marker (2 reads); the session's
   record is not stored yet (txn/birth.py);
@@ -11,8 +12,9 @@ transaction (BEGIN IMMEDIATE); each read one query. The protocol's needs, in ord
   and checks, the branch head (reads), the seal (write), the gc phase, the writers'
   states, the landing fence (reads), the commit id recorded on the sealed record (write),
   the branch swap with its landing fence in one `write_if` (write);
-- in the background after the commit returns: the record's committed status (write), the
-  staged records' gc registration (2 reads) and the staging partition dropped (write).
+- the record's committed status (write; on SQLite in the branch swap's transaction), and
+  in the background after the commit returns the staged records' gc registration (2
+  reads) and the staging partition dropped (write).
 """
 
 from __future__ import annotations

@@ -36,7 +36,10 @@ NEW = {
 }
 INTERLOPER = np.full(4, 99, dtype="<i8")
 
-# Where each point leaves the branch, and the session's status after lease recovery.
+# Where each point leaves the branch, and the session's status after lease recovery. On
+# SQLite the fence, the branch swap and the record's finish are one transaction: a kill
+# at after_branch_cas (between the swap and the finish) leaves the state before it, as a
+# kill at before_branch_cas does (SQLITE_OUTCOME); on PostgreSQL the branch has moved.
 OUTCOME = {
     "after_chunk_upload": (False, "open"),
     "after_staging": (False, "open"),
@@ -46,6 +49,7 @@ OUTCOME = {
     "after_branch_cas": (True, "committed"),
     "after_session_committed": (True, "committed"),
 }
+SQLITE_OUTCOME = {**OUTCOME, "after_branch_cas": (False, "open")}
 
 
 def write_arrays(store, values: dict[str, np.ndarray], attrs: dict | None = None) -> None:
@@ -63,9 +67,9 @@ def read_arrays(repo: zl.Repo, ref: str) -> dict[str, np.ndarray]:
     return {name: root[name][:] for name in ARRAYS}
 
 
-def writer(location: str, sid: str) -> None:
+def writer(location: str, sid: str, meta: str | None = None) -> None:
     """The process that is killed: joins the session, writes every array, commits."""
-    s = zl.Repo.open(location).join_session(sid)
+    s = zl.Repo.open(location, metastore=meta).join_session(sid)
     write_arrays(s.store, NEW, attrs={"run": "crash"})
     s.commit()
 
@@ -81,13 +85,18 @@ def _recover(repo: zl.Repo, sid: str) -> SessionRecord:
     return records.get(sid)[0]
 
 
-CASES = [(p, r, k) for k in range(size(1, 3)) for p in POINTS for r in (False, True)]
+CASES = [(p, r, k, "sqlite") for k in range(size(1, 3)) for p in POINTS for r in (False, True)]
+BETWEEN = ("before_branch_cas", "after_branch_cas")
+"""The points between the fence, the branch swap and the record's finish: a state of its
+own on PostgreSQL (and the bucket metastore), inside one transaction on SQLite."""
+CASES += [(p, r, 0, "postgres") for p in BETWEEN for r in (False, True)]
 
 
-@pytest.mark.parametrize(("point", "rebase", "round_"), CASES)
-def test_crash_at_every_point(point, rebase, round_, tmp_path, figures):
+@pytest.mark.parametrize(("point", "rebase", "round_", "store"), CASES)
+def test_crash_at_every_point(point, rebase, round_, store, tmp_path, figures, request):
+    meta = request.getfixturevalue("pg_metastore_url") if store == "postgres" else None
     location = str(tmp_path / "repo")
-    repo = zl.Repo.create(location)
+    repo = zl.Repo.create(location, metastore=meta)
     s = repo.create_session()
     write_arrays(s.store, OLD)
     base = s.commit("base")
@@ -100,7 +109,7 @@ def test_crash_at_every_point(point, rebase, round_, tmp_path, figures):
     env = {**os.environ, "ZARRLAKE_CRASH_AT": point}
     env.pop("ZARRLAKE_FAULTS", None)
     proc = subprocess.run(
-        [sys.executable, "-m", "tests.reliability.test_crash", location, sid],
+        [sys.executable, "-m", "tests.reliability.test_crash", location, sid, meta or ""],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -109,9 +118,9 @@ def test_crash_at_every_point(point, rebase, round_, tmp_path, figures):
     assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
     figures["crash: kills performed"] += 1
 
-    fresh = zl.Repo.open(location)
+    fresh = zl.Repo.open(location, metastore=meta)
     assert fresh.fsck() == []
-    moved, status = OUTCOME[point]
+    moved, status = (OUTCOME if meta else SQLITE_OUTCOME)[point]
     head = fresh.resolve("main")
     log = fresh.log("main")
     assert (log[0].session_id == sid) is moved
@@ -165,4 +174,4 @@ def test_crash_at_every_point(point, rebase, round_, tmp_path, figures):
 
 
 if __name__ == "__main__":
-    writer(sys.argv[1], sys.argv[2])
+    writer(sys.argv[1], sys.argv[2], sys.argv[3] or None)

@@ -28,7 +28,6 @@ from tests.reliability.test_recovery import (
 )
 from zarrlake._util import crashpoints, runtime
 from zarrlake.errors import ExpiredHistoryError, SessionClosedError, TransientError
-from zarrlake.metastore.sqlite import SqliteMetaStore
 from zarrlake.session_records import Status
 
 
@@ -77,16 +76,19 @@ def _held_at_point(point: str, thread_name: str):
         crashpoints.reached = original
 
 
-def test_a_dead_committers_late_branch_swap_never_lands_after_recovery(tmp_path):
+def test_a_dead_committers_late_branch_swap_never_lands_after_recovery(tmp_path, pg_metastore_url):
     """Finding 3: a committer's branch swap is on its way (held here inside the metastore
     call, as a network would hold it) when the committer is killed. Recovery finds it dead
     and not landed and reopens the session; a worker's flush is acknowledged; then the
     held swap arrives. Before the fix it landed: the worker's write was in no commit. Now
-    recovery revoked the session's landing first, and the swap is refused."""
+    recovery revoked the session's landing first, and the swap is refused. On PostgreSQL:
+    on SQLite the fence and the swap are one local transaction, which recovery waits for."""
+    from zarrlake.metastore.postgres import PostgresMetaStore
+
     location = str(tmp_path / "repo")
-    repo, sid = make_repo(location)
+    repo, sid = make_repo(location, pg_metastore_url)
     held, release = threading.Event(), threading.Event()
-    real = SqliteMetaStore._write_if
+    real = PostgresMetaStore._write_if
 
     def in_flight(self, partition, writes, deletes, checks):
         swap = any(k.startswith(b"branch/") for k, _ in writes)
@@ -95,9 +97,9 @@ def test_a_dead_committers_late_branch_swap_never_lands_after_recovery(tmp_path)
             release.wait(60)
         return real(self, partition, writes, deletes, checks)
 
-    SqliteMetaStore._write_if = in_flight
+    PostgresMetaStore._write_if = in_flight
     try:
-        committer = zl.Repo.open(location)
+        committer = zl.Repo.open(location, metastore=pg_metastore_url)
         thread, outcome = _in_thread(lambda: committer.join_session(sid).commit("dies"))
         assert held.wait(60)
         dead = _identity_of_a_finished_process()  # as its SIGKILL leaves it
@@ -110,7 +112,7 @@ def test_a_dead_committers_late_branch_swap_never_lands_after_recovery(tmp_path)
         thread.join(60)
     finally:
         release.set()
-        SqliteMetaStore._write_if = real
+        PostgresMetaStore._write_if = real
     (refused,) = outcome
     assert isinstance(refused, SessionClosedError), refused
     assert _table(repo) == [[0, 0], [0, 0]]  # the late swap did not land

@@ -5,6 +5,10 @@ no ConflictError may come from a lost response to a write that did land."""
 
 from __future__ import annotations
 
+import threading
+
+import pytest
+
 import zarrlake as zl
 from tests.helpers.reliability import size
 from tests.reliability.workers import check_history, run_workers, setup_repo
@@ -77,22 +81,37 @@ class _LoseCasThenInterleave(WrapperMetaStore):
         return versions
 
 
-def test_lost_branch_cas_response_then_concurrent_commit(tmp_path, figures):
+@pytest.mark.parametrize("store", ["postgres", "sqlite"])
+def test_lost_branch_cas_response_then_concurrent_commit(tmp_path, figures, store, request):
     """Our commit landed, its response was lost and another commit landed on top before the
-    retry looked: the commit must be reported as made (not a ConflictError with itself)."""
+    retry looked: the commit must be reported as made (not a ConflictError with itself).
+    On SQLite the swap is one transaction with the fence and the record's finish, so the
+    other commit (another thread here, as another process would) lands once it ends."""
+    meta = request.getfixturevalue("pg_metastore_url") if store == "postgres" else None
     location = str(tmp_path / "repo")
-    repo = setup_repo(location)
-    other = zl.Repo.open(location)
+    repo = setup_repo(location, meta)
+    other = zl.Repo.open(location, metastore=meta)
+    elsewhere: list[threading.Thread] = []
 
-    def interloper() -> None:
+    def commit_other() -> None:
         s = other.create_session()
         s.write("counters/c/7", (5).to_bytes(8, "little"))
         s.commit("interloper")
+
+    def interloper() -> None:
+        if meta is not None:  # inside the swap's call: its reply is not back yet
+            commit_other()
+            return
+        elsewhere.append(threading.Thread(target=commit_other, daemon=True))
+        elsewhere[0].start()
 
     repo._context.meta.inner = _LoseCasThenInterleave(repo._context.meta.inner, interloper)
     s = repo.create_session()
     s.write("counters/c/0", (1).to_bytes(8, "little"))
     cid = s.commit("ours")
+    for t in elsewhere:
+        t.join(60)
+        assert not t.is_alive()
 
     log = [c.id for c in repo.log("main")]
     assert cid in log and log.index(cid) == 1, "our commit, then the interloper's on top"

@@ -181,13 +181,15 @@ def test_a_commit_behind_a_killed_collector_lands_within_a_minute_with_its_data(
 # Reproduction 2 -------------------------------------------------------------------------
 
 
-def test_a_read_error_during_recovery_leaves_the_record_and_raises(tmp_path):
+def test_a_read_error_during_recovery_leaves_the_record_and_raises(tmp_path, pg_metastore_url):
     """Review finding 2: the committer is killed right after its branch CAS and one history
     read fails during recovery. Before the fix that read error meant "not landed": the
-    session reopened and a second commit of it landed."""
+    session reopened and a second commit of it landed. On PostgreSQL: on SQLite the fence,
+    the branch swap and the record's finish are one transaction, with no state between them
+    to stop in."""
     location = str(tmp_path / "repo")
-    repo, sid = make_repo(location)
-    proc = start_committer(location, sid, crash="after_branch_cas")
+    repo, sid = make_repo(location, pg_metastore_url)
+    proc = start_committer(location, sid, pg_metastore_url, crash="after_branch_cas")
     proc.communicate()
     assert proc.returncode == -9
     assert repo.commit_info("main").session_id == sid
@@ -217,21 +219,25 @@ def test_a_read_error_during_recovery_leaves_the_record_and_raises(tmp_path):
     assert sessions_in_log(repo)[sid] == 1
 
 
-def test_recovery_finds_a_landed_commit_beside_a_merged_line_whose_history_expired(tmp_path):
+def test_recovery_finds_a_landed_commit_beside_a_merged_line_whose_history_expired(
+    tmp_path, pg_metastore_url
+):
     """Found by the kill soak: a committer killed after its branch swap; main then gains
     commits and a merge of a line whose older history was expired. Recovery searched every
     parent breadth first and gave up at the first expired commit (on the merged line),
     recording the session aborted though its commit was in main's history on another path;
-    it now searches on and records it committed."""
+    it now searches on and records it committed. On PostgreSQL: on SQLite the fence, the
+    branch swap and the record's finish are one transaction, with no state between them to
+    stop in."""
     location = str(tmp_path / "repo")
-    repo, sid = make_repo(location)
+    repo, sid = make_repo(location, pg_metastore_url)
     repo.create_branch("dev", "main")
     dev = []
     for v in (1, 2):
         d = repo.create_session("dev")
         zarr.open_array(d.store, path="t")[1, 0] = v
         dev.append(d.commit(f"dev {v}"))
-    proc = start_committer(location, sid, crash="after_branch_cas")
+    proc = start_committer(location, sid, pg_metastore_url, crash="after_branch_cas")
     proc.communicate()
     assert proc.returncode == -9
     landed = repo.resolve("main")
@@ -251,14 +257,28 @@ def test_recovery_finds_a_landed_commit_beside_a_merged_line_whose_history_expir
 # Issue 29: a committer killed mid-commit -------------------------------------------------
 
 
-@pytest.mark.parametrize("point", ["after_seal", "before_branch_cas"])
-def test_a_dead_committer_reopens_its_session_at_once(tmp_path, point):
+@pytest.mark.parametrize("store", ["sqlite", "postgres"])
+@pytest.mark.parametrize("point", ["after_seal", "before_branch_cas", "after_branch_cas"])
+def test_a_dead_committer_reopens_its_session_at_once(tmp_path, point, store, request):
     """A committer known dead whose commit did not land no longer blocks its session for
     the lease (about 120 s): the next reader reopens it, and the cooperative job commits
-    the same session with what its workers flushed."""
+    the same session with what its workers flushed. On SQLite the fence (the attempt
+    recorded), the branch swap and the record's finish are one transaction: a kill between
+    them leaves the state before it, the record sealed with no attempt and the branch not
+    moved, which recovery decides as it decides a kill before the fence. On PostgreSQL
+    each is its own: a kill after the swap leaves its commit on the branch, found."""
+    meta = request.getfixturevalue("pg_metastore_url") if store == "postgres" else None
     location = str(tmp_path / "repo")
-    repo, sid = make_repo(location)
-    proc = start_committer(location, sid, crash=point)
+    repo, sid = make_repo(location, meta)
+    if point == "after_branch_cas" and meta is not None:
+        proc = start_committer(location, sid, meta, crash=point)
+        proc.communicate()
+        assert proc.returncode == -9
+        assert repo.commit_info("main").session_id == sid
+        rec, _ = load(repo._context, sid)
+        assert rec.status == Status.COMMITTED and rec.commit == repo.resolve("main")
+        return
+    proc = start_committer(location, sid, meta, crash=point)
     proc.communicate()
     assert proc.returncode == -9
     rec = repo._context.records.get(sid)[0]
@@ -271,7 +291,7 @@ def test_a_dead_committer_reopens_its_session_at_once(tmp_path, point):
     t = zarr.open_array(repo.readonly_session("main").store, path="t")[:]
     assert t.tolist() == [[11, 0], [0, 22]] and repo.resolve("main") == cid
     assert sessions_in_log(repo)[sid] == 1
-    assert bool(rec.attempts) is (point == "before_branch_cas")  # recorded before the CAS
+    assert bool(rec.attempts) is (point == "before_branch_cas" and meta is not None)
 
 
 def test_a_live_committer_refuses_with_who_since_and_when(tmp_path):
@@ -300,13 +320,17 @@ def _foreign(identity: str) -> str:
     return "|".join(("another-host", *identity.split("|")[1:]))
 
 
-def test_a_paused_committer_on_this_host_is_waited_for_and_lands_with_its_data(tmp_path):
-    """A committer paused (alive) between recording its attempt and its branch CAS, past
-    its lease: on this host it is known alive, so nobody gives it up; a gc keeps its
-    session's data; when it resumes its commit lands whole (review finding 2, pause)."""
+def test_a_paused_committer_on_this_host_is_waited_for_and_lands_with_its_data(
+    tmp_path, pg_metastore_url
+):
+    """A committer paused (alive) between recording its attempt and its branch CAS, past its
+    lease: on this host it is known alive, so nobody gives it up; a gc keeps its session's
+    data; when it resumes its commit lands whole (review finding 2, pause). On PostgreSQL:
+    on SQLite the fence, the branch swap and the record's finish are one transaction, with
+    no state between them to stop in."""
     location = str(tmp_path / "repo")
-    repo, sid = make_repo(location)
-    proc = start_committer(location, sid, hold="before_branch_cas")
+    repo, sid = make_repo(location, pg_metastore_url)
+    proc = start_committer(location, sid, pg_metastore_url, hold="before_branch_cas")
     try:
         expect_line(proc, "HOLD before_branch_cas")
         past_every_lease(repo)
@@ -325,17 +349,19 @@ def test_a_paused_committer_on_this_host_is_waited_for_and_lands_with_its_data(t
 
 
 @pytest.mark.parametrize("then", ["resumes", "dies"])
-def test_a_commit_never_lands_after_its_session_was_aborted(tmp_path, then):
+def test_a_commit_never_lands_after_its_session_was_aborted(tmp_path, then, pg_metastore_url):
     """Review finding 2: a committer whose liveness cannot be told (another host), paused
     between recording its attempt and its branch CAS, past its lease, is aborted; recovery
     revokes its landing first. When it resumes, its branch CAS is refused, however late
     (before the fix it landed on a session gc had reclaimed); gc may then reclaim the
-    session's data. Had its CAS landed before the revocation, the commit is found
-    (`dies`: it lands, then dies before its record is finished)."""
+    session's data. Had its CAS landed before the revocation, the commit is found (`dies`:
+    it lands, then dies before its record is finished). On PostgreSQL: on SQLite the fence,
+    the branch swap and the record's finish are one transaction, with no state between them
+    to stop in."""
     location = str(tmp_path / "repo")
-    repo, sid = make_repo(location)
+    repo, sid = make_repo(location, pg_metastore_url)
     crash = "after_branch_cas" if then == "dies" else ""
-    proc = start_committer(location, sid, hold="before_branch_cas", crash=crash)
+    proc = start_committer(location, sid, pg_metastore_url, hold="before_branch_cas", crash=crash)
     try:
         expect_line(proc, "HOLD before_branch_cas")
         ctx = repo._context
@@ -366,15 +392,19 @@ def test_a_commit_never_lands_after_its_session_was_aborted(tmp_path, then):
     assert repo.fsck() == []
 
 
-def test_a_reset_after_a_committer_died_past_its_branch_swap_commits_nothing_twice(tmp_path):
+def test_a_reset_after_a_committer_died_past_its_branch_swap_commits_nothing_twice(
+    tmp_path, pg_metastore_url
+):
     """A committer killed after its branch swap, before finishing its record; the branch is
     then reset back past its commit. The reset records the session committed first (while
     the branch still held the commit): recovery must not take the missing commit for "not
-    landed" and reopen the session (the known issue "reset-after-crash")."""
+    landed" and reopen the session (the known issue "reset-after-crash"). On PostgreSQL: on
+    SQLite the fence, the branch swap and the record's finish are one transaction, with no
+    state between them to stop in."""
     location = str(tmp_path / "repo")
-    repo, sid = make_repo(location)
+    repo, sid = make_repo(location, pg_metastore_url)
     base = repo.resolve("main")
-    proc = start_committer(location, sid, crash="after_branch_cas")
+    proc = start_committer(location, sid, pg_metastore_url, crash="after_branch_cas")
     proc.communicate()
     assert proc.returncode == -9
     landed = repo.resolve("main")

@@ -152,8 +152,16 @@ class MetaStore(ABC):
         so a batch only hides the states between its writes from other callers and from a
         crash: callers must be correct either way. The block holds the backend's write
         lock from its first write: it must not wait for another thread's or process's
-        write."""
+        write, nor for a lock such a thread may hold while it waits (`commit_batch` first:
+        the write lock is always taken after such locks, never before)."""
         return nullcontext()
+
+    def commit_batch(self) -> None:  # noqa: B027 - optional hook
+        """Make what the calling thread's batch wrote so far one transaction of its own,
+        ending it and releasing the write lock (its later writes begin another); nothing
+        outside a batch. Called inside a batch before waiting for a lock that another
+        thread may hold while it waits for a write. Raises what committing raised (the
+        batch's writes so far then undone), with the lock released either way."""
 
     def take_turns(self, name: str) -> AbstractContextManager[bool]:
         """Make cooperating callers naming the same `name` run one at a time. Advisory:
@@ -429,6 +437,10 @@ class WrapperMetaStore(MetaStore):
     def batch(self) -> AbstractContextManager[None]:
         """The inner store's batch of writes (see MetaStore.batch)."""
         return self.inner.batch()
+
+    def commit_batch(self) -> None:
+        """The inner store's (see MetaStore.commit_batch)."""
+        self.inner.commit_batch()
 
     def take_turns(self, name: str) -> AbstractContextManager[bool]:
         """The inner store's turn-taking lock for `name`."""

@@ -190,8 +190,9 @@ class SqliteMetaStore(MetaStoreBackend):
 
     # connections -------------------------------------------------------------------------
 
-    def _conn(self) -> sqlite3.Connection:
-        conns = self._conns.get()
+    def _conn(self, conns: _Connections | None = None) -> sqlite3.Connection:
+        """This thread's connection (`conns`: this process's, if the caller has them)."""
+        conns = conns or self._conns.get()
         conn = getattr(conns.local, "conn", None)
         if conn is not None and not self._closed:
             return conn
@@ -217,32 +218,37 @@ class SqliteMetaStore(MetaStoreBackend):
         except sqlite3.Error as e:
             raise ConfigurationError(f"cannot open SQLite metastore {self.path}: {e}") from None
         try:
-            # Under the writer lock: connections setting up a brand-new file at once (its
-            # journal mode, its schema) otherwise meet SQLite's busy errors, which its busy
-            # handler does not wait out.
-            with self._conns.get().writer, self._errors(opening=True):
+            with self._errors(opening=True):
                 conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
-                # A file already in WAL mode was set up by an earlier connection: setting the
-                # modes again costs a millisecond per connection.
-                if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-                    # Takes effect only in a new file (before WAL mode and the first table):
-                    # a dropped partition's pages then go back to the file system at once.
-                    conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
-                    mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-                    if mode.lower() != "wal":
-                        raise ConfigurationError(
-                            f"SQLite metastore {self.path} cannot use WAL mode (got {mode})"
-                            "; put the file on a local file system that supports WAL"
-                        )
                 conn.execute(f"PRAGMA synchronous = {self.synchronous}")
-                if not conn.execute(
-                    "SELECT 1 FROM sqlite_master WHERE name = 'counter'"
-                ).fetchone():
-                    self._create_schema(conn)
+            if not _set_up(conn):
+                # Under the writer lock: connections setting up a brand-new file at once
+                # (its journal mode, its schema) otherwise meet SQLite's busy errors, which
+                # its busy handler does not wait out. A file set up already is not waited
+                # for: a thread's first read never waits for another's batch of writes.
+                with self._conns.get().writer, self._errors(opening=True):
+                    self._set_up_file(conn)
         except BaseException:
             conn.close()
             raise
         return conn
+
+    def _set_up_file(self, conn: sqlite3.Connection) -> None:
+        """Put a new file in WAL mode and create its tables (under the writer lock)."""
+        # A file already in WAL mode was set up by an earlier connection: setting the modes
+        # again costs a millisecond per connection.
+        if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+            # Takes effect only in a new file (before WAL mode and the first table): a
+            # dropped partition's pages then go back to the file system at once.
+            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if mode.lower() != "wal":
+                raise ConfigurationError(
+                    f"SQLite metastore {self.path} cannot use WAL mode (got {mode})"
+                    "; put the file on a local file system that supports WAL"
+                )
+        if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'counter'").fetchone():
+            self._create_schema(conn)
 
     @staticmethod
     def _create_schema(conn: sqlite3.Connection) -> None:
@@ -304,14 +310,20 @@ class SqliteMetaStore(MetaStoreBackend):
         conns = self._conns.get()
         batch: _Batch | None = getattr(conns.local, "batch", None)
         if batch is not None:
-            return batch.join(self._conn())
-        return _Write(self._conn(), conns.writer, self._fail)
+            return batch.join(self._conn(conns))
+        return _Write(self._conn(conns), conns.writer, self._fail)
 
     def batch(self) -> _Batch:
         """This thread's writes inside the block as one write transaction (see
         MetaStore.batch): a commit's record and branch writes take the write lock, and
         reach the file, once instead of once each. A block inside another joins it."""
         return _Batch(self._conns.get(), self._fail)
+
+    def commit_batch(self) -> None:
+        """End this thread's batch's transaction so far (see MetaStore.commit_batch)."""
+        batch: _Batch | None = getattr(self._conns.get().local, "batch", None)
+        if batch is not None:
+            batch.commit()
 
     @staticmethod
     def _next_versions(conn: sqlite3.Connection, n: int) -> int:
@@ -417,6 +429,20 @@ class SqliteMetaStore(MetaStoreBackend):
             conn.execute("PRAGMA incremental_vacuum").fetchall()  # one page per row
 
 
+def _set_up(conn: sqlite3.Connection) -> bool:
+    """Whether the file is in WAL mode with its tables (read without the writer lock; a
+    file being set up meanwhile, or any error, answers no: it is looked at again under
+    the lock)."""
+    with _FORK.call():
+        try:
+            wal = conn.execute("PRAGMA journal_mode").fetchone()[0].lower() == "wal"
+            return wal and bool(
+                conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'counter'").fetchone()
+            )
+        except sqlite3.Error:
+            return False
+
+
 _IN_MAX = 500
 """Keys one statement reads at most (SQLite allows 32,766 parameters since 3.32)."""
 
@@ -491,6 +517,13 @@ class _Batch:
                 "by an earlier error; check the disk the file is on, then try again"
             )
         return _Joined(self.write.conn, self.errors)
+
+    def commit(self) -> None:
+        """Commit the writes so far and release the write lock; the next write begins a
+        new transaction. A failed COMMIT rolls them back and raises (the lock released)."""
+        write, self.write = self.write, None
+        if write is not None:
+            write.__exit__(None, None, None)
 
     def __enter__(self) -> None:
         self.outer = getattr(self.conns.local, "batch", None) is None

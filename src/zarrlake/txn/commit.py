@@ -21,7 +21,7 @@ matters where its liveness cannot be told (another host).
 from __future__ import annotations
 
 import contextlib
-import secrets
+import random
 from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
@@ -532,12 +532,14 @@ def _commit(
     # What need not wait for the seal goes out with it (one round trip on a remote
     # metastore; first, in turn, on an embedded one): this handle's last writes, which the
     # gather below reads and the gc-phase read settles.
-    # Not one `MetaStore.batch`: the flush's error path takes the handle's buffer lock,
-    # which another thread of the handle may hold while it waits for the write lock.
-    flushed, sealed = ctx.together(
-        final_flush or (lambda: None),
-        lambda: seal(txn, rec, version),
-    )
+    # On an embedded metastore both are one write transaction (`MetaStore.batch`): the
+    # flush's records and the seal reach the file, and hold its write lock, once. (A flush
+    # that fails lets the write lock go before it takes the handle's buffer lock back.)
+    with ctx.meta.batch():
+        flushed, sealed = ctx.together(
+            final_flush or (lambda: None),
+            lambda: seal(txn, rec, version),
+        )
     if isinstance(sealed, Exception):
         raise_first([flushed, sealed])  # nothing to undo
     hold = Hold(txn, *cast(tuple[SessionRecord, int], sealed))
@@ -566,6 +568,23 @@ def _run(
     def before_cas(commit_id: str) -> None:
         hold.renew(attempt=commit_id)  # the fence: no branch swap unless this still holds
         crashpoints.reached("before_branch_cas")
+
+    # The record's finish needs nothing the caller waits for: on a remote metastore it goes
+    # out in the background (this process's later record calls wait for it); on an
+    # embedded one, in the branch swap's transaction (`CommitProtocol.land`). If it fails,
+    # the record stays committing with this commit among its attempts, which any reader
+    # finds on the branch and records as committed (see `recovered`).
+    finishing: list[object] = []
+
+    def finish(records: SessionRecords, commit_id: str) -> None:
+        with contextlib.suppress(ZarrLakeError):
+            hold.finish(commit_id, records)
+        if records.meta.remote:  # (embedded: reached once the swap's transaction ended)
+            crashpoints.reached("after_session_committed")
+
+    def after_cas(commit_id: str) -> None:
+        crashpoints.reached("after_branch_cas")
+        finishing.append(ctx.records.later(partial(finish, commit_id=commit_id)))
 
     rules: list[CheckRule] = []
 
@@ -628,10 +647,10 @@ def _run(
             before_cas,
             refs.head,
             check,
-            ctx.together,
+            ctx.together if ctx.meta.remote else None,  # (embedded: the fence in the batch)
             landing,
+            after_cas,
         )
-        crashpoints.reached("after_branch_cas")
     except SessionLanded as e:  # an earlier seal's commit landed late: this one cannot
         hold.finish(e.commit)
         raise SessionClosedError(
@@ -665,17 +684,12 @@ def _run(
                 ) from None
             raise
         commit_id = cid  # the branch holds our commit; the error came after it landed
-    # The commit landed: raising now would report a failure that happened. The record's
-    # finish goes out in the background (this process's later record calls wait for it).
-    # If it fails, the record stays committing with this commit among its attempts, which
-    # any reader finds on the branch and records as committed (see `recovered`).
-
-    def finish(records: SessionRecords) -> None:
-        with contextlib.suppress(ZarrLakeError):
-            hold.finish(commit_id, records)
+    # The commit landed: raising now would report a failure that happened.
+    if not finishing:  # (found after a lost reply or an error, or nothing to move)
+        crashpoints.reached("after_branch_cas")
+        ctx.records.later(partial(finish, commit_id=commit_id))
+    if not ctx.meta.remote:
         crashpoints.reached("after_session_committed")
-
-    ctx.records.later(finish)
     return commit_id
 
 
@@ -686,7 +700,7 @@ def seal(txn: CommitHandle, rec: SessionRecord, version: int) -> tuple[SessionRe
     one that landed is undone, and the TransientError says the session is open again."""
     now = txn.ctx.clock()
     lease = now + txn.ctx.settings.commit_timeout + LEASE_MARGIN
-    token = secrets.token_hex(8)
+    token = f"{random.getrandbits(64):016x}"  # unique, not secret: no kernel entropy read
     for fresh in (False, True):
         if fresh:
             rec, version = _settle_own(txn, fresh=True)

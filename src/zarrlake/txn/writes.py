@@ -655,7 +655,14 @@ class Writes:
                 record = self._write_fragment(batch, finished)
                 self._finishing(finished)
             except BaseException:
-                self.buffer.restore(batch)  # not durable: a later flush tries again
+                # Not durable: a later flush tries again. Inside a metastore batch (the
+                # commit's flush and seal) its write lock is let go before the buffer lock
+                # is waited for: another thread of this handle may hold that lock while it
+                # waits for the write lock (its first upload's marker).
+                try:
+                    self.staging.meta.commit_batch()
+                finally:
+                    self.buffer.restore(batch)
                 raise
             if not settle:
                 self._unsettled = (batch, record)

@@ -477,6 +477,7 @@ class CommitProtocol:
         check: Callable[[str, str], None] | None = None,
         together: Together | None = None,
         landing: Landing | None = None,
+        after_cas: Callable[[str], None] | None = None,
     ) -> str:
         """The id of the commit of `req` on its branch; `head`, the branch's (commit id,
         version) if the caller read it already, saves reading it again. With `together`
@@ -484,12 +485,21 @@ class CommitProtocol:
         objects: the branch swap needs both done, and neither needs the other (a remote
         metastore then waits one round trip less). Every commit the builder writes is then
         fenced with its objects, so `land` is given no `before_cas` of its own. `landing`:
-        the session's landing fence, which every branch swap checks (vc/refs.py)."""
+        the session's landing fence, which every branch swap checks (vc/refs.py);
+        `after_cas(commit_id)`: see `land`."""
         alongside = None if together is None else (together, before_cas)
         builder = CommitBuilder(self.objects, req, alongside)
         fence = before_cas if alongside is None else None
         return self.land(
-            req.branch, builder.build, req.timeout, req.base, fence, head, check, landing
+            req.branch,
+            builder.build,
+            req.timeout,
+            req.base,
+            fence,
+            head,
+            check,
+            landing,
+            after_cas,
         )
 
     def land(
@@ -502,6 +512,7 @@ class CommitProtocol:
         known: tuple[str, int] | None = None,
         check: Callable[[str, str], None] | None = None,
         landing: Landing | None = None,
+        after_cas: Callable[[str], None] | None = None,
     ) -> str:
         """Move `branch` to `build(head)` by compare-and-swap, rebuilding on a moved head
         after a jittered backoff until it lands or `timeout` passes (CommitTimeoutError);
@@ -509,12 +520,22 @@ class CommitProtocol:
         land (looked for above `base`, default the first head seen) is a success. `known`
         is the (head, version) to try first, if the caller read it. `check(new, head)`
         runs before each swap (it raises to refuse the move); `landing`: a session's
-        landing fence every swap checks."""
+        landing fence every swap checks. `before_cas(new)`, the swap and, once it landed,
+        `after_cas(new)` are one `MetaStore.batch` (one transaction on an embedded
+        metastore); a swap that lost ends it before anything is rebuilt."""
         # Committers of one repository take turns where the metastore offers them (the
         # embedded one): a swap then never loses, so no attempt's objects are wasted.
         with self.refs.meta.take_turns(self.refs.partition) as turns:
             return self._land(
-                branch, build, timeout, base, before_cas, None if turns else known, check, landing
+                branch,
+                build,
+                timeout,
+                base,
+                before_cas,
+                None if turns else known,
+                check,
+                landing,
+                after_cas,
             )
 
     def _land(
@@ -527,6 +548,7 @@ class CommitProtocol:
         known: tuple[str, int] | None,
         check: Callable[[str, str], None] | None = None,
         landing: Landing | None = None,
+        after_cas: Callable[[str], None] | None = None,
     ) -> str:
         tried: set[str] = set()
         attempts = 0
@@ -554,12 +576,18 @@ class CommitProtocol:
             if check is not None:  # on this very commit: a rebuilt one is checked anew
                 check(new, head)
             tried.add(new)
-            if before_cas is not None:
-                before_cas(new)
+            sent = False
             try:
-                self.uncertain = True  # until a definite answer comes back
-                moved = update_branch(self.refs, branch, new, version, landing)
-                self.uncertain = False
+                # One transaction on an embedded metastore: the fence, the swap and what
+                # follows a landed swap (a swap that lost ends it before the reads below).
+                with self.refs.meta.batch():
+                    if before_cas is not None:
+                        before_cas(new)
+                    sent = self.uncertain = True  # until a definite answer comes back
+                    moved = update_branch(self.refs, branch, new, version, landing)
+                    self.uncertain = False
+                    if moved is None and after_cas is not None:
+                        after_cas(new)
                 if moved is None:
                     return new
                 if moved.head is not None:  # the rebuild reads its snapshot: meanwhile,
@@ -570,6 +598,8 @@ class CommitProtocol:
                 if moved.head is not None and moved.version is not None:
                     known = (moved.head, moved.version)  # build on it next
             except TransientError:  # the CAS may have landed before the error reached us
+                if not sent:  # the fence's: no swap was sent
+                    raise
                 now = self.refs.get(BRANCH, branch)
                 landed = self._landed(tried, base, now[0] if now is not None else None)
                 if landed is not None:
