@@ -536,12 +536,11 @@ class _Batch:
         if not self.outer:
             return
         self.conns.local.batch = None
-        write, self.write = self.write, None
-        if write is None:
-            return
         if error is None or isinstance(error, Exception):  # each write that returned stays
-            write.__exit__(None, None, None)
-        else:
+            self.commit()
+            return
+        write, self.write = self.write, None
+        if write is not None:
             write.__exit__(kind, error, None)  # rolled back
 
 
