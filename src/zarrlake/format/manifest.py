@@ -19,6 +19,9 @@ from zarrlake.format.digest import Hash
 
 TARGET_ENTRIES = 4096
 """Ranges are split into pieces of this many entries once they exceed twice as many."""
+FEW = 64
+"""Writes of at most this many entries into a range are set in place (`_with_few`), not
+merged through the general concatenate-and-sort."""
 _INLINE = int(RefKind.INLINE)  # (compared with a column: as a plain number, not the enum)
 
 
@@ -140,6 +143,11 @@ class ManifestRange:
         in pieces of at most 2 * TARGET_ENTRIES entries, made one at a time (none: the range
         is gone). Many writes are copied out TARGET_ENTRIES at a time, so a view over
         millions of staged entries is never materialized whole."""
+        if len(self) and not len(deletes) and 0 < len(writes) <= FEW:
+            few = self._with_few(writes.take(slice(None)))
+            if few is not None:
+                yield from [few] if len(few) <= 2 * TARGET_ENTRIES else few._split()
+                return
         if len(self):
             gone = np.concatenate([writes.keys, deletes]) if len(deletes) else writes.keys
             kept = self.without_keys(gone)
@@ -154,6 +162,67 @@ class ManifestRange:
         for j, start in enumerate(starts):
             part = writes.take(slice(start, start + TARGET_ENTRIES))
             yield from _concat(kept._take(slice(cuts[j], cuts[j + 1])), part)._split()
+
+    def _with_few(self, w: ManifestRange) -> ManifestRange | None:
+        """This range with the few entries of `w` set: replaced where their key is here,
+        inserted where it is not, with the locations no entry uses any more dropped (what
+        `apply`'s general path makes, without its concatenation, sort and compaction of
+        every column). None where that path is needed: inline bytes, virtual sources, or
+        keys wider than this range's."""
+        if (
+            len(self.inline)
+            or len(w.inline)
+            or self.identities
+            or w.identities
+            or w.keys.dtype.itemsize > self.keys.dtype.itemsize
+        ):
+            return None
+        n, nloc = len(self), len(self.locations)
+        pos = np.searchsorted(self.keys, w.keys)
+        hit = self.keys[np.minimum(pos, n - 1)] == w.keys
+        w_loc = np.where(w.loc >= 0, w.loc + nloc, -1).astype(np.int32)
+        ours, theirs = self.stats, w.stats
+        stats = None if ours is None and theirs is None else ours
+        if stats is not None and theirs is None:
+            theirs = stats_format.unknown(len(w))
+        elif stats is None and theirs is not None:
+            stats = stats_format.unknown(n)
+        cols = [self.kind, self.digest, self.offset, self.length, self.loc]
+        new = [w.kind, w.digest, w.offset, w.length, w_loc]
+        if stats is not None:
+            cols.append(stats)
+            new.append(theirs)
+        at = pos[hit]
+        if len(at):
+            cols = [c.copy() for c in cols]
+            for c, v in zip(cols, new, strict=True):
+                c[at] = v[hit]
+        keys = self.keys
+        if not hit.all():
+            miss = ~hit
+            where = pos[miss]
+            keys = np.insert(keys, where, w.keys[miss])
+            cols = [np.insert(c, where, v[miss], axis=0) for c, v in zip(cols, new, strict=True)]
+        kind, digest, offset, length, loc = cols[:5]
+        locations = self.locations + w.locations
+        used = np.zeros(len(locations), bool)
+        used[loc[loc >= 0]] = True
+        if not used.all():
+            remap = np.full(len(locations) + 1, -1, np.int32)  # (the last: -1 stays -1)
+            remap[:-1][used] = np.arange(int(used.sum()), dtype=np.int32)
+            loc = remap[loc]
+            locations = tuple(name for name, u in zip(locations, used.tolist(), strict=True) if u)
+        return ManifestRange(
+            keys=keys,
+            kind=kind,
+            digest=digest,
+            offset=offset,
+            length=length,
+            loc=loc,
+            locations=locations,
+            inline=self.inline,
+            stored_stats=cols[5] if stats is not None else None,
+        )
 
     def _take(self, idx: np.ndarray | slice) -> ManifestRange:
         return ManifestRange(
@@ -422,7 +491,10 @@ def take_from(ranges: Sequence[ManifestRange] | Sources, positions: np.ndarray) 
     if not src.ranges or not n:
         return ManifestRange.empty()
     if len(src.ranges) == 1:
-        return _take_one(src.ranges[0], positions)
+        whole = src.ranges[0]
+        if n == len(whole) and (positions == np.arange(n)).all():  # all of it, in order
+            return whole
+        return _take_one(whole, positions)
     perm = np.argsort(positions, kind="stable")
     ordered = positions[perm]
     owner = np.searchsorted(src.starts, ordered, side="right") - 1
