@@ -181,17 +181,13 @@ class ManifestRange:
         pos = np.searchsorted(self.keys, w.keys)
         hit = self.keys[np.minimum(pos, n - 1)] == w.keys
         w_loc = np.where(w.loc >= 0, w.loc + nloc, -1).astype(np.int32)
-        ours, theirs = self.stats, w.stats
-        stats = None if ours is None and theirs is None else ours
-        if stats is not None and theirs is None:
-            theirs = stats_format.unknown(len(w))
-        elif stats is None and theirs is not None:
-            stats = stats_format.unknown(n)
         cols = [self.kind, self.digest, self.offset, self.length, self.loc]
         new = [w.kind, w.digest, w.offset, w.length, w_loc]
-        if stats is not None:
-            cols.append(stats)
-            new.append(theirs)
+        ours, theirs = self.stats, w.stats
+        stats = ours is not None or theirs is not None
+        if stats:  # (records saying "unknown" for the side without any)
+            cols.append(stats_format.unknown(n) if ours is None else ours)
+            new.append(stats_format.unknown(len(w)) if theirs is None else theirs)
         at = pos[hit]
         if len(at):
             cols = [c.copy() for c in cols]
@@ -221,7 +217,7 @@ class ManifestRange:
             loc=loc,
             locations=locations,
             inline=self.inline,
-            stored_stats=cols[5] if stats is not None else None,
+            stored_stats=cols[5] if stats else None,
         )
 
     def _take(self, idx: np.ndarray | slice) -> ManifestRange:
