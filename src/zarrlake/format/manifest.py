@@ -341,35 +341,33 @@ class ManifestRange:
 
 
 def _from_refs(keys: list[bytes], refs: list[ChunkRef]) -> ManifestRange:
+    """The columns of `refs`, each built from one Python list (a one-chunk flush's
+    fragment: a few list-to-array conversions, not a numpy assignment per field)."""
     n = len(refs)
     locations: dict[tuple[str, str | None], int] = {}
-    kind = np.empty(n, np.uint8)
-    digest = np.empty((n, 32), np.uint8)
-    offset = np.zeros(n, np.uint64)
-    length = np.empty(n, np.uint64)
-    loc = np.full(n, -1, np.int32)
+    offsets: list[int] = []
+    locs: list[int] = []
     inline_parts: list[bytes] = []
     pos = 0
-    for i, r in enumerate(refs):
-        kind[i] = r.kind
-        digest[i] = np.frombuffer(r.digest, np.uint8)
-        length[i] = r.length
+    for r in refs:
         if r.kind == RefKind.INLINE:
             assert r.data is not None
-            offset[i] = pos
+            offsets.append(pos)
             inline_parts.append(r.data)
             pos += len(r.data)
         else:
-            offset[i] = r.offset
-        if r.location is not None:  # a file rewritten between imports: one entry per version
-            loc[i] = locations.setdefault((r.location, r.identity), len(locations))
+            offsets.append(r.offset)
+        if r.location is None:
+            locs.append(-1)
+        else:  # a file rewritten between imports: one entry per version
+            locs.append(locations.setdefault((r.location, r.identity), len(locations)))
     return ManifestRange(
         keys=columns.keys_array(keys),
-        kind=kind,
-        digest=digest,
-        offset=offset,
-        length=length,
-        loc=loc,
+        kind=np.array([r.kind for r in refs], np.uint8),
+        digest=np.frombuffer(b"".join([r.digest for r in refs]), np.uint8).reshape(n, 32),
+        offset=np.array(offsets, np.uint64),
+        length=np.array([r.length for r in refs], np.uint64),
+        loc=np.array(locs, np.int32),
         locations=tuple(name for name, _ in locations),
         inline=np.frombuffer(b"".join(inline_parts), np.uint8),
         identities=_identities([identity for _, identity in locations]),
