@@ -143,10 +143,12 @@ def drop_unchanged(objects: Objects, parent: SnapshotRoot, changes: ChangeTable)
                 pos = np.minimum(np.searchsorted(rng.keys, keys), len(rng) - 1)
                 present_deletes.append(keys[rng.keys[pos] == keys])
     same = np.concatenate(same_writes) if same_writes else writes.keys[:0]
+    present = np.concatenate(present_deletes) if present_deletes else deletes[:0]
+    if not len(same) and len(present) == len(deletes):  # (each write changes its chunk)
+        return changes
     if len(same):
         writes = writes.without_keys(same)
-    deletes = np.concatenate(present_deletes) if present_deletes else deletes[:0]
-    return ChangeTable(meta, writes, np.sort(deletes))
+    return ChangeTable(meta, writes, np.sort(present))
 
 
 def apply_changes(
@@ -190,6 +192,14 @@ def apply_changes(
                 if write is not None and len(pending) >= WRITE_BATCH:
                     write(pending)
                     pending = []
+    if len(rebuilt) == 1:  # one range rewritten, as one piece that starts where it did
+        ((i, made),) = rebuilt.items()
+        if i >= 0 and len(made) == 1 and made[0][0] == bytes(idx.first_keys[i]):
+            _, oid, n = made[0]
+            counts_ = idx.counts.copy()
+            counts_[i] = n
+            ranges = RangeIndex(idx.first_keys, (*idx.ids[:i], oid, *idx.ids[i + 1 :]), counts_)
+            return SnapshotRoot(meta, ranges), pending
     first: list[bytes] = []
     oids: list[str] = []
     counts: list[int] = []
