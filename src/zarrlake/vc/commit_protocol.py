@@ -62,6 +62,12 @@ BRANCH_CAS = RetryPolicy(attempts=None, base_delay=0.002, max_delay=0.5)
 """How a commit retries a branch that moved under it (until the commit's timeout)."""
 
 
+@functools.lru_cache(maxsize=16)
+def _branch_cas(timeout: float) -> RetryPolicy:
+    """BRANCH_CAS with the commit's timeout (made once per timeout, not per commit)."""
+    return replace(BRANCH_CAS, timeout=timeout)
+
+
 def _groups(idx: RangeIndex, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(range ids touched, start of each one's run in `keys`): sorted keys fall into the
     ranges of `idx` in runs (range -1: before the first range, or no ranges at all)."""
@@ -567,9 +573,7 @@ class CommitProtocol:
         # an attempt) losers that rebuilt at once met each other again, and each loss costs
         # the rebuild's reads and writes (W6 on the bucket: 0.7-1.0 -> 0.4 lost a commit).
         opened = [runtime.monotonic()]
-        for _ in backoff(
-            replace(BRANCH_CAS, timeout=timeout), lambda: runtime.monotonic() - opened[0]
-        ):
+        for _ in backoff(_branch_cas(timeout), lambda: runtime.monotonic() - opened[0]):
             attempts += 1
             opened[0] = runtime.monotonic()
             head, version = known or self.refs.require(BRANCH, branch)
