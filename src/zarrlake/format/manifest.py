@@ -194,11 +194,19 @@ class ManifestRange:
             for c, v in zip(cols, new, strict=True):
                 c[at] = v[hit]
         keys = self.keys
-        if not hit.all():
+        if not hit.all():  # the new keys' rows and the old rows' places, found once
             miss = ~hit
-            where = pos[miss]
-            keys = np.insert(keys, where, w.keys[miss])
-            cols = [np.insert(c, where, v[miss], axis=0) for c, v in zip(cols, new, strict=True)]
+            m = int(miss.sum())
+            where = pos[miss]  # (each goes before the row at its place)
+            added = where + np.arange(m)
+            kept = np.arange(n) + np.searchsorted(where, np.arange(n), side="right")
+            cols, new = [keys, *cols], [w.keys, *new]
+            for j, (c, v) in enumerate(zip(cols, new, strict=True)):
+                out = np.empty((n + m, *c.shape[1:]), c.dtype)
+                out[kept] = c
+                out[added] = v[miss]
+                cols[j] = out
+            keys = cols.pop(0)
         kind, digest, offset, length, loc = cols[:5]
         locations = self.locations + w.locations
         used = np.zeros(len(locations), bool)
