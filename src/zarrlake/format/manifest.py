@@ -207,7 +207,7 @@ class ManifestRange:
                 out[added] = v[miss]
                 cols[j] = out
             keys = cols.pop(0)
-        kind, digest, offset, length, loc = cols[:5]
+        loc = cols[4]
         locations = self.locations + w.locations
         used = np.zeros(len(locations), bool)
         used[loc[loc >= 0]] = True
@@ -216,16 +216,10 @@ class ManifestRange:
             remap[:-1][used] = np.arange(int(used.sum()), dtype=np.int32)
             loc = remap[loc]
             locations = tuple(name for name, u in zip(locations, used.tolist(), strict=True) if u)
+        kind, digest, offset, length = cols[:4]
+        stored = cols[5] if stats else None
         return ManifestRange(
-            keys=keys,
-            kind=kind,
-            digest=digest,
-            offset=offset,
-            length=length,
-            loc=loc,
-            locations=locations,
-            inline=self.inline,
-            stored_stats=cols[5] if stats else None,
+            keys, kind, digest, offset, length, loc, locations, self.inline, (), stored
         )
 
     def _take(self, idx: np.ndarray | slice) -> ManifestRange:
