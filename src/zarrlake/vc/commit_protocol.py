@@ -129,6 +129,18 @@ def drop_unchanged(objects: Objects, parent: SnapshotRoot, changes: ChangeTable)
         return replace(changes, deletes=columns.keys_array([])) if len(deletes) else changes
     if not len(writes) + len(deletes):
         return changes
+    if len(writes) == 1 and not len(deletes):  # one chunk (a one-chunk commit): looked up
+        key = bytes(writes.keys[0])
+        rng = objects.read(ManifestRange, idx.ids[_range_of(idx, key)])
+        at = rng.index(key)
+        ours = writes.take(slice(None))
+        if (
+            at < 0
+            or rng.length[at] != ours.length[0]
+            or rng.digest[at].tobytes() != ours.digest[0].tobytes()
+        ):
+            return changes
+        return ChangeTable(meta, writes.without_keys(writes.keys), deletes)
     w, d = _slices(idx, writes.keys), _slices(idx, deletes)
     touched = sorted(set(w) | set(d))
     same_writes: list[np.ndarray] = []
