@@ -149,3 +149,49 @@ def test_a_pick_reads_only_the_fragments_holding_its_entries() -> None:
         assert records["sum"][row] == v.astype(np.float64).sum()
     both = take_from(fragments, np.array([0, 25, 59], np.int64))  # the middle one too
     assert both.stats is not None and both.stats["fill"].tolist() == [0, 1, 0]
+
+
+@st.composite
+def located(draw: st.DrawFn) -> ChunkRef:
+    """A reference into a pack or a chunk object (what a one-chunk commit sets), with the
+    chunk's statistics or none."""
+    from zarrlake.format import statistics as sf
+
+    digest = draw(st.binary(min_size=32, max_size=32))
+    stats = None
+    if draw(st.booleans()):
+        low, high = sorted(draw(st.lists(st.floats(-1e6, 1e6), min_size=2, max_size=2)))
+        stats = sf.ChunkStats(
+            sf.FLOAT,
+            draw(st.integers(1, 4096)),
+            0,
+            draw(st.integers(0, 3)),
+            int(sf.bits(sf.FLOAT, np.float64(low))),
+            int(sf.bits(sf.FLOAT, np.float64(high))),
+            draw(st.floats(-1e9, 1e9)),
+        )
+    if draw(st.booleans()):
+        return ChunkRef(RefKind.OBJECT, digest, draw(st.integers(1, 1 << 20)), stats=stats)
+    n = draw(st.integers(0, 4))
+    return ChunkRef(
+        RefKind.LOCATION, digest, 5, draw(st.integers(0, 99)), f"packs/p{n}", stats=stats
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(st.sampled_from(KEYS), located(), min_size=1, max_size=40),
+    st.dictionaries(st.sampled_from([*KEYS, b"a/c/99/99"]), located(), min_size=1, max_size=6),
+)
+def test_a_few_writes_into_a_range_set_what_the_dict_holds(base: dict, writes: dict) -> None:
+    """A handful of writes into a range (replacing entries, adding new ones, with or
+    without statistics on either side): the entries the dict holds, with their statistics,
+    no location left that no entry uses, and the same after encoding."""
+    expected = base | writes
+    staged = build(writes)
+    view = RangeView([staged], np.arange(len(writes), dtype=np.int64), staged.keys)
+    (got,) = build(base).apply(view, columns.keys_array([]))
+    assert_compact(got)
+    assert as_dict(got) == expected
+    oid, blob = got.encode()
+    assert as_dict(ManifestRange.decode(oid, blob)) == expected

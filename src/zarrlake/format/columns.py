@@ -24,10 +24,12 @@ def pack(meta: dict[str, Any], columns: dict[str, np.ndarray], prefix: bytes = b
     buffers: list[Any] = []
     offset = 0
     for name, arr in columns.items():
-        arr = np.ascontiguousarray(arr)
-        specs.append([name, arr.dtype.str, list(arr.shape), offset, arr.nbytes])
-        buffers.append(memoryview(arr.reshape(-1).view(np.uint8)))
-        offset += arr.nbytes
+        if not arr.flags.c_contiguous:
+            arr = np.ascontiguousarray(arr)
+        nbytes = arr.nbytes
+        specs.append([name, arr.dtype.str, list(arr.shape), offset, nbytes])
+        buffers.append(arr)  # (joined as its bytes: a contiguous array is a buffer)
+        offset += nbytes
     header = json.dumps({"meta": meta, "columns": specs}, separators=(",", ":")).encode()
     return b"".join([prefix, _LEN.pack(len(header)), header, *buffers])
 

@@ -19,6 +19,9 @@ from zarrlake.format.digest import Hash
 
 TARGET_ENTRIES = 4096
 """Ranges are split into pieces of this many entries once they exceed twice as many."""
+FEW = 64
+"""Writes of at most this many entries into a range are set in place (`_with_few`), not
+merged through the general concatenate-and-sort."""
 _INLINE = int(RefKind.INLINE)  # (compared with a column: as a plain number, not the enum)
 
 
@@ -140,6 +143,11 @@ class ManifestRange:
         in pieces of at most 2 * TARGET_ENTRIES entries, made one at a time (none: the range
         is gone). Many writes are copied out TARGET_ENTRIES at a time, so a view over
         millions of staged entries is never materialized whole."""
+        if len(self) and not len(deletes) and 0 < len(writes) <= FEW:
+            few = self._with_few(writes.take(slice(None)))
+            if few is not None:
+                yield from [few] if len(few) <= 2 * TARGET_ENTRIES else few._split()
+                return
         if len(self):
             gone = np.concatenate([writes.keys, deletes]) if len(deletes) else writes.keys
             kept = self.without_keys(gone)
@@ -154,6 +162,65 @@ class ManifestRange:
         for j, start in enumerate(starts):
             part = writes.take(slice(start, start + TARGET_ENTRIES))
             yield from _concat(kept._take(slice(cuts[j], cuts[j + 1])), part)._split()
+
+    def _with_few(self, w: ManifestRange) -> ManifestRange | None:
+        """This range with the few entries of `w` set: replaced where their key is here,
+        inserted where it is not, with the locations no entry uses any more dropped (what
+        `apply`'s general path makes, without its concatenation, sort and compaction of
+        every column). None where that path is needed: inline bytes, virtual sources, or
+        keys wider than this range's."""
+        if (
+            len(self.inline)
+            or len(w.inline)
+            or self.identities
+            or w.identities
+            or w.keys.dtype.itemsize > self.keys.dtype.itemsize
+        ):
+            return None
+        n, nloc = len(self), len(self.locations)
+        pos = np.searchsorted(self.keys, w.keys)
+        hit = self.keys[np.minimum(pos, n - 1)] == w.keys
+        w_loc = np.where(w.loc >= 0, w.loc + nloc, -1).astype(np.int32)
+        cols = [self.kind, self.digest, self.offset, self.length, self.loc]
+        new = [w.kind, w.digest, w.offset, w.length, w_loc]
+        ours, theirs = self.stats, w.stats
+        stats = ours is not None or theirs is not None
+        if stats:  # (records saying "unknown" for the side without any)
+            cols.append(stats_format.unknown(n) if ours is None else ours)
+            new.append(stats_format.unknown(len(w)) if theirs is None else theirs)
+        at = pos[hit]
+        if len(at):
+            cols = [c.copy() for c in cols]
+            for c, v in zip(cols, new, strict=True):
+                c[at] = v[hit]
+        keys = self.keys
+        if not hit.all():  # the new keys' rows and the old rows' places, found once
+            miss = ~hit
+            m = int(miss.sum())
+            where = pos[miss]  # (each goes before the row at its place)
+            added = where + np.arange(m)
+            kept = np.arange(n) + np.searchsorted(where, np.arange(n), side="right")
+            cols, new = [keys, *cols], [w.keys, *new]
+            for j, (c, v) in enumerate(zip(cols, new, strict=True)):
+                out = np.empty((n + m, *c.shape[1:]), c.dtype)
+                out[kept] = c
+                out[added] = v[miss]
+                cols[j] = out
+            keys = cols.pop(0)
+        loc = cols[4]
+        locations = self.locations + w.locations
+        used = np.zeros(len(locations), bool)
+        used[loc[loc >= 0]] = True
+        if not used.all():
+            remap = np.full(len(locations) + 1, -1, np.int32)  # (the last: -1 stays -1)
+            remap[:-1][used] = np.arange(int(used.sum()), dtype=np.int32)
+            loc = remap[loc]
+            locations = tuple(name for name, u in zip(locations, used.tolist(), strict=True) if u)
+        kind, digest, offset, length = cols[:4]
+        stored = cols[5] if stats else None
+        return ManifestRange(
+            keys, kind, digest, offset, length, loc, locations, self.inline, (), stored
+        )
 
     def _take(self, idx: np.ndarray | slice) -> ManifestRange:
         return ManifestRange(
@@ -276,35 +343,33 @@ class ManifestRange:
 
 
 def _from_refs(keys: list[bytes], refs: list[ChunkRef]) -> ManifestRange:
+    """The columns of `refs`, each built from one Python list (a one-chunk flush's
+    fragment: a few list-to-array conversions, not a numpy assignment per field)."""
     n = len(refs)
     locations: dict[tuple[str, str | None], int] = {}
-    kind = np.empty(n, np.uint8)
-    digest = np.empty((n, 32), np.uint8)
-    offset = np.zeros(n, np.uint64)
-    length = np.empty(n, np.uint64)
-    loc = np.full(n, -1, np.int32)
+    offsets: list[int] = []
+    locs: list[int] = []
     inline_parts: list[bytes] = []
     pos = 0
-    for i, r in enumerate(refs):
-        kind[i] = r.kind
-        digest[i] = np.frombuffer(r.digest, np.uint8)
-        length[i] = r.length
+    for r in refs:
         if r.kind == RefKind.INLINE:
             assert r.data is not None
-            offset[i] = pos
+            offsets.append(pos)
             inline_parts.append(r.data)
             pos += len(r.data)
         else:
-            offset[i] = r.offset
-        if r.location is not None:  # a file rewritten between imports: one entry per version
-            loc[i] = locations.setdefault((r.location, r.identity), len(locations))
+            offsets.append(r.offset)
+        if r.location is None:
+            locs.append(-1)
+        else:  # a file rewritten between imports: one entry per version
+            locs.append(locations.setdefault((r.location, r.identity), len(locations)))
     return ManifestRange(
         keys=columns.keys_array(keys),
-        kind=kind,
-        digest=digest,
-        offset=offset,
-        length=length,
-        loc=loc,
+        kind=np.array([r.kind for r in refs], np.uint8),
+        digest=np.frombuffer(b"".join([r.digest for r in refs]), np.uint8).reshape(n, 32),
+        offset=np.array(offsets, np.uint64),
+        length=np.array([r.length for r in refs], np.uint64),
+        loc=np.array(locs, np.int32),
         locations=tuple(name for name, _ in locations),
         inline=np.frombuffer(b"".join(inline_parts), np.uint8),
         identities=_identities([identity for _, identity in locations]),
@@ -422,7 +487,10 @@ def take_from(ranges: Sequence[ManifestRange] | Sources, positions: np.ndarray) 
     if not src.ranges or not n:
         return ManifestRange.empty()
     if len(src.ranges) == 1:
-        return _take_one(src.ranges[0], positions)
+        whole = src.ranges[0]
+        if n == len(whole) and (positions == np.arange(n)).all():  # all of it, in order
+            return whole
+        return _take_one(whole, positions)
     perm = np.argsort(positions, kind="stable")
     ordered = positions[perm]
     owner = np.searchsorted(src.starts, ordered, side="right") - 1

@@ -150,10 +150,12 @@ COLUMN = PREFIX + "rows"
 """Format 3: the one column holding every varying field, compressed together."""
 
 
-SMALL = 8
+SMALL = 64
 """Ranges of fewer entries keep their records `plain` (as staged fragments do): a Blosc
-frame's header and bit planes take more bytes than the few records they would hold, and
-its call costs more than the rest of the encoding (W5's one-chunk commits)."""
+frame's header and bit planes take about as many bytes as the few records they would hold
+(at most a few hundred more than the frame, beside the 60 bytes or so of each entry's
+reference), and its call, mostly zstd setting up, costs more than the rest of the encoding
+and again at every read (the first commits of an array, W5's)."""
 
 
 def encode(
@@ -189,8 +191,7 @@ def encode(
                     const[name] = float(col[0])
                 continue
             narrow = col.astype(np.float32)
-            ok = np.array_equal(narrow.astype(np.float64), col, equal_nan=True)
-            varying[name] = narrow if ok else col
+            varying[name] = narrow if _exact(narrow, col) else col
             continue
         if constant:
             if col[0]:  # a field in neither `const` nor `cols` is 0 everywhere
@@ -313,14 +314,22 @@ def _decompress(col: np.ndarray, dtype: str | np.dtype, n: int) -> np.ndarray:
     return out
 
 
+def _exact(narrow: np.ndarray, wide: np.ndarray) -> bool:
+    """Whether float32 `narrow` holds every float64 of `wide` exactly (NaN as NaN): what
+    `np.array_equal(..., equal_nan=True)` says, its NaN pass made only when one is there."""
+    same = narrow == wide  # (float32 against float64: compared as float64)
+    if same.all():
+        return True
+    return bool((same | (np.isnan(narrow) & np.isnan(wide))).all())
+
+
 def _narrow_values(kind: int, vals: np.ndarray) -> np.ndarray:
     """A min or max column of one kind as stored: its values (not their bits) in the
     narrowest dtype that holds them exactly, whose kind says how to read them back (a
     float or signed integer is a value, an unsigned integer is a value and its bits)."""
     if kind == FLOAT:
         narrow = vals.astype(np.float32)
-        exact = np.array_equal(narrow.astype(np.float64), vals, equal_nan=True)
-        return narrow if exact else vals
+        return narrow if _exact(narrow, vals) else vals
     if kind == INT:
         lo, hi = int(vals.min()), int(vals.max())
         return vals.astype(np.promote_types(np.min_scalar_type(lo), np.min_scalar_type(hi)))

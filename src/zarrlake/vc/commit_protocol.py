@@ -62,6 +62,12 @@ BRANCH_CAS = RetryPolicy(attempts=None, base_delay=0.002, max_delay=0.5)
 """How a commit retries a branch that moved under it (until the commit's timeout)."""
 
 
+@functools.lru_cache(maxsize=16)
+def _branch_cas(timeout: float) -> RetryPolicy:
+    """BRANCH_CAS with the commit's timeout (made once per timeout, not per commit)."""
+    return replace(BRANCH_CAS, timeout=timeout)
+
+
 def _groups(idx: RangeIndex, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(range ids touched, start of each one's run in `keys`): sorted keys fall into the
     ranges of `idx` in runs (range -1: before the first range, or no ranges at all)."""
@@ -123,6 +129,18 @@ def drop_unchanged(objects: Objects, parent: SnapshotRoot, changes: ChangeTable)
         return replace(changes, deletes=columns.keys_array([])) if len(deletes) else changes
     if not len(writes) + len(deletes):
         return changes
+    if len(writes) == 1 and not len(deletes):  # one chunk (a one-chunk commit): looked up
+        key = bytes(writes.keys[0])
+        rng = objects.read(ManifestRange, idx.ids[_range_of(idx, key)])
+        at = rng.index(key)
+        ours = writes.take(slice(None))
+        if (
+            at < 0
+            or rng.length[at] != ours.length[0]
+            or rng.digest[at].tobytes() != ours.digest[0].tobytes()
+        ):
+            return changes
+        return ChangeTable(meta, writes.without_keys(writes.keys), deletes)
     w, d = _slices(idx, writes.keys), _slices(idx, deletes)
     touched = sorted(set(w) | set(d))
     same_writes: list[np.ndarray] = []
@@ -143,10 +161,12 @@ def drop_unchanged(objects: Objects, parent: SnapshotRoot, changes: ChangeTable)
                 pos = np.minimum(np.searchsorted(rng.keys, keys), len(rng) - 1)
                 present_deletes.append(keys[rng.keys[pos] == keys])
     same = np.concatenate(same_writes) if same_writes else writes.keys[:0]
+    present = np.concatenate(present_deletes) if present_deletes else deletes[:0]
+    if not len(same) and len(present) == len(deletes):  # (each write changes its chunk)
+        return changes
     if len(same):
         writes = writes.without_keys(same)
-    deletes = np.concatenate(present_deletes) if present_deletes else deletes[:0]
-    return ChangeTable(meta, writes, np.sort(deletes))
+    return ChangeTable(meta, writes, np.sort(present))
 
 
 def apply_changes(
@@ -190,6 +210,14 @@ def apply_changes(
                 if write is not None and len(pending) >= WRITE_BATCH:
                     write(pending)
                     pending = []
+    if len(rebuilt) == 1:  # one range rewritten, as one piece that starts where it did
+        ((i, made),) = rebuilt.items()
+        if i >= 0 and len(made) == 1 and made[0][0] == bytes(idx.first_keys[i]):
+            _, oid, n = made[0]
+            counts_ = idx.counts.copy()
+            counts_[i] = n
+            ranges = RangeIndex(idx.first_keys, (*idx.ids[:i], oid, *idx.ids[i + 1 :]), counts_)
+            return SnapshotRoot(meta, ranges), pending
     first: list[bytes] = []
     oids: list[str] = []
     counts: list[int] = []
@@ -557,9 +585,7 @@ class CommitProtocol:
         # an attempt) losers that rebuilt at once met each other again, and each loss costs
         # the rebuild's reads and writes (W6 on the bucket: 0.7-1.0 -> 0.4 lost a commit).
         opened = [runtime.monotonic()]
-        for _ in backoff(
-            replace(BRANCH_CAS, timeout=timeout), lambda: runtime.monotonic() - opened[0]
-        ):
+        for _ in backoff(_branch_cas(timeout), lambda: runtime.monotonic() - opened[0]):
             attempts += 1
             opened[0] = runtime.monotonic()
             head, version = known or self.refs.require(BRANCH, branch)
