@@ -173,10 +173,8 @@ class SessionPipeline(BatchedCodecPipeline):
         aa, (ab, ab_specs), bb = self._codecs_with_resolved_metadata_batched(
             spec for _, spec in items
         )
-        for codec, specs in bb[::-1]:
-            chunks = _decoded(codec, chunks, specs)
-        chunks = _decoded(ab, chunks, ab_specs)
-        for codec, specs in aa[::-1]:
+        stages: list[tuple[Any, list[Any]]] = [*bb[::-1], (ab, ab_specs), *aa[::-1]]
+        for codec, specs in stages:  # (bytes to bytes, to an array, array to array)
             chunks = _decoded(codec, chunks, specs)
         return chunks
 
