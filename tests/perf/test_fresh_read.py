@@ -1,6 +1,7 @@
-"""A session store's small chunks are decoded on zarr's event loop (no hop to a thread per
-chunk, and no executor thread started by a new process's first read); large chunks and
-other stores keep zarr's own decode on threads."""
+"""The small path of a read: a session store's small chunks are decoded on zarr's event
+loop (no hop to a thread per chunk, and no executor thread started by a new process's
+first read), large chunks and other stores keep zarr's own decode on threads; a read-only
+view looks a chunk's reference up once per read."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from zarr.codecs import ZstdCodec
 from zarr.storage import MemoryStore
 
 import zarrlake as zl
+from zarrlake.vc.snapshot_view import SnapshotView
 from zarrlake.zarr_store import pipeline
 
 
@@ -58,3 +60,17 @@ def test_large_chunks_and_other_stores_keep_zarrs_threaded_decode(tmp_path, thre
     other[...] = np.arange(32, dtype="f4").reshape(4, 8)
     assert np.array_equal(other[...], np.arange(32, dtype="f4").reshape(4, 8))
     assert len(threaded) == 6  # (a memory store's small chunks: zarr's path, as before)
+
+
+def test_a_read_only_view_looks_a_chunk_up_once_per_read(tmp_path, monkeypatch) -> None:
+    repo, values = _written(tmp_path, (8, 64, 64), (1, 64, 64))
+    looked: list[str] = []
+    real = SnapshotView.get
+    monkeypatch.setattr(
+        SnapshotView, "get", lambda self, key: looked.append(key) or real(self, key)
+    )
+    array = zarr.open_array(repo.readonly_session("main").store, path="a", mode="r")
+    assert np.array_equal(array[5], values[5])
+    assert np.array_equal(array[2], values[2])
+    assert [k for k in looked if "/c/" in k] == ["a/c/5/0/0", "a/c/2/0/0"]
+    repo.close()
