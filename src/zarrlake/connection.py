@@ -370,8 +370,6 @@ def open_backends(spec: RepoSpec) -> tuple[ObjectStore, MetaStore]:
 
 
 def _open_store(spec: RepoSpec) -> ObjectStore:
-    if spec.is_local:
-        Path(spec.location).mkdir(parents=True, exist_ok=True)
     raw_store = storages.open_storage(
         spec.location, retry_policy=None, **dict(spec.storage_options)
     )

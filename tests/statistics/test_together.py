@@ -260,3 +260,30 @@ def test_a_chunk_is_matched_only_as_the_view_zarr_takes_of_the_written_array():
     assert taken.of("a/c/1/0", written[2:4, ::-1]) is None  # other strides
     assert taken.of("a/c/1/0", written[2:4]) == of_chunk(written[2:4], 0.0)
     assert taken.of("a/c/1/0", written[2:4]) is None  # once
+
+
+@pytest.mark.parametrize("dtype", ["f4", "f2", "i4", "u8"])
+@pytest.mark.parametrize("size", [7, 256, 300, 8191, 8192, 8193, 12289, 16383])
+def test_row_sums_widened_a_buffer_at_a_time_equal_each_chunks_own(dtype, size):
+    # numpy widens rows to float64 a buffer (8,192 values) at a time: the sums must still
+    # be each row's pairwise sum, as of_chunk takes it, bit for bit
+    values = _values(dtype, (6, size), None, seed=size)
+    if values.dtype.kind == "f":
+        values[np.isnan(values)] = 1.0  # (the rows without NaN take that path)
+    starts = np.stack([np.arange(6), np.zeros(6, np.int64)], axis=1)
+    got = of_tiles(values, (1, size), starts, None)
+    assert got == [of_chunk(values[k : k + 1], None) for k in range(6)]
+    assert got is not None
+    sums = [as_stats(fields).sum for fields in got]
+    assert sums == [float(np.add.reduce(row.astype(np.float64))) for row in values]
+
+
+def test_row_sums_longer_than_numpys_buffer_equal_each_chunks_own():
+    old = np.setbufsize(1024)  # (a process may shrink numpy's buffer)
+    try:
+        values = _values("u8", (6, 2000), None, seed=5)
+        starts = np.stack([np.arange(6), np.zeros(6, np.int64)], axis=1)
+        got = of_tiles(values, (1, 2000), starts, None)
+    finally:
+        np.setbufsize(old)
+    assert got == [of_chunk(values[k : k + 1], None) for k in range(6)]

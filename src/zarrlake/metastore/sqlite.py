@@ -218,8 +218,7 @@ class SqliteMetaStore(MetaStoreBackend):
         except sqlite3.Error as e:
             raise ConfigurationError(f"cannot open SQLite metastore {self.path}: {e}") from None
         try:
-            with self._errors(opening=True):
-                conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
+            with self._errors(opening=True):  # (connect's timeout is the busy timeout)
                 conn.execute(f"PRAGMA synchronous = {self.synchronous}")
             if not _set_up(conn):
                 # Under the writer lock: connections setting up a brand-new file at once

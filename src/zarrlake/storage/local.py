@@ -375,7 +375,9 @@ def open_local(location: str, options: dict[str, Any]) -> ObjectStore:
     else:
         path = Path(location).expanduser()
     path = path.resolve()
-    if path.exists() and not path.is_dir():
+    if path.is_dir():  # (one stat when it is there, as when a repository is opened)
+        return LocalObjectStore(path)
+    if path.exists():
         raise ConfigurationError(
             f"storage location {str(path)!r} exists and is not a directory; give a directory"
         )

@@ -83,6 +83,8 @@ class Overlay:
         self._seen: LRUCache[str, dict[str, bytes]] = LRUCache(SEEN_SHARDS)
         self._shards: LRUCache[str, ShardRef | None] = LRUCache(ASSEMBLED_SHARDS)
         self._seen_lock = threading.Lock()
+        self._last: tuple[str, ChunkRef | None] | None = None  # a read-only view's last
+        # whole-key lookup: a read asks twice (`reads_here`, then `read`)
 
     def staged(self, key: str) -> tuple[bool, ChunkRef | None]:
         """(staged?, ref) of `key` in this session (ref None: deleted)."""
@@ -174,6 +176,13 @@ class Overlay:
 
     def whole(self, key: str) -> ChunkRef | None:
         """The entry stored under `key` itself (staged over base), or None."""
+        if self.staging is None:  # (a commit's entries never change)
+            last = self._last
+            if last is not None and last[0] == key:
+                return last[1]
+            ref = self.view.get(key)
+            self._last = (key, ref)
+            return ref
         staged, ref = self.staged(key)
         return ref if staged else self.view.get(key)
 

@@ -180,6 +180,14 @@ def _row_sums(blocks: np.ndarray) -> np.ndarray:
     """The float64 sum of each row of `blocks`, as `_sum` takes it (the same bits)."""
     if blocks.shape[1] >= SUM_BLOCKED:
         return np.array([_sum(row) for row in blocks], np.float64)
+    if (
+        blocks.dtype != np.float64
+        and blocks.flags.c_contiguous
+        and blocks.shape[1] <= np.getbufsize()
+    ):  # numpy widens a buffer of whole rows at a time and sums each row pairwise, as
+        # `_sum` does (a longer row would be summed a buffer at a time: other bits): no
+        # float64 copy of the slab (8 MiB at TILES_SLAB, its fresh pages faulted in)
+        return np.add.reduce(blocks, axis=1, dtype=np.float64)
     return np.add.reduce(blocks.astype(np.float64), axis=1)
 
 

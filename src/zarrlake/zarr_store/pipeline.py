@@ -5,6 +5,9 @@ changed for other stores.
 - A read whose chunk bytes the codecs cannot decode raises `UndecodableChunkError` naming
   the array, the chunk's coordinates and the codec's message (zarr would raise the codec's
   bare `RuntimeError` or `ValueError`).
+- A read's small chunks (up to `INLINE_MAX` bytes decoded) are decoded on the event loop,
+  through the codecs' synchronous decode: zarr hands each compressed chunk to a thread,
+  which costs more than decoding a small one (and, in a new process, starts the thread).
 - An array write's large chunks are held by the store until zarr has handed over the
   last one, then recorded in one metastore write, uploaded and staged together
   (`write_scope.py`).
@@ -40,11 +43,11 @@ from zarr.core.codec_pipeline import BatchedCodecPipeline
 
 from zarrlake.errors import ZarrLakeError
 from zarrlake.format.statistics import ChunkStats
-from zarrlake.vc.statistics import TILES_MAX, ChunkValues, as_stats, of_tiles
+from zarrlake.vc.statistics import TILES_MAX, ChunkValues, of_tiles
 from zarrlake.zarr_store import write_scope
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Taken:
     """The statistics of a write's whole small chunks (`_taken_together`), by the chunk's
     key (a store path; an inner chunk's coordinates in its shard); `owner`, what numpy
@@ -74,7 +77,8 @@ class _Taken:
         if values.strides != self.strides or values.dtype != self.dtype:
             return None
         got = self.by_key.pop(key, None)  # (once)
-        return None if got is None else as_stats(got)
+        return None if got is None else _STATS(ChunkStats, got)  # (`as_stats`, inlined:
+        # one Python call less a chunk)
 
 
 _GIVEN: ContextVar[_Taken | None] = ContextVar("zarrlake_given", default=None)
@@ -103,7 +107,14 @@ _INNER: ContextVar[ChunkValues | None] = ContextVar("zarrlake_inner", default=No
 """The inner chunks a sharding codec's inner write just encoded, for the store's next
 `set` in the same task (the shard holding them)."""
 
+_INLINE: ContextVar[bool] = ContextVar("zarrlake_inline", default=False)
+"""Whether the read in progress is from a session store (its small chunks decode inline)."""
+
 DEFAULT = "zarr.core.codec_pipeline.BatchedCodecPipeline"
+
+INLINE_MAX = 64 * 1024
+"""Decoded bytes of a batch of chunks up to which it is decoded on the event loop: about
+what a hop to a thread and back costs in decoding time."""
 
 
 class SessionPipeline(BatchedCodecPipeline):
@@ -116,6 +127,10 @@ class SessionPipeline(BatchedCodecPipeline):
         """zarr's read; a chunk of a session store that does not decode raises
         UndecodableChunkError naming it."""
         batch = list(batch_info)
+        inline = bool(batch) and all(
+            hasattr(getattr(item[0], "store", None), "takes_values") for item in batch
+        )
+        token = _INLINE.set(True) if inline else None
         try:
             return await super().read(batch, out, drop_axes)
         except ZarrLakeError:
@@ -125,6 +140,43 @@ class SessionPipeline(BatchedCodecPipeline):
             if found is None:
                 raise
             raise found from e
+        finally:
+            if token is not None:
+                _INLINE.reset(token)
+
+    async def decode_batch(self, chunk_bytes_and_specs: Iterable[Any]) -> Iterable[Any]:
+        """zarr's decode; a session store's small chunks are decoded here, on the loop
+        (`INLINE_MAX`), when every codec can decode synchronously."""
+        items = list(chunk_bytes_and_specs)
+        if _INLINE.get() and self._decodes_inline(items):
+            return self._decode_here(items)
+        return await super().decode_batch(items)
+
+    def _decodes_inline(self, items: list[Any]) -> bool:
+        """Whether `items` (encoded chunk, spec) are few bytes and every codec has a
+        synchronous decode (zarr 3.2 and later; a sharding codec may opt out)."""
+        codecs = (*self.array_array_codecs, self.array_bytes_codec, *self.bytes_bytes_codecs)
+        if not all(
+            hasattr(c, "_decode_sync") and getattr(c, "_sync_capable", True) for c in codecs
+        ):
+            return False
+        size = 0
+        for _, spec in items:
+            dtype = spec.dtype
+            native = dtype.to_native_dtype() if hasattr(dtype, "to_native_dtype") else dtype
+            size += math.prod(spec.shape) * np.dtype(native).itemsize
+        return size <= INLINE_MAX
+
+    def _decode_here(self, items: list[Any]) -> list[Any]:
+        """zarr's `decode_batch`, each codec's synchronous decode run on this thread."""
+        chunks = [data for data, _ in items]
+        aa, (ab, ab_specs), bb = self._codecs_with_resolved_metadata_batched(
+            spec for _, spec in items
+        )
+        stages: list[tuple[Any, list[Any]]] = [*bb[::-1], (ab, ab_specs), *aa[::-1]]
+        for codec, specs in stages:  # (bytes to bytes, to an array, array to array)
+            chunks = _decoded(codec, chunks, specs)
+        return chunks
 
     async def write(
         self, batch_info: Iterable[Any], value: Any, drop_axes: tuple[int, ...] = ()
@@ -207,6 +259,14 @@ class SessionPipeline(BatchedCodecPipeline):
         return await getter.store.undecodable(getter.path, error, len(failed) - 1)
 
 
+def _decoded(codec: Any, chunks: list[Any], specs: list[Any]) -> list[Any]:
+    """`chunks` decoded by `codec` (None stays None, as zarr's batched decode has it)."""
+    return [
+        None if chunk is None else codec._decode_sync(chunk, spec)
+        for chunk, spec in zip(chunks, specs, strict=True)
+    ]
+
+
 def taken_by(block: np.ndarray, by_key: dict[object, tuple]) -> _Taken:
     """The statistics `by_key` (store key -> `statistics.of_rows`' fields) a writer took
     together of whole chunks it writes, each as one array write of a view of the memory
@@ -247,7 +307,7 @@ def handed(value: Any, key: str) -> ChunkValues | None:
     # `__new__` is a Python call: made as the tuple it is, as `as_stats` does)
 
 
-_VALUES = tuple.__new__
+_VALUES = _STATS = tuple.__new__
 
 
 TOGETHER_MIN = 8
