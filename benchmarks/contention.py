@@ -23,7 +23,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-CALLS = ("get", "put", "put_if_absent", "delete", "list_modified", "get_tagged", "put_if")
+CALLS = (
+    "get",
+    "put",
+    "put_if_absent",
+    "delete",
+    "delete_if",
+    "list_modified",
+    "get_tagged",
+    "put_if",
+)
 
 
 def _kind(key: str) -> str:

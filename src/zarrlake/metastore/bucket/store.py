@@ -364,8 +364,7 @@ class BucketMetaStore(MetaStoreBackend):
                     pending = self._prepare(names, head, plan, txn, cas, unpage)
                 except _Unpage:  # rare: the partition's first pages; its mark goes first
                     self._mutate(partition, lambda head, load: ([], []), unpage=True)
-                    head, tag = self._load(names)
-                    fresh = False
+                    (head, tag), fresh, pending = self._load(names), False, None
                     continue
                 except (CASFailedError, _PageGone) as e:
                     if fresh and isinstance(e, CASFailedError):
