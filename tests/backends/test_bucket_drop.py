@@ -58,6 +58,19 @@ def counted(monkeypatch: pytest.MonkeyPatch, store: ObjectStore) -> Counter[str]
     return calls
 
 
+def marks_when_pages_are_written(meta, monkeypatch, names: Names) -> list[bool]:
+    """The stored head's pageless mark each time a run of pages is about to be written."""
+    seen: list[bool] = []
+    write_run = meta._write_run
+
+    def noted(*args, **kwargs):
+        seen.append(decode_head(meta.store.get(names.head), names.partition).pageless)
+        return write_run(*args, **kwargs)
+
+    monkeypatch.setattr(meta, "_write_run", noted)
+    return seen
+
+
 def test_a_partition_that_never_spilled_is_dropped_in_one_request(meta, monkeypatch):
     meta.set_many("p", [(b"k%d" % i, b"v") for i in range(10)])
     calls = counted(monkeypatch, meta.store)
@@ -91,14 +104,7 @@ def test_the_first_pages_are_written_after_the_head_lost_its_pageless_mark(meta,
     names = Names("p")
     meta.set_many("p", [(b"small", b"v")])
     assert decode_head(meta.store.get(names.head), "p").pageless
-    seen: list[bool] = []
-    write_run = meta._write_run
-
-    def noted(*args, **kwargs):
-        seen.append(decode_head(meta.store.get(names.head), "p").pageless)
-        return write_run(*args, **kwargs)
-
-    monkeypatch.setattr(meta, "_write_run", noted)
+    seen = marks_when_pages_are_written(meta, monkeypatch, names)
     meta.set_many("p", [(b"k%05d" % i, b"v" * 1000) for i in range(100)])  # past 64 KiB
     assert seen == [False]  # the mark went in a write of its own, before the page
     head = decode_head(meta.store.get(names.head), "p")
@@ -123,14 +129,7 @@ def test_a_dropped_partition_takes_its_pages_along(meta):
 
 def test_a_first_write_that_spills_marks_its_new_head_before_its_pages(meta, monkeypatch):
     names = Names("q")
-    seen: list[bool] = []
-    write_run = meta._write_run
-
-    def noted(*args, **kwargs):
-        seen.append(decode_head(meta.store.get(names.head), "q").pageless)
-        return write_run(*args, **kwargs)
-
-    monkeypatch.setattr(meta, "_write_run", noted)
+    seen = marks_when_pages_are_written(meta, monkeypatch, names)
     meta.set_many("q", [(b"k%05d" % i, b"v" * 1000) for i in range(100)])  # past 64 KiB
     assert seen == [False]  # an empty head without the mark, then the pages
     assert meta.get("q", b"k00099") is not None
