@@ -559,7 +559,8 @@ class BucketMetaStore(MetaStoreBackend):
             cached = self._heads.pop(partition, None)
         head, tag = cached if cached is not None else self._load(names)
         if head is not None and head.pageless and not head.runs:
-            with contextlib.suppress(ConfigurationError):  # (a store without the condition)
+            # (a store without the condition; a lost reply: the read below tells)
+            with contextlib.suppress(ConfigurationError, TransientError):
                 if self._store.delete_if(names.head, tag):
                     with self._lock:
                         self._heads.pop(partition, None)
