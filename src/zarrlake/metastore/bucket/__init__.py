@@ -40,8 +40,8 @@ leftover is swept by a later flush. Dropping a partition deletes its head and sw
 pages the same way, except where the head says no page of its incarnation was ever written
 (`Head.pageless`: set when the incarnation is created, cleared by a write of its own before
 its first page) and it is still the head read: then one conditional delete (If-Match) of
-the head is the whole drop, with no listing. Patch the tunables (ORPHAN_GRACE, INLINE_BYTES, ...) on
-`store` and `runs`, where they are read, not on this package.
+the head is the whole drop, with no listing. Patch the tunables (ORPHAN_GRACE,
+INLINE_BYTES, ...) on `store` and `runs`, where they are read, not on this package.
 """
 
 from __future__ import annotations
