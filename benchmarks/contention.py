@@ -3,7 +3,7 @@ one branch against moto's S3 server, each counting its object-storage requests b
 and partition (and the conditional PUTs refused with 412); printed per commit, with the
 CPU time of the writers and of the server.
 
-    python -m benchmarks.contention [--writers 8] [--commits 10]
+    python -m benchmarks.contention [--writers 8] [--commits 10] [--random]
 
 What W6 of the S3BUCKET group measures as throughput, taken apart: on 2 cores moto serves
 every request on one core, so its CPU per request times the requests of a commit bounds
@@ -23,7 +23,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-CALLS = ("get", "put", "put_if_absent", "delete", "list_modified", "get_tagged", "put_if")
+CALLS = (
+    "get",
+    "put",
+    "put_if_absent",
+    "delete",
+    "delete_if",
+    "list_modified",
+    "get_tagged",
+    "put_if",
+)
 
 
 def _kind(key: str) -> str:
@@ -60,8 +69,9 @@ def _count_requests() -> collections.Counter:
     return calls
 
 
-def writer(location: str, options: dict, me: int, commits: int) -> dict:
-    """One writer: waits for a line on stdin, then makes its one-chunk commits."""
+def writer(location: str, options: dict, me: int, commits: int, random: bool = False) -> dict:
+    """One writer: waits for a line on stdin, then makes its one-chunk commits (`random`:
+    of random values, uploaded as W6's are; else constant ones, staged inline)."""
     import numpy as np
     import zarr
 
@@ -78,7 +88,12 @@ def writer(location: str, options: dict, me: int, commits: int) -> dict:
         k = me * commits + j
         while True:
             s = repo.create_session("main")
-            zarr.open_array(s.store, path="a")[k] = np.full((64, 64), k + 1, "f4")
+            value = (
+                np.random.default_rng(k).random((64, 64), dtype="f4")
+                if random
+                else np.full((64, 64), k + 1, "f4")
+            )
+            zarr.open_array(s.store, path="a")[k] = value
             try:
                 s.commit(f"writer {me} chunk {k}")
                 break
@@ -101,6 +116,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--writers", type=int, default=8)
     ap.add_argument("--commits", type=int, default=10, help="per writer")
+    ap.add_argument(
+        "--random", action="store_true", help="random chunks, uploaded (as W6's); else inline"
+    )
     args = ap.parse_args()
     import zarr
 
@@ -121,7 +139,7 @@ def main() -> None:
         me = [sys.executable, "-m", "benchmarks.contention", "--writer", location]
         procs = [
             subprocess.Popen(
-                [*me, json.dumps(options), str(i), str(args.commits)],
+                [*me, json.dumps(options), str(i), str(args.commits), str(int(args.random))],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 text=True,
@@ -154,7 +172,9 @@ def main() -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--writer":
-        location, options, me, commits = sys.argv[2:6]
-        print(json.dumps(writer(location, json.loads(options), int(me), int(commits))))
+        location, options, me, commits, random = sys.argv[2:7]
+        print(
+            json.dumps(writer(location, json.loads(options), int(me), int(commits), random == "1"))
+        )
     else:
         main()

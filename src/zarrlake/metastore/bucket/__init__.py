@@ -36,8 +36,12 @@ partition's pages are listed: a page no head names is deleted when it belongs to
 incarnation (its salt) or is older than ORPHAN_GRACE (an hour) by the storage service's
 clock (its last-modified time against the head's, never this host's clock). The head is
 read again after listing, so a page a newer head names stays. Deletes are best effort: a
-leftover is swept by a later flush. Patch the tunables (ORPHAN_GRACE, INLINE_BYTES, ...) on
-`store` and `runs`, where they are read, not on this package.
+leftover is swept by a later flush. Dropping a partition deletes its head and sweeps its
+pages the same way, except where the head says no page of its incarnation was ever written
+(`Head.pageless`: set when the incarnation is created, cleared by a write of its own before
+its first page) and it is still the head read: then one conditional delete (If-Match) of
+the head is the whole drop, with no listing. Patch the tunables (ORPHAN_GRACE,
+INLINE_BYTES, ...) on `store` and `runs`, where they are read, not on this package.
 """
 
 from __future__ import annotations

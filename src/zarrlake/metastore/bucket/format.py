@@ -27,6 +27,10 @@ PAGE = 0x50  # "P"
 DIGEST_BYTES = 16
 TOMBSTONE = 0xFFFFFFFF
 """The value length that marks a deleted key (shadowing older runs)."""
+PAGELESS = 0
+"""Stored first among a head's recent write ids (which are odd) while no page of its
+incarnation was ever written (`Head.pageless`). A writer of an earlier version keeps it
+there among the ids it carries forward, or lets it fall off: neither deletes a page."""
 
 _U16, _U32, _U64 = struct.Struct("<H"), struct.Struct("<I"), struct.Struct("<Q")
 
@@ -123,6 +127,10 @@ class Head:
     runs: list[Run]
     table: Table
     """The inline entries (newest of all: they shadow every run)."""
+    pageless: bool = False
+    """No page of this incarnation was ever written: set when it is created, cleared (by a
+    write of its own) before its first page is written, never set again. Dropping such a
+    partition, with the head judged still the current one, lists no pages."""
 
 
 class _Writer:
@@ -245,8 +253,9 @@ def encode_head(head: Head) -> bytes:
     w.u64(head.salt)
     w.u64(head.seq)
     w.u64(head.gen)
-    w.u16(len(head.recent))
-    for txn in head.recent:
+    recent = [PAGELESS, *head.recent] if head.pageless else head.recent
+    w.u16(len(recent))
+    for txn in recent:
         w.u64(txn)
     w.u16(len(head.runs))
     for run in head.runs:
@@ -267,6 +276,7 @@ def decode_head(data: bytes, where: str) -> Head:
         r = _Reader(data, HEAD, where)
         salt, seq, gen = r.u64(), r.u64(), r.u64()
         recent = [r.u64() for _ in range(r.u16())]
+        pageless = bool(recent) and recent[0] == PAGELESS
         runs = []
         for _ in range(r.u16()):
             pages = tuple(
@@ -274,7 +284,7 @@ def decode_head(data: bytes, where: str) -> Head:
                 for _ in range(r.u32())
             )
             runs.append(Run(pages))
-        head = Head(salt, seq, gen, recent, runs, r.table())
+        head = Head(salt, seq, gen, recent[pageless:], runs, r.table(), pageless)
         r.done()
     except (struct.error, UnicodeDecodeError):
         raise CorruptionError(

@@ -104,6 +104,10 @@ class _PageGone(Exception):
     """A page the head named was deleted: the head read is stale."""
 
 
+class _Unpage(Exception):
+    """A write needs pages on a head still marked pageless: the mark goes first."""
+
+
 Plan = Callable[[Head | None, Load], tuple[list[tuple[bytes, bytes]], list[bytes]]]
 """From the current head: (writes, deletes), each sorted by key; may raise CASFailedError."""
 
@@ -331,10 +335,15 @@ class BucketMetaStore(MetaStoreBackend):
         return known[0] + runtime.monotonic()
 
     def _mutate(
-        self, partition: str, plan: Plan, cas: tuple[bytes, int | None] | None = None
+        self,
+        partition: str,
+        plan: Plan,
+        cas: tuple[bytes, int | None] | None = None,
+        unpage: bool = False,
     ) -> list[int]:
         """Apply what `plan` decides on the current head as one conditional write of it;
-        returns the new versions of the written keys, in order."""
+        returns the new versions of the written keys, in order. `unpage`: clear the head's
+        pageless mark (see `Head.pageless`), writing no page."""
         self._check_open()
         names = Names(partition)
         txn = secrets.randbits(63) | 1
@@ -352,7 +361,11 @@ class BucketMetaStore(MetaStoreBackend):
                 if pending is not None:
                     self._discard(names, pending)
                 try:
-                    pending = self._prepare(names, head, plan, txn, cas)
+                    pending = self._prepare(names, head, plan, txn, cas, unpage)
+                except _Unpage:  # rare: the partition's first pages; its mark goes first
+                    self._mutate(partition, lambda head, load: ([], []), unpage=True)
+                    (head, tag), fresh, pending = self._load(names), False, None
+                    continue
                 except (CASFailedError, _PageGone) as e:
                     if fresh and isinstance(e, CASFailedError):
                         raise
@@ -430,13 +443,16 @@ class BucketMetaStore(MetaStoreBackend):
         plan: Plan,
         txn: int,
         cas: tuple[bytes, int | None] | None,
+        unpage: bool = False,
     ) -> _Prepared:
-        """The new head for `plan` on `head`, with any pages a flush needs already written."""
+        """The new head for `plan` on `head`, with any pages a flush needs already written
+        (`_Unpage` first while the head is marked pageless; `unpage` clears the mark and
+        writes no page)."""
         load = lambda ref: self._page(names, ref)  # noqa: E731
         began = runtime.monotonic()  # before its pages are written: their age counts from here
         writes, deletes = plan(head, load)
-        if head is None:
-            head = Head(secrets.randbits(32), secrets.randbits(40), 0, [], [], Table())
+        if head is None:  # a new incarnation: no page of it written yet
+            head = Head(secrets.randbits(32), secrets.randbits(40), 0, [], [], Table(), True)
         versions = [((head.seq + i) << 22) | (txn & 0x3FFFFF) for i in range(len(writes))]
         changes = Table(
             [k for k, _ in writes] + deletes,
@@ -453,10 +469,13 @@ class BucketMetaStore(MetaStoreBackend):
             [*head.recent, txn][-RECENT:],
             list(head.runs),
             table,
+            head.pageless and not unpage,
         )
         created: list[str] = []
         retired: list[str] = []
-        if table.size > runs.INLINE_BYTES:
+        if table.size > runs.INLINE_BYTES and not unpage:
+            if new.pageless:
+                raise _Unpage()
             merged, replaced = runs.flush(new, load)
             run = self._write_run(names, new.salt, merged)
             created = [p.id for p in run.pages] if run else []
@@ -533,11 +552,20 @@ class BucketMetaStore(MetaStoreBackend):
         # The head this process last read or wrote names the incarnation whose pages go
         # (a drop follows a scan of the partition): read only when there is none. A head
         # replaced meanwhile by another incarnation is deleted all the same; its pages
-        # are then judged by age, as any leftover.
+        # are then judged by age, as any leftover. A pageless head still the current one (a
+        # conditional delete) had no page written: nothing to list.
         names = Names(partition)
         with self._lock:
             cached = self._heads.pop(partition, None)
-        head = cached[0] if cached is not None else self._load(names)[0]
+        head, tag = cached if cached is not None else self._load(names)
+        if head is not None and head.pageless and not head.runs:
+            # (a store without the condition; a lost reply: the read below tells)
+            with contextlib.suppress(ConfigurationError, TransientError):
+                if self._store.delete_if(names.head, tag):
+                    with self._lock:
+                        self._heads.pop(partition, None)
+                    return
+            head = self._load(names)[0]  # changed or gone since it was read: read it now
         if head is not None:
             self._store.delete(names.head)
         with self._lock:
