@@ -90,7 +90,7 @@ def test_a_lost_branch_swap_reads_refs_once_before_the_rebuild(
     with RelayProcess() as relays:
         # delayed, so requests sent together are seen to overlap however late a loaded
         # machine schedules the thread sending the second (the rounds are counted below)
-        local = relays.add("S3", host, int(port), delay_ms=20)
+        local = relays.add("S3", host, int(port), delay_ms=60)
         repo = zl.Repo.open(location, storage_options=s3_options(f"http://127.0.0.1:{local}"))
         s = repo.create_session("main")
         zarr.open_array(s.store, path="a")[1] = _value(1)
