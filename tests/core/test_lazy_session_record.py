@@ -147,14 +147,17 @@ def test_a_base_a_reset_and_gc_took_before_the_first_write_is_named(tmp_path: Pa
     admin = zl.Repo.create(path)
     s = admin.create_session()
     zarr.create_array(s.store, name="a", shape=(4, 8), chunks=(1, 8), dtype="i4", compressors=None)
+    zarr.create_array(
+        s.store, name="big", shape=(2, 64, 64), chunks=(1, 64, 64), dtype="i4", compressors=None
+    )
     old = s.commit("array")
     s = admin.create_session()
     zarr.open_array(s.store, path="a")[0] = 5
     s.commit("row 0")
     worker = zl.Repo.open(path)  # another process: nothing of the base in its caches
-    doc, chunk, empty = (worker.create_session() for _ in range(3))  # no record stored yet
+    doc, chunk, empty, big = (worker.create_session() for _ in range(4))  # no record stored
     admin.reset_branch("main", old)
-    assert admin.gc(timedelta(0)).by_kind["commits"][0] == 1  # the base of all three
+    assert admin.gc(timedelta(0)).by_kind["commits"][0] == 1  # the base of all four
     group = b'{"zarr_format": 3, "node_type": "group", "attributes": {}}'
     with pytest.raises(NotFoundError, match=r"no longer exists: branch 'main' moved off it"):
         doc.write("b/zarr.json", group)  # staged at once: the record is stored first
@@ -162,8 +165,11 @@ def test_a_base_a_reset_and_gc_took_before_the_first_write_is_named(tmp_path: Pa
         chunk.write("a/c/1/0", np.full(8, 3, dtype="i4").tobytes())  # its unflushed marker
     with pytest.raises(NotFoundError, match=r"start a new session on 'main'"):
         empty.commit("nothing", allow_empty=True)
-    assert not {doc._engine.id, chunk._engine.id, empty._engine.id} & set(records(admin))
-    for refused in (doc, chunk, empty):  # what a first write stored went with the record
+    with pytest.raises(NotFoundError, match=r"no longer exists"):  # its upload record too
+        big.write("big/c/0/0/0", np.arange(64 * 64, dtype="<i4").tobytes())
+    refused_all = (doc, chunk, empty, big)
+    assert not {r._engine.id for r in refused_all} & set(records(admin))
+    for refused in refused_all:  # what a first write stored went with the record
         stage = admin._context.stage_partition(refused._engine.id)
         assert list(admin._context.meta.scan(stage)) == []
         assert list(admin._context.meta.scan(uploads_of(stage))) == []
