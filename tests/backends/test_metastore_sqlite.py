@@ -11,6 +11,7 @@ import pytest
 
 from zarrlake.errors import CASFailedError, ConfigurationError, TransientError
 from zarrlake.metastore import MetaStore, open_metastore
+from zarrlake.metastore.sqlite import SqliteMetaStore
 from zarrlake.testing.metastore import MetaStoreTests, P
 from zarrlake.testing.metastore_shared import SharedMetaStoreTests
 
@@ -274,3 +275,27 @@ def test_commit_batch_ends_the_transaction_so_far_and_lets_the_write_lock_go(tmp
         assert begun == ["BEGIN IMMEDIATE", "COMMIT"] * 2
     finally:
         meta.close()
+
+
+def test_a_threads_connection_after_the_first_skips_the_set_up_look(tmp_path, monkeypatch):
+    """Each thread has its own connection; once one found the file set up (WAL mode, the
+    tables), the others open with the synchronous pragma alone before their query (a W6
+    writer process opens 8-10 as its pools grow)."""
+    store = SqliteMetaStore(f"sqlite:///{tmp_path}/m.db")
+    store.set("p", b"k", b"v")
+    seen: list[str] = []
+    real = sqlite3.connect
+
+    def connect(*args, **kwargs):
+        conn = real(*args, **kwargs)
+        conn.set_trace_callback(seen.append)
+        return conn
+
+    monkeypatch.setattr(sqlite3, "connect", connect)
+    got: list[object] = []
+    reader = threading.Thread(target=lambda: got.append(store.get("p", b"k")))
+    reader.start()
+    reader.join()
+    assert got and got[0] is not None and got[0][0] == b"v"
+    assert len(seen) == 2 and seen[0] == "PRAGMA synchronous = NORMAL", seen
+    assert seen[1].startswith("SELECT value, version FROM kv"), seen

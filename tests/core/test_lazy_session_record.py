@@ -5,6 +5,8 @@ no record; an error storing the record is raised where it is stored."""
 from __future__ import annotations
 
 import pickle
+import sqlite3
+import threading
 from datetime import timedelta
 from pathlib import Path
 
@@ -16,6 +18,8 @@ import zarrlake as zl
 from zarrlake.connection import RepoContext
 from zarrlake.errors import NotFoundError, SessionExpiredError, TransientError
 from zarrlake.metastore.base import Call, MetaStore, WrapperMetaStore
+from zarrlake.metastore.sqlite import SqliteMetaStore
+from zarrlake.vc.gc_protocol import uploads_of
 
 
 @pytest.fixture
@@ -143,14 +147,17 @@ def test_a_base_a_reset_and_gc_took_before_the_first_write_is_named(tmp_path: Pa
     admin = zl.Repo.create(path)
     s = admin.create_session()
     zarr.create_array(s.store, name="a", shape=(4, 8), chunks=(1, 8), dtype="i4", compressors=None)
+    zarr.create_array(
+        s.store, name="big", shape=(2, 64, 64), chunks=(1, 64, 64), dtype="i4", compressors=None
+    )
     old = s.commit("array")
     s = admin.create_session()
     zarr.open_array(s.store, path="a")[0] = 5
     s.commit("row 0")
     worker = zl.Repo.open(path)  # another process: nothing of the base in its caches
-    doc, chunk, empty = (worker.create_session() for _ in range(3))  # no record stored yet
+    doc, chunk, empty, big = (worker.create_session() for _ in range(4))  # no record stored
     admin.reset_branch("main", old)
-    assert admin.gc(timedelta(0)).by_kind["commits"][0] == 1  # the base of all three
+    assert admin.gc(timedelta(0)).by_kind["commits"][0] == 1  # the base of all four
     group = b'{"zarr_format": 3, "node_type": "group", "attributes": {}}'
     with pytest.raises(NotFoundError, match=r"no longer exists: branch 'main' moved off it"):
         doc.write("b/zarr.json", group)  # staged at once: the record is stored first
@@ -158,10 +165,53 @@ def test_a_base_a_reset_and_gc_took_before_the_first_write_is_named(tmp_path: Pa
         chunk.write("a/c/1/0", np.full(8, 3, dtype="i4").tobytes())  # its unflushed marker
     with pytest.raises(NotFoundError, match=r"start a new session on 'main'"):
         empty.commit("nothing", allow_empty=True)
-    assert not {doc._engine.id, chunk._engine.id, empty._engine.id} & set(records(admin))
+    with pytest.raises(NotFoundError, match=r"no longer exists"):  # its upload record too
+        big.write("big/c/0/0/0", np.arange(64 * 64, dtype="<i4").tobytes())
+    refused_all = (doc, chunk, empty, big)
+    assert not {r._engine.id for r in refused_all} & set(records(admin))
+    for refused in refused_all:  # what a first write stored went with the record
+        stage = admin._context.stage_partition(refused._engine.id)
+        assert list(admin._context.meta.scan(stage)) == []
+        assert list(admin._context.meta.scan(uploads_of(stage))) == []
     t = worker.create_session()
     zarr.open_array(t.store, path="a")[1] = 2
     t.commit("row 1 again")
     rows = zarr.open_array(admin.readonly_session().store, path="a", mode="r")[:]
     assert np.array_equal(rows, np.array([[0] * 8, [2] * 8, [0] * 8, [0] * 8]))
     assert admin.fsck() == []
+
+
+def test_on_sqlite_the_record_and_the_first_write_are_one_transaction(
+    repo: zl.Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The record and the first write (a big chunk's upload record and the writer's
+    unflushed mark) take SQLite's write lock once: no moment, crash or other process sees
+    one stored without the other. The base is looked at after it, before the upload."""
+    s = repo.create_session()
+    zarr.create_array(
+        s.store, name="big", shape=(2, 64, 64), chunks=(1, 64, 64), dtype="i4", compressors=None
+    )
+    s.commit("big")
+    begun: list[str] = []
+    me = threading.get_ident()
+    connect = SqliteMetaStore._connect
+
+    def traced(self: SqliteMetaStore) -> sqlite3.Connection:
+        conn = connect(self)
+        if threading.get_ident() == me:
+            conn.set_trace_callback(lambda sql: begun.extend([sql][: sql == "BEGIN IMMEDIATE"]))
+        return conn
+
+    monkeypatch.setattr(SqliteMetaStore, "_connect", traced)
+    worker = zl.Repo.open(repo._context.spec.location)  # its connections traced from here
+    s = worker.create_session()
+    chunk = np.arange(64 * 64, dtype="<i4")  # 16 KiB, above the inline size: uploaded
+    s.write("big/c/1/0/0", chunk.tobytes())
+    assert len(begun) == 2, begun  # the record and the mark; then the upload records
+    sid = s._engine.id  # (read after: reading it stores the record)
+    assert sid in records(repo)
+    stage = repo._context.stage_partition(sid)
+    assert [k for k, _, _ in repo._context.meta.scan(uploads_of(stage))]  # its upload record
+    s.commit("big 1")
+    got = zarr.open_array(repo.readonly_session().store, path="big")[1]
+    np.testing.assert_array_equal(got, chunk.reshape(64, 64))

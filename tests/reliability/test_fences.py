@@ -180,7 +180,8 @@ def test_a_session_whose_record_is_stored_keeps_its_base_across_a_commit_and_an_
 ):
     """The record is stored at the session's first write, naming its base B; an expire
     after that (here: right after the store, before the write's expiry-marker check) keeps
-    B, and the session commits on it."""
+    B, and the session commits on it. On SQLite the record and the first write are one
+    transaction, which an expire cannot come between: it comes right after it."""
     location = str(tmp_path / "repo")
     repo, sid = make_repo(location)
     repo.join_session(sid).abandon()
@@ -192,17 +193,19 @@ def test_a_session_whose_record_is_stored_keeps_its_base_across_a_commit_and_an_
     other = repo.create_session()
     zarr.open_array(other.store, path="t")[1, 0] = 7
     other.commit("C")
-    records = creator._context.records
-    store = records.store
+    meta = creator._context.meta  # its record's transaction ends here (txn/birth.py)
+    commit_batch = meta.commit_batch
+    expired: list[bool] = []
 
-    def stored_then_expired(rec):
-        version = store(rec)
-        repo.expire(timedelta(0))
-        return version
+    def stored_then_expired() -> None:
+        commit_batch()
+        if not expired:
+            expired.append(True)
+            repo.expire(timedelta(0))
 
-    records.store = stored_then_expired
+    meta.commit_batch = stored_then_expired  # type: ignore[method-assign]
     zarr.open_array(session.store, path="t")[1, 1] = 9
-    assert repo.expired_at(b) is None and session.base_commit == b
+    assert expired and repo.expired_at(b) is None and session.base_commit == b
     repo.gc(timedelta(0))
     assert zarr.open_array(session.store, path="t")[0, 0] == 5  # its base reads
     session.commit("on its base", on_conflict="ours")

@@ -80,6 +80,7 @@ class _Connections:
         self.lock = threading.Lock()
         self.all: list[tuple[threading.Thread, sqlite3.Connection]] = []
         self.writer = writer  # this process's turn at the database's write lock
+        self.ready = False  # the file was found set up (WAL, tables): later ones skip the look
 
     def add(self, conn: sqlite3.Connection) -> None:
         with _FORK.call(), self.lock:  # close the connections of threads that have ended
@@ -217,16 +218,18 @@ class SqliteMetaStore(MetaStoreBackend):
                 )
         except sqlite3.Error as e:
             raise ConfigurationError(f"cannot open SQLite metastore {self.path}: {e}") from None
+        conns = self._conns.get()
         try:
             with self._errors(opening=True):  # (connect's timeout is the busy timeout)
                 conn.execute(f"PRAGMA synchronous = {self.synchronous}")
-            if not _set_up(conn):
+            if not conns.ready and not _set_up(conn):
                 # Under the writer lock: connections setting up a brand-new file at once
                 # (its journal mode, its schema) otherwise meet SQLite's busy errors, which
                 # its busy handler does not wait out. A file set up already is not waited
                 # for: a thread's first read never waits for another's batch of writes.
-                with self._conns.get().writer, self._errors(opening=True):
+                with conns.writer, self._errors(opening=True):
                     self._set_up_file(conn)
+            conns.ready = True
         except BaseException:
             conn.close()
             raise

@@ -25,12 +25,15 @@ deletes its record, instead of failing at its commit on a missing manifest. (A s
 that deletes the base between its re-read and this look is not seen: the commit then fails
 as before; it could never land, its branch no longer descending from its base.)
 
-On an embedded metastore the look comes before the first write. On a remote one it goes
-out beside it (one round trip, not two: a chunk's first write sends its unflushed-writes
-marker and upload record with it), and the write returns only once it is done: a write, a
-hand-over and a commit all wait for it, so no commit is sealed, and no branch moved, on an
-unchecked base. A session refused there had its first write's records stored: its uploads
-are registered with gc and its staged records dropped before its record is deleted."""
+The look comes after the record is stored and the first write made, and the write returns
+only once it is done: a write, a hand-over and a commit all wait for it, so no upload
+starts, no commit is sealed and no branch moves on an unchecked base. On an embedded
+metastore the record and the first write are one transaction (`MetaStore.batch`: one
+turn at the write lock, and no moment with one stored but not the other), the look
+following it; on a remote one the look goes out beside the write (one round trip, not
+two: a chunk's first write sends its unflushed-writes marker and upload record with it).
+A session refused had its first write's records stored: its uploads are registered with
+gc and its staged records dropped before its record is deleted."""
 
 from __future__ import annotations
 
@@ -119,14 +122,13 @@ class Birth:
 
     def write(self, run: Callable[[], T]) -> T:
         """Run `run`, a write to the session's partitions, once the record is stored: on an
-        embedded metastore after the base check too; on a remote one beside it (the check
-        is waited for before this returns)."""
+        embedded metastore in the record's transaction, the base checked after it; on a
+        remote one beside the check (waited for before this returns)."""
         if self.born:
             return run()
         if not self.ctx.meta.remote:
-            self._store(check=True)
-            return run()
-        self._store(check=False)
+            return self._store_with(run)
+        self._store()
         if run is not _nothing:
             self._wrote = True
         try:
@@ -134,9 +136,8 @@ class Birth:
         finally:
             self.settle()
 
-    def _store(self, check: bool) -> None:
-        """Store the record unless it is; then check its base (`check`) or start checking
-        it in the background."""
+    def _store(self) -> None:
+        """Store the record unless it is; then start checking its base in the background."""
         if self.version is not None:
             return
         with self._lock:
@@ -145,20 +146,46 @@ class Birth:
             self._refuse_again()
             self.record.check_writable(self.ctx.clock())
             version = self.ctx.records.store(self.record)
-            if not check:
-                self.version, self._checking = version, _start(self._base_gone_now)
-                return
-            try:
-                error = self._base_gone_now()
-            except BaseException:
-                with contextlib.suppress(ZarrLakeError):
-                    self.ctx.records.forget(self.record.id)
-                raise
-            if error is not None:
-                self._refused = error
-                self._forget()
-                raise error
-            self.version = version
+            self.version, self._checking = version, _start(self._base_gone_now)
+
+    def _store_with(self, run: Callable[[], T]) -> T:
+        """Embedded metastore: store the record and make the first write `run` in one
+        transaction, then check the base (refused: what both stored is undone); `run`
+        alone once the record is stored. Other threads' writes wait for the check."""
+        with self._lock:
+            if self.version is None:
+                self._refuse_again()
+                self.record.check_writable(self.ctx.clock())
+                failed: Exception | None = None
+                with self.ctx.meta.batch():
+                    version = self.ctx.records.store(self.record)
+                    try:
+                        result = run()
+                    except Exception as e:  # the record stays (a batch keeps what returned)
+                        failed = e
+                # Stored before the base is looked at, even inside a caller's batch.
+                self.ctx.meta.commit_batch()
+                self._wrote = run is not _nothing
+                self._check(version)
+                if failed is not None:
+                    raise failed
+                return result
+        return run()
+
+    def _check(self, version: int) -> None:
+        """Check the base of the record just stored at `version`: born if it is there;
+        otherwise (or if it could not be looked at) the record and what the first write
+        stored are undone, and the error raised."""
+        try:
+            error = self._base_gone_now()
+        except BaseException:
+            self._forget()
+            raise
+        if error is not None:
+            self._refused = error
+            self._forget()
+            raise error
+        self.version = version
 
     def settle(self) -> None:
         """Wait for the base check under way, if any: raise if it failed (the next settle
