@@ -5,6 +5,7 @@ leaves the metastore's own objects alone."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -14,7 +15,7 @@ import pytest
 import zarrlake as zl
 from tests.helpers.lifecycle import all_objects, chunk, fsck, reachable, unreachable
 from zarrlake.errors import GcBusyError
-from zarrlake.metastore.bucket.format import Names, decode_head, segment
+from zarrlake.metastore.bucket.format import Names, decode_head, encode_head, segment
 from zarrlake.vc.gc_protocol import GcState
 
 ZERO = timedelta(0)
@@ -75,8 +76,11 @@ def test_leftover_metastore_pages_are_collected(repo: zl.Repo) -> None:
     stage = repo._context.stage_partition(s.id)
     names = Names(stage)
     store = repo._context.object_store
-    salt = decode_head(store.get(names.head), names.head).salt
-    store.put(f"{names.pages}{salt:08x}-{int(time.time() * 1000):011x}-deadbeef", b"leftover")
+    head = decode_head(store.get(names.head), names.head)
+    # The writer cleared the head's pageless mark first (a write of its own, as every writer
+    # does before its first page), wrote its page, and died before its head swap.
+    store.put(names.head, encode_head(dataclasses.replace(head, pageless=False)))
+    store.put(f"{names.pages}{head.salt:08x}-{int(time.time() * 1000):011x}-deadbeef", b"leftover")
     s.commit("one")
     repo.gc(ZERO)  # settles the session: its staged records are dropped
     assert _meta_objects(repo, stage) == []
