@@ -3,12 +3,12 @@ rows of the benchmarks), counted by SQLite's trace hook. Counts, not seconds: ea
 statement costs a few microseconds of the driver's Python and C, and each write
 transaction holds the database's write lock, which W6's writer processes queue for.
 
-The commit call's six writes (the final flush's registration, the seal, the fence, the
-branch swap, the record's finish, the drop of the staged records) are the protocol's, each
-still written; on SQLite the first two are one write transaction (`MetaStore.batch`) and
-the last four another, so two in all, and none follows the call in the background. What
-is pinned here is what each costs: a compare-and-swap is its conditional write (no read of
-the version first) and a guarded write reads its checks' versions in one SELECT."""
+The commit call's five writes (the final flush's registration, the seal, the fence, the
+branch swap, the record's finish) are the protocol's, each still written; on SQLite the
+first two are one write transaction (`MetaStore.batch`) and the last three another, so two
+in all. What is pinned here is what each costs: a compare-and-swap is its conditional
+write (no read of the version first) and a guarded write reads its checks' versions in
+one SELECT."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def statements(monkeypatch) -> Counter[str]:
     return counts
 
 
-def test_a_one_chunk_commit_call_runs_27_statements_on_sqlite(
+def test_a_one_chunk_commit_call_runs_23_statements_on_sqlite(
     tmp_path: Path, statements: Counter[str]
 ) -> None:
     repo = zl.Repo.create(tmp_path / "r")
@@ -58,49 +58,14 @@ def test_a_one_chunk_commit_call_runs_27_statements_on_sqlite(
         statements.clear()
         s.commit(f"chunk {i}")
         assert statements == {
-            "BEGIN": 2,  # the flush and the seal; the fence, the swap, the finish, the drop
+            "BEGIN": 2,  # the flush and the seal; the fence, the swap and the finish
             "COMMIT": 2,
             "UPDATE": 8,  # 5 version reservations, 3 compare-and-swaps
             "INSERT": 3,  # the flush's 2 staged records, the branch head
-            "DELETE": 2,  # the flush's marker, the staged records
-            "SELECT": 9,  # 6 reads, the branch swap's 3 checks in one, the drop's 2 scans
-            "PRAGMA": 1,  # the drop's incremental vacuum
+            "DELETE": 1,  # the flush's marker
+            "SELECT": 7,  # 6 reads, and the branch swap's 3 checks in one
         }, statements
         s.wait()
     head = zarr.open_array(repo.readonly_session().store, path="a")
     for i in range(3):
         np.testing.assert_array_equal(head[i], np.full((64, 64), i + 1, np.float32))
-
-
-def test_no_write_transaction_follows_a_commit_call_on_sqlite(tmp_path: Path, monkeypatch) -> None:
-    """The staged records go in the branch swap's transaction: a commit call and its
-    background work take SQLite's write lock twice in all, on any thread, and the records
-    are gone when the call returns."""
-    begins: list[str] = []
-    connect = SqliteMetaStore._connect
-
-    def traced(self: SqliteMetaStore) -> sqlite3.Connection:
-        conn = connect(self)
-        conn.set_trace_callback(lambda sql: begins.append(sql) if sql.startswith("BEGIN") else 0)
-        return conn
-
-    monkeypatch.setattr(SqliteMetaStore, "_connect", traced)
-    repo = zl.Repo.create(tmp_path / "r")
-    s = repo.create_session()
-    zarr.create_array(s.store, name="a", shape=(4, 8), chunks=(1, 8), dtype="i4")
-    s.commit("array")
-    s.wait()
-    ctx = repo._context
-    for i in range(2):
-        s = repo.create_session()
-        zarr.open_array(s.store, path="a")[i] = i + 1
-        s.wait()
-        assert list(ctx.meta.scan(ctx.stage_partition(s.id), limit=1))  # staged
-        begins.clear()
-        s.commit(f"row {i}")
-        assert not list(ctx.meta.scan(ctx.stage_partition(s.id), limit=1))  # at once
-        s.wait()
-        assert len(begins) == 2, begins
-    np.testing.assert_array_equal(
-        zarr.open_array(repo.readonly_session().store, path="a")[:2], [[1] * 8, [2] * 8]
-    )

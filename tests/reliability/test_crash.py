@@ -140,9 +140,6 @@ def test_crash_at_every_point(point, rebase, round_, store, tmp_path, figures, r
             np.testing.assert_array_equal(got[name], NEW[name])
         np.testing.assert_array_equal(got["other"], old["other"])
         assert fresh.log("main")[0].message == "interrupted"
-        if meta is None:  # on SQLite the staged records went in the swap's transaction
-            ctx = fresh._context
-            assert not list(ctx.meta.scan(ctx.stage_partition(sid), limit=1))
         return
     for name in ARRAYS:
         np.testing.assert_array_equal(got[name], old[name])

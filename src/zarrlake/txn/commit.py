@@ -59,7 +59,6 @@ class CommitHandle(Protocol):
 
     version: int | None
     allow_empty: bool
-    dropped: bool  # its staged records went in its commit's transaction (see drop_staged)
 
     def load(self) -> tuple[SessionRecord, int]:
         """Re-read the session record and its version from the metastore."""
@@ -586,8 +585,6 @@ def _run(
     def after_cas(commit_id: str) -> None:
         crashpoints.reached("after_branch_cas")
         finishing.append(ctx.records.later(partial(finish, commit_id=commit_id)))
-        if not ctx.meta.remote:  # in the swap's transaction: they die as the branch moves
-            txn.dropped = drop_staged(txn, commit_id)
 
     rules: list[CheckRule] = []
 
@@ -764,21 +761,6 @@ def _unseal(
             f"The commit's first step lost its reply and could not be undone ({again}); "
             "nothing was committed: commit again from this process once the metastore answers"
         )
-
-
-def drop_staged(txn: CommitHandle, commit_id: str) -> bool:
-    """On an embedded metastore, inside the branch swap's write transaction: tell gc which
-    chunk objects the session named and commit `commit_id` did not keep, and drop its
-    staged records, so they go with the swap (a rollback keeps them) and no third write
-    transaction follows the commit. False if that failed: the clean-up after the call
-    (Transaction.commit) does it again and reports the error to `wait`."""
-    assert txn.record is not None and txn.staging is not None
-    try:
-        register_staged(txn.ctx, txn.record.id, committed=commit_id)
-        txn.ctx.meta.drop_partition(txn.staging.partition)
-    except Exception:  # the commit landed: its clean-up's failure is not its own
-        return False
-    return True
 
 
 def abandon(txn: CommitHandle) -> None:

@@ -68,7 +68,6 @@ class Transaction:
         self.task_copy = False  # a copy a Dask task received: it finishes after each write
         self.within = 0  # `with session:` blocks this handle is in (they finish it instead)
         self.cleanup: Future[None] | None = None  # dropping the staged records after commit
-        self.dropped = False  # they went in the commit's own transaction (embedded metastore)
         self.writer = secrets.token_bytes(8)
         self.birth = Birth(ctx, record) if birth and record is not None else None
         self.staging = None
@@ -439,13 +438,9 @@ class Transaction:
         self.unfinished = policy
         self.allow_empty = allow_empty
         self.born()
-        self.dropped = False
         commit_id = committing.commit(self, message, on_conflict, metadata, unflushed)
         # From now on this handle reads the commit it made; its staged records are dead
-        # (the session refuses writes), so dropping them need not delay the caller: on an
-        # embedded metastore they went in the branch swap's transaction (a third write
-        # transaction would cost more than the writes), on a remote one they go now in
-        # the background.
+        # (the session refuses writes), so dropping them need not delay the caller.
         self.committed = commit_id
         assert self.writes is not None and self.staging is not None
         self.writes.stop()
@@ -453,11 +448,7 @@ class Transaction:
         self.release.detach()  # its writer has nothing left to finish
         self.view = self._view_of(commit_id)
         self.overlay = Overlay(self.ctx.objects, self.view, None)
-        if self.dropped:
-            self.staging.own.clear()  # (the records went with the commit)
-            self.staging.own_meta.clear()
-        else:
-            self.cleanup = self.ctx.objects.pool.submit(self._drop_staged, self.staging)
+        self.cleanup = self.ctx.objects.pool.submit(self._drop_staged, self.staging)
         return commit_id
 
     def _drop_staged(self, staging: Staging) -> None:
