@@ -80,41 +80,58 @@ class ManifestRange:
     def ref_at(self, i: int, stats: bool = True) -> ChunkRef:
         """The reference of the entry at position `i`, built from the columns (without its
         statistics unless `stats`: a read of the chunk's bytes never uses them)."""
-        return self.refs(slice(i, i + 1), stats)[0]
+        if stats and self.stored_stats is not None:
+            return self.refs(slice(i, i + 1))[0]
+        return self._ref(
+            self.kind.item(i),
+            self.digest[i].tobytes(),
+            self.offset.item(i),
+            self.length.item(i),
+            self.loc.item(i),
+            None,
+        )
 
     def refs(self, part: slice, stats: bool = True) -> list[ChunkRef]:
         """The references of the entries at positions `part`, built from the columns a
         column at a time (a shard's inner chunks are read together: `SnapshotView.inner`),
         with their statistics decoded unless not `stats`."""
         kinds = self.kind[part].tolist()
-        offsets = self.offset[part].tolist()
-        lengths = self.length[part].tolist()
-        locs = self.loc[part].tolist()
         digests = self.digest[part].tobytes()
         records = (
             self._stats_at(part).tolist()
             if stats and self.stored_stats is not None
             else [None] * len(kinds)
         )
-        out = []
-        for j, (k, off, length, loc, st) in enumerate(
-            zip(kinds, offsets, lengths, locs, records, strict=True)
-        ):
-            kind = RefKind(k)
-            inline = kind == RefKind.INLINE
-            out.append(
-                ChunkRef(
-                    kind=kind,
-                    digest=digests[32 * j : 32 * j + 32],
-                    length=length,
-                    offset=0 if inline else off,
-                    location=self.locations[loc] if loc >= 0 else None,
-                    data=self.inline[off : off + length].tobytes() if inline else None,
-                    identity=self.identities[loc] if loc >= 0 and self.identities else None,
-                    stats=stats_format.ChunkStats._make(st) if st and st[0] else None,
+        return [
+            self._ref(k, digests[32 * j : 32 * j + 32], off, length, loc, st)
+            for j, (k, off, length, loc, st) in enumerate(
+                zip(
+                    kinds,
+                    self.offset[part].tolist(),
+                    self.length[part].tolist(),
+                    self.loc[part].tolist(),
+                    records,
+                    strict=True,
                 )
             )
-        return out
+        ]
+
+    def _ref(
+        self, k: int, digest: bytes, off: int, length: int, loc: int, st: tuple | None
+    ) -> ChunkRef:
+        """One reference from its entry's column values (`st`: its statistics record)."""
+        kind = RefKind(k)
+        inline = kind == RefKind.INLINE
+        return ChunkRef(
+            kind=kind,
+            digest=digest,
+            length=length,
+            offset=0 if inline else off,
+            location=self.locations[loc] if loc >= 0 else None,
+            data=self.inline[off : off + length].tobytes() if inline else None,
+            identity=self.identities[loc] if loc >= 0 and self.identities else None,
+            stats=stats_format.ChunkStats._make(st) if st and st[0] else None,
+        )
 
     def _stats_at(self, part: slice) -> np.ndarray:
         """The statistics records at `part`, decoding no further than its end."""
