@@ -195,3 +195,19 @@ def test_a_few_writes_into_a_range_set_what_the_dict_holds(base: dict, writes: d
     assert as_dict(got) == expected
     oid, blob = got.encode()
     assert as_dict(ManifestRange.decode(oid, blob)) == expected
+
+
+@settings(max_examples=100, deadline=None)
+@given(ranges(), st.lists(st.sampled_from([*KEYS, b"a", b"a/c/9/99", b"b/c/0/0"]), max_size=6))
+def test_one_key_lookups_find_what_the_dict_holds(entries: dict, probes: list[bytes]) -> None:
+    """A lookup of one key (bisecting the key column, keys of several widths, probes that
+    sort before, between and after them) finds the reference the dict holds, built with or
+    without statistics; so does a key_slice over the same keys."""
+    r = build(entries)
+    for key in [*entries, *probes]:
+        want = entries.get(key)
+        assert r.get(key) == want
+        bare = r.get(key, stats=False)
+        assert bare == want and (bare is None or bare.stats is None)
+        part = r.key_slice(key, None)
+        assert [bytes(k) for k in r.keys[part]] == sorted(k for k in entries if k >= key)

@@ -67,7 +67,7 @@ def test_a_read_only_view_looks_a_chunk_up_once_per_read(tmp_path, monkeypatch) 
     looked: list[str] = []
     real = SnapshotView.get
     monkeypatch.setattr(
-        SnapshotView, "get", lambda self, key: looked.append(key) or real(self, key)
+        SnapshotView, "get", lambda self, key, **kw: looked.append(key) or real(self, key, **kw)
     )
     array = zarr.open_array(repo.readonly_session("main").store, path="a", mode="r")
     assert np.array_equal(array[5], values[5])

@@ -288,3 +288,24 @@ def test_a_commit_gathers_staged_records_as_stored(same_layout):
     assert back.stats is not None and back.stats.tobytes() == want.tobytes()
     head = back.stored_stats.head  # type: ignore[union-attr]
     assert not head.get("plain")  # compressed in the manifest
+
+
+def test_a_reference_for_reading_bytes_decodes_no_statistics(monkeypatch):
+    """A reference built for a read of the chunk's bytes (stats=False, as a read-only view
+    builds it) leaves the range's statistics as stored; asked with them, it decodes them."""
+    from zarrlake.format import statistics as sf
+
+    n = 50
+    rec = _records(n)
+    keys = [f"a/c/{i:04d}".encode() for i in range(n)]
+    written = ManifestRange.from_refs(keys, [ChunkRef.object(i.to_bytes(32), i) for i in range(n)])
+    written = ManifestRange(**{**written.__dict__, "stored_stats": rec})
+    r = ManifestRange.decode(*written.encode())
+    decoded: list[slice] = []
+    part = sf.Stored.part
+    monkeypatch.setattr(sf.Stored, "part", lambda self, p: decoded.append(p) or part(self, p))
+    bare = r.get(keys[7], stats=False)
+    assert bare == ChunkRef.object((7).to_bytes(32), 7) and bare.stats is None
+    assert decoded == []
+    assert r.get(keys[7]).stats == sf.at(rec, 7)
+    assert decoded == [slice(7, 8)]

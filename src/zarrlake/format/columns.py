@@ -40,7 +40,8 @@ def unpack(payload: bytes | memoryview, what: str) -> tuple[dict[str, Any], dict
     Raises CorruptionError naming `what` when the payload is truncated or malformed."""
     try:
         (hlen,) = _LEN.unpack_from(payload)
-        header = json.loads(bytes(payload[_LEN.size : _LEN.size + hlen]))
+        header = json.loads(str(payload[_LEN.size : _LEN.size + hlen], "utf-8"))  # (as text:
+        # json.loads of bytes first works out their encoding)
         base = _LEN.size + hlen
         columns = {}
         for name, dtype, shape, offset, nbytes in header["columns"]:

@@ -6,6 +6,7 @@ the ranges its changes fall into, so its cost does not grow with the number of c
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -71,57 +72,82 @@ class ManifestRange:
         return bytes(self.keys[0])
 
     def index(self, key: bytes) -> int:
-        """Position of `key`, or -1."""
-        i = int(np.searchsorted(self.keys, key))
+        """Position of `key`, or -1 (a bisection of the column: for one key it is several
+        times cheaper than numpy's `searchsorted`, which costs ~20 us at its first call)."""
+        i = bisect_left(self.keys, key)
         return i if i < len(self.keys) and self.keys[i] == key else -1
 
-    def ref_at(self, i: int) -> ChunkRef:
-        """The reference of the entry at position `i`, built from the columns."""
-        return self.refs(slice(i, i + 1))[0]
+    def ref_at(self, i: int, stats: bool = True) -> ChunkRef:
+        """The reference of the entry at position `i`, built from the columns (without its
+        statistics unless `stats`: a read of the chunk's bytes never uses them)."""
+        if stats and self.stored_stats is not None:
+            return self.refs(slice(i, i + 1))[0]
+        return self._ref(
+            self.kind.item(i),
+            self.digest[i].tobytes(),
+            self.offset.item(i),
+            self.length.item(i),
+            self.loc.item(i),
+            None,
+        )
 
-    def refs(self, part: slice) -> list[ChunkRef]:
+    def refs(self, part: slice, stats: bool = True) -> list[ChunkRef]:
         """The references of the entries at positions `part`, built from the columns a
-        column at a time (a shard's inner chunks are read together: `SnapshotView.inner`)."""
+        column at a time (a shard's inner chunks are read together: `SnapshotView.inner`),
+        with their statistics decoded unless not `stats`."""
         kinds = self.kind[part].tolist()
-        offsets = self.offset[part].tolist()
-        lengths = self.length[part].tolist()
-        locs = self.loc[part].tolist()
         digests = self.digest[part].tobytes()
-        stats = [None] * len(kinds) if self.stored_stats is None else self._stats_at(part).tolist()
-        out = []
-        for j, (k, off, length, loc, st) in enumerate(
-            zip(kinds, offsets, lengths, locs, stats, strict=True)
-        ):
-            kind = RefKind(k)
-            inline = kind == RefKind.INLINE
-            out.append(
-                ChunkRef(
-                    kind=kind,
-                    digest=digests[32 * j : 32 * j + 32],
-                    length=length,
-                    offset=0 if inline else off,
-                    location=self.locations[loc] if loc >= 0 else None,
-                    data=self.inline[off : off + length].tobytes() if inline else None,
-                    identity=self.identities[loc] if loc >= 0 and self.identities else None,
-                    stats=stats_format.ChunkStats._make(st) if st and st[0] else None,
+        records = (
+            self._stats_at(part).tolist()
+            if stats and self.stored_stats is not None
+            else [None] * len(kinds)
+        )
+        return [
+            self._ref(k, digests[32 * j : 32 * j + 32], off, length, loc, st)
+            for j, (k, off, length, loc, st) in enumerate(
+                zip(
+                    kinds,
+                    self.offset[part].tolist(),
+                    self.length[part].tolist(),
+                    self.loc[part].tolist(),
+                    records,
+                    strict=True,
                 )
             )
-        return out
+        ]
+
+    def _ref(
+        self, k: int, digest: bytes, off: int, length: int, loc: int, st: tuple | None
+    ) -> ChunkRef:
+        """One reference from its entry's column values (`st`: its statistics record)."""
+        kind = RefKind(k)
+        inline = kind == RefKind.INLINE
+        return ChunkRef(
+            kind=kind,
+            digest=digest,
+            length=length,
+            offset=0 if inline else off,
+            location=self.locations[loc] if loc >= 0 else None,
+            data=self.inline[off : off + length].tobytes() if inline else None,
+            identity=self.identities[loc] if loc >= 0 and self.identities else None,
+            stats=stats_format.ChunkStats._make(st) if st and st[0] else None,
+        )
 
     def _stats_at(self, part: slice) -> np.ndarray:
         """The statistics records at `part`, decoding no further than its end."""
         s = self.stored_stats
         return s.part(part) if isinstance(s, stats_format.Stored) else s[part]  # type: ignore[index]
 
-    def get(self, key: bytes) -> ChunkRef | None:
-        """The reference stored for `key`, or None when the range does not hold it."""
+    def get(self, key: bytes, stats: bool = True) -> ChunkRef | None:
+        """The reference stored for `key` (with its statistics if `stats`), or None when
+        the range does not hold it."""
         i = self.index(key)
-        return self.ref_at(i) if i >= 0 else None
+        return self.ref_at(i, stats) if i >= 0 else None
 
     def key_slice(self, start: bytes, stop: bytes | None) -> slice:
         """Positions of keys in [start, stop)."""
-        lo = int(np.searchsorted(self.keys, start))
-        hi = len(self.keys) if stop is None else int(np.searchsorted(self.keys, stop))
+        lo = bisect_left(self.keys, start)
+        hi = len(self.keys) if stop is None else bisect_left(self.keys, stop)
         return slice(lo, hi)
 
     def iter_keys(self, start: bytes = b"", stop: bytes | None = None) -> Iterator[bytes]:

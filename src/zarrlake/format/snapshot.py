@@ -7,6 +7,7 @@ the manifest ranges; the root holds each range's first key, entry count and obje
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -52,7 +53,7 @@ class RangeIndex:
         """Index of the range that holds (or would hold) `key`; -1 when there are none."""
         if not self.ids:
             return -1
-        return max(int(np.searchsorted(self.first_keys, key, side="right")) - 1, 0)
+        return max(bisect_right(self.first_keys, key) - 1, 0)  # (see ManifestRange.index)
 
     def total(self) -> int:
         """The number of chunk entries over all ranges."""
@@ -87,8 +88,8 @@ class SnapshotRoot:
         """Read back a snapshot root stored under `oid`, verifying its checksum."""
         payload = envelope.decode(envelope.KIND_SNAPSHOT, oid, data)
         meta, c = columns.unpack(payload, f"snapshot object {oid}")
-        offs = c["meta_offsets"]
+        offs = c["meta_offsets"].tolist()
         blob = c["meta_docs"].tobytes()
-        docs = {k: blob[int(offs[i]) : int(offs[i + 1])] for i, k in enumerate(meta["meta_keys"])}
+        docs = {k: blob[offs[i] : offs[i + 1]] for i, k in enumerate(meta["meta_keys"])}
         ranges = RangeIndex(c["range_first"], tuple(meta["range_ids"]), c["range_counts"])
         return cls(docs, ranges)

@@ -176,11 +176,12 @@ class Overlay:
 
     def whole(self, key: str) -> ChunkRef | None:
         """The entry stored under `key` itself (staged over base), or None."""
-        if self.staging is None:  # (a commit's entries never change)
+        if self.staging is None:  # (a commit's entries never change; a read-only view
+            # writes nothing, so it never needs the statistics a commit carries forward)
             last = self._last
             if last is not None and last[0] == key:
                 return last[1]
-            ref = self.view.get(key)
+            ref = self.view.get(key, stats=False)
             self._last = (key, ref)
             return ref
         staged, ref = self.staged(key)

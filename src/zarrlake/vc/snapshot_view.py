@@ -31,14 +31,16 @@ class SnapshotView:
         """The manifest range at position `i` of the root's range index."""
         return self.objects.read(ManifestRange, self.root.ranges.ids[i])
 
-    def get(self, key: str) -> ChunkRef | None:
-        """The reference stored for `key` in this snapshot, or None."""
+    def get(self, key: str, stats: bool = True) -> ChunkRef | None:
+        """The reference stored for `key` in this snapshot, or None; its statistics are
+        decoded only if `stats` (a read of the bytes leaves them: they cost more than the
+        rest of the reference)."""
         if is_meta_key(key):
             doc = self.root.meta.get(key)
             return self.objects.inline(doc) if doc is not None else None
         kb = key.encode()
         i = self.root.ranges.locate(kb)
-        return self.range(i).get(kb) if i >= 0 else None
+        return self.range(i).get(kb, stats) if i >= 0 else None
 
     def inner(self, shard_key: str) -> dict[str, ChunkRef]:
         """name -> reference of the inner-chunk entries of the shard `shard_key`."""
