@@ -178,47 +178,68 @@ def coop(repo: zl.Repo, j: Journal, rng: random.Random, stop: Path) -> None:
         j.line("C", s.id, "coop")
         racing = rounds % 2 == 0
         logs = [j.path.with_name(f"coop-{s.id}-{i}.stderr") for i in range(COOP_WORKERS)]
-        workers = []
-        for i, log in enumerate(logs):
-            with log.open("wb") as err:  # the child keeps its own descriptor
-                workers.append(
-                    subprocess.Popen(
-                        [
-                            *(sys.executable, "-m", "tests.reliability.kill_workers"),
-                            *("coop-worker", repo.spec.location, repo.spec.metastore or ""),
-                            *(s.id, str(i), *(["race"] if racing else [])),
-                        ],
-                        stdout=subprocess.PIPE,
-                        stderr=err,
-                    )
-                )
-        if racing:
-            _race(repo, j, rng, s, workers)
-            _failed_workers(j, s.id, workers, logs)
-            continue
-        victim = rng.choice(workers)
-        if rounds % 3 == 1:  # once it has flushed half its region: the rest is lost with it
-            assert victim.stdout is not None
-            victim.stdout.readline()
-            victim.kill()
-        elif rounds % 3 == 2:  # at any moment
-            time.sleep(rng.uniform(0.0, 1.5))  # when the kill lands, not synchronisation
-            victim.kill()
-        for w in workers:
-            w.communicate()
-        killed = [str(i) for i, w in enumerate(workers) if w.returncode == -9]
-        j.line("K", s.id, ",".join(killed) or "-")
-        _failed_workers(j, s.id, workers, logs)
-        j.op("commit")
+        workers: list[subprocess.Popen] = []
         try:
-            cid = s.commit()
-        except zl.UnfinishedWritersError:
-            choice = rng.choice(("discard", "include"))
-            j.line("U", s.id, choice)
-            cid = s.commit(unfinished=choice)
-        j.line("A", s.id, cid)
-        j.done()
-        repo.create_tag(f"coop-{s.id}", cid)
+            _coop_round(repo, j, rng, s, workers, logs, racing, rounds)
+        finally:  # an error in the round: none of its workers outlives it
+            for w in workers:
+                if w.poll() is None:
+                    w.kill()
+                    w.wait()
+
+
+def _coop_round(
+    repo: zl.Repo,
+    j: Journal,
+    rng: random.Random,
+    s: zl.Session,
+    workers: list[subprocess.Popen],
+    logs: list[Path],
+    racing: bool,
+    rounds: int,
+) -> None:
+    """One cooperative session: start its workers (into `workers`), kill one or race them,
+    commit."""
+    for i, log in enumerate(logs):
+        with log.open("wb") as err:  # the child keeps its own descriptor
+            workers.append(
+                subprocess.Popen(
+                    [
+                        *(sys.executable, "-m", "tests.reliability.kill_workers"),
+                        *("coop-worker", repo.spec.location, repo.spec.metastore or ""),
+                        *(s.id, str(i), *(["race"] if racing else [])),
+                    ],
+                    stdout=subprocess.PIPE,
+                    stderr=err,
+                )
+            )
+    if racing:
+        _race(repo, j, rng, s, workers)
+        _failed_workers(j, s.id, workers, logs)
+        return
+    victim = rng.choice(workers)
+    if rounds % 3 == 1:  # once it has flushed half its region: the rest is lost with it
+        assert victim.stdout is not None
+        victim.stdout.readline()
+        victim.kill()
+    elif rounds % 3 == 2:  # at any moment
+        time.sleep(rng.uniform(0.0, 1.5))  # when the kill lands, not synchronisation
+        victim.kill()
+    for w in workers:
+        w.communicate()
+    killed = [str(i) for i, w in enumerate(workers) if w.returncode == -9]
+    j.line("K", s.id, ",".join(killed) or "-")
+    _failed_workers(j, s.id, workers, logs)
+    j.op("commit")
+    try:
+        cid = s.commit()
+    except zl.UnfinishedWritersError:
+        choice = rng.choice(("discard", "include"))
+        j.line("U", s.id, choice)
+        cid = s.commit(unfinished=choice)
+    j.line("A", s.id, cid)
+    j.done()
+    repo.create_tag(f"coop-{s.id}", cid)
 
 
 def _failed_workers(j: Journal, sid: str, workers: list, logs: list[Path]) -> None:
