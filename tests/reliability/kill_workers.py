@@ -23,7 +23,8 @@ Each appends to its journal before and after every operation (`op <kind>` then `
 for every session it commits: `C <sid> <tag>` before, `A <sid> <cid>` when acknowledged,
 `F <sid>` when it certainly failed (a conflict); a cooperative session adds
 `K <sid> <killed workers>`, `X <sid> <worker> <exit code> <stderr file>` for each worker
-that exited with an error (its stderr kept in that file beside the journal) and, when
+that exited with an error or hung (code `hung`: still running HANG seconds after its driver
+waited; its stderr kept in that file beside the journal) and, when
 refused, `U <sid> <choice>`. The supervisor reads the
 journals to know what a process was doing when it killed it, and the checker to know what
 was acknowledged. Lines are written with one os.write each, so a SIGKILL never leaves half
@@ -226,7 +227,7 @@ def _coop_round(
         time.sleep(rng.uniform(0.0, 1.5))  # when the kill lands, not synchronisation
         victim.kill()
     for w in workers:
-        w.communicate()
+        _communicate(w)
     killed = [str(i) for i, w in enumerate(workers) if w.returncode == -9]
     j.line("K", s.id, ",".join(killed) or "-")
     _failed_workers(j, s.id, workers, logs)
@@ -242,13 +243,31 @@ def _coop_round(
     repo.create_tag(f"coop-{s.id}", cid)
 
 
+HANG = 120.0
+"""Seconds a cooperative worker may take to end once its driver waits for it: a worker
+still running then is hung (it writes 4 or 40 small rows), SIGKILLed and reported."""
+_HUNG: set[subprocess.Popen] = set()
+
+
+def _communicate(w: subprocess.Popen) -> bytes:
+    """The worker's stdout once it ended; a worker hung for HANG seconds is SIGKILLed and
+    noted in _HUNG (journalled as `X <sid> <worker> hung`, never taken for one killed)."""
+    try:
+        out, _ = w.communicate(timeout=HANG)
+    except subprocess.TimeoutExpired:
+        _HUNG.add(w)
+        w.kill()
+        out, _ = w.communicate()
+    return out or b""
+
+
 def _failed_workers(j: Journal, sid: str, workers: list, logs: list[Path]) -> None:
     """Journal `X <sid> <worker> <exit code> <stderr file>` for each worker that exited with
     an error (neither ended normally nor SIGKILLed), so the checker never takes it for one
     that ended normally; the stderr files of the others are dropped."""
     for i, (w, log) in enumerate(zip(workers, logs, strict=True)):
-        if w.returncode not in (0, -9):
-            j.line("X", sid, i, w.returncode, log)
+        if w.returncode not in (0, -9) or w in _HUNG:
+            j.line("X", sid, i, "hung" if w in _HUNG else w.returncode, log)
         else:
             log.unlink(missing_ok=True)
 
@@ -265,8 +284,7 @@ def _race(repo: zl.Repo, j: Journal, rng: random.Random, s: zl.Session, workers:
     with contextlib.suppress(zl.ConflictError, SessionClosedError):
         cid = s.commit(unflushed="discard", unfinished="include", allow_empty=True)
     for w in workers:
-        out, _ = w.communicate()
-        lines += out.decode().splitlines()
+        lines += _communicate(w).decode().splitlines()
     for line in lines:
         if line.startswith("ACK "):
             j.line("W", s.id, *line.split()[1:])
