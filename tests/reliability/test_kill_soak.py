@@ -24,7 +24,12 @@ leases recovered:
 `test_kill_soak_catches_a_planted_bug` runs the soak with a planted bug on SQLite and
 requires these checks to fail: a branch moved without compare-and-swap (committers stopped
 while they hold their turn let others go on without one), and a commit gathering before it
-seals (workers racing the commit).
+seals (workers racing the commit), each with its own symptom, round after round (a fresh
+repository each) until caught, within PLANTED_ROUNDS rounds.
+
+Every worker runs in a process group of its own, and is SIGKILLed with its group (the
+cooperative workers a `coop` driver started), by its PID before it is reaped: no process
+outlives the soak, whatever path ends it.
 
 Small here; ZARRLAKE_SOAK=1 (make soak) runs 10,000 transactions and 120 kills per backend.
 """
