@@ -33,7 +33,8 @@ counts as unknown.
 
 Run as a module: python -m tests.reliability.kill_workers KIND LOCATION METASTORE JOURNAL SEED STOP
 (env KILL_SOAK_STORAGE: the repository's storage options as JSON; ZARRLAKE_PLANTED: a
-planted bug of `tests.simulator.planted` to run with, for the soak's own test)
+planted bug of `tests.simulator.planted` to run with, for the soak's own test;
+KILL_SOAK_ALWAYS_RACE: every cooperative round races its commit, not every other one)
 """
 
 from __future__ import annotations
@@ -177,7 +178,7 @@ def coop(repo: zl.Repo, j: Journal, rng: random.Random, stop: Path) -> None:
         rounds += 1
         s = repo.create_session("coop", message="coop")
         j.line("C", s.id, "coop")
-        racing = rounds % 2 == 0
+        racing = rounds % 2 == 0 or bool(os.environ.get("KILL_SOAK_ALWAYS_RACE"))
         logs = [j.path.with_name(f"coop-{s.id}-{i}.stderr") for i in range(COOP_WORKERS)]
         workers: list[subprocess.Popen] = []
         try:

@@ -138,8 +138,11 @@ def _start(w: Worker, where: Target, stop: Path, seed: int) -> None:
     env.pop("ZARRLAKE_CRASH_AT", None)
     env["KILL_SOAK_STORAGE"] = json.dumps(where.options)
     env.pop("ZARRLAKE_PLANTED", None)
+    env.pop("KILL_SOAK_ALWAYS_RACE", None)
     if where.planted:
         env["ZARRLAKE_PLANTED"] = where.planted
+    if where.planted in RACING_BUGS:  # its window is only in a racing round: race each one
+        env["KILL_SOAK_ALWAYS_RACE"] = "1"
     if w.crash_at:
         env["ZARRLAKE_CRASH_AT"] = w.crash_at
     w.proc = subprocess.Popen(
@@ -554,8 +557,11 @@ SYMPTOMS = {
 }
 """What the checks say when they catch each planted bug (a lost update shows as counters
 short of their increments: the assertion's `(counters, increments)`)."""
-PLANTED_ROUNDS = 8
-PLANTED_BUDGET = 900.0
+RACING_BUGS = {"gather_before_seal"}
+"""Planted bugs only a cooperative round racing its commit can show: with one planted,
+every cooperative round races (not every other one)."""
+PLANTED_ROUNDS = 20
+PLANTED_BUDGET = 600.0
 """A planted bug's soak runs round after round (each a fresh repository) until its checks
 fail: at most PLANTED_ROUNDS rounds, none begun after PLANTED_BUDGET seconds. Whether one
 round of SMALL meets the bug is chance."""
