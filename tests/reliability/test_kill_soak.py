@@ -76,8 +76,8 @@ TXNS = size(80, 10_000)
 KILLS = size(8, 120)
 COOPS = size(3, 100)  # cooperative sessions acknowledged
 SMALL = (80, 8, 3)
-"""(transactions, kills, cooperative commits) of a soak with a planted bug, in `make soak`
-too: it is caught well within them."""
+"""(transactions, kills, cooperative commits) of one round of a soak with a planted bug, in
+`make soak` too: rounds are run until it is caught (PLANTED_ROUNDS)."""
 WORKERS = {"txn": 4, "merge": 1, "gc": 1, "expire": 1, "coop": 1}
 CATEGORIES = ("commit", "merge", "gc", "expire")
 CRASH_POINTS = {
