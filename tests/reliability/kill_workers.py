@@ -23,8 +23,8 @@ Each appends to its journal before and after every operation (`op <kind>` then `
 for every session it commits: `C <sid> <tag>` before, `A <sid> <cid>` when acknowledged,
 `F <sid>` when it certainly failed (a conflict); a cooperative session adds
 `K <sid> <killed workers>`, `X <sid> <worker> <exit code> <stderr file>` for each worker
-that exited with an error or hung (code `hung`: still running HANG seconds after its driver
-waited; its stderr kept in that file beside the journal) and, when
+that exited with an error (its stderr kept in that file beside the journal), `H <sid>
+<worker>` for each it SIGKILLed as hung (HANG) and, when
 refused, `U <sid> <choice>`. The supervisor reads the
 journals to know what a process was doing when it killed it, and the checker to know what
 was acknowledged. Lines are written with one os.write each, so a SIGKILL never leaves half
@@ -244,15 +244,18 @@ def _coop_round(
     repo.create_tag(f"coop-{s.id}", cid)
 
 
-HANG = 120.0
+HANG = 60.0
 """Seconds a cooperative worker may take to end once its driver waits for it: a worker
-still running then is hung (it writes 4 or 40 small rows), SIGKILLed and reported."""
+still running then is hung (it writes 4 or 40 small rows), SIGKILLed and journalled
+(`H <sid> <worker>`); the checks take it for a killed worker, which it then is. (Seen: a
+racing worker deadlocked at interpreter exit, its writer's finish re-entered from a
+finalizer while it held the flush lock; left alone it outlived the soak.)"""
 _HUNG: set[subprocess.Popen] = set()
 
 
 def _communicate(w: subprocess.Popen) -> bytes:
     """The worker's stdout once it ended; a worker hung for HANG seconds is SIGKILLed and
-    noted in _HUNG (journalled as `X <sid> <worker> hung`, never taken for one killed)."""
+    noted in _HUNG (journalled as `H <sid> <worker>`)."""
     try:
         out, _ = w.communicate(timeout=HANG)
     except subprocess.TimeoutExpired:
@@ -267,8 +270,10 @@ def _failed_workers(j: Journal, sid: str, workers: list, logs: list[Path]) -> No
     an error (neither ended normally nor SIGKILLed), so the checker never takes it for one
     that ended normally; the stderr files of the others are dropped."""
     for i, (w, log) in enumerate(zip(workers, logs, strict=True)):
-        if w.returncode not in (0, -9) or w in _HUNG:
-            j.line("X", sid, i, "hung" if w in _HUNG else w.returncode, log)
+        if w in _HUNG:
+            j.line("H", sid, i)
+        if w.returncode not in (0, -9):
+            j.line("X", sid, i, w.returncode, log)
         else:
             log.unlink(missing_ok=True)
 

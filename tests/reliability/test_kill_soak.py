@@ -350,6 +350,8 @@ def check(
             elif kind == "X":
                 sid, worker, code, log = rest.split(" ", 3)
                 errored.setdefault(sid, {})[int(worker)] = (code, log)
+            elif kind == "H":
+                figures[f"kill soak ({backend}): cooperative workers hung at exit, SIGKILLed"] += 1
             elif kind == "W":
                 sid, key, value = rest.split(" ")
                 raced.setdefault(sid, []).append((key, bytes.fromhex(value)))
