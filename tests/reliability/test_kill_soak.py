@@ -523,8 +523,8 @@ def _target(backend: str, tmp_path: Path, request, planted: str | None = None) -
             name, shape=(n,), chunks=(chunk,), dtype="<i8", fill_value=0, compressors=None
         )
     s.commit("side, coop and blobs arrays")
-    repo.create_branch("dev", "main")
-    repo.create_branch("coop", "main")
+    repo.create_branch("dev", at="main")
+    repo.create_branch("coop", at="main")
     repo.close()
     return Target(location, metastore, options, planted)
 
