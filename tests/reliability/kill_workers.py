@@ -23,7 +23,8 @@ Each appends to its journal before and after every operation (`op <kind>` then `
 for every session it commits: `C <sid> <tag>` before, `A <sid> <cid>` when acknowledged,
 `F <sid>` when it certainly failed (a conflict); a cooperative session adds
 `K <sid> <killed workers>`, `X <sid> <worker> <exit code> <stderr file>` for each worker
-that exited with an error (its stderr kept in that file beside the journal) and, when
+that exited with an error (its stderr kept in that file beside the journal), `H <sid>
+<worker>` for each it SIGKILLed as hung (HANG) and, when
 refused, `U <sid> <choice>`. The supervisor reads the
 journals to know what a process was doing when it killed it, and the checker to know what
 was acknowledged. Lines are written with one os.write each, so a SIGKILL never leaves half
@@ -32,7 +33,8 @@ counts as unknown.
 
 Run as a module: python -m tests.reliability.kill_workers KIND LOCATION METASTORE JOURNAL SEED STOP
 (env KILL_SOAK_STORAGE: the repository's storage options as JSON; ZARRLAKE_PLANTED: a
-planted bug of `tests.simulator.planted` to run with, for the soak's own test)
+planted bug of `tests.simulator.planted` to run with, for the soak's own test;
+KILL_SOAK_ALWAYS_RACE: every cooperative round races its commit, not every other one)
 """
 
 from __future__ import annotations
@@ -176,49 +178,91 @@ def coop(repo: zl.Repo, j: Journal, rng: random.Random, stop: Path) -> None:
         rounds += 1
         s = repo.create_session("coop", message="coop")
         j.line("C", s.id, "coop")
-        racing = rounds % 2 == 0
+        racing = rounds % 2 == 0 or bool(os.environ.get("KILL_SOAK_ALWAYS_RACE"))
         logs = [j.path.with_name(f"coop-{s.id}-{i}.stderr") for i in range(COOP_WORKERS)]
-        workers = []
-        for i, log in enumerate(logs):
-            with log.open("wb") as err:  # the child keeps its own descriptor
-                workers.append(
-                    subprocess.Popen(
-                        [
-                            *(sys.executable, "-m", "tests.reliability.kill_workers"),
-                            *("coop-worker", repo.spec.location, repo.spec.metastore or ""),
-                            *(s.id, str(i), *(["race"] if racing else [])),
-                        ],
-                        stdout=subprocess.PIPE,
-                        stderr=err,
-                    )
-                )
-        if racing:
-            _race(repo, j, rng, s, workers)
-            _failed_workers(j, s.id, workers, logs)
-            continue
-        victim = rng.choice(workers)
-        if rounds % 3 == 1:  # once it has flushed half its region: the rest is lost with it
-            assert victim.stdout is not None
-            victim.stdout.readline()
-            victim.kill()
-        elif rounds % 3 == 2:  # at any moment
-            time.sleep(rng.uniform(0.0, 1.5))  # when the kill lands, not synchronisation
-            victim.kill()
-        for w in workers:
-            w.communicate()
-        killed = [str(i) for i, w in enumerate(workers) if w.returncode == -9]
-        j.line("K", s.id, ",".join(killed) or "-")
-        _failed_workers(j, s.id, workers, logs)
-        j.op("commit")
+        workers: list[subprocess.Popen] = []
         try:
-            cid = s.commit()
-        except zl.UnfinishedWritersError:
-            choice = rng.choice(("discard", "include"))
-            j.line("U", s.id, choice)
-            cid = s.commit(unfinished=choice)
-        j.line("A", s.id, cid)
-        j.done()
-        repo.create_tag(f"coop-{s.id}", cid)
+            _coop_round(repo, j, rng, s, workers, logs, racing, rounds)
+        finally:  # an error in the round: none of its workers outlives it
+            for w in workers:
+                if w.poll() is None:
+                    w.kill()
+                    w.wait()
+
+
+def _coop_round(
+    repo: zl.Repo,
+    j: Journal,
+    rng: random.Random,
+    s: zl.Session,
+    workers: list[subprocess.Popen],
+    logs: list[Path],
+    racing: bool,
+    rounds: int,
+) -> None:
+    """One cooperative session: start its workers (into `workers`), kill one or race them,
+    commit."""
+    for i, log in enumerate(logs):
+        with log.open("wb") as err:  # the child keeps its own descriptor
+            workers.append(
+                subprocess.Popen(
+                    [
+                        *(sys.executable, "-m", "tests.reliability.kill_workers"),
+                        *("coop-worker", repo.spec.location, repo.spec.metastore or ""),
+                        *(s.id, str(i), *(["race"] if racing else [])),
+                    ],
+                    stdout=subprocess.PIPE,
+                    stderr=err,
+                )
+            )
+    if racing:
+        _race(repo, j, rng, s, workers)
+        _failed_workers(j, s.id, workers, logs)
+        return
+    victim = rng.choice(workers)
+    if rounds % 3 == 1:  # once it has flushed half its region: the rest is lost with it
+        assert victim.stdout is not None
+        victim.stdout.readline()
+        victim.kill()
+    elif rounds % 3 == 2:  # at any moment
+        time.sleep(rng.uniform(0.0, 1.5))  # when the kill lands, not synchronisation
+        victim.kill()
+    for w in workers:
+        _communicate(w)
+    killed = [str(i) for i, w in enumerate(workers) if w.returncode == -9]
+    j.line("K", s.id, ",".join(killed) or "-")
+    _failed_workers(j, s.id, workers, logs)
+    j.op("commit")
+    try:
+        cid = s.commit()
+    except zl.UnfinishedWritersError:
+        choice = rng.choice(("discard", "include"))
+        j.line("U", s.id, choice)
+        cid = s.commit(unfinished=choice)
+    j.line("A", s.id, cid)
+    j.done()
+    repo.create_tag(f"coop-{s.id}", cid)
+
+
+HANG = 60.0
+"""Seconds a cooperative worker may take to end once its driver waits for it: a worker
+still running then is hung (it writes 4 or 40 small rows), SIGKILLed and journalled
+(`H <sid> <worker>`); the checks take it for a killed worker, which it then is. (Seen: a
+racing worker deadlocked at interpreter exit, its writer's finish re-entered from a
+finalizer while it held the flush lock; left alone it outlived the soak.)"""
+_HUNG: set[subprocess.Popen] = set()
+
+
+def _communicate(w: subprocess.Popen) -> bytes:
+    """The worker's stdout once it ended; a worker hung for HANG seconds is SIGKILLed and
+    noted in _HUNG (journalled as `H <sid> <worker>`)."""
+    try:
+        out, _ = w.communicate(timeout=HANG)
+    except subprocess.TimeoutExpired:
+        _HUNG.add(w)
+        w.kill()
+        out, _ = w.communicate()
+    return out or b""
 
 
 def _failed_workers(j: Journal, sid: str, workers: list, logs: list[Path]) -> None:
@@ -226,6 +270,8 @@ def _failed_workers(j: Journal, sid: str, workers: list, logs: list[Path]) -> No
     an error (neither ended normally nor SIGKILLed), so the checker never takes it for one
     that ended normally; the stderr files of the others are dropped."""
     for i, (w, log) in enumerate(zip(workers, logs, strict=True)):
+        if w in _HUNG:
+            j.line("H", sid, i)
         if w.returncode not in (0, -9):
             j.line("X", sid, i, w.returncode, log)
         else:
@@ -244,8 +290,7 @@ def _race(repo: zl.Repo, j: Journal, rng: random.Random, s: zl.Session, workers:
     with contextlib.suppress(zl.ConflictError, SessionClosedError):
         cid = s.commit(unflushed="discard", unfinished="include", allow_empty=True)
     for w in workers:
-        out, _ = w.communicate()
-        lines += out.decode().splitlines()
+        lines += _communicate(w).decode().splitlines()
     for line in lines:
         if line.startswith("ACK "):
             j.line("W", s.id, *line.split()[1:])
