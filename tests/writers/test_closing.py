@@ -186,3 +186,50 @@ def test_a_worker_whose_exit_meets_another_thread_s_call_still_finishes(here):
     assert len(e.value.workers) == 1 and f"pid {sibling.pid}" in e.value.workers[0]
     s.commit(unfinished="discard")
     assert rows_at(repo) == [0, 1, 2, 3]
+
+
+EXIT_WITH_A_COLLECTED_HANDLE = """
+import os, threading
+from zarrlake.txn import writers
+
+flush = threading.Lock()  # a flush's lock, not reentrant
+done = []
+
+class Collected:  # a handle whose finalizer runs in the middle of another's flush
+    pid = os.getpid()
+
+    def release(self):
+        with flush:
+            done.append("collected")
+
+class Live:
+    pid = os.getpid()
+
+    def release(self):
+        with flush:
+            writers.release_later(Collected())
+        done.append("live")
+
+def no_thread(self):  # as at interpreter shutdown
+    raise RuntimeError("can't create new thread at interpreter shutdown")
+
+live = Live()
+writers.track(live)
+threading.Thread.start = no_thread
+writers.finish_all()
+print(done)
+"""
+
+
+def test_a_handle_collected_inside_a_release_at_shutdown_is_released_after_it():
+    """At interpreter shutdown no thread starts, so process exit finishes its writers on
+    its own thread; a handle collected in the middle of one's flush waits for that flush
+    instead of taking its lock again (it hung the process forever)."""
+    run = subprocess.run(
+        [sys.executable, "-c", EXIT_WITH_A_COLLECTED_HANDLE],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "['live', 'collected']"

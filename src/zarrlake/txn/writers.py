@@ -111,10 +111,35 @@ def release_later(handle: Finishing) -> None:
                 threading.Thread(target=_release_loop, name="zarrlake-release", daemon=True).start()
                 _RELEASER[0] = os.getpid()
             except RuntimeError:  # interpreter shutdown: no other thread holds a lock now
-                while not _RELEASES.empty():
-                    _RELEASES.get().release()
+                if not getattr(_INLINE, "active", False):
+                    _release_inline(())
     finally:
         _STARTING.release()
+
+
+_INLINE = threading.local()  # `active` while a thread runs `_release_inline`
+
+
+def _release_inline(handles: Iterable[Finishing]) -> list[str]:
+    """Release `handles`, then every collected one queued meanwhile, on this thread (at
+    interpreter shutdown, where no thread can start); return what went wrong. A handle
+    collected in the middle of a release (a finalizer run inside a flush, whose lock this
+    thread holds) stays queued until that release is done: released there, it would wait
+    for that lock forever."""
+    _INLINE.active = True
+    failures: list[str] = []
+    try:
+        for handle in handles:
+            failure = handle.release()
+            if failure is not None:
+                failures.append(failure)
+        while True:
+            try:
+                _RELEASES.get_nowait().release()
+            except queue.Empty:
+                return failures
+    finally:
+        _INLINE.active = False
 
 
 def _release_loop() -> None:
@@ -216,10 +241,7 @@ def finish_all() -> None:
     failures: list[str] = []
 
     def run() -> None:
-        for handle in handles:
-            failure = handle.release()
-            if failure is not None:
-                failures.append(failure)
+        failures.extend(_release_inline(handles))
         done.set()
 
     try:
