@@ -80,11 +80,6 @@ def _session_classes() -> tuple[type[Session], type[Transaction]]:
     return load("zarrlake.session").Session, load("zarrlake.txn.transaction").Transaction
 
 
-def _plain_name(ref: object) -> bool:
-    """Whether `ref` may name a branch as it is: a name, not a ref expression (main~3)."""
-    return isinstance(ref, str) and 0 < len(ref) <= 255 and "~" not in ref and "^" not in ref
-
-
 def _flush_later(handles: weakref.WeakSet[Any]) -> None:
     """`flush_each_later` of the handles a collected Repo opened, if it opened any (the
     write path, and its modules, load with the first handle)."""
@@ -344,11 +339,11 @@ class Repo:
         ExpiredHistoryError
             If the history the expression walks was dropped by `expire`.
         """
-        if as_of is None and _plain_name(ref):  # a branch: resolve_ref's first look, made
+        if as_of is None and isinstance(ref, str) and ref:  # resolve_ref's first look, made
             # without loading ref expressions (a new process reading `main` needs none)
-            head = self._ctx.refs.get(BRANCH, ref)
-            if head is not None:
-                return head[0]
+            named = self._ctx.refs.named(ref)
+            if named is not None:
+                return named
         from zarrlake.vc.refexpr import commit_as_of, resolve_ref
 
         commit_id = resolve_ref(self._ctx.refs, self._ctx.objects, ref)

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from zarrlake.errors import ExpiredHistoryError, InvalidInputError, RefNotFoundError
 from zarrlake.format.envelope import ID_LENGTH
 from zarrlake.vc.objects import Objects
-from zarrlake.vc.refs import BRANCH, TAG, Refs
+from zarrlake.vc.refs import Refs
 
 _STEP = r"([~^])(\d*)"
 """One step of an expression (compiled on first use: most refs are plain names)."""
@@ -166,11 +166,9 @@ def resolve_ref(refs: Refs, objects: Objects, ref: str) -> str:
         raise InvalidInputError(f"a ref must be a non-empty string, not {ref!r}")
     if "~" in ref or "^" in ref:  # main~3, main^2
         return resolve_expr(ref, lambda name: resolve_ref(refs, objects, name), objects)
-    if len(ref) <= 255:
-        for kind in (BRANCH, TAG):
-            got = refs.get(kind, ref)
-            if got is not None:
-                return got[0]
+    named = refs.named(ref)
+    if named is not None:
+        return named
     if 4 <= len(ref) <= ID_LENGTH and all(c in "0123456789abcdef" for c in ref):
         if len(ref) == ID_LENGTH:
             if objects.has_commit(ref):

@@ -140,6 +140,18 @@ class Refs:
             return self._branch(name, got)
         return None if got is None else (self._commit(got[0]), got[1])
 
+    def named(self, ref: str) -> str | None:
+        """The commit a branch, else a tag, named `ref` points at; None if `ref` is no
+        such name (an expression like main~3, a commit id, nothing): ref resolution's
+        first look, cheap enough for a new process's first read."""
+        if len(ref) > 255 or "~" in ref or "^" in ref:
+            return None
+        for kind in (BRANCH, TAG):
+            got = self.get(kind, ref)
+            if got is not None:
+                return got[0]
+        return None
+
     def look(
         self,
         branch: str,
