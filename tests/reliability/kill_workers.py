@@ -247,9 +247,9 @@ def _coop_round(
 HANG = 60.0
 """Seconds a cooperative worker may take to end once its driver waits for it: a worker
 still running then is hung (it writes 4 or 40 small rows), SIGKILLed and journalled
-(`H <sid> <worker>`); the checks take it for a killed worker, which it then is. (Seen: a
-racing worker deadlocked at interpreter exit, its writer's finish re-entered from a
-finalizer while it held the flush lock; left alone it outlived the soak.)"""
+(`H <sid> <worker>`), and the check fails the soak: a process that does not exit is a bug
+(seen once: a racing worker deadlocked at interpreter exit, its writer's finish re-entered
+from a finalizer while it held the flush lock; fixed in `txn/writers.py`)."""
 _HUNG: set[subprocess.Popen] = set()
 
 
