@@ -217,3 +217,46 @@ def test_the_fence_is_one_head_write_and_only_for_an_old_leftover():
     assert counts == [1, 2, 1]
     for tag in (b"a", b"b", b"c", b"d"):
         assert len(list(meta.scan(P, prefix=tag))) == 100
+
+
+@pytest.mark.parametrize("where", ["memory", "s3"])
+def test_a_resend_after_a_lost_reply_loses_to_the_fence(where, request):
+    """The writer's head swap fails before it ran (a 503); it reads the head back, finds it
+    unchanged, and sends the same bytes again on the same condition. Just before that
+    resend, a sweep that stalled after its own flush runs (the writer's page looks a day
+    old: the service's clock stepped back): it fences, then deletes the page. The resend
+    is refused, the writer does not find its id in the head, plans again with new pages,
+    and nothing is lost (without the fence the resend landed naming the deleted page)."""
+    if where == "s3":
+        location, options = request.getfixturevalue("s3_location")
+    else:
+        location, options = f"memory://sweep-resend-{uuid.uuid4().hex}", {}
+    service = Service(open_storage(location, retry_policy=None, **options))
+    sweeper_io, writer_io = Client(service), Client(service)
+    sweeper = BucketMetaStore(sweeper_io, f"bucket+{location}")
+    writer = BucketMetaStore(writer_io, f"bucket+{location}")
+    names = Names(P)
+    spill(sweeper, b"a")
+    assert writer.get(P, b"a00000") is not None  # it holds the head it plans on
+    service.step(-DAY)
+    swaps: list[str] = []
+
+    def hook(when: str, op: str, key: str) -> None:
+        if (when, op, key) != ("before", "put_if", names.head):
+            return
+        swaps.append(key)
+        if len(swaps) == 1:
+            raise TransientError("injected: 503, the head swap did not run")
+        if len(swaps) == 2:  # the resend: the stalled sweep runs first
+            sweeper._sweep(names, set(), dead_salt=None)
+
+    writer_io.hooks.append(hook)
+    spill(writer, b"c")
+    assert len(swaps) == 3, "the resend was not refused and planned again"
+    clean = BucketMetaStore.open(location, options)
+    head = decode_head(clean.store.get(names.head), names.head)
+    stored = set(clean.store.list(names.pages))
+    assert [p.id for run in head.runs for p in run.pages if names.page(p.id) not in stored] == []
+    for tag in (b"a", b"c"):
+        got = {k: v for k, v, _ in clean.scan(P, prefix=tag)}
+        assert got == {tag + b"%05d" % i: tag * 1000 for i in range(100)}
