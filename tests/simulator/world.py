@@ -261,7 +261,12 @@ class World:
         self.refs_moved = False
         self.page_writers: dict[str, str] = {}  # bucket metastore page -> who wrote it
         self.pages_named: set[str] = set()  # pages some head has named
-        self.pages_deleted: list[tuple[str, str, float | None]] = []  # (page, by, written)
+        self.pages_deleted: list[tuple[str, str, float | None, bool]] = []
+        """(page, by, last written, whether its partition's head changed since the page was
+        first written)"""
+        self.page_first: dict[str, int] = {}  # page -> `changes` when it first landed
+        self.head_changed: dict[str, int] = {}  # partition -> `changes` at its head's last
+        self.changes = 0  # writes of bucket metastore heads and pages, counted
         self.pages_changed: set[str] = (
             set()
         )  # bucket metastore partitions whose head or pages changed
@@ -333,10 +338,14 @@ class World:
         op, _, rest = what.partition(" ")
         if op == "put_if" and rest.startswith(META_ROOT):
             self.pages_changed.add(rest.rsplit("/head", 1)[0])
+            self.changes += 1
+            self.head_changed[rest.rsplit("/head", 1)[0]] = self.changes
             if rest.endswith("refs/head"):  # a bucket metastore's refs moved (it may crash
                 self.refs_moved = True  # before its meta.set_if returns)
         elif op == "put" and rest.startswith(META_ROOT) and "/pages/" in rest:
             self.page_writers[rest] = actor.name
+            self.changes += 1
+            self.page_first.setdefault(rest, self.changes)
         elif op in META_WRITES:
             if rest.startswith("refs"):
                 self.refs_moved = True
@@ -379,9 +388,14 @@ class World:
         written at `born` by the service's clock."""
         actor = self.sched.sender or (self.sched._me() if self.sched.inside() else None)
         if key.startswith(META_ROOT):
-            self.pages_changed.add(key.split("/pages/")[0].split("/head")[0])
-            if "/pages/" in key and actor is not None:
-                self.pages_deleted.append((key, actor.name, born))
+            base = key.split("/pages/")[0].split("/head")[0]
+            self.pages_changed.add(base)
+            self.changes += 1
+            if key.endswith("/head"):
+                self.head_changed[base] = self.changes
+            elif "/pages/" in key and actor is not None:
+                fenced = self.head_changed.get(base, 0) > self.page_first.get(key, self.changes)
+                self.pages_deleted.append((key, actor.name, born, fenced))
             return
         assert actor is not None, f"{key} deleted outside any actor"
         if key.startswith(PROBE):  # a sweep's check that the store honours If-Match
@@ -473,13 +487,19 @@ class World:
                             f"the bucket metastore page {page.id} of {base} is gone, but "
                             "the partition's head names it (a page deleted while in use)"
                         )
-        for key, by, born in deleted:
-            self.check_page_delete(key, by, born, heads.get(key.split("/pages/")[0]))
+        for key, by, born, fenced in deleted:
+            self.check_page_delete(key, by, born, fenced, heads.get(key.split("/pages/")[0]))
 
-    def check_page_delete(self, key: str, by: str, born: float | None, head) -> None:
+    def check_page_delete(
+        self, key: str, by: str, born: float | None, fenced: bool, head: Any
+    ) -> None:
         """A page no head ever named, deleted by another process than the one writing it,
-        must be a leftover: older than the sweep's grace by the service's clock (or of a
-        dropped incarnation of the partition)."""
+        must be a leftover: a page whose write can no longer land. That holds once its
+        partition's head changed after the page was first written (the write that would
+        name it is conditional on a head read before that, and a head's ETag never comes
+        back), or when it is a dropped incarnation's. Its age is no proof: a service's
+        clock may step, and a writer that stalled may write the page again (the same bytes)
+        after the sweep judged it."""
         self.model.counts["metastore page deletions checked"] += 1
         writer = self.page_writers.get(key)
         if writer is None or writer == by or key in self.pages_named or born is None:
@@ -487,12 +507,11 @@ class World:
         salt = key.split("/pages/")[1].split("-")[0]
         if head is None or f"{head.salt:08x}" != salt:
             return  # a dropped incarnation's page: its write can no longer land
-        age = self.sched.now - born
-        if age < bucket.ORPHAN_GRACE:
+        if not fenced:
             raise Violation(
                 f"{by} deleted the bucket metastore page {key} of a write by {writer} still in "
-                f"flight: it was {age:.0f} s old by the service's clock (leftovers go after "
-                f"{bucket.ORPHAN_GRACE:.0f} s)"
+                f"flight: the partition's head has not changed since the page was written "
+                f"(last written {self.sched.now - born:.0f} s before, by the service's clock)"
             )
 
     def seal_of(self, sid: str) -> str | None:

@@ -34,14 +34,23 @@ reach ORPHAN_GRACE while it may still land.
 The page sweep. After a write that flushed, retired pages are deleted at once and the
 partition's pages are listed: a page no head names is deleted when it belongs to a dropped
 incarnation (its salt) or is older than ORPHAN_GRACE (an hour) by the storage service's
-clock (its last-modified time against the head's, never this host's clock). The head is
-read again after listing, so a page a newer head names stays. Deletes are best effort: a
-leftover is swept by a later flush. Dropping a partition deletes its head and sweeps its
-pages the same way, except where the head says no page of its incarnation was ever written
-(`Head.pageless`: set when the incarnation is created, cleared by a write of its own before
-its first page) and it is still the head read: then one conditional delete (If-Match) of
-the head is the whole drop, with no listing. Patch the tunables (ORPHAN_GRACE,
-INLINE_BYTES, ...) on `store` and `runs`, where they are read, not on this package.
+clock (its last-modified time, listed and looked at again, against the head's, never this
+host's clock). The head is read again after listing, so a page a newer head names stays.
+Deletes by age wait for a fence: one conditional PUT of the head just read, the same
+entries one generation on. Every listed page was written by a write planned on that head or
+an older one, so once the fence lands none of them can land (a head's ETag never comes
+back); if another write landed first, nothing is deleted by age. Age alone told this apart
+only while the service's clock never stepped back; it now only keeps the fence (and the
+retries it costs concurrent writers) for leftovers, not writes in flight: about one fence
+per batch of leftovers (a crashed writer's pages, a failed delete), none otherwise.
+Deletes are best effort: a leftover is swept by a later flush. Dropping a partition
+deletes its head and sweeps its pages the same way (a dropped incarnation's pages need no
+fence: no head of its salt can land again), except where the head says no page of its
+incarnation was ever written (`Head.pageless`: set when the incarnation is created, cleared
+by a write of its own before its first page) and it is still the head read: then one
+conditional delete (If-Match) of the head is the whole drop, with no listing. Patch the
+tunables (ORPHAN_GRACE, INLINE_BYTES, ...) on `store` and `runs`, where they are read, not
+on this package.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ import os
 import secrets
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
@@ -517,28 +517,62 @@ class BucketMetaStore(MetaStoreBackend):
 
     def _sweep(self, names: Names, keep: set[str], dead_salt: int | None) -> None:
         """Delete pages of the partition that no head names: those of a dropped incarnation,
-        and leftovers older than ORPHAN_GRACE. Age is the storage service's: a page's
-        last-modified time against the head's (never this host's clock against a time
-        another host wrote into a name), and the head is read again after the listing, so
-        a page a newer head names stays. Without a head, only a dropped incarnation's go."""
+        and leftovers older than ORPHAN_GRACE, once the head they were judged against is
+        fenced (`_fence`). Age is the storage service's: a page's last-modified time against
+        the head's (never this host's clock against a time another host wrote into a name),
+        by the listing and by a fresh look taken after the head was read again, so a page a
+        newer head names, or written again since, stays. Without a head, only a dropped
+        incarnation's go (no head of its salt can land again: a new one gets a new salt)."""
         listed = list(self._store.list_modified(names.pages))
         if not listed:  # nothing to judge: no time or head to read
             return
         now = max((t for _, t in self._store.list_modified(names.head)), default=None)
-        current, _ = self._load(names)
+        current, tag = self._load(names)
         if current is not None:
             keep = keep | {p.id for run in current.runs for p in run.pages}
+        aged = []
         for key, modified in listed:
             name = key[len(names.pages) :]
             born = page_born(name)
             if name in keep or born is None:
                 continue
-            if born[0] == dead_salt or (
+            if born[0] == dead_salt:
+                self._delete_quietly(key)
+            elif (
                 now is not None
                 and now - modified > ORPHAN_GRACE
                 and now - self._modified(key) > ORPHAN_GRACE
             ):
+                aged.append(key)
+        if aged and current is not None and self._fence(names, current, tag):
+            for key in aged:
                 self._delete_quietly(key)
+
+    def _fence(self, names: Names, current: Head, tag: str) -> bool:
+        """Swap the head the sweep judged against for itself one generation on (the same
+        entries and pages, its own id among the recent ones), conditional on its ETag:
+        True once that landed. Every page the sweep listed was written by a write planned
+        on that head or an older one (its pages are written after its head is read, and
+        before the listing), so its head swap is conditional on a head that is gone once
+        the fence lands: refused, it plans again with new pages, and a resend of the same
+        bytes after a lost reply is refused the same way (an ETag never comes back: a
+        head's bytes carry its incarnation's salt and its generation). False (nothing is
+        deleted: a later sweep finds the leftovers) when a write landed since the head was
+        read, or the fence's reply was lost and reading back does not find its id."""
+        txn = secrets.randbits(63) | 1
+        fenced = replace(current, gen=current.gen + 1, recent=[*current.recent, txn][-RECENT:])
+        try:
+            new_tag = self._raw.put_if(names.head, encode_head(fenced), tag)
+        except CASFailedError:
+            return False
+        except TransientError:
+            with contextlib.suppress(ZarrLakeError):
+                head, _ = self._load(names, self._settle)
+                return head is not None and txn in head.recent
+            return False
+        with self._lock:
+            self._heads[names.partition] = (fenced, new_tag)
+        return True
 
     def _modified(self, key: str) -> float:
         """The service's last-modified time of `key` now (-inf once it is gone): a page the
