@@ -78,8 +78,9 @@ class UploadLog:
     def store_carried(
         self, data: bytes | memoryview, table: bool, digest: bytes, retired: bool
     ) -> tuple[ChunkRef, bool]:
-        """`store_chunk` of an object whose record the session's record carries: uploaded
-        at once (a block table, if any, is recorded before it is uploaded)."""
+        """`store_chunk` of an object recorded already (or whose record the session's
+        record carries): uploaded at once (a block table, if any, is recorded before it
+        is uploaded)."""
         return self.objects.store_chunk(
             data,
             digest,
@@ -113,10 +114,4 @@ class UploadLog:
         if digest is None:
             digest = self.objects.digest(data)
         self.record([(chunk_object_key(digest), len(data))])
-        return self.objects.store_chunk(
-            data,
-            digest,
-            table,
-            record=lambda key, size: self.record([(key, size)]),
-            retired=retired,
-        )
+        return self.store_carried(data, table, digest, retired)
