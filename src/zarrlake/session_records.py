@@ -175,10 +175,18 @@ class SessionRecord:
     attempts: tuple[str, ...] = ()  # commit ids this seal may move the branch to, each
     # recorded (by compare-and-swap on this record) before that branch compare-and-swap
     note: str | None = None  # why it was aborted
+    uploads: tuple[tuple[str, int], ...] = ()
+    """(object key, size) of the objects the session's first write uploads, carried by the
+    record as it is first stored on a remote metastore (txn/birth.py): gc counts them
+    with the session's uploads partition, which holds them too once that write returns.
+    Cleared by the creator's seal once it knows the copy landed, or by gc once it has
+    registered them for a finished session."""
 
     def encode(self) -> bytes:
         """The record as stored (JSON), with a fresh nonce so every update changes its bytes."""
         doc = {name: getattr(self, name) for name in _FIELDS}  # asdict deep-copies: slow
+        if not self.uploads:
+            del doc["uploads"]  # (records without them read as before by older versions)
         doc["nonce"] = f"{random.getrandbits(32):08x}"  # (the kernel's entropy: a syscall)
         return json.dumps(doc).encode()
 
@@ -187,7 +195,11 @@ class SessionRecord:
         """A stored record; fields unknown to this version are ignored."""
         doc = json.loads(data)
         rec = cls(**{k: v for k, v in doc.items() if k in cls.__dataclass_fields__})
-        return replace(rec, attempts=tuple(rec.attempts)) if rec.attempts else rec
+        if rec.attempts:
+            rec = replace(rec, attempts=tuple(rec.attempts))
+        if rec.uploads:
+            rec = replace(rec, uploads=tuple((k, n) for k, n in rec.uploads))
+        return rec
 
     @property
     def created_time(self) -> datetime:

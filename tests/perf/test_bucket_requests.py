@@ -29,9 +29,11 @@ CHUNK = (64, 64)  # 16 KiB of float32: uploaded, not staged inline
 
 REQUESTS = 18  # (counted in test_bucket_rounds.py, with its round trips)
 """Begin + write one chunk + commit, till the commit returns, in a process that committed
-before: the branch head (`refs`); the record (its shard's head held from the last session
-of this thread, whose ids keep to one shard); the marker, the upload record, the base's
-commit record and expiry marker; the chunk; the seal with the final flush; the gather, the
+before: the branch head (`refs`); the record carrying the chunk's upload record (its
+shard's head held from the last session of this thread, whose ids keep to one shard); the
+chunk with the marker, the upload record's copy, the base's commit record and expiry
+marker (one round trip since the record carries the upload record; the chunk came a round
+after them before); the seal with the final flush; the gather, the
 gc phase and `refs` (head, rules, landing fence); four objects and the fence; the branch
 swap. (19 when the record's shard was read at begin beside `refs`, a random one each
 session; 22 when `refs` was read at begin for the branch and the moved marker apart, and

@@ -2,9 +2,10 @@
 counted by the benchmarks' relay in front of moto's S3 server (real HTTP, every byte
 delayed, so requests that overlap are seen to): the new session's record is stored once
 (its shard's head held from the thread's last session, else read beside the branch head),
-and its base is checked beside the first
-write, not before it. And a first write whose base a reset and gc deleted still refuses,
-naming them, with the check overlapped, leaving nothing behind."""
+carrying the first chunk's upload record, and its base is checked beside the first
+write (the chunk's upload included), not before it. And a first write whose base a reset
+and gc deleted still refuses, naming them, with the check overlapped, leaving nothing
+behind."""
 
 from __future__ import annotations
 
@@ -28,12 +29,13 @@ from zarrlake.errors import NotFoundError
 
 CHUNK = (64, 64)  # 16 KiB of float32: uploaded, not staged inline
 
-ROUNDS = 8
+ROUNDS = 7
 """Begin + write one chunk + commit: the branch head (with the record's shard unless this
-process holds its head), the record,
-the marker and upload record with the base check, the chunk, then the commit call's four
-(seal with the final flush, gather with the gc phase and landing fence, objects with the
-fence, the branch)."""
+process holds its head), the record carrying the chunk's upload record (txn/birth.py),
+the chunk with the marker, the upload record's copy and the base check, then the commit
+call's four (seal with the final flush, gather with the gc phase and landing fence, objects
+with the fence, the branch). (8 when the record went alone, the marker and upload record
+with the base check after it, and the chunk after them.)"""
 
 
 def _value(i: int) -> np.ndarray:
@@ -44,7 +46,7 @@ def _through(location: str, endpoint: str) -> zl.Repo:
     return zl.Repo.open(location, storage_options=s3_options(endpoint))
 
 
-def test_begin_write_commit_takes_eight_sequential_round_trips(
+def test_begin_write_commit_takes_seven_sequential_round_trips(
     s3_location,
     s3_server,
     held_cleanup: threading.Event,  # noqa: F811 - the fixture

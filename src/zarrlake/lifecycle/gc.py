@@ -12,11 +12,12 @@ than the grace period. The sweep protocol is in `gc_protocol`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -236,18 +237,21 @@ class Collector:
             if held and not (rec.status == "open" and now > rec.expires_at):
                 live.update(self._staged_refs(partition))
                 live.update(self._uploads(rec.id))
+                live.update(k for k, _ in rec.uploads)  # its first write's, as born
                 if rec.base:  # (none yet while the session is being created)
                     live.add(f"commits/{rec.base}")
                 continue
-            finished.append(rec.id)
+            finished.append(rec)
         # What finished sessions left: staged records, and uploads recorded (flushed or not),
         # read in parallel (one scan of each partition; most are empty).
-        left = self.objects.map(self._left_by, finished)
-        for sid, (rows, fragments, uploaded) in zip(finished, left, strict=True):
-            if not rows and not uploaded:
+        left = self.objects.map(self._left_by, [rec.id for rec in finished])
+        for rec, (rows, fragments, uploaded) in zip(finished, left, strict=True):
+            sid = rec.id
+            if not rows and not uploaded and not rec.uploads:
                 continue
             found, indexes = staged_candidates(self.objects, fragments)
             found += uploaded
+            found += list(rec.uploads)
             dead.update(found)
             self.unread.update(indexes)
             if not dry_run:
@@ -257,8 +261,20 @@ class Collector:
                     self.ctx.meta.drop_partition(self.ctx.stage_partition(sid))
                 uploads = uploads_partition(self.ctx, sid)
                 forget_uploads(self.ctx.meta, uploads, [k for k, _ in uploaded])
+                if rec.uploads:  # registered: the record need not carry them any more
+                    self._forget_born(sid)
             self.report.staged_records_deleted += rows
         return dead, live
+
+    def _forget_born(self, session_id: str) -> None:
+        """Clear the uploads a finished session's record carries, now registered (best
+        effort: a record left carrying them has them registered again next run)."""
+
+        def change(rec):  # a SessionRecord
+            return replace(rec, uploads=()) if rec.uploads else None
+
+        with contextlib.suppress(ZarrLakeError):
+            self.ctx.records.update(session_id, change)
 
     def _left_by(
         self, session_id: str
@@ -310,6 +326,7 @@ class Collector:
                 committing |= rec.status != "open"  # committing, or aborted but may land
                 live.update(self._staged_refs(self.ctx.stage_partition(rec.id)))
                 live.update(self._uploads(rec.id))
+                live.update(k for k, _ in rec.uploads)  # its first write's, as born
                 if rec.base:
                     live.add(f"commits/{rec.base}")
         return live, committing

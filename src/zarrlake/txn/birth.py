@@ -26,14 +26,44 @@ that deletes the base between its re-read and this look is not seen: the commit 
 as before; it could never land, its branch no longer descending from its base.)
 
 The look comes after the record is stored and the first write made, and the write returns
-only once it is done: a write, a hand-over and a commit all wait for it, so no upload
-starts, no commit is sealed and no branch moves on an unchecked base. On an embedded
-metastore the record and the first write are one transaction (`MetaStore.batch`: one
-turn at the write lock, and no moment with one stored but not the other), the look
-following it; on a remote one the look goes out beside the write (one round trip, not
-two: a chunk's first write sends its unflushed-writes marker and upload record with it).
-A session refused had its first write's records stored: its uploads are registered with
-gc and its staged records dropped before its record is deleted."""
+only once it is done: a write, a hand-over and a commit all wait for it, so no commit is
+sealed and no branch moves on an unchecked base. On an embedded metastore the record and
+the first write are one transaction (`MetaStore.batch`: one turn at the write lock, and no
+moment with one stored but not the other), the look following it; on a remote one the look
+goes out beside the write (one round trip, not two). A session refused had its first
+write's records stored: its uploads are registered with gc and its staged records dropped
+before its record is deleted.
+
+A first write that uploads a chunk, on a remote metastore (`store_carrying`, `beside`):
+the record is born carrying the chunk's upload record (`SessionRecord.uploads`), beside
+the gc phase read; then the chunk's PUT goes out with the batch's unflushed-writes marker
+(and writer state), the upload record's copy in the uploads partition, and the base check,
+all waited for before the write returns (begin + write: 3 round trips, not 4). What each
+party sees at every step:
+
+- Before the record is stored: nothing exists of the session. A kill leaves nothing.
+- Record stored, nothing else yet: gc counts the record's uploads with the uploads
+  partition's (live while the session is open or committing; registered as candidates
+  once it is finished), so the chunk, whenever its PUT lands, is known to gc from a record
+  stored before it: a sweep either sees it live, or began before the PUT was sent and
+  the write's phase read (taken before the PUT, as for every upload: `WriteGuard`) makes
+  the writer wait it out and put back what it deleted. A kill here leaves an open record
+  naming an upload that may never land: it expires, gc registers the upload (a missing
+  object is a candidate that deletes nothing) and clears the record's copy.
+- Marker, copy and chunk on their way, in any order: no other handle can know the
+  session (hand-overs and commits wait for `ensure`, that is for the base check, which a
+  concurrent call of this handle may see end first: a write racing a commit of its own
+  handle was never promised to be in it, and its flush then fails). `expire` is answered
+  by the base check, which follows the record as before. A kill leaves at most an open
+  record with its marker, its copy or its chunk: the session expires and gc registers
+  what either place names.
+- All done: as before, plus the record's copy of the upload records, which the
+  creator's seal clears when this handle's copy landed (else gc clears it once it has
+  registered them for the finished session). A refusal for a gone base registers the
+  record's uploads with the partition's, after every call beside the check has
+  returned, before the record is deleted.
+- Recovery after a committer's death reads nothing of this: the record's uploads ride
+  along in every later record write (seal, fence, finish) until cleared."""
 
 from __future__ import annotations
 
@@ -41,6 +71,7 @@ import contextlib
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from typing import TYPE_CHECKING, TypeVar
 
 from zarrlake._util import forksafe, runtime
@@ -91,7 +122,17 @@ class Birth:
     background flush may be the first writer). `write` for the first writes, `ensure`
     where the record must be stored and its base checked, `settle` to wait for the check."""
 
-    __slots__ = ("_checking", "_lock", "_refused", "_wrote", "ctx", "record", "version")
+    __slots__ = (
+        "_beside",
+        "_checking",
+        "_lock",
+        "_refused",
+        "_wrote",
+        "copied",
+        "ctx",
+        "record",
+        "version",
+    )
 
     def __init__(self, ctx: RepoContext, record: SessionRecord) -> None:
         self.ctx = ctx
@@ -101,6 +142,8 @@ class Birth:
         self._refused: Exception | None = None  # the base was gone: refused for good
         self._wrote = False  # a write went out beside the base check (rows to drop if refused)
         self._lock = threading.Lock()
+        self._beside = threading.local()  # `on`: a call of `beside`, settled after them all
+        self.copied = False  # the uploads the record carries are in the uploads partition too
 
     @property
     def stored(self) -> bool:
@@ -124,7 +167,7 @@ class Birth:
         """Run `run`, a write to the session's partitions, once the record is stored: on an
         embedded metastore in the record's transaction, the base checked after it; on a
         remote one beside the check (waited for before this returns)."""
-        if self.born:
+        if self.born or (self.version is not None and getattr(self._beside, "on", False)):
             return run()
         if not self.ctx.meta.remote:
             return self._store_with(run)
@@ -135,6 +178,44 @@ class Birth:
             return run()
         finally:
             self.settle()
+
+    def store_carrying(self, uploads: list[tuple[str, int]]) -> bool:
+        """Remote metastore: store the record carrying `uploads` (the first write's objects,
+        about to be uploaded: gc counts them from the record) and start its base check,
+        not waited for (`beside` runs the write's other calls beside it). False if the
+        record was stored already (by another thread): record them as usual then."""
+        if self.version is not None:
+            return False
+        with self._lock:
+            if self.version is not None:
+                return False
+            self._refuse_again()
+            self.record.check_writable(self.ctx.clock())
+            rec = replace(self.record, uploads=tuple(uploads))
+            version = self.ctx.records.store(rec)
+            self.record, self._wrote = rec, True
+            self.version, self._checking = version, _start(self._base_gone_now)
+        return True
+
+    def beside(self, calls: list[Callable[[], object]], run: Callable[..., list]) -> list[object]:
+        """After `store_carrying`: the first write's `calls` (its marker, the copy of its
+        upload records, its uploads), run by `run` (`together`) beside the base check
+        without each waiting for it; then the check is waited for, so a refusal registers
+        and drops what they all stored (`settle`). Their outcomes, in order."""
+
+        def marked(fn: Callable[[], object]) -> Callable[[], object]:
+            def call() -> object:
+                self._beside.on = True
+                try:
+                    return fn()
+                finally:
+                    self._beside.on = False
+
+            return call
+
+        outcomes = run(*(marked(fn) for fn in calls))
+        self.settle()
+        return outcomes
 
     def _store(self) -> None:
         """Store the record unless it is; then start checking its base in the background."""
@@ -226,7 +307,7 @@ class Birth:
         ctx, sid = self.ctx, self.record.id
         with contextlib.suppress(ZarrLakeError):
             if self._wrote:
-                register_staged(ctx, sid)
+                register_staged(ctx, sid, born=self.record.uploads)
                 ctx.meta.drop_partition(ctx.stage_partition(sid))
             ctx.records.forget(sid)
 

@@ -85,6 +85,10 @@ class CommitHandle(Protocol):
     def gather(self) -> Gathered:
         """Every worker's staged changes, merged into one change table."""
 
+    def uploads_copied(self, rec: SessionRecord) -> bool:
+        """Whether the uploads `rec` carries (`SessionRecord.uploads`) are known to be in the
+        session's uploads partition too (this handle's first write copied them there)."""
+
 
 POLL = 0.05
 """Seconds between looks at other workers' unflushed-writes markers."""
@@ -714,6 +718,7 @@ def seal(txn: CommitHandle, rec: SessionRecord, version: int) -> tuple[SessionRe
             seal=token,
             attempts=(),
             note=None,
+            uploads=() if txn.uploads_copied(rec) else rec.uploads,
         )
         try:
             version = txn.ctx.records.swap(sealed, version)
@@ -778,5 +783,5 @@ def abandon(txn: CommitHandle) -> None:
 
     assert txn.record is not None and txn.staging is not None
     txn.record, _ = txn.ctx.records.update(txn.record.id, change)
-    register_staged(txn.ctx, txn.record.id)  # its uploads become gc candidates
+    register_staged(txn.ctx, txn.record.id, born=txn.record.uploads)  # gc candidates now
     txn.staging.clear()

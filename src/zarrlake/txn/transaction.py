@@ -101,6 +101,7 @@ class Transaction:
         if self.writes is not None:
             ctx.handles.add(self.writes)  # finished by Repo.close
             self.writes.repository_gone = _Gone(ctx.spec)
+            self.writes.birth = self.birth
             self.overlay.record_reads = self.writes.record_reads
             # The handle going away (a task returning, a worker dropping its copy) finishes
             # its writer; the write path holds no reference back to this handle.
@@ -194,6 +195,14 @@ class Transaction:
             self.birth.settle()
         return not self.birth.stored
 
+    def uploads_copied(self, rec: SessionRecord) -> bool:
+        """Whether the uploads `rec` carries are in the uploads partition too: this handle's
+        first write carried them in the record and copied them there (txn/birth.py)."""
+        if not rec.uploads:
+            return True
+        birth = self.birth
+        return birth is not None and birth.copied and rec.uploads == birth.record.uploads
+
     def born(self) -> None:
         """Store this new session's record if it is not yet (see txn/birth.py)."""
         if self.birth is not None:
@@ -228,7 +237,8 @@ class Transaction:
         """The record as this handle last saw it, read only if it never did: a
         compare-and-swap against it fails if it changed since."""
         if self.version is None and self.birth is not None and self.birth.stored:
-            self.version = self.birth.version  # stored as this handle holds it
+            # stored as this handle holds it (with the first write's uploads, if it carries them)
+            self.record, self.version = self.birth.record, self.birth.version
         if self.record is None or self.version is None:
             return self.load()
         return self.record, self.version

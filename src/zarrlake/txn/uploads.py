@@ -4,7 +4,9 @@ An upload is known to the garbage collector from the moment it starts, not only 
 flushed fragment names it: when the session is abandoned or expires (its writer alive,
 or killed before it flushed), the next incremental gc finds every object the session
 uploaded in its uploads partition (`gc_protocol.uploads_partition`); while the session
-is live, the same records mark those objects live.
+is live, the same records mark those objects live. (A new session's first upload on a
+remote metastore is recorded in its session record as first stored, and copied here beside
+the upload: txn/birth.py, `carried`, `copy`, `store_carried`.)
 
 Concurrent uploads of one handle share one metastore transaction (group commit), and an
 object this handle already recorded is not recorded again, so a write of N new chunks
@@ -62,6 +64,31 @@ class UploadLog:
                 self._recorded.difference_update(k for k, _ in new)
             raise
 
+    def carried(self, items: list[tuple[str, int]]) -> None:
+        """Note `(key, size)` as recorded: the session's record carries them (txn/birth.py),
+        so their uploads need not wait for a write here; `copy` writes them here too."""
+        with self._lock:
+            self._recorded.update(k for k, _ in items)
+
+    def copy(self, items: list[tuple[str, int]]) -> None:
+        """Write the records of `items` (noted `carried`) to the uploads partition, where
+        the session's later readers and its clean-up find its uploads."""
+        self._group.submit(items)
+
+    def store_carried(
+        self, data: bytes | memoryview, table: bool, digest: bytes, retired: bool
+    ) -> tuple[ChunkRef, bool]:
+        """`store_chunk` of an object recorded already (or whose record the session's
+        record carries): uploaded at once (a block table, if any, is recorded before it
+        is uploaded)."""
+        return self.objects.store_chunk(
+            data,
+            digest,
+            table,
+            record=lambda key, size: self.record([(key, size)]),
+            retired=retired,
+        )
+
     def digests(self, chunks: Sequence[bytes | memoryview]) -> list[bytes | None]:
         """Each chunk's digest, hashed in parallel (None for one staged inline, which has no
         object), to record in one write (`record`) and hand to `store_chunk`."""
@@ -87,10 +114,4 @@ class UploadLog:
         if digest is None:
             digest = self.objects.digest(data)
         self.record([(chunk_object_key(digest), len(data))])
-        return self.objects.store_chunk(
-            data,
-            digest,
-            table,
-            record=lambda key, size: self.record([(key, size)]),
-            retired=retired,
-        )
+        return self.store_carried(data, table, digest, retired)

@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -50,12 +51,22 @@ from zarrlake.vc.gc_protocol import Phase, WriteGuard
 from zarrlake.vc.objects import MANIFEST_INLINE_MAX, Objects
 from zarrlake.vc.statistics import ChunkValues, as_stats, decoded_stats, decoded_together
 
+if TYPE_CHECKING:
+    from zarrlake.txn.birth import Birth
+
 _BESIDE = forksafe.PerProcess(
     lambda: ThreadPoolExecutor(4, thread_name_prefix="zarrlake-beside-mark")
 )
 """Runs the calls that go out beside a batch's marker (`Writes._mark_first_upload`)."""
 
 log = logging.getLogger("zarrlake")
+
+
+def _beside(*calls: Callable[[], object]) -> list[object]:
+    """Each call's result or the exception it raised, run at once on the pool of the calls
+    beside a marker (a simulation's executor, if it brings one)."""
+    pool = runtime.current().executor or _BESIDE.get()
+    return list(pool.map(outcome, calls))
 
 
 def check_data(key: str, data: object) -> bytes | memoryview:
@@ -123,6 +134,7 @@ class Writes:
         self.simulated = runtime.current() is not runtime.REAL
         self.state: WriterState | None = None  # of this writer's record, as last stored
         self.repository_gone: Callable[[], bool] = lambda: False  # see `release`
+        self.birth: Birth | None = None  # a new session's, until its record is stored
 
     # the writer's state ---------------------------------------------------------------------
 
@@ -384,16 +396,24 @@ class Writes:
             digest = self.objects.digest(data)
         with self.buffer.lock:  # marked before uploading: gc then knows an upload may be ours
             phase = None
+            born = None  # (phase, upload) of a new session's first upload, with its record
             if not self.buffer.current.markers:
-                records = [] if digest is None else [(chunk_object_key(digest), len(data))]
-                phase = self._mark_first_upload(key, records)
+                born = self._born_upload(key, data, digest)
+                if born is None:
+                    records = [] if digest is None else [(chunk_object_key(digest), len(data))]
+                    phase = self._mark_first_upload(key, records)
+                else:
+                    phase = born[0]
             self.buffer.uploading += 1
         try:
             if phase is None:
                 phase = self.guard.begin()
-            table = self._needs_table(key, len(data))
-            retired = self.objects.purges_exist(phase.epoch)  # (a reuse checks its object)
-            ref, created = self.uploads.store_chunk(data, table, digest, retired)
+            if born is not None:
+                ref, created = born[1]
+            else:
+                table = self._needs_table(key, len(data))
+                retired = self.objects.purges_exist(phase.epoch)  # (a reuse checks its object)
+                ref, created = self.uploads.store_chunk(data, table, digest, retired)
             with self.buffer.lock:  # a reused object may be deleted by gc: keep its bytes
                 upload = (None if created else bytes(data), phase)
                 self.buffer.pending.setdefault(ref.location or chunk_object_key(ref.digest), upload)
@@ -402,6 +422,52 @@ class Writes:
                 self.buffer.uploading -= 1
         crashpoints.reached("after_chunk_upload")
         return key, ref if stats is None else replace(ref, stats=stats)
+
+    def _unstored(self) -> bool:
+        """Whether this is a new session whose record is not stored yet (its first upload
+        then goes out with the record's store: `_born_upload`)."""
+        return self.birth is not None and not self.birth.stored and self.staging.meta.remote
+
+    def _born_upload(
+        self, key: str, data: bytes | memoryview, digest: bytes | None
+    ) -> tuple[Phase, tuple[ChunkRef, bool]] | None:
+        """A new session's first upload on a remote metastore (txn/birth.py), in two round
+        trips: its record stored carrying the upload's record, beside the gc phase read;
+        then the upload itself beside the batch's marker, the upload record's copy in the
+        uploads partition and the base check, all waited for. (phase, (ref, created)); None
+        where this does not apply: the record stored already, an embedded metastore, or at
+        interpreter exit. The caller holds the buffer lock: the calls run on a pool of
+        their own (see `_mark_first_upload`)."""
+        birth = self.birth
+        if (
+            birth is None
+            or birth.stored
+            or digest is None
+            or not self.staging.meta.remote
+            or self.together is _in_turn
+        ):
+            return None
+        records = [(chunk_object_key(digest), len(data))]
+        stored, phase = _beside(lambda: birth.store_carrying(records), self.guard.begin)
+        raise_first([stored, phase])
+        if not stored:
+            return None
+        assert isinstance(phase, Phase)
+        self.uploads.carried(records)
+        table = self._needs_table(key, len(data))
+        retired = self.objects.purges_exist(phase.epoch)  # (a reuse checks its object)
+        batch = self.buffer.current
+        mark, copy, upload = birth.beside(
+            [
+                lambda: self._mark(batch, [key]),
+                lambda: self.uploads.copy(records),
+                lambda: self.uploads.store_carried(data, table, digest, retired),
+            ],
+            _beside,
+        )
+        birth.copied = not isinstance(copy, Exception)  # (else gc clears them, later)
+        raise_first([mark, upload])
+        return phase, cast(tuple[ChunkRef, bool], upload)
 
     def _needs_table(self, key: str, size: int) -> bool:
         """Whether the chunk object of `key` gets a block table (format/blocks.py): only a
@@ -492,8 +558,7 @@ class Writes:
         ]
         if records:
             calls.append(lambda: self.uploads.record(records))
-        pool = runtime.current().executor or _BESIDE.get()  # a simulation's, if it brings one
-        outcomes = list(pool.map(outcome, calls))
+        outcomes = _beside(*calls)
         raise_first(outcomes)
         return outcomes[1]  # type: ignore[return-value]  # the phase
 
@@ -548,7 +613,9 @@ class Writes:
             if d is not None
         ]
         marked = False
-        if big:
+        if len(records) == 1 and len(big) == 1 and self._unstored():
+            marked = True  # a new session's first upload: `_born_upload` records it
+        elif big:
             with self.buffer.lock:  # the batch's first upload: its records beside its marker
                 if not self.buffer.current.markers:
                     marked = self._mark_first_upload(checked[big[0]][0], records) is not None

@@ -32,7 +32,9 @@ acknowledged, and once the sweep is over none of its deletes can land any more.
 
 Every object a session's writer uploads (chunk objects, fragment objects) is recorded in the
 session's uploads partition (`uploads_partition`, one key per object, its size as value)
-before it is uploaded (txn/uploads.py). While the session is open or committing, those
+before it is uploaded (txn/uploads.py), or, for the first write of a session on a remote
+metastore, in its session record as first stored (`SessionRecord.uploads`, copied to the
+partition beside the upload: txn/birth.py). While the session is open or committing, those
 objects are live; once it is finished (committed, abandoned, expired), they become
 candidates (`register_staged` at commit or abandon, the collector's session settling
 otherwise), so an incremental run reclaims what such a session uploaded whether or not a
@@ -711,12 +713,19 @@ def forget_uploads(meta: MetaStore, partition: str, keys: Iterable[str]) -> None
         meta.drop_partition(partition)
 
 
-def register_staged(ctx: GcContext, session_id: str, committed: str | None = None) -> int:
+def register_staged(
+    ctx: GcContext,
+    session_id: str,
+    committed: str | None = None,
+    born: Sequence[tuple[str, int]] = (),
+) -> int:
     """Remember a finished session's staged fragments and recorded uploads as garbage
     candidates, before its records are dropped (abandon, commit cleanup), so an
     incremental gc finds them without listing: a run reads each fragment's index and
     registers the chunk objects it names, and the mark keeps whichever are still
-    referenced. The upload records go once registered. Returns how many were new.
+    referenced. The upload records go once registered. `born`: the uploads its session
+    record carries (`SessionRecord.uploads`), registered with them. Returns how many were
+    new.
 
     The chunk objects the session's own commit `committed` refers to are left out: gc finds
     them through that commit once it is dropped or expired (`reach.committed_refs`), and
@@ -725,9 +734,9 @@ def register_staged(ctx: GcContext, session_id: str, committed: str | None = Non
     found, indexes = staged_candidates(ctx.objects, records) if records else ([], {})
     uploads = uploads_partition(ctx, session_id)
     uploaded = staged_uploads(ctx.meta, uploads)
-    if not found and not uploaded:
+    if not found and not uploaded and not born:
         return 0
-    items = [*found, *uploaded]
+    items = [*found, *uploaded, *born]
     if committed is not None and any(k.startswith("chunks/") for k, _ in items):
         from zarrlake.vc.reach import committed_refs
 
