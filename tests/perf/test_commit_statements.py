@@ -7,8 +7,8 @@ The commit call's five writes (the final flush's registration, the seal, the fen
 branch swap, the record's finish) are the protocol's, each still written; on SQLite the
 first two are one write transaction (`MetaStore.batch`) and the last three another, so two
 in all. What is pinned here is what each costs: a compare-and-swap is its conditional
-write (no read of the version first) and a guarded write reads its checks' versions in
-one SELECT."""
+write (no read of the version first), a guarded write reads its checks' versions in
+one SELECT, and a write transaction bumps the version counter once for all its writes."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def statements(monkeypatch) -> Counter[str]:
     return counts
 
 
-def test_a_one_chunk_commit_call_runs_23_statements_on_sqlite(
+def test_a_one_chunk_commit_call_runs_20_statements_on_sqlite(
     tmp_path: Path, statements: Counter[str]
 ) -> None:
     repo = zl.Repo.create(tmp_path / "r")
@@ -60,7 +60,7 @@ def test_a_one_chunk_commit_call_runs_23_statements_on_sqlite(
         assert statements == {
             "BEGIN": 2,  # the flush and the seal; the fence, the swap and the finish
             "COMMIT": 2,
-            "UPDATE": 8,  # 5 version reservations, 3 compare-and-swaps
+            "UPDATE": 5,  # a version reservation per transaction, 3 compare-and-swaps
             "INSERT": 3,  # the flush's 2 staged records, the branch head
             "DELETE": 1,  # the flush's marker
             "SELECT": 7,  # 6 reads, and the branch swap's 3 checks in one
