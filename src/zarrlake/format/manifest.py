@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -45,6 +45,13 @@ class ManifestRange:
     """Per entry: the chunk's value statistics (format/statistics.py records), or as read
     and not decoded yet (`stats` decodes them); None when no entry has any (ranges written
     before statistics, or with them off)."""
+    plain_stats: bool = field(default=False, compare=False)
+    """Whether its statistics are encoded plain (neither differenced nor compressed),
+    whatever its size: so is a range a few writes were set into (`_with_few`, a small
+    commit's), which the next small commit rewrites again. A Blosc frame of a few hundred
+    records saves a few bytes an entry and costs a zstd set-up at every such commit (the
+    range's records decoded, differenced and compressed again: +0.17 ms of a W5 commit
+    from 64 entries on) and at every read; a large write's ranges stay compressed."""
 
     @property
     def stats(self) -> np.ndarray | None:
@@ -245,7 +252,7 @@ class ManifestRange:
         kind, digest, offset, length = cols[:4]
         stored = cols[5] if stats else None
         return ManifestRange(
-            keys, kind, digest, offset, length, loc, locations, self.inline, (), stored
+            keys, kind, digest, offset, length, loc, locations, self.inline, (), stored, True
         )
 
     def _take(self, idx: np.ndarray | slice) -> ManifestRange:
@@ -301,7 +308,7 @@ class ManifestRange:
         meta: dict[str, Any] = {"locations": list(self.locations)}
         if self.identities:  # ranges without virtual entries keep their earlier encoding
             meta["identities"] = list(self.identities)
-        head, stat_cols = stats_format.encode(self.stored_stats, staged=staged)
+        head, stat_cols = stats_format.encode(self.stored_stats, staged or self.plain_stats)
         if head is not None:  # and so do ranges without statistics
             meta["stats"] = head
         return meta, {
