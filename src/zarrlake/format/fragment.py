@@ -12,6 +12,7 @@ that the new manifests point into.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
@@ -35,6 +36,25 @@ object (a session of a few chunks then writes no object before its commit, which
 the fragment out with its other objects if manifests must point into it)."""
 
 _EMPTY_KEYS = columns.keys_array([])
+
+KNOWN = 64
+"""Fragment indexes a process keeps decoded by id: those it built or read last, of at most
+KNOWN_ENTRIES entries each. A session's final flush builds one that its commit's gather
+and its clean-up read back (the clean-up from the record's bytes, which `decode` then
+neither hashes nor parses again)."""
+KNOWN_ENTRIES = 256
+_known: dict[str, FragmentIndex] = {}
+_known_lock = threading.Lock()
+
+
+def _remember(index_id: str, index: FragmentIndex) -> None:
+    """Keep `index` decoded under its id (the oldest of more than KNOWN dropped)."""
+    if len(index) > KNOWN_ENTRIES:
+        return
+    with _known_lock:
+        _known[index_id] = index
+        while len(_known) > KNOWN:
+            del _known[next(iter(_known))]
 
 
 @dataclass(frozen=True)
@@ -65,13 +85,19 @@ class FragmentIndex:
 
     @classmethod
     def decode(cls, oid: str, data: bytes) -> FragmentIndex:
-        """Read back a fragment index stored under `oid`, verifying its checksum."""
+        """Read back a fragment index stored under `oid`, verifying its checksum; one this
+        process built or read lately is the one it knows (the id is the content's hash)."""
+        known = _known.get(oid)
+        if known is not None:
+            return known
         payload = envelope.decode(envelope.KIND_FRAGMENT, oid, data)
         meta, c = columns.unpack(payload, f"fragment index {oid}")
         writes = ManifestRange.from_columns(
             meta["writes"], {k[2:]: v for k, v in c.items() if k.startswith("w.")}
         )
-        return cls(writes, c["deletes"], c["reads"], tuple(meta["listed"]))
+        index = cls(writes, c["deletes"], c["reads"], tuple(meta["listed"]))
+        _remember(oid, index)
+        return index
 
 
 @dataclass(frozen=True)
@@ -172,4 +198,5 @@ def build(
         tuple(sorted(listed)),
     )
     index_id, index_bytes = index.encode(algo)
+    _remember(index_id, index)
     return b"".join([*data_parts, index_bytes]), index, index_id, pos

@@ -1,0 +1,41 @@
+"""A one-chunk session's final flush builds its fragment's index; the commit's gather and
+the clean-up after it (which names the fragment's chunk objects for gc) read that index
+back from the record just written. Counts, not seconds: neither hashes and parses the
+index again in the process that built it (its id is its content's hash)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import zarr
+
+import zarrlake as zl
+from zarrlake.format import envelope
+
+
+def test_a_commit_and_its_clean_up_decode_no_fragment_index_they_built(
+    tmp_path: Path, monkeypatch
+) -> None:
+    repo = zl.Repo.create(tmp_path / "r")
+    s = repo.create_session()
+    zarr.create_array(s.store, name="a", shape=(4, 64, 64), chunks=(1, 64, 64), dtype="f4")
+    s.commit("array")
+    s.wait()
+    decoded: list[int] = []
+    decode = envelope.decode
+
+    def counted(kind: int, oid: str, data: bytes) -> memoryview:
+        decoded.append(kind)
+        return decode(kind, oid, data)
+
+    monkeypatch.setattr(envelope, "decode", counted)
+    values = np.random.default_rng(5).random((64, 64), dtype=np.float32)
+    s = repo.create_session()
+    zarr.open_array(s.store, path="a")[2] = values
+    s.commit("one chunk")
+    s.wait()  # the clean-up
+    assert envelope.KIND_FRAGMENT not in decoded, decoded
+    head = zarr.open_array(repo.readonly_session().store, path="a")
+    np.testing.assert_array_equal(head[2], values)
+    np.testing.assert_array_equal(head[1], np.zeros((64, 64), np.float32))
