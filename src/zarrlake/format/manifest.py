@@ -213,7 +213,7 @@ class ManifestRange:
         n, nloc = len(self), len(self.locations)
         pos = np.searchsorted(self.keys, w.keys)
         hit = self.keys[np.minimum(pos, n - 1)] == w.keys
-        w_loc = np.where(w.loc >= 0, w.loc + nloc, -1).astype(np.int32)
+        w_loc = np.where(w.loc >= 0, w.loc + nloc, -1).astype(np.int32) if nloc else w.loc
         cols = [self.kind, self.digest, self.offset, self.length, self.loc]
         new = [w.kind, w.digest, w.offset, w.length, w_loc]
         ours, theirs = self.stats, w.stats
@@ -231,20 +231,28 @@ class ManifestRange:
             miss = ~hit
             m = int(miss.sum())
             where = pos[miss]  # (each goes before the row at its place)
-            added = where + np.arange(m)
-            kept = np.arange(n) + np.searchsorted(where, np.arange(n), side="right")
             cols, new = [keys, *cols], [w.keys, *new]
-            for j, (c, v) in enumerate(zip(cols, new, strict=True)):
-                out = np.empty((n + m, *c.shape[1:]), c.dtype)
-                out[kept] = c
-                out[added] = v[miss]
-                cols[j] = out
+            if m == 1:  # one new key (a one-chunk commit's): the rows before and after it
+                at_, row = int(where[0]), int(np.flatnonzero(miss)[0])
+                for j, (c, v) in enumerate(zip(cols, new, strict=True)):
+                    out = np.empty((n + 1, *c.shape[1:]), c.dtype)
+                    out[:at_] = c[:at_]
+                    out[at_] = v[row]
+                    out[at_ + 1 :] = c[at_:]
+                    cols[j] = out
+            else:
+                added = where + np.arange(m)
+                kept = np.arange(n) + np.searchsorted(where, np.arange(n), side="right")
+                for j, (c, v) in enumerate(zip(cols, new, strict=True)):
+                    out = np.empty((n + m, *c.shape[1:]), c.dtype)
+                    out[kept] = c
+                    out[added] = v[miss]
+                    cols[j] = out
             keys = cols.pop(0)
         loc = cols[4]
         locations = self.locations + w.locations
-        used = np.zeros(len(locations), bool)
-        used[loc[loc >= 0]] = True
-        if not used.all():
+        # (no locations: every entry names a chunk object by its digest, nothing to drop)
+        if locations and not (used := _used(loc, len(locations))).all():
             remap = np.full(len(locations) + 1, -1, np.int32)  # (the last: -1 stays -1)
             remap[:-1][used] = np.arange(int(used.sum()), dtype=np.int32)
             loc = remap[loc]
@@ -373,6 +381,13 @@ class ManifestRange:
             return self
         keep = ~np.isin(self.keys, keys)
         return self if keep.all() else self._take(np.flatnonzero(keep))
+
+
+def _used(loc: np.ndarray, count: int) -> np.ndarray:
+    """Which of `count` locations the entries' `loc` column refers to."""
+    used = np.zeros(count, bool)
+    used[loc[loc >= 0]] = True
+    return used
 
 
 def _from_refs(keys: list[bytes], refs: list[ChunkRef]) -> ManifestRange:
