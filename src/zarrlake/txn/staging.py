@@ -230,10 +230,6 @@ class Staging:
         self.check_open = check_open
         self.clock = clock  # the metastore's: writer states are compared with fragments' times
         self.own: set[bytes] = set()  # keys of the fragments this handle registered
-        self._mine: dict[bytes, tuple[bytes, FragmentRecord]] = {}
-        """The records this handle registered last, by key, as stored and as objects: a
-        scan that finds one unchanged takes it as it is, not decoded again (a commit's
-        gather reads back the final flush's record it has just written)."""
         self.own_meta: set[str] = set()  # metadata documents this handle staged
         self._move_ns = 0  # the time key of this handle's last move
 
@@ -331,7 +327,7 @@ class Staging:
                 ref = StagedRecord.decode(v, name).ref
                 meta[name] = None if ref is None else (ref.data or b"")
             elif kind == FRAGMENT:
-                record = self._decoded(k, v)
+                record = FragmentRecord.decode(v)
                 if record.writer not in excluded:
                     fragments.append(record)
             elif kind == DIRTY:
@@ -365,20 +361,12 @@ class Staging:
     ) -> None:
         """Register a flushed fragment and, in the same transaction, drop the markers of the
         writes it holds (with `also`, more records: the writer's state)."""
-        key, value = StagingKeys.fragment(record.writer, record.seq), record.encode()
-        items: list[tuple[bytes, bytes | None]] = [(key, value)]
+        items: list[tuple[bytes, bytes | None]] = [
+            (StagingKeys.fragment(record.writer, record.seq), record.encode())
+        ]
         items += [(self._marker(g), None) for g in markers]
         self.meta.set_many(self.partition, items + list(also))
-        self.own.add(key)
-        self._mine = {key: (value, record)}  # (the last only: a commit gathers it next)
-
-    def _decoded(self, key: bytes, value: bytes) -> FragmentRecord:
-        """The fragment record stored as `value` under `key`: this handle's last one as it
-        registered it, if that is what is stored, else decoded."""
-        mine = self._mine.get(key)
-        if mine is not None and mine[0] == value:
-            return mine[1]
-        return FragmentRecord.decode(value)
+        self.own.add(items[0][0])
 
     def unregister(self, record: FragmentRecord, marker: int, error: str) -> None:
         """Withdraw a fragment whose writes could not be settled, and leave a marker that
@@ -524,7 +512,6 @@ class Staging:
         self.meta.drop_partition(self.partition)
         self.own.clear()
         self.own_meta.clear()
-        self._mine = {}
 
 
 def _unflushed(key: bytes, value: bytes) -> Unflushed:
