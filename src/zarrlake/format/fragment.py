@@ -38,23 +38,25 @@ the fragment out with its other objects if manifests must point into it)."""
 _EMPTY_KEYS = columns.keys_array([])
 
 KNOWN = 64
-"""Fragment indexes a process keeps decoded by id: those it built or read last, of at most
-KNOWN_ENTRIES entries each. A session's final flush builds one that its commit's gather
-and its clean-up read back (the clean-up from the record's bytes, which `decode` then
-neither hashes nor parses again)."""
+"""Fragment indexes a process keeps decoded by id, and fragment records by their stored
+bytes: those it made or read last (indexes of at most KNOWN_ENTRIES entries, records of
+at most KNOWN_RECORD_BYTES: a few MB in all). A session's final flush makes both, and its
+commit's gather and the clean-up after it read them back from the record just stored:
+`decode` then neither parses nor hashes them again (an index's id is its content's hash;
+a record is its bytes)."""
 KNOWN_ENTRIES = 256
+KNOWN_RECORD_BYTES = 8 << 10
 _known: dict[str, FragmentIndex] = {}
+_known_records: dict[bytes, FragmentRecord] = {}
 _known_lock = threading.Lock()
 
 
-def _remember(index_id: str, index: FragmentIndex) -> None:
-    """Keep `index` decoded under its id (the oldest of more than KNOWN dropped)."""
-    if len(index) > KNOWN_ENTRIES:
-        return
+def _remember[K, V](known: dict[K, V], key: K, value: V) -> None:
+    """Keep `value` under `key` in `known` (the oldest of more than KNOWN dropped)."""
     with _known_lock:
-        _known[index_id] = index
-        while len(_known) > KNOWN:
-            del _known[next(iter(_known))]
+        known[key] = value
+        while len(known) > KNOWN:
+            del known[next(iter(known))]
 
 
 @dataclass(frozen=True)
@@ -96,7 +98,8 @@ class FragmentIndex:
             meta["writes"], {k[2:]: v for k, v in c.items() if k.startswith("w.")}
         )
         index = cls(writes, c["deletes"], c["reads"], tuple(meta["listed"]))
-        _remember(oid, index)
+        if len(index) <= KNOWN_ENTRIES:
+            _remember(_known, oid, index)
         return index
 
 
@@ -120,19 +123,29 @@ class FragmentRecord:
         """The record as stored: a JSON head, then the inline blob if it has one."""
         doc = {name: getattr(self, name) for name in _RECORD_FIELDS}  # asdict deep-copies
         head = json.dumps(doc, separators=(",", ":")).encode()
-        return head if self.blob is None else head + b"\n" + self.blob
+        data = head if self.blob is None else head + b"\n" + self.blob
+        if len(data) <= KNOWN_RECORD_BYTES:
+            _remember(_known_records, data, self)
+        return data
 
     @classmethod
     def decode(cls, data: bytes) -> FragmentRecord:
-        """Parse a stored record; raises CorruptionError when it is malformed."""
+        """Parse a stored record (one this process made or read lately: as it is known);
+        raises CorruptionError when it is malformed."""
+        known = _known_records.get(data)
+        if known is not None:
+            return known
         head, sep, blob = data.partition(b"\n")
         try:
-            return cls(**json.loads(head), blob=blob if sep else None)
+            record = cls(**json.loads(head), blob=blob if sep else None)
         except (ValueError, TypeError) as e:
             raise CorruptionError(
                 f"staged fragment record cannot be decoded ({e})"
                 "; abandon the session and write its data again in a new one"
             ) from None
+        if len(data) <= KNOWN_RECORD_BYTES:
+            _remember(_known_records, bytes(data), record)
+        return record
 
     @property
     def needs_object(self) -> bool:
@@ -198,5 +211,6 @@ def build(
         tuple(sorted(listed)),
     )
     index_id, index_bytes = index.encode(algo)
-    _remember(index_id, index)
+    if len(index) <= KNOWN_ENTRIES:
+        _remember(_known, index_id, index)
     return b"".join([*data_parts, index_bytes]), index, index_id, pos
