@@ -17,7 +17,6 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -46,13 +45,9 @@ def statements(monkeypatch) -> Counter[str]:
 
 
 def test_a_one_chunk_commit_call_runs_18_statements_on_sqlite(
-    tmp_path: Path, statements: Counter[str]
-) -> None:
-    repo = zl.Repo.create(tmp_path / "r")
-    s = repo.create_session()
-    zarr.create_array(s.store, name="a", shape=(8, 64, 64), chunks=(1, 64, 64), dtype="f4")
-    s.commit("array")
-    s.wait()
+    statements: Counter[str], one_chunk_repo: zl.Repo
+) -> None:  # (statements first: it traces the connections the repository opens)
+    repo = one_chunk_repo
     for i in range(3):  # the count is the same for every commit, not only the first
         s = repo.create_session()
         zarr.open_array(s.store, path="a")[i] = np.full((64, 64), i + 1, np.float32)

@@ -6,8 +6,6 @@ content's hash, a record is its bytes)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import zarr
 
@@ -17,13 +15,9 @@ from zarrlake.format.fragment import FragmentRecord
 
 
 def test_a_commit_and_its_clean_up_decode_no_fragment_index_they_built(
-    tmp_path: Path, monkeypatch
+    one_chunk_repo: zl.Repo, monkeypatch
 ) -> None:
-    repo = zl.Repo.create(tmp_path / "r")
-    s = repo.create_session()
-    zarr.create_array(s.store, name="a", shape=(4, 64, 64), chunks=(1, 64, 64), dtype="f4")
-    s.commit("array")
-    s.wait()
+    repo = one_chunk_repo
     decoded: list[int] = []
     decode = envelope.decode
 
