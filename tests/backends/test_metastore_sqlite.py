@@ -299,3 +299,25 @@ def test_a_threads_connection_after_the_first_skips_the_set_up_look(tmp_path, mo
     assert got and got[0] is not None and got[0][0] == b"v"
     assert len(seen) == 2 and seen[0] == "PRAGMA synchronous = NORMAL", seen
     assert seen[1].startswith("SELECT value, version FROM kv"), seen
+
+
+def test_read_is_one_statement_with_keys_inside_prefixes_and_open_ended_prefixes(tmp_path):
+    # A commit's look at its branch, landing fence and protection rules is one SELECT; a
+    # key that is also under a prefix is in both answers, and prefixes with no upper bound
+    # (b"", b"\xff") cover what `scan` does.
+    meta = SqliteMetaStore(f"sqlite:///{tmp_path}/meta.db")
+    try:
+        meta.set_many("p", [(b"a/1", b"x"), (b"a/2", b"y"), (b"b", b"z"), (b"\xff\xff", b"w")])
+        seen: list[str] = []
+        meta._conn().set_trace_callback(seen.append)
+        keys = [b"a/2", b"nope", b"b", b"a/2"]
+        prefixes = [b"a/", b"", b"\xff", b"zz"]
+        got, items = meta.read("p", keys, prefixes)
+        assert [s.split(" ", 1)[0] for s in seen] == ["SELECT"], seen
+        meta._conn().set_trace_callback(None)
+        assert got == [meta.get("p", k) for k in keys] and got[1] is None
+        assert items == [list(meta.scan("p", prefix=p)) for p in prefixes]
+        assert [k for k, _, _ in items[1]] == [b"a/1", b"a/2", b"b", b"\xff\xff"]
+        assert [k for k, _, _ in items[2]] == [b"\xff\xff"] and items[3] == []
+    finally:
+        meta.close()

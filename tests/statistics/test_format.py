@@ -309,3 +309,44 @@ def test_a_reference_for_reading_bytes_decodes_no_statistics(monkeypatch):
     assert decoded == []
     assert r.get(keys[7]).stats == sf.at(rec, 7)
     assert decoded == [slice(7, 8)]
+
+
+def _range_of(rec: np.ndarray, start: int = 0) -> ManifestRange:
+    """A range of len(rec) chunk objects whose statistics are `rec`, keys from `start`."""
+    from zarrlake.format import statistics as sf
+
+    keys = [f"a/c/{k:05d}".encode() for k in range(start, start + len(rec))]
+    refs = [
+        ChunkRef(RefKind.OBJECT, bytes([k % 256]) * 32, 100 + k, stats=sf.at(rec, i))
+        for i, k in enumerate(range(start, start + len(rec)))
+    ]
+    return ManifestRange.from_refs(keys, refs)
+
+
+@pytest.mark.parametrize("replace", [True, False])
+def test_a_range_a_small_commit_rewrote_keeps_its_records_plain(replace):
+    """A range of SMALL entries or more is written with its records compressed; a few
+    writes set into it (a one-chunk commit's, replacing an entry or adding one) leave
+    them plain, as the next small commit would decode and compress them all again; a
+    large write compresses them again. Every record reads back bit for bit."""
+    from zarrlake.format import statistics as sf
+
+    n = 3 * sf.SMALL
+    rec = _records(n + 1, seed=9)
+    base = ManifestRange.decode(*_range_of(rec[:n]).encode())
+    assert not base.stored_stats.head.get("plain")  # (compressed: n >= SMALL)
+    one = _range_of(rec[n:], start=5 if replace else n)
+    (piece,) = base.apply(one, np.zeros(0, "S1"))
+    got = ManifestRange.decode(*piece.encode())
+    assert got.stored_stats.head.get("plain") == 1
+    want = rec[:n].copy()
+    if replace:
+        want[5] = rec[n]
+    else:
+        want = rec
+    assert got.stats.tobytes() == want.tobytes()
+    many = _range_of(_records(sf.SMALL + 1, seed=10), start=0)  # more than FEW writes
+    (bulk,) = got.apply(many, np.zeros(0, "S1"))
+    again = ManifestRange.decode(*bulk.encode())
+    assert not again.stored_stats.head.get("plain")
+    assert len(again) == len(want)

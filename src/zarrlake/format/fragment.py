@@ -12,6 +12,7 @@ that the new manifests point into.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
@@ -35,6 +36,27 @@ object (a session of a few chunks then writes no object before its commit, which
 the fragment out with its other objects if manifests must point into it)."""
 
 _EMPTY_KEYS = columns.keys_array([])
+
+KNOWN = 64
+"""Fragment indexes a process keeps decoded by id, and fragment records by their stored
+bytes: those it made or read last (indexes of at most KNOWN_ENTRIES entries, records of
+at most KNOWN_RECORD_BYTES: a few MB in all). A session's final flush makes both, and its
+commit's gather and the clean-up after it read them back from the record just stored:
+`decode` then neither parses nor hashes them again (an index's id is its content's hash;
+a record is its bytes)."""
+KNOWN_ENTRIES = 256
+KNOWN_RECORD_BYTES = 8 << 10
+_known: dict[str, FragmentIndex] = {}
+_known_records: dict[bytes, FragmentRecord] = {}
+_known_lock = threading.Lock()
+
+
+def _remember[K, V](known: dict[K, V], key: K, value: V) -> None:
+    """Keep `value` under `key` in `known` (the oldest of more than KNOWN dropped)."""
+    with _known_lock:
+        known[key] = value
+        while len(known) > KNOWN:
+            del known[next(iter(known))]
 
 
 @dataclass(frozen=True)
@@ -65,13 +87,20 @@ class FragmentIndex:
 
     @classmethod
     def decode(cls, oid: str, data: bytes) -> FragmentIndex:
-        """Read back a fragment index stored under `oid`, verifying its checksum."""
+        """Read back a fragment index stored under `oid`, verifying its checksum; one this
+        process built or read lately is the one it knows (the id is the content's hash)."""
+        known = _known.get(oid)
+        if known is not None:
+            return known
         payload = envelope.decode(envelope.KIND_FRAGMENT, oid, data)
         meta, c = columns.unpack(payload, f"fragment index {oid}")
         writes = ManifestRange.from_columns(
             meta["writes"], {k[2:]: v for k, v in c.items() if k.startswith("w.")}
         )
-        return cls(writes, c["deletes"], c["reads"], tuple(meta["listed"]))
+        index = cls(writes, c["deletes"], c["reads"], tuple(meta["listed"]))
+        if len(index) <= KNOWN_ENTRIES:
+            _remember(_known, oid, index)
+        return index
 
 
 @dataclass(frozen=True)
@@ -94,19 +123,29 @@ class FragmentRecord:
         """The record as stored: a JSON head, then the inline blob if it has one."""
         doc = {name: getattr(self, name) for name in _RECORD_FIELDS}  # asdict deep-copies
         head = json.dumps(doc, separators=(",", ":")).encode()
-        return head if self.blob is None else head + b"\n" + self.blob
+        data = head if self.blob is None else head + b"\n" + self.blob
+        if len(data) <= KNOWN_RECORD_BYTES:
+            _remember(_known_records, data, self)
+        return data
 
     @classmethod
     def decode(cls, data: bytes) -> FragmentRecord:
-        """Parse a stored record; raises CorruptionError when it is malformed."""
+        """Parse a stored record (one this process made or read lately: as it is known);
+        raises CorruptionError when it is malformed."""
+        known = _known_records.get(data)
+        if known is not None:
+            return known
         head, sep, blob = data.partition(b"\n")
         try:
-            return cls(**json.loads(head), blob=blob if sep else None)
+            record = cls(**json.loads(head), blob=blob if sep else None)
         except (ValueError, TypeError) as e:
             raise CorruptionError(
                 f"staged fragment record cannot be decoded ({e})"
                 "; abandon the session and write its data again in a new one"
             ) from None
+        if len(data) <= KNOWN_RECORD_BYTES:
+            _remember(_known_records, bytes(data), record)
+        return record
 
     @property
     def needs_object(self) -> bool:
@@ -172,4 +211,6 @@ def build(
         tuple(sorted(listed)),
     )
     index_id, index_bytes = index.encode(algo)
+    if len(index) <= KNOWN_ENTRIES:
+        _remember(_known, index_id, index)
     return b"".join([*data_parts, index_bytes]), index, index_id, pos

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -45,6 +45,13 @@ class ManifestRange:
     """Per entry: the chunk's value statistics (format/statistics.py records), or as read
     and not decoded yet (`stats` decodes them); None when no entry has any (ranges written
     before statistics, or with them off)."""
+    plain_stats: bool = field(default=False, compare=False)
+    """Whether its statistics are encoded plain (neither differenced nor compressed),
+    whatever its size: so is a range a few writes were set into (`_with_few`, a small
+    commit's), which the next small commit rewrites again. A Blosc frame of a few hundred
+    records saves a few bytes an entry and costs a zstd set-up at every such commit (the
+    range's records decoded, differenced and compressed again: +0.17 ms of a W5 commit
+    from 64 entries on) and at every read; a large write's ranges stay compressed."""
 
     @property
     def stats(self) -> np.ndarray | None:
@@ -206,7 +213,7 @@ class ManifestRange:
         n, nloc = len(self), len(self.locations)
         pos = np.searchsorted(self.keys, w.keys)
         hit = self.keys[np.minimum(pos, n - 1)] == w.keys
-        w_loc = np.where(w.loc >= 0, w.loc + nloc, -1).astype(np.int32)
+        w_loc = np.where(w.loc >= 0, w.loc + nloc, -1).astype(np.int32) if nloc else w.loc
         cols = [self.kind, self.digest, self.offset, self.length, self.loc]
         new = [w.kind, w.digest, w.offset, w.length, w_loc]
         ours, theirs = self.stats, w.stats
@@ -224,20 +231,28 @@ class ManifestRange:
             miss = ~hit
             m = int(miss.sum())
             where = pos[miss]  # (each goes before the row at its place)
-            added = where + np.arange(m)
-            kept = np.arange(n) + np.searchsorted(where, np.arange(n), side="right")
             cols, new = [keys, *cols], [w.keys, *new]
-            for j, (c, v) in enumerate(zip(cols, new, strict=True)):
-                out = np.empty((n + m, *c.shape[1:]), c.dtype)
-                out[kept] = c
-                out[added] = v[miss]
-                cols[j] = out
+            if m == 1:  # one new key (a one-chunk commit's): the rows before and after it
+                at_, row = int(where[0]), int(np.flatnonzero(miss)[0])
+                for j, (c, v) in enumerate(zip(cols, new, strict=True)):
+                    out = np.empty((n + 1, *c.shape[1:]), c.dtype)
+                    out[:at_] = c[:at_]
+                    out[at_] = v[row]
+                    out[at_ + 1 :] = c[at_:]
+                    cols[j] = out
+            else:
+                added = where + np.arange(m)
+                kept = np.arange(n) + np.searchsorted(where, np.arange(n), side="right")
+                for j, (c, v) in enumerate(zip(cols, new, strict=True)):
+                    out = np.empty((n + m, *c.shape[1:]), c.dtype)
+                    out[kept] = c
+                    out[added] = v[miss]
+                    cols[j] = out
             keys = cols.pop(0)
         loc = cols[4]
         locations = self.locations + w.locations
-        used = np.zeros(len(locations), bool)
-        used[loc[loc >= 0]] = True
-        if not used.all():
+        # (no locations: every entry names a chunk object by its digest, nothing to drop)
+        if locations and not (used := _used(loc, len(locations))).all():
             remap = np.full(len(locations) + 1, -1, np.int32)  # (the last: -1 stays -1)
             remap[:-1][used] = np.arange(int(used.sum()), dtype=np.int32)
             loc = remap[loc]
@@ -245,7 +260,7 @@ class ManifestRange:
         kind, digest, offset, length = cols[:4]
         stored = cols[5] if stats else None
         return ManifestRange(
-            keys, kind, digest, offset, length, loc, locations, self.inline, (), stored
+            keys, kind, digest, offset, length, loc, locations, self.inline, (), stored, True
         )
 
     def _take(self, idx: np.ndarray | slice) -> ManifestRange:
@@ -301,7 +316,7 @@ class ManifestRange:
         meta: dict[str, Any] = {"locations": list(self.locations)}
         if self.identities:  # ranges without virtual entries keep their earlier encoding
             meta["identities"] = list(self.identities)
-        head, stat_cols = stats_format.encode(self.stored_stats, staged=staged)
+        head, stat_cols = stats_format.encode(self.stored_stats, staged or self.plain_stats)
         if head is not None:  # and so do ranges without statistics
             meta["stats"] = head
         return meta, {
@@ -366,6 +381,13 @@ class ManifestRange:
             return self
         keep = ~np.isin(self.keys, keys)
         return self if keep.all() else self._take(np.flatnonzero(keep))
+
+
+def _used(loc: np.ndarray, count: int) -> np.ndarray:
+    """Which of `count` locations the entries' `loc` column refers to."""
+    used = np.zeros(count, bool)
+    used[loc[loc >= 0]] = True
+    return used
 
 
 def _from_refs(keys: list[bytes], refs: list[ChunkRef]) -> ManifestRange:

@@ -165,7 +165,8 @@ def encode(
     the range keeps the encoding it had before statistics. `staged`: for a staged
     fragment, which lives until its commit and is read once by it: the records narrowed
     but neither differenced nor compressed (`plain`), so the commit reads them with a copy
-    per field instead of a decompression (so are ranges under SMALL entries). Records
+    per field instead of a decompression (so are ranges under SMALL entries, and those a
+    small commit rewrote: `ManifestRange.plain_stats`). Records
     still as stored in the current format are written as they are, not encoded again."""
     if isinstance(column, Stored):
         as_stored = _encode_stored(column, staged or column.n < SMALL)

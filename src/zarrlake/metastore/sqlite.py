@@ -13,7 +13,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import parse_qsl
@@ -26,14 +26,22 @@ from zarrlake.errors import (
     TransientError,
 )
 from zarrlake.metastore import register
-from zarrlake.metastore.base import Item, MetaStoreBackend
-from zarrlake.metastore.checks import check_found
+from zarrlake.metastore.base import Item, MetaStoreBackend, Reading
+from zarrlake.metastore.checks import (
+    check_found,
+    check_meta_key,
+    check_partition,
+    scan_range,
+)
 from zarrlake.metastore.filelock import FileLock, file_lock
 
 BUSY_TIMEOUT = 30.0
 """Seconds a write waits for another writer's lock before raising TransientError."""
 TURN_TIMEOUT = 1.0
 """Seconds `take_turns` waits for its turn before going on without one."""
+BATCH_VERSIONS = 16
+"""Versions a batch's transaction reserves from the counter at once (`_Write.versions`):
+a commit's batches write up to five records, each a statement of the counter before."""
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS kv (partition TEXT NOT NULL, key BLOB NOT NULL, "
@@ -327,13 +335,6 @@ class SqliteMetaStore(MetaStoreBackend):
         if batch is not None:
             batch.commit()
 
-    @staticmethod
-    def _next_versions(conn: sqlite3.Connection, n: int) -> int:
-        """Reserve n new versions; returns the last (the reserved ones end at it)."""
-        return conn.execute(
-            "UPDATE counter SET version = version + ? WHERE id = 0 RETURNING version", (n,)
-        ).fetchone()[0]
-
     # primitives --------------------------------------------------------------------------
 
     def _get(self, partition: str, key: bytes) -> tuple[bytes, int] | None:
@@ -353,27 +354,65 @@ class SqliteMetaStore(MetaStoreBackend):
         with self._errors():
             return conn.execute(sql + " ORDER BY key LIMIT ?", args).fetchall()
 
+    def read(
+        self, partition: str, keys: Sequence[bytes] = (), prefixes: Sequence[bytes] = ()
+    ) -> Reading:
+        """Several keys and whole prefix scans of one partition (see MetaStore.read) in one
+        statement, so from one snapshot of the file: a commit's look at its branch, its
+        landing fence and the protection rules is one SELECT instead of three."""
+        check_partition(partition)
+        keys = [check_meta_key(k) for k in keys]
+        spans = [scan_range(b"", p) for p in prefixes]
+        if not (keys or spans) or len(keys) > _IN_MAX:
+            return super().read(partition, keys, prefixes)
+        parts, args = [], []
+        if keys:
+            marks = ", ".join("?" * len(keys))
+            parts.append(
+                f"SELECT -1, key, value, version FROM kv WHERE partition = ? AND key IN ({marks})"
+            )
+            args += [partition, *keys]
+        for i, (low, high) in enumerate(spans):
+            sql = f"SELECT {i}, key, value, version FROM kv WHERE partition = ? AND key >= ?"
+            args += [partition, low]
+            if high is not None:
+                sql += " AND key < ?"
+                args.append(high)
+            parts.append(sql)
+        conn = self._conn()
+        with self._errors():
+            rows = conn.execute(" UNION ALL ".join(parts) + " ORDER BY 1, 2", args).fetchall()
+        found: dict[bytes, tuple[bytes, int]] = {}
+        items: list[list[Item]] = [[] for _ in spans]
+        for part, key, value, version in rows:
+            if part < 0:
+                found[key] = (value, version)
+            else:
+                items[part].append((key, value, version))
+        return [found.get(k) for k in keys], items
+
     def _write(
         self, partition: str, writes: list[tuple[bytes, bytes]], deletes: list[bytes]
     ) -> list[int]:
-        with self._transaction() as conn:
-            return self._apply(conn, partition, writes, deletes)
+        with self._transaction() as tx:
+            return self._apply(tx, partition, writes, deletes)
 
+    @staticmethod
     def _apply(
-        self,
-        conn: sqlite3.Connection,
+        tx: _Write | _Joined,
         partition: str,
         writes: list[tuple[bytes, bytes]],
         deletes: list[bytes],
     ) -> list[int]:
         """Inside a write transaction: delete `deletes`, write `writes` with new versions."""
+        conn = tx.conn
         if deletes:
             conn.executemany(
                 "DELETE FROM kv WHERE partition = ? AND key = ?", [(partition, k) for k in deletes]
             )
         if not writes:
             return []
-        first = self._next_versions(conn, len(writes)) - len(writes) + 1
+        first = tx.versions(len(writes))
         versions = list(range(first, first + len(writes)))
         conn.executemany(
             _UPSERT, [(partition, k, v, n) for (k, v), n in zip(writes, versions, strict=True)]
@@ -383,8 +422,9 @@ class SqliteMetaStore(MetaStoreBackend):
     def _set_if(self, partition: str, key: bytes, value: bytes, expected: int | None) -> int:
         # The write is itself the check (it changes a row only where the version is the one
         # expected); the version is read only to name it when the check fails.
-        with self._transaction() as conn:
-            version = self._next_versions(conn, 1)
+        with self._transaction() as tx:
+            conn = tx.conn
+            version = tx.versions(1)
             if expected is None:
                 done = conn.execute(_CREATE, (partition, key, value, version))
             else:
@@ -398,7 +438,8 @@ class SqliteMetaStore(MetaStoreBackend):
         return version
 
     def _delete_if(self, partition: str, key: bytes, expected: int) -> None:
-        with self._transaction() as conn:
+        with self._transaction() as tx:
+            conn = tx.conn
             row = conn.execute(
                 "SELECT version FROM kv WHERE partition = ? AND key = ?", (partition, key)
             ).fetchone()
@@ -412,12 +453,12 @@ class SqliteMetaStore(MetaStoreBackend):
         deletes: list[bytes],
         checks: dict[bytes, int | None],
     ) -> list[int]:
-        with self._transaction() as conn:  # BEGIN IMMEDIATE: the checks and writes are one step
+        with self._transaction() as tx:  # BEGIN IMMEDIATE: the checks and writes are one step
             if checks:
-                found = _versions(conn, partition, list(checks))
+                found = _versions(tx.conn, partition, list(checks))
                 for key, expected in checks.items():
                     check_found(partition, key, found.get(key), expected)
-            return self._apply(conn, partition, writes, deletes)
+            return self._apply(tx, partition, writes, deletes)
 
     def clock(self) -> float:
         """The host's clock: every process using the database file runs on this machine
@@ -426,7 +467,8 @@ class SqliteMetaStore(MetaStoreBackend):
         return time.time()
 
     def _drop_partition(self, partition: str) -> None:
-        with self._transaction() as conn:
+        with self._transaction() as tx:
+            conn = tx.conn
             conn.execute("DELETE FROM kv WHERE partition = ?", (partition,))
             conn.execute("PRAGMA incremental_vacuum").fetchall()  # one page per row
 
@@ -510,7 +552,7 @@ class _Batch:
     def join(self, conn: sqlite3.Connection) -> _Joined:
         """The batch's transaction for one write, begun if this is the first."""
         if self.write is None:
-            write = _Write(conn, self.conns.writer, self.errors)
+            write = _Write(conn, self.conns.writer, self.errors, BATCH_VERSIONS)
             write.__enter__()
             self.write = write
         elif not self.write.conn.in_transaction:  # SQLite rolled it back (an I/O error)
@@ -518,7 +560,7 @@ class _Batch:
                 f"SQLite metastore {self.errors.path}: a batch's transaction was rolled back "
                 "by an earlier error; check the disk the file is on, then try again"
             )
-        return _Joined(self.write.conn, self.errors)
+        return _Joined(self.write, self.errors)
 
     def commit(self) -> None:
         """Commit the writes so far and release the write lock; the next write begins a
@@ -550,14 +592,18 @@ class _Joined:
     """One write inside a batch: its errors translated; a failed statement undoes only
     itself (SQLite's statement atomicity), the batch's other writes stay."""
 
-    __slots__ = ("conn", "errors")
+    __slots__ = ("conn", "errors", "write")
 
-    def __init__(self, conn: sqlite3.Connection, errors: _Errors) -> None:
-        self.conn, self.errors = conn, errors
+    def __init__(self, write: _Write, errors: _Errors) -> None:
+        self.write, self.conn, self.errors = write, write.conn, errors
 
-    def __enter__(self) -> sqlite3.Connection:
+    def versions(self, n: int) -> int:
+        """The first of `n` new versions (see `_Write.versions`: the batch's reservation)."""
+        return self.write.versions(n)
+
+    def __enter__(self) -> _Joined:
         self.errors.__enter__()
-        return self.conn
+        return self
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, tb: Any
@@ -567,14 +613,34 @@ class _Joined:
 
 class _Write:
     """A write transaction: this process's turn at the write lock, then BEGIN IMMEDIATE;
-    COMMIT on leaving, ROLLBACK on an error."""
+    COMMIT on leaving, ROLLBACK on an error. Its writes' versions come from the counter,
+    `block` at a time at least (see `versions`)."""
 
-    __slots__ = ("conn", "errors", "lock")
+    __slots__ = ("block", "conn", "end", "errors", "lock", "next")
 
-    def __init__(self, conn: sqlite3.Connection, lock: FileLock, errors: _Errors) -> None:
-        self.conn, self.lock, self.errors = conn, lock, errors
+    def __init__(
+        self, conn: sqlite3.Connection, lock: FileLock, errors: _Errors, block: int = 1
+    ) -> None:
+        self.conn, self.lock, self.errors, self.block = conn, lock, errors, block
+        self.next, self.end = 1, 0  # versions reserved and not used yet: [next, end]
 
-    def __enter__(self) -> sqlite3.Connection:
+    def versions(self, n: int) -> int:
+        """The first of `n` new versions (they follow it), from those this transaction
+        reserved: the counter is bumped once for `block` of them, or `n` if more, and again
+        only when they run out. Unused ones are never handed out (the counter moved past
+        them), so versions still never repeat and grow with every write; a batch's writes
+        then cost one statement of the counter, not one each."""
+        first = self.next
+        if first + n - 1 > self.end:
+            take = max(n, self.block)
+            self.end = self.conn.execute(
+                "UPDATE counter SET version = version + ? WHERE id = 0 RETURNING version", (take,)
+            ).fetchone()[0]
+            first = self.end - take + 1
+        self.next = first + n
+        return first
+
+    def __enter__(self) -> _Write:
         self.lock.acquire()
         try:
             self.errors.__enter__()
@@ -586,7 +652,7 @@ class _Write:
         except BaseException:
             self.lock.release()
             raise
-        return self.conn
+        return self
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, _: Any
