@@ -63,6 +63,8 @@ SYMPTOMS = {
     # inside the grace period; the seed passes without the bug
     "sweep_rereads_before_phase": r"still needed|cannot be read|is missing|under a grace period of",
     "gather_before_seal": r"flush returned|expected one of|\(it landed\): commit \w+ holds",
+    # the branch back at a commit it holds: what identical resets may do, one move each
+    "merge_fast_forwards_back": r"to the older commit \w+ and no reset or merge explains it",
 }
 
 

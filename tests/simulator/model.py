@@ -233,13 +233,18 @@ class Model:
         if outcome in NOTHING:
             intent.outcome = outcome  # explains no move from now on
             if intent.group is not None and len(intent.group) > 1:
-                intent.group.remove(intent)  # another of the group moved the ref
-                intent.group, intent.landed = None, None
+                intent.group.remove(intent)  # another of the group moved the ref, unless
+                if intent.group_events <= len(intent.group):  # the rest are too few for
+                    intent.group, intent.landed = None, None  # its moves (judged by _end)
         elif outcome == Outcome.ACKED and intent.group is not None and len(intent.group) > 1:
-            for other in intent.group:  # this one made the move: the others may make one
-                if other is not intent:  # of their own later (after an A-B-A of the ref)
-                    other.group, other.landed = None, None
-            intent.group = [intent]
+            rest = [other for other in intent.group if other is not intent]
+            made = intent.group_events - 1  # this one made a move: the others made the rest
+            for other in rest:  # and those that made none may make one of their own later
+                if made > 0:  # (after an A-B-A of the ref)
+                    other.group, other.group_events = rest, made
+                else:
+                    other.group, other.landed, other.group_events = None, None, 0
+            intent.group, intent.group_events = [intent], 1
         self.later.append(lambda: self._end(intent, outcome, result))
 
     def settle(self) -> None:
@@ -423,16 +428,26 @@ class Model:
             self._explained("create-branch", branch, new, f"branch {branch!r} created")
             return
         if new in self.commits:  # an existing commit: a reset or a fast-forward
-            group = [i for i in self._running("reset", branch) if i.target == new]
-            group += [
+            running = [i for i in self._running("reset", branch) if i.target == new]
+            running += [
                 i
                 for i in self._running("merge", branch)
                 if i.source == new and old in self._ancestors(new)
             ]
-            group = [i for i in group if i.landed is None]
+            group = [i for i in running if i.landed is None]
             for i in group:  # any of them may have done it; one must not have failed
-                i.landed, i.group = new, group
+                i.landed, i.group, i.group_events = new, group, 1
             if group:
+                return
+            # A group of identical requests explained an earlier move to `new`: each made
+            # one at most, so one not yet counted may make this one (two resets to one
+            # commit, a fast-forward landing between their moves).
+            spare = [
+                i for i in running if i.landed == new and i.group and i.group_events < len(i.group)
+            ]
+            if spare:
+                for i in spare[0].group:  # type: ignore[union-attr]
+                    i.group_events += 1
                 return
             raise Violation(
                 f"branch {branch!r} moved from {old[:12]} to the older commit {new[:12]} "

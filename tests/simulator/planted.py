@@ -41,6 +41,9 @@ Nothing else sets them; the library never imports this module.
   enters its sweep phase instead of after, so a writer staging in between is missed.
 - `gather_before_seal` (P4): a commit gathers the staged changes before it seals the
   session, so a flush landing in between is acknowledged but not in the commit.
+- `merge_fast_forwards_back`: a merge of a commit the branch already holds (its head
+  descends from it) fast-forwards the branch back to that commit, dropping the commits after
+  it from the branch.
 - `sweep_unfenced` (not caught, see UNCAUGHT): the bucket metastore's page sweep deletes
   pages by age without first fencing the head it judged against.
 """
@@ -264,6 +267,18 @@ def _branch_moves_blindly() -> list[tuple[Any, str, Any]]:
     return [(refs.Refs, "move", move)]
 
 
+def _merge_fast_forwards_back() -> list[tuple[Any, str, Any]]:
+    from zarrlake.vc import merge
+
+    real = merge.merge_base
+
+    def merge_base(objects: Any, head: str, source: str) -> str | None:
+        base = real(objects, head, source)
+        return head if base == source else base  # "already merged" taken for "behind"
+
+    return [(merge, "merge_base", merge_base)]
+
+
 def _sweep_rereads_before_phase() -> list[tuple[Any, str, Any]]:
     from zarrlake.lifecycle.gc import Collector
 
@@ -309,6 +324,7 @@ BUGS: dict[str, Callable[[], list[tuple[Any, str, Any]]]] = {
     "branch_moves_blindly": _branch_moves_blindly,
     "sweep_rereads_before_phase": _sweep_rereads_before_phase,
     "gather_before_seal": _gather_before_seal,
+    "merge_fast_forwards_back": _merge_fast_forwards_back,
 }
 
 
