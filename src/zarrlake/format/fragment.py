@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
 import numpy as np
+from cachetools import LRUCache
 
 from zarrlake.errors import CorruptionError
 from zarrlake.format import columns, envelope
@@ -46,17 +47,21 @@ commit's gather and the clean-up after it read them back from the record just st
 a record is its bytes)."""
 KNOWN_ENTRIES = 256
 KNOWN_RECORD_BYTES = 8 << 10
-_known: dict[str, FragmentIndex] = {}
-_known_records: dict[bytes, FragmentRecord] = {}
-_known_lock = threading.Lock()
+_known: LRUCache[str, FragmentIndex] = LRUCache(maxsize=KNOWN)
+_known_records: LRUCache[bytes, FragmentRecord] = LRUCache(maxsize=KNOWN)
+_known_lock = threading.Lock()  # cachetools caches are not thread-safe
 
 
-def _remember[K, V](known: dict[K, V], key: K, value: V) -> None:
-    """Keep `value` under `key` in `known` (the oldest of more than KNOWN dropped)."""
+def _recall[K, V](known: LRUCache[K, V], key: K) -> V | None:
+    """What `known` holds under `key`, if anything."""
+    with _known_lock:
+        return known.get(key)
+
+
+def _remember[K, V](known: LRUCache[K, V], key: K, value: V) -> None:
+    """Keep `value` under `key` in `known` (the least recently used of more than KNOWN go)."""
     with _known_lock:
         known[key] = value
-        while len(known) > KNOWN:
-            del known[next(iter(known))]
 
 
 @dataclass(frozen=True)
@@ -89,7 +94,7 @@ class FragmentIndex:
     def decode(cls, oid: str, data: bytes) -> FragmentIndex:
         """Read back a fragment index stored under `oid`, verifying its checksum; one this
         process built or read lately is the one it knows (the id is the content's hash)."""
-        known = _known.get(oid)
+        known = _recall(_known, oid)
         if known is not None:
             return known
         payload = envelope.decode(envelope.KIND_FRAGMENT, oid, data)
@@ -132,7 +137,7 @@ class FragmentRecord:
     def decode(cls, data: bytes) -> FragmentRecord:
         """Parse a stored record (one this process made or read lately: as it is known);
         raises CorruptionError when it is malformed."""
-        known = _known_records.get(data)
+        known = _recall(_known_records, data)
         if known is not None:
             return known
         head, sep, blob = data.partition(b"\n")
