@@ -4,8 +4,9 @@ it and it holds no write it was told had succeeded: it knows its writes did not 
 A refusal met first at process exit, or met after writes were acknowledged, still ends
 the process with the warning and the exit status job runners go by (txn/writers.py).
 
-Real worker processes, on SQLite and on the bucket metastore (S3 alone), whose first
-write takes a path of its own: it uploads its chunk beside the base check (txn/birth.py).
+Real worker processes, on SQLite, and on the remote metastores (PostgreSQL, and the bucket
+metastore: S3 alone), where a first write that uploads a chunk takes a path of its own: it
+uploads beside the base check (txn/birth.py).
 A refusal is met at exit only where the first write's base check can fail without undoing
 what the write stored, which is the remote metastores' path: there the worker's store
 fails the first look for the base's commit record (a fault, as an exhausted retry raises)."""
@@ -105,7 +106,7 @@ def _run(where: dict, then: str) -> subprocess.CompletedProcess:
     )
 
 
-@pytest.mark.parametrize("any_metastore", ["sqlite", "s3-bucket"], indirect=True)
+@pytest.mark.parametrize("any_metastore", ["sqlite", "s3-postgres", "s3-bucket"], indirect=True)
 def test_a_process_that_caught_a_base_gone_refusal_exits_normally(any_metastore: dict) -> None:
     done = _run(any_metastore, "caught")
     assert done.stdout.splitlines()[0].startswith("refused:"), done
