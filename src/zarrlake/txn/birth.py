@@ -155,6 +155,11 @@ class Birth:
         """Whether the record is stored and its base checked."""
         return self.version is not None and self._checking is None
 
+    @property
+    def refused(self) -> Exception | None:
+        """The error the session was refused with for good (its base gone), if it was."""
+        return self._refused
+
     def ensure(self) -> int:
         """Store the record if it is not yet (refused if the session expired or was
         abandoned before it was stored) and check its base; returns the version stored."""

@@ -199,8 +199,15 @@ class Writes:
         so a failure is logged (the commit then finds this writer unfinished) and returned
         (process exit then ends with a non-zero status: txn/writers.py). A session that
         ended first, or a repository removed meanwhile (a temporary one), leaves nothing to
-        count: that is logged at debug level only."""
+        count: that is logged at debug level only, as is a session refused for good before
+        the release (`_refusal_known`)."""
         if self.pid != os.getpid() or self.simulated:
+            return None
+        if self._refusal_known():
+            self.stop()
+            self.state = None  # nothing of this writer is stored: nothing to finish
+            writers.untrack(self)
+            log.debug("zarrlake writer %s: its session was refused before", self.writer)
             return None
         self.together = _in_turn  # at interpreter exit, thread pools take no more work
         try:
@@ -214,6 +221,22 @@ class Writes:
                 log.warning("zarrlake writer %s could not finish: %s", self.writer, e)
                 return f"writer {self.writer} could not finish: {e}"
         return None
+
+    def _refusal_known(self) -> bool:
+        """Whether the session was refused for good (its base gone: txn/birth.py) before
+        this release, and this handle holds no write it acknowledged that the refusal
+        voids. The call that met the refusal raised it (an abandon, giving the session
+        up, passes over it), and the refusal deleted the session's record and what this
+        writer stored: a finish could only raise it again. Writes in the buffer, or a
+        background flush's error not raised yet, are writes acknowledged that do not
+        count: the release warns of those, as of a refusal it meets first."""
+        birth = self.birth
+        return (
+            birth is not None
+            and birth.refused is not None
+            and self._error is None
+            and not self.buffer.current.changes
+        )
 
     @property
     def writer(self) -> str:
@@ -456,15 +479,21 @@ class Writes:
         self.uploads.carried(records)
         table = self._needs_table(key, len(data))
         retired = self.objects.purges_exist(phase.epoch)  # (a reuse checks its object)
-        batch = self.buffer.current
-        mark, copy, upload = birth.beside(
-            [
-                lambda: self._mark(batch, [key]),
-                lambda: self.uploads.copy(records),
-                lambda: self.uploads.store_carried(data, table, digest, retired),
-            ],
-            _beside,
-        )
+        batch, state = self.buffer.current, self.state
+        try:
+            mark, copy, upload = birth.beside(
+                [
+                    lambda: self._mark(batch, [key]),
+                    lambda: self.uploads.copy(records),
+                    lambda: self.uploads.store_carried(data, table, digest, retired),
+                ],
+                _beside,
+            )
+        except BaseException:
+            if birth.refused is not None:  # the record and the marker are deleted: as after
+                batch.markers.clear()  # a `_mark` refused, this writer holds nothing (the
+                self.state = state  # batch had no marker), and its next write raises too
+            raise
         birth.copied = not isinstance(copy, Exception)  # (else gc clears them, later)
         raise_first([mark, upload])
         return phase, cast(tuple[ChunkRef, bool], upload)
