@@ -32,12 +32,15 @@ from zarrlake.spark.chunks import taken_together, takes_together
 from zarrlake.spark.duplicates import refuse
 from zarrlake.spark.reader import ChunkRun, ZarrLakeReader
 from zarrlake.spark.rowsink import column
-from zarrlake.zarr_store.pipeline import given
+from zarrlake.vc.statistics import TILES_MAX
+from zarrlake.zarr_store.pipeline import TOGETHER_MIN, given
 
 CELLS, CHUNKS = "cells", "chunks"
 SHAPE = "shape"
 WRITE_THREADS = 4
 """Chunks a write task encodes and stores at once."""
+RUN_BYTES = 1 << 20
+"""The most bytes of neighbouring whole chunks a chunk-layout task writes as one region."""
 BATCH_BYTES = 16 << 20
 """A read task yields a record batch once its chunks hold this many bytes."""
 
@@ -293,14 +296,53 @@ class ChunkSink:
                 key = inner_key(key, ".".join(str(k % p) for k, p in zip(at, per, strict=True)))
             self.written[info.path].add(key)
             keys[at] = key
-        taken = self._stats_together(shards, keys)
+        runs, alone = self._runs(shards)
+        taken = self._stats_together(alone, keys)
         # shards are encoded, hashed and stored in threads (zstd, hashing and I/O release the
-        # GIL); the inner chunks of one shard in one write, so no two threads share a shard
+        # GIL); the inner chunks of one shard in one write, so no two threads share a shard;
+        # a run of whole chunks in one write too (zarr takes their statistics together)
         write = self._write_shard
         if taken is not None:  # (each pool thread writes with them in its context)
             write = lambda item: given(taken, lambda: self._write_shard(item))  # noqa: E731
-        for _ in self._pool.map(write, shards.items()):
+        for _ in self._pool.map(self._write_shard, runs):
             pass
+        for _ in self._pool.map(write, alone.items()):
+            pass
+
+    def _runs(
+        self, shards: dict[tuple[int, ...], dict[tuple[int, ...], tuple]]
+    ) -> tuple[list[tuple[Any, dict]], dict[tuple[int, ...], dict[tuple[int, ...], tuple]]]:
+        """Runs of whole, unclipped small chunks of an unsharded array, neighbours along
+        the first dimension, each to be written as one region (zarr takes their statistics
+        together: `TOGETHER_MIN` of them at least, `RUN_BYTES` at most), and the rest, to be
+        written alone. A zarr write costs about 1 ms of CPU a call here; a 1 KiB chunk's
+        share of a region's write, about a quarter of that."""
+        unit = self.info.unit
+        size = math.prod(unit)
+        most = RUN_BYTES // (size * np.dtype(self.info.dtype).itemsize)
+        if self.info.inner is not None or size >= TILES_MAX or most < TOGETHER_MIN:
+            return [], shards
+        whole = sorted(
+            (at[1:], at[0])
+            for at, blocks in shards.items()
+            if tuple(s.stop - s.start for s in blocks[at][0]) == unit
+        )
+        runs: list[tuple[Any, dict]] = []
+        alone = dict(shards)
+        start = 0
+        for i in range(1, len(whole) + 1):
+            if (
+                i < len(whole)
+                and whole[i][0] == whole[i - 1][0]
+                and whole[i][1] == whole[i - 1][1] + 1
+                and i - start < most
+            ):
+                continue
+            if i - start >= TOGETHER_MIN:
+                ats = [(k, *rest) for rest, k in whole[start:i]]
+                runs.append((ats[0], {at: alone.pop(at)[at] for at in ats}))
+            start = i
+        return runs, alone
 
     def _stats_together(
         self,
