@@ -1,7 +1,8 @@
-"""The chunk layout's task code (ChunkSink, run in this process) writes neighbouring whole
-small chunks of an unsharded array as regions, one zarr write each, and every chunk reads
-back as numpy says: rows out of order, gaps, edge chunks, a chunk all fill value (zarr
-stores none), a chunk given again in a later batch, with statistics on and off."""
+"""The Spark tasks' code, run in this process: the chunk layout (ChunkSink) and the cell
+layout (`write_chunks`) write neighbouring whole small chunks of an unsharded array as
+regions, one zarr write each (`spark.runs`), and every chunk reads back as numpy says:
+rows out of order, gaps, edge chunks, a chunk all fill value (zarr stores none), a chunk
+given again in a later batch, with statistics on and off."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import pytest
 import zarr
 
 import zarrlake as zl
-from zarrlake.spark import layout
+from zarrlake.spark import runs
 from zarrlake.spark.arrays import ArrayInfo
+from zarrlake.spark.chunks import write_chunks
 from zarrlake.spark.layout import ChunkSink, chunk_batch
 
 SHAPE, CHUNKS = (70, 3, 16), (1, 1, 16)  # 70 x 3 chunks of 16 float32; no edge along 0
@@ -123,7 +125,7 @@ def test_edge_and_large_chunks_are_written_alone(tmp_path, monkeypatch):
 
 
 def test_a_run_holds_run_bytes_at_most(tmp_path, monkeypatch):
-    monkeypatch.setattr(layout, "RUN_BYTES", 10 * 16 * 4)  # ten chunks of 16 float32
+    monkeypatch.setattr(runs, "RUN_BYTES", 10 * 16 * 4)  # ten chunks of 16 float32
     values = np.random.default_rng(5).random(SHAPE, dtype=np.float32)
     writes = _Writes(monkeypatch)
     ats = [(k, 0, 0) for k in range(70)]
@@ -131,3 +133,46 @@ def test_a_run_holds_run_bytes_at_most(tmp_path, monkeypatch):
     assert writes.calls == 7
     got = zarr.open_array(repo.readonly_session("main").store, path="a", mode="r")[...]
     np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("statistics", [True, False], ids=["stats", "no-stats"])
+def test_the_cell_layout_writes_runs_as_regions(tmp_path, monkeypatch, statistics):
+    """Cells of whole chunks (two columns of 70 and 30 chunks, shuffled rows), one chunk
+    half covered (its other cells keep what was stored) and one edge-free lone chunk."""
+    rng = np.random.default_rng(6)
+    repo = zl.Repo.create(tmp_path / "r", settings={"chunk_statistics": statistics})
+    s = repo.create_session()
+    array = zarr.create_array(
+        s.store, name="a", shape=(70, 2, 16), chunks=(1, 1, 16), dtype="f4", fill_value=0.0,
+        dimension_names=["t", "y", "x"],
+    )  # fmt: skip
+    stored = rng.random((70, 2, 16), dtype=np.float32)
+    array[...] = stored
+    s.commit("stored")
+    s = repo.create_session()
+    array = zarr.open_array(s.store, path="a")
+    info = ArrayInfo.of(array, "a")
+    new = rng.random((70, 2, 16), dtype=np.float32)
+    cells = np.zeros((70, 2, 16), bool)
+    cells[:, 0] = True  # a column of 70 whole chunks
+    cells[10:40, 1] = True  # 30 more
+    cells[50, 1, :8] = True  # half a chunk
+    index = [v.astype(np.int64) for v in np.nonzero(cells)]
+    order = rng.permutation(len(index[0]))
+    index = [v[order] for v in index]
+    values = new[tuple(index)]
+    writes = _Writes(monkeypatch)
+    written = write_chunks(array, info, index, values, replace=False)
+    assert len(written) == 70 + 30 + 1
+    assert writes.calls == 2 + 1  # two regions, the half-covered chunk alone
+    s.commit("cells")
+    expected = np.where(cells, new, stored)
+    got = zarr.open_array(repo.readonly_session("main").store, path="a", mode="r")[...]
+    np.testing.assert_array_equal(got, expected)
+    if statistics:
+        table = repo.chunk_stats("a").to_pydict()
+        for i in range(len(table["min"])):
+            block = expected[table["t"][i], table["y"][i]]
+            assert table["known"][i]
+            assert table["min"][i] == pytest.approx(float(block.min()))
+            assert table["max"][i] == pytest.approx(float(block.max()))

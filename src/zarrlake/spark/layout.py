@@ -32,15 +32,13 @@ from zarrlake.spark.chunks import taken_together, takes_together
 from zarrlake.spark.duplicates import refuse
 from zarrlake.spark.reader import ChunkRun, ZarrLakeReader
 from zarrlake.spark.rowsink import column
-from zarrlake.vc.statistics import TILES_MAX
-from zarrlake.zarr_store.pipeline import TOGETHER_MIN, given
+from zarrlake.spark.runs import runs
+from zarrlake.zarr_store.pipeline import given
 
 CELLS, CHUNKS = "cells", "chunks"
 SHAPE = "shape"
 WRITE_THREADS = 4
 """Chunks a write task encodes and stores at once."""
-RUN_BYTES = 1 << 20
-"""The most bytes of neighbouring whole chunks a chunk-layout task writes as one region."""
 BATCH_BYTES = 16 << 20
 """A read task yields a record batch once its chunks hold this many bytes."""
 
@@ -312,37 +310,17 @@ class ChunkSink:
     def _runs(
         self, shards: dict[tuple[int, ...], dict[tuple[int, ...], tuple]]
     ) -> tuple[list[tuple[Any, dict]], dict[tuple[int, ...], dict[tuple[int, ...], tuple]]]:
-        """Runs of whole, unclipped small chunks of an unsharded array, neighbours along
-        the first dimension, each to be written as one region (zarr takes their statistics
-        together: `TOGETHER_MIN` of them at least, `RUN_BYTES` at most), and the rest, to be
-        written alone. A zarr write costs about 1 ms of CPU a call here; a 1 KiB chunk's
-        share of a region's write, about a quarter of that."""
-        unit = self.info.unit
-        size = math.prod(unit)
-        most = RUN_BYTES // (size * np.dtype(self.info.dtype).itemsize)
-        if self.info.inner is not None or size >= TILES_MAX or most < TOGETHER_MIN:
+        """The runs (`spark.runs`) of an unsharded array's whole, unclipped chunks among
+        `shards`, each to be written as one region, and the rest, to be written alone."""
+        if self.info.inner is not None:
             return [], shards
-        whole = sorted(
-            (at[1:], at[0])
-            for at, blocks in shards.items()
-            if tuple(s.stop - s.start for s in blocks[at][0]) == unit
-        )
-        runs: list[tuple[Any, dict]] = []
+        unit = self.info.unit
+        whole = [at for at, got in shards.items() if _extent(got[at][0]) == unit]
         alone = dict(shards)
-        start = 0
-        for i in range(1, len(whole) + 1):
-            if (
-                i < len(whole)
-                and whole[i][0] == whole[i - 1][0]
-                and whole[i][1] == whole[i - 1][1] + 1
-                and i - start < most
-            ):
-                continue
-            if i - start >= TOGETHER_MIN:
-                ats = [(k, *rest) for rest, k in whole[start:i]]
-                runs.append((ats[0], {at: alone.pop(at)[at] for at in ats}))
-            start = i
-        return runs, alone
+        return [
+            (run[0], {at: alone.pop(at)[at] for at in run})
+            for run in runs(whole, unit, np.dtype(self.info.dtype).itemsize)
+        ], alone
 
     def _stats_together(
         self,
@@ -430,6 +408,10 @@ class ChunkSink:
     def stop(self) -> None:
         """Wait for the pending chunk writes and stop the writer pool."""
         self._pool.shutdown()
+
+
+def _extent(box: tuple[slice, ...]) -> tuple[int, ...]:
+    return tuple(s.stop - s.start for s in box)
 
 
 def _binary_values(values: pa.Array, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
