@@ -13,6 +13,7 @@ import zarr
 from zarrlake.errors import InvalidInputError
 from zarrlake.spark.arrays import ArrayInfo
 from zarrlake.spark.duplicates import Coverage
+from zarrlake.spark.runs import region, runs
 from zarrlake.vc.statistics import TILES_MAX, of_rows
 from zarrlake.zarr_store.pipeline import given, taken_by
 
@@ -95,9 +96,10 @@ def write_chunks(
     """Write `values` at `index` (one array per dimension) chunk by chunk; returns the chunk
     coordinates written. A chunk the rows do not fully cover keeps its other stored values,
     or with `replace` gets the fill value there (unless this task already wrote it: `done`).
-    With `coverage`, a cell given twice (in these rows or earlier ones) is refused. The
-    whole chunks the rows cover are laid in one array first if their statistics are taken
-    together (`taken_together`)."""
+    With `coverage`, a cell given twice (in these rows or earlier ones) is refused. Runs of
+    neighbouring whole chunks (`spark.runs`) are written as regions; the other whole chunks
+    the rows cover are laid in one array first if their statistics are taken together
+    (`taken_together`)."""
     fill = array.fill_value
     plans = []
     for coords, rows in group_by_chunk(info, index):
@@ -110,7 +112,11 @@ def write_chunks(
         size = int(np.prod(shape))
         covered = len(rows) >= size and bool(np.bincount(flat, minlength=size).all())
         plans.append((coords, rows, box, shape, flat, covered))
-    whole = [p for p in plans if p[5] and p[3] == info.chunks] if takes_together(array) else []
+    full = [p[0] for p in plans if p[5] and p[3] == info.chunks]
+    found = runs(full, info.chunks, array.dtype.itemsize)
+    in_run = {at for run in found for at in run}
+    whole = [p for p in plans if p[5] and p[3] == info.chunks and p[0] not in in_run]
+    whole = whole if takes_together(array) else []
     laid = np.empty((len(whole), *info.chunks), dtype=array.dtype) if len(whole) > 1 else None
     blocks: dict[tuple[int, ...], np.ndarray] = {}
     if laid is not None:
@@ -118,9 +124,19 @@ def write_chunks(
             laid[j].reshape(-1)[flat] = values[rows]
             blocks[coords] = laid[j]
     taken = taken_together(array, [(info.chunk_key(array, c), b) for c, b in blocks.items()])
+    by_coords = {p[0]: p for p in plans}
+    step = info.chunks[0]
+    for run in found:  # (not within `given`: zarr takes a region's statistics together)
+        lay = np.empty((len(run) * step, *info.chunks[1:]), dtype=array.dtype)
+        for j, at in enumerate(run):
+            _, rows, _, _, flat, _ = by_coords[at]
+            lay[j * step : (j + 1) * step].reshape(-1)[flat] = values[rows]
+        array[region(run, info.chunks)] = lay
 
     def write() -> None:
         for coords, rows, box, shape, flat, covered in plans:
+            if coords in in_run:
+                continue
             block = blocks.get(coords)
             if block is None:
                 if covered:

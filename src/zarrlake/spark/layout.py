@@ -32,6 +32,7 @@ from zarrlake.spark.chunks import taken_together, takes_together
 from zarrlake.spark.duplicates import refuse
 from zarrlake.spark.reader import ChunkRun, ZarrLakeReader
 from zarrlake.spark.rowsink import column
+from zarrlake.spark.runs import runs
 from zarrlake.zarr_store.pipeline import given
 
 CELLS, CHUNKS = "cells", "chunks"
@@ -293,14 +294,33 @@ class ChunkSink:
                 key = inner_key(key, ".".join(str(k % p) for k, p in zip(at, per, strict=True)))
             self.written[info.path].add(key)
             keys[at] = key
-        taken = self._stats_together(shards, keys)
+        runs, alone = self._runs(shards)
+        taken = self._stats_together(alone, keys)
         # shards are encoded, hashed and stored in threads (zstd, hashing and I/O release the
-        # GIL); the inner chunks of one shard in one write, so no two threads share a shard
+        # GIL); the inner chunks of one shard in one write, so no two threads share a shard;
+        # a run of whole chunks in one write too (zarr takes their statistics together)
         write = self._write_shard
         if taken is not None:  # (each pool thread writes with them in its context)
             write = lambda item: given(taken, lambda: self._write_shard(item))  # noqa: E731
-        for _ in self._pool.map(write, shards.items()):
+        for _ in self._pool.map(self._write_shard, runs):
             pass
+        for _ in self._pool.map(write, alone.items()):
+            pass
+
+    def _runs(
+        self, shards: dict[tuple[int, ...], dict[tuple[int, ...], tuple]]
+    ) -> tuple[list[tuple[Any, dict]], dict[tuple[int, ...], dict[tuple[int, ...], tuple]]]:
+        """The runs (`spark.runs`) of an unsharded array's whole, unclipped chunks among
+        `shards`, each to be written as one region, and the rest, to be written alone."""
+        if self.info.inner is not None:
+            return [], shards
+        unit = self.info.unit
+        whole = [at for at, got in shards.items() if _extent(got[at][0]) == unit]
+        alone = dict(shards)
+        return [
+            (run[0], {at: alone.pop(at)[at] for at in run})
+            for run in runs(whole, unit, np.dtype(self.info.dtype).itemsize)
+        ], alone
 
     def _stats_together(
         self,
@@ -388,6 +408,10 @@ class ChunkSink:
     def stop(self) -> None:
         """Wait for the pending chunk writes and stop the writer pool."""
         self._pool.shutdown()
+
+
+def _extent(box: tuple[slice, ...]) -> tuple[int, ...]:
+    return tuple(s.stop - s.start for s in box)
 
 
 def _binary_values(values: pa.Array, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
