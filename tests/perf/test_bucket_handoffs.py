@@ -16,10 +16,12 @@ from zarrlake.vc.objects import Objects
 
 CHUNK = (64, 64)
 
-HANDOFFS = 14
+HANDOFFS = 15
 """ThreadPoolExecutor submissions of one begin + write one chunk + commit on the bucket
 metastore, its background clean-up included (20 when every call of a `map` went to the
-pool and the caller waited)."""
+pool and the caller waited; 14 before the premade commit's objects and fence went out
+with the gather: one round of five calls where two rounds of three and two ran their
+first call each on the caller)."""
 
 
 def test_map_runs_the_first_call_on_the_caller_and_keeps_the_order(
