@@ -16,10 +16,12 @@ from zarrlake.vc.objects import Objects
 
 CHUNK = (64, 64)
 
-HANDOFFS = 14
+HANDOFFS = 15
 """ThreadPoolExecutor submissions of one begin + write one chunk + commit on the bucket
 metastore, its background clean-up included (20 when every call of a `map` went to the
-pool and the caller waited)."""
+pool and the caller waited; 14 before the premade commit's objects and fence went out
+with the gather: each round runs its first call on the caller, and two rounds are now
+one)."""
 
 
 def test_map_runs_the_first_call_on_the_caller_and_keeps_the_order(

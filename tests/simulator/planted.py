@@ -305,6 +305,14 @@ def _gather_before_seal() -> list[tuple[Any, str, Any]]:
     return [(commit, "seal", seal)]
 
 
+def _premade_unchecked() -> list[tuple[Any, str, Any]]:
+    from zarrlake.txn import commit
+
+    # a premade commit's objects, sent with the gather, trusted though a sweep that began
+    # before the seal may have deleted one of them (a key it held as a dead candidate)
+    return [(commit, "_unswept", lambda ctx, before, sent: True)]
+
+
 BUGS: dict[str, Callable[[], list[tuple[Any, str, Any]]]] = {
     "gc_ignores_grace": _gc_ignores_grace,
     "commit_skips_rebase_conflicts": _commit_skips_rebase_conflicts,
@@ -335,6 +343,10 @@ def _sweep_unfenced() -> list[tuple[Any, str, Any]]:
 
 
 UNCAUGHT: dict[str, Callable[[], list[tuple[Any, str, Any]]]] = {
+    # a premade commit's object lost only where a sweep held its very key as a dead
+    # candidate (a dropped commit's change set made again): not met in 1,500 seeds on the
+    # bucket; tests/reliability/test_bucket_premade.py stages it and fails with this bug
+    "premade_unchecked": _premade_unchecked,
     # a page judged old by age is deleted with no fence: a loss only where the service's
     # clock steps back (tests/reliability/test_bucket_sweep_race.py), and the simulated
     # service's clock (the simulated time) never does; stepping it would move the

@@ -16,6 +16,13 @@ Two fences keep a committer that others gave up on from landing:
 A committer known to be alive (on this host: `runtime.identity_alive`) is never given up
 on, whatever its lease says: it may be paused, and it still lands with its data. Its lease
 matters where its liveness cannot be told (another host).
+
+On a remote metastore the commit call takes three round trips when the session holds only
+the committing handle's chunk changes and the branch is still at the base: the seal (with
+the final flush); the gather, the gc phase and the branch's look, with the objects of the
+commit made from the handle's own changes and its fence (`Premade`, where the ordering
+argument is); the branch swap. Otherwise the objects and the fence of the commit built
+from the gather follow it, one round trip more.
 """
 
 from __future__ import annotations
@@ -44,8 +51,14 @@ from zarrlake.session_records import SessionRecord, SessionRecords, Status, as_d
 from zarrlake.txn.staging import Staging
 from zarrlake.vc.change_table import Gathered
 from zarrlake.vc.checks.rules import GUARDS, CheckRule, commit_guards, guards_of
-from zarrlake.vc.commit_protocol import CommitProtocol, CommitRequest, SessionLanded
-from zarrlake.vc.gc_protocol import register_staged
+from zarrlake.vc.commit_protocol import (
+    CommitBuilder,
+    CommitProtocol,
+    CommitRequest,
+    SessionLanded,
+)
+from zarrlake.vc.gc_protocol import Phase, register_staged
+from zarrlake.vc.objects import Blob
 from zarrlake.vc.policies import CONFLICT_POLICIES, UNFLUSHED_POLICIES
 from zarrlake.vc.refs import BRANCH, Landing, LandingRevokedError, Look
 
@@ -84,6 +97,9 @@ class CommitHandle(Protocol):
 
     def gather(self) -> Gathered:
         """Every worker's staged changes, merged into one change table."""
+
+    def own_gathered(self) -> Gathered | None:
+        """What `gather` returns if the session holds only this handle's chunk changes."""
 
     def uploads_copied(self, rec: SessionRecord) -> bool:
         """Whether the uploads `rec` carries (`SessionRecord.uploads`) are known to be in the
@@ -533,6 +549,7 @@ def _commit(
     ctx = txn.ctx
     rec, version = _settle_own(txn)
     txn.check_writable(rec, version)
+    before = ctx.write_guard.last_read()  # a gc phase read sent before the seal (`_unswept`)
     # What need not wait for the seal goes out with it (one round trip on a remote
     # metastore; first, in turn, on an embedded one): this handle's last writes, which the
     # gather below reads and the gc-phase read settles.
@@ -550,7 +567,8 @@ def _commit(
     rec = hold.rec
     beat = hold.heartbeat()
     try:
-        return _run(txn, hold, message, on_conflict, props, flushed)
+        first = final_flush is not None  # (a retry waits for other workers: no premade)
+        return _run(txn, hold, message, on_conflict, props, flushed, before, first)
     finally:
         beat.stop()
         _HELD.discard(rec.seal or "")
@@ -563,8 +581,11 @@ def _run(
     on_conflict: str,
     props: dict,
     flushed: object,
+    before: tuple[float, Phase] | None = None,
+    first: bool = False,
 ) -> str:
-    """The commit under the seal `hold` holds (see `_commit`)."""
+    """The commit under the seal `hold` holds (see `_commit`; `before`: the gc phase as
+    read before the seal was sent)."""
     ctx = txn.ctx
     rec = hold.rec
     crashpoints.reached("after_seal")
@@ -613,15 +634,38 @@ def _run(
             if not txn.settle_flushed(hold.keep):
                 ctx.write_guard.wait_idle(hold.keep)
 
+        def request_of(staged: Gathered) -> CommitRequest:
+            return CommitRequest(
+                branch=rec.branch,
+                base=rec.base,
+                changes=staged.changes,
+                blobs=staged.blobs,
+                message=message if message is not None else (rec.message or ""),
+                author=rec.author,
+                session_id=rec.id,
+                on_conflict=on_conflict,
+                reads=(staged.reads, staged.listed) if rec.isolation == "serializable" else None,
+                timeout=ctx.settings.commit_timeout,
+                metadata=props,
+                allow_empty=txn.allow_empty,
+                keep=hold.keep,
+                moves=staged.moves,
+            )
+
+        # On a remote metastore the commit of this handle's own changes on the base is made
+        # now, and its objects and its fence go out with the gather (see `Premade`).
+        premade = Premade.of(txn, request_of) if ctx.meta.remote and first else None
+        sent = runtime.monotonic()  # (after the seal landed)
         # The session's landing fence is read now that the seal has landed: every revocation
         # of an earlier seal came before it, and one of this seal changes it (vc/refs.py).
         # The same read of the refs gives the branch head and the protection and check rules.
-        idle, gathered, look = ctx.together(
+        idle, gathered, look, *wrote = ctx.together(
             settle_and_wait,
             txn.gather,
             lambda: ctx.refs.look(rec.branch, rec.id, (GUARDS,), moved=False),
+            *(premade.calls(before_cas) if premade is not None else ()),
         )
-        raise_first([idle, gathered, look])
+        raise_first([idle, gathered, look, *wrote])
         refs = cast(Look, look)
         rules.extend(commit_guards(guards_of(refs.items[0]), rec.branch))
         mark, landing = cast(tuple[str | None, Landing], refs.landing)
@@ -630,22 +674,15 @@ def _run(
         hold.keep()
         staged = cast(Gathered, gathered)
         txn.check_unsettled(staged)  # no sweep deletes any more: what is there now stays
-        request = CommitRequest(
-            branch=rec.branch,
-            base=rec.base,
-            changes=staged.changes,
-            blobs=staged.blobs,
-            message=message if message is not None else (rec.message or ""),
-            author=rec.author,
-            session_id=rec.id,
-            on_conflict=on_conflict,
-            reads=(staged.reads, staged.listed) if rec.isolation == "serializable" else None,
-            timeout=ctx.settings.commit_timeout,
-            metadata=props,
-            allow_empty=txn.allow_empty,
-            keep=hold.keep,
-            moves=staged.moves,
-        )
+        builder = None
+        if premade is not None and premade.holds(staged):
+            if not _unswept(ctx, before, sent):  # a sweep may have deleted one meanwhile
+                ctx.objects.put_all(premade.blobs)
+            builder = premade.builder
+            builder.made(premade.blobs)
+            request = builder.req
+        else:
+            request = request_of(staged)
         commit_id = protocol.run(
             request,
             before_cas,
@@ -654,6 +691,7 @@ def _run(
             ctx.together if ctx.meta.remote else None,  # (embedded: the fence in the batch)
             landing,
             after_cas,
+            builder,
         )
     except SessionLanded as e:  # an earlier seal's commit landed late: this one cannot
         hold.finish(e.commit)
@@ -695,6 +733,92 @@ def _run(
     if not ctx.meta.remote:
         crashpoints.reached("after_session_committed")
     return commit_id
+
+
+PREMADE_MAX = 10_000
+"""Changes up to which a commit is premade (its manifest ranges are then held at once)."""
+
+
+class Premade:
+    """The commit of the committing handle's own chunk changes on the session's base, made
+    once the seal landed and before the gather has read what the session staged, so that
+    its objects and its fence (the seal's attempt recorded) go out with the gather, the
+    gc phase read and the branch's look: the commit call then waits one round trip less
+    when the gather finds only those changes and the branch still at the base.
+
+    Why it is safe, step by step against the usual order (gather, then objects and fence):
+
+    - A branch head names these objects only after the swap, which follows their round.
+    - The fence is the usual one (`Hold.renew` recording the id before any swap of it);
+      recovery looks for every recorded attempt, swapped or not.
+    - gc: the objects are sent after the seal landed, so a sweep whose re-check began
+      later sees the session committing and keeps every kind a commit writes. A sweep
+      that began earlier may have judged one of them dead (a content-addressed key it had
+      as a candidate) and delete it after its PUT found it present. The usual path waits
+      such a sweep out before writing; here the objects go out at once, and are put again
+      (if absent) before the swap unless the gc phase read in the gather's round is the same
+      idle phase as one read before the seal was sent (`_unswept`): then no sweep ran
+      between the two, and none that ended before can delete anything afterwards.
+    - A gather that finds more (another worker's fragments, documents, moves) or a branch
+      that moved: the premade commit is not swapped; the usual build follows, fenced with
+      its own objects. Its objects are then never named by any head: a full gc's listing
+      reclaims them, as it does a lost swap's attempt."""
+
+    def __init__(
+        self, predicted: Gathered, builder: CommitBuilder, commit_id: str, blobs: list[Blob]
+    ) -> None:
+        self.predicted = predicted
+        self.builder = builder
+        self.commit_id = commit_id
+        self.blobs = blobs
+
+    @classmethod
+    def of(
+        cls, txn: CommitHandle, request_of: Callable[[Gathered], CommitRequest]
+    ) -> Premade | None:
+        """The premade commit of `txn`'s own changes (None: it staged documents or moves,
+        nothing or too much, or building failed; the usual path decides)."""
+        predicted = txn.own_gathered()
+        if predicted is None or not predicted.fragments or len(predicted.changes) > PREMADE_MAX:
+            return None
+        try:
+            builder = CommitBuilder(txn.ctx.objects, request_of(predicted))
+            commit_id, blobs = builder.premade()
+        except ZarrLakeError:  # (no changes, a read that failed: the usual path says so)
+            return None
+        return cls(predicted, builder, commit_id, blobs)
+
+    def calls(self, fence: Callable[[str], None]) -> tuple[Callable[[], None], ...]:
+        """The writes that go out with the gather: the objects, and the fence of the id."""
+        objects = self.builder.objects
+
+        def put() -> None:
+            objects.put_all(self.blobs)
+            crashpoints.reached("after_objects_written")
+
+        return put, lambda: fence(self.commit_id)
+
+    def holds(self, staged: Gathered) -> bool:
+        """Whether the gather found exactly the changes this commit was made of."""
+        return (
+            staged.fragments == self.predicted.fragments
+            and not staged.changes.meta
+            and not staged.moves
+        )
+
+
+def _unswept(ctx: RepoContext, before: tuple[float, Phase] | None, sent: float) -> bool:
+    """Whether no sweep ran between the gc phase read `before` (sent before the seal) and
+    the latest read, if that was sent after `sent` (the seal landed): the same idle phase
+    both times (its epoch moves when a sweep begins)."""
+    after = ctx.write_guard.last_read()
+    return (
+        before is not None
+        and after is not None
+        and after[0] >= sent
+        and not before[1].sweeping
+        and after[1] == before[1]
+    )
 
 
 def seal(txn: CommitHandle, rec: SessionRecord, version: int) -> tuple[SessionRecord, int]:

@@ -370,9 +370,8 @@ class Transaction:
                     verdict.described,
                     namer,
                 )
-        got = self.fragments.gather(
-            [r for r in state.fragments if counts(r.writer, r.tag, state.accepted)]
-        )
+        used = [r for r in state.fragments if counts(r.writer, r.tag, state.accepted)]
+        got = self.fragments.gather(used)
         clashes = state.clashes + got.clashes
         if clashes:
             raise self._clash_error(state.meta, clashes)
@@ -380,7 +379,17 @@ class Transaction:
         if strict and state.moves:
             final = {**self.view.root.meta, **state.meta}
             moves.check_moved(state.moves, table, {k: d for k, d in final.items() if d})
-        return Gathered(table, got.reads, got.listed, got.blobs, state.moves)
+        return Gathered(table, got.reads, got.listed, got.blobs, state.moves, _merged(used))
+
+    def own_gathered(self) -> Gathered | None:
+        """What `gather` returns if the session holds only this handle's flushed chunk
+        changes (no documents, moves or tags), read from nothing; None when it cannot."""
+        w = self.writes
+        if w is None or w.tag is not None or self.staging is None or self.staging.own_meta:
+            return None
+        got = self.fragments.gather(list(w.flushed))
+        table = ChangeTable({}, got.writes, got.deletes)
+        return Gathered(table, got.reads, got.listed, got.blobs, (), _merged(w.flushed))
 
     def check_unsettled(self, gathered: Gathered) -> None:
         """Refuse if a chunk object that an included unfinished writer staged, and the
@@ -535,3 +544,8 @@ def _in_dask_worker() -> bool:
     of each argument)."""
     worker = sys.modules.get("distributed.worker")
     return bool(worker is not None and getattr(worker.Worker, "_instances", None))
+
+
+def _merged(records: list[FragmentRecord]) -> tuple[str, ...]:
+    """The locations of fragments `records` in the order a gather merges them."""
+    return tuple(r.location for r in sorted(records, key=lambda r: (r.writer, r.seq)))

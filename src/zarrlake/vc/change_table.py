@@ -119,3 +119,5 @@ class Gathered:
     listed: list[str]
     blobs: list[tuple[str, bytes]]
     moves: tuple[Move, ...] = ()
+    fragments: tuple[str, ...] = ()
+    """The staged fragments merged (their locations, in merge order)."""

@@ -318,6 +318,9 @@ class CommitBuilder:
         """Keys an earlier build of this request wrote: a rebuild does not send them again
         (content-addressed, so the same key is the same bytes; the landing fence of the
         attempt that wrote them names them until the next attempt's fence does)."""
+        self.premade_id: str | None = None
+        self.ready: str | None = None
+        """The premade commit on the base, its objects written and its id fenced (`made`)."""
         self.base_root = objects.read(SnapshotRoot, objects.snapshot_of(req.base))
         req.changes = drop_unchanged(objects, self.base_root, req.changes)
         if not req.allow_empty and req.changes.empty:
@@ -405,6 +408,21 @@ class CommitBuilder:
         reuse = ours if parent_id == req.base and changes is req.changes else None
         return self._write(changes, parent_id, parent_root, reuse)
 
+    def premade(self) -> tuple[str, list[Blob]]:
+        """The commit of the request on its base and every object it writes, none written
+        (the commit call sends them beside its gather: txn/commit.py); `build(base)` then
+        returns its id, writing nothing, once they are (`made`)."""
+        req = self.req
+        commit_id, blobs = self._objects(req.changes, req.base, self.base_root, self.ours)
+        self.premade_id = commit_id
+        return commit_id, blobs
+
+    def made(self, blobs: list[Blob]) -> None:
+        """The objects `premade` returned are written (and its id fenced): `build(base)`
+        lands them."""
+        self.stored.update(key for key, _ in blobs)
+        self.ready = self.premade_id
+
     def _write(
         self,
         changes: ChangeTable,
@@ -416,6 +434,34 @@ class CommitBuilder:
         hashes known before any write); the branch moves only after all of them are durable,
         so until then even the commit record is unreachable. Staged chunk bytes are not
         copied: the manifests point into the fragments that staged them."""
+        if self.ready is not None and parent_id == self.req.base and changes is self.req.changes:
+            return self.ready  # premade, written and fenced
+        commit_id, blobs = self._objects(changes, parent_id, parent_root, change_set_, True)
+
+        def put_last() -> None:
+            self.objects.put_all([b for b in blobs if b[0] not in self.stored])
+            self.stored.update(key for key, _ in blobs)
+            crashpoints.reached("after_objects_written")
+
+        if self.alongside is None:
+            put_last()
+        else:  # (together, call): `call(commit_id)` goes out with the last objects
+            together, call = self.alongside
+            for outcome in together(put_last, lambda: call(commit_id)):
+                if isinstance(outcome, Exception):
+                    raise outcome
+        return commit_id
+
+    def _objects(
+        self,
+        changes: ChangeTable,
+        parent_id: str,
+        parent_root: SnapshotRoot,
+        change_set_: ChangeSet | None = None,
+        batches: bool = False,
+    ) -> tuple[str, list[Blob]]:
+        """The new commit's id and the objects still to write for it (`batches`: a large
+        commit's manifest ranges are written as they are made, all but the last batch)."""
         req = self.req
         keep = req.keep
 
@@ -424,7 +470,9 @@ class CommitBuilder:
             if keep is not None:
                 keep()
 
-        root, range_blobs = apply_changes(self.objects, parent_root, changes, write)
+        root, range_blobs = apply_changes(
+            self.objects, parent_root, changes, write if batches else None
+        )
         snapshot_id, root_blob = self.objects.encode(root)
         if change_set_ is None:  # rebased: the change set is against the new parent
             change_set_ = change_set(changes, parent_root.meta, req.moves)
@@ -440,21 +488,7 @@ class CommitBuilder:
             metadata=dict(req.metadata or {}),
         )
         commit_id, record_blob = self.objects.encode(record)
-
-        def put_last() -> None:
-            blobs = [*req.blobs, *range_blobs, root_blob, changes_blob, record_blob]
-            self.objects.put_all([b for b in blobs if b[0] not in self.stored])
-            self.stored.update(key for key, _ in blobs)
-            crashpoints.reached("after_objects_written")
-
-        if self.alongside is None:
-            put_last()
-        else:  # (together, call): `call(commit_id)` goes out with the last objects
-            together, call = self.alongside
-            for outcome in together(put_last, lambda: call(commit_id)):
-                if isinstance(outcome, Exception):
-                    raise outcome
-        return commit_id
+        return commit_id, [*req.blobs, *range_blobs, root_blob, changes_blob, record_blob]
 
 
 @dataclass(frozen=True)
@@ -506,6 +540,7 @@ class CommitProtocol:
         together: Together | None = None,
         landing: Landing | None = None,
         after_cas: Callable[[str], None] | None = None,
+        builder: CommitBuilder | None = None,
     ) -> str:
         """The id of the commit of `req` on its branch; `head`, the branch's (commit id,
         version) if the caller read it already, saves reading it again. With `together`
@@ -514,9 +549,13 @@ class CommitProtocol:
         metastore then waits one round trip less). Every commit the builder writes is then
         fenced with its objects, so `land` is given no `before_cas` of its own. `landing`:
         the session's landing fence, which every branch swap checks (vc/refs.py);
-        `after_cas(commit_id)`: see `land`."""
+        `after_cas(commit_id)`: see `land`. `builder`: one made for `req` already (its
+        premade commit written and fenced: see `CommitBuilder.premade`)."""
         alongside = None if together is None else (together, before_cas)
-        builder = CommitBuilder(self.objects, req, alongside)
+        if builder is None:
+            builder = CommitBuilder(self.objects, req, alongside)
+        else:
+            builder.alongside = alongside
         fence = before_cas if alongside is None else None
         return self.land(
             req.branch,

@@ -508,13 +508,20 @@ class WriteGuard:
         self.partition = partition(ctx)
         self.clock: Callable[[], float] = lambda: ctx.clock()  # tests may swap the clock
         self.poll = POLL if poll is None else poll
-        self._last: tuple[float, Phase] | None = None  # (monotonic time, phase) last read
+        self._last: tuple[float, Phase] | None = None  # (when sent, phase) of the latest read
 
     def _phase(self) -> Phase:
+        sent = runtime.monotonic()
         got = self.meta.get(self.partition, PHASE)
         phase = Phase.decode(got[0] if got else None)
-        self._last = (runtime.monotonic(), phase)
+        last = self._last
+        if last is None or sent >= last[0]:  # (a read sent earlier may come back later)
+            self._last = (sent, phase)
         return phase
+
+    def last_read(self) -> tuple[float, Phase] | None:
+        """(`runtime.monotonic()` when it was sent, phase) of the latest read sent, or None."""
+        return self._last
 
     def current(self) -> Phase:
         """The phase as stored now (read afresh)."""
