@@ -44,8 +44,10 @@ def test_kept_chunks_among_few_and_many_keys(tmp_path) -> None:
     strangers = [f"chunks/{hashlib.sha256(str(i).encode()).hexdigest()}" for i in range(3000)]
     asked = [*strangers, gone, near, *sorted(written)]
     assert committed_keeps(objects, cid, asked) == written
-    # keys that are no chunk object's (upper-case hex, too short, another kind)
-    odd = [key(chunk(3)).upper(), "chunks/abc", "fragments/x"]
+    # keys that are no chunk object's (upper-case hex, spaced, too short, another kind)
+    spaced = "chunks/  " + " ".join(key(chunk(3))[7:][i : i + 2] for i in range(0, 42, 2))
+    assert len(spaced) == len(key(chunk(3)))
+    odd = [key(chunk(3)).upper(), spaced, "chunks/abc", "fragments/x"]
     assert committed_keeps(objects, cid, odd) == set()
     assert committed_keeps(objects, cid, []) == set()
     repo.close()

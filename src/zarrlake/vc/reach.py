@@ -9,6 +9,7 @@ only the new objects.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -72,11 +73,11 @@ def committed_keeps(objects: Objects, commit_id: str, keys: Iterable[str]) -> se
     for key in keys:
         hexed = key[len(_CHUNKS) :] if key.startswith(_CHUNKS) else ""
         if len(hexed) == 64 and hexed == hexed.lower():
-            try:
-                wanted[bytes.fromhex(hexed)] = key
-                continue
-            except ValueError:
-                pass
+            with contextlib.suppress(ValueError):
+                digest = bytes.fromhex(hexed)
+                if len(digest) == 32:  # (fromhex skips spaces)
+                    wanted[digest] = key
+                    continue
         others.add(key)
     if not wanted and not others:
         return set()
