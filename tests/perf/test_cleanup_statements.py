@@ -6,7 +6,6 @@ its one upload, so no gc candidate is written."""
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from collections import Counter
 
@@ -15,7 +14,7 @@ import pytest
 import zarr
 
 import zarrlake as zl
-from zarrlake.metastore.sqlite import SqliteMetaStore
+from tests.helpers.statements import count_statements
 from zarrlake.vc.gc_protocol import GcState, uploads_partition
 
 
@@ -23,17 +22,9 @@ from zarrlake.vc.gc_protocol import GcState, uploads_partition
 def pool_statements(monkeypatch) -> Counter[str]:
     """The statements run on connections of the repository's I/O pool threads opened from
     now on, by their first word (BEGIN, SELECT, ...)."""
-    counts: Counter[str] = Counter()
-    connect = SqliteMetaStore._connect
-
-    def traced(self: SqliteMetaStore) -> sqlite3.Connection:
-        conn = connect(self)
-        if threading.current_thread().name.startswith("zarrlake-io"):
-            conn.set_trace_callback(lambda sql: counts.update([sql.split(" ", 1)[0]]))
-        return conn
-
-    monkeypatch.setattr(SqliteMetaStore, "_connect", traced)
-    return counts
+    return count_statements(
+        monkeypatch, lambda: threading.current_thread().name.startswith("zarrlake-io")
+    )
 
 
 def test_a_one_chunk_commit_s_clean_up_runs_7_statements_on_sqlite(
