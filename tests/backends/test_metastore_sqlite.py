@@ -58,6 +58,34 @@ def test_a_dropped_partition_gives_its_pages_back(tmp_path):
         store.close()
 
 
+def test_partitions_dropped_in_one_batch_give_their_pages_back_once(tmp_path):
+    """Two partitions dropped in one batch (a commit's clean-up drops its uploads and its
+    staging records): both sets of pages go back to the file system, with one incremental
+    vacuum as the transaction ends, and a write of the batch made after them stays."""
+    path = tmp_path / "m.db"
+    store = open_metastore(f"sqlite:///{path}")
+    statements: list[str] = []
+    try:
+        for name in ("uploads/s1", "stage/s1"):
+            store.set_many(name, [(b"k%06d" % i, b"x" * 2000) for i in range(2500)])
+        _pragma(store, "wal_checkpoint(TRUNCATE)")
+        grown = path.stat().st_size
+        assert grown > 10_000_000
+        store._conn().set_trace_callback(statements.append)  # type: ignore[attr-defined]
+        with store.batch():
+            store.drop_partition("uploads/s1")
+            store.drop_partition("stage/s1")
+            store.set_many("other", [(b"k", b"v")])
+        store._conn().set_trace_callback(None)  # type: ignore[attr-defined]
+        assert [s.split(" ", 1)[0] for s in statements].count("PRAGMA") == 1
+        _pragma(store, "wal_checkpoint(TRUNCATE)")
+        assert path.stat().st_size < grown // 10
+        assert list(store.scan("uploads/s1")) == [] and list(store.scan("stage/s1")) == []
+        assert [(k, v) for k, v, _ in store.scan("other")] == [(b"k", b"v")]
+    finally:
+        store.close()
+
+
 def test_sqlite_relative_and_absolute_urls(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     rel = open_metastore("sqlite:///rel.db")

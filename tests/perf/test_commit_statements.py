@@ -14,7 +14,6 @@ SELECT."""
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from collections import Counter
 
@@ -23,25 +22,15 @@ import pytest
 import zarr
 
 import zarrlake as zl
-from zarrlake.metastore.sqlite import SqliteMetaStore
+from tests.helpers.statements import count_statements
 
 
 @pytest.fixture
 def statements(monkeypatch) -> Counter[str]:
     """The statements run on this thread's connections opened from now on, by their first
     word (BEGIN, SELECT, ...)."""
-    counts: Counter[str] = Counter()
     me = threading.get_ident()
-    connect = SqliteMetaStore._connect
-
-    def traced(self: SqliteMetaStore) -> sqlite3.Connection:
-        conn = connect(self)
-        if threading.get_ident() == me:
-            conn.set_trace_callback(lambda sql: counts.update([sql.split(" ", 1)[0]]))
-        return conn
-
-    monkeypatch.setattr(SqliteMetaStore, "_connect", traced)
-    return counts
+    return count_statements(monkeypatch, lambda: threading.get_ident() == me)
 
 
 def test_a_one_chunk_commit_call_runs_18_statements_on_sqlite(

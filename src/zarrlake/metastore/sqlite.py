@@ -9,6 +9,7 @@ connections must never cross a fork.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -468,9 +469,8 @@ class SqliteMetaStore(MetaStoreBackend):
 
     def _drop_partition(self, partition: str) -> None:
         with self._transaction() as tx:
-            conn = tx.conn
-            conn.execute("DELETE FROM kv WHERE partition = ?", (partition,))
-            conn.execute("PRAGMA incremental_vacuum").fetchall()  # one page per row
+            tx.conn.execute("DELETE FROM kv WHERE partition = ?", (partition,))
+            tx.vacuum()  # its pages go back to the file system as the transaction ends
 
 
 def _set_up(conn: sqlite3.Connection) -> bool:
@@ -485,6 +485,14 @@ def _set_up(conn: sqlite3.Connection) -> bool:
             )
         except sqlite3.Error:
             return False
+
+
+def _vacuum(conn: sqlite3.Connection) -> None:
+    """Free the pages of deleted rows (see `_Write.vacuum`). Only space is at stake: a
+    failure leaves them free inside the file, for later rows, and the writes go on to
+    COMMIT (which fails in turn if the error undid the transaction)."""
+    with contextlib.suppress(sqlite3.Error):
+        conn.execute("PRAGMA incremental_vacuum").fetchall()
 
 
 _IN_MAX = 500
@@ -601,6 +609,10 @@ class _Joined:
         """The first of `n` new versions (see `_Write.versions`: the batch's reservation)."""
         return self.write.versions(n)
 
+    def vacuum(self) -> None:
+        """Free the pages of deleted rows as the batch's transaction ends (`_Write.vacuum`)."""
+        self.write.vacuum()
+
     def __enter__(self) -> _Joined:
         self.errors.__enter__()
         return self
@@ -616,13 +628,20 @@ class _Write:
     COMMIT on leaving, ROLLBACK on an error. Its writes' versions come from the counter,
     `block` at a time at least (see `versions`)."""
 
-    __slots__ = ("block", "conn", "end", "errors", "lock", "next")
+    __slots__ = ("block", "conn", "end", "errors", "freed", "lock", "next")
 
     def __init__(
         self, conn: sqlite3.Connection, lock: FileLock, errors: _Errors, block: int = 1
     ) -> None:
         self.conn, self.lock, self.errors, self.block = conn, lock, errors, block
         self.next, self.end = 1, 0  # versions reserved and not used yet: [next, end]
+        self.freed = False  # rows were deleted whose pages go back before COMMIT
+
+    def vacuum(self) -> None:
+        """Give the pages of the rows this transaction deleted back to the file system
+        before it commits (SQLite's incremental vacuum, one statement however many drops:
+        a commit's clean-up drops two partitions in one batch)."""
+        self.freed = True
 
     def versions(self, n: int) -> int:
         """The first of `n` new versions (they follow it), from those this transaction
@@ -662,6 +681,8 @@ class _Write:
             try:
                 if error is None:
                     try:
+                        if self.freed:
+                            _vacuum(conn)
                         conn.execute("COMMIT")
                     except BaseException:
                         if conn.in_transaction:

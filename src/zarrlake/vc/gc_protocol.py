@@ -735,7 +735,7 @@ def register_staged(
     new.
 
     The chunk objects the session's own commit `committed` refers to are left out: gc finds
-    them through that commit once it is dropped or expired (`reach.committed_refs`), and
+    them through that commit once it is dropped or expired (`reach.committed_keeps`), and
     registering them would have every later run read them back only to drop them as live."""
     records = staged_fragments(ctx.meta, ctx.stage_partition(session_id))
     found, indexes = staged_candidates(ctx.objects, records) if records else ([], {})
@@ -744,14 +744,15 @@ def register_staged(
     if not found and not uploaded and not born:
         return 0
     items = [*found, *uploaded, *born]
-    if committed is not None and any(k.startswith("chunks/") for k, _ in items):
-        from zarrlake.vc.reach import committed_refs
+    chunks = [k for k, _ in items if k.startswith("chunks/")]
+    if committed is not None and chunks:
+        from zarrlake.vc.reach import committed_keeps
 
         try:
-            kept = committed_refs(ctx.objects, committed)
+            kept = committed_keeps(ctx.objects, committed, chunks)
         except ZarrLakeError:  # unreadable (expired meanwhile): register everything
             kept = set()
-        items = [(k, s) for k, s in items if k not in kept or not k.startswith("chunks/")]
+        items = [(k, s) for k, s in items if k not in kept]
     if not items:  # the commit keeps all it uploaded: nothing to register, so the records
         # go with their partition, read just now (a record a straggler adds after that
         # read goes with it, as one added between the emptiness check and the drop would)

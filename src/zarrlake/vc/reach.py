@@ -9,6 +9,7 @@ only the new objects.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -59,11 +60,27 @@ def manifest_refs(rng: ManifestRange) -> dict[str, int]:
     return out
 
 
-def committed_refs(objects: Objects, commit_id: str) -> set[str]:
-    """Object keys commit `commit_id` refers to through the manifest ranges it wrote (those
-    its first parent's snapshot lacks): what its session uploaded and it kept. While the
-    commit is reachable they are live; once not, they are found through it (a dropped ref
-    registers it, expire marks it), so they need no candidate record of their own."""
+def committed_keeps(objects: Objects, commit_id: str, keys: Iterable[str]) -> set[str]:
+    """Those of the object `keys` that commit `commit_id` refers to through the manifest
+    ranges it wrote (those its first parent's snapshot lacks): what its session uploaded
+    and it kept. While the commit is reachable they are live; once not, they are found
+    through it (a dropped ref registers it, expire marks it), so they need no candidate
+    record of their own. Chunk objects are looked up in the ranges' digest columns: the
+    cost follows the keys asked about, not the sizes of the ranges (a one-chunk commit
+    rewrites a range that grows with the history)."""
+    wanted: dict[bytes, str] = {}
+    others: set[str] = set()
+    for key in keys:
+        hexed = key[len(_CHUNKS) :] if key.startswith(_CHUNKS) else ""
+        if len(hexed) == 64 and hexed == hexed.lower():
+            with contextlib.suppress(ValueError):
+                digest = bytes.fromhex(hexed)
+                if len(digest) == 32:  # (fromhex skips spaces)
+                    wanted[digest] = key
+                    continue
+        others.add(key)
+    if not wanted and not others:
+        return set()
     rec = objects.read_commit(commit_id)
     ranges: Sequence[str] = objects.read(SnapshotRoot, rec.snapshot).ranges.ids
     if rec.parents:
@@ -72,8 +89,39 @@ def committed_refs(objects: Objects, commit_id: str) -> set[str]:
         ranges = [m for m in ranges if m not in old]
     out: set[str] = set()
     for m in ranges:  # in turn: a commit's clean-up runs on the pool `map` would use
-        out.update(manifest_refs(objects.read(ManifestRange, m)))
+        rng = objects.read(ManifestRange, m)
+        if wanted:
+            for d in _objects_among(rng, list(wanted)):
+                out.add(wanted.pop(d))
+        if others and others & set(rng.locations):
+            located = np.asarray(rng.loc)[np.asarray(rng.kind) == RefKind.LOCATION]
+            used = {rng.locations[i] for i in np.unique(located).tolist()}
+            out |= others & used
+            others -= used
+        if not wanted and not others:
+            break
     return out
+
+
+_CHUNKS = "chunks/"
+
+
+def _objects_among(rng: ManifestRange, digests: list[bytes]) -> list[bytes]:
+    """Those of `digests` (32 bytes each) that entries of `rng` name as chunk objects: each
+    entry's first 8 digest bytes, as an integer, searched among the sorted ones of
+    `digests` (n log k: cheap for one digest or thousands), then each match checked
+    whole."""
+    column = np.asarray(rng.digest)
+    if not len(column):
+        return []
+    want = np.frombuffer(b"".join(digests), np.uint8).reshape(-1, 32)
+    wanted = np.sort(np.ascontiguousarray(want[:, :8]).view(np.uint64).ravel())
+    heads = np.ascontiguousarray(column[:, :8]).view(np.uint64).ravel()
+    at = np.searchsorted(wanted, heads)
+    at[at == len(wanted)] = 0
+    near = (wanted[at] == heads) & (np.asarray(rng.kind) == RefKind.OBJECT)
+    found = {column[i].tobytes() for i in np.flatnonzero(near).tolist()}
+    return [d for d in digests if d in found]
 
 
 def fragment_refs(objects: Objects, location: str, index: tuple[int, int, str]) -> dict[str, int]:
