@@ -20,6 +20,7 @@ def _ingest_scans(repo: zl.Repo, meta, path: str, rows: int) -> int:
     arr[...] = np.arange(rows * 64, dtype="f4").reshape(rows, 8, 8)
     scans = meta.calls["scan"]
     s.commit(f"{rows} rows at {path}")
+    s.wait()  # (its clean-up's scans, on a thread after the commit, are not the next ingest's)
     got = zarr.open_array(repo.readonly_session("main").store, path=path, mode="r")[...]
     assert np.array_equal(got, np.arange(rows * 64, dtype="f4").reshape(rows, 8, 8))
     return scans
