@@ -1,9 +1,10 @@
 """Large chunks written through zarr (TILES_MAX elements or more) get their statistics just
 before zarr's codecs encode them and their digest just after, on the encoding thread: the
 statistics equal numpy's on each chunk's values (NaN, fill values, integer, unsigned,
-boolean and float dtypes, the array's edge chunks, chunks merged with what they held), each
-chunk is taken once and not again at its upload, and each object is named by the
-repository's hash of the bytes stored (BLAKE3 or SHA-256), with statistics on or off."""
+boolean and float dtypes, the array's edge chunks, a shard's inner chunks, chunks merged
+with what they held), each chunk is taken once and not again at its upload, and each object
+is named by the repository's hash of the bytes stored (BLAKE3 or SHA-256), with statistics
+on or off."""
 
 from __future__ import annotations
 
@@ -76,6 +77,7 @@ CASES = [
     Spec("a", (4, SIDE, SIDE), (1, SIDE, SIDE), "int16", -1),
     Spec("a", (4, SIDE, SIDE), (1, SIDE, SIDE), "uint8", 7),
     Spec("a", (4, SIDE, SIDE), (1, SIDE, SIDE), "bool", False),
+    Spec("a", (2, 2 * SIDE, SIDE), (1, SIDE, SIDE), "float32", 0.0, shards=(1, 2 * SIDE, SIDE)),
 ]
 
 

@@ -267,7 +267,8 @@ class SessionPipeline(BatchedCodecPipeline):
         writes hand their chunks over in this task)."""
         if type(self.array_bytes_codec) is not BytesCodec:
             return False
-        if not all(a is None or math.prod(a.shape) >= TILES_MAX for a, _ in items):
+        arrays = [a for a, _ in items if a is not None]
+        if not arrays or any(math.prod(a.shape) < TILES_MAX for a in arrays):
             return False
         codecs = (*self.array_array_codecs, *self.bytes_bytes_codecs)
         return all(hasattr(c, "_encode_sync") and getattr(c, "_sync_capable", True) for c in codecs)
