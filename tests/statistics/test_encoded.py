@@ -18,7 +18,7 @@ import pytest
 import zarr
 
 import zarrlake as zl
-from tests.statistics.model import Spec, assert_matches, chunk_values
+from tests.statistics.model import Spec, assert_matches, chunk_values, random_values
 from zarrlake.format.chunk_ref import chunk_object_key
 from zarrlake.vc import statistics as vs
 from zarrlake.vc.objects import Objects
@@ -28,19 +28,9 @@ SIDE = 128  # 128 x 128 = 16,384 values a chunk: TILES_MAX, taken as zarr encode
 
 
 def _values(dtype: str, shape: tuple[int, ...], fill: object, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    kind = np.dtype(dtype).kind
-    if kind == "f":
-        out = rng.normal(0, 100, shape).astype(dtype)
-        out[rng.random(shape) < 0.05] = np.nan
+    out = random_values(dtype, shape, fill, seed)
+    if out.dtype.kind == "f":
         out[0] = np.nan  # a chunk of NaN only
-    elif kind == "b":
-        out = rng.random(shape) < 0.3
-    else:
-        info = np.iinfo(dtype)
-        out = rng.integers(info.min, info.max, shape, dtype=dtype, endpoint=True)
-    if fill is not None:
-        out[rng.random(shape) < 0.1] = fill
     return out
 
 
