@@ -199,7 +199,8 @@ class SessionPipeline(BatchedCodecPipeline):
         digest = None
         if inner:  # (a shard's inner chunks, for the statistics its write takes)
             wants = _WANTS.get()
-        else:  # values are handed over for statistics only: with them off, none are kept
+        else:  # values are handed over for statistics only: with them off, none are
+            # kept (a large chunk's digest still is)
             unique = [s for s in {id(s): s for s in stores}.values() if s is not None]
             wants = any(
                 hasattr(s, "takes_values") and getattr(s, "computes_statistics", False)
@@ -265,10 +266,13 @@ class SessionPipeline(BatchedCodecPipeline):
         """Whether `items` are large chunks whose codecs all encode synchronously and
         whose array-to-bytes codec is zarr's `bytes` (not a sharding codec, whose inner
         writes hand their chunks over in this task)."""
-        if type(self.array_bytes_codec) is not BytesCodec:
-            return False
-        arrays = [a for a, _ in items if a is not None]
-        if not arrays or any(math.prod(a.shape) < TILES_MAX for a in arrays):
+        some = False
+        for array, _ in items:  # (zarr encodes one chunk a call: a loop, no generator)
+            if array is not None:
+                if array.as_ndarray_like().size < TILES_MAX:
+                    return False
+                some = True
+        if not some or type(self.array_bytes_codec) is not BytesCodec:
             return False
         codecs = (*self.array_array_codecs, *self.bytes_bytes_codecs)
         return all(hasattr(c, "_encode_sync") and getattr(c, "_sync_capable", True) for c in codecs)
