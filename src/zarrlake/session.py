@@ -432,6 +432,11 @@ class SessionEngine:
         """Whether the session's chunk writes carry their values' statistics."""
         return self._txn.chunk_statistics
 
+    def digest(self, data: bytes | memoryview) -> bytes:
+        """The repository's content hash of chunk bytes, on the calling thread alone (a
+        writer hashing each chunk as it encodes it, many at once)."""
+        return self._txn.ctx.objects.digest(data, spread=False)
+
     def lookup(self, key: str) -> ChunkRef | ShardRef | None:
         """The reference `key` resolves to in the session, or None (a ShardRef for a
         shard stored as inner chunks: format/shard.py)."""

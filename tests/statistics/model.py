@@ -87,3 +87,21 @@ def assert_matches(table, spec: Spec, values: np.ndarray, what: str = "") -> Non
     assert table["min"].to_pylist() == want["min"], what
     assert table["max"].to_pylist() == want["max"], what
     assert table["sum"].to_pylist() == pytest.approx(want["sum"], rel=1e-12, abs=1e-9), what
+
+
+def random_values(dtype: str, shape: tuple[int, ...], fill: object, seed: int) -> np.ndarray:
+    """Seeded values of `dtype`: floats with NaN scattered, integers over their whole range,
+    booleans; about a tenth of them the fill value (unless it is None)."""
+    rng = np.random.default_rng(seed)
+    kind = np.dtype(dtype).kind
+    if kind == "f":
+        out = rng.normal(0, 100, shape).astype(dtype)
+        out[rng.random(shape) < 0.1] = np.nan
+    elif kind == "b":
+        out = rng.random(shape) < 0.3
+    else:
+        info = np.iinfo(dtype)
+        out = rng.integers(info.min, info.max, shape, dtype=dtype, endpoint=True)
+    if fill is not None:
+        out[rng.random(shape) < 0.1] = fill
+    return out

@@ -15,25 +15,9 @@ import zarr
 
 import zarrlake as zl
 from tests.statistics.model import Spec, assert_matches
+from tests.statistics.model import random_values as _values
 from zarrlake.vc import statistics as vs
 from zarrlake.vc.statistics import as_stats, of_chunk, of_tiles
-
-
-def _values(dtype: str, shape: tuple[int, ...], fill: object, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    kind = np.dtype(dtype).kind
-    if kind == "f":
-        out = rng.normal(0, 100, shape).astype(dtype)
-        out[rng.random(shape) < 0.1] = np.nan
-    elif kind == "b":
-        out = rng.random(shape) < 0.3
-    else:
-        info = np.iinfo(dtype)
-        out = rng.integers(info.min, info.max, shape, dtype=dtype, endpoint=True)
-    if fill is not None:
-        out[rng.random(shape) < 0.1] = fill
-    return out
-
 
 CASES = [
     ("f4", (64, 32), (4, 8), 0.0),

@@ -89,13 +89,22 @@ class UploadLog:
             retired=retired,
         )
 
-    def digests(self, chunks: Sequence[bytes | memoryview]) -> list[bytes | None]:
+    def digests(
+        self, chunks: Sequence[bytes | memoryview], known: Sequence[bytes | None] = ()
+    ) -> list[bytes | None]:
         """Each chunk's digest, hashed in parallel (None for one staged inline, which has no
-        object), to record in one write (`record`) and hand to `store_chunk`."""
-        big = [i for i, d in enumerate(chunks) if len(d) > MANIFEST_INLINE_MAX]
-        hashed = self.objects.map(self.objects.digest, [chunks[i] for i in big])
+        object), to record in one write (`record`) and hand to `store_chunk`; `known`, the
+        digests the writer took of some of them already (None: not taken), kept."""
         digests: list[bytes | None] = [None] * len(chunks)
-        for i, h in zip(big, hashed, strict=True):
+        todo = []
+        for i, (data, digest) in enumerate(zip(chunks, list(known) or digests, strict=True)):
+            if len(data) > MANIFEST_INLINE_MAX:
+                if digest is None:
+                    todo.append(i)
+                else:
+                    digests[i] = digest
+        hashed = self.objects.map(self.objects.digest, [chunks[i] for i in todo])
+        for i, h in zip(todo, hashed, strict=True):
             digests[i] = h
         return digests
 

@@ -253,7 +253,8 @@ class Writes:
         inner chunks (txn/shards.py), so there may be several changes, or none. `values`:
         what the bytes encode, when the writer has them (their statistics are computed from
         them; otherwise the bytes are decoded)."""
-        return self._changes_for((check_zarr_key(key), check_data(key, data)), values=values)
+        item = (check_zarr_key(key), check_data(key, data))
+        return self._changes_for(item, _digest_of(values), values=values)
 
     def _changes_for(
         self,
@@ -635,7 +636,9 @@ class Writes:
             for i, (key, data) in enumerate(checked)
             if len(data) > self.inline_max and not is_meta_key(key)
         ]
-        digests = self.uploads.digests([checked[i][1] for i in big])
+        digests = self.uploads.digests(  # (hashed as zarr encoded them, if it did)
+            [checked[i][1] for i in big], [_digest_of(given[i]) for i in big]
+        )
         records = [
             (chunk_object_key(d), len(checked[i][1]))
             for i, d in zip(big, digests, strict=True)
@@ -963,3 +966,8 @@ def _batch_doc(docs: dict[str, bytes], key: str) -> bytes | None:
 def _in_turn(*calls: Callable[[], object]) -> list[object]:
     """`RepoContext.together` without threads: each call's result or exception, in turn."""
     return [outcome(call) for call in calls]
+
+
+def _digest_of(values: ChunkValues | None) -> bytes | None:
+    """The digest of a chunk's bytes its writer took as it encoded them (see ChunkValues)."""
+    return None if values is None else values.digest

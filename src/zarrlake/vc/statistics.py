@@ -332,13 +332,17 @@ class ChunkValues(NamedTuple):
     shard, with the bytes each was encoded to (the shard's bytes are checked to hold
     exactly those before their values are used) and their statistics if the writer took
     them already; `known`: the statistics of `whole`, if the writer took them already
-    (`of_tiles`). A named tuple: one is made per chunk written, and a frozen dataclass
-    cost several times as much to make."""
+    (`of_tiles`, or as zarr encoded the chunk); `digest`: the repository's content hash
+    of the bytes handed over with these, if the writer hashed them as they were encoded
+    (it is then not hashed again; with statistics off, a large chunk's values carry only
+    this). A named tuple: one is made per chunk written, and a frozen dataclass cost
+    several times as much to make."""
 
     fill: object
     whole: np.ndarray | None = None
     inner: dict[tuple[int, ...], tuple[np.ndarray, Any, ChunkStats | None]] | None = None
     known: ChunkStats | None = None  # `whole`'s, taken with the write's other chunks
+    digest: bytes | None = None  # of the bytes handed over with them
 
     def stats(self) -> ChunkStats | None:
         """The statistics of `whole`."""

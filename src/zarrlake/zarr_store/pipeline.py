@@ -39,11 +39,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from zarr.codecs.bytes import BytesCodec
 from zarr.core.codec_pipeline import BatchedCodecPipeline
 
 from zarrlake.errors import ZarrLakeError
 from zarrlake.format.statistics import ChunkStats
-from zarrlake.vc.statistics import TILES_MAX, ChunkValues, of_tiles
+from zarrlake.vc.statistics import TILES_MAX, ChunkValues, of_chunk, of_tiles
 from zarrlake.zarr_store import write_scope
 
 
@@ -90,14 +91,20 @@ inner writes, whose byte setters name no store, take them if so)."""
 
 @dataclass(slots=True)
 class _Handover:
-    """What a write to a store that keeps statistics hands it with each chunk's bytes:
-    `bufs`, id of each encoded buffer -> (the buffer, the values it encodes); `fill`, the
+    """What a write to a session store hands it with each chunk's bytes: `bufs`, id of
+    each encoded buffer -> (the buffer, the values it encodes, their statistics if taken
+    as it was encoded, the buffer's digest if hashed as it was encoded); `fill`, the
     array's fill value as a plain Python value (made once a write, not once a chunk);
-    `taken`, the statistics taken together for the write (`_taken_together`, `given`)."""
+    `stats`, whether the store keeps statistics (else only large chunks' digests are
+    handed); `digest`, the store's content hash, for large chunks hashed as they are
+    encoded (None: the store hashes); `taken`, the statistics taken together for the
+    write (`_taken_together`, `given`)."""
 
     fill: Any
+    stats: bool = True
+    digest: Callable[[Any], bytes] | None = None
     taken: _Taken | None = None
-    bufs: dict[int, tuple[Any, Any]] = field(default_factory=dict)
+    bufs: dict[int, tuple[Any, Any, ChunkStats | None, bytes | None]] = field(default_factory=dict)
 
 
 _HANDED: ContextVar[_Handover | None] = ContextVar("zarrlake_handed", default=None)
@@ -189,15 +196,24 @@ class SessionPipeline(BatchedCodecPipeline):
         stores = [getattr(item[0], "store", None) for item in batch]  # (inner pipelines of
         # a sharding codec write through shard byte setters: no store)
         inner = _HANDED.get() is not None and all(hasattr(i[0], "shard_dict") for i in batch)
+        digest = None
         if inner:  # (a shard's inner chunks, for the statistics its write takes)
             wants = _WANTS.get()
-        else:  # values are handed over for statistics only: with them off, none are kept
+        else:  # values are handed over for statistics only: with them off, none are
+            # kept (a large chunk's digest still is)
+            unique = [s for s in {id(s): s for s in stores}.values() if s is not None]
             wants = any(
                 hasattr(s, "takes_values") and getattr(s, "computes_statistics", False)
-                for s in {id(s): s for s in stores}.values()  # (a write's chunks share one)
+                for s in unique  # (a write's chunks share one)
             )
-        handover = _Handover(_plain(batch[0][1].fill_value)) if wants and batch else None
-        if handover is not None and not self.supports_partial_encode:  # (else: shards,
+            if len(unique) == 1:  # large chunks hashed as they are encoded
+                digest = getattr(unique[0], "chunk_digest", None)
+        handover = (
+            _Handover(_plain(batch[0][1].fill_value), wants, digest)
+            if (wants or digest is not None) and batch
+            else None
+        )
+        if wants and handover is not None and not self.supports_partial_encode:  # (else: shards,
             # whose inner chunks are an inner write's); a writer's own (`given`), else
             # taken here if there are enough
             handover.taken = _GIVEN.get() or _taken_together(batch, value, drop_axes, inner)
@@ -222,16 +238,71 @@ class SessionPipeline(BatchedCodecPipeline):
 
     async def encode_batch(self, chunk_arrays_and_specs: Iterable[Any]) -> Iterable[Any]:
         """zarr's encode; within a write to a session store, each buffer made is noted
-        with the values it encodes."""
+        with the values it encodes. Large chunks (TILES_MAX elements or more) are encoded
+        on one thread each batch, their statistics taken just before (zstd then reads
+        values the statistics brought into the core's cache, instead of the statistics
+        reading them from memory again at the upload) and their bytes hashed just after
+        (as they leave the compressor)."""
         items = list(chunk_arrays_and_specs)
-        out = list(await super().encode_batch(items))
         handover = _HANDED.get()
-        if handover is not None:
-            bufs = handover.bufs
-            for (array, _), buf in zip(items, out, strict=True):
-                if array is not None and buf is not None:
-                    bufs[id(buf)] = (buf, array.as_numpy_array())
+        if handover is None:
+            return await super().encode_batch(items)
+        if self._encodes_here(items):
+            out, taken = await asyncio.to_thread(self._encode_here, items, handover)
+        else:
+            out = list(await super().encode_batch(items))
+            if not handover.stats:
+                return out
+            taken = None
+        bufs = handover.bufs
+        for i, ((array, _), buf) in enumerate(zip(items, out, strict=True)):
+            if array is not None and buf is not None:
+                stats, digest = (None, None) if taken is None else taken[i]
+                values = array.as_numpy_array() if handover.stats else None
+                bufs[id(buf)] = (buf, values, stats, digest)
         return out
+
+    def _encodes_here(self, items: list[Any]) -> bool:
+        """Whether `items` are large chunks whose codecs all encode synchronously and
+        whose array-to-bytes codec is zarr's `bytes` (not a sharding codec, whose inner
+        writes hand their chunks over in this task)."""
+        some = False
+        for array, _ in items:  # (zarr encodes one chunk a call: a loop, no generator)
+            if array is not None:
+                if array.as_ndarray_like().size < TILES_MAX:
+                    return False
+                some = True
+        if not some or type(self.array_bytes_codec) is not BytesCodec:
+            return False
+        codecs = (*self.array_array_codecs, *self.bytes_bytes_codecs)
+        return all(hasattr(c, "_encode_sync") and getattr(c, "_sync_capable", True) for c in codecs)
+
+    def _encode_here(
+        self, items: list[Any], handover: _Handover
+    ) -> tuple[list[Any], list[tuple[ChunkStats | None, bytes | None]]]:
+        """zarr's `encode_batch` on this thread, each codec's synchronous encode in
+        turn; with each chunk's (statistics, digest) when the store takes them."""
+        arrays = [a for a, _ in items]
+        fill = handover.fill
+        stats = [
+            None if a is None or not handover.stats else of_chunk(a.as_numpy_array(), fill)
+            for a in arrays
+        ]
+        aa, (ab, ab_specs), bb = self._codecs_with_resolved_metadata_batched(
+            spec for _, spec in items
+        )
+        chunks: list[Any] = arrays
+        stages: list[tuple[Any, list[Any]]] = [*aa, (ab, ab_specs), *bb]
+        for codec, specs in stages:
+            chunks = [
+                None if c is None else codec._encode_sync(c, spec)
+                for c, spec in zip(chunks, specs, strict=True)
+            ]
+        hash_ = handover.digest
+        digests = [
+            None if c is None or hash_ is None else hash_(c.as_buffer_like()) for c in chunks
+        ]
+        return chunks, list(zip(stats, digests, strict=True))
 
     async def _undecodable(self, batch: list[Any]) -> ZarrLakeError | None:
         """The error naming the first chunk of `batch` on a session store that does not
@@ -302,8 +373,10 @@ def handed(value: Any, key: str) -> ChunkValues | None:
     if got is None or got[0] is not value:
         return None
     taken = found.taken
-    known = None if taken is None else taken.of(key, got[1])
-    return _VALUES(ChunkValues, (found.fill, got[1], None, known))  # (the named tuple's
+    known = None if taken is None or got[1] is None else taken.of(key, got[1])
+    if known is None:
+        known = got[2]
+    return _VALUES(ChunkValues, (found.fill, got[1], None, known, got[3]))  # (the named tuple's
     # `__new__` is a Python call: made as the tuple it is, as `as_stats` does)
 
 
@@ -372,9 +445,11 @@ def _inner_values(batch: list[Any], handover: _Handover) -> ChunkValues | None:
         setter = item[0]
         buf = setter.shard_dict.get(setter.chunk_coords)
         got = None if buf is None else handover.bufs.get(id(buf))
-        if got is not None and got[0] is buf:
+        if got is not None and got[0] is buf and got[1] is not None:
             coords = tuple(setter.chunk_coords)
             known = None if taken is None else taken.of(coords, got[1])
+            if known is None:
+                known = got[2]
             inner[coords] = (got[1], buf.as_numpy_array(), known)
     return ChunkValues(handover.fill, inner=inner) if inner else None
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 from zarr.abc.store import (
@@ -80,6 +80,9 @@ class StoreEngine(Protocol):
 
     def stage(self, changes: list[Change]) -> None:
         """Stage prepared changes."""
+
+    def digest(self, data: bytes | memoryview) -> bytes:
+        """The repository's content hash of chunk bytes, on the calling thread."""
 
     @property
     def finishes_after_writes(self) -> bool:
@@ -275,6 +278,13 @@ class SessionStore(Store):
         """Whether chunks written here get statistics (Settings.chunk_statistics): zarr's
         codec pipeline then takes those of a write's small chunks together."""
         return bool(getattr(self.session._engine, "chunk_statistics", False))
+
+    @property
+    def chunk_digest(self) -> Callable[[Any], bytes] | None:
+        """The repository's content hash, which zarr's codec pipeline applies to a large
+        chunk's bytes as it encodes them (they are then not hashed again); None for a
+        read-only store, or a session that hashes its own."""
+        return None if self.read_only else getattr(self.session._engine, "digest", None)
 
     @property
     def supports_consolidated_metadata(self) -> bool:
