@@ -109,9 +109,9 @@ def test_neighbouring_chunks_are_written_as_regions(tmp_path, monkeypatch, stati
             assert table["sum"][i] == pytest.approx(float(np.nansum(block.astype("f8"))), rel=1e-6)
 
 
-def test_edge_and_large_chunks_are_written_alone(tmp_path, monkeypatch):
-    """Edge chunks (clipped by the array's end) are never part of a region; chunks too
-    large for a run are written one by one, as before."""
+def test_edge_chunks_are_written_alone(tmp_path, monkeypatch):
+    """Edge chunks (clipped by the array's end) are never part of a region, and fewer
+    than 8 neighbours make no run."""
     values = np.random.default_rng(4).random(EDGE_SHAPE, dtype=np.float32)
     ats = list(np.ndindex(8, 3))  # (30, 10) in (4, 4): row 7 and column 2 are edge chunks
     writes = _Writes(monkeypatch)
@@ -120,6 +120,20 @@ def test_edge_and_large_chunks_are_written_alone(tmp_path, monkeypatch):
     )
     # columns 0 and 1 hold 7 whole chunks each (fewer than a run's 8): all 24 alone
     assert writes.calls == 24
+    got = zarr.open_array(repo.readonly_session("main").store, path="a", mode="r")[...]
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_large_chunks_are_written_alone(tmp_path, monkeypatch):
+    """Chunks of 16,384 values or more (their statistics are taken one by one, and a
+    write costs more than its call) are written one by one, as before."""
+    shape, chunks = (12, 16_384), (1, 16_384)
+    values = np.random.default_rng(7).random(shape, dtype=np.float32)
+    writes = _Writes(monkeypatch)
+    repo, expected = _sink(
+        tmp_path, shape, chunks, [_rows(values, chunks, [(k, 0) for k in range(12)])], True
+    )
+    assert writes.calls == 12
     got = zarr.open_array(repo.readonly_session("main").store, path="a", mode="r")[...]
     np.testing.assert_array_equal(got, expected)
 
