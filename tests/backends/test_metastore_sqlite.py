@@ -3,6 +3,8 @@ behaviour."""
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
 import pickle
 import sqlite3
 import threading
@@ -347,5 +349,75 @@ def test_read_is_one_statement_with_keys_inside_prefixes_and_open_ended_prefixes
         assert items == [list(meta.scan("p", prefix=p)) for p in prefixes]
         assert [k for k, _, _ in items[1]] == [b"a/1", b"a/2", b"b", b"\xff\xff"]
         assert [k for k, _, _ in items[2]] == [b"\xff\xff"] and items[3] == []
+    finally:
+        meta.close()
+
+
+def _write_versions(url: str, key: bytes, n: int) -> list[int]:
+    """The versions `n` writes of `key` got, in a new process's own connection."""
+    meta = open_metastore(url)
+    try:
+        return [meta.set(P, key, b"x") for _ in range(n)]
+    finally:
+        meta.close()
+
+
+def test_versions_from_thread_reservations_never_repeat(tmp_path):
+    """Each thread's connection takes its versions from a reservation of the counter, so
+    most write transactions do not write the counter; versions still never repeat across
+    threads, processes, and a transaction rolled back after its bump (whose versions went
+    back to the counter and were reserved again by another thread): its thread reserves
+    anew rather than hand out any of them. Within a thread they grow with every write."""
+    url = f"sqlite:///{tmp_path}/v.db"
+    meta = open_metastore(url)
+    try:
+        statements: list[str] = []
+        meta._conn().set_trace_callback(statements.append)  # type: ignore[attr-defined]
+        mine = [meta.set(P, b"main", b"x") for _ in range(300)]  # past one reservation
+        assert mine == sorted(mine) and len(set(mine)) == 300
+        bumps = [s for s in statements if s.startswith("UPDATE counter")]
+        assert len(bumps) == 2, bumps  # not one per transaction (300 of them)
+
+        threads: list[list[int]] = []
+
+        def write(n: int) -> None:
+            got = [meta.set(P, b"t%d" % len(threads), b"x") for _ in range(n)]
+            threads.append(got)
+
+        workers = [threading.Thread(target=write, args=(40,)) for _ in range(3)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        with multiprocessing.get_context("spawn").Pool(2) as pool:
+            others = pool.starmap(_write_versions, [(url, b"p1", 40), (url, b"p2", 40)])
+
+        # A new thread's first transaction bumps the counter, then is rolled back (an
+        # interrupt ends its batch); another thread then reserves the same versions.
+        gone: list[int] = []
+        after: list[int] = []
+
+        def rolled_back() -> None:
+            with contextlib.suppress(KeyboardInterrupt), meta.batch():
+                gone.append(meta.set(P, b"gone", b"x"))
+                raise KeyboardInterrupt
+            retaken.wait()
+            after.extend(meta.set(P, b"after", b"x") for _ in range(3))
+
+        retaken = threading.Event()
+        t = threading.Thread(target=rolled_back)
+        t.start()
+        while not gone and t.is_alive():
+            t.join(0.01)
+        retake = threading.Thread(target=write, args=(3,))
+        retake.start()
+        retake.join()
+        retaken.set()
+        t.join()
+        assert meta.get(P, b"gone") is None
+        assert gone[0] in threads[-1]  # the rolled-back versions were handed out again
+        every = mine + [v for got in threads for v in got] + [v for o in others for v in o]
+        every += after
+        assert len(every) == len(set(every)) == 300 + 3 * 40 + 2 * 40 + 3 + 3
     finally:
         meta.close()
