@@ -421,3 +421,34 @@ def test_versions_from_thread_reservations_never_repeat(tmp_path):
         assert len(every) == len(set(every)) == 300 + 3 * 40 + 2 * 40 + 3 + 3
     finally:
         meta.close()
+
+
+def test_a_guarded_swap_of_one_key_is_one_statement(tmp_path):
+    """A compare-and-swap of one key with more checks (a branch swap with its fences) is
+    one `UPDATE` that changes the row only where every check holds; a refusal reads the
+    versions to name the check that failed, and changes nothing."""
+    meta = open_metastore(f"sqlite:///{tmp_path}/g.db")
+    try:
+        head = meta.set(P, b"branch", b"c1")
+        fence = meta.set(P, b"landing", b"open")
+        statements: list[str] = []
+        meta._conn().set_trace_callback(statements.append)  # type: ignore[attr-defined]
+        head = meta.write_if(
+            P, [(b"branch", b"c2")], {b"branch": head, b"moved": None, b"landing": fence}
+        )[0]
+        assert [s.split(" ", 1)[0] for s in statements] == ["BEGIN", "UPDATE", "COMMIT"]
+        assert meta.get(P, b"branch") == (b"c2", head)
+        meta.set(P, b"moved", b"x")
+        refusals = [
+            ({b"branch": head, b"moved": None}, "moved"),
+            ({b"branch": head, b"landing": fence + 1000}, "landing"),
+            ({b"branch": head - 1, b"landing": fence}, "branch"),
+        ]
+        for checks, named in refusals:
+            with pytest.raises(CASFailedError, match=named):
+                meta.write_if(P, [(b"branch", b"c3")], checks)
+        assert meta.get(P, b"branch") == (b"c2", head)
+        assert meta.write_if(P, [(b"branch", b"c4")], {b"branch": head, b"landing": fence})
+        assert meta.get(P, b"branch")[0] == b"c4"
+    finally:
+        meta.close()

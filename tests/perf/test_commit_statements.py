@@ -7,11 +7,12 @@ The commit call's five writes (the final flush's registration, the seal, the fen
 branch swap, the record's finish) are the protocol's, each still written; on SQLite the
 first two are one write transaction (`MetaStore.batch`) and the last three another, so two
 in all. What is pinned here is what each costs: a compare-and-swap is its conditional
-write (no read of the version first), a guarded write reads its checks' versions in
-one SELECT, a write transaction takes its versions from its thread's reservation (the
-counter is bumped once per 256 versions, about 35 commits: none of the three below; the
-fixture's writes leave the reservation far from its end), and the look at the branch,
-the session's landing fence and the protection rules is one SELECT."""
+write (no read of the version first), a guarded write of one key checks the others in
+its `UPDATE` (a branch swap's fences as conditions of the branch's compare-and-swap),
+a write transaction takes its versions from its thread's reservation (the counter is
+bumped once per 256 versions, about 35 commits: none of the three below; the fixture's
+writes leave the reservation far from its end), and the look at the branch, the
+session's landing fence and the protection rules is one SELECT."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ def statements(monkeypatch) -> Counter[str]:
     return count_statements(monkeypatch, lambda: threading.get_ident() == me)
 
 
-def test_a_one_chunk_commit_call_runs_16_statements_on_sqlite(
+def test_a_one_chunk_commit_call_runs_15_statements_on_sqlite(
     statements: Counter[str], one_chunk_repo: zl.Repo
 ) -> None:  # (statements first: it traces the connections the repository opens)
     repo = one_chunk_repo
@@ -47,11 +48,12 @@ def test_a_one_chunk_commit_call_runs_16_statements_on_sqlite(
         assert statements == {
             "BEGIN": 2,  # the flush and the seal; the fence, the swap and the finish
             "COMMIT": 2,
-            "UPDATE": 3,  # the 3 compare-and-swaps (the versions: the thread's reservation)
-            "INSERT": 3,  # the flush's 2 staged records, the branch head
+            "UPDATE": 4,  # the 3 compare-and-swaps, the branch swap with its checks (the
+            # versions: the thread's reservation)
+            "INSERT": 2,  # the flush's 2 staged records
             "DELETE": 1,  # the flush's marker
-            "SELECT": 5,  # 4 reads (the branch, its landing fence and rules in one), the
-            # branch swap's 3 checks in one
+            "SELECT": 4,  # the gc phase, the gather's scan, the branch with its landing
+            # fence and rules, the branch again under the turn
         }, statements
         s.wait()
     head = zarr.open_array(repo.readonly_session().store, path="a")

@@ -458,11 +458,45 @@ class SqliteMetaStore(MetaStoreBackend):
         checks: dict[bytes, int | None],
     ) -> list[int]:
         with self._transaction() as tx:  # BEGIN IMMEDIATE: the checks and writes are one step
+            if _guarded_swap(writes, deletes, checks):
+                return [self._guarded_swap(tx, partition, writes[0], checks)]
             if checks:
                 found = _versions(tx.conn, partition, list(checks))
                 for key, expected in checks.items():
                     check_found(partition, key, found.get(key), expected)
             return self._apply(tx, partition, writes, deletes)
+
+    @staticmethod
+    def _guarded_swap(
+        tx: _Write | _Joined,
+        partition: str,
+        write: tuple[bytes, bytes],
+        checks: dict[bytes, int | None],
+    ) -> int:
+        """A compare-and-swap of one key with more checks (a branch swap with its fences)
+        as one statement: the `UPDATE` changes the row only where every check holds; the
+        versions are read only to name the one that failed."""
+        key, value = write
+        version = tx.versions(1)
+        sql = [_SWAP]
+        args: list[object] = [value, version, partition, key, checks[key]]
+        for other, expected in checks.items():
+            if other == key:
+                continue
+            if expected is None:
+                sql.append("NOT EXISTS (SELECT 1 FROM kv WHERE partition = ? AND key = ?)")
+                args += [partition, other]
+            else:
+                sql.append(
+                    "EXISTS (SELECT 1 FROM kv WHERE partition = ? AND key = ? AND version = ?)"
+                )
+                args += [partition, other, expected]
+        if tx.conn.execute(" AND ".join(sql), args).rowcount == 1:
+            return version
+        found = _versions(tx.conn, partition, list(checks))
+        for other, expected in checks.items():
+            check_found(partition, other, found.get(other), expected)
+        raise AssertionError(f"{partition}/{key!r}: every check held but nothing was written")
 
     def clock(self) -> float:
         """The host's clock: every process using the database file runs on this machine
@@ -500,6 +534,22 @@ def _vacuum(conn: sqlite3.Connection) -> None:
 
 _IN_MAX = 500
 """Keys one statement reads at most (SQLite allows 32,766 parameters since 3.32)."""
+_GUARDS_MAX = 8
+"""Checks a guarded compare-and-swap of one key folds into its `UPDATE` at most."""
+
+
+def _guarded_swap(
+    writes: list[tuple[bytes, bytes]], deletes: list[bytes], checks: dict[bytes, int | None]
+) -> bool:
+    """Whether a guarded write is one key's compare-and-swap with a few more checks (see
+    `SqliteMetaStore._guarded_swap`): one write, no delete, the written key checked at a
+    version (not absent) among at most _GUARDS_MAX checks."""
+    return (
+        len(writes) == 1
+        and not deletes
+        and 1 < len(checks) <= _GUARDS_MAX
+        and checks.get(writes[0][0]) is not None
+    )
 
 
 def _versions(conn: sqlite3.Connection, partition: str, keys: list[bytes]) -> dict[bytes, int]:
