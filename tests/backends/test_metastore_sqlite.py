@@ -3,8 +3,6 @@ behaviour."""
 
 from __future__ import annotations
 
-import contextlib
-import multiprocessing
 import pickle
 import sqlite3
 import threading
@@ -353,80 +351,11 @@ def test_read_is_one_statement_with_keys_inside_prefixes_and_open_ended_prefixes
         meta.close()
 
 
-def _write_versions(url: str, key: bytes, n: int) -> list[int]:
-    """The versions `n` writes of `key` got, in a new process's own connection."""
-    meta = open_metastore(url)
-    try:
-        return [meta.set(P, key, b"x") for _ in range(n)]
-    finally:
-        meta.close()
-
-
-def test_versions_from_thread_reservations_never_repeat(tmp_path):
-    """Each thread's connection takes its versions from a reservation of the counter, so
-    most write transactions do not write the counter; versions still never repeat across
-    threads, processes, and a transaction rolled back after its bump (whose versions went
-    back to the counter and were reserved again by another thread): its thread reserves
-    anew rather than hand out any of them. Within a thread they grow with every write."""
-    url = f"sqlite:///{tmp_path}/v.db"
-    meta = open_metastore(url)
-    try:
-        statements: list[str] = []
-        meta._conn().set_trace_callback(statements.append)  # type: ignore[attr-defined]
-        mine = [meta.set(P, b"main", b"x") for _ in range(300)]  # past one reservation
-        assert mine == sorted(mine) and len(set(mine)) == 300
-        bumps = [s for s in statements if s.startswith("UPDATE counter")]
-        assert len(bumps) == 2, bumps  # not one per transaction (300 of them)
-
-        threads: list[list[int]] = []
-
-        def write(n: int) -> None:
-            got = [meta.set(P, b"t%d" % len(threads), b"x") for _ in range(n)]
-            threads.append(got)
-
-        workers = [threading.Thread(target=write, args=(40,)) for _ in range(3)]
-        for w in workers:
-            w.start()
-        for w in workers:
-            w.join()
-        with multiprocessing.get_context("spawn").Pool(2) as pool:
-            others = pool.starmap(_write_versions, [(url, b"p1", 40), (url, b"p2", 40)])
-
-        # A new thread's first transaction bumps the counter, then is rolled back (an
-        # interrupt ends its batch); another thread then reserves the same versions.
-        gone: list[int] = []
-        after: list[int] = []
-
-        def rolled_back() -> None:
-            with contextlib.suppress(KeyboardInterrupt), meta.batch():
-                gone.append(meta.set(P, b"gone", b"x"))
-                raise KeyboardInterrupt
-            retaken.wait()
-            after.extend(meta.set(P, b"after", b"x") for _ in range(3))
-
-        retaken = threading.Event()
-        t = threading.Thread(target=rolled_back)
-        t.start()
-        while not gone and t.is_alive():
-            t.join(0.01)
-        retake = threading.Thread(target=write, args=(3,))
-        retake.start()
-        retake.join()
-        retaken.set()
-        t.join()
-        assert meta.get(P, b"gone") is None
-        assert gone[0] in threads[-1]  # the rolled-back versions were handed out again
-        every = mine + [v for got in threads for v in got] + [v for o in others for v in o]
-        every += after
-        assert len(every) == len(set(every)) == 300 + 3 * 40 + 2 * 40 + 3 + 3
-    finally:
-        meta.close()
-
-
 def test_a_guarded_swap_of_one_key_is_one_statement(tmp_path):
     """A compare-and-swap of one key with more checks (a branch swap with its fences) is
-    one `UPDATE` that changes the row only where every check holds; a refusal reads the
-    versions to name the check that failed, and changes nothing."""
+    one `UPDATE` of the row (besides the transaction's versions) that changes it only where
+    every check holds; a refusal reads the versions to name the check that failed, and
+    changes nothing."""
     meta = open_metastore(f"sqlite:///{tmp_path}/g.db")
     try:
         head = meta.set(P, b"branch", b"c1")
@@ -436,7 +365,12 @@ def test_a_guarded_swap_of_one_key_is_one_statement(tmp_path):
         head = meta.write_if(
             P, [(b"branch", b"c2")], {b"branch": head, b"moved": None, b"landing": fence}
         )[0]
-        assert [s.split(" ", 1)[0] for s in statements] == ["BEGIN", "UPDATE", "COMMIT"]
+        assert [s.split(" ", 2)[:2] for s in statements] == [
+            ["BEGIN", "IMMEDIATE"],
+            ["UPDATE", "counter"],  # the transaction's versions
+            ["UPDATE", "kv"],
+            ["COMMIT"],
+        ], statements
         assert meta.get(P, b"branch") == (b"c2", head)
         meta.set(P, b"moved", b"x")
         refusals = [

@@ -9,9 +9,9 @@ first two are one write transaction (`MetaStore.batch`) and the last three anoth
 in all. What is pinned here is what each costs: a compare-and-swap is its conditional
 write (no read of the version first), a guarded write of one key checks the others in
 its `UPDATE` (a branch swap's fences as conditions of the branch's compare-and-swap),
-a write transaction takes its versions from its thread's reservation (the counter is
-bumped once per 256 versions, about 35 commits: none of the three below; the fixture's
-writes leave the reservation far from its end), and the look at the branch, the
+a write transaction bumps the version counter once for all its writes (versions then
+grow in the order writes happen, across threads and processes: staging takes the
+latest of several workers' records by them), and the look at the branch, the
 session's landing fence and the protection rules is one SELECT."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def statements(monkeypatch) -> Counter[str]:
     return count_statements(monkeypatch, lambda: threading.get_ident() == me)
 
 
-def test_a_one_chunk_commit_call_runs_15_statements_on_sqlite(
+def test_a_one_chunk_commit_call_runs_17_statements_on_sqlite(
     statements: Counter[str], one_chunk_repo: zl.Repo
 ) -> None:  # (statements first: it traces the connections the repository opens)
     repo = one_chunk_repo
@@ -48,8 +48,8 @@ def test_a_one_chunk_commit_call_runs_15_statements_on_sqlite(
         assert statements == {
             "BEGIN": 2,  # the flush and the seal; the fence, the swap and the finish
             "COMMIT": 2,
-            "UPDATE": 4,  # the 3 compare-and-swaps, the branch swap with its checks (the
-            # versions: the thread's reservation)
+            "UPDATE": 6,  # a version reservation per transaction, 3 compare-and-swaps,
+            # the branch swap with its checks
             "INSERT": 2,  # the flush's 2 staged records
             "DELETE": 1,  # the flush's marker
             "SELECT": 4,  # the gc phase, the gather's scan, the branch with its landing

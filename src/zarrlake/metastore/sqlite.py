@@ -1,8 +1,7 @@
 """SQLite metastore: the embedded default, safe for many threads and processes on one machine.
 
-One table ``kv`` holds every partition; versions come from a one-row counter, reserved a
-block at a time by each thread's connection inside a writing transaction that commits, so
-they never repeat. WAL mode lets readers run beside the single
+One table ``kv`` holds every partition; versions come from a one-row counter bumped inside
+the writing transaction, so they never repeat. WAL mode lets readers run beside the single
 writer; writes take the lock up front (BEGIN IMMEDIATE) so a compare-and-swap's read and
 write are one atomic step. Each thread of each process has its own connection: SQLite
 connections must never cross a fork.
@@ -41,11 +40,9 @@ BUSY_TIMEOUT = 30.0
 """Seconds a write waits for another writer's lock before raising TransientError."""
 TURN_TIMEOUT = 1.0
 """Seconds `take_turns` waits for its turn before going on without one."""
-RESERVED_VERSIONS = 256
-"""Versions a thread's connection reserves from the counter at once (`_Write.versions`):
-its transactions take their versions from the reservation, and only the one that runs
-out bumps the counter (a one-chunk commit writes about ten versions in five transactions;
-each transaction bumped the counter before, a statement and a page of the WAL)."""
+BATCH_VERSIONS = 16
+"""Versions a batch's transaction reserves from the counter at once (`_Write.versions`):
+a commit's batches write up to five records, each a statement of the counter before."""
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS kv (partition TEXT NOT NULL, key BLOB NOT NULL, "
@@ -325,7 +322,7 @@ class SqliteMetaStore(MetaStoreBackend):
         batch: _Batch | None = getattr(conns.local, "batch", None)
         if batch is not None:
             return batch.join(self._conn(conns))
-        return _Write(self._conn(conns), conns, self._fail)
+        return _Write(self._conn(conns), conns.writer, self._fail)
 
     def batch(self) -> _Batch:
         """This thread's writes inside the block as one write transaction (see
@@ -613,7 +610,7 @@ class _Batch:
     def join(self, conn: sqlite3.Connection) -> _Joined:
         """The batch's transaction for one write, begun if this is the first."""
         if self.write is None:
-            write = _Write(conn, self.conns, self.errors)
+            write = _Write(conn, self.conns.writer, self.errors, BATCH_VERSIONS)
             write.__enter__()
             self.write = write
         elif not self.write.conn.in_transaction:  # SQLite rolled it back (an I/O error)
@@ -678,14 +675,16 @@ class _Joined:
 
 class _Write:
     """A write transaction: this process's turn at the write lock, then BEGIN IMMEDIATE;
-    COMMIT on leaving, ROLLBACK on an error. Its writes' versions come from the thread's
-    reservation (see `versions`)."""
+    COMMIT on leaving, ROLLBACK on an error. Its writes' versions come from the counter,
+    `block` at a time at least (see `versions`)."""
 
-    __slots__ = ("conn", "conns", "errors", "freed", "lock", "spare")
+    __slots__ = ("block", "conn", "end", "errors", "freed", "lock", "next")
 
-    def __init__(self, conn: sqlite3.Connection, conns: _Connections, errors: _Errors) -> None:
-        self.conn, self.conns, self.lock, self.errors = conn, conns, conns.writer, errors
-        self.spare: tuple[int, int] | None = None  # taken from the thread at its first write
+    def __init__(
+        self, conn: sqlite3.Connection, lock: FileLock, errors: _Errors, block: int = 1
+    ) -> None:
+        self.conn, self.lock, self.errors, self.block = conn, lock, errors, block
+        self.next, self.end = 1, 0  # versions reserved and not used yet: [next, end]
         self.freed = False  # rows were deleted whose pages go back before COMMIT
 
     def vacuum(self) -> None:
@@ -695,24 +694,19 @@ class _Write:
         self.freed = True
 
     def versions(self, n: int) -> int:
-        """The first of `n` new versions (they follow it), from those this thread's
-        connection reserved: the counter is bumped for RESERVED_VERSIONS of them (or `n`, if
-        more) by the transaction that finds the reservation run out. The reservation is
-        kept past a transaction only if it commits (`__exit__`): a rolled-back bump gives
-        its versions back to the counter, and versions a failed transaction took are
-        never handed out again either. So versions never repeat; they grow with every
-        write of one thread, not across threads (nothing compares them, only matches)."""
-        if self.spare is None:
-            self.spare = getattr(self.conns.local, "spare", None) or (1, 0)
-            self.conns.local.spare = None  # this transaction's until it commits
-        first, end = self.spare
-        if first + n - 1 > end:
-            take = max(n, RESERVED_VERSIONS)
-            end = self.conn.execute(
+        """The first of `n` new versions (they follow it), from those this transaction
+        reserved: the counter is bumped once for `block` of them, or `n` if more, and again
+        only when they run out. Unused ones are never handed out (the counter moved past
+        them), so versions still never repeat and grow with every write; a batch's writes
+        then cost one statement of the counter, not one each."""
+        first = self.next
+        if first + n - 1 > self.end:
+            take = max(n, self.block)
+            self.end = self.conn.execute(
                 "UPDATE counter SET version = version + ? WHERE id = 0 RETURNING version", (take,)
             ).fetchone()[0]
-            first = end - take + 1
-        self.spare = (first + n, end)
+            first = self.end - take + 1
+        self.next = first + n
         return first
 
     def __enter__(self) -> _Write:
@@ -744,8 +738,6 @@ class _Write:
                         if conn.in_transaction:
                             conn.execute("ROLLBACK")
                         raise
-                    if self.spare is not None:  # committed: what is left stays reserved
-                        self.conns.local.spare = self.spare
                 elif conn.in_transaction:
                     conn.execute("ROLLBACK")
             except BaseException as e:
