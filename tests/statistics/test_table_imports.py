@@ -10,7 +10,6 @@ import sys
 
 import numpy as np
 import pyarrow as pa
-import zarr
 
 import zarrlake as zl
 from tests.statistics.model import Spec, assert_matches
@@ -57,17 +56,7 @@ def test_chunk_stats_and_select_in_a_new_process_import_no_pandas(tmp_path):
     s = repo.create_session()
     values = {}
     for seed, (spec, extra) in enumerate(SPECS):
-        array = zarr.create_array(
-            s.store,
-            name=spec.name,
-            shape=spec.shape,
-            chunks=spec.chunks,
-            shards=spec.shards,
-            dtype=spec.dtype,
-            fill_value=spec.fill,
-            dimension_names=[f"d{i}" for i in range(len(spec.shape))],
-            **extra,
-        )
+        array = spec.create(s.store, **extra)
         values[spec.name] = _values(spec, seed)
         array[...] = values[spec.name]
     s.commit("arrays")
