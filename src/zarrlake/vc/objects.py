@@ -428,7 +428,8 @@ class Objects:
     def read_ranges(self, ref: ChunkRef | ShardRef, what: str, spans: list[Span]) -> list[bytes]:
         """The bytes of each span of the referenced value, verified, fetching little more
         than the spans: a large chunk object's covering blocks (checked against its block
-        table), a pack entry's own bytes, a virtual chunk's spans; nearby ranges share a
+        table), a pack entry's own bytes, an assembled shard's inner chunks (each checked
+        against its own digest), a virtual chunk's spans; nearby ranges share a
         request and requests run side by side (at most `read_concurrency`)."""
         try:
             return self._read_ranges(ref, what, spans)
@@ -439,12 +440,13 @@ class Objects:
             raise
 
     def _read_ranges(self, ref: ChunkRef | ShardRef, what: str, spans: list[Span]) -> list[bytes]:
-        from zarrlake.format.blocks import TABLE_MIN
         from zarrlake.format.shard import ShardRef
 
         wanted = [s.resolve(ref.length) for s in spans]
-        if isinstance(ref, ShardRef):
+        if isinstance(ref, ShardRef):  # (its inner chunks: no block table)
             return self._shard_ranges(ref, what, wanted)
+        from zarrlake.format.blocks import TABLE_MIN
+
         if all(end <= start for start, end in wanted):
             if ref.kind == RefKind.OBJECT:  # nothing to read, but the object must exist
                 self._check_exists(chunk_object_key(ref.digest), what)
