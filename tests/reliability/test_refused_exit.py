@@ -21,9 +21,8 @@ import subprocess
 import sys
 
 import pytest
-import zarr
 
-import zarrlake as zl
+from tests.reliability.test_birth_check_retry import _repo
 from zarrlake.txn.writers import EXIT_STATUS
 
 WORKER = """
@@ -122,15 +121,7 @@ SHUT_DOWN = "cannot schedule new futures after shutdown"
 def _run(where: dict, then: str) -> subprocess.CompletedProcess:
     """A repository at `where` whose head is a commit a reset leaves behind; WORKER (doing
     `then`) on a session based on that head, which the worker's admin resets and gc deletes."""
-    repo = zl.Repo.create(**where)
-    s = repo.create_session()
-    zarr.create_array(s.store, name="big", shape=(4, 64, 64), chunks=(1, 64, 64), dtype="f4")
-    zarr.create_array(s.store, name="small", shape=(4, 4), chunks=(1, 4), dtype="f4")
-    old = s.commit("arrays")
-    s = repo.create_session()
-    zarr.open_array(s.store, path="small")[0] = 1
-    s.commit("row 0")  # the base of the worker's session
-    repo.close()
+    old = _repo(where)
     return subprocess.run(
         [sys.executable, "-c", WORKER, json.dumps([where, then]), old],
         capture_output=True,
