@@ -40,3 +40,24 @@ def test_shards_across_manifest_ranges_read_as_written(repo: zl.Repo) -> None:
     w.commit("one inner chunk")
     again = zarr.open_array(repo.readonly_session().store, path="a", mode="r")
     assert np.array_equal(again[:], values)
+
+
+def test_inner_chunk_names_map_to_their_positions() -> None:
+    """The names a shard's entries carry map to C-order positions as `name` makes them,
+    for grids of one to four dimensions; other names are parsed or refused (-1)."""
+    from zarrlake.format.shard import ShardLayout
+
+    for grid in [(5,), (3, 11), (16, 4, 4), (2, 1, 3, 12)]:
+        layout = ShardLayout(grid, False, True)
+        names = [layout.name(i) for i in range(layout.count)]
+        assert layout.positions(names) == list(range(layout.count))
+        assert layout.positions(names[::-1]) == list(range(layout.count))[::-1]
+    layout = ShardLayout((16, 4, 4), False, True)
+    assert layout.positions(["15.3.3", "16.0.0", "0.0", "x.0.0", "01.0.0", ""]) == [
+        255,
+        -1,
+        -1,
+        -1,
+        16,
+        -1,
+    ]

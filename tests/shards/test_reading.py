@@ -163,3 +163,24 @@ def test_one_inner_chunk_of_a_stored_shard_is_one_ranged_read(
     end = byte_range[1]
     assert end <= SHAPE[0] * SHAPE[1] * 4  # not the index at the shard's end
     np.testing.assert_array_equal(arr[:], values)  # the whole array still reads back exact
+
+
+def test_opening_and_reading_one_inner_chunk_reads_its_bytes_and_no_more(
+    stored: tuple[zl.Repo, Path, np.ndarray],
+) -> None:
+    """What a new reader of one inner chunk fetches, object by object: the snapshot, the
+    manifest range holding the shard's entries (the index is made from them) and the inner
+    chunk's own bytes, checked against its own digest: no block table, no block around it,
+    no statistics decoded."""
+    repo, _, values = stored
+    again, rec = reopened(repo)
+    session = again.readonly_session()
+    arr = zarr.open_array(session.store, path="a", mode="r")
+    np.testing.assert_array_equal(arr[3, 4096:8192], values[3, 4096:8192])
+    kinds = sorted(key.split("/")[0] for key, _, _ in rec.reads)
+    assert kinds == ["chunks", "manifests", "snapshots"], rec.reads
+    ((_, byte_range, n),) = rec.of("chunks/")
+    assert n == INNER_BYTES and byte_range is not None and byte_range[1] - byte_range[0] == n
+    assert session._txn.view.range(0).has_stats  # the manifest has statistics, left alone
+    shard = session._engine.lookup(KEY)
+    assert isinstance(shard, ShardRef) and shard.entries.stored_stats is None

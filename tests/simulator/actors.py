@@ -168,6 +168,19 @@ class Writing:
         if not self.s._txn.unborn:
             self.m.stored = True
 
+    def checked(self, key: str) -> None:
+        """A write of `key` returned: a session whose record is stored had its base checked
+        (txn/birth.py), none left failed or under way: no write is acknowledged before."""
+        birth = self.s._txn.birth
+        if birth is None or not birth.stored:
+            return
+        self.actor.model.counts["writes acknowledged on a stored record"] += 1
+        if not birth.born:
+            raise Violation(
+                f"{self.actor.name}: a write of {key!r} returned before the base of session "
+                f"{self.m.sid[:6]} was checked"
+            )
+
     def write(self, key: str, value: bytes | None) -> None:
         """Write (or delete, `value` None) one key; the model learns what may now be staged."""
         a, model = self.actor, self.actor.model
@@ -187,6 +200,8 @@ class Writing:
             model.wrote(self.h, key, written, certain=False)
             return
         self.stored()
+        if value is not None:  # (a delete of nothing stages nothing)
+            self.checked(key)
         view = model.view(self.m, self.h, key)
         if value is None and view == {None}:
             return  # deleting what is not there stages nothing

@@ -375,6 +375,11 @@ class ManifestRange:
         """A slice of the entries (shared buffers, nothing copied)."""
         return self._take(part)
 
+    def without_stats(self) -> ManifestRange:
+        """The same entries without their statistics (nothing copied or decoded): what a
+        read of the chunks' bytes takes, so picking entries does not decode them."""
+        return self if self.stored_stats is None else replace(self, stored_stats=None)
+
     def without_keys(self, keys: np.ndarray) -> ManifestRange:
         """This range less the entries whose key is in `keys`."""
         if not len(self) or not len(keys):

@@ -99,6 +99,17 @@ class ShardLayout:
             at = at * n + int(part)
         return at
 
+    def positions(self, names: list[str]) -> list[int]:
+        """The C-order position of each inner chunk of `names`, -1 for a name that is not
+        one (`position` for many: the grid's names mapped once, each looked up)."""
+        known = _positions(self.chunks_per_shard) if self.count <= _NAMED_MAX else {}
+        out = [known.get(name, -1) for name in names]
+        for i, at in enumerate(out):
+            if at < 0:  # (not a name `name` makes: parsed)
+                found = self.position(names[i])
+                out[i] = -1 if found is None else found
+        return out
+
     def coords(self, shard: tuple[int, ...], name: str) -> tuple[int, ...] | None:
         """The inner chunk's coordinates in the array's grid of inner chunks."""
         if self.position(name) is None or len(shard) != len(self.chunks_per_shard):
@@ -207,10 +218,11 @@ _NAMED_MAX = 1 << 16
 def _positions(chunks_per_shard: tuple[int, ...]) -> dict[str, int]:
     """name ("i.j") -> C-order position of every inner chunk of a shard of this grid
     (assembling a shard looks up each of its inner chunks)."""
-    from itertools import product
-
-    grid = product(*(range(n) for n in chunks_per_shard))
-    return {".".join(map(str, coords)): at for at, coords in enumerate(grid)}
+    names = [""]
+    for n in chunks_per_shard:  # (C order: the last coordinate varies fastest)
+        digits = [str(c) for c in range(n)]
+        names = [f"{head}.{d}" if head else d for head in names for d in digits]
+    return {name: at for at, name in enumerate(names)}
 
 
 @dataclass(frozen=True, eq=False)
@@ -221,8 +233,9 @@ class ShardRef:
     a reference object per inner chunk (a read builds the references of the inner chunks
     it reads, `parts`), so a shard of thousands of inner chunks is a few arrays. When the
     parts are exactly the inner chunks of one stored shard object, at their places in it,
-    `whole` is that object and readers read it (its block table verifies ranges);
-    otherwise the parts follow each other in C order."""
+    `whole` is that object, and a read of the whole shard reads it; otherwise the parts
+    follow each other in C order. A ranged read (zarr's of inner chunks) reads the parts it
+    touches, each checked against its own digest, in either case."""
 
     entries: ManifestRange
     starts: np.ndarray  # int64, where each part begins in the shard
@@ -263,8 +276,7 @@ class ShardRef:
         )
         if not len(rng):
             return None
-        found = [layout.position(name) for name in _local_names(rng)]
-        at = np.array([-1 if p is None else p for p in found], dtype=np.int64)
+        at = np.array(layout.positions(_local_names(rng)), dtype=np.int64)
         present = np.flatnonzero((at >= 0) & (rng.length > 0))
         if not len(present):
             return None
@@ -307,6 +319,10 @@ class ShardRef:
     def names(self) -> tuple[str, ...]:
         """The present inner chunks' names ("i.j"), in C order."""
         return tuple(_local_names(self.entries))
+
+    def name(self, part: int) -> str:
+        """The name ("i.j") of the present inner chunk `part` (C order), alone."""
+        return bytes(self.entries.keys[part]).rpartition(_SEP)[2].decode()
 
     def digests(self) -> dict[str, bytes]:
         """name -> digest of each present inner chunk."""
@@ -357,7 +373,7 @@ class _Parts(Sequence[ChunkRef]):
         j = i + n if i < 0 else i
         if not 0 <= j < n:
             raise IndexError(f"part {i} of a shard of {n}")
-        return self._entries.ref_at(j)
+        return self._entries.ref_at(j, stats=False)  # (a read of the bytes: no statistics)
 
 
 CHUNKS = "chunks/"
@@ -376,14 +392,19 @@ def _in_place(parts: ManifestRange, first: int) -> str | None:
 
     if not (parts.kind == RefKind.LOCATION).all() or (parts.loc < 0).any():
         return None
-    locations = {parts.locations[i] for i in np.unique(parts.loc).tolist()}
-    if len(locations) != 1:
-        return None
-    location = locations.pop()
+    loc = parts.loc
+    if (loc == loc[0]).all():  # (the usual case: one location, no set of them made)
+        location = parts.locations[int(loc[0])]
+    else:
+        locations = {parts.locations[i] for i in np.unique(loc).tolist()}
+        if len(locations) != 1:
+            return None
+        location = locations.pop()
     if not location.startswith(CHUNKS):
         return None
     order = np.argsort(parts.offset, kind="stable")
-    offsets = parts.offset[order].astype(np.int64)
-    lengths = parts.length[order].astype(np.int64)
-    expected = first + np.cumsum(lengths) - lengths
-    return location if np.array_equal(offsets, expected) else None
+    offsets = parts.offset[order]
+    ends = offsets + parts.length[order]
+    # (each part begins where the one before it ends, the first right after a leading index)
+    tiled = int(offsets[0]) == first and bool((offsets[1:] == ends[:-1]).all())
+    return location if tiled else None

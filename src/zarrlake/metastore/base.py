@@ -2,7 +2,9 @@
 
 Modelled on lakeFS's "metadata on KV" design. Keys and values are bytes; keys order by
 byte value. Every write gives the key a new version token (an int that is never reused
-for that store), which `set_if` and `write_if` compare against. A store also has a clock
+for that store, and greater than any a write that returned before it began got: staging
+takes the latest of several workers' records by it), which `set_if` and `write_if`
+compare against. A store also has a clock
 (`clock`): the one time every client of it shares, which leases and expiries are judged by.
 
 Three classes: `MetaStore` is the interface callers and wrappers type against;

@@ -17,6 +17,7 @@ import random
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -370,6 +371,27 @@ class MetaStoreTests(RetriedMetaStoreTests):
         for old in versions[:-2]:
             with pytest.raises(CASFailedError):  # no ABA: an old token never matches again
                 store.set_if(P, b"k", b"late", old)
+
+    def test_a_write_after_another_has_a_greater_version(self, store_url: str, store: MetaStore):
+        """Versions grow in the order writes happen, across threads and handles: a write
+        begun after another returned gets a greater version (a session's staging takes
+        the latest of several workers' records of one document by its version)."""
+        other = open_metastore(store_url)
+        threads = [ThreadPoolExecutor(1) for _ in range(2)]
+
+        def write(handle: MetaStore, key: bytes) -> int:
+            handle.set_many(P, [(b"batch", b"x")])
+            handle.set(P, key, b"x")
+            return stored(handle.get(P, key))[1]
+
+        try:
+            order = [(0, store), (1, other), (0, store), (1, store), (0, other), (1, other)]
+            versions = [threads[t].submit(write, h, b"doc").result() for t, h in order]
+        finally:
+            for pool in threads:
+                pool.shutdown()
+            other.close()
+        assert versions == sorted(set(versions)), versions
 
     def test_cas_race_threads(self, store: MetaStore):
         """Threads racing compare-and-swap increments of one counter never lose an update."""

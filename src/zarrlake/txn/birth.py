@@ -34,6 +34,18 @@ goes out beside the write (one round trip, not two). A session refused had its f
 write's records stored: its uploads are registered with gc and its staged records dropped
 before its record is deleted.
 
+A look that fails (the store did not answer) is raised by the write beside it. On an
+embedded metastore the record and the write are undone with it; on a remote one they stay
+(a marker the write stored stays its writer's, dropped by its next flush:
+`landed_unchecked`), and the base is looked at again by the next call that needs it, on
+that call's thread: a write (a chunk write buffered behind the marker included:
+`acknowledge`), a flush, a hand-over, a commit. What the look meets is raised there, so
+no write is acknowledged on a session whose base was never checked. Nothing is looked at
+again in the background: at interpreter exit, the writer's finish runs after `threading`
+shut every thread pool, so a look left to a pool could only fail ("cannot schedule new
+futures after shutdown") instead of meeting the base; the finish hands nothing to a pool
+(`in_turn`).
+
 A first write that uploads a chunk, on a remote metastore (`store_carrying`, `beside`):
 the record is born carrying the chunk's upload record (`SessionRecord.uploads`), beside
 the gc phase read; then the chunk's PUT goes out with the batch's unflushed-writes marker
@@ -90,25 +102,28 @@ _POOL = forksafe.PerProcess(lambda: ThreadPoolExecutor(4, thread_name_prefix="za
 may run on a thread of the I/O pool, all of which may be waiting for it."""
 
 
-def _start[R](fn: Callable[[], R]) -> Future[R]:
-    """`fn` on a thread of its own; under the simulator (a runtime that brings an executor,
-    whose processes run library code in one actor at a time) where it is first waited for:
-    the latest it may run, after all the caller did meanwhile."""
-    if runtime.current().executor is None:
+def _start[R](fn: Callable[[], R], threads: bool = True) -> Future[R]:
+    """`fn` on a thread of its own; where it is first waited for (on the waiting thread,
+    the latest it may run, after all the caller did meanwhile) if not `threads` (at
+    interpreter exit: `Birth.in_turn`) or under the simulator (a runtime that brings an
+    executor, whose processes run library code in one actor at a time)."""
+    if threads and runtime.current().executor is None:
         return _POOL.get().submit(fn)
     return _WhenAwaited(fn)
 
 
 class _WhenAwaited(Future):
-    """A task run by the first `result()` call (see `_start`)."""
+    """A task run by the first `result()` call (see `_start`); other callers wait for it."""
 
     def __init__(self, fn: Callable[[], object]) -> None:
         super().__init__()
         self._fn: Callable[[], object] | None = fn
+        self._taking = threading.Lock()
 
     def result(self, timeout: float | None = None) -> object:
         """Run the task if nobody did yet; its result, or raise what it raised."""
-        fn, self._fn = self._fn, None
+        with self._taking:
+            fn, self._fn = self._fn, None
         if fn is not None:
             try:
                 self.set_result(fn())
@@ -120,13 +135,15 @@ class _WhenAwaited(Future):
 class Birth:
     """Stores a session's record once, on first need, and checks its base; thread-safe (a
     background flush may be the first writer). `write` for the first writes, `ensure`
-    where the record must be stored and its base checked, `settle` to wait for the check."""
+    where the record must be stored and its base checked, `settle` to wait for the check,
+    `acknowledge` before a write that stores nothing (a buffered one) returns."""
 
     __slots__ = (
         "_beside",
         "_checking",
         "_lock",
         "_refused",
+        "_threads",
         "_wrote",
         "copied",
         "ctx",
@@ -144,6 +161,7 @@ class Birth:
         self._lock = threading.Lock()
         self._beside = threading.local()  # `on`: a call of `beside`, settled after them all
         self.copied = False  # the uploads the record carries are in the uploads partition too
+        self._threads = True  # checks may use threads (not at interpreter exit: `in_turn`)
 
     @property
     def stored(self) -> bool:
@@ -160,6 +178,23 @@ class Birth:
         """The error the session was refused with for good (its base gone), if it was."""
         return self._refused
 
+    def in_turn(self) -> None:
+        """From now on hand nothing to a thread pool: checks run on the thread that waits
+        for them, their looks one after the other. For the writer's finish at interpreter
+        exit, which `atexit` runs after `threading` shut every pool (concurrent.futures'
+        `_python_exit`, a `threading._register_atexit` hook, runs before any `atexit` one:
+        a pool there refuses work, "cannot schedule new futures after shutdown")."""
+        self._threads = False
+
+    def acknowledge(self) -> None:
+        """Before a write that stores nothing itself (a chunk write buffered behind the
+        batch's marker) returns: wait for the base check under way, or look again if the
+        last look failed, raising its error (see `settle`). A write is acknowledged only on
+        a session whose base check succeeded; a record not stored yet is stored, and its
+        base checked, by the write's own marker."""
+        if self.version is not None or self._refused is not None:
+            self.settle()
+
     def ensure(self) -> int:
         """Store the record if it is not yet (refused if the session expired or was
         abandoned before it was stored) and check its base; returns the version stored."""
@@ -172,6 +207,7 @@ class Birth:
         """Run `run`, a write to the session's partitions, once the record is stored: on an
         embedded metastore in the record's transaction, the base checked after it; on a
         remote one beside the check (waited for before this returns)."""
+        self._beside.landed = False
         if self.born or (self.version is not None and getattr(self._beside, "on", False)):
             return run()
         if not self.ctx.meta.remote:
@@ -180,9 +216,19 @@ class Birth:
         if run is not _nothing:
             self._wrote = True
         try:
-            return run()
+            result = run()
+            self._beside.landed = True
         finally:
             self.settle()
+        return result
+
+    def landed_unchecked(self) -> bool:
+        """After a `write` of this thread raised: whether its write was stored all the same,
+        the base check beside it having failed without a refusal. The record stays, the
+        base is looked at again by the next call that needs it, and what the write stored
+        is the session's (its writer drops the marker it left with its next flush)."""
+        landed: bool = self._beside.__dict__.pop("landed", False)  # (asked once per write)
+        return landed and self.version is not None and not self.born
 
     def store_carrying(self, uploads: list[tuple[str, int]]) -> bool:
         """Remote metastore: store the record carrying `uploads` (the first write's objects,
@@ -199,7 +245,7 @@ class Birth:
             rec = replace(self.record, uploads=tuple(uploads))
             version = self.ctx.records.store(rec)
             self.record, self._wrote = rec, True
-            self.version, self._checking = version, _start(self._base_gone_now)
+            self.version, self._checking = version, _start(self._base_gone_now, self._threads)
         return True
 
     def beside(self, calls: list[Callable[[], object]], run: Callable[..., list]) -> list[object]:
@@ -232,7 +278,7 @@ class Birth:
             self._refuse_again()
             self.record.check_writable(self.ctx.clock())
             version = self.ctx.records.store(self.record)
-            self.version, self._checking = version, _start(self._base_gone_now)
+            self.version, self._checking = version, _start(self._base_gone_now, self._threads)
 
     def _store_with(self, run: Callable[[], T]) -> T:
         """Embedded metastore: store the record and make the first write `run` in one
@@ -275,8 +321,10 @@ class Birth:
 
     def settle(self) -> None:
         """Wait for the base check under way, if any: raise if it failed (the next settle
-        checks again), refuse for good if the base is gone (the record deleted, and what
-        the session's first write stored registered with gc and dropped)."""
+        looks again, on its own thread: a look started here in the background could outlive
+        the process's last call, and meet its thread pools shut at exit), refuse for good if
+        the base is gone (the record deleted, and what the session's first write stored
+        registered with gc and dropped)."""
         checking = self._checking
         if checking is None:
             self._refuse_again()
@@ -286,7 +334,7 @@ class Birth:
         except BaseException:
             with self._lock:
                 if self._checking is checking and self.version is not None:
-                    self._checking = _start(self._base_gone_now)  # look again
+                    self._checking = _WhenAwaited(self._base_gone_now)  # look again, later
             raise
         with self._lock:
             if self._checking is not checking:  # another thread settled it
@@ -324,7 +372,7 @@ class Birth:
         commit record, looked for at once); None if it is there."""
         objects = self.ctx.objects
         looks = [lambda: objects.is_expired(base), lambda: objects.store.exists(f"commits/{base}")]
-        if objects.store.remote:  # at once: each waits on the network
+        if objects.store.remote and self._threads:  # at once: each waits on the network
             marked, present = objects.map(lambda look: look(), looks)
         else:  # in turn: two file lookups take less than handing them to threads
             marked, present = (look() for look in looks)

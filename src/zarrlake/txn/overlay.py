@@ -160,7 +160,7 @@ class Overlay:
         prefix = key + SEP
         staged = None if self.staging is None else self._staged_inner(prefix)
         if staged is None or not staged[0]:
-            return ShardRef.of_entries(layout, self.view.entries_under(prefix.encode()))
+            return ShardRef.of_entries(layout, self.view.entries_under(prefix.encode(), False))
         return ShardRef.assemble(layout, self.inner(key, staged))
 
     def _staged_inner(self, prefix: str) -> tuple[dict[str, bool], list[FragmentRecord] | None]:

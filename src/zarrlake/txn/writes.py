@@ -210,6 +210,8 @@ class Writes:
             log.debug("zarrlake writer %s: its session was refused before", self.writer)
             return None
         self.together = _in_turn  # at interpreter exit, thread pools take no more work
+        if self.birth is not None:
+            self.birth.in_turn()  # (nor does its base check: txn/birth.py)
         try:
             self.finish()
         except SessionError as e:  # the session ended first: nothing left to count
@@ -515,6 +517,8 @@ class Writes:
         one metastore transaction), chunk changes into the buffer."""
         self._adopt()
         self.raise_background_error()
+        if self.birth is not None and not self.birth.born:  # its base checked first
+            self.birth.acknowledge()
         meta = [c for c in changes if is_meta_key(c[0])]
         if meta:
             self._meta.submit(meta)
@@ -561,7 +565,9 @@ class Writes:
                 generation, self.clock(), self.tag, also=entering, keys=keys
             )
         except BaseException:
-            if entering:
+            if self.birth is not None and self.birth.landed_unchecked():
+                batch.markers.append(generation)  # stored: the batch's flush drops it
+            elif entering:
                 self.state = None
             raise
         batch.markers.append(generation)

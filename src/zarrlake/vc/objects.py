@@ -428,7 +428,8 @@ class Objects:
     def read_ranges(self, ref: ChunkRef | ShardRef, what: str, spans: list[Span]) -> list[bytes]:
         """The bytes of each span of the referenced value, verified, fetching little more
         than the spans: a large chunk object's covering blocks (checked against its block
-        table), a pack entry's own bytes, a virtual chunk's spans; nearby ranges share a
+        table), a pack entry's own bytes, an assembled shard's inner chunks (each checked
+        against its own digest), a virtual chunk's spans; nearby ranges share a
         request and requests run side by side (at most `read_concurrency`)."""
         try:
             return self._read_ranges(ref, what, spans)
@@ -439,12 +440,13 @@ class Objects:
             raise
 
     def _read_ranges(self, ref: ChunkRef | ShardRef, what: str, spans: list[Span]) -> list[bytes]:
-        from zarrlake.format.blocks import TABLE_MIN
         from zarrlake.format.shard import ShardRef
 
         wanted = [s.resolve(ref.length) for s in spans]
-        if isinstance(ref, ShardRef):
+        if isinstance(ref, ShardRef):  # (its inner chunks: no block table)
             return self._shard_ranges(ref, what, wanted)
+        from zarrlake.format.blocks import TABLE_MIN
+
         if all(end <= start for start, end in wanted):
             if ref.kind == RefKind.OBJECT:  # nothing to read, but the object must exist
                 self._check_exists(chunk_object_key(ref.digest), what)
@@ -462,21 +464,20 @@ class Objects:
         return [bytes(data[start:end]) for start, end in wanted]
 
     def _shard_ranges(self, ref: ShardRef, what: str, wanted: list[tuple[int, int]]) -> list[bytes]:
-        """Spans of an assembled shard: of the stored shard object it still is, if so;
-        else the index from memory and each inner chunk's pieces read and verified through
-        its own reference (parts in one object fetched together), side by side on a remote
-        store. Spans of the index (zarr reads it before each inner chunk) come from the
-        index assembled from the entries: no read."""
+        """Spans of an assembled shard. The whole shard, when it is still one stored
+        object, is that object read whole. Other spans read the inner chunks they touch,
+        each whole and checked against its own digest (the manifest entry's), nothing
+        else: no block table, no block around it; parts in one object near each other
+        share a request. Spans of the index (zarr reads it before each inner chunk) come
+        from the index assembled from the entries: no read."""
         from zarrlake.vc.ranges import Span
 
         lo, hi = ref.index_at, ref.index_at + len(ref.index)
         if all(lo <= start and end <= hi for start, end in wanted):
             return [ref.index[start - lo : end - lo] for start, end in wanted]
-        if ref.whole is not None:
+        if ref.whole is not None and wanted == [(0, ref.length)]:
             try:
-                if wanted == [(0, ref.length)]:
-                    return [bytes(self.read_ref(ref.whole, what))]
-                return self.read_ranges(ref.whole, what, [Span(s, e) for s, e in wanted])
+                return [bytes(self.read_ref(ref.whole, what))]
             except (CorruptionError, NotFoundError):
                 if self.purged is None or not any(self.purged(p.digest) for p in ref.parts):
                     raise
@@ -487,12 +488,13 @@ class Objects:
             for part, lo, hi in found:
                 if part >= 0:
                     asked.setdefault(part, []).append(Span(lo, hi))
-        located = [p for p in asked if ref.parts[p].kind == RefKind.LOCATION]
+        refs = {p: ref.parts[p] for p in asked}  # (each built once, from the columns)
+        located = {p: r for p, r in refs.items() if r.kind == RefKind.LOCATION}
         got = self._located_parts(ref, what, located)
         others = sorted(asked.keys() - got.keys())
 
         def one(part: int) -> bytes | memoryview:
-            return self.read_ref(ref.parts[part], f"{what} (inner chunk {ref.names[part]})")
+            return self.read_ref(refs[part], f"{what} (inner chunk {ref.name(part)})")
 
         if self.store.remote and len(others) > 1:
             got.update(zip(others, self.pool.map(one, others), strict=True))
@@ -509,29 +511,27 @@ class Objects:
         return out
 
     def _located_parts(
-        self, ref: ShardRef, what: str, located: list[int]
+        self, ref: ShardRef, what: str, located: dict[int, ChunkRef]
     ) -> dict[int, bytes | memoryview]:
-        """The whole bytes of inner chunks stored as ranges of other objects, each checked
-        against its digest; ranges of one object near each other share a request."""
+        """The whole bytes of inner chunks stored as ranges of other objects (`located`:
+        part -> its reference), each checked against its digest; ranges of one object near
+        each other share a request."""
         from zarrlake.vc.ranges import coalesce
 
         by_object: dict[str, list[int]] = {}
-        for p in located:
-            location = ref.parts[p].location
-            assert location is not None
-            by_object.setdefault(location, []).append(p)
+        for p, part in located.items():
+            assert part.location is not None
+            by_object.setdefault(part.location, []).append(p)
         out: dict[int, bytes | memoryview] = {}
         for location, parts in by_object.items():
-            spans = [
-                (ref.parts[p].offset, ref.parts[p].offset + ref.parts[p].length) for p in parts
-            ]
+            spans = [(located[p].offset, located[p].offset + located[p].length) for p in parts]
             requests = coalesce(spans, self.coalesce_gap, MAX_REQUEST)
             data = self._fetch_ranges(location, requests, what)
             for p, cut in zip(parts, _assemble(requests, data, spans), strict=True):
-                part = ref.parts[p]
+                part = located[p]
                 if len(cut) != part.length or self.digest(cut) != part.digest:
-                    self._purge_of(part, f"{what} (inner chunk {ref.names[p]})")
-                    raise mismatch(f"{what} (inner chunk {ref.names[p]})", part)
+                    self._purge_of(part, f"{what} (inner chunk {ref.name(p)})")
+                    raise mismatch(f"{what} (inner chunk {ref.name(p)})", part)
                 out[p] = cut
         return out
 

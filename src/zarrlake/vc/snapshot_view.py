@@ -54,13 +54,15 @@ class SnapshotView:
             out.update(zip(names, r.refs(part), strict=True))
         return out
 
-    def entries_under(self, prefix: bytes) -> list[ManifestRange]:
+    def entries_under(self, prefix: bytes, stats: bool = True) -> list[ManifestRange]:
         """The entries whose keys start with `prefix`, one piece per manifest range, in key
-        order (columnar: a move carries them over without a Python object per entry)."""
+        order (columnar: a move carries them over without a Python object per entry);
+        without their statistics unless `stats` (a read of the bytes never uses them, and
+        picking entries with them decodes a range's statistics)."""
         stop = prefix_upper_bound(prefix)
         pieces = []
         for i in self._ranges_between(prefix, stop):
-            r = self.range(i)
+            r = self.range(i) if stats else self.range(i).without_stats()
             part = r.key_slice(prefix, stop)
             if part.stop > part.start:
                 pieces.append(r.take(part))

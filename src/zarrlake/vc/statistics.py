@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, SupportsFloat, cast
 
 import numpy as np
 
+from zarrlake._util import arrow
 from zarrlake.errors import InvalidInputError, NotFoundError
 from zarrlake.format import statistics as sf
 from zarrlake.format.manifest import ManifestRange
@@ -565,27 +566,28 @@ class ArrayStats:
 
 
 def to_table(layout: ArrayLayout, coords: list[np.ndarray], records: np.ndarray) -> pa.Table:
-    """A statistics table of chunks at `coords` (one array per dimension) with `records`."""
+    """A statistics table of chunks at `coords` (one array per dimension) with `records`.
+    Its columns are made from numpy's buffers (`_util/arrow.py`): `pa.array` would import
+    pandas in a new process, a second or so."""
     import pyarrow as pa
 
     known = usable(layout, records)
-    missing = ~known
     dtype = layout.dtype if layout.kind != sf.UNKNOWN else np.dtype(np.float64)
     kind = layout.kind if layout.kind != sf.UNKNOWN else sf.FLOAT
     lo = sf.values(kind, records["min"]).astype(dtype)
     hi = sf.values(kind, records["max"]).astype(dtype)
-    no_value = missing | (records["nan"] == records["count"])
+    has_value = known & (records["nan"] != records["count"])
     columns: dict[str, pa.Array] = {}
     names = column_names(layout)
     for name, c in zip(names, coords, strict=True):
-        columns[name] = pa.array(c, pa.int64())
+        columns[name] = arrow.column(c.astype(np.int64, copy=False), pa.int64())
     for name, field in (("count", "count"), ("nan_count", "nan"), ("fill_count", "fill")):
-        columns[name] = pa.array(records[field].astype(np.int64), pa.int64(), mask=missing)
-    columns["min"] = pa.array(lo, mask=no_value)
-    columns["max"] = pa.array(hi, mask=no_value)
-    columns["sum"] = pa.array(records["sum"], pa.float64(), mask=missing)
-    columns["known"] = pa.array(known, pa.bool_())
-    return pa.table(columns)
+        columns[name] = arrow.column(records[field].astype(np.int64), pa.int64(), known)
+    columns["min"] = arrow.column(lo, valid=has_value)
+    columns["max"] = arrow.column(hi, valid=has_value)
+    columns["sum"] = arrow.column(records["sum"].astype(np.float64), pa.float64(), known)
+    columns["known"] = arrow.column(known, pa.bool_())
+    return arrow.table(columns)
 
 
 def column_names(layout: ArrayLayout) -> list[str]:
@@ -695,7 +697,7 @@ def _entries(
     are parsed as columns (a Python loop costs microseconds a key); the loop decides only
     keys not of the plain form and shards stored whole."""
     rec = piece.stats if piece.stats is not None else np.zeros(len(piece), STATS)
-    pos = _positions(piece.keys, len(prefix), layout.encoding, grid, layout.per_shard)
+    pos = _positions(piece.keys, len(prefix.encode()), layout.encoding, grid, layout.per_shard)
     if pos is None:
         pos = np.full(len(piece), -2, np.int64)
     slow = np.flatnonzero(pos == -2)
@@ -739,24 +741,29 @@ def _positions(
     as columns: -1 for a key outside the grid, -2 for one the loop decides (a shard stored
     whole, in a sharded array: `per` inner chunks per shard); None when the keys are not
     all of the plain form `[c<sep>]i<sep>j...[<SEP>k.l...]` (the loop decides them all)."""
-    import pyarrow as pa
     import pyarrow.compute as pc
 
     if not grid or not len(keys):
         return None
-    text = pc.utf8_slice_codeunits(pa.array(keys, pa.binary()).cast(pa.string()), skip)
+    keys = np.ascontiguousarray(keys)
+    text = arrow.strings(keys, skip)
+    if text is None:
+        return None
     out = np.full(len(keys), -2, np.int64)
     if per is None:
         coords = _coords(text, enc, len(grid))
         rows = np.arange(len(keys))
     else:  # "<shard key><SEP><i.j...>": the shard's grid coordinates, then the inner ones
-        inner = pc.match_substring(text, SEP).to_numpy(zero_copy_only=False)
+        grid_bytes = keys.view(np.uint8).reshape(len(keys), keys.dtype.itemsize)
+        inner = (grid_bytes[:, skip:] == ord(SEP)).any(axis=1)
         rows = np.flatnonzero(inner)
         if not len(rows):
             return out
-        parts = pc.split_pattern(text.take(rows), SEP, max_splits=1)
-        shard = _coords(pc.list_element(parts, 0), enc, len(grid))
-        local = _ints(pc.list_element(parts, 1), ".", len(grid))
+        chosen = text.take(arrow.column(rows.astype(np.int64)))
+        halves = pc.list_flatten(pc.split_pattern(chosen, SEP, max_splits=1))  # (2 a key)
+        pairs = np.arange(2 * len(rows), dtype=np.int64).reshape(-1, 2)
+        shard = _coords(halves.take(arrow.column(pairs[:, 0].copy())), enc, len(grid))
+        local = _ints(halves.take(arrow.column(pairs[:, 1].copy())), ".", len(grid))
         coords = None if shard is None or local is None else shard * np.asarray(per) + local
     if coords is None:
         return None
@@ -790,11 +797,10 @@ def _ints(text: Any, sep: str, nd: int) -> np.ndarray | None:
     import pyarrow.compute as pc
 
     parts = pc.split_pattern(text, sep)
-    # (pyarrow-stubs lack compute's (array, Python scalar) overloads)
-    if pc.any(pc.not_equal(pc.list_value_length(parts), nd)).as_py():  # type: ignore[call-overload]
+    if (arrow.numbers(pc.list_value_length(parts), np.int32) != nd).any():
         return None
     try:
-        flat = pc.cast(pc.list_flatten(parts), pa.int64()).to_numpy()
+        flat = arrow.numbers(pc.cast(pc.list_flatten(parts), pa.int64()), np.int64)
     except (pa.ArrowInvalid, ValueError):
         return None
     return flat.reshape(-1, nd)

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from zarrlake._util import arrow
 from zarrlake.errors import InvalidInputError
 
 _TOKEN = re.compile(
@@ -70,10 +71,9 @@ class Chunks:
 
 
 def _column(column: Any, null: object) -> np.ndarray:
-    """A table column as numpy, nulls replaced by `null` (where nothing is read of it)."""
-    import pyarrow as pa
-
-    return np.asarray(column.fill_null(pa.scalar(null, column.type)).to_numpy())
+    """A table column as numpy, nulls replaced by `null` (where nothing is read of it);
+    without pyarrow's `to_numpy`, which imports pandas in a new process."""
+    return arrow.to_numpy(column, null)
 
 
 class Node:

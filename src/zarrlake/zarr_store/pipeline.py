@@ -32,6 +32,7 @@ changed for other stores.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 from collections.abc import Callable, Iterable
 from contextvars import ContextVar
@@ -217,6 +218,8 @@ class SessionPipeline(BatchedCodecPipeline):
             # whose inner chunks are an inner write's); a writer's own (`given`), else
             # taken here if there are enough
             handover.taken = _GIVEN.get() or _taken_together(batch, value, drop_axes, inner)
+        if handover is not None and not inner and not self.supports_partial_encode:
+            batch = _screened(batch, value, drop_axes)
         token = _HANDED.set(handover)
         wanted = _WANTS.set(wants)
         try:
@@ -433,6 +436,56 @@ def _taken_together(
         if ok
     ]
     return _Taken.over(array, chunk, dict(zip(keys, stats, strict=True)))
+
+
+def _screened(batch: list[Any], value: Any, drop_axes: tuple[int, ...]) -> list[Any]:
+    """`batch` (zarr's write items) with each whole chunk whose first value is not the fill
+    value marked `write_empty_chunks`, so that zarr skips its empty-chunk check of it:
+    that check compares every value of a chunk whose first axis is 1 long (its early exit
+    splits the first axis), a pass over the chunk's values on the event loop's thread
+    (about a tenth of W1's CPU), for an answer the first value already gives. A chunk
+    whose first value is the fill value is checked by zarr as before; what is stored is
+    the same either way."""
+    if drop_axes or not batch:
+        return batch
+    array = value.as_ndarray_like()
+    if not isinstance(array, np.ndarray) or array.ndim == 0 or array.dtype.kind not in "biuf":
+        return batch
+    out = []
+    marked: dict[int, Any] = {}
+    for item in batch:
+        setter, spec, chunk_selection, out_selection, whole = item
+        config = getattr(spec, "config", None)
+        if (
+            whole
+            and config is not None
+            and not config.write_empty_chunks
+            and len(out_selection) == array.ndim
+            and all(type(s) is slice for s in out_selection)
+            and _not_fill(array[tuple(s.start or 0 for s in out_selection)], spec.fill_value)
+        ):
+            new = marked.get(id(spec))
+            if new is None:
+                new = marked[id(spec)] = dataclasses.replace(
+                    spec, config=dataclasses.replace(config, write_empty_chunks=True)
+                )
+            item = (setter, new, chunk_selection, out_selection, whole)
+        out.append(item)
+    return out
+
+
+def _not_fill(first: Any, fill: Any) -> bool:
+    """Whether a value differs from the fill value wherever zarr's `all_equal` compares
+    them (bit for bit, NaN equal to any NaN): False when in doubt."""
+    if fill is None:  # (zarr then compares with its dtype's default)
+        return False
+    try:
+        fill_value = np.asarray(fill, dtype=first.dtype)
+    except (TypeError, ValueError, OverflowError):
+        return False
+    if first.dtype.kind == "f" and np.isnan(fill_value):
+        return not np.isnan(first)
+    return first.tobytes() != fill_value.tobytes()
 
 
 def _inner_values(batch: list[Any], handover: _Handover) -> ChunkValues | None:
