@@ -18,6 +18,7 @@ import pytest
 import zarr
 
 import zarrlake as zl
+from tests.helpers.refused_base import repo_to_reset
 from zarrlake.connection import RepoContext
 from zarrlake.errors import NotFoundError, TransientError
 from zarrlake.storage.base import ObjectStore, WrapperObjectStore
@@ -38,21 +39,6 @@ class FailsLooks(WrapperObjectStore):
             self.fails -= 1
             raise TransientError("injected: the store did not answer")
         return super().exists(key)
-
-
-def _repo(where: dict) -> str:
-    """A repository with arrays "big" (chunks uploaded) and "small" (chunks staged
-    inline), whose head is a commit a reset to the returned one leaves behind."""
-    repo = zl.Repo.create(**where)
-    s = repo.create_session()
-    zarr.create_array(s.store, name="big", shape=(4, 64, 64), chunks=(1, 64, 64), dtype="f4")
-    zarr.create_array(s.store, name="small", shape=(4, 4), chunks=(1, 4), dtype="f4")
-    old = s.commit("arrays")
-    s = repo.create_session()
-    zarr.open_array(s.store, path="small")[0] = 1
-    s.commit("row 0")
-    repo.close()
-    return old
 
 
 def _failing(where: dict, fails: int) -> tuple[zl.Repo, FailsLooks]:
@@ -82,7 +68,7 @@ def _sessions(repo: zl.Repo) -> set[str]:
 def test_a_write_after_a_failed_base_check_is_refused_when_the_base_is_gone(
     any_metastore: dict,
 ) -> None:
-    old = _repo(any_metastore)
+    old = repo_to_reset(any_metastore)
     admin = zl.Repo.open(**any_metastore)
     repo, _ = _failing(any_metastore, fails=1)
     t = repo.create_session()  # based on the head: no record stored yet
@@ -111,7 +97,7 @@ def test_a_write_after_a_failed_base_check_counts_once_the_base_is_found(
 ) -> None:
     """`fails` looks fail: the first write's, then (2) the look again of the next write,
     which raises it; the write after finds the base and counts, as does the commit."""
-    _repo(any_metastore)
+    repo_to_reset(any_metastore)
     repo, store = _failing(any_metastore, fails)
     t = repo.create_session()
     big = zarr.open_array(t.store, path="big")
@@ -146,7 +132,7 @@ def test_a_marker_stored_beside_a_failed_base_check_is_dropped_by_the_next_flush
     writer keeps the marker as its batch's, and its flush drops it: another handle's
     commit then finds no unflushed writes of it to wait for (it waited, and refused
     naming this writer as holding writes it never flushed)."""
-    _repo(any_metastore)
+    repo_to_reset(any_metastore)
     repo, store = _failing(any_metastore, fails=1)
     t = repo.create_session()
     small = zarr.open_array(t.store, path="small")

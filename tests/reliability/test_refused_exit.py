@@ -22,7 +22,7 @@ import sys
 
 import pytest
 
-from tests.reliability.test_birth_check_retry import _repo
+from tests.helpers.refused_base import repo_to_reset
 from zarrlake.txn.writers import EXIT_STATUS
 
 WORKER = """
@@ -121,7 +121,7 @@ SHUT_DOWN = "cannot schedule new futures after shutdown"
 def _run(where: dict, then: str) -> subprocess.CompletedProcess:
     """A repository at `where` whose head is a commit a reset leaves behind; WORKER (doing
     `then`) on a session based on that head, which the worker's admin resets and gc deletes."""
-    old = _repo(where)
+    old = repo_to_reset(where)
     return subprocess.run(
         [sys.executable, "-c", WORKER, json.dumps([where, then]), old],
         capture_output=True,
