@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from zarrlake._util.deprecation import deprecated_alias
 from zarrlake.errors import InvalidInputError, ZarrLakeError
+from zarrlake.txn.transaction import Transaction  # (every session wraps one)
 from zarrlake.zarr_store import SessionStore
 
 if TYPE_CHECKING:
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
     from zarrlake.connection import RepoContext, RepoSpec
     from zarrlake.format.chunk_ref import ChunkRef
     from zarrlake.format.shard import ShardRef
-    from zarrlake.txn.transaction import Transaction
     from zarrlake.vc.commit_protocol import Change
     from zarrlake.vc.diff import Diff
     from zarrlake.vc.policies import ConflictPolicy, UnfinishedPolicy, UnflushedPolicy
