@@ -8,17 +8,43 @@ import ast
 import subprocess
 import sys
 
-NOT_FOR_OPENING = {
-    # third-party and stdlib that a local open never uses
-    "numpy",
-    "zarr",
+_ELSEWHERE = {
+    # other features and backends, and what only writing sessions use: loaded when used
+    "zarrlake.query",
+    "zarrlake.vc.diff",
+    "zarrlake.vc.checks",
+    "zarrlake.vc.merge",
+    "zarrlake.vc.purges",
+    "zarrlake.vc.protection",
+    "zarrlake.pulls",
+    "zarrlake.checks",
+    "zarrlake.spark",
+    "zarrlake.ui",
+    "zarrlake.virtual",
+    "zarrlake.lifecycle",
+    "zarrlake.admin",
+    "zarrlake.storage.sources",
+    "zarrlake.metastore.postgres",
+    "zarrlake.metastore.bucket",
+    "zarrlake.session_records",
+    "zarrlake.txn.commit",
+    "zarrlake.txn.staging",
+    "zarrlake.txn.writers",
+    "zarrlake.vc.gc_protocol",
+    "zarrlake.vc.sweep_fence",
     "obstore",
-    "google_crc32c",
-    "asyncio",
-    "ssl",
     "psycopg",
     "pyspark",
     "pyarrow",
+}
+
+NOT_FOR_OPENING = _ELSEWHERE | {
+    # third-party and stdlib that a local open never uses
+    "numpy",
+    "zarr",
+    "google_crc32c",
+    "asyncio",
+    "ssl",
     "yaml",
     "importlib.metadata",
     "email",
@@ -26,17 +52,9 @@ NOT_FOR_OPENING = {
     "hashlib",  # (a BLAKE3 repository: SHA-256 only for those that use it)
     "secrets",
     "glob",
-    # zarrlake machinery that loads with its first use
+    # the session and chunk machinery, loaded with the first session or chunk read
     "zarrlake.session",
-    "zarrlake.session_records",
-    "zarrlake.vc.gc_protocol",
-    "zarrlake.vc.sweep_fence",
-    "zarrlake.vc.purges",
-    "zarrlake.vc.protection",
     "zarrlake.txn.transaction",
-    "zarrlake.txn.commit",
-    "zarrlake.txn.staging",
-    "zarrlake.txn.writers",
     "zarrlake.zarr_store",
     "zarrlake.format.manifest",
     "zarrlake.format.snapshot",
@@ -45,65 +63,24 @@ NOT_FOR_OPENING = {
     "zarrlake.format.shard",
     "zarrlake.format.blocks",
     "zarrlake.vc.ranges",
-    "zarrlake.storage.sources",
     "zarrlake.vc.statistics",
-    "zarrlake.query",
-    "zarrlake.vc.diff",
     "zarrlake.vc.fsck",
-    "zarrlake.vc.checks",
-    "zarrlake.vc.merge",
     "zarrlake.vc.stats",
-    "zarrlake.pulls",
-    "zarrlake.checks",
-    "zarrlake.spark",
-    "zarrlake.ui",
-    "zarrlake.virtual",
-    "zarrlake.lifecycle",
-    "zarrlake.admin",
-    "zarrlake.metastore.postgres",
-    "zarrlake.metastore.bucket",
     "zarrlake.storage.locations",
 }
 """What `import zarrlake` + `Repo.open` of a local repository, and reading its refs and
 log, leave unloaded; `zarrlake log` too."""
 
-NOT_FOR_READING = {
-    # a read-only session's store reads no session record and stages, writes, commits,
-    # diffs and checks nothing
-    "zarrlake.session_records",
-    "zarrlake.txn.commit",
+NOT_FOR_READING = _ELSEWHERE | {
+    # a read-only session's store stages, writes, commits and checks nothing
     "zarrlake.txn.birth",
-    "zarrlake.txn.staging",
     "zarrlake.txn.writes",
-    "zarrlake.txn.writers",
     "zarrlake.txn.refusals",
     "zarrlake.txn.unsettled",
     "zarrlake.txn.moves",
     "zarrlake.vc.commit_protocol",
     "zarrlake.vc.change_table",
-    "zarrlake.vc.gc_protocol",
-    "zarrlake.vc.sweep_fence",
-    "zarrlake.vc.protection",
-    "zarrlake.vc.diff",
-    "zarrlake.vc.checks",
     "zarrlake.vc.policies",
-    "zarrlake.vc.purges",
-    "zarrlake.vc.merge",
-    "zarrlake.query",
-    "zarrlake.pulls",
-    "zarrlake.checks",
-    "zarrlake.spark",
-    "zarrlake.ui",
-    "zarrlake.virtual",
-    "zarrlake.lifecycle",
-    "zarrlake.admin",
-    "zarrlake.storage.sources",
-    "zarrlake.metastore.postgres",
-    "zarrlake.metastore.bucket",
-    "obstore",
-    "psycopg",
-    "pyspark",
-    "pyarrow",
 }
 """What opening a local repository and reading one chunk of an array through a read-only
 session's zarr store leave unloaded."""
