@@ -10,7 +10,6 @@ import os
 import threading
 import weakref
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,6 +38,8 @@ from zarrlake.vc.objects import Objects
 from zarrlake.vc.refs import BRANCH, Refs
 
 if TYPE_CHECKING:
+    from concurrent.futures import Executor, Future
+
     from zarrlake.session_records import Clock, SessionRecords
     from zarrlake.vc.gc_protocol import WriteGuard
     from zarrlake.vc.purges import PurgeIndex
@@ -388,10 +389,18 @@ def _open_meta_early(spec: RepoSpec) -> Future[MetaStore] | None:
     local repository, or a metastore the config names)."""
     if spec.is_local or not spec.metastore or kind_of(spec.metastore) == BUCKET:
         return None
-    pool = ThreadPoolExecutor(1, thread_name_prefix="zarrlake-open-metastore")
+    pool = _thread_pool("zarrlake-open-metastore")
     opened = pool.submit(_open_meta, spec)
     pool.shutdown(wait=False)
     return opened
+
+
+def _thread_pool(name: str) -> Executor:
+    """A pool of one thread (concurrent.futures' thread pool, with queue, loads with the
+    first: opening a local repository needs none)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    return ThreadPoolExecutor(1, thread_name_prefix=name)
 
 
 def _close_opened(opened: Future[MetaStore]) -> None:

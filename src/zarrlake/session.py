@@ -19,21 +19,20 @@ from typing import TYPE_CHECKING
 
 from zarrlake._util.deprecation import deprecated_alias
 from zarrlake.errors import InvalidInputError, ZarrLakeError
-from zarrlake.format.chunk_ref import ChunkRef
-from zarrlake.format.shard import ShardRef
-from zarrlake.session_records import Status, as_datetime
-from zarrlake.txn.transaction import Transaction
-from zarrlake.vc.commit_protocol import Change
-from zarrlake.vc.diff import Diff
-from zarrlake.vc.ranges import Span
-from zarrlake.vc.statistics import ChunkValues
+from zarrlake.txn.transaction import Transaction  # (every session wraps one)
 from zarrlake.zarr_store import SessionStore
 
 if TYPE_CHECKING:
     import zarr
 
     from zarrlake.connection import RepoContext, RepoSpec
+    from zarrlake.format.chunk_ref import ChunkRef
+    from zarrlake.format.shard import ShardRef
+    from zarrlake.vc.commit_protocol import Change
+    from zarrlake.vc.diff import Diff
     from zarrlake.vc.policies import ConflictPolicy, UnfinishedPolicy, UnflushedPolicy
+    from zarrlake.vc.ranges import Span
+    from zarrlake.vc.statistics import ChunkValues
 
 
 class Session:
@@ -134,6 +133,8 @@ class Session:
     @property
     def expires_at(self) -> datetime | None:
         """When the session expires unless committed or extended (UTC); None when read-only."""
+        from zarrlake.session_records import as_datetime
+
         return as_datetime(self._txn.record.expires_at) if self._txn.record else None
 
     @property
@@ -143,6 +144,8 @@ class Session:
         Read from the metastore; aborted: a committer outlived its lease and may still land,
         see Session.commit. A read-only view of a commit has the state "read-only".
         """
+        from zarrlake.session_records import Status
+
         return self._txn.state() if self._txn.record else Status.READ_ONLY
 
     status = deprecated_alias("state")

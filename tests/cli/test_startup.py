@@ -12,6 +12,7 @@ from pathlib import Path
 
 import zarrlake as zl
 from tests.helpers.cli_process import PROBE
+from tests.helpers.imports import NOT_FOR_OPENING, loaded
 
 EXTRAS = {"zarr", "pyspark", "pyarrow", "pandas", "xarray", "dask", "psycopg", "starlette"}
 """What no command that reads a local repository's records needs."""
@@ -58,12 +59,15 @@ def test_a_command_builds_only_its_own_part_of_the_command_tree():
 
 def test_log_imports_neither_pydantic_nor_rich_nor_other_commands(tmp_path):
     """`log` off a terminal: its values converted without pydantic (cli/coerce.py), its
-    table printed without rich (cli/plain.py), only its own command module imported."""
+    table printed without rich (cli/plain.py), only its own command module imported, and
+    of the engine only what opening a local repository and reading its log need (as
+    `import zarrlake` + `Repo.open`, tests/core/test_cheap_import.py)."""
     zl.Repo.create(tmp_path / "r").close()
     out, modules = imported("-r", str(tmp_path / "r"), "log", "--limit", "1")
     assert out.splitlines()[0].split() == ["commit", "time", "author", "message"]
     assert out.splitlines()[1].split()[-2:] == ["Repository", "initialized"]
     assert not {"pydantic", "rich"} & modules, sorted({"pydantic", "rich"} & modules)
+    assert not loaded(modules, NOT_FOR_OPENING)
     commands = {m for m in modules if m.startswith("zarrlake.cli.")}
     shared = {"tree", "context", "redact", "coerce", "plain"}
     assert commands == {"zarrlake.cli.history"} | {f"zarrlake.cli.{m}" for m in shared}

@@ -1,16 +1,18 @@
 """`import zarrlake` + `Repo.open` of a local repository (and its log) loads only what
 opening needs: no numpy, obstore, asyncio, ssl or PostgreSQL driver, none of the write,
-diff, check, pull, Spark, UI or virtual machinery. A new process does the open and prints
-what it imported (a test of modules, not of time; the benchmark STARTUP group times it)."""
+diff, check, pull, Spark, UI or virtual machinery; reading a chunk through a read-only
+session loads none of the write path either. A new process does the open (or the read) and
+prints what it imported (a test of modules, not of time; the benchmarks time it)."""
 
 from __future__ import annotations
 
-import ast
-import subprocess
-import sys
 from pathlib import Path
 
+import numpy as np
+import zarr
+
 import zarrlake as zl
+from tests.helpers.imports import NOT_FOR_OPENING, NOT_FOR_READING, loaded, modules_after
 
 OPEN = """
 import sys
@@ -20,80 +22,43 @@ print(list(repo.list_branches()), len(repo.log("main", limit=1)))
 print(sorted(sys.modules), file=sys.stderr)
 """
 
-FORBIDDEN = {
-    # third-party and stdlib that a local open never uses
-    "numpy",
-    "zarr",
-    "obstore",
-    "google_crc32c",
-    "asyncio",
-    "ssl",
-    "psycopg",
-    "pyspark",
-    "pyarrow",
-    "yaml",
-    "importlib.metadata",
-    "email",
-    "zipfile",
-    "hashlib",  # (a BLAKE3 repository: SHA-256 only for those that use it)
-    "secrets",
-    "glob",
-    # zarrlake machinery that loads with its first use
-    "zarrlake.session",
-    "zarrlake.session_records",
-    "zarrlake.vc.gc_protocol",
-    "zarrlake.vc.sweep_fence",
-    "zarrlake.vc.purges",
-    "zarrlake.vc.protection",
-    "zarrlake.txn.transaction",
-    "zarrlake.txn.commit",
-    "zarrlake.txn.staging",
-    "zarrlake.txn.writers",
-    "zarrlake.zarr_store",
-    "zarrlake.format.manifest",
-    "zarrlake.format.snapshot",
-    "zarrlake.format.columns",
-    "zarrlake.format.statistics",
-    "zarrlake.format.shard",
-    "zarrlake.format.blocks",
-    "zarrlake.vc.ranges",
-    "zarrlake.storage.sources",
-    "zarrlake.vc.statistics",
-    "zarrlake.query",
-    "zarrlake.vc.diff",
-    "zarrlake.vc.fsck",
-    "zarrlake.vc.checks",
-    "zarrlake.vc.merge",
-    "zarrlake.vc.stats",
-    "zarrlake.pulls",
-    "zarrlake.checks",
-    "zarrlake.spark",
-    "zarrlake.ui",
-    "zarrlake.virtual",
-    "zarrlake.lifecycle",
-    "zarrlake.admin",
-    "zarrlake.metastore.postgres",
-    "zarrlake.metastore.bucket",
-    "zarrlake.storage.locations",
-}
-
-
-def modules_after(code: str, *args: str) -> tuple[str, set[str]]:
-    """What `code` printed on stdout in a new process, and the modules it had imported."""
-    res = subprocess.run(
-        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120
-    )
-    assert res.returncode == 0, res.stderr
-    return res.stdout, set(ast.literal_eval(res.stderr.strip().splitlines()[-1]))
-
 
 def test_opening_a_local_repository_imports_only_what_opening_needs(tmp_path: Path) -> None:
     zl.Repo.create(tmp_path / "r").close()
     out, modules = modules_after(OPEN, str(tmp_path / "r"))
     assert out == "['main'] 1\n"  # the probe did open the repository, read refs and log
     assert "zarrlake.metastore.sqlite" in modules and "zarrlake.storage.local" in modules
-    loaded = {m for m in modules for f in FORBIDDEN if m == f or m.startswith(f + ".")}
-    assert not loaded, sorted(loaded)
+    assert not loaded(modules, NOT_FOR_OPENING)
+
+
+READ = """
+import sys
+import zarr
+import zarrlake as zl
+repo = zl.Repo.open(sys.argv[1])
+store = repo.readonly_session("main").store
+print(zarr.open_array(store, path=sys.argv[2], mode="r")[0:1, 0:4, 0:4].tolist())
+print(sorted(sys.modules), file=sys.stderr)
+"""
+
+
+def test_reading_a_chunk_imports_none_of_the_write_path(tmp_path: Path) -> None:
+    """Open + read one inner chunk of a sharded array (and one chunk of a plain one) in a
+    new process: the read-only session's store loads no staging, writes, commit, diff,
+    checks or gc protocol, and no session records."""
+    values = np.arange(4 * 8 * 8, dtype="f4").reshape(4, 8, 8)
+    repo = zl.Repo.create(tmp_path / "r")
+    s = repo.create_session()
+    kw = {"shape": values.shape, "dtype": "f4", "chunks": (1, 4, 4)}
+    zarr.create_array(s.store, name="sharded", shards=(2, 8, 8), **kw)[:] = values
+    zarr.create_array(s.store, name="plain", **kw)[:] = values
+    s.commit("two arrays")
+    repo.close()
+    for name in ("sharded", "plain"):
+        out, modules = modules_after(READ, str(tmp_path / "r"), name)
+        assert out == f"{values[0:1, 0:4, 0:4].tolist()}\n"  # the probe did read the chunk
+        assert "zarrlake.txn.transaction" in modules and "zarrlake.zarr_store" in modules
+        assert not loaded(modules, NOT_FOR_READING), name
 
 
 def test_the_lazy_names_still_resolve_from_the_package_and_the_repo_module() -> None:

@@ -721,8 +721,8 @@ def _determinism(seed: int) -> Iterator[None]:
     # config (`connection._open_meta_early`): the simulated metastore opens without a call,
     # so the thread overlapped nothing, but starting it and waiting for it cost more than
     # the open, and on a loaded machine each waited for the OS to run the thread
-    pool = connection.ThreadPoolExecutor
-    connection.ThreadPoolExecutor = _InlinePool  # type: ignore[misc, assignment]
+    pool = connection._thread_pool
+    connection._thread_pool = _InlinePool  # type: ignore[assignment]
     try:
         with stamina.set_testing(True, attempts=STAMINA_ATTEMPTS, cap=True):
             yield
@@ -731,7 +731,7 @@ def _determinism(seed: int) -> Iterator[None]:
         tenacity.nap.time = time
         writers.release_later = release_later
         retry.attempts = attempts
-        connection.ThreadPoolExecutor = pool  # type: ignore[misc]
+        connection._thread_pool = pool
         secrets.token_bytes, secrets.token_hex = saved[0], saved[1]
         secrets.randbits, secrets.randbelow = drawn
         random.setstate(saved[2])
@@ -816,10 +816,10 @@ class _Inline(Executor):
 
 
 class _InlinePool:
-    """Stands in for `ThreadPoolExecutor` in `zarrlake.connection` during a run: a task
+    """Stands in for `zarrlake.connection`'s thread pool (`_thread_pool`) during a run: a task
     runs at once in the caller, its outcome kept in the future as a thread would keep it."""
 
-    def __init__(self, max_workers: int | None = None, thread_name_prefix: str = "") -> None:
+    def __init__(self, name: str = "") -> None:
         pass
 
     def submit(self, fn, /, *args, **kwargs) -> Future:

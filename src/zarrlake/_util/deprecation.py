@@ -55,8 +55,9 @@ def keyword_only(*old_order: str) -> Callable[[F], F]:
     function's positional parameters, as its old signature took them."""
 
     def wrap(fn: F) -> F:
-        params = inspect.signature(fn).parameters.values()
-        positional = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
+        # its positional parameters, read off its code: `inspect.signature` took ~0.5 ms of
+        # `import zarrlake.repo` (eleven methods)
+        positional = inspect.unwrap(fn).__code__.co_argcount
 
         @functools.wraps(fn)
         def inner(*args: Any, **kwargs: Any) -> Any:

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from zarrlake.format.chunk_ref import ChunkRef, RefKind, chunk_object_key
-from zarrlake.vc.gc_protocol import Phase
+
+if TYPE_CHECKING:
+    from zarrlake.vc.gc_protocol import Phase
 
 
 @dataclass

@@ -5,22 +5,25 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from cachetools import LRUCache
 
 from zarrlake._util.validate import check_prefix, check_zarr_key
 from zarrlake.errors import InvalidInputError
 from zarrlake.format.chunk_ref import ChunkRef, RefKind
-from zarrlake.format.fragment import FragmentRecord
 from zarrlake.format.shard import SEP, ShardLayout, ShardRef, layout_of
 from zarrlake.format.snapshot import is_meta_key, meta_keys_above
 from zarrlake.txn.buffer import WriteBuffer
-from zarrlake.txn.fragments import StagedFragments
-from zarrlake.txn.staging import Staging
 from zarrlake.vc.chunk_keys import is_array_doc
-from zarrlake.vc.objects import Objects
 from zarrlake.vc.ranges import Span
-from zarrlake.vc.snapshot_view import SnapshotView
+
+if TYPE_CHECKING:
+    from zarrlake.format.fragment import FragmentRecord
+    from zarrlake.txn.fragments import StagedFragments
+    from zarrlake.txn.staging import Staging
+    from zarrlake.vc.objects import Objects
+    from zarrlake.vc.snapshot_view import SnapshotView
 
 V2_METADATA = frozenset({".zarray", ".zattrs", ".zgroup", ".zmetadata"})
 """zarr v2's metadata keys: not data of a zarr v3 node."""

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import replace
 from datetime import timedelta
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from zarrlake.connection import RepoContext, RepoSpec, connect, raise_first
 from zarrlake.errors import (
@@ -25,27 +25,29 @@ from zarrlake.errors import (
     ReadOnlySessionError,
     ZarrLakeError,
 )
-from zarrlake.format.fragment import FragmentRecord
 from zarrlake.format.shard import shown, split_inner_key
 from zarrlake.format.snapshot import SnapshotRoot
-from zarrlake.session_records import PENDING, SessionRecord, Status, check_expiry
-from zarrlake.txn import commit as committing
-from zarrlake.txn import moves, refusals, unsettled, writers
-from zarrlake.txn.birth import Birth, Unborn
 from zarrlake.txn.fragments import StagedFragments
 from zarrlake.txn.overlay import Overlay
-from zarrlake.txn.staging import Staging, counts
-from zarrlake.txn.writes import Writes
-from zarrlake.vc.change_table import Change, ChangeTable, Gathered
-from zarrlake.vc.chunk_keys import KeyNamer
-from zarrlake.vc.diff import Diff, diff_staged
-from zarrlake.vc.gc_protocol import register_staged
 from zarrlake.vc.refs import BRANCH, Look
 from zarrlake.vc.snapshot_view import SnapshotView
 
+if TYPE_CHECKING:  # the write path's modules load with a writable handle (see __init__)
+    from zarrlake.format.fragment import FragmentRecord
+    from zarrlake.session_records import SessionRecord
+    from zarrlake.txn import unsettled, writers
+    from zarrlake.txn.birth import Birth
+    from zarrlake.txn.staging import Staging
+    from zarrlake.txn.writes import Writes
+    from zarrlake.vc.change_table import Change, Gathered
+    from zarrlake.vc.diff import Diff
+
 
 class Transaction:
-    """One handle on a session (writable) or on one commit (read-only, `record` None)."""
+    """One handle on a session (writable) or on one commit (read-only, `record` None).
+
+    A read-only handle loads none of the write path: staging, writes, the commit, diffs,
+    checks and gc's protocol are imported where a writable handle first uses them."""
 
     def __init__(
         self,
@@ -69,9 +71,13 @@ class Transaction:
         self.within = 0  # `with session:` blocks this handle is in (they finish it instead)
         self.cleanup: Future[None] | None = None  # dropping the staged records after commit
         self.writer = secrets.token_bytes(8)
-        self.birth = Birth(ctx, record) if birth and record is not None else None
+        self.birth = None
         self.staging = None
         if record is not None:
+            from zarrlake.txn.birth import Birth, Unborn
+            from zarrlake.txn.staging import Staging
+
+            self.birth = Birth(ctx, record) if birth else None
             partition = ctx.stage_partition(record.id)
             meta = ctx.meta if self.birth is None else Unborn(ctx.meta, self.birth, partition)
             check = _OpenCheck(ctx, record.id, self.birth)
@@ -80,8 +86,12 @@ class Transaction:
         self.view = self._view_of(base)
         serializable = record is not None and record.isolation == "serializable"
         self.overlay = Overlay(ctx.objects, self.view, self.staging, self.fragments, serializable)
-        self.writes = (
-            Writes(
+        self.writes: Writes | None = None
+        if self.staging is not None:
+            from zarrlake.txn import writers
+            from zarrlake.txn.writes import Writes
+
+            self.writes = Writes(
                 ctx.objects,
                 ctx.write_guard,
                 self.staging,
@@ -95,10 +105,6 @@ class Transaction:
                 ctx.settings.check_chunks,
                 ctx.settings.chunk_statistics,
             )
-            if self.staging is not None
-            else None
-        )
-        if self.writes is not None:
             ctx.handles.add(self.writes)  # finished by Repo.close
             self.writes.repository_gone = _Gone(ctx.spec)
             self.writes.birth = self.birth
@@ -127,6 +133,8 @@ class Transaction:
     ) -> Transaction:
         """A new session on `branch`, based on its current head. Its record is stored
         when first needed (txn/birth.py): its first write, hand-over or commit."""
+        from zarrlake.session_records import PENDING
+
         rec = ctx.records.draft(branch, PENDING, message, author, expires_in, isolation)
         calls: list[Callable[[], object]] = [lambda: ctx.refs.look(branch)]  # (and `moved`)
         shard = ctx.records.partition_of(rec.id)
@@ -210,6 +218,8 @@ class Transaction:
 
     def state(self) -> str:
         """The session's state: read from the metastore once its record is stored."""
+        from zarrlake.session_records import Status
+
         assert self.record is not None
         if self.unborn:
             rec = self.record
@@ -229,6 +239,8 @@ class Transaction:
 
     def load(self) -> tuple[SessionRecord, int]:
         """Re-read the session record and its version from the metastore."""
+        from zarrlake.txn import commit as committing
+
         assert self.record is not None
         self.record, self.version = committing.load(self.ctx, self.record.id)
         return self.record, self.version
@@ -246,6 +258,8 @@ class Transaction:
     def check_writable(self, rec: SessionRecord, version: int) -> None:
         """Raise unless the session accepts writes; an open session past its expiry is
         marked expired on the way."""
+        from zarrlake.session_records import Status
+
         if rec.status == Status.OPEN and self.ctx.clock() > rec.expires_at:
             with contextlib.suppress(CASFailedError):
                 self.record = replace(rec, status=Status.EXPIRED)
@@ -282,6 +296,8 @@ class Transaction:
 
     def require_writes(self) -> Writes:
         """The write path of a session still open for writes."""
+        from zarrlake.session_records import Status
+
         writes = self.writes_or_raise()
         assert self.record is not None
         if self.record.status != Status.OPEN or self.ctx.clock() > self.record.expires_at:
@@ -318,6 +334,8 @@ class Transaction:
     def move(self, src: str, dst: str) -> tuple[str, str]:
         """Move node `src` to `dst` in this session (see Session.move); returns the two
         paths as recorded."""
+        from zarrlake.txn import moves
+
         writes = self.require_writes()
         assert self.staging is not None
         writes.flush()  # the plan then finds this handle's writes in its fragments
@@ -345,6 +363,11 @@ class Transaction:
         (txn/writers.py) applies: UnfinishedWritersError if a worker failed or is gone and
         its part was not written again (unless `self.unfinished` chose),
         UnflushedWritesError if a live one holds writes it has not flushed."""
+        from zarrlake.txn import moves, refusals, unsettled, writers
+        from zarrlake.txn.staging import counts
+        from zarrlake.vc.change_table import ChangeTable, Gathered
+        from zarrlake.vc.chunk_keys import KeyNamer
+
         assert self.staging is not None and self.record is not None
         state = self.staging.state()
         if strict:
@@ -384,6 +407,8 @@ class Transaction:
     def own_gathered(self) -> Gathered | None:
         """What `gather` returns if the session holds only this handle's flushed chunk
         changes (no documents, moves or tags), read from nothing; None when it cannot."""
+        from zarrlake.vc.change_table import ChangeTable, Gathered
+
         w = self.writes
         if w is None or w.tag is not None or self.staging is None or self.staging.own_meta:
             return None
@@ -394,6 +419,8 @@ class Transaction:
     def check_unsettled(self, gathered: Gathered) -> None:
         """Refuse if a chunk object that an included unfinished writer staged, and the
         last gather kept, is gone (txn/unsettled.py); call once no sweep can delete any more."""
+        from zarrlake.txn import unsettled
+
         assert self.record is not None
         unsettled.check(
             self.record.id,
@@ -404,6 +431,8 @@ class Transaction:
         )
 
     def _clash_error(self, meta: dict[str, bytes | None], clashes: list[str]) -> ConflictError:
+        from zarrlake.vc.chunk_keys import KeyNamer
+
         namer = KeyNamer(self.view.root.meta, {k: d for k, d in meta.items() if d})
         conflicts = []
         for key in clashes:
@@ -432,6 +461,8 @@ class Transaction:
 
     def changes(self) -> Diff:
         """The uncommitted changes of this session (of all its workers)."""
+        from zarrlake.vc.diff import diff_staged
+
         self.writes_or_raise()
         self.flush()
         gathered = self.gather(strict=False)
@@ -450,6 +481,9 @@ class Transaction:
         """Commit the session, then read the new commit and drop staged records in the
         background. `unfinished` is what to do with writers that failed or are gone (see
         txn/writers.py); `unflushed="discard"` implies "include", as it always did."""
+        from zarrlake.txn import commit as committing
+        from zarrlake.txn import writers
+
         self.writes_or_raise()
         policy = writers.check_unfinished(unfinished)
         if policy is None and unflushed == "discard":
@@ -473,6 +507,8 @@ class Transaction:
     def _drop_staged(self, staging: Staging) -> None:
         """Tell gc which chunk objects the session named and its commit did not keep, then
         drop its staged records."""
+        from zarrlake.vc.gc_protocol import register_staged
+
         assert self.record is not None
         with self.ctx.meta.batch():  # one write transaction on an embedded metastore
             register_staged(self.ctx, self.record.id, committed=self.committed)
@@ -480,6 +516,9 @@ class Transaction:
 
     def abandon(self) -> None:
         """Stop background flushing and abandon the session (its staged writes are dropped)."""
+        from zarrlake.session_records import Status
+        from zarrlake.txn import commit as committing
+
         self.writes_or_raise()
         assert self.writes is not None and self.record is not None
         self.writes.stop()
@@ -491,6 +530,8 @@ class Transaction:
 
     def update_expiration(self, expires_in: timedelta) -> None:
         """Move the session's expiry to `expires_in` from now."""
+        from zarrlake.session_records import check_expiry
+
         self.writes_or_raise()
         check_expiry(expires_in)
 
@@ -519,6 +560,9 @@ class _OpenCheck:
         if self.birth is not None and not self.birth.born:
             self.birth.record.check_writable(self.ctx.clock())
             return
+        from zarrlake.session_records import Status
+        from zarrlake.txn import commit as committing
+
         rec, version = committing.load(self.ctx, self.session_id)
         if rec.status == Status.OPEN and self.ctx.clock() > rec.expires_at:
             with contextlib.suppress(CASFailedError):

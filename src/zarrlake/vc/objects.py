@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, cast
 
 from cachetools import LRUCache
@@ -31,6 +31,8 @@ from zarrlake.format.digest import Hash, digest
 from zarrlake.storage.base import ObjectStore
 
 if TYPE_CHECKING:  # (the ranged-read machinery loads with the first chunk read)
+    from concurrent.futures import Executor, ThreadPoolExecutor
+
     from zarrlake.format.blocks import BlockTable
     from zarrlake.format.changes import ChangeSet
     from zarrlake.format.manifest import ManifestRange
@@ -74,7 +76,15 @@ MAX_REQUEST = 16 << 20
 
 
 def _io_pool() -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(max_workers=8, thread_name_prefix="zarrlake-io")
+    return _pool(8, "zarrlake-io")
+
+
+def _pool(workers: int, name: str) -> ThreadPoolExecutor:
+    """A thread pool (its module, with queue and threading's pool machinery, loads with the
+    first: a process that only reads records needs none)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    return ThreadPoolExecutor(workers, thread_name_prefix=name)
 
 
 BLOCK_CACHE_BYTES = 8 << 20
@@ -107,9 +117,7 @@ class Objects:
         self._blocks: LRUCache[tuple[bytes, int, int], bytes] = LRUCache(
             BLOCK_CACHE_BYTES, getsizeof=len
         )  # (object digest, block size, block index) -> verified bytes
-        self._reads = PerProcess(
-            lambda: ThreadPoolExecutor(self.read_concurrency, thread_name_prefix="zarrlake-read")
-        )
+        self._reads = PerProcess(lambda: _pool(self.read_concurrency, "zarrlake-read"))
         self._slots = PerProcess(lambda: threading.BoundedSemaphore(self.read_concurrency))
         self._source_options = dict(source_options or {})
         self._sources: SourceReader | None = None

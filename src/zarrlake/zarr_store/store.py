@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from zarr.abc.store import (
     ByteRequest,
@@ -22,14 +22,16 @@ from zarrlake.errors import (
     ZarrLakeError,
 )
 from zarrlake.format.chunk_ref import ChunkRef, RefKind
-from zarrlake.format.shard import ShardRef
 from zarrlake.vc.chunk_keys import KeyNamer
-from zarrlake.vc.commit_protocol import Change
 from zarrlake.vc.ranges import Span
-from zarrlake.vc.statistics import ChunkValues
 from zarrlake.zarr_store import write_scope
 from zarrlake.zarr_store.pipeline import handed
 from zarrlake.zarr_store.pipeline import install as install_pipeline
+
+if TYPE_CHECKING:
+    from zarrlake.format.shard import ShardRef
+    from zarrlake.vc.commit_protocol import Change
+    from zarrlake.vc.statistics import ChunkValues
 
 _READ_ONLY = "store was opened in read-only mode and does not support writing"
 
