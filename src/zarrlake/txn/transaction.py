@@ -11,9 +11,9 @@ import secrets
 import sys
 import weakref
 from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import replace
 from datetime import timedelta
+from functools import partial
 from typing import cast
 
 from zarrlake.connection import RepoContext, RepoSpec, connect, raise_first
@@ -29,6 +29,7 @@ from zarrlake.format.fragment import FragmentRecord
 from zarrlake.format.shard import shown, split_inner_key
 from zarrlake.format.snapshot import SnapshotRoot
 from zarrlake.session_records import PENDING, SessionRecord, Status, check_expiry
+from zarrlake.txn import cleanup as cleanups
 from zarrlake.txn import commit as committing
 from zarrlake.txn import moves, refusals, unsettled, writers
 from zarrlake.txn.birth import Birth, Unborn
@@ -67,7 +68,7 @@ class Transaction:
         self.allow_empty = True
         self.task_copy = False  # a copy a Dask task received: it finishes after each write
         self.within = 0  # `with session:` blocks this handle is in (they finish it instead)
-        self.cleanup: Future[None] | None = None  # dropping the staged records after commit
+        self.cleanup: cleanups.Pending | None = None  # dropping the staged records after commit
         self.writer = secrets.token_bytes(8)
         self.birth = Birth(ctx, record) if birth and record is not None else None
         self.staging = None
@@ -126,7 +127,9 @@ class Transaction:
         isolation: str,
     ) -> Transaction:
         """A new session on `branch`, based on its current head. Its record is stored
-        when first needed (txn/birth.py): its first write, hand-over or commit."""
+        when first needed (txn/birth.py): its first write, hand-over or commit. The
+        clean-ups this process's earlier commits left run first (txn/cleanup.py)."""
+        cleanups.run_pending()
         rec = ctx.records.draft(branch, PENDING, message, author, expires_in, isolation)
         calls: list[Callable[[], object]] = [lambda: ctx.refs.look(branch)]  # (and `moved`)
         shard = ctx.records.partition_of(rec.id)
@@ -143,6 +146,7 @@ class Transaction:
     @classmethod
     def join(cls, ctx: RepoContext, session_id: str) -> Transaction:
         """The same session from another handle or process: staged writes are shared."""
+        cleanups.run_pending()
         rec = ctx.records.find(session_id)
         txn = cls(ctx, rec, rec.base)
         txn.check_writable(*txn.load())
@@ -447,9 +451,10 @@ class Transaction:
         unfinished: str | None = None,
         allow_empty: bool = False,
     ) -> str:
-        """Commit the session, then read the new commit and drop staged records in the
-        background. `unfinished` is what to do with writers that failed or are gone (see
-        txn/writers.py); `unflushed="discard"` implies "include", as it always did."""
+        """Commit the session, then read the new commit; its staged records are dropped in
+        the background or at the process's next call (txn/cleanup.py). `unfinished` is
+        what to do with writers that failed or are gone (see txn/writers.py);
+        `unflushed="discard"` implies "include", as it always did."""
         self.writes_or_raise()
         policy = writers.check_unfinished(unfinished)
         if policy is None and unflushed == "discard":
@@ -467,7 +472,7 @@ class Transaction:
         self.release.detach()  # its writer has nothing left to finish
         self.view = self._view_of(commit_id)
         self.overlay = Overlay(self.ctx.objects, self.view, None)
-        self.cleanup = self.ctx.objects.pool.submit(self._drop_staged, self.staging)
+        self.cleanup = cleanups.leave(self.ctx, partial(self._drop_staged, self.staging))
         return commit_id
 
     def _drop_staged(self, staging: Staging) -> None:
