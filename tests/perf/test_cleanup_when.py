@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 import threading
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -38,13 +37,8 @@ def _commit_one(repo: zl.Repo, i: int) -> zl.Session:
 
 
 @pytest.fixture
-def repo(tmp_path: Path) -> zl.Repo:
-    repo = zl.Repo.create(tmp_path / "r")
-    s = repo.create_session()
-    zarr.create_array(s.store, name="a", shape=(8, 64, 64), chunks=(1, 64, 64), dtype="f4")
-    s.commit("array")
-    s.wait()
-    return repo
+def repo(one_chunk_repo: zl.Repo) -> zl.Repo:
+    return one_chunk_repo
 
 
 def test_the_next_session_drops_what_a_commit_left_on_its_own_thread(repo, monkeypatch):
@@ -75,11 +69,11 @@ def test_joining_a_session_drops_them_too(repo):
     assert not _staged(repo, s2.id) and not _staged(repo, s.id)
 
 
-def test_repo_close_drops_them(repo, tmp_path):
+def test_repo_close_drops_them(repo):
     s = _commit_one(repo, 3)
     assert _staged(repo, s.id)
     repo.close()
-    again = zl.Repo.open(tmp_path / "r")
+    again = zl.Repo.open(repo.spec.location)
     assert not _staged(again, s.id)
     np.testing.assert_array_equal(
         zarr.open_array(again.readonly_session().store, path="a")[3],
@@ -100,9 +94,9 @@ print(s.id)
 """
 
 
-def test_process_exit_drops_them(repo, tmp_path):
+def test_process_exit_drops_them(repo):
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, str(tmp_path / "r")],
+        [sys.executable, "-c", CHILD, str(repo.spec.location)],
         capture_output=True,
         text=True,
         timeout=120,
