@@ -18,13 +18,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Protocol
 
 from zarrlake._util import runtime
-from zarrlake.txn import writers
 
 if TYPE_CHECKING:
     from zarrlake.connection import RepoContext
@@ -66,7 +66,6 @@ class Deferred:
         finally:
             self._work = _nothing  # its closure (the staging, the context) may go
             self._done.set()
-            writers.untrack(self)
             with _LOCK:
                 if self in _PENDING:
                     _PENDING.remove(self)
@@ -118,8 +117,7 @@ def leave(ctx: RepoContext, work: Callable[[], object]) -> Pending:
     task = Deferred(work)
     with _LOCK:
         _PENDING.append(task)
-    ctx.handles.add(task)
-    writers.track(task)  # run at exit if nothing ran it before (a fork child's too)
+    ctx.handles.add(task)  # Repo.close runs it
     _hook_exit()
     return task
 
@@ -139,16 +137,20 @@ def run_pending() -> None:
 def _hook_exit() -> None:
     """Run the deferred clean-ups at interpreter exit before the thread pools shut
     (`threading`'s exit hooks run last-registered first, so before concurrent.futures'):
-    a clean-up may read on the I/O pool. Where that hook cannot be set (exit under way),
-    `writers.track`'s `atexit` runs them."""
+    a clean-up may read on the I/O pool. A child of `multiprocessing` leaves by its
+    finalizers (a forked one by `os._exit`, skipping both): they run them too. Where no
+    hook can be set any more (exit under way), they run now."""
     pid = os.getpid()
     if _HOOKED[0] == pid:
         return
-    _HOOKED[0] = pid
-    register = getattr(threading, "_register_atexit", None)
-    if register is None:
-        return
+    import concurrent.futures.thread  # noqa: F401  (its pools' hook first: it runs last)
+
     try:
-        register(run_pending)
+        threading._register_atexit(run_pending)  # type: ignore[attr-defined]
     except RuntimeError:  # the interpreter is shutting down already
+        run_pending()
         return
+    _HOOKED[0] = pid
+    util = sys.modules.get("multiprocessing.util")  # (not imported for this alone)
+    if util is not None:
+        util.Finalize(None, run_pending, exitpriority=100)
