@@ -11,9 +11,9 @@ import secrets
 import sys
 import weakref
 from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import replace
 from datetime import timedelta
+from functools import partial
 from typing import TYPE_CHECKING, cast
 
 from zarrlake.connection import RepoContext, RepoSpec, connect, raise_first
@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # the write path's modules load with a writable handle (see _
     from zarrlake.session_records import SessionRecord
     from zarrlake.txn import unsettled, writers
     from zarrlake.txn.birth import Birth
+    from zarrlake.txn.cleanup import Pending
     from zarrlake.txn.staging import Staging
     from zarrlake.txn.writes import Writes
     from zarrlake.vc.change_table import Change, Gathered
@@ -69,7 +70,7 @@ class Transaction:
         self.allow_empty = True
         self.task_copy = False  # a copy a Dask task received: it finishes after each write
         self.within = 0  # `with session:` blocks this handle is in (they finish it instead)
-        self.cleanup: Future[None] | None = None  # dropping the staged records after commit
+        self.cleanup: Pending | None = None  # dropping the staged records after commit
         self.writer = secrets.token_bytes(8)
         self.birth = None
         self.staging = None
@@ -132,8 +133,12 @@ class Transaction:
         isolation: str,
     ) -> Transaction:
         """A new session on `branch`, based on its current head. Its record is stored
-        when first needed (txn/birth.py): its first write, hand-over or commit."""
+        when first needed (txn/birth.py): its first write, hand-over or commit. The
+        clean-ups this process's earlier commits left run first (txn/cleanup.py)."""
         from zarrlake.session_records import PENDING
+        from zarrlake.txn import cleanup
+
+        cleanup.run_pending()
 
         rec = ctx.records.draft(branch, PENDING, message, author, expires_in, isolation)
         calls: list[Callable[[], object]] = [lambda: ctx.refs.look(branch)]  # (and `moved`)
@@ -151,6 +156,9 @@ class Transaction:
     @classmethod
     def join(cls, ctx: RepoContext, session_id: str) -> Transaction:
         """The same session from another handle or process: staged writes are shared."""
+        from zarrlake.txn import cleanup
+
+        cleanup.run_pending()
         rec = ctx.records.find(session_id)
         txn = cls(ctx, rec, rec.base)
         txn.check_writable(*txn.load())
@@ -478,11 +486,12 @@ class Transaction:
         unfinished: str | None = None,
         allow_empty: bool = False,
     ) -> str:
-        """Commit the session, then read the new commit and drop staged records in the
-        background. `unfinished` is what to do with writers that failed or are gone (see
-        txn/writers.py); `unflushed="discard"` implies "include", as it always did."""
+        """Commit the session, then read the new commit; its staged records are dropped in
+        the background or at the process's next call (txn/cleanup.py). `unfinished` is
+        what to do with writers that failed or are gone (see txn/writers.py);
+        `unflushed="discard"` implies "include", as it always did."""
+        from zarrlake.txn import cleanup, writers
         from zarrlake.txn import commit as committing
-        from zarrlake.txn import writers
 
         self.writes_or_raise()
         policy = writers.check_unfinished(unfinished)
@@ -501,7 +510,7 @@ class Transaction:
         self.release.detach()  # its writer has nothing left to finish
         self.view = self._view_of(commit_id)
         self.overlay = Overlay(self.ctx.objects, self.view, None)
-        self.cleanup = self.ctx.objects.pool.submit(self._drop_staged, self.staging)
+        self.cleanup = cleanup.leave(self.ctx, partial(self._drop_staged, self.staging))
         return commit_id
 
     def _drop_staged(self, staging: Staging) -> None:

@@ -379,9 +379,7 @@ class CommitBuilder:
             between = [c for _, c in pairs]
             head_root = objects.read(SnapshotRoot, between[0].snapshot)
             prefetch_ranges(objects, head_root, changes)  # while the change sets load
-            theirs = merge_changes(
-                objects.map(lambda c: objects.read(ChangeSet, c.changes), between[::-1])
-            )
+            theirs = merge_changes(objects.read_each(ChangeSet, [c.changes for c in between[::-1]]))
             namer = KeyNamer(
                 base_root.meta,
                 head_root.meta,

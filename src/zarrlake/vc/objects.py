@@ -686,8 +686,20 @@ class Objects:
     def prefetch(self, read: Callable[[], object]) -> None:
         """Start `read` on the shared I/O pool and return: what it reads lands in the cache,
         where the read that needs it finds it (or joins it in flight); its errors are left
-        to that read to raise."""
-        self.pool.submit(read)
+        to that read to raise. Nothing on a local store: a read there costs less than the
+        hand-off to a thread (and the woken thread takes the caller's core or the GIL), and
+        the read that needs it makes it."""
+        if self.store.remote:
+            self.pool.submit(read)
+
+    def read_each[T: (ManifestRange, SnapshotRoot, ChangeSet, CommitRecord)](
+        self, cls: type[T], oids: list[str]
+    ) -> list[T]:
+        """The objects `oids` of type `cls`, in order: at once from a remote store, in turn
+        from a local one (see `prefetch`)."""
+        if self.store.remote:
+            return self.map(lambda oid: self.read(cls, oid), oids)
+        return [self.read(cls, oid) for oid in oids]
 
     def map[A, R](self, fn: Callable[[A], R], items: list[A]) -> list[R]:
         """`fn` over `items`, in order: the first on the calling thread, which would only
