@@ -159,6 +159,14 @@ def test_sqlite_locked_past_the_timeout_is_transient(tmp_path, monkeypatch):
         meta.close()
 
 
+def _started(store: MetaStore, worker, ready: threading.Event):
+    """Start `worker` on a thread; once it set `ready`, that thread and its connection."""
+    t = threading.Thread(target=worker)
+    t.start()
+    assert ready.wait(30)
+    return t, next(s for s in store._conns.get().slots if s.thread is t)  # type: ignore[attr-defined]
+
+
 def test_closing_closes_an_idle_threads_connection_and_the_thread_is_refused(tmp_path):
     # Every connection the store opened is closed with it, those of live threads between
     # calls too (a pool's idle workers): the last one closed removes the write-ahead log.
@@ -175,11 +183,8 @@ def test_closing_closes_an_idle_threads_connection_and_the_thread_is_refused(tmp
         except ConfigurationError as e:
             outcome.append(e)
 
-    t = threading.Thread(target=worker)
-    t.start()
-    assert opened.wait(10)
-    conns = store._conns.get()
-    theirs = next(s.conn for s in conns.slots if s.thread is t)
+    t, slot = _started(store, worker, opened)
+    conns, theirs = store._conns.get(), slot.conn
     store.close()
     with pytest.raises(sqlite3.ProgrammingError, match="closed"):
         theirs.execute("SELECT 1")
@@ -216,10 +221,7 @@ def test_closing_leaves_the_connection_of_a_thread_inside_a_call(tmp_path):
             got.append(e)
 
     conns = store._conns.get()
-    t = threading.Thread(target=worker)
-    t.start()
-    assert ready.wait(30)
-    theirs = next(s for s in conns.slots if s.thread is t)
+    t, theirs = _started(store, worker, ready)
     assert theirs.conn is not None
     theirs.conn.set_trace_callback(hold)
     traced.set()
@@ -255,11 +257,8 @@ def test_closing_leaves_a_batch_open_on_another_thread_to_commit(tmp_path):
         except ConfigurationError as e:
             outcome.append(e)
 
-    t = threading.Thread(target=worker)
-    t.start()
-    assert written.wait(30)
+    t, theirs = _started(store, worker, written)
     conns = store._conns.get()
-    theirs = next(s for s in conns.slots if s.thread is t)
     store.close()
     assert theirs.conn is not None and theirs.conn.in_transaction
     go.set()

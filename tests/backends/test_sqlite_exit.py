@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 import zarr
 
 import zarrlake as zl
@@ -150,3 +151,29 @@ def test_a_writer_stopped_inside_a_write_is_named_when_the_wait_ends(tmp_path, m
             child.kill()
             child.wait()
         store.close()
+
+
+def _write_in_child(url: str) -> None:
+    SqliteMetaStore(url).set("p", b"child", b"v" * 5000)  # never closed
+
+
+@pytest.mark.parametrize("method", ["fork", "forkserver"])
+def test_a_multiprocessing_child_that_never_closes_leaves_no_log(tmp_path, method):
+    # A child of multiprocessing (fork, forkserver) leaves by os._exit, which skips
+    # atexit: its finalizers close its connections, the last ones to the database.
+    import multiprocessing
+
+    url = f"sqlite:///{tmp_path}/m.db"
+    first = SqliteMetaStore(url)
+    first.set("p", b"parent", b"1")
+    first.close()
+    child = multiprocessing.get_context(method).Process(target=_write_in_child, args=(url,))
+    child.start()
+    child.join(120)
+    assert child.exitcode == 0
+    assert _log(tmp_path / "m.db") == 0
+    again = SqliteMetaStore(url)
+    try:
+        assert again.get("p", b"child") is not None
+    finally:
+        again.close()

@@ -194,24 +194,25 @@ class _Connections:
 
 _OPEN: weakref.WeakSet[_Connections] = weakref.WeakSet()
 """Every process's sets of connections (each closes only its own process's)."""
-_EXIT_HOOKED: set[int] = set()  # pids whose exit close is registered
+_EXIT_HOOKED: set[int] = set()  # pids whose exit close was looked at (`_close_at_exit_of`)
 
 
 def _close_at_exit_of(pid: int) -> None:
-    """Close this process's connections when it ends (once per process). `atexit` runs
-    after Python's `threading._shutdown`, which joined every thread pool's workers
-    (concurrent.futures' exit hook) and every non-daemon thread: their connections are
-    then closed too. It runs before the hooks registered earlier, and writers finish in
-    theirs (txn/writers.py `finish_all`): this module registers itself when it is
-    imported (a repository of another metastore whose writers registered first costs
-    only a connection opened again, and left open, by their finish). A child process of
-    `multiprocessing` leaves by `os._exit`, skipping `atexit`: its finalizers close them."""
+    """Close this process's connections when it ends. `atexit` (registered below, when
+    this module is imported) runs after Python's `threading._shutdown` has joined every
+    thread pool's workers (concurrent.futures' exit hook) and every non-daemon thread, so
+    their connections are closed too; and, its hooks running last registered first,
+    after writers finish (txn/writers.py `finish_all`, registered at a process's first
+    write), which need them. (Writers of another metastore's repository registered
+    before this module was imported finish after it: a connection their finish opens
+    again stays open.) A child process of `multiprocessing` may leave by `os._exit`,
+    skipping `atexit`: its finalizers close them, after writers' (exit priority 100)."""
     if pid in _EXIT_HOOKED:
         return
     _EXIT_HOOKED.add(pid)
     mp = sys.modules.get("multiprocessing.util")
     if mp is not None and sys.modules["multiprocessing"].parent_process() is not None:
-        mp.Finalize(None, close_at_exit, exitpriority=-100)  # after writers' (100)
+        mp.Finalize(None, close_at_exit, exitpriority=-100)
 
 
 def close_at_exit() -> None:
@@ -227,7 +228,6 @@ def close_at_exit() -> None:
 
 
 atexit.register(close_at_exit)
-_EXIT_HOOKED.add(os.getpid())
 
 
 def parse_sqlite_url(url: str) -> tuple[str, str]:
