@@ -177,3 +177,46 @@ def test_a_multiprocessing_child_that_never_closes_leaves_no_log(tmp_path, metho
         assert again.get("p", b"child") is not None
     finally:
         again.close()
+
+
+AT_EXIT = """
+import atexit, sys
+import zarrlake.metastore.sqlite as backend
+
+backend.BUSY_TIMEOUT = 0.2
+store = backend.SqliteMetaStore(sys.argv[1])
+
+def write_at_exit() -> None:  # as a writer's finish does, where no thread can start
+    try:
+        store.set("p", b"late", b"1")
+        print("written")
+    except Exception as e:
+        print(type(e).__name__, e)
+
+atexit.register(write_at_exit)
+"""
+
+
+def test_a_write_waiting_for_the_lock_at_interpreter_exit_is_bounded(tmp_path):
+    # At interpreter exit no thread can start, so the wait for the write lock cannot use
+    # its waiting thread: it polls instead, and is bounded all the same (a writer's finish
+    # at exit failed with "can't create new thread at interpreter shutdown").
+    import fcntl
+    import os
+
+    db = tmp_path / "m.db"
+    SqliteMetaStore(f"sqlite:///{db}").close()
+    fd = os.open(f"{db}-writer", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # another process's writer holds the lock
+        out = subprocess.run(
+            [sys.executable, "-c", AT_EXIT, f"sqlite:///{db}"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(fd)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("TransientError") and "stayed locked" in out.stdout, out
+    assert SqliteMetaStore(f"sqlite:///{db}").get("p", b"late") is None

@@ -41,27 +41,24 @@ class FileLock:
     def wait(self, limit: float) -> bool:
         """Wait at most `limit` seconds for the lock, woken as soon as it is free (a thread
         of this lock blocks in flock for the waiting caller: flock has no timeout, and
-        polling would wake late); whether it was taken. After a timeout that thread goes
-        on waiting, and lets the lock go at once if nobody waits for it any more."""
+        polling would wake late; at interpreter exit, where no thread starts, it polls);
+        whether it was taken. After a timeout that thread goes on waiting, and lets the
+        lock go at once if nobody waits for it any more."""
         deadline = time.monotonic() + limit
         if not self.threads.acquire(timeout=limit):
             return False
         try:
-            if self.fd is None:
-                self.fd = self._open()
-            try:
-                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                self.held = self.fd
+            fd = self.held = self._fd()
+            if _poll(fd, None):
                 return True
-            except BlockingIOError:
-                pass
-            if self.waiter is None:
-                self.waiter = _Waiter(self._open())
-            if self.waiter.take(deadline - time.monotonic()):
-                self.held = self.waiter.fd
-                return True
-            self.threads.release()
-            return False
+            waiter = self._waiter()
+            if waiter is None:
+                taken = _poll(fd, deadline)
+            elif taken := waiter.take(deadline - time.monotonic()):
+                self.held = waiter.fd
+            if not taken:
+                self.threads.release()
+            return taken
         except BaseException:
             self.threads.release()
             raise
@@ -73,24 +70,34 @@ class FileLock:
         if not self.threads.acquire(timeout=-1 if timeout is None else timeout):
             return False
         try:
-            if self.fd is None:
-                self.fd = self._open()
-            self.held = self.fd
+            fd = self.held = self._fd()
             if deadline is None:
-                fcntl.flock(self.fd, fcntl.LOCK_EX)
+                fcntl.flock(fd, fcntl.LOCK_EX)
                 return True
-            while True:
-                try:
-                    fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    return True
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        self.threads.release()
-                        return False
-                    time.sleep(POLL)
+            if _poll(fd, deadline):
+                return True
+            self.threads.release()
+            return False
         except BaseException:
             self.threads.release()
             raise
+
+    def _fd(self) -> int:
+        if self.fd is None:
+            self.fd = self._open()
+        return self.fd
+
+    def _waiter(self) -> _Waiter | None:
+        """This lock's waiting thread, started on first use (None where no thread can
+        start: at interpreter exit, where writers finish)."""
+        if self.waiter is None:
+            fd = self._open()
+            try:
+                self.waiter = _Waiter(fd)
+            except RuntimeError:  # "can't create new thread at interpreter shutdown"
+                os.close(fd)
+                return None
+        return self.waiter
 
     def release(self) -> None:
         """Unlock the file, then let the next thread of this process take its turn."""
@@ -103,6 +110,19 @@ class FileLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def _poll(fd: int, deadline: float | None) -> bool:
+    """Take the flock of `fd` if it is free, looking again every POLL seconds until
+    `deadline` (None: look once); whether it was taken."""
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if deadline is None or time.monotonic() >= deadline:
+                return False
+            time.sleep(POLL)
 
 
 class _Waiter:
