@@ -159,10 +159,17 @@ def test_sqlite_locked_past_the_timeout_is_transient(tmp_path, monkeypatch):
         meta.close()
 
 
-def test_closing_leaves_another_live_threads_connection_to_it(tmp_path):
-    # A thread inside a call when the store closes (the release thread finishing a
-    # collected writer while a test closes its repository) crashed the interpreter: its
-    # connection was closed under it. Now that thread closes it itself, at its next call.
+def _started(store: MetaStore, worker, ready: threading.Event):
+    """Start `worker` on a thread; once it set `ready`, that thread and its connection."""
+    t = threading.Thread(target=worker)
+    t.start()
+    assert ready.wait(30)
+    return t, next(s for s in store._conns.get().slots if s.thread is t)  # type: ignore[attr-defined]
+
+
+def test_closing_closes_an_idle_threads_connection_and_the_thread_is_refused(tmp_path):
+    # Every connection the store opened is closed with it, those of live threads between
+    # calls too (a pool's idle workers): the last one closed removes the write-ahead log.
     store = open_metastore(f"sqlite:///{tmp_path}/m.db")
     store.set(P, b"k", b"v")
     opened, closed, outcome = threading.Event(), threading.Event(), []
@@ -176,17 +183,122 @@ def test_closing_leaves_another_live_threads_connection_to_it(tmp_path):
         except ConfigurationError as e:
             outcome.append(e)
 
-    t = threading.Thread(target=worker)
-    t.start()
-    assert opened.wait(10)
-    conns = store._conns.get()
-    theirs = next(c for thread, c in conns.all if thread is t)
+    t, slot = _started(store, worker, opened)
+    conns, theirs = store._conns.get(), slot.conn
     store.close()
-    assert theirs.execute("SELECT 1").fetchone() == (1,)  # not closed under it
+    with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+        theirs.execute("SELECT 1")
+    assert conns.slots == []
     closed.set()
     t.join(10)
     assert len(outcome) == 1 and "closed" in str(outcome[0])
-    assert conns.all == []  # it closed its own
+    assert not (tmp_path / "m.db-wal").exists()
+
+
+def test_closing_leaves_the_connection_of_a_thread_inside_a_call(tmp_path):
+    # A thread inside a call when the store closes (the release thread finishing a
+    # collected writer while a test closes its repository) crashed the interpreter: its
+    # connection was closed under it. It keeps it; its call returns, and it closes it
+    # itself at its next call, which the closed store refuses.
+    store = open_metastore(f"sqlite:///{tmp_path}/m.db")
+    version = store.set(P, b"k", b"v")
+    ready, traced, inside, go = (threading.Event() for _ in range(4))
+    got: list[object] = []
+
+    def hold(sql: str) -> None:  # SQLite's trace hook: runs inside the statement's step
+        if sql.startswith("SELECT"):
+            inside.set()
+            go.wait(30)
+
+    def worker() -> None:
+        store.get(P, b"k")  # this thread's connection
+        ready.set()
+        traced.wait(30)
+        try:
+            got.append(store.get(P, b"k"))  # held inside by `hold`
+            got.append(store.get(P, b"k"))
+        except ConfigurationError as e:
+            got.append(e)
+
+    conns = store._conns.get()
+    t, theirs = _started(store, worker, ready)
+    assert theirs.conn is not None
+    theirs.conn.set_trace_callback(hold)
+    traced.set()
+    assert inside.wait(30)  # the worker's call is inside SQLite now
+    store.close()
+    assert theirs in conns.slots and theirs.conn is not None  # not closed under it
+    go.set()
+    t.join(30)
+    assert got[0] == (b"v", version)
+    assert isinstance(got[1], ConfigurationError) and "closed" in str(got[1])
+    assert conns.slots == [] and theirs.conn is None  # it closed its own
+
+
+def test_closing_leaves_a_batch_open_on_another_thread_to_commit(tmp_path):
+    # A write transaction between its statements is in use too: closing the connection
+    # would roll back the writes that returned. The batch's next write is refused (the
+    # store is closed), its end commits the first, then the connection is closed.
+    path = tmp_path / "m.db"
+    store = open_metastore(f"sqlite:///{path}")
+    written, go, outcome = threading.Event(), threading.Event(), []
+
+    def worker() -> None:
+        try:
+            with store.batch():
+                store.set(P, b"first", b"1")
+                written.set()
+                go.wait(30)
+                store.set(P, b"second", b"2")
+        except ConfigurationError as e:
+            outcome.append(e)
+        try:
+            store.get(P, b"first")
+        except ConfigurationError as e:
+            outcome.append(e)
+
+    t, theirs = _started(store, worker, written)
+    conns = store._conns.get()
+    store.close()
+    assert theirs.conn is not None and theirs.conn.in_transaction
+    go.set()
+    t.join(30)
+    assert len(outcome) == 2 and all("closed" in str(e) for e in outcome)
+    assert theirs.conn is None and conns.slots == []
+    with sqlite3.connect(path) as check:
+        rows = check.execute("SELECT key, value FROM kv WHERE partition = ?", (P,)).fetchall()
+    assert rows == [(b"first", b"1")]
+
+
+def test_the_close_at_exit_leaves_the_store_usable(tmp_path):
+    # The exit close (an atexit hook; a multiprocessing child's finalizer) closes what no
+    # thread is using but not the store: a writer finishing after it opens a new one.
+    from zarrlake.metastore.sqlite import close_at_exit
+
+    store = SqliteMetaStore(f"sqlite:///{tmp_path}/m.db")
+    version = store.set(P, b"k", b"v")
+    slot = store._conns.get().slots[0]
+    close_at_exit()
+    assert slot.conn is None
+    assert not (tmp_path / "m.db-wal").exists()
+    assert store.get(P, b"k") == (b"v", version)
+    assert store.set(P, b"k2", b"w") > version
+    store.close()
+
+
+def test_a_slot_closed_between_its_lookup_and_its_call_is_transient(tmp_path):
+    # The close on another thread may land between a thread's look at its connection and
+    # its call: the call raises TransientError (the retrying wrapper looks again, and opens
+    # a new connection, or is refused if the store closed), never a closed-database error.
+    store = SqliteMetaStore(f"sqlite:///{tmp_path}/m.db")
+    try:
+        slot = store._slot()
+        store._conns.get().close()
+        with pytest.raises(TransientError, match="closed"), slot:
+            pass
+        assert store.get(P, b"k") is None  # a new connection
+    finally:
+        store.close()
 
 
 def test_a_guarded_write_with_more_checks_than_one_statement_reads(tmp_path):

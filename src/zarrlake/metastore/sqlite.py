@@ -9,11 +9,15 @@ connections must never cross a fork.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import logging
 import os
 import sqlite3
+import sys
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -34,10 +38,13 @@ from zarrlake.metastore.checks import (
     check_partition,
     scan_range,
 )
-from zarrlake.metastore.filelock import FileLock, file_lock
+from zarrlake.metastore.filelock import FileLock, file_lock, holder
+
+log = logging.getLogger("zarrlake")
 
 BUSY_TIMEOUT = 30.0
-"""Seconds a write waits for another writer's lock before raising TransientError."""
+"""Seconds a write waits for another writer's lock before raising TransientError (this
+module's turn at the write lock, then SQLite's own: see `take_turn`)."""
 TURN_TIMEOUT = 1.0
 """Seconds `take_turns` waits for its turn before going on without one."""
 BATCH_VERSIONS = 16
@@ -80,52 +87,147 @@ def _ended(thread: threading.Thread) -> bool:
     return not thread.is_alive() and thread is not threading.main_thread()
 
 
+class _Slot:
+    """One thread's connection and the right to use it. Its thread holds `use` through
+    each call and through a whole write transaction (`with slot as conn:`); another thread
+    closes the connection only when it can take `use` (so never under a call: that crashes
+    the interpreter) or once the thread ended. A re-entrant lock: a read inside a batch's
+    transaction, or a batch's writes, nest in it."""
+
+    __slots__ = ("conn", "errors", "thread", "use")
+
+    def __init__(self, conn: sqlite3.Connection, errors: _Errors) -> None:
+        self.conn: sqlite3.Connection | None = conn  # None: closed
+        self.errors = errors
+        self.thread = threading.current_thread()
+        self.use = threading.RLock()
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.use.acquire()
+        conn = self.conn
+        if conn is None:  # closed from another thread since this one took the slot
+            self.use.release()
+            raise TransientError(
+                f"SQLite metastore {self.errors.path}: this thread's connection was closed "
+                "(its repository closing, or the process exiting); try again"
+            )
+        self.errors.__enter__()
+        return conn
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: Any
+    ) -> None:
+        try:
+            self.errors.__exit__(kind, error, tb)  # raises it translated, or returns
+        finally:
+            self.use.release()
+
+    def close(self) -> bool:
+        """Close the connection unless its thread is using it (inside a call, or a write
+        transaction of its own, which closing would roll back); whether it is closed. On
+        the thread's own slot that is whether the thread is between transactions."""
+        if _ended(self.thread):  # it cannot be inside a call, whatever `use` says
+            self._close()
+            return True
+        if not self.use.acquire(blocking=False):
+            return False
+        try:
+            if self.conn is not None and self.conn.in_transaction:
+                return False
+            self._close()
+            return True
+        finally:
+            self.use.release()
+
+    def _close(self) -> None:
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            conn.close()
+
+
 class _Connections:
     """One process's connections to one database: one per thread, closed when their thread
-    has ended or the store closes. A forked child gets a new set (see zarrlake._util.forksafe)."""
+    has ended, when the store closes, or at interpreter exit (`close_at_exit`). A forked
+    child gets a new set (see zarrlake._util.forksafe)."""
 
     def __init__(self, writer: FileLock) -> None:
         self.local = threading.local()
         self.lock = threading.Lock()
-        self.all: list[tuple[threading.Thread, sqlite3.Connection]] = []
+        self.slots: list[_Slot] = []
         self.writer = writer  # this process's turn at the database's write lock
         self.ready = False  # the file was found set up (WAL, tables): later ones skip the look
+        self.pid = os.getpid()
+        _OPEN.add(self)
+        _close_at_exit_of(self.pid)
 
-    def add(self, conn: sqlite3.Connection) -> None:
+    def add(self, slot: _Slot) -> None:
         with _FORK.call(), self.lock:  # close the connections of threads that have ended
             alive = []
-            for thread, other in self.all:
-                if _ended(thread):
+            for other in self.slots:
+                if _ended(other.thread):
                     other.close()
                 else:
-                    alive.append((thread, other))
-            self.all = [*alive, (threading.current_thread(), conn)]
-        self.local.conn = conn
+                    alive.append(other)
+            self.slots = [*alive, slot]
+        self.local.slot = slot
 
     def close(self) -> None:
-        """Close this thread's connection and those of ended threads. Another live thread
-        may be inside a call on its own (closing it under that call crashes the
-        interpreter): it closes it itself at its next call, which the closed store refuses."""
-        me = threading.current_thread()
+        """Close every connection no thread is using (`_Slot.close`). A thread inside a
+        call keeps its own (closing it under the call crashes the interpreter): when the
+        store closed, that thread closes it at its next call, which the store refuses;
+        otherwise at interpreter exit."""
         with _FORK.call(), self.lock:
-            kept = []
-            for thread, conn in self.all:
-                if thread is me or _ended(thread):
-                    conn.close()
-                else:
-                    kept.append((thread, conn))
-            self.all = kept
-        self.local.conn = None
+            self.slots = [slot for slot in self.slots if not slot.close()]
 
     def drop_mine(self) -> None:
-        """Close the calling thread's connection (its store was closed meanwhile)."""
-        conn = getattr(self.local, "conn", None)
-        self.local.conn = None
-        with self.lock:
-            self.all = [(t, c) for t, c in self.all if c is not conn]
-        if conn is not None:
-            with _FORK.call():
-                conn.close()
+        """Close the calling thread's connection (its store was closed meanwhile), unless
+        a write transaction of this thread is still open on it (a batch ending commits it;
+        the next call closes it)."""
+        slot: _Slot | None = getattr(self.local, "slot", None)
+        if slot is None:
+            return
+        with _FORK.call(), self.lock:
+            if slot.close():
+                self.local.slot = None
+                self.slots = [s for s in self.slots if s is not slot]
+
+
+_OPEN: weakref.WeakSet[_Connections] = weakref.WeakSet()
+"""Every process's sets of connections (each closes only its own process's)."""
+_EXIT_HOOKED: set[int] = set()  # pids whose exit close was looked at (`_close_at_exit_of`)
+
+
+def _close_at_exit_of(pid: int) -> None:
+    """Close this process's connections when it ends. `atexit` (registered below, when
+    this module is imported) runs after Python's `threading._shutdown` has joined every
+    thread pool's workers (concurrent.futures' exit hook) and every non-daemon thread, so
+    their connections are closed too; and, its hooks running last registered first,
+    after writers finish (txn/writers.py `finish_all`, registered at a process's first
+    write), which need them. (Writers of another metastore's repository registered
+    before this module was imported finish after it: a connection their finish opens
+    again stays open.) A child process of `multiprocessing` may leave by `os._exit`,
+    skipping `atexit`: its finalizers close them, after writers' (exit priority 100)."""
+    if pid in _EXIT_HOOKED:
+        return
+    _EXIT_HOOKED.add(pid)
+    mp = sys.modules.get("multiprocessing.util")
+    if mp is not None and sys.modules["multiprocessing"].parent_process() is not None:
+        mp.Finalize(None, close_at_exit, exitpriority=-100)
+
+
+def close_at_exit() -> None:
+    """Close every connection of this process no thread is using (`_Connections.close`;
+    the stores stay open: a later call opens its thread a new one). The last connection
+    to a database closed checkpoints its write-ahead log into the file and removes it, so
+    the next process to open the database does not read and replay it."""
+    pid = os.getpid()
+    for conns in list(_OPEN):
+        if conns.pid == pid:
+            with contextlib.suppress(Exception):  # a process ending reports nothing here
+                conns.close()
+
+
+atexit.register(close_at_exit)
 
 
 def parse_sqlite_url(url: str) -> tuple[str, str]:
@@ -191,7 +293,7 @@ class SqliteMetaStore(MetaStoreBackend):
         self._closed = False
         self._conns = PerProcess(lambda: _Connections(file_lock(self.path + "-writer")))
         self._fail = _Errors(self.path, opening=False)
-        self._conn()  # fail now, naming the path, if the file cannot be opened
+        self._slot()  # fail now, naming the path, if the file cannot be opened
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Reopen by absolute path, so a process with another working directory finds it.
@@ -200,17 +302,25 @@ class SqliteMetaStore(MetaStoreBackend):
 
     # connections -------------------------------------------------------------------------
 
-    def _conn(self, conns: _Connections | None = None) -> sqlite3.Connection:
-        """This thread's connection (`conns`: this process's, if the caller has them)."""
+    def _slot(self, conns: _Connections | None = None) -> _Slot:
+        """This thread's connection, to use as `with slot as conn:` (`conns`: this
+        process's, if the caller has them); opened if it has none, or if its last one was
+        closed at process exit."""
         conns = conns or self._conns.get()
-        conn = getattr(conns.local, "conn", None)
-        if conn is not None and not self._closed:
-            return conn
+        slot: _Slot | None = getattr(conns.local, "slot", None)
+        if slot is not None and slot.conn is not None and not self._closed:
+            return slot
         if self._closed:
             conns.drop_mine()
             raise ConfigurationError(f"metastore {self.url} is closed; open the repository again")
-        conn = self._connect()
-        conns.add(conn)
+        slot = _Slot(self._connect(), self._fail)
+        conns.add(slot)
+        return slot
+
+    def _conn(self) -> sqlite3.Connection:
+        """This thread's connection (for a look from outside a call: tests, tools)."""
+        conn = self._slot().conn
+        assert conn is not None
         return conn
 
     def _connect(self) -> sqlite3.Connection:
@@ -236,7 +346,7 @@ class SqliteMetaStore(MetaStoreBackend):
                 # (its journal mode, its schema) otherwise meet SQLite's busy errors, which
                 # its busy handler does not wait out. A file set up already is not waited
                 # for: a thread's first read never waits for another's batch of writes.
-                with conns.writer, self._errors(opening=True):
+                with _Turn(conns.writer, self.path), self._errors(opening=True):
                     self._set_up_file(conn)
             conns.ready = True
         except BaseException:
@@ -274,10 +384,12 @@ class SqliteMetaStore(MetaStoreBackend):
             raise
 
     def close(self) -> None:
-        """Refuse further calls and close the connections."""
+        """Refuse further calls and close the connections of every thread, those inside a
+        call excepted (each closes its own at its next call; see `_Connections.close`).
+        The last connection to the database closed checkpoints the write-ahead log into
+        the file and removes it."""
         self._closed = True
-        conns = self._conns.get()
-        conns.close()
+        self._conns.get().close()
 
     @contextmanager
     def take_turns(self, name: str) -> Iterator[bool]:
@@ -296,8 +408,8 @@ class SqliteMetaStore(MetaStoreBackend):
     def vacuum(self, min_free: int = 1 << 20) -> int:
         """Give pages freed by deleted rows (dropped staged records) back to the file system
         when at least `min_free` bytes are free; returns the bytes the file shrank by."""
-        conn = self._conn()
-        with self._conns.get().writer, self._errors():
+        slot = self._slot()
+        with _Turn(self._conns.get().writer, self.path), slot as conn:
             page = conn.execute("PRAGMA page_size").fetchone()[0]
             free = conn.execute("PRAGMA freelist_count").fetchone()[0] * page
             if free < min_free:
@@ -321,8 +433,8 @@ class SqliteMetaStore(MetaStoreBackend):
         conns = self._conns.get()
         batch: _Batch | None = getattr(conns.local, "batch", None)
         if batch is not None:
-            return batch.join(self._conn(conns))
-        return _Write(self._conn(conns), conns.writer, self._fail)
+            return batch.join(self._slot(conns))
+        return _Write(self._slot(conns), conns.writer)
 
     def batch(self) -> _Batch:
         """This thread's writes inside the block as one write transaction (see
@@ -339,8 +451,7 @@ class SqliteMetaStore(MetaStoreBackend):
     # primitives --------------------------------------------------------------------------
 
     def _get(self, partition: str, key: bytes) -> tuple[bytes, int] | None:
-        conn = self._conn()
-        with self._errors():
+        with self._slot() as conn:
             row = conn.execute(
                 "SELECT value, version FROM kv WHERE partition = ? AND key = ?", (partition, key)
             ).fetchone()
@@ -351,8 +462,7 @@ class SqliteMetaStore(MetaStoreBackend):
         if high is not None:
             sql += " AND key < ?"
         args = (partition, low) + ((high,) if high is not None else ()) + (size,)
-        conn = self._conn()
-        with self._errors():
+        with self._slot() as conn:
             return conn.execute(sql + " ORDER BY key LIMIT ?", args).fetchall()
 
     def read(
@@ -380,8 +490,7 @@ class SqliteMetaStore(MetaStoreBackend):
                 sql += " AND key < ?"
                 args.append(high)
             parts.append(sql)
-        conn = self._conn()
-        with self._errors():
+        with self._slot() as conn:
             rows = conn.execute(" UNION ALL ".join(parts) + " ORDER BY 1, 2", args).fetchall()
         found: dict[bytes, tuple[bytes, int]] = {}
         items: list[list[Item]] = [[] for _ in spans]
@@ -595,6 +704,39 @@ class _Errors:
         raise BackendError(f"SQLite metastore {self.path}: {text}") from None
 
 
+def take_turn(lock: FileLock, path: str) -> None:
+    """Take this process's turn at the database's write lock (`lock`), waiting at most
+    BUSY_TIMEOUT: a writer stopped inside its transaction (SIGSTOP, a suspended job, a
+    debugger's breakpoint) holds it until it continues or ends, and every other writer
+    would wait for it without a word. Raises TransientError naming the holder, also
+    logged at once (the retrying wrapper's attempts each wait again)."""
+    if lock.wait(BUSY_TIMEOUT):
+        return
+    who = holder(lock.path) or "another process"
+    message = (
+        f"SQLite metastore {path} stayed locked for {BUSY_TIMEOUT:.0f} s: its write lock is "
+        f"held by {who}; a process stopped inside a write (Ctrl-Z, SIGSTOP, a debugger) "
+        "holds it until it continues (kill -CONT PID) or ends"
+    )
+    log.warning("zarrlake: %s", message)
+    raise TransientError(message)
+
+
+class _Turn:
+    """`take_turn` as a context manager (set-up of a new file, vacuum)."""
+
+    __slots__ = ("lock", "path")
+
+    def __init__(self, lock: FileLock, path: str) -> None:
+        self.lock, self.path = lock, path
+
+    def __enter__(self) -> None:
+        take_turn(self.lock, self.path)
+
+    def __exit__(self, *exc: object) -> None:
+        self.lock.release()
+
+
 class _Batch:
     """One thread's writes as one transaction (`SqliteMetaStore.batch`): the first write
     begins it (`join`), the end of the outermost block commits it; an interrupt or a crash
@@ -607,10 +749,10 @@ class _Batch:
         self.write: _Write | None = None
         self.outer = False
 
-    def join(self, conn: sqlite3.Connection) -> _Joined:
+    def join(self, slot: _Slot) -> _Joined:
         """The batch's transaction for one write, begun if this is the first."""
         if self.write is None:
-            write = _Write(conn, self.conns.writer, self.errors, BATCH_VERSIONS)
+            write = _Write(slot, self.conns.writer, BATCH_VERSIONS)
             write.__enter__()
             self.write = write
         elif not self.write.conn.in_transaction:  # SQLite rolled it back (an I/O error)
@@ -618,7 +760,7 @@ class _Batch:
                 f"SQLite metastore {self.errors.path}: a batch's transaction was rolled back "
                 "by an earlier error; check the disk the file is on, then try again"
             )
-        return _Joined(self.write, self.errors)
+        return _Joined(self.write)
 
     def commit(self) -> None:
         """Commit the writes so far and release the write lock; the next write begins a
@@ -650,10 +792,10 @@ class _Joined:
     """One write inside a batch: its errors translated; a failed statement undoes only
     itself (SQLite's statement atomicity), the batch's other writes stay."""
 
-    __slots__ = ("conn", "errors", "write")
+    __slots__ = ("conn", "slot", "write")
 
-    def __init__(self, write: _Write, errors: _Errors) -> None:
-        self.write, self.conn, self.errors = write, write.conn, errors
+    def __init__(self, write: _Write) -> None:
+        self.write, self.conn, self.slot = write, write.conn, write.slot
 
     def versions(self, n: int) -> int:
         """The first of `n` new versions (see `_Write.versions`: the batch's reservation)."""
@@ -664,26 +806,26 @@ class _Joined:
         self.write.vacuum()
 
     def __enter__(self) -> _Joined:
-        self.errors.__enter__()
+        self.slot.__enter__()  # the batch's transaction holds it already: never closed here
         return self
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, tb: Any
     ) -> None:
-        self.errors.__exit__(kind, error, tb)
+        self.slot.__exit__(kind, error, tb)
 
 
 class _Write:
     """A write transaction: this process's turn at the write lock, then BEGIN IMMEDIATE;
-    COMMIT on leaving, ROLLBACK on an error. Its writes' versions come from the counter,
-    `block` at a time at least (see `versions`)."""
+    COMMIT on leaving, ROLLBACK on an error. It holds its thread's connection (`_Slot`)
+    throughout. Its writes' versions come from the counter, `block` at a time at least
+    (see `versions`)."""
 
-    __slots__ = ("block", "conn", "end", "errors", "freed", "lock", "next")
+    __slots__ = ("block", "conn", "end", "freed", "lock", "next", "slot")
 
-    def __init__(
-        self, conn: sqlite3.Connection, lock: FileLock, errors: _Errors, block: int = 1
-    ) -> None:
-        self.conn, self.lock, self.errors, self.block = conn, lock, errors, block
+    def __init__(self, slot: _Slot, lock: FileLock, block: int = 1) -> None:
+        self.slot, self.lock, self.block = slot, lock, block
+        self.conn: sqlite3.Connection = slot.conn  # type: ignore[assignment]  # (see __enter__)
         self.next, self.end = 1, 0  # versions reserved and not used yet: [next, end]
         self.freed = False  # rows were deleted whose pages go back before COMMIT
 
@@ -710,13 +852,13 @@ class _Write:
         return first
 
     def __enter__(self) -> _Write:
-        self.lock.acquire()
+        take_turn(self.lock, self.slot.errors.path)
         try:
-            self.errors.__enter__()
+            self.conn = self.slot.__enter__()
             try:
                 self.conn.execute("BEGIN IMMEDIATE")
             except BaseException as e:
-                self.errors.__exit__(type(e), e, None)
+                self.slot.__exit__(type(e), e, None)
                 raise
         except BaseException:
             self.lock.release()
@@ -741,9 +883,9 @@ class _Write:
                 elif conn.in_transaction:
                     conn.execute("ROLLBACK")
             except BaseException as e:
-                self.errors.__exit__(type(e), e, None)  # raises it translated, or returns
+                self.slot.__exit__(type(e), e, None)  # raises it translated, or returns
                 raise
-            self.errors.__exit__(kind, error, None)
+            self.slot.__exit__(kind, error, None)
         finally:
             self.lock.release()
 
