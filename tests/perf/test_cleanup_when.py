@@ -15,7 +15,7 @@ import pytest
 import zarr
 
 import zarrlake as zl
-from zarrlake.txn import transaction
+from zarrlake.vc import gc_protocol
 from zarrlake.vc.gc_protocol import uploads_partition
 
 
@@ -45,13 +45,13 @@ def test_the_next_session_drops_what_a_commit_left_on_its_own_thread(repo, monke
     s = _commit_one(repo, 0)
     assert _staged(repo, s.id)  # left by the commit call
     threads = []
-    register = transaction.register_staged
+    register = gc_protocol.register_staged  # (imported by the commit's clean-up at its run)
 
     def registering(*args, **kw):
         threads.append(threading.current_thread())
         return register(*args, **kw)
 
-    monkeypatch.setattr(transaction, "register_staged", registering)
+    monkeypatch.setattr(gc_protocol, "register_staged", registering)
     repo.create_session()
     assert threads == [threading.current_thread()]
     assert not _staged(repo, s.id)
