@@ -14,6 +14,7 @@ from zarr.codecs.zstd import ZstdCodec
 
 import zarrlake as zl
 from tests.core.counting import counted
+from tests.helpers.fill_chunks import fill_chunks
 from tests.statistics.model import Spec, assert_matches
 from zarrlake.vc.gc_protocol import uploads_partition
 from zarrlake.zarr_store.pipeline import SessionPipeline
@@ -21,20 +22,14 @@ from zarrlake.zarr_store.pipeline import SessionPipeline
 SIDE = 128  # a (1, 128, 128) float32 chunk: 16,384 values, a large one
 
 
-def _values(fill: float, rows: int = 7) -> np.ndarray:
-    """Chunks of (1, SIDE, SIDE): random; all fill; fill first, then not; -0.0 first, then
-    fill; NaN first; fill everywhere but the last value; random with NaN scattered."""
+def _values(fill: float) -> np.ndarray:
+    """Chunks of (1, SIDE, SIDE): `fill_chunks`' six (random; all fill; fill first, then
+    not; -0.0 first, then fill; NaN first; fill everywhere but the last value), then one
+    random with NaN scattered."""
     rng = np.random.default_rng(11)
-    v = rng.uniform(-2, 2, (rows, SIDE, SIDE)).astype("f4")
-    v[1] = fill
-    v[2, 0, 0] = fill
-    v[3] = fill
-    v[3, 0, 0] = -0.0
-    v[4, 0, 0] = np.nan
-    v[5] = fill
-    v[5, -1, -1] = 1.5
-    v[6][rng.random((SIDE, SIDE)) < 0.1] = np.nan
-    return v
+    scattered = rng.uniform(-2, 2, (1, SIDE, SIDE)).astype("f4")
+    scattered[rng.random(scattered.shape) < 0.1] = np.nan
+    return np.concatenate([fill_chunks(fill, SIDE), scattered])
 
 
 def _chunks(store, prefix: str = "a/c/") -> dict[str, bytes]:
