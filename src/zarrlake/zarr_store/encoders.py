@@ -16,7 +16,7 @@ import asyncio
 import os
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import zarr
 
@@ -40,22 +40,31 @@ async def in_order[T, R](
     (and no more than zarr's `async.concurrency`), and `store` each result on this event
     loop in the items' order. If one raises, the encodes in flight are waited for (none
     outlives the write) and the error is raised."""
-    loop = asyncio.get_running_loop()
     pool = _POOL.get()
     window = max(1, min(2 * WORKERS, int(zarr.config.get("async.concurrency") or 1)))
-    pending: deque[tuple[T, asyncio.Future[R]]] = deque()
+    pending: deque[tuple[T, Future[R]]] = deque()
     try:
         for item in items:
             if len(pending) >= window:
-                done, fut = pending.popleft()
-                await store(done, await fut)
-            pending.append((item, loop.run_in_executor(pool, encode, item)))
+                await _stored(pending, store)
+            pending.append((item, pool.submit(encode, item)))
         while pending:
-            done, fut = pending.popleft()
-            await store(done, await fut)
+            await _stored(pending, store)
     finally:
         if pending:  # (an error or a cancellation: the others end, their errors dropped)
-            await asyncio.wait([fut for _, fut in pending])
+            await asyncio.wait([asyncio.wrap_future(fut) for _, fut in pending])
             for _, fut in pending:
                 if not fut.cancelled():
                     fut.exception()
+
+
+async def _stored[T, R](
+    pending: deque[tuple[T, Future[R]]], store: Callable[[T, R], Awaitable[None]]
+) -> None:
+    """`store` the first pending job's result, then drop the job: its result taken as it
+    is if the thread has finished it (the event loop is not woken for it), else awaited
+    (still pending meanwhile, so an error or a cancellation waits for it too)."""
+    item, fut = pending[0]
+    got = fut.result() if fut.done() else await asyncio.wrap_future(fut)
+    pending.popleft()
+    await store(item, got)
