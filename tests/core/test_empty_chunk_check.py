@@ -12,6 +12,7 @@ import zarr
 from zarr.core.buffer import cpu
 
 import zarrlake as zl
+from tests.helpers.fill_chunks import fill_chunks
 
 
 @pytest.fixture
@@ -31,16 +32,7 @@ def checked(monkeypatch) -> list[float]:
 def _values(fill: float) -> np.ndarray:
     """Six chunks of (1, 4, 4): random; all fill; fill first, then not; -0.0 first, then
     fill; NaN first, then random; fill everywhere but the last value."""
-    rng = np.random.default_rng(5)
-    v = rng.uniform(1, 2, (6, 4, 4)).astype("f4")
-    v[1] = fill
-    v[2, 0, 0] = fill
-    v[3] = fill
-    v[3, 0, 0] = -0.0
-    v[4, 0, 0] = np.nan
-    v[5] = fill
-    v[5, 3, 3] = 1.5
-    return v
+    return fill_chunks(fill, 4)
 
 
 @pytest.mark.parametrize("fill", [0.0, float("nan")])

@@ -11,6 +11,11 @@ changed for other stores.
 - An array write's large chunks are held by the store until zarr has handed over the
   last one, then recorded in one metastore write, uploaded and staged together
   (`write_scope.py`).
+- An array write's whole large chunks (each a view of the written array, TILES_MAX
+  elements or more, codecs that encode synchronously) do not go through zarr's per-chunk
+  coroutines: each chunk's statistics, codecs and hash are one task on one thread per
+  core (`encoders.py`), and the event loop only hands the bytes to the store
+  (`_write_whole`); the write's other chunks (edge, partial) are zarr's as before.
 - After an array write, the store is told (`array_written`): a Dask task's copy of a
   session finishes there, so the task's writes are durable and counted when it returns.
 - The values each chunk was encoded from travel to the store with its bytes (`handed`), so
@@ -46,7 +51,7 @@ from zarr.core.codec_pipeline import BatchedCodecPipeline
 from zarrlake.errors import ZarrLakeError
 from zarrlake.format.statistics import ChunkStats
 from zarrlake.vc.statistics import TILES_MAX, ChunkValues, of_chunk, of_tiles
-from zarrlake.zarr_store import write_scope
+from zarrlake.zarr_store import encoders, write_scope
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +112,10 @@ class _Handover:
     taken: _Taken | None = None
     bufs: dict[int, tuple[Any, Any, ChunkStats | None, bytes | None]] = field(default_factory=dict)
 
+
+_Whole = tuple[Any, Any, Any, list[tuple[Any, Any]]]
+"""A whole large chunk of a write (`_whole_large`): (zarr's byte setter, the chunk's spec,
+zarr's buffer of its values, each codec with its spec)."""
 
 _HANDED: ContextVar[_Handover | None] = ContextVar("zarrlake_handed", default=None)
 """The hand-over of the write in progress (in this task and the ones it starts), if its
@@ -218,15 +227,24 @@ class SessionPipeline(BatchedCodecPipeline):
             # whose inner chunks are an inner write's); a writer's own (`given`), else
             # taken here if there are enough
             handover.taken = _GIVEN.get() or _taken_together(batch, value, drop_axes, inner)
+        whole: list[_Whole] = []
+        rest = batch
         if handover is not None and not inner and not self.supports_partial_encode:
-            batch = _screened(batch, value, drop_axes)
+            whole, rest = self._whole_large(batch, value, drop_axes)
+            rest = _screened(rest, value, drop_axes)
         token = _HANDED.set(handover)
         wanted = _WANTS.set(wants)
         try:
             if any(hasattr(s, "holds_chunks") for s in stores):
-                await write_scope.within(
-                    lambda: super(SessionPipeline, self).write(batch, value, drop_axes)
-                )
+
+                async def run() -> None:
+                    if whole and handover is not None:
+                        await self._write_whole(whole, handover)
+                    # (zarr's write is called even with no chunk left: what wraps it
+                    # sees every array write)
+                    await super(SessionPipeline, self).write(rest, value, drop_axes)
+
+                await write_scope.within(run)
             else:
                 await super().write(batch, value, drop_axes)
         finally:
@@ -239,13 +257,81 @@ class SessionPipeline(BatchedCodecPipeline):
             if written is not None:
                 await written()
 
+    def _whole_large(
+        self, batch: list[Any], value: Any, drop_axes: tuple[int, ...]
+    ) -> tuple[list[_Whole], list[Any]]:
+        """`batch` (zarr's write items) split into the whole large chunks this pipeline
+        encodes itself (`_write_whole`: a session store's, TILES_MAX elements or more, each
+        a view of the written array of the chunk's shape, codecs that encode synchronously
+        with zarr's `bytes` codec) and the rest, which zarr's pipeline writes."""
+        if drop_axes or not self._encodes_synchronously():
+            return [], batch
+        array = value.as_ndarray_like()
+        if not isinstance(array, np.ndarray) or array.ndim == 0:
+            return [], batch
+        whole: list[_Whole] = []
+        rest = []
+        stages: dict[int, list[tuple[Any, Any]]] = {}  # id(spec): each codec with its spec
+        for item in batch:
+            setter, spec, _, out_selection, complete = item
+            if complete and hasattr(getattr(setter, "store", None), "holds_chunks"):
+                selected = value[out_selection]  # (zarr's own view of a whole chunk)
+                shape = tuple(spec.shape)
+                if selected.shape == shape and math.prod(shape) >= TILES_MAX:
+                    chain = stages.get(id(spec))
+                    if chain is None:
+                        aa, (ab, ab_specs), bb = self._codecs_with_resolved_metadata_batched([spec])
+                        chain = stages[id(spec)] = [
+                            (codec, specs[0]) for codec, specs in (*aa, (ab, ab_specs), *bb)
+                        ]
+                    whole.append((setter, spec, selected, chain))
+                    continue
+            rest.append(item)
+        return whole, rest
+
+    async def _write_whole(self, whole: list[_Whole], handover: _Handover) -> None:
+        """Write the whole large chunks `whole` (`_whole_large`): each chunk's statistics,
+        codecs and hash one task on the encoding threads (`encoders.py`: the statistics
+        just before zstd reads the same values, from the core's cache), its bytes handed
+        to the store on this event loop, in order; a chunk of fill values only (zarr's
+        `write_empty_chunks` off) deleted, as zarr does."""
+
+        def encode(job: _Whole) -> tuple[Any, Any, ChunkStats | None, bytes | None]:
+            setter, spec, selected, chain = job
+            values = selected.as_numpy_array()
+            if _empty(selected, values, spec):
+                return None, None, None, None
+            stats = None
+            if handover.stats:
+                taken = handover.taken
+                stats = None if taken is None else taken.of(setter.path, values)
+                if stats is None:
+                    stats = of_chunk(values, handover.fill)
+            chunk = selected
+            for codec, codec_spec in chain:
+                chunk = codec._encode_sync(chunk, codec_spec)
+            hash_ = handover.digest
+            digest = None if hash_ is None else hash_(chunk.as_buffer_like())
+            return chunk, values if handover.stats else None, stats, digest
+
+        async def store(job: _Whole, got: tuple[Any, Any, ChunkStats | None, bytes | None]) -> None:
+            buf = got[0]
+            if buf is None:
+                await job[0].delete()
+                return
+            handover.bufs[id(buf)] = got
+            await job[0].set(buf)
+
+        await encoders.in_order(whole, encode, store)
+
     async def encode_batch(self, chunk_arrays_and_specs: Iterable[Any]) -> Iterable[Any]:
         """zarr's encode; within a write to a session store, each buffer made is noted
-        with the values it encodes. Large chunks (TILES_MAX elements or more) are encoded
-        on one thread each batch, their statistics taken just before (zstd then reads
-        values the statistics brought into the core's cache, instead of the statistics
-        reading them from memory again at the upload) and their bytes hashed just after
-        (as they leave the compressor)."""
+        with the values it encodes. Large chunks (TILES_MAX elements or more) that zarr
+        encodes (a partial chunk merged with what it held: whole ones are `_write_whole`'s)
+        are encoded on one thread each batch, their statistics taken just before (zstd then
+        reads values the statistics brought into the core's cache, instead of the
+        statistics reading them from memory again at the upload) and their bytes hashed
+        just after (as they leave the compressor)."""
         items = list(chunk_arrays_and_specs)
         handover = _HANDED.get()
         if handover is None:
@@ -275,7 +361,13 @@ class SessionPipeline(BatchedCodecPipeline):
                 if array.as_ndarray_like().size < TILES_MAX:
                     return False
                 some = True
-        if not some or type(self.array_bytes_codec) is not BytesCodec:
+        return some and self._encodes_synchronously()
+
+    def _encodes_synchronously(self) -> bool:
+        """Whether the array-to-bytes codec is zarr's `bytes` (not a sharding codec, whose
+        inner writes hand their chunks over in their own task) and every other codec has a
+        synchronous encode."""
+        if type(self.array_bytes_codec) is not BytesCodec:
             return False
         codecs = (*self.array_array_codecs, *self.bytes_bytes_codecs)
         return all(hasattr(c, "_encode_sync") and getattr(c, "_sync_capable", True) for c in codecs)
@@ -472,6 +564,20 @@ def _screened(batch: list[Any], value: Any, drop_axes: tuple[int, ...]) -> list[
             item = (setter, new, chunk_selection, out_selection, whole)
         out.append(item)
     return out
+
+
+def _empty(selected: Any, values: np.ndarray, spec: Any) -> bool:
+    """Whether zarr would not store a whole chunk of `values` (`selected`, zarr's buffer of
+    them): `write_empty_chunks` off and every value the fill value (zarr's `all_equal`,
+    asked only when the first value is the fill value)."""
+    if spec.config.write_empty_chunks:
+        return False
+    fill = spec.fill_value
+    if fill is None:  # (zarr's default for the dtype then)
+        fill = spec.dtype.default_scalar()
+    if _not_fill(values[(0,) * values.ndim], fill):
+        return False
+    return bool(selected.all_equal(fill))
 
 
 def _not_fill(first: Any, fill: Any) -> bool:
