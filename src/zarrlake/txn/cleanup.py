@@ -22,6 +22,7 @@ import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
+from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
 from zarrlake._util import runtime
@@ -107,14 +108,15 @@ _LOCK = threading.Lock()
 _HOOKED: list[int] = [0]  # the pid whose exit hook is installed
 
 
-def leave(ctx: RepoContext, work: Callable[[], object]) -> Pending:
-    """`work` (a committed session's clean-up on `ctx`) as a pending task: on the I/O pool
-    at once on a remote metastore or under a runtime's executor, else deferred (see the
-    module docstring; `Repo.close` runs it too, as it finishes the context's handles)."""
+def leave(ctx: RepoContext, work: Callable[..., object], *args: object) -> Pending:
+    """`work(*args)` (a committed session's clean-up on `ctx`) as a pending task: on the
+    I/O pool at once on a remote metastore or under a runtime's executor (which sees
+    `work` itself), else deferred (see the module docstring; `Repo.close` runs it too, as
+    it finishes the context's handles)."""
     if ctx.meta.remote or runtime.current().executor is not None:
-        future: Future[object] = ctx.objects.pool.submit(work)
+        future: Future[object] = ctx.objects.pool.submit(work, *args)
         return future
-    task = Deferred(work)
+    task = Deferred(partial(work, *args))
     with _LOCK:
         _PENDING.append(task)
     ctx.handles.add(task)  # Repo.close runs it

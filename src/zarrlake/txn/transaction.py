@@ -13,7 +13,6 @@ import weakref
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
-from functools import partial
 from typing import TYPE_CHECKING, cast
 
 from zarrlake.connection import RepoContext, RepoSpec, connect, raise_first
@@ -510,7 +509,7 @@ class Transaction:
         self.release.detach()  # its writer has nothing left to finish
         self.view = self._view_of(commit_id)
         self.overlay = Overlay(self.ctx.objects, self.view, None)
-        self.cleanup = cleanup.leave(self.ctx, partial(self._drop_staged, self.staging))
+        self.cleanup = cleanup.leave(self.ctx, self._drop_staged, self.staging)
         return commit_id
 
     def _drop_staged(self, staging: Staging) -> None:
