@@ -125,3 +125,31 @@ def test_a_forked_child_leaves_its_parent_s_alone(repo):
     assert _staged(repo, s.id)
     s.wait()
     assert not _staged(repo, s.id)
+
+
+def test_a_clean_up_another_thread_began_is_waited_for():
+    """The release thread may have begun a clean-up (a collected repository's handles
+    flushing) when the process exits or a session begins: they wait for it to end, so the
+    exit does not close the metastore's connections under it (and leave SQLite's log)."""
+    from zarrlake.txn.cleanup import Deferred
+
+    started, go = threading.Event(), threading.Event()
+    done: list[str] = []
+
+    def work() -> None:
+        started.set()
+        go.wait()
+        done.append("cleaned")
+
+    task = Deferred(work)
+    runner = threading.Thread(target=task.run)
+    runner.start()
+    started.wait()
+    releaser = threading.Thread(target=task.release)
+    releaser.start()
+    releaser.join(timeout=0.5)
+    assert releaser.is_alive()  # waiting for the other thread's clean-up, not returned
+    go.set()
+    releaser.join()
+    runner.join()
+    assert done == ["cleaned"] and task.done()

@@ -72,10 +72,13 @@ class Deferred:
                     _PENDING.remove(self)
 
     def release(self) -> None:
-        """Run it where a repository closes or the process ends, logging (not raising) a
-        failure: what it leaves, gc drops."""
+        """Run it where a repository closes or the process ends, or wait for the thread
+        that began it (the release thread, a collected repository's handles flushing: at
+        exit, its SQLite connection would be busy when the exit closes them, and the log
+        would stay), logging (not raising) a failure: what it leaves, gc drops."""
         try:
             self.run()
+            self._done.wait()
         except Exception as e:
             log.debug("zarrlake: dropping a committed session's staged records: %s", e)
 
