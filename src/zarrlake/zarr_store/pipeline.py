@@ -51,7 +51,7 @@ from zarr.core.codec_pipeline import BatchedCodecPipeline
 from zarrlake.errors import ZarrLakeError
 from zarrlake.format.statistics import ChunkStats
 from zarrlake.vc.statistics import TILES_MAX, ChunkValues, of_chunk, of_tiles
-from zarrlake.zarr_store import encoders, write_scope
+from zarrlake.zarr_store import write_scope
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,10 +274,14 @@ class SessionPipeline(BatchedCodecPipeline):
         stages: dict[int, list[tuple[Any, Any]]] = {}  # id(spec): each codec with its spec
         for item in batch:
             setter, spec, _, out_selection, complete = item
-            if complete and hasattr(getattr(setter, "store", None), "holds_chunks"):
+            shape = tuple(spec.shape)  # (small chunks leave first: no view made of them)
+            if (
+                complete
+                and math.prod(shape) >= TILES_MAX
+                and hasattr(getattr(setter, "store", None), "holds_chunks")
+            ):
                 selected = value[out_selection]  # (zarr's own view of a whole chunk)
-                shape = tuple(spec.shape)
-                if selected.shape == shape and math.prod(shape) >= TILES_MAX:
+                if selected.shape == shape:
                     chain = stages.get(id(spec))
                     if chain is None:
                         aa, (ab, ab_specs), bb = self._codecs_with_resolved_metadata_batched([spec])
@@ -321,6 +325,8 @@ class SessionPipeline(BatchedCodecPipeline):
                 return
             handover.bufs[id(buf)] = got
             await job[0].set(buf)
+
+        from zarrlake.zarr_store import encoders  # (its threads: a writer's only)
 
         await encoders.in_order(whole, encode, store)
 
